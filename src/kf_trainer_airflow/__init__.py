@@ -1,0 +1,1 @@
+"""Placeholder: the airflow adapter lands with its issue."""

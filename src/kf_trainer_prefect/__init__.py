@@ -1,0 +1,1 @@
+"""Placeholder: the prefect adapter lands with its issue."""
