@@ -1,0 +1,149 @@
+"""The pydantic base class of every spec model, and the translation of pydantic's
+validation errors into :class:`~kf_trainer_core.errors.SpecError` (field + fix)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import ErrorDetails
+from typing_extensions import Self
+
+from kf_trainer_core.errors import FieldProblem, SpecError
+
+# Validators phrase their messages as "<problem> Fix: <fix>", so one string carries both.
+FIX_MARK = " Fix: "
+
+#: Every field name of every spec model, used to suggest the intended name for a typo.
+_KNOWN_FIELDS: set[str] = set()
+
+
+class SpecModel(BaseModel):
+    """Base of all spec models: strict about unknown fields, JSON round-trippable, and
+    raising :class:`SpecError` (a ``ValueError``) that names the field and the fix."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        validate_assignment=True,
+        validate_default=False,
+        use_enum_values=False,
+        ser_json_inf_nan="strings",
+    )
+
+    #: The name used in error messages for this model's own fields ("trainer", ...).
+    _error_root: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _KNOWN_FIELDS.update(getattr(cls, "__annotations__", {}))
+        if "_error_root" not in cls.__dict__:
+            # Errors of a model built on its own read "CustomTrainer.num_nodes: ...".
+            cls._error_root = cls.__name__.lstrip("_")
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise spec_error_from(exc, root=self._error_root) from None
+
+    @classmethod
+    def parse(cls, data: Any) -> Self:
+        """Validate ``data`` (a dict, a JSON string or an instance) into this model,
+        raising :class:`SpecError` on bad input."""
+        try:
+            if isinstance(data, (str, bytes)):
+                return cls.model_validate_json(data)
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise spec_error_from(exc, root=cls._error_root) from None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The JSON-compatible dict form, without fields left at ``None``."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+def _loc_to_path(loc: Iterable[int | str]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part[:1].isupper() or part.startswith("function-"):
+            # Tags of discriminated unions ("CustomTrainer") and validator names are not
+            # fields: leave them out of the path the user reads.
+            continue
+        else:
+            path = f"{path}.{part}" if path else part
+    return path
+
+
+def _fix_for(err: ErrorDetails, field: str) -> str:
+    kind = err["type"]
+    leaf = field.rsplit(".", 1)[-1].split("[")[0]
+    ctx = err.get("ctx") or {}
+    if kind == "missing":
+        return f"set `{leaf}`."
+    if kind == "extra_forbidden":
+        close = difflib.get_close_matches(leaf, sorted(_KNOWN_FIELDS), n=1, cutoff=0.75)
+        hint = f" Did you mean `{close[0]}`?" if close else ""
+        return f"remove `{leaf}` or correct its spelling.{hint}"
+    if kind in {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}:
+        return "use a value in the allowed range."
+    if kind.startswith(("int_", "float_")):
+        return "give a number."
+    if kind.startswith("bool"):
+        return "give true or false."
+    if kind.startswith(("string_", "str")) and "pattern" not in kind:
+        return "give a string."
+    if kind in {"literal_error", "enum"}:
+        return f"use one of {ctx.get('expected', 'the allowed values')}."
+    if kind in {"union_tag_invalid", "union_tag_not_found"}:
+        return f"set `type` to one of {ctx.get('expected_tags', 'the known types')}."
+    if kind in {"dict_type", "model_type", "model_attributes_type"}:
+        return "give a mapping (dict) of fields."
+    if kind.startswith("list"):
+        return "give a list."
+    return ""
+
+
+def spec_error_from(exc: ValidationError, *, root: str = "") -> SpecError:
+    """Turn a pydantic ``ValidationError`` into a :class:`SpecError` whose every line
+    names the field and says how to fix it.
+
+    Models with their own ``__init__`` (all of ours) are built through it even when
+    nested, so an inner model's ``SpecError`` arrives here wrapped: its problems are
+    re-rooted at the outer field rather than reported as one opaque message."""
+    problems: list[FieldProblem] = []
+    for err in exc.errors(include_url=False):
+        field = _loc_to_path(err["loc"])
+        message = err["msg"]
+        if err["type"] == "value_error":
+            message = message.removeprefix("Value error, ")
+        elif err["type"] == "extra_forbidden":
+            message = "unknown field"
+        if isinstance(err.get("ctx", {}).get("error"), SpecError):
+            # A nested validator already produced field-level problems: keep them.
+            nested: SpecError = err["ctx"]["error"]
+            for p in nested.problems:
+                sub = p.field
+                full = f"{field}.{sub}" if field and sub else (field or sub)
+                problems.append(FieldProblem(full, p.problem, p.fix))
+            continue
+        if FIX_MARK in message:
+            problem, fix = message.split(FIX_MARK, 1)
+        else:
+            problem, fix = message, _fix_for(err, field)
+        if not problem.endswith((".", "?", ")")):
+            problem += "."
+        if err["type"] not in {"value_error", "missing", "extra_forbidden"}:
+            value = err.get("input")
+            if not isinstance(value, (dict, list)) and value is not None:
+                problem = f"{problem[:-1]} (got {value!r})."
+        problems.append(FieldProblem(field, problem, fix))
+    return SpecError(problems, root=root)
+
+
+def fix(problem: str, how: str) -> str:
+    """Compose a validator message carrying both the problem and its fix."""
+    return f"{problem}{FIX_MARK}{how}"

@@ -1,0 +1,248 @@
+"""Training functions: capture a Python function as self-contained source, and turn it
+into the program that a trainer node runs.
+
+A ``CustomTrainer`` function is shipped to the cluster as source code, so it must be
+self-contained: imports inside the body, no closures over local variables, inputs
+through ``func_args``. This module checks that early, with a clear message, instead of
+letting the pod fail with a ``NameError``.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import json
+import re
+import textwrap
+from collections.abc import Callable
+from typing import Any
+
+from kf_trainer_core._model import fix
+
+#: ``"package.module:function"`` references.
+REF_PATTERN = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
+
+#: Rank 0 of node 0 prints its return value on a line that starts with this marker, as
+#: a fallback for the termination message (MPI launchers, local runs, logs-only access).
+RESULT_MARKER = "##kf-trainer-result## "
+
+#: Kubernetes keeps at most 4096 bytes of a container's termination message.
+TERMINATION_MESSAGE_LIMIT = 4096
+
+#: Where the kubelet reads the termination message from; an environment variable of
+#: the same purpose overrides it for local runs and the test server's exec mode.
+TERMINATION_LOG_PATH = "/dev/termination-log"
+TERMINATION_LOG_ENV = "KF_TRAINER_TERMINATION_LOG"
+
+
+def _function_node(source: str, name: str | None) -> ast.FunctionDef:
+    """Find the top-level ``def`` called ``name`` (or the only one) in ``source``."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise ValueError(
+            fix(
+                f"the function source does not parse: {exc.msg} (line {exc.lineno}).",
+                "pass the complete source of a top-level `def`.",
+            )
+        ) from None
+    funcs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if name is not None:
+        funcs = [f for f in funcs if f.name == name]
+    if not funcs:
+        where = f"named `{name}` " if name else ""
+        raise ValueError(
+            fix(f"the source defines no top-level function {where}.", "pass a `def` function.")
+        )
+    if len(funcs) > 1:
+        names = ", ".join(f.name for f in funcs)
+        raise ValueError(
+            fix(
+                f"the source defines several functions ({names}).",
+                'say which one trains: {"source": ..., "name": "<function>"}.',
+            )
+        )
+    node = funcs[0]
+    if isinstance(node, ast.AsyncFunctionDef):
+        raise ValueError(
+            fix(
+                f"`{node.name}` is an async function.",
+                "make the training function a plain `def`; run asyncio inside it if needed.",
+            )
+        )
+    return node
+
+
+def _strip_decorators(source: str, node: ast.FunctionDef) -> str:
+    """Drop decorator lines (``@task.kubeflow_trainer(...)``): they belong to the
+    orchestrator, not to the pod."""
+    if not node.decorator_list:
+        return source
+    lines = source.splitlines(keepends=True)
+    return "".join(lines[node.lineno - 1 :])
+
+
+def capture_source(func: Callable[..., Any]) -> tuple[str, str]:
+    """Return ``(name, source)`` of a plain Python function, decorators removed.
+
+    Works for functions defined in modules, DAG files, flow files and notebooks (IPython
+    registers cell sources with :mod:`linecache`, which :func:`inspect.getsource` reads).
+    """
+    func = inspect.unwrap(func)
+    if not inspect.isfunction(func):
+        raise ValueError(
+            fix(
+                f"expected a Python function, got {type(func).__name__}.",
+                "pass a `def` function, its source, or a 'package.module:function' reference.",
+            )
+        )
+    if func.__name__ == "<lambda>":
+        raise ValueError(
+            fix("a lambda cannot be shipped as a training function.", "define it with `def`.")
+        )
+    if func.__code__.co_freevars:
+        names = ", ".join(func.__code__.co_freevars)
+        raise ValueError(
+            fix(
+                f"`{func.__name__}` uses variables of an enclosing function ({names}); "
+                "only its own source reaches the pod.",
+                "pass those values through `func_args`.",
+            )
+        )
+    try:
+        source = inspect.getsource(func)
+    except (OSError, TypeError) as exc:
+        raise ValueError(
+            fix(
+                f"cannot read the source of `{func.__name__}` ({exc}).",
+                "define it in a file or notebook cell, or pass its source as a string.",
+            )
+        ) from None
+    source = textwrap.dedent(source)
+    node = _function_node(source, func.__name__)
+    return func.__name__, _strip_decorators(source, node)
+
+
+def parse_source(source: str, name: str | None = None) -> tuple[str, str]:
+    """Validate function source text and return ``(name, source)``."""
+    source = textwrap.dedent(source).strip("\n") + "\n"
+    node = _function_node(source, name)
+    return node.name, source if name is not None else _strip_decorators(source, node)
+
+
+def resolve_ref(ref: str) -> Callable[..., Any]:
+    """Import the function named by ``"package.module:function"``."""
+    module_name, _, attr = ref.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(
+            fix(
+                f"cannot import module `{module_name}` of `{ref}` ({exc}).",
+                "install the package or fix the reference; it is imported where the spec is built.",
+            )
+        ) from None
+    func = getattr(module, attr, None)
+    if not callable(func):
+        raise ValueError(
+            fix(f"module `{module_name}` has no function `{attr}`.", "fix the reference.")
+        )
+    return func  # type: ignore[no-any-return]
+
+
+def program_for(
+    name: str,
+    source: str | None,
+    func_args: dict[str, Any] | None,
+    *,
+    import_ref: str | None = None,
+) -> str:
+    """The Python program a trainer node runs: the function, its call with
+    ``func_args``, and the hand-off of rank 0's return value.
+
+    The arguments travel as a JSON literal decoded at run time, so values are never
+    re-interpreted as code, and the program is the same bytes for the same inputs.
+    """
+    args_json = json.dumps(func_args or {}, sort_keys=True, separators=(",", ":"))
+    if import_ref is not None:
+        module, _, attr = import_ref.partition(":")
+        body = f"from {module} import {attr} as {name}\n"
+    else:
+        body = (source or "").rstrip("\n") + "\n"
+    return _PROGRAM_TEMPLATE.format(
+        function=body,
+        name=name,
+        args=repr(args_json),
+        marker=repr(RESULT_MARKER),
+        limit=TERMINATION_MESSAGE_LIMIT,
+        log_env=repr(TERMINATION_LOG_ENV),
+        log_path=repr(TERMINATION_LOG_PATH),
+    )
+
+
+# The epilogue is generated code: it must run on any Python the image has (3.8+), use
+# only the standard library, and never fail a job that trained successfully because the
+# return value could not be reported.
+_PROGRAM_TEMPLATE = """\
+# Generated by kf-trainer-suite: the training function, then its call.
+{function}
+
+def _kf_trainer_main():
+    import json
+    import os
+    import sys
+
+    result = {name}(**json.loads({args}))
+    rank = os.environ.get("RANK") or os.environ.get("OMPI_COMM_WORLD_RANK") or "0"
+    node = os.environ.get("PET_NODE_RANK") or os.environ.get("JOB_COMPLETION_INDEX") or "0"
+    if rank != "0" or node != "0":
+        return
+    try:
+        text = json.dumps(result, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        print("kf-trainer: the return value is not JSON-serialisable (%s); "
+              "it is not reported." % exc, file=sys.stderr)
+        return
+    print({marker} + text, flush=True)
+    if len(text.encode()) > {limit}:
+        print("kf-trainer: the return value is %d bytes; the termination message keeps "
+              "%d, so only the log carries it." % (len(text.encode()), {limit}),
+              file=sys.stderr)
+        return
+    try:
+        with open(os.environ.get({log_env}) or {log_path}, "w") as fh:
+            fh.write(text)
+    except OSError as exc:
+        print("kf-trainer: cannot write the termination message (%s)." % exc, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    _kf_trainer_main()
+"""
+
+
+def parse_result(text: str | None) -> Any:
+    """Parse a return value written by the generated program (termination message or
+    log line). Returns ``None`` when there is none."""
+    if not text:
+        return None
+    text = text.strip()
+    if text.startswith(RESULT_MARKER.strip()):
+        text = text[len(RESULT_MARKER.strip()) :].strip()
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def result_from_log(lines: list[str]) -> tuple[bool, Any]:
+    """Find the last result marker in log lines: ``(found, value)``."""
+    for line in reversed(lines):
+        idx = line.find(RESULT_MARKER)
+        if idx >= 0:
+            try:
+                return True, json.loads(line[idx + len(RESULT_MARKER) :])
+            except ValueError:
+                return False, None
+    return False, None
