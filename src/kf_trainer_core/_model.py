@@ -50,10 +50,11 @@ class SpecModel(BaseModel):
 
     @classmethod
     def parse(cls, data: Any) -> Self:
-        """Validate ``data`` (a dict, a JSON string or an instance) into this model,
-        raising :class:`SpecError` on bad input."""
+        """Validate ``data`` (a dict, a JSON object text or an instance) into this
+        model, raising :class:`SpecError` on bad input. Other strings go to the model's
+        own validators (a function's source, a runtime's name)."""
         try:
-            if isinstance(data, (str, bytes)):
+            if isinstance(data, (str, bytes)) and data.lstrip()[:1] in ("{", b"{"):
                 return cls.model_validate_json(data)
             return cls.model_validate(data)
         except ValidationError as exc:

@@ -1,0 +1,1 @@
+"""Shared test set-up: the Kubernetes-API test server fixtures."""
