@@ -88,10 +88,9 @@ def name_from_identity(
     ``limit`` (default: the limit of any runtime).
     """
     identity = "/".join("" if p is None else str(p) for p in parts)
-    suffix = _digest(identity, 10)
+    # Ten hex digits (40 bits) keep collisions negligible; tiny limits get fewer.
+    suffix = _digest(identity, max(4, min(10, limit - 3)))
     readable = slugify(prefix) if prefix else slugify("-".join(str(p) for p in parts[:2] if p))
     room = limit - len(suffix) - 1
-    head = readable[:room].rstrip("-")
-    if not head:
-        head = "tj"
+    head = readable[:room].rstrip("-") or "tj"[:room]
     return f"{head}-{suffix}"

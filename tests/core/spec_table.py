@@ -75,13 +75,13 @@ def pod_patch(rjob: str = "node", **pod: object) -> RuntimePatch:
     )
 
 
-SOURCE = '''
+SOURCE = """
 def train(steps: int = 2):
     total = 0
     for i in range(steps):
         total += i
     return {"total": total}
-'''
+"""
 
 
 def valid_specs() -> dict[str, TrainJobSpec]:
@@ -113,7 +113,9 @@ def valid_specs() -> dict[str, TrainJobSpec]:
                 ActiveDeadlineSeconds(7200),
             ],
         ),
-        "mig": TrainJobSpec(trainer=CustomTrainer(train_linear, resources_per_node={"mig-1g.5gb": 1})),
+        "mig": TrainJobSpec(
+            trainer=CustomTrainer(train_linear, resources_per_node={"mig-1g.5gb": 1})
+        ),
         "fractional-cpu": TrainJobSpec(
             trainer=CustomTrainer(train_linear, resources_per_node={"cpu": 0.5, "memory": "512Mi"})
         ),
@@ -194,7 +196,9 @@ def valid_specs() -> dict[str, TrainJobSpec]:
             runtime="my-runtime",
             trainer=CustomTrainer(train_linear),
             initializer=Initializer(
-                dataset=DatasetInitializer(storage_uri="file:///data/train", env={"SPLIT": "train"}),
+                dataset=DatasetInitializer(
+                    storage_uri="file:///data/train", env={"SPLIT": "train"}
+                ),
                 model=ModelInitializer(storage_uri="file:///models/base"),
             ),
         ),

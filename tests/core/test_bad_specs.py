@@ -29,51 +29,354 @@ BAD: list[tuple[str, Any, dict[str, Any], str, str]] = [
     ("zero-nodes", custom(num_nodes=0), {}, "trainer.num_nodes", "num_nodes >= 1"),
     ("nodes-not-int", custom(num_nodes="two"), {}, "trainer.num_nodes", "give a number"),
     ("typo-field", custom(num_node=2), {}, "trainer.num_node", "Did you mean `num_nodes`"),
-    ("unknown-trainer-type", {"trainer": {"type": "Custom", "image": "x"}}, {}, "trainer", "set `type`"),
+    (
+        "unknown-trainer-type",
+        {"trainer": {"type": "Custom", "image": "x"}},
+        {},
+        "trainer",
+        "set `type`",
+    ),
     ("missing-func", {"trainer": {"type": "CustomTrainer"}}, {}, "trainer.func", "set `func`"),
-    ("func-syntax-error", custom(func="def train(:\n  pass"), {}, "trainer.func", "complete source"),
-    ("func-async", custom(func="async def train():\n    pass\n"), {}, "trainer.func", "plain `def`"),
+    (
+        "func-syntax-error",
+        custom(func="def train(:\n  pass"),
+        {},
+        "trainer.func",
+        "complete source",
+    ),
+    (
+        "func-async",
+        custom(func="async def train():\n    pass\n"),
+        {},
+        "trainer.func",
+        "plain `def`",
+    ),
     ("func-args-not-json", custom(func_args={"when": object()}), {}, "trainer.func_args", "JSON"),
-    ("unknown-resource", custom(resources_per_node={"gpus": 1}), {}, "trainer.resources_per_node", "gpu, cpu"),
-    ("bad-quantity", custom(resources_per_node={"memory": "16 GB"}), {}, "trainer.resources_per_node", "16Gi"),
-    ("gpu-and-mig", custom(resources_per_node={"gpu": 1, "mig-1g.5gb": 1}), {}, "trainer.resources_per_node", "drop one"),
-    ("two-migs", custom(resources_per_node={"mig-1g.5gb": 1, "mig-2g.10gb": 1}), {}, "trainer.resources_per_node", "request one"),
+    (
+        "unknown-resource",
+        custom(resources_per_node={"gpus": 1}),
+        {},
+        "trainer.resources_per_node",
+        "gpu, cpu",
+    ),
+    (
+        "bad-quantity",
+        custom(resources_per_node={"memory": "16 GB"}),
+        {},
+        "trainer.resources_per_node",
+        "16Gi",
+    ),
+    (
+        "gpu-and-mig",
+        custom(resources_per_node={"gpu": 1, "mig-1g.5gb": 1}),
+        {},
+        "trainer.resources_per_node",
+        "drop one",
+    ),
+    (
+        "two-migs",
+        custom(resources_per_node={"mig-1g.5gb": 1, "mig-2g.10gb": 1}),
+        {},
+        "trainer.resources_per_node",
+        "request one",
+    ),
     ("reserved-env", custom(env={"PET_NNODES": "4"}), {}, "trainer.env", "num_nodes"),
     ("bad-env-name", custom(env={"1BAD": "x"}), {}, "trainer.env", "not starting with a digit"),
     ("empty-index-urls", custom(pip_index_urls=[]), {}, "trainer.pip_index_urls", "leave it out"),
-    ("bad-runtime-name", {"runtime": "Torch_Distributed"}, {}, "runtime.name", "kubectl get clustertrainingruntimes"),
-    ("bad-runtime-kind", {"runtime": {"name": "x", "kind": "Runtime"}}, {}, "runtime.kind", "use one of"),
-    ("command-with-function", {**custom(), "options": [{"type": "TrainerCommand", "command": ["x"]}]}, {}, "options[0]", "CustomTrainerContainer"),
-    ("args-with-builtin", {"runtime": "torchtune-llama3.2-1b", "trainer": {"type": "BuiltinTrainer", "config": {}}, "options": [{"type": "TrainerArgs", "args": ["x"]}]}, {}, "options[0]", "drop the option"),
-    ("two-names", {**custom(), "options": [{"type": "Name", "name": "a"}, {"type": "Name", "name": "b"}]}, {}, "options[1]", "keep one"),
-    ("deadline-zero", {**custom(), "options": [{"type": "ActiveDeadlineSeconds", "seconds": 0}]}, {}, "options[0].seconds", "1 or more"),
-    ("bad-label-key", {**custom(), "options": [{"type": "Labels", "labels": {"bad key": "v"}}]}, {}, "options[0].labels", "DNS-subdomain prefix"),
-    ("bad-label-value", {**custom(), "options": [{"type": "Labels", "labels": {"k": "has spaces"}}]}, {}, "options[0].labels", "annotation for free text"),
-    ("bad-managed-by", {**custom(), "options": [{"type": "ManagedBy", "managed_by": "me"}]}, {}, "options[0].managed_by", "use one of"),
-    ("bad-queue", {**custom(), "options": [{"type": "QueueName", "queue": "Team A"}]}, {}, "options[0].queue", "queue's name"),
-    ("hf-token-in-clear", {"initializer": {"dataset": {"type": "HuggingFaceDatasetInitializer", "storage_uri": "hf://a/b", "access_token": "hf_x"}}}, {}, "initializer.dataset.access_token", "secret_ref"),
-    ("s3-key-in-clear", {"initializer": {"model": {"type": "S3ModelInitializer", "storage_uri": "s3://b/m", "secret_access_key": "k"}}}, {}, "initializer.model.secret_access_key", "SECRET_ACCESS_KEY"),
-    ("s3-wrong-scheme", {"initializer": {"dataset": {"type": "S3DatasetInitializer", "storage_uri": "gs://b/p"}}}, {}, "initializer.dataset.storage_uri", "s3://<bucket>"),
-    ("cache-one-node", {"initializer": {"dataset": {"type": "DataCacheInitializer", "storage_uri": "cache://a/b", "metadata_loc": "s3://m", "num_data_nodes": 1}}}, {}, "initializer.dataset.num_data_nodes", "2 or more"),
-    ("cache-bad-uri", {"initializer": {"dataset": {"type": "DataCacheInitializer", "storage_uri": "cache://a", "metadata_loc": "s3://m", "num_data_nodes": 2}}}, {}, "initializer.dataset.storage_uri", "one schema and one table"),
-    ("generic-not-uri", {"initializer": {"dataset": {"type": "DatasetInitializer", "storage_uri": "/data"}}}, {}, "initializer.dataset.storage_uri", "file:///data"),
-    ("bad-column-map", {"runtime": "torchtune-llama3.2-1b", "trainer": {"type": "BuiltinTrainer", "config": {"dataset_preprocess_config": {"column_map": {"prompt": "q"}}}}}, {}, "trainer.config.dataset_preprocess_config.column_map", "'input'/'output'"),
-    ("bad-lora-module", {"runtime": "torchtune-llama3.2-1b", "trainer": {"type": "BuiltinTrainer", "config": {"peft_config": {"lora_attn_modules": ["q"]}}}}, {}, "trainer.config.peft_config.lora_attn_modules", "q_proj"),
-    ("same-patch-manager", {**custom(), "options": [pod_patch(node_selector={"a": "b"}).model_dump(), pod_patch(node_selector={"c": "d"}).model_dump()]}, {}, "options[1].manager", "own `manager`"),
-    ("patch-bad-mount", lambda: patched(containers=[ContainerPatch(name="node", volume_mounts=[{"name": "d", "mountPath": "data"}])]), {}, "volume_mounts", "'/data'"),
-    ("patch-metadata-name", lambda: patched(metadata={"name": "x"}), {}, "metadata", "labels and annotations"),
+    (
+        "bad-runtime-name",
+        {"runtime": "Torch_Distributed"},
+        {},
+        "runtime.name",
+        "kubectl get clustertrainingruntimes",
+    ),
+    (
+        "bad-runtime-kind",
+        {"runtime": {"name": "x", "kind": "Runtime"}},
+        {},
+        "runtime.kind",
+        "use one of",
+    ),
+    (
+        "command-with-function",
+        {**custom(), "options": [{"type": "TrainerCommand", "command": ["x"]}]},
+        {},
+        "options[0]",
+        "CustomTrainerContainer",
+    ),
+    (
+        "args-with-builtin",
+        {
+            "runtime": "torchtune-llama3.2-1b",
+            "trainer": {"type": "BuiltinTrainer", "config": {}},
+            "options": [{"type": "TrainerArgs", "args": ["x"]}],
+        },
+        {},
+        "options[0]",
+        "drop the option",
+    ),
+    (
+        "two-names",
+        {**custom(), "options": [{"type": "Name", "name": "a"}, {"type": "Name", "name": "b"}]},
+        {},
+        "options[1]",
+        "keep one",
+    ),
+    (
+        "deadline-zero",
+        {**custom(), "options": [{"type": "ActiveDeadlineSeconds", "seconds": 0}]},
+        {},
+        "options[0].seconds",
+        "1 or more",
+    ),
+    (
+        "bad-label-key",
+        {**custom(), "options": [{"type": "Labels", "labels": {"bad key": "v"}}]},
+        {},
+        "options[0].labels",
+        "DNS-subdomain prefix",
+    ),
+    (
+        "bad-label-value",
+        {**custom(), "options": [{"type": "Labels", "labels": {"k": "has spaces"}}]},
+        {},
+        "options[0].labels",
+        "annotation for free text",
+    ),
+    (
+        "bad-managed-by",
+        {**custom(), "options": [{"type": "ManagedBy", "managed_by": "me"}]},
+        {},
+        "options[0].managed_by",
+        "use one of",
+    ),
+    (
+        "bad-queue",
+        {**custom(), "options": [{"type": "QueueName", "queue": "Team A"}]},
+        {},
+        "options[0].queue",
+        "queue's name",
+    ),
+    (
+        "hf-token-in-clear",
+        {
+            "initializer": {
+                "dataset": {
+                    "type": "HuggingFaceDatasetInitializer",
+                    "storage_uri": "hf://a/b",
+                    "access_token": "hf_x",
+                }
+            }
+        },
+        {},
+        "initializer.dataset.access_token",
+        "secret_ref",
+    ),
+    (
+        "s3-key-in-clear",
+        {
+            "initializer": {
+                "model": {
+                    "type": "S3ModelInitializer",
+                    "storage_uri": "s3://b/m",
+                    "secret_access_key": "k",
+                }
+            }
+        },
+        {},
+        "initializer.model.secret_access_key",
+        "SECRET_ACCESS_KEY",
+    ),
+    (
+        "s3-wrong-scheme",
+        {"initializer": {"dataset": {"type": "S3DatasetInitializer", "storage_uri": "gs://b/p"}}},
+        {},
+        "initializer.dataset.storage_uri",
+        "s3://<bucket>",
+    ),
+    (
+        "cache-one-node",
+        {
+            "initializer": {
+                "dataset": {
+                    "type": "DataCacheInitializer",
+                    "storage_uri": "cache://a/b",
+                    "metadata_loc": "s3://m",
+                    "num_data_nodes": 1,
+                }
+            }
+        },
+        {},
+        "initializer.dataset.num_data_nodes",
+        "2 or more",
+    ),
+    (
+        "cache-bad-uri",
+        {
+            "initializer": {
+                "dataset": {
+                    "type": "DataCacheInitializer",
+                    "storage_uri": "cache://a",
+                    "metadata_loc": "s3://m",
+                    "num_data_nodes": 2,
+                }
+            }
+        },
+        {},
+        "initializer.dataset.storage_uri",
+        "one schema and one table",
+    ),
+    (
+        "generic-not-uri",
+        {"initializer": {"dataset": {"type": "DatasetInitializer", "storage_uri": "/data"}}},
+        {},
+        "initializer.dataset.storage_uri",
+        "file:///data",
+    ),
+    (
+        "bad-column-map",
+        {
+            "runtime": "torchtune-llama3.2-1b",
+            "trainer": {
+                "type": "BuiltinTrainer",
+                "config": {"dataset_preprocess_config": {"column_map": {"prompt": "q"}}},
+            },
+        },
+        {},
+        "trainer.config.dataset_preprocess_config.column_map",
+        "'input'/'output'",
+    ),
+    (
+        "bad-lora-module",
+        {
+            "runtime": "torchtune-llama3.2-1b",
+            "trainer": {
+                "type": "BuiltinTrainer",
+                "config": {"peft_config": {"lora_attn_modules": ["q"]}},
+            },
+        },
+        {},
+        "trainer.config.peft_config.lora_attn_modules",
+        "q_proj",
+    ),
+    (
+        "same-patch-manager",
+        {
+            **custom(),
+            "options": [
+                pod_patch(node_selector={"a": "b"}).model_dump(),
+                pod_patch(node_selector={"c": "d"}).model_dump(),
+            ],
+        },
+        {},
+        "options[1].manager",
+        "own `manager`",
+    ),
+    (
+        "patch-bad-mount",
+        lambda: patched(
+            containers=[
+                ContainerPatch(name="node", volume_mounts=[{"name": "d", "mountPath": "data"}])
+            ]
+        ),
+        {},
+        "volume_mounts",
+        "'/data'",
+    ),
+    (
+        "patch-metadata-name",
+        lambda: patched(metadata={"name": "x"}),
+        {},
+        "metadata",
+        "labels and annotations",
+    ),
     # Caught by the builder, which knows the runtime.
     ("name-not-dns", custom(), {"name": "My_Job"}, "name", "'my-job'"),
-    ("name-too-long-for-runtime", {"runtime": "torchtune-llama3.2-1b", "trainer": {"type": "BuiltinTrainer", "config": {}}, "initializer": {"dataset": {"type": "HuggingFaceDatasetInitializer", "storage_uri": "hf://a/b"}}, "options": [{"type": "Name", "name": "a-very-long-fine-tuning-job-name-x"}]}, {}, "options.Name", "shorten it to 33"),
+    (
+        "name-too-long-for-runtime",
+        {
+            "runtime": "torchtune-llama3.2-1b",
+            "trainer": {"type": "BuiltinTrainer", "config": {}},
+            "initializer": {
+                "dataset": {"type": "HuggingFaceDatasetInitializer", "storage_uri": "hf://a/b"}
+            },
+            "options": [{"type": "Name", "name": "a-very-long-fine-tuning-job-name-x"}],
+        },
+        {},
+        "options.Name",
+        "shorten it to 33",
+    ),
     ("name-too-long-node-only", custom(), {"name": "n" * 49}, "name", "shorten it to 48"),
-    ("builtin-on-torch-runtime", {"trainer": {"type": "BuiltinTrainer", "config": {}}}, {}, "trainer", "torchtune-llama3.2-1b"),
-    ("function-on-torchtune-runtime", {"runtime": "torchtune-llama3.2-1b", **custom()}, {}, "trainer", "BuiltinTrainer"),
-    ("initializer-runtime-lacks-step", {**custom(), "initializer": {"dataset": {"type": "HuggingFaceDatasetInitializer", "storage_uri": "hf://a/b"}}}, {}, "initializer.dataset", "runtime with that step"),
-    ("patch-unknown-replicated-job", {**custom(), "options": [pod_patch(rjob="worker", node_selector={"a": "b"}).model_dump()]}, {}, "replicated_jobs[0].name", "patch one of those"),
-    ("patch-pet-env-on-node", patched(containers=[ContainerPatch(name="node", env={"PET_NODE_RANK": "0"})]), {}, "containers[0].env", "num_proc_per_node"),
-    ("patch-env-on-node", patched(containers=[ContainerPatch(name="node", env={"LR": "0.1"})]), {}, "containers[0].env", "trainer's `env`"),
-    ("patch-env-on-initializer", {"runtime": "torchtune-llama3.2-1b", "trainer": {"type": "BuiltinTrainer", "config": {}}, "options": [pod_patch(rjob="dataset-initializer", containers=[ContainerPatch(name="dataset-initializer", env={"X": "1"})]).model_dump()]}, {}, "containers[0].env", "dataset initializer's `env`"),
-    ("program-too-large", custom(func_args={"blob": "x" * 140_000}), {}, "trainer.func", "embed=False"),
+    (
+        "builtin-on-torch-runtime",
+        {"trainer": {"type": "BuiltinTrainer", "config": {}}},
+        {},
+        "trainer",
+        "torchtune-llama3.2-1b",
+    ),
+    (
+        "function-on-torchtune-runtime",
+        {"runtime": "torchtune-llama3.2-1b", **custom()},
+        {},
+        "trainer",
+        "BuiltinTrainer",
+    ),
+    (
+        "initializer-runtime-lacks-step",
+        {
+            **custom(),
+            "initializer": {
+                "dataset": {"type": "HuggingFaceDatasetInitializer", "storage_uri": "hf://a/b"}
+            },
+        },
+        {},
+        "initializer.dataset",
+        "runtime with that step",
+    ),
+    (
+        "patch-unknown-replicated-job",
+        {**custom(), "options": [pod_patch(rjob="worker", node_selector={"a": "b"}).model_dump()]},
+        {},
+        "replicated_jobs[0].name",
+        "patch one of those",
+    ),
+    (
+        "patch-pet-env-on-node",
+        patched(containers=[ContainerPatch(name="node", env={"PET_NODE_RANK": "0"})]),
+        {},
+        "containers[0].env",
+        "num_proc_per_node",
+    ),
+    (
+        "patch-env-on-node",
+        patched(containers=[ContainerPatch(name="node", env={"LR": "0.1"})]),
+        {},
+        "containers[0].env",
+        "trainer's `env`",
+    ),
+    (
+        "patch-env-on-initializer",
+        {
+            "runtime": "torchtune-llama3.2-1b",
+            "trainer": {"type": "BuiltinTrainer", "config": {}},
+            "options": [
+                pod_patch(
+                    rjob="dataset-initializer",
+                    containers=[ContainerPatch(name="dataset-initializer", env={"X": "1"})],
+                ).model_dump()
+            ],
+        },
+        {},
+        "containers[0].env",
+        "dataset initializer's `env`",
+    ),
+    (
+        "program-too-large",
+        custom(func_args={"blob": "x" * 140_000}),
+        {},
+        "trainer.func",
+        "embed=False",
+    ),
 ]
 
 
@@ -82,7 +385,9 @@ def test_the_table_is_broad() -> None:
     assert len({case[0] for case in BAD}) == len(BAD)
 
 
-@pytest.mark.parametrize(("data", "kwargs", "field", "fix"), [c[1:] for c in BAD], ids=[c[0] for c in BAD])
+@pytest.mark.parametrize(
+    ("data", "kwargs", "field", "fix"), [c[1:] for c in BAD], ids=[c[0] for c in BAD]
+)
 def test_bad_spec_is_rejected_naming_field_and_fix(
     data: Any, kwargs: dict[str, Any], field: str, fix: str
 ) -> None:

@@ -30,7 +30,9 @@ SPECS = valid_specs()
 
 
 def built(key: str, **kw: Any) -> dict[str, Any]:
-    return build_trainjob(SPECS[key], namespace="team-a", identity=("dag", key, "run-1"), **kw).manifest
+    return build_trainjob(
+        SPECS[key], namespace="team-a", identity=("dag", key, "run-1"), **kw
+    ).manifest
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +113,12 @@ def test_name_option_wins_over_identity() -> None:
 
 def test_name_limit_follows_the_observed_runtime() -> None:
     spec = SPECS["function-defaults"].with_options(Name("n" * 44))
-    mpi = RuntimeInfo(name="torch-distributed", policy="torch", replicated_jobs=("node", "launcher"), observed=True)
+    mpi = RuntimeInfo(
+        name="torch-distributed",
+        policy="torch",
+        replicated_jobs=("node", "launcher"),
+        observed=True,
+    )
     build_trainjob(spec, runtime=mpi)  # 44 fits a launcher
     with pytest.raises(ValueError, match="at most 44"):
         build_trainjob(SPECS["function-defaults"].with_options(Name("n" * 45)), runtime=mpi)
@@ -142,8 +149,15 @@ def test_torchtune_arguments() -> None:
 
 def test_resource_aliases() -> None:
     res = built("function-full")["spec"]["trainer"]["resourcesPerNode"]
-    assert res["limits"] == {"nvidia.com/gpu": 8, "cpu": 32, "memory": "256Gi", "ephemeral-storage": "100Gi"}
-    assert built("mig")["spec"]["trainer"]["resourcesPerNode"]["limits"] == {"nvidia.com/mig-1g.5gb": 1}
+    assert res["limits"] == {
+        "nvidia.com/gpu": 8,
+        "cpu": 32,
+        "memory": "256Gi",
+        "ephemeral-storage": "100Gi",
+    }
+    assert built("mig")["spec"]["trainer"]["resourcesPerNode"]["limits"] == {
+        "nvidia.com/mig-1g.5gb": 1
+    }
     assert built("fractional-cpu")["spec"]["trainer"]["resourcesPerNode"]["limits"]["cpu"] == "0.5"
 
 
@@ -151,10 +165,15 @@ def test_credentials_are_secret_references() -> None:
     init = built("torchtune")["spec"]["initializer"]
     assert init["model"]["secretRef"] == {"name": "hf-token"}
     env = built("function-full")["spec"]["trainer"]["env"]
-    assert {"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {"name": "wandb", "key": "key"}}} in env
+    assert {
+        "name": "WANDB_API_KEY",
+        "valueFrom": {"secretKeyRef": {"name": "wandb", "key": "key"}},
+    } in env
 
 
-def _run_command(command: list[str], tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], str]:
+def _run_command(
+    command: list[str], tmp_path: Path
+) -> tuple[subprocess.CompletedProcess[str], str]:
     log = tmp_path / "termination-log"
     env = {**os.environ, "KF_TRAINER_LAUNCHER": sys.executable, TERMINATION_LOG_ENV: str(log)}
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
@@ -180,14 +199,21 @@ def test_the_command_reports_the_return_value(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     result = json.loads(message)
     assert set(result) == {"w", "loss"}
-    assert f"{RESULT_MARKER}{json.dumps(result, sort_keys=True, separators=(',', ':'))}" in proc.stdout
+    assert (
+        f"{RESULT_MARKER}{json.dumps(result, sort_keys=True, separators=(',', ':'))}" in proc.stdout
+    )
 
 
 def test_only_rank_zero_of_node_zero_reports(tmp_path: Path) -> None:
     spec = TrainJobSpec(trainer=CustomTrainer(train_linear))
     command = build_trainjob(spec).manifest["spec"]["trainer"]["command"]
     log = tmp_path / "log"
-    env = {**os.environ, "KF_TRAINER_LAUNCHER": sys.executable, TERMINATION_LOG_ENV: str(log), "PET_NODE_RANK": "1"}
+    env = {
+        **os.environ,
+        "KF_TRAINER_LAUNCHER": sys.executable,
+        TERMINATION_LOG_ENV: str(log),
+        "PET_NODE_RANK": "1",
+    }
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0
     assert not log.exists()
@@ -196,7 +222,9 @@ def test_only_rank_zero_of_node_zero_reports(tmp_path: Path) -> None:
 
 def test_large_return_value_stays_in_the_log(tmp_path: Path) -> None:
     source = "def big():\n    return {'blob': 'x' * 5000}\n"
-    command = build_trainjob(TrainJobSpec(trainer=CustomTrainer(source))).manifest["spec"]["trainer"]["command"]
+    command = build_trainjob(TrainJobSpec(trainer=CustomTrainer(source))).manifest["spec"][
+        "trainer"
+    ]["command"]
     proc, message = _run_command(command, tmp_path)
     assert proc.returncode == 0
     assert message == ""
@@ -206,7 +234,9 @@ def test_large_return_value_stays_in_the_log(tmp_path: Path) -> None:
 
 def test_failing_function_fails_the_command(tmp_path: Path) -> None:
     source = "def boom():\n    raise RuntimeError('diverged at step 7')\n"
-    command = build_trainjob(TrainJobSpec(trainer=CustomTrainer(source))).manifest["spec"]["trainer"]["command"]
+    command = build_trainjob(TrainJobSpec(trainer=CustomTrainer(source))).manifest["spec"][
+        "trainer"
+    ]["command"]
     proc, message = _run_command(command, tmp_path)
     assert proc.returncode != 0
     assert "diverged at step 7" in proc.stderr

@@ -45,9 +45,12 @@ def test_sdk_call_shapes() -> None:
         trainer=CustomTrainer(train_linear, num_nodes=2),
         options=[Name("job-a"), Labels({"a": "b"}), ActiveDeadlineSeconds(60)],
     )
-    assert spec.runtime == RuntimeRef(name="torch-distributed", kind=RuntimeKind.CLUSTER_TRAINING_RUNTIME)
+    assert spec.runtime == RuntimeRef(
+        name="torch-distributed", kind=RuntimeKind.CLUSTER_TRAINING_RUNTIME
+    )
     assert spec.option(Name).name == "job-a"
-    assert spec.trainer is not None and spec.trainer.type == "CustomTrainer"
+    assert spec.trainer is not None
+    assert spec.trainer.type == "CustomTrainer"
 
 
 def test_default_runtime_is_torch_distributed() -> None:
@@ -77,7 +80,8 @@ def test_function_reference_resolves_to_source() -> None:
     assert func.ref == "train_functions:train_linear"
     name, source, ref = func.resolved()
     assert (name, ref) == ("train_linear", None)
-    assert source is not None and "def train_linear" in source
+    assert source is not None
+    assert "def train_linear" in source
 
 
 def test_function_defined_in_a_notebook_cell() -> None:
@@ -129,7 +133,9 @@ def test_numbers_in_env_become_strings_like_the_sdk() -> None:
 
 
 def test_with_options_replaces_single_valued_options() -> None:
-    spec = TrainJobSpec(trainer=CustomTrainer(train_linear), options=[Name("a"), Labels({"x": "y"})])
+    spec = TrainJobSpec(
+        trainer=CustomTrainer(train_linear), options=[Name("a"), Labels({"x": "y"})]
+    )
     spec2 = spec.with_options(Name("b"), Labels({"z": "w"}))
     assert spec2.option(Name).name == "b"
     assert [o.type for o in spec2.options] == ["Labels", "Name", "Labels"]
@@ -137,7 +143,9 @@ def test_with_options_replaces_single_valued_options() -> None:
 
 def test_spec_error_is_a_value_error_and_pickles() -> None:
     with pytest.raises(ValueError, match=r"trainer\.num_nodes") as info:
-        TrainJobSpec.parse({"trainer": {"type": "CustomTrainer", "func": "def f(): pass", "num_nodes": 0}})
+        TrainJobSpec.parse(
+            {"trainer": {"type": "CustomTrainer", "func": "def f(): pass", "num_nodes": 0}}
+        )
     err = info.value
     assert isinstance(err, SpecError)
     again = pickle.loads(pickle.dumps(err))
