@@ -57,6 +57,7 @@ MANAGED_BY_VALUE = "kf-trainer-suite"
 IDENTITY_LABEL = "kf-trainer-suite/identity"
 IDENTITY_ANNOTATION = "kf-trainer-suite/identity"
 SPEC_HASH_ANNOTATION = "kf-trainer-suite/spec-hash"
+ATTEMPT_ANNOTATION = "kf-trainer-suite/attempt"
 
 WORKSPACE = "/workspace"
 DATASET_PATH = f"{WORKSPACE}/dataset"
@@ -111,11 +112,14 @@ def build_trainjob(
     identity: str | Sequence[str | int | None] | None = None,
     name_prefix: str = "",
     runtime: RuntimeInfo | None = None,
+    attempt: int = 0,
 ) -> BuiltTrainJob:
     """Build the TrainJob manifest for ``spec``.
 
     The name is, in order: the spec's ``Name`` option, ``name``, one derived from
     ``identity`` (stable across retries), or one derived from the spec's content.
+    ``attempt`` > 0 names a fresh attempt for the same identity (after a failed job),
+    labelled with the same identity so that all attempts are found together.
     ``runtime`` is what the cluster says about the runtime; without it the builder uses
     what the Trainer's default runtimes hold and checks names against the strictest
     limit that could apply.
@@ -168,10 +172,13 @@ def build_trainjob(
         body["runtimePatches"] = patches
 
     ident = identity_text(identity)
-    job_name = _job_name(spec, name, ident, name_prefix, body, rt, problems)
+    named = f"{ident}/attempt-{attempt}" if ident is not None and attempt else ident
+    job_name = _job_name(spec, name, named, name_prefix, body, rt, problems)
     if ident is not None:
         labels[IDENTITY_LABEL] = identity_label_value(ident)
         annotations[IDENTITY_ANNOTATION] = ident
+        if attempt:
+            annotations[ATTEMPT_ANNOTATION] = str(attempt)
 
     if problems:
         raise SpecError(problems, title="Cannot build the TrainJob")

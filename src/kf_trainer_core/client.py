@@ -1,0 +1,639 @@
+"""``TrainerClient`` and ``AsyncTrainerClient``: the Kubeflow SDK's client surface,
+idempotent and event-driven, over a real cluster or this machine.
+
+>>> client = TrainerClient()                                  # kubeconfig / in-cluster
+>>> name = client.train(trainer=CustomTrainer(train), identity=("dag", "task", "run"))
+>>> job = client.wait_for_job_status(name)                    # one shared watch
+>>> client.get_job_outputs(name).result                       # the function's return
+
+Both clients run the same programs (:mod:`kf_trainer_core.ops`,
+:mod:`kf_trainer_core.waiting`); they differ only in the driver that performs calls.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+from kf_trainer_core import ops
+from kf_trainer_core.builder import BuiltTrainJob, build_trainjob, identity_text
+from kf_trainer_core.config import KubernetesConfig, LocalConfig
+from kf_trainer_core.informer import (
+    AsyncInformer,
+    AsyncWaker,
+    InformerState,
+    SyncInformer,
+    SyncWaker,
+    async_informer,
+    by_involved_object,
+    slim_trainjob,
+    sync_informer,
+)
+from kf_trainer_core.k8s.calls import Program
+from kf_trainer_core.k8s.drivers import AsyncDriver, CallHook, SyncDriver
+from kf_trainer_core.k8s.resources import EVENTS, TRAINJOBS
+from kf_trainer_core.k8s.retry import DEFAULT_POLICY, RetryPolicy
+from kf_trainer_core.runtimes import RuntimeInfo
+from kf_trainer_core.spec import TrainJobSpec, train_spec
+from kf_trainer_core.status import (
+    CREATION_FAILED_REASON,
+    Event,
+    JobOutputs,
+    JobState,
+    TrainJob,
+    job_state,
+    to_trainjob,
+)
+from kf_trainer_core.waiting import WaitGoal, conclude, wait_program
+
+Identity = str | Sequence[str | int | None]
+Callback = Callable[[TrainJob], None]
+_DONE = frozenset({JobState.COMPLETE})
+
+
+def _backend(
+    backend: KubernetesConfig | LocalConfig | Mapping[str, Any] | None,
+) -> KubernetesConfig | LocalConfig:
+    if backend is None:
+        return KubernetesConfig()
+    if isinstance(backend, (KubernetesConfig, LocalConfig)):
+        return backend
+    data = dict(backend)
+    return (
+        LocalConfig.parse(data) if data.get("backend") == "local" else KubernetesConfig.parse(data)
+    )
+
+
+class _Base:
+    """What both clients share: configuration, building, and the programs they run."""
+
+    def __init__(
+        self,
+        backend: KubernetesConfig | LocalConfig | Mapping[str, Any] | None = None,
+        *,
+        namespace: str | None = None,
+        retry: RetryPolicy = DEFAULT_POLICY,
+        request_hook: CallHook | None = None,
+    ) -> None:
+        self.config = _backend(backend)
+        self.namespace = namespace or self.config.resolve_namespace()
+        self.retry = retry
+        self.request_hook = request_hook
+        self._runtime_cache: dict[tuple[str, str], RuntimeInfo] = {}
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(backend={self.config.backend!r}, namespace={self.namespace!r})"
+        )
+
+    def _informer_key(self, what: str) -> tuple[Any, ...]:
+        cfg = self.config
+        cluster = cfg.cache_key() if isinstance(cfg, KubernetesConfig) else ("local", cfg.state_dir)
+        return (cluster, what, self.namespace)
+
+    def _events_state(self) -> InformerState:
+        return InformerState(
+            EVENTS,
+            self.namespace,
+            field_selector=f"involvedObject.kind=TrainJob,reason={CREATION_FAILED_REASON}",
+            key=by_involved_object,
+        )
+
+    def _jobs_state(self) -> InformerState:
+        return InformerState(TRAINJOBS, self.namespace, slim=slim_trainjob)
+
+    @staticmethod
+    def _spec(
+        spec: TrainJobSpec | Mapping[str, Any] | str | None,
+        runtime: Any,
+        initializer: Any,
+        trainer: Any,
+        options: Any,
+    ) -> TrainJobSpec:
+        if spec is not None:
+            return spec if isinstance(spec, TrainJobSpec) else TrainJobSpec.parse(spec)
+        return train_spec(
+            runtime=runtime, trainer=trainer, initializer=initializer, options=options
+        )
+
+    def _identity_program(
+        self,
+        spec: TrainJobSpec,
+        runtime: RuntimeInfo | None,
+        identity: Identity,
+        fresh_after_failure: bool,
+    ) -> Program[ops.Submitted]:
+        """Submit for an orchestrator identity: reattach to its job, or — when the last
+        attempt failed and ``fresh_after_failure`` — submit the next attempt."""
+        ident = identity_text(identity)
+        assert ident is not None
+        existing = yield from ops.jobs_for_identity(self.namespace, ident)
+        attempt = 0
+        if existing:
+            newest = existing[-1]
+            if fresh_after_failure and job_state(newest) is JobState.FAILED:
+                attempt = len(existing)
+            else:
+                attempt = len(existing) - 1
+        built = build_trainjob(
+            spec, namespace=self.namespace, identity=ident, runtime=runtime, attempt=attempt
+        )
+        return (yield from ops.submit(self.namespace, built))
+
+
+def _emitter(callbacks: Iterable[Callback] | None) -> Callable[[Any], None] | None:
+    cbs = list(callbacks or [])
+    if not cbs:
+        return None
+
+    def emit(obj: Any) -> None:
+        job = to_trainjob(obj)
+        for cb in cbs:
+            cb(job)
+
+    return emit
+
+
+class TrainerClient(_Base):
+    """Runs TrainJobs on a cluster (``KubernetesConfig``, the default) or on this
+    machine (``LocalConfig``), with the Kubeflow SDK's methods."""
+
+    def __init__(
+        self,
+        backend: KubernetesConfig | LocalConfig | Mapping[str, Any] | None = None,
+        *,
+        namespace: str | None = None,
+        retry: RetryPolicy = DEFAULT_POLICY,
+        request_hook: CallHook | None = None,
+    ) -> None:
+        super().__init__(backend, namespace=namespace, retry=retry, request_hook=request_hook)
+        self._driver = SyncDriver(self._make_transport(), retry, request_hook)
+
+    def _make_transport(self) -> Any:
+        if isinstance(self.config, LocalConfig):
+            from kf_trainer_core.local import LocalTransport
+
+            return LocalTransport(self.config)
+        from kf_trainer_core.k8s.transport import SyncTransport
+
+        return SyncTransport(self.config)
+
+    def _run(self, program: Program[Any], on_emit: Callable[[Any], None] | None = None) -> Any:
+        return self._driver.run(program, on_emit)
+
+    def close(self) -> None:
+        """Release connections (informers shared with other clients keep theirs)."""
+        self._driver.transport.close()
+
+    def __enter__(self) -> TrainerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- runtimes ----------------------------------------------------------------
+    def list_runtimes(self) -> list[RuntimeInfo]:
+        """Cluster-wide and namespaced runtimes."""
+        result: list[RuntimeInfo] = self._run(ops.list_runtimes(self.namespace))
+        return result
+
+    def get_runtime(self, name: str, kind: str = "ClusterTrainingRuntime") -> RuntimeInfo:
+        """One runtime (cached for this client)."""
+        key = (name, kind)
+        if key not in self._runtime_cache:
+            info, _ = self._run(ops.get_runtime(name, kind, self.namespace))
+            self._runtime_cache[key] = info
+        return self._runtime_cache[key]
+
+    # -- submitting -------------------------------------------------------------
+    def build(
+        self,
+        spec: TrainJobSpec | Mapping[str, Any] | str,
+        *,
+        name: str | None = None,
+        identity: Identity | None = None,
+    ) -> BuiltTrainJob:
+        """The manifest that :meth:`train` would submit, checked against the runtime
+        as the cluster has it."""
+        spec = self._spec(spec, None, None, None, None)
+        runtime = self.get_runtime(spec.runtime.name, spec.runtime.kind.value)
+        return build_trainjob(
+            spec, namespace=self.namespace, name=name, identity=identity, runtime=runtime
+        )
+
+    def submit(
+        self,
+        spec: TrainJobSpec | Mapping[str, Any] | str,
+        *,
+        name: str | None = None,
+        identity: Identity | None = None,
+        fresh_after_failure: bool = True,
+    ) -> ops.Submitted:
+        """Create the TrainJob, idempotently.
+
+        With an ``identity`` (e.g. ``(dag_id, task_id, run_id, map_index)``) the job is
+        found again by that identity: a retry after a crash reattaches to it, a retry
+        after a failed job submits a fresh attempt (unless ``fresh_after_failure`` is
+        off). Without one, a job of the same name and spec is adopted and a different
+        spec under that name raises :class:`~kf_trainer_core.ops.SpecConflictError`.
+        """
+        spec = self._spec(spec, None, None, None, None)
+        runtime = self.get_runtime(spec.runtime.name, spec.runtime.kind.value)
+        if identity is not None and name is None:
+            result: ops.Submitted = self._run(
+                self._identity_program(spec, runtime, identity, fresh_after_failure)
+            )
+            return result
+        built = build_trainjob(
+            spec, namespace=self.namespace, name=name, identity=identity, runtime=runtime
+        )
+        result = self._run(ops.submit(self.namespace, built))
+        return result
+
+    def train(
+        self,
+        runtime: Any = None,
+        initializer: Any = None,
+        trainer: Any = None,
+        options: list[Any] | None = None,
+        *,
+        spec: TrainJobSpec | Mapping[str, Any] | None = None,
+        identity: Identity | None = None,
+    ) -> str:
+        """Submit a job (SDK signature) and return its name."""
+        if (
+            identity is None
+            and spec is None
+            and not any(getattr(o, "type", "") == "Name" for o in options or [])
+        ):
+            # The SDK makes a random name per call: two calls are two jobs.
+            import uuid
+
+            identity = uuid.uuid4().hex
+        return self.submit(
+            self._spec(spec, runtime, initializer, trainer, options), identity=identity
+        ).job.name
+
+    # -- reading ----------------------------------------------------------------
+    def list_jobs(
+        self, runtime: str | None = None, label_selector: str | None = None
+    ) -> list[TrainJob]:
+        """Jobs of the namespace (optionally of one runtime), with their steps."""
+        jobs: list[TrainJob] = self._run(ops.list_jobs(self.namespace, label_selector))
+        return [j for j in jobs if runtime is None or j.runtime == runtime]
+
+    def get_job(self, name: str) -> TrainJob:
+        """One job with its steps."""
+        job: TrainJob = self._run(ops.get_job(self.namespace, name))
+        return job
+
+    def get_job_logs(
+        self, name: str, step: str = "node-0", follow: bool = False, *, tail: int | None = None
+    ) -> Iterator[str]:
+        """Log lines of one step; with ``follow``, as they are written, waiting for a
+        pending pod and resuming after dropped connections."""
+        if not follow:
+            lines: list[str] = self._run(ops.read_logs(self.namespace, name, step, tail))
+            return iter(lines)
+        return self._driver.iterate(ops.follow_logs(self.namespace, name, step, tail=tail or 1000))
+
+    def get_job_events(self, name: str) -> list[Event]:
+        """Events of the job, its JobSet, Jobs and pods."""
+        events: list[Event] = self._run(ops.get_events(self.namespace, name))
+        return events
+
+    def get_job_outputs(self, name: str) -> JobOutputs:
+        """Status, steps, metrics and the function's return value."""
+        obj = self._run(ops.get_object(self.namespace, name))
+        job, result, _ = self._run(ops.outputs_of(self.namespace, obj))
+        return outputs(job, result)
+
+    # -- waiting ----------------------------------------------------------------
+    @contextmanager
+    def _subscriptions(self, name: str) -> Iterator[tuple[Any, Any, SyncWaker]]:
+        waker = SyncWaker()
+        jobs = sync_informer(
+            self._informer_key("trainjobs"), lambda: self._sync_informer(self._jobs_state())
+        )
+        events = sync_informer(
+            self._informer_key("events"), lambda: self._sync_informer(self._events_state())
+        )
+        subs = (jobs.subscribe(name, waker), events.subscribe(name, waker))
+        try:
+            yield subs[0], subs[1], waker
+        finally:
+            for sub in subs:
+                sub.close()
+
+    def _sync_informer(self, state: InformerState) -> SyncInformer:
+        cfg = self.config
+        timeout = cfg.watch_timeout if isinstance(cfg, KubernetesConfig) else 30
+        return SyncInformer(
+            state,
+            lambda: SyncDriver(self._make_transport(), self.retry, self.request_hook),
+            watch_timeout=timeout,
+            poll_interval=2.0,
+            policy=self.retry,
+        )
+
+    def wait(
+        self,
+        name: str,
+        status: Iterable[str | JobState] | str = ("Complete",),
+        *,
+        timeout: float | None = 600,
+        polling_interval: float = 2,
+        callbacks: Iterable[Callback] | None = None,
+        startup_timeout: float | None = None,
+    ) -> tuple[TrainJob, Any]:
+        """Wait until the job reaches one of ``status``; return it with the function's
+        return value. Raises TrainJobFailedError (with the reason, failing step, exit
+        code and log tail), TrainJobCreationFailedError, TrainJobTimeoutError."""
+        goal = WaitGoal.of(name, status, startup_timeout)
+        with self._subscriptions(name) as (jobs, events, waker):
+            verdict, obj = self._run(
+                wait_program(
+                    self.namespace,
+                    goal,
+                    jobs,
+                    events,
+                    waker,
+                    timeout=timeout,
+                    polling_interval=polling_interval,
+                ),
+                _emitter(callbacks),
+            )
+        result: tuple[TrainJob, Any] = self._run(
+            conclude(self.namespace, goal, verdict, obj, timeout=timeout)
+        )
+        return result
+
+    def wait_for_job_status(
+        self,
+        name: str,
+        status: Iterable[str] | str = ("Complete",),
+        timeout: float | None = 600,
+        polling_interval: float = 2,
+        callbacks: Iterable[Callback] | None = None,
+    ) -> TrainJob:
+        """SDK signature: wait and return the job. Watches; ``polling_interval`` is
+        used only where watching is forbidden."""
+        return self.wait(
+            name, status, timeout=timeout, polling_interval=polling_interval, callbacks=callbacks
+        )[0]
+
+    # -- cancelling -------------------------------------------------------------
+    def delete_job(self, name: str, *, propagation: str = "Foreground") -> bool:
+        """Delete the TrainJob (never only its JobSet); ``False`` if already gone."""
+        deleted: bool = self._run(ops.delete(self.namespace, name, propagation))
+        return deleted
+
+    def suspend_job(self, name: str) -> TrainJob:
+        """Suspend: the pods go, the job stays and can be resumed."""
+        job: TrainJob = self._run(ops.set_suspended(self.namespace, name, True))
+        return job
+
+    def resume_job(self, name: str) -> TrainJob:
+        job: TrainJob = self._run(ops.set_suspended(self.namespace, name, False))
+        return job
+
+
+class AsyncTrainerClient(_Base):
+    """The same client for event loops (Airflow triggers, Prefect async tasks).
+    Create it inside the loop that uses it."""
+
+    def __init__(
+        self,
+        backend: KubernetesConfig | LocalConfig | Mapping[str, Any] | None = None,
+        *,
+        namespace: str | None = None,
+        retry: RetryPolicy = DEFAULT_POLICY,
+        request_hook: CallHook | None = None,
+    ) -> None:
+        super().__init__(backend, namespace=namespace, retry=retry, request_hook=request_hook)
+        self._driver: AsyncDriver | None = None
+
+    async def _make_driver(self) -> AsyncDriver:
+        if isinstance(self.config, LocalConfig):
+            from kf_trainer_core.local import AsyncLocalTransport
+
+            transport: Any = AsyncLocalTransport(self.config)
+        else:
+            from kf_trainer_core.k8s.transport import AsyncTransport
+
+            transport = await AsyncTransport.create(self.config)
+        return AsyncDriver(transport, self.retry, self.request_hook)
+
+    async def _run(
+        self, program: Program[Any], on_emit: Callable[[Any], None] | None = None
+    ) -> Any:
+        if self._driver is None:
+            self._driver = await self._make_driver()
+        return await self._driver.run(program, on_emit)
+
+    async def close(self) -> None:
+        if self._driver is not None:
+            await self._driver.transport.close()
+            self._driver = None
+
+    async def __aenter__(self) -> AsyncTrainerClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def list_runtimes(self) -> list[RuntimeInfo]:
+        result: list[RuntimeInfo] = await self._run(ops.list_runtimes(self.namespace))
+        return result
+
+    async def get_runtime(self, name: str, kind: str = "ClusterTrainingRuntime") -> RuntimeInfo:
+        key = (name, kind)
+        if key not in self._runtime_cache:
+            info, _ = await self._run(ops.get_runtime(name, kind, self.namespace))
+            self._runtime_cache[key] = info
+        return self._runtime_cache[key]
+
+    async def submit(
+        self,
+        spec: TrainJobSpec | Mapping[str, Any] | str,
+        *,
+        name: str | None = None,
+        identity: Identity | None = None,
+        fresh_after_failure: bool = True,
+    ) -> ops.Submitted:
+        """See :meth:`TrainerClient.submit`."""
+        spec = self._spec(spec, None, None, None, None)
+        runtime = await self.get_runtime(spec.runtime.name, spec.runtime.kind.value)
+        if identity is not None and name is None:
+            result: ops.Submitted = await self._run(
+                self._identity_program(spec, runtime, identity, fresh_after_failure)
+            )
+            return result
+        built = build_trainjob(
+            spec, namespace=self.namespace, name=name, identity=identity, runtime=runtime
+        )
+        result = await self._run(ops.submit(self.namespace, built))
+        return result
+
+    async def train(
+        self,
+        runtime: Any = None,
+        initializer: Any = None,
+        trainer: Any = None,
+        options: list[Any] | None = None,
+        *,
+        spec: TrainJobSpec | Mapping[str, Any] | None = None,
+        identity: Identity | None = None,
+    ) -> str:
+        if (
+            identity is None
+            and spec is None
+            and not any(getattr(o, "type", "") == "Name" for o in options or [])
+        ):
+            import uuid
+
+            identity = uuid.uuid4().hex
+        submitted = await self.submit(
+            self._spec(spec, runtime, initializer, trainer, options), identity=identity
+        )
+        return submitted.job.name
+
+    async def list_jobs(
+        self, runtime: str | None = None, label_selector: str | None = None
+    ) -> list[TrainJob]:
+        jobs: list[TrainJob] = await self._run(ops.list_jobs(self.namespace, label_selector))
+        return [j for j in jobs if runtime is None or j.runtime == runtime]
+
+    async def get_job(self, name: str) -> TrainJob:
+        job: TrainJob = await self._run(ops.get_job(self.namespace, name))
+        return job
+
+    async def get_job_logs(
+        self, name: str, step: str = "node-0", follow: bool = False, *, tail: int | None = None
+    ) -> AsyncIterator[str]:
+        """Log lines of one step (see :meth:`TrainerClient.get_job_logs`)."""
+        if self._driver is None:
+            self._driver = await self._make_driver()
+        if not follow:
+            for line in await self._run(ops.read_logs(self.namespace, name, step, tail)):
+                yield line
+            return
+        async for line in self._driver.iterate(
+            ops.follow_logs(self.namespace, name, step, tail=tail or 1000)
+        ):
+            yield line
+
+    async def get_job_events(self, name: str) -> list[Event]:
+        events: list[Event] = await self._run(ops.get_events(self.namespace, name))
+        return events
+
+    async def get_job_outputs(self, name: str) -> JobOutputs:
+        obj = await self._run(ops.get_object(self.namespace, name))
+        job, result, _ = await self._run(ops.outputs_of(self.namespace, obj))
+        return outputs(job, result)
+
+    @asynccontextmanager
+    async def _subscriptions(self, name: str) -> AsyncIterator[tuple[Any, Any, AsyncWaker]]:
+        waker = AsyncWaker()
+        jobs = async_informer(
+            self._informer_key("trainjobs"), lambda: self._async_informer(self._jobs_state())
+        )
+        events = async_informer(
+            self._informer_key("events"), lambda: self._async_informer(self._events_state())
+        )
+        subs = (jobs.subscribe(name, waker), events.subscribe(name, waker))
+        try:
+            yield subs[0], subs[1], waker
+        finally:
+            for sub in subs:
+                sub.close()
+
+    def _async_informer(self, state: InformerState) -> AsyncInformer:
+        cfg = self.config
+        timeout = cfg.watch_timeout if isinstance(cfg, KubernetesConfig) else 30
+        return AsyncInformer(
+            state, self._make_driver, watch_timeout=timeout, poll_interval=2.0, policy=self.retry
+        )
+
+    async def wait(
+        self,
+        name: str,
+        status: Iterable[str | JobState] | str = ("Complete",),
+        *,
+        timeout: float | None = 600,
+        polling_interval: float = 2,
+        callbacks: Iterable[Callback] | None = None,
+        startup_timeout: float | None = None,
+    ) -> tuple[TrainJob, Any]:
+        """See :meth:`TrainerClient.wait`."""
+        goal = WaitGoal.of(name, status, startup_timeout)
+        async with self._subscriptions(name) as (jobs, events, waker):
+            verdict, obj = await self._run(
+                wait_program(
+                    self.namespace,
+                    goal,
+                    jobs,
+                    events,
+                    waker,
+                    timeout=timeout,
+                    polling_interval=polling_interval,
+                ),
+                _emitter(callbacks),
+            )
+        result: tuple[TrainJob, Any] = await self._run(
+            conclude(self.namespace, goal, verdict, obj, timeout=timeout)
+        )
+        return result
+
+    async def wait_for_job_status(
+        self,
+        name: str,
+        status: Iterable[str] | str = ("Complete",),
+        timeout: float | None = 600,
+        polling_interval: float = 2,
+        callbacks: Iterable[Callback] | None = None,
+    ) -> TrainJob:
+        return (
+            await self.wait(
+                name,
+                status,
+                timeout=timeout,
+                polling_interval=polling_interval,
+                callbacks=callbacks,
+            )
+        )[0]
+
+    async def delete_job(self, name: str, *, propagation: str = "Foreground") -> bool:
+        deleted: bool = await self._run(ops.delete(self.namespace, name, propagation))
+        return deleted
+
+    async def suspend_job(self, name: str) -> TrainJob:
+        job: TrainJob = await self._run(ops.set_suspended(self.namespace, name, True))
+        return job
+
+    async def resume_job(self, name: str) -> TrainJob:
+        job: TrainJob = await self._run(ops.set_suspended(self.namespace, name, False))
+        return job
+
+
+def outputs(job: TrainJob, result: Any) -> JobOutputs:
+    """A finished job's outputs for an orchestrator."""
+    duration = None
+    if job.creation_timestamp and job.completion_timestamp:
+        duration = (job.completion_timestamp - job.creation_timestamp).total_seconds()
+    return JobOutputs(
+        name=job.name,
+        namespace=job.namespace,
+        status=job.status,
+        runtime=job.runtime,
+        steps=job.steps,
+        metrics=job.progress.metrics if job.progress else {},
+        result=result,
+        duration_seconds=duration,
+        failure=job.failure,
+    )
+
+
+_ = (time, _DONE)

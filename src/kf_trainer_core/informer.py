@@ -1,0 +1,498 @@
+"""Shared, event-driven watching: one list+watch per namespace serves every wait.
+
+An informer lists a resource once, then watches it from that ``resourceVersion``:
+bookmarks keep the version fresh, a 410 Gone or a broken stream leads to a re-list
+whose difference with the cache is delivered as changes — so a job that finished
+while the connection was down is still seen finishing. Reconnects back off with
+jitter and honour ``Retry-After``; a watch answered with 403 falls back to listing
+every ``poll_interval``; a list answered with 403 marks the informer unavailable and
+waits poll their job by name instead.
+
+The bookkeeping (:class:`InformerState`) and the loop (:func:`informer_program`) are
+written once; :class:`SyncInformer` runs the loop in a thread and
+:class:`AsyncInformer` in a task, and both are shared through a registry keyed by
+cluster, resource, namespace and selector — 1,000 deferred tasks in one triggerer
+open one watch, not 1,000.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kf_trainer_core.k8s.calls import CloseStream, ListObjects, OpenWatch, Program, ReadLine, Sleep
+from kf_trainer_core.k8s.errors import ApiError
+from kf_trainer_core.k8s.resources import Resource
+from kf_trainer_core.k8s.retry import RetryPolicy
+
+log = logging.getLogger(__name__)
+
+KeyFunc = Callable[[Mapping[str, Any]], str]
+
+
+def by_name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+def by_involved_object(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("involvedObject") or {}).get("name", ""))
+
+
+def slim_trainjob(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What waits need of a TrainJob. The spec (which embeds programs of up to
+    128 KiB) stays out of the cache, so a namespace of large jobs costs little memory."""
+    spec = obj.get("spec") or {}
+    return {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": obj.get("metadata") or {},
+        "spec": {k: spec[k] for k in ("suspend", "managedBy", "runtimeRef") if k in spec},
+        "status": obj.get("status") or {},
+    }
+
+
+@dataclass(frozen=True)
+class Change:
+    """Something happened to the object(s) under ``key``; ``obj`` is ``None`` when
+    the object is gone."""
+
+    key: str
+    name: str
+    obj: dict[str, Any] | None
+
+
+@dataclass
+class InformerState:
+    """List+watch bookkeeping for one resource in one namespace."""
+
+    resource: Resource
+    namespace: str | None
+    field_selector: str | None = None
+    label_selector: str | None = None
+    key: KeyFunc = by_name
+    slim: Callable[[Mapping[str, Any]], dict[str, Any]] = dict
+    resource_version: str | None = None
+    cache: dict[str, dict[str, Any]] = field(default_factory=dict)
+    synced: bool = False
+    watch_forbidden: bool = False
+    list_forbidden: bool = False
+
+    def apply_list(self, listing: Mapping[str, Any]) -> list[Change]:
+        """Replace the cache with a fresh list; report what differs from before
+        (including what vanished while we were not watching)."""
+        fresh = {by_name(item): self.slim(item) for item in listing.get("items") or []}
+        changes = []
+        for name, obj in fresh.items():
+            old = self.cache.get(name)
+            if old is None or _rv(old) != _rv(obj):
+                changes.append(Change(self.key(obj), name, obj))
+        for name, old in self.cache.items():
+            if name not in fresh:
+                changes.append(Change(self.key(old), name, None))
+        self.cache = fresh
+        self.resource_version = (
+            str((listing.get("metadata") or {}).get("resourceVersion") or "") or None
+        )
+        self.synced = True
+        return changes
+
+    def apply_event(self, event: Mapping[str, Any]) -> list[Change]:
+        """Apply one watch event. Raises :class:`ApiError` for an ERROR event (410
+        means: re-list)."""
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        if kind == "ERROR":
+            raise ApiError.from_response(int(obj.get("code") or 500), json.dumps(obj))
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        if version:
+            self.resource_version = str(version)
+        if kind == "BOOKMARK":
+            return []
+        name = by_name(obj)
+        if kind == "DELETED":
+            self.cache.pop(name, None)
+            return [Change(self.key(obj), name, None)]
+        slim = self.slim(obj)
+        self.cache[name] = slim
+        return [Change(self.key(obj), name, slim)]
+
+    def objects_for(self, key: str) -> list[dict[str, Any]]:
+        """Cached objects under ``key``."""
+        return [o for o in self.cache.values() if self.key(o) == key]
+
+
+def _rv(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def informer_program(
+    state: InformerState,
+    dispatch: Callable[[list[Change]], None],
+    *,
+    stop: Callable[[], bool],
+    policy: RetryPolicy,
+    watch_timeout: int = 240,
+    poll_interval: float = 2.0,
+) -> Program[None]:
+    """List, then watch from the listed version, forever (until ``stop()``)."""
+    attempt = 0
+    while not stop():
+        if state.resource_version is None or state.watch_forbidden:
+            try:
+                listing = yield ListObjects(
+                    state.resource, state.namespace, state.label_selector, state.field_selector
+                )
+            except ApiError as err:
+                if err.forbidden:
+                    state.list_forbidden = True
+                    dispatch([])  # wake waiters: they poll their own job now
+                    yield Sleep(poll_interval * 5)
+                    continue
+                yield Sleep(policy.delay(attempt, err))
+                attempt += 1
+                continue
+            state.list_forbidden = False
+            dispatch(state.apply_list(listing))
+            if state.watch_forbidden:
+                yield Sleep(poll_interval)
+                continue
+        try:
+            stream = yield OpenWatch(
+                state.resource,
+                state.namespace,
+                state.resource_version,
+                state.label_selector,
+                state.field_selector,
+                timeout_seconds=watch_timeout,
+            )
+        except ApiError as err:
+            if err.forbidden:
+                log.info(
+                    "watch on %s is forbidden: polling every %ss instead",
+                    state.resource,
+                    poll_interval,
+                )
+                state.watch_forbidden = True
+            elif err.gone:
+                state.resource_version = None
+            else:
+                yield Sleep(policy.delay(attempt, err))
+                attempt += 1
+            continue
+        failure: ApiError | None = None
+        try:
+            while not stop():
+                line = yield ReadLine(stream)
+                if line is None:
+                    break  # the server's timeout: resume from the last version
+                if not line.strip():
+                    continue
+                changes = state.apply_event(json.loads(line))
+                attempt = 0
+                if changes:
+                    dispatch(changes)
+        except ApiError as err:
+            failure = err
+        except ValueError as err:  # a torn JSON line from a cut connection
+            failure = ApiError(0, "BadWatchLine", str(err))
+        yield CloseStream(stream)
+        if failure is not None:
+            if failure.gone:
+                state.resource_version = None
+            else:
+                yield Sleep(policy.delay(attempt, failure))
+                attempt += 1
+
+
+# ----------------------------------------------------------------------- informers
+
+
+class _Informer:
+    """What the thread- and task-based informers share: subscribers and the cache."""
+
+    #: How long an informer keeps watching after its last subscriber left, so that
+    #: back-to-back waits (a DAG's next task) reuse the connection.
+    linger = 30.0
+
+    def __init__(self, state: InformerState) -> None:
+        self.state = state
+        self.subscribers: dict[str, set[Any]] = {}
+        self.idle_since: float | None = time.monotonic()
+        self.error: BaseException | None = None
+
+    def snapshot(self, key: str) -> list[dict[str, Any]]:
+        return self.state.objects_for(key)
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        self._remove(sub.key, sub)
+
+    @property
+    def synced(self) -> bool:
+        return self.state.synced
+
+    @property
+    def unavailable(self) -> bool:
+        """Listing is forbidden: subscribers must poll by name."""
+        return self.state.list_forbidden
+
+    def _stop(self) -> bool:
+        return bool(
+            not self.subscribers
+            and self.idle_since is not None
+            and time.monotonic() - self.idle_since > self.linger
+        )
+
+    def _add(self, key: str, sub: Any) -> None:
+        self.subscribers.setdefault(key, set()).add(sub)
+        self.idle_since = None
+
+    def _remove(self, key: str, sub: Any) -> None:
+        subs = self.subscribers.get(key)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self.subscribers[key]
+        if not self.subscribers:
+            self.idle_since = time.monotonic()
+
+
+class SyncWaker:
+    """Wakes a waiting thread when any of its subscriptions sees news."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._event.set()  # the first look needs no news
+
+    def notify(self) -> None:
+        self._event.set()
+
+    def wait(self, timeout: float | None) -> bool:
+        """Block until woken (``True``) or ``timeout`` passed."""
+        fired = self._event.wait(timeout)
+        self._event.clear()
+        return fired
+
+
+class AsyncWaker:
+    """Wakes a waiting task when any of its subscriptions sees news."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+        self._event.set()
+
+    def notify(self) -> None:
+        self._event.set()
+
+    async def wait(self, timeout: float | None) -> bool:
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        self._event.clear()
+        return True
+
+
+class Subscription:
+    """Interest in one key of an informer: the informer wakes ``waker`` on news."""
+
+    def __init__(self, informer: _Informer, key: str, waker: SyncWaker | AsyncWaker) -> None:
+        self.informer = informer
+        self.key = key
+        self.waker = waker
+
+    def notify(self) -> None:
+        self.waker.notify()
+
+    def objects(self) -> list[dict[str, Any]]:
+        """The cached objects under the key (a copy of the list)."""
+        return self.informer.snapshot(self.key)
+
+    @property
+    def synced(self) -> bool:
+        return self.informer.synced
+
+    @property
+    def unavailable(self) -> bool:
+        """The informer cannot serve (listing forbidden, or its loop died): poll."""
+        return self.informer.unavailable or self.informer.error is not None
+
+    def close(self) -> None:
+        self.informer.unsubscribe(self)
+
+
+class SyncInformer(_Informer):
+    """An informer whose loop runs in a daemon thread."""
+
+    def __init__(
+        self,
+        state: InformerState,
+        make_driver: Callable[[], Any],
+        *,
+        watch_timeout: int,
+        poll_interval: float,
+        policy: RetryPolicy,
+    ) -> None:
+        super().__init__(state)
+        self.lock = threading.RLock()
+        self._make_driver = make_driver
+        self._thread: threading.Thread | None = None
+        self._watch_timeout = watch_timeout
+        self._poll_interval = poll_interval
+        self._policy = policy
+
+    def _dispatch(self, changes: list[Change]) -> None:
+        with self.lock:
+            keys = {c.key for c in changes}
+            targets = [
+                s for k, subs in self.subscribers.items() if k in keys or not changes for s in subs
+            ]
+        for sub in targets:
+            sub.notify()
+
+    def _run(self) -> None:
+        try:
+            driver = self._make_driver()
+            driver.run(
+                informer_program(
+                    self.state,
+                    self._dispatch,
+                    stop=self._stop,
+                    policy=self._policy,
+                    watch_timeout=self._watch_timeout,
+                    poll_interval=self._poll_interval,
+                )
+            )
+        except BaseException as exc:  # surface to waiters instead of dying silently
+            log.exception("informer for %s stopped", self.state.resource)
+            self.error = exc
+            self._dispatch([])
+        finally:
+            with self.lock:
+                self._thread = None
+                self.state.resource_version = None
+                self.state.synced = False
+
+    def snapshot(self, key: str) -> list[dict[str, Any]]:
+        with self.lock:
+            return self.state.objects_for(key)
+
+    def subscribe(self, key: str, waker: SyncWaker) -> Subscription:
+        sub = Subscription(self, key, waker)
+        with self.lock:
+            self._add(key, sub)
+            if self._thread is None:
+                self.error = None
+                self._thread = threading.Thread(
+                    target=self._run, name=f"kf-informer-{self.state.resource.plural}", daemon=True
+                )
+                self._thread.start()
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        with self.lock:
+            self._remove(sub.key, sub)
+
+
+class AsyncInformer(_Informer):
+    """An informer whose loop runs as a task in the current event loop."""
+
+    def __init__(
+        self,
+        state: InformerState,
+        make_driver: Callable[[], Any],
+        *,
+        watch_timeout: int,
+        poll_interval: float,
+        policy: RetryPolicy,
+    ) -> None:
+        super().__init__(state)
+        self._make_driver = make_driver
+        self._task: asyncio.Task[None] | None = None
+        self._watch_timeout = watch_timeout
+        self._poll_interval = poll_interval
+        self._policy = policy
+
+    def _dispatch(self, changes: list[Change]) -> None:
+        keys = {c.key for c in changes}
+        for k, subs in list(self.subscribers.items()):
+            if k in keys or not changes:
+                for sub in subs:
+                    sub.notify()
+
+    async def _run(self) -> None:
+        try:
+            driver = await self._make_driver()
+            await driver.run(
+                informer_program(
+                    self.state,
+                    self._dispatch,
+                    stop=self._stop,
+                    policy=self._policy,
+                    watch_timeout=self._watch_timeout,
+                    poll_interval=self._poll_interval,
+                )
+            )
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            log.exception("informer for %s stopped", self.state.resource)
+            self.error = exc
+            self._dispatch([])
+        finally:
+            self._task = None
+            self.state.resource_version = None
+            self.state.synced = False
+
+    def subscribe(self, key: str, waker: AsyncWaker) -> Subscription:
+        sub = Subscription(self, key, waker)
+        self._add(key, sub)
+        if self._task is None:
+            self.error = None
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"kf-informer-{self.state.resource.plural}"
+            )
+        return sub
+
+
+# ------------------------------------------------------------------------ registry
+
+_sync_registry: dict[tuple[Any, ...], SyncInformer] = {}
+_sync_registry_lock = threading.Lock()
+# One registry per event loop: informers are bound to the loop that runs their task.
+_async_registries: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[Any, ...], AsyncInformer]
+] = weakref.WeakKeyDictionary()
+
+
+def sync_informer(key: tuple[Any, ...], factory: Callable[[], SyncInformer]) -> SyncInformer:
+    """The process-wide informer for ``key``, created on first use."""
+    with _sync_registry_lock:
+        informer = _sync_registry.get(key)
+        if informer is None:
+            informer = _sync_registry[key] = factory()
+        return informer
+
+
+def async_informer(key: tuple[Any, ...], factory: Callable[[], AsyncInformer]) -> AsyncInformer:
+    """The informer for ``key`` in the running event loop, created on first use."""
+    loop = asyncio.get_running_loop()
+    registry = _async_registries.setdefault(loop, {})
+    informer = registry.get(key)
+    if informer is None:
+        informer = registry[key] = factory()
+    return informer
+
+
+def open_watch_count() -> int:
+    """Informers currently running (a test and benchmark probe)."""
+    running = sum(1 for i in _sync_registry.values() if i._thread is not None)
+    for registry in list(_async_registries.values()):
+        running += sum(1 for i in registry.values() if i._task is not None)
+    return running

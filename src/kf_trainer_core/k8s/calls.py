@@ -1,0 +1,158 @@
+"""The client's logic as data.
+
+Everything the client does against the API — submit with adoption, wait through a
+shared watch, follow logs across reconnects, explain a failure — is written once, as a
+*program*: a generator that yields the calls below and receives their results. A sync
+driver performs them with the ``kubernetes`` package and an async driver with
+``kubernetes_asyncio`` (see :mod:`kf_trainer_core.k8s.drivers`), so the two clients
+cannot drift apart. API failures are thrown into the program as
+:class:`~kf_trainer_core.k8s.errors.ApiError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from kf_trainer_core.k8s.resources import Resource
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Get:
+    """Read one object. Result: the object (a dict)."""
+
+    resource: Resource
+    namespace: str | None
+    name: str
+
+
+@dataclass(frozen=True)
+class ListObjects:
+    """List objects. Result: the list object (``items``, ``metadata.resourceVersion``)."""
+
+    resource: Resource
+    namespace: str | None
+    label_selector: str | None = None
+    field_selector: str | None = None
+    limit: int | None = None
+    continue_token: str | None = None
+
+
+@dataclass(frozen=True)
+class Create:
+    """Create an object, unknown fields rejected (``fieldValidation=Strict``)."""
+
+    resource: Resource
+    namespace: str | None
+    body: dict[str, Any] = field(hash=False)
+    field_validation: str = "Strict"
+
+
+@dataclass(frozen=True)
+class Patch:
+    """Merge-patch an object (or its ``status`` subresource)."""
+
+    resource: Resource
+    namespace: str | None
+    name: str
+    body: dict[str, Any] = field(hash=False)
+    subresource: str | None = None
+
+
+@dataclass(frozen=True)
+class Delete:
+    """Delete an object. Result: the API's answer (object or Status)."""
+
+    resource: Resource
+    namespace: str | None
+    name: str
+    propagation: str = "Foreground"
+
+
+@dataclass(frozen=True)
+class ReadLog:
+    """Read a container's log. Result: the text."""
+
+    namespace: str
+    pod: str
+    container: str
+    tail_lines: int | None = None
+    since_time: str | None = None
+    timestamps: bool = False
+    limit_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class OpenWatch:
+    """Open a watch stream. Result: a stream handle for :class:`ReadLine`."""
+
+    resource: Resource
+    namespace: str | None
+    resource_version: str | None
+    label_selector: str | None = None
+    field_selector: str | None = None
+    timeout_seconds: int = 300
+    bookmarks: bool = True
+
+
+@dataclass(frozen=True)
+class OpenLogStream:
+    """Open a following log stream. Result: a stream handle for :class:`ReadLine`."""
+
+    namespace: str
+    pod: str
+    container: str
+    since_time: str | None = None
+    tail_lines: int | None = None
+    timestamps: bool = True
+
+
+@dataclass(frozen=True)
+class ReadLine:
+    """The next line of a stream (``bytes``), or ``None`` when the server ended it."""
+
+    stream: Any = field(hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class CloseStream:
+    """Release a stream."""
+
+    stream: Any = field(hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Sleep:
+    """Pause the program (time.sleep / asyncio.sleep)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Await:
+    """Wait until ``waker`` is woken (an informer saw news) or ``timeout`` passes.
+    Result: ``True`` if woken. The waker is a :class:`SyncWaker` or :class:`AsyncWaker`
+    matching the driver."""
+
+    waker: Any = field(hash=False, compare=False)
+    timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class Emit:
+    """Hand a value to whoever iterates the program (log lines, progress)."""
+
+    value: Any = field(hash=False, compare=False)
+
+
+Call = Get | ListObjects | Create | Patch | Delete | ReadLog | OpenWatch | OpenLogStream
+Effect = Call | ReadLine | CloseStream | Sleep | Await | Emit
+
+#: A program yields effects, receives their results and returns ``T``.
+Program = Generator[Effect, Any, T]
+
+#: Calls that read or converge, and so are safe to repeat after a transient failure.
+RETRYABLE = (Get, ListObjects, ReadLog, Delete, Patch, Create, OpenWatch, OpenLogStream)

@@ -1,0 +1,446 @@
+"""Perform :mod:`calls <kf_trainer_core.k8s.calls>` with the real client libraries.
+
+Both transports call the typed API methods (``CustomObjectsApi``, ``CoreV1Api``) with
+``_preload_content=False`` and parse the JSON themselves: that surface is the same in
+``kubernetes`` 30 through 37 and in ``kubernetes_asyncio``, skips the libraries' slow
+model deserialisation, and lets watches and log follows be read line by line. Which
+method serves which call is decided once, in :func:`plan`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kf_trainer_core.config import KubernetesConfig
+from kf_trainer_core.k8s.calls import (
+    Create,
+    Delete,
+    Get,
+    ListObjects,
+    OpenLogStream,
+    OpenWatch,
+    Patch,
+    ReadLog,
+)
+from kf_trainer_core.k8s.errors import ApiError
+from kf_trainer_core.k8s.resources import Resource
+
+USER_AGENT = "kf-trainer-suite"
+# Core resources: the CoreV1Api method stem for each plural.
+_CORE = {"pods": "pod", "events": "event", "secrets": "secret", "namespaces": "namespace"}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which API object and method serve a call, with what arguments."""
+
+    api: str  # "custom" | "core"
+    method: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    text: bool = False  # the answer is text (logs), not JSON
+
+
+def _opt(**kw: Any) -> dict[str, Any]:
+    return {k: v for k, v in kw.items() if v is not None}
+
+
+def plan(call: Any, request_timeout: float) -> Plan:
+    """Map a call onto the client libraries' typed methods (same names in both)."""
+    timeout: dict[str, Any] = {"_preload_content": False, "_request_timeout": request_timeout}
+    if isinstance(call, (OpenWatch, OpenLogStream)):
+        # Streams: the server ends a watch after timeout_seconds; the client allows a
+        # little more before it calls the connection dead.
+        read = (call.timeout_seconds + 30) if isinstance(call, OpenWatch) else None
+        timeout = {"_preload_content": False, "_request_timeout": read}
+    if isinstance(call, (ReadLog, OpenLogStream)):
+        kwargs = _opt(
+            container=call.container,
+            tail_lines=call.tail_lines,
+            since_seconds=_since_seconds(call.since_time),
+            timestamps=call.timestamps or None,
+            limit_bytes=getattr(call, "limit_bytes", None),
+            follow=True if isinstance(call, OpenLogStream) else None,
+        )
+        return Plan(
+            "core",
+            "read_namespaced_pod_log",
+            (call.pod, call.namespace),
+            {**kwargs, **timeout},
+            True,
+        )
+    res: Resource = call.resource
+    ns = call.namespace
+    if isinstance(call, OpenWatch):
+        extra = _opt(
+            resource_version=call.resource_version,
+            label_selector=call.label_selector,
+            field_selector=call.field_selector,
+            timeout_seconds=call.timeout_seconds,
+            allow_watch_bookmarks=call.bookmarks or None,
+            watch=True,
+        )
+        return _list_plan(res, ns, {**extra, **timeout})
+    if isinstance(call, ListObjects):
+        extra = _opt(
+            label_selector=call.label_selector,
+            field_selector=call.field_selector,
+            limit=call.limit,
+            _continue=call.continue_token,
+        )
+        return _list_plan(res, ns, {**extra, **timeout})
+    if res.is_custom:
+        head: tuple[Any, ...] = (
+            (res.group, res.version, ns, res.plural) if ns else (res.group, res.version, res.plural)
+        )
+        scope = "namespaced" if ns else "cluster"
+        if isinstance(call, Get):
+            return Plan("custom", f"get_{scope}_custom_object", (*head, call.name), timeout)
+        if isinstance(call, Create):
+            return Plan(
+                "custom",
+                f"create_{scope}_custom_object",
+                (*head, call.body),
+                {"field_validation": call.field_validation, **timeout},
+            )
+        if isinstance(call, Patch):
+            suffix = "_status" if call.subresource == "status" else ""
+            return Plan(
+                "custom",
+                f"patch_{scope}_custom_object{suffix}",
+                (*head, call.name, call.body),
+                timeout,
+            )
+        if isinstance(call, Delete):
+            return Plan(
+                "custom",
+                f"delete_{scope}_custom_object",
+                (*head, call.name),
+                {"propagation_policy": call.propagation, **timeout},
+            )
+    else:
+        stem = _CORE[res.plural]
+        where = ("namespaced_" if res.namespaced else "") + stem
+        head = (ns,) if res.namespaced else ()
+        if isinstance(call, Get):
+            return Plan("core", f"read_{where}", (call.name, *head), timeout)
+        if isinstance(call, Create):
+            return Plan("core", f"create_{where}", (*head, call.body), timeout)
+        if isinstance(call, Patch):
+            return Plan("core", f"patch_{where}", (call.name, *head, call.body), timeout)
+        if isinstance(call, Delete):
+            return Plan(
+                "core",
+                f"delete_{where}",
+                (call.name, *head),
+                {"propagation_policy": call.propagation, **timeout},
+            )
+    raise TypeError(f"no plan for {call!r}")
+
+
+def _list_plan(res: Resource, ns: str | None, kwargs: dict[str, Any]) -> Plan:
+    if res.is_custom:
+        if ns:
+            return Plan(
+                "custom",
+                "list_namespaced_custom_object",
+                (res.group, res.version, ns, res.plural),
+                kwargs,
+            )
+        return Plan(
+            "custom", "list_cluster_custom_object", (res.group, res.version, res.plural), kwargs
+        )
+    stem = _CORE[res.plural]
+    if ns and res.namespaced:
+        return Plan("core", f"list_namespaced_{stem}", (ns,), kwargs)
+    return Plan(
+        "core", f"list_{stem}_for_all_namespaces" if res.namespaced else f"list_{stem}", (), kwargs
+    )
+
+
+def _since_seconds(since: str | None) -> int | None:
+    """The API's sinceTime is not exposed by the Python clients: ask for enough
+    seconds to cover it (callers drop lines older than their cursor)."""
+    if since is None:
+        return None
+    from kf_trainer_core.timeutil import parse_time
+
+    return max(1, int(time.time() - parse_time(since).timestamp()) + 2)
+
+
+def _decode(body: bytes, text: bool) -> Any:
+    if text:
+        return body.decode("utf-8", errors="replace")
+    return json.loads(body) if body else {}
+
+
+# --------------------------------------------------------------------------- sync
+
+
+class _SyncLines:
+    """Lines of a streamed urllib3 response."""
+
+    def __init__(self, response: Any) -> None:
+        self.response = response
+        self._chunks = response.stream(64 * 1024, decode_content=False)
+        self._buffer = b""
+
+    def readline(self) -> bytes | None:
+        while b"\n" not in self._buffer:
+            try:
+                chunk = next(self._chunks)
+            except StopIteration:
+                rest, self._buffer = self._buffer, b""
+                return rest or None
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def close(self) -> None:
+        try:
+            self.response.close()
+            self.response.release_conn()
+        except Exception:  # the connection may already be gone: nothing to release
+            pass
+
+
+class SyncTransport:
+    """Calls over the ``kubernetes`` package."""
+
+    def __init__(self, config: KubernetesConfig) -> None:
+        self.config = config
+        self._lock = threading.Lock()
+        self._client: Any = None
+        self._apis: dict[str, Any] = {}
+        self._errors: tuple[type[BaseException], ...] = ()
+        self.connect()
+
+    def connect(self) -> None:
+        """(Re)load credentials and build the API objects. Called again on a 401: an
+        exec plugin then runs anew instead of replaying an expired token."""
+        import kubernetes
+        import urllib3
+
+        cfg = kubernetes.client.Configuration()
+        _load_sync(self.config, cfg)
+        client = kubernetes.client.ApiClient(cfg)
+        client.user_agent = USER_AGENT
+        with self._lock:
+            old, self._client = self._client, client
+            self._apis = {
+                "custom": kubernetes.client.CustomObjectsApi(client),
+                "core": kubernetes.client.CoreV1Api(client),
+            }
+            self._errors = (kubernetes.client.exceptions.ApiException,)
+            self._conn_errors = (urllib3.exceptions.HTTPError, OSError)
+        if old is not None:
+            old.close()
+
+    def _invoke(self, p: Plan) -> Any:
+        method: Callable[..., Any] = getattr(self._apis[p.api], p.method)
+        try:
+            return method(*p.args, **p.kwargs)
+        except self._errors as exc:
+            api_exc: Any = exc
+            raise ApiError.from_response(
+                api_exc.status or 0, api_exc.body, api_exc.headers, api_exc.reason or ""
+            ) from None
+        except self._conn_errors as exc:
+            raise ApiError(0, type(exc).__name__, str(exc)) from None
+
+    def perform(self, call: Any) -> Any:
+        """Perform one call; JSON answers come back as dicts, logs as text."""
+        p = plan(call, self.config.request_timeout)
+        response = self._invoke(p)
+        try:
+            return _decode(response.data, p.text)
+        finally:
+            response.release_conn()
+
+    def open_stream(self, call: OpenWatch | OpenLogStream) -> _SyncLines:
+        return _SyncLines(self._invoke(plan(call, self.config.request_timeout)))
+
+    def read_line(self, stream: _SyncLines) -> bytes | None:
+        try:
+            return stream.readline()
+        except self._conn_errors as exc:
+            raise ApiError(0, type(exc).__name__, str(exc)) from None
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
+def _load_sync(cfg: KubernetesConfig, target: Any) -> None:
+    import kubernetes
+
+    mode = cfg.mode()
+    if mode == "explicit":
+        target.host = cfg.host
+        if cfg.token is not None:
+            # As the kubeconfig loader stores it: prefix included, under the key that
+            # every client version (30 to 37) looks up.
+            target.api_key = {"authorization": f"Bearer {cfg.token.get_secret_value()}"}
+        target.verify_ssl = cfg.verify_ssl
+        target.ssl_ca_cert = _ca_file(cfg)
+    elif mode == "in-cluster":
+        kubernetes.config.load_incluster_config(client_configuration=target)
+    elif cfg.kubeconfig_content is not None:
+        kubernetes.config.load_kube_config_from_dict(
+            cfg.kubeconfig_dict(), context=cfg.context, client_configuration=target
+        )
+    else:
+        kubernetes.config.load_kube_config(
+            config_file=cfg.kubeconfig, context=cfg.context, client_configuration=target
+        )
+
+
+def _ca_file(cfg: KubernetesConfig) -> str | None:
+    if cfg.ca_cert:
+        return cfg.ca_cert
+    if cfg.ca_cert_data is not None:
+        import tempfile
+
+        handle = tempfile.NamedTemporaryFile("w", suffix=".crt", delete=False)  # noqa: SIM115
+        with handle:
+            handle.write(cfg.ca_cert_data.get_secret_value())
+        return handle.name
+    return None
+
+
+# -------------------------------------------------------------------------- async
+
+
+class _AsyncLines:
+    def __init__(self, response: Any) -> None:
+        self.response = response
+
+    async def readline(self) -> bytes | None:
+        line: bytes = await self.response.content.readline()
+        if not line:
+            return None
+        return line.rstrip(b"\n")
+
+    def close(self) -> None:
+        self.response.release()
+        self.response.close()
+
+
+class AsyncTransport:
+    """Calls over ``kubernetes_asyncio``. Build with :meth:`create` (loading a
+    kubeconfig is a coroutine there)."""
+
+    def __init__(self, config: KubernetesConfig) -> None:
+        self.config = config
+        self._client: Any = None
+        self._apis: dict[str, Any] = {}
+        self._loader: Any = None
+        self._last_refresh = 0.0
+
+    @classmethod
+    async def create(cls, config: KubernetesConfig) -> AsyncTransport:
+        transport = cls(config)
+        await transport.connect()
+        return transport
+
+    async def connect(self) -> None:
+        """(Re)load credentials; see :meth:`SyncTransport.connect`."""
+        import kubernetes_asyncio as k8s
+
+        cfg = k8s.client.Configuration()
+        self._loader = await _load_async(self.config, cfg)
+        if self._loader is not None and "exec" in (getattr(self._loader, "_user", None) or {}):
+            # kubernetes_asyncio loads an exec-plugin token once and never looks at its
+            # expiry again; the Configuration's documented hook renews it when due.
+            cfg.refresh_api_key_hook = self._refresh
+        client = k8s.client.ApiClient(cfg)
+        client.user_agent = USER_AGENT
+        old, self._client = self._client, client
+        self._apis = {
+            "custom": k8s.client.CustomObjectsApi(client),
+            "core": k8s.client.CoreV1Api(client),
+        }
+        if old is not None:
+            await old.close()
+
+    async def _refresh(self, configuration: Any) -> None:
+        from kf_trainer_core.timeutil import expired
+
+        expiry = getattr(self._loader, "exec_plugin_expiry", None)
+        stale = (
+            expired(expiry) if expiry is not None else time.monotonic() - self._last_refresh > 300
+        )
+        if stale:
+            if hasattr(self._loader, "exec_plugin_expiry"):
+                del self._loader.exec_plugin_expiry
+            await self._loader.load_and_set(configuration)
+            self._last_refresh = time.monotonic()
+
+    async def _invoke(self, p: Plan) -> Any:
+        import aiohttp
+        import kubernetes_asyncio as k8s
+
+        method = getattr(self._apis[p.api], p.method)
+        kwargs = dict(p.kwargs)
+        if kwargs.get("_request_timeout") is None:
+            kwargs.pop("_request_timeout", None)
+        try:
+            return await method(*p.args, **kwargs)
+        except k8s.client.exceptions.ApiException as exc:
+            raise ApiError.from_response(
+                exc.status or 0, exc.body, exc.headers, exc.reason or ""
+            ) from None
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            raise ApiError(0, type(exc).__name__, str(exc)) from None
+
+    async def perform(self, call: Any) -> Any:
+        p = plan(call, self.config.request_timeout)
+        response = await self._invoke(p)
+        try:
+            return _decode(await response.read(), p.text)
+        finally:
+            response.release()
+
+    async def open_stream(self, call: OpenWatch | OpenLogStream) -> _AsyncLines:
+        return _AsyncLines(await self._invoke(plan(call, self.config.request_timeout)))
+
+    async def read_line(self, stream: _AsyncLines) -> bytes | None:
+        import aiohttp
+
+        try:
+            return await stream.readline()
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            raise ApiError(0, type(exc).__name__, str(exc)) from None
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+
+
+async def _load_async(cfg: KubernetesConfig, target: Any) -> Any:
+    import kubernetes_asyncio as k8s
+
+    mode = cfg.mode()
+    if mode == "explicit":
+        target.host = cfg.host
+        if cfg.token is not None:
+            target.api_key = {"BearerToken": f"Bearer {cfg.token.get_secret_value()}"}
+        target.verify_ssl = cfg.verify_ssl
+        target.ssl_ca_cert = _ca_file(cfg)
+        return None
+    if mode == "in-cluster":
+        k8s.config.load_incluster_config(client_configuration=target)  # type: ignore[no-untyped-call]
+        return None
+    if cfg.kubeconfig_content is not None:
+        return await k8s.config.load_kube_config_from_dict(
+            cfg.kubeconfig_dict(), context=cfg.context, client_configuration=target
+        )
+    return await k8s.config.load_kube_config(
+        config_file=cfg.kubeconfig, context=cfg.context, client_configuration=target
+    )

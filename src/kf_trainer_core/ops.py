@@ -1,0 +1,444 @@
+"""The client's operations, each written once as a program (see
+:mod:`kf_trainer_core.k8s.calls`) that the sync and the async client both run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kf_trainer_core import names
+from kf_trainer_core.builder import IDENTITY_LABEL, SPEC_HASH_ANNOTATION, BuiltTrainJob
+from kf_trainer_core.errors import KFTrainerError
+from kf_trainer_core.function import result_from_log
+from kf_trainer_core.k8s.calls import (
+    CloseStream,
+    Create,
+    Delete,
+    Emit,
+    Get,
+    ListObjects,
+    OpenLogStream,
+    Patch,
+    Program,
+    ReadLine,
+    ReadLog,
+    Sleep,
+)
+from kf_trainer_core.k8s.errors import ApiError
+from kf_trainer_core.k8s.resources import (
+    CLUSTER_TRAINING_RUNTIMES,
+    EVENTS,
+    JOBSET_NAME_LABEL,
+    PODS,
+    TRAINING_RUNTIMES,
+    TRAINJOBS,
+)
+from kf_trainer_core.runtimes import RuntimeInfo
+from kf_trainer_core.status import (
+    Event,
+    Failure,
+    JobState,
+    TrainJob,
+    failing_pod,
+    failure_of,
+    job_events,
+    job_state,
+    result_from_pods,
+    to_trainjob,
+)
+from kf_trainer_core.timeutil import parse_time
+
+#: At most this many log lines are kept for an error message.
+FAILURE_LOG_LINES = 40
+
+
+class TrainJobNotFoundError(KFTrainerError, LookupError):
+    """No TrainJob of that name in the namespace."""
+
+
+class SpecConflictError(KFTrainerError):
+    """A TrainJob of the same name exists with a different spec: adopting it would run
+    something other than what was asked."""
+
+
+class SubmitError(KFTrainerError):
+    """The API refused the TrainJob (its message names the fields)."""
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """The outcome of an idempotent submit."""
+
+    job: TrainJob
+    created: bool
+    #: The raw object as the API returned it.
+    obj: dict[str, Any]
+
+
+def pod_selector(job: str) -> str:
+    return f"{JOBSET_NAME_LABEL}={job}"
+
+
+# ------------------------------------------------------------------------ runtimes
+
+
+def get_runtime(
+    name: str, kind: str, namespace: str
+) -> Program[tuple[RuntimeInfo, dict[str, Any]]]:
+    """Read a runtime; a missing one is a clear error naming what exists."""
+    res = CLUSTER_TRAINING_RUNTIMES if kind == "ClusterTrainingRuntime" else TRAINING_RUNTIMES
+    ns = None if res is CLUSTER_TRAINING_RUNTIMES else namespace
+    try:
+        obj = yield Get(res, ns, name)
+    except ApiError as err:
+        if not err.not_found:
+            raise
+        listing = yield ListObjects(res, ns)
+        known = sorted(
+            str((o.get("metadata") or {}).get("name")) for o in listing.get("items") or []
+        )
+        where = f" in namespace {namespace!r}" if ns else ""
+        raise TrainJobNotFoundError(
+            f"{kind} {name!r} does not exist{where}. Fix: use one of {known or 'none installed'}"
+            " (kubectl get clustertrainingruntimes)."
+        ) from None
+    return RuntimeInfo.from_manifest(obj), obj
+
+
+def list_runtimes(namespace: str) -> Program[list[RuntimeInfo]]:
+    """Cluster runtimes and the namespace's own runtimes."""
+    out = []
+    cluster = yield ListObjects(CLUSTER_TRAINING_RUNTIMES, None)
+    out += [RuntimeInfo.from_manifest(o) for o in cluster.get("items") or []]
+    try:
+        local = yield ListObjects(TRAINING_RUNTIMES, namespace)
+        out += [RuntimeInfo.from_manifest(o) for o in local.get("items") or []]
+    except ApiError as err:
+        if not (err.forbidden or err.not_found):
+            raise
+    return out
+
+
+# ---------------------------------------------------------------------------- jobs
+
+
+def get_job(namespace: str, name: str, obj: dict[str, Any] | None = None) -> Program[TrainJob]:
+    """A job with its steps (one list of its pods)."""
+    if obj is None:
+        obj = yield from get_object(namespace, name)
+    pods = yield ListObjects(PODS, namespace, label_selector=pod_selector(name))
+    return to_trainjob(obj, pods.get("items") or [])
+
+
+def get_object(namespace: str, name: str) -> Program[dict[str, Any]]:
+    """The TrainJob object, or :class:`TrainJobNotFoundError`."""
+    try:
+        obj: dict[str, Any] = yield Get(TRAINJOBS, namespace, name)
+    except ApiError as err:
+        if err.not_found:
+            raise TrainJobNotFoundError(f"TrainJob {namespace}/{name} not found") from None
+        raise
+    return obj
+
+
+def list_jobs(namespace: str, label_selector: str | None = None) -> Program[list[TrainJob]]:
+    """Jobs of a namespace, with steps, in two requests whatever their number."""
+    listing = yield ListObjects(TRAINJOBS, namespace, label_selector=label_selector)
+    items = listing.get("items") or []
+    if not items:
+        return []
+    pods = yield ListObjects(PODS, namespace, label_selector=JOBSET_NAME_LABEL)
+    by_job: dict[str, list[dict[str, Any]]] = {}
+    for pod in pods.get("items") or []:
+        by_job.setdefault(
+            ((pod.get("metadata") or {}).get("labels") or {}).get(JOBSET_NAME_LABEL, ""), []
+        ).append(pod)
+    return [to_trainjob(o, by_job.get(str(o["metadata"]["name"]), [])) for o in items]
+
+
+def submit(namespace: str, built: BuiltTrainJob) -> Program[Submitted]:
+    """Create the TrainJob once.
+
+    A 409 for a job carrying the same spec hash is adoption (a retried task finds the
+    job its crashed predecessor created); the same name with another spec is a
+    :class:`SpecConflictError`; a job being deleted is waited out, then created anew.
+    """
+    manifest = built.manifest
+    for _ in range(60):
+        try:
+            obj = yield Create(TRAINJOBS, namespace, manifest)
+            return Submitted(to_trainjob(obj), True, obj)
+        except ApiError as err:
+            if err.invalid or err.code == 400:
+                causes = "; ".join(err.causes()) or err.message
+                raise SubmitError(
+                    f"the API server rejected TrainJob {built.name!r}: {causes}"
+                ) from None
+            if not err.conflict:
+                raise
+        try:
+            existing = yield Get(TRAINJOBS, namespace, built.name)
+        except ApiError as err:
+            if err.not_found:
+                continue  # deleted in between: create again
+            raise
+        meta = existing.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            yield Sleep(1.0)
+            continue
+        theirs = (meta.get("annotations") or {}).get(SPEC_HASH_ANNOTATION)
+        if theirs != built.spec_hash:
+            raise SpecConflictError(
+                f"TrainJob {namespace}/{built.name} already exists with a different spec "
+                f"(spec hash {str(theirs)[:12]}, ours {built.spec_hash[:12]}). Fix: choose another "
+                "name, or delete the old job if it may be replaced."
+            )
+        return Submitted(to_trainjob(existing), False, existing)
+    raise SubmitError(f"TrainJob {namespace}/{built.name} kept being deleted and recreated")
+
+
+def jobs_for_identity(namespace: str, identity: str) -> Program[list[dict[str, Any]]]:
+    """All TrainJobs labelled with an orchestrator identity, oldest first."""
+    from kf_trainer_core.builder import identity_label_value
+
+    listing = yield ListObjects(
+        TRAINJOBS, namespace, label_selector=f"{IDENTITY_LABEL}={identity_label_value(identity)}"
+    )
+    items: list[dict[str, Any]] = listing.get("items") or []
+    return sorted(
+        items, key=lambda o: str((o.get("metadata") or {}).get("creationTimestamp") or "")
+    )
+
+
+def delete(namespace: str, name: str, propagation: str = "Foreground") -> Program[bool]:
+    """Delete the TrainJob (the Trainer and Kubernetes remove its JobSet and pods);
+    ``False`` if it was already gone."""
+    try:
+        yield Delete(TRAINJOBS, namespace, name, propagation=propagation)
+    except ApiError as err:
+        if err.not_found:
+            return False
+        raise
+    return True
+
+
+def set_suspended(namespace: str, name: str, suspended: bool) -> Program[TrainJob]:
+    """Suspend (pods are removed, the job kept) or resume a job."""
+    try:
+        obj = yield Patch(TRAINJOBS, namespace, name, {"spec": {"suspend": suspended}})
+    except ApiError as err:
+        if err.not_found:
+            raise TrainJobNotFoundError(f"TrainJob {namespace}/{name} not found") from None
+        raise
+    return to_trainjob(obj)
+
+
+def get_events(namespace: str, name: str) -> Program[list[Event]]:
+    """Events of the TrainJob, its JobSet, Jobs and pods (one request)."""
+    listing = yield ListObjects(EVENTS, namespace)
+    return job_events(name, listing.get("items") or [])
+
+
+# ---------------------------------------------------------------------------- logs
+
+
+def _container_for(step: str) -> str:
+    return step if step in (names.DATASET_INITIALIZER, names.MODEL_INITIALIZER) else names.NODE
+
+
+def _pod_for_step(pods: list[dict[str, Any]], step: str) -> dict[str, Any] | None:
+    from kf_trainer_core.status import _is_mpi, step_name
+
+    mpi = _is_mpi(pods)
+    matching = [p for p in pods if step_name(p, mpi) == step]
+    if not matching:
+        return None
+    return max(
+        matching, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or "")
+    )
+
+
+def _started(pod: Mapping[str, Any], container: str) -> bool:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == container:
+            state = cs.get("state") or {}
+            return "running" in state or "terminated" in state
+    return (pod.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
+
+
+def _split_timestamp(line: str) -> tuple[str | None, str]:
+    stamp, sep, text = line.partition(" ")
+    if sep and len(stamp) >= 20 and stamp[4:5] == "-" and stamp[10:11] == "T":
+        return stamp, text
+    return None, line
+
+
+def read_logs(
+    namespace: str, name: str, step: str = "node-0", tail: int | None = None
+) -> Program[list[str]]:
+    """The log of one step now (empty if its pod has not started)."""
+    pods = (yield ListObjects(PODS, namespace, label_selector=pod_selector(name))).get(
+        "items"
+    ) or []
+    pod = _pod_for_step(pods, step)
+    container = _container_for(step)
+    if pod is None or not _started(pod, container):
+        return []
+    try:
+        text = yield ReadLog(namespace, str(pod["metadata"]["name"]), container, tail_lines=tail)
+    except ApiError as err:
+        if err.code in (400, 404):  # not started yet, or gone
+            return []
+        raise
+    return str(text).splitlines()
+
+
+def follow_logs(
+    namespace: str,
+    name: str,
+    step: str = "node-0",
+    *,
+    tail: int | None = 1000,
+    poll_interval: float = 1.0,
+    start_timeout: float | None = None,
+) -> Program[None]:
+    """Emit a step's log lines as they are written, until its container ends.
+
+    Waits for a pending pod instead of returning nothing; after a dropped stream it
+    reconnects from the last line's timestamp and skips lines already emitted; replays
+    at most ``tail`` lines of history on the first connect.
+    """
+    import time
+
+    container = _container_for(step)
+    cursor: str | None = None  # timestamp of the last emitted line
+    seen_at_cursor = 0  # lines emitted with exactly that timestamp
+    waited = 0.0
+    pod_name: str | None = None
+    while True:
+        pods = (yield ListObjects(PODS, namespace, label_selector=pod_selector(name))).get(
+            "items"
+        ) or []
+        pod = _pod_for_step(pods, step)
+        if pod is None or not _started(pod, container):
+            try:
+                obj = yield Get(TRAINJOBS, namespace, name)
+            except ApiError as err:
+                if err.not_found:
+                    return
+                raise
+            if job_state(obj).terminal and pod is None:
+                return  # the job ended without this step ever running
+            if pod is not None and failing_pod([pod]) is not None and not _started(pod, container):
+                return  # stuck (image pull...): nothing will be written
+            if start_timeout is not None and waited >= start_timeout:
+                return
+            yield Sleep(poll_interval)
+            waited += poll_interval
+            continue
+        current = str(pod["metadata"]["name"])
+        if pod_name is not None and current != pod_name:
+            cursor, seen_at_cursor = None, 0  # a new pod (restart): its log starts over
+        pod_name = current
+        try:
+            stream = yield OpenLogStream(
+                namespace,
+                current,
+                container,
+                since_time=cursor,
+                tail_lines=tail if cursor is None else None,
+                timestamps=True,
+            )
+        except ApiError as err:
+            if err.code in (400, 404):
+                yield Sleep(poll_interval)
+                continue
+            raise
+        dropped = False
+        skip_before = parse_time(cursor) if cursor else None
+        skipped_at_cursor = 0
+        try:
+            while True:
+                raw = yield ReadLine(stream)
+                if raw is None:
+                    break
+                stamp, text = _split_timestamp(raw.decode("utf-8", errors="replace").rstrip("\r"))
+                if stamp is not None and skip_before is not None:
+                    when = parse_time(stamp)
+                    if when < skip_before:
+                        continue
+                    if stamp == cursor and skipped_at_cursor < seen_at_cursor:
+                        skipped_at_cursor += 1
+                        continue
+                if stamp is not None:
+                    if stamp == cursor:
+                        seen_at_cursor += 1
+                    else:
+                        cursor, seen_at_cursor = stamp, 1
+                yield Emit(text)
+        except ApiError:
+            dropped = True
+        yield CloseStream(stream)
+        # The stream ended: finished container, or a cut connection to resume.
+        pods = (yield ListObjects(PODS, namespace, label_selector=pod_selector(name))).get(
+            "items"
+        ) or []
+        pod = _pod_for_step(pods, step)
+        if pod is None:
+            return
+        phase = (pod.get("status") or {}).get("phase")
+        if (
+            not dropped
+            and phase in ("Succeeded", "Failed")
+            and str(pod["metadata"]["name"]) == pod_name
+        ):
+            return
+        _ = time  # keep the import local: programs stay importable without side effects
+        yield Sleep(0.2 if not dropped else poll_interval)
+
+
+# ------------------------------------------------------------------- results/failure
+
+
+def outputs_of(
+    namespace: str, obj: dict[str, Any]
+) -> Program[tuple[TrainJob, Any, list[dict[str, Any]]]]:
+    """A finished job's view, the function's return value and its pods."""
+    name = str(obj["metadata"]["name"])
+    pods = (yield ListObjects(PODS, namespace, label_selector=pod_selector(name))).get(
+        "items"
+    ) or []
+    job = to_trainjob(obj, pods)
+    found, value = result_from_pods(pods)
+    if not found and job.status == JobState.COMPLETE:
+        # Too large for the termination message, or an MPI launcher: read the log.
+        lines = yield from read_logs(namespace, name, "node-0", tail=200)
+        found, value = result_from_log(lines)
+    return job, value if found else None, pods
+
+
+def explain_failure(
+    namespace: str, obj: dict[str, Any], pods: list[dict[str, Any]] | None = None
+) -> Program[Failure]:
+    """Everything that says why a job failed: condition, failing pod and container,
+    warning events, and the last lines of the failing step's log."""
+    name = str(obj["metadata"]["name"])
+    if pods is None:
+        pods = (yield ListObjects(PODS, namespace, label_selector=pod_selector(name))).get(
+            "items"
+        ) or []
+    events = yield from get_events(namespace, name)
+    found = failing_pod(pods)
+    tail: list[str] = []
+    step = found[0] if found else "node-0"
+    try:
+        tail = yield from read_logs(namespace, name, step, tail=FAILURE_LOG_LINES)
+    except ApiError:
+        tail = []
+    return failure_of(obj, pods, events, tail[-FAILURE_LOG_LINES:])
+
+
+def json_dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)

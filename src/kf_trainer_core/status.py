@@ -1,0 +1,521 @@
+"""What a TrainJob is doing, told honestly.
+
+The TrainJob CRD has only three condition types — ``Suspended``, ``Complete`` and
+``Failed`` — so "pending" and "running" are derived here from ``status.jobsStatus`` and
+the pods, and a ``Suspended=False`` condition (reason ``Resumed``) left in the list after
+a resume is read as not suspended. Steps follow the SDK's names (``dataset-initializer``,
+``model-initializer``, ``node-N``; with MPI the launcher is ``node-0``).
+
+Every function here is pure: the sync client, the async client and the local backend
+all derive states, steps, progress and failures the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kf_trainer_core import names
+from kf_trainer_core.builder import IDENTITY_ANNOTATION, SPEC_HASH_ANNOTATION
+from kf_trainer_core.function import parse_result
+from kf_trainer_core.k8s.resources import (
+    COMPLETION_INDEX_LABEL,
+    JOB_INDEX_LABEL,
+    REPLICATED_JOB_LABEL,
+)
+from kf_trainer_core.runtimes import device_of
+
+#: The Warning event the Trainer emits when it cannot build a TrainJob's JobSet.
+CREATION_FAILED_REASON = "TrainJobResourcesCreationFailed"
+#: Waiting reasons that will not resolve by themselves while a pod is pending.
+STUCK_WAITING_REASONS = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "CrashLoopBackOff",
+        "RunContainerError",
+    }
+)
+
+
+class JobState(str, Enum):
+    """The state of a TrainJob, as the SDK names them plus ``Suspended``."""
+
+    CREATED = "Created"
+    SUSPENDED = "Suspended"
+    RUNNING = "Running"
+    COMPLETE = "Complete"
+    FAILED = "Failed"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (JobState.COMPLETE, JobState.FAILED)
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class Step(_Out):
+    """One step of a job: an initializer, a training node or the MPI launcher."""
+
+    name: str
+    status: str | None = None
+    pod_name: str
+    device: str = "Unknown"
+    device_count: str = "Unknown"
+    replicated_job: str = ""
+    container_reason: str | None = None
+    exit_code: int | None = None
+
+
+class Progress(_Out):
+    """``status.trainerStatus`` (alpha): what the training code reports about itself."""
+
+    percentage: int | None = None
+    estimated_remaining_seconds: int | None = None
+    metrics: dict[str, str] = Field(default_factory=dict)
+    last_updated: str | None = None
+
+
+class Failure(_Out):
+    """Why a job failed (or cannot start), gathered from every place Kubernetes says."""
+
+    reason: str = ""
+    message: str = ""
+    step: str | None = None
+    pod: str | None = None
+    container_reason: str | None = None
+    exit_code: int | None = None
+    log_tail: list[str] = Field(default_factory=list)
+    events: list[str] = Field(default_factory=list)
+
+    def describe(self) -> str:
+        """A multi-line explanation for an error message or a task log."""
+        head = self.reason or "Failed"
+        lines = [f"{head}: {self.message}" if self.message else head]
+        if self.step:
+            where = f"step {self.step}" + (f" (pod {self.pod})" if self.pod else "")
+            what = []
+            if self.container_reason:
+                what.append(self.container_reason)
+            if self.exit_code is not None:
+                what.append(f"exit code {self.exit_code}")
+            lines.append(f"failing {where}" + (f": {', '.join(what)}" if what else ""))
+        if self.events:
+            lines.append("events:")
+            lines += [f"  {e}" for e in self.events[-10:]]
+        if self.log_tail:
+            lines.append(f"last {len(self.log_tail)} log lines:")
+            lines += [f"  | {line}" for line in self.log_tail]
+        return "\n".join(lines)
+
+
+class Event(_Out):
+    """A Kubernetes Event about the job or one of its parts (SDK ``Event``)."""
+
+    involved_object_kind: str
+    involved_object_name: str
+    message: str
+    reason: str
+    event_time: datetime | None = None
+    type: str = "Normal"
+    count: int = 1
+
+    def line(self) -> str:
+        obj = f"{self.involved_object_kind}/{self.involved_object_name}"
+        return f"{self.type} {self.reason} {obj}: {self.message}"
+
+
+class TrainJob(_Out):
+    """A TrainJob as the client reports it (SDK ``TrainJob`` plus progress and failure)."""
+
+    name: str
+    namespace: str
+    runtime: str
+    runtime_kind: str = "ClusterTrainingRuntime"
+    status: JobState
+    steps: list[Step] = Field(default_factory=list)
+    num_nodes: int = 1
+    creation_timestamp: datetime | None = None
+    completion_timestamp: datetime | None = None
+    progress: Progress | None = None
+    failure: Failure | None = None
+    conditions: list[dict[str, Any]] = Field(default_factory=list)
+    uid: str | None = None
+    resource_version: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    spec_hash: str | None = None
+    identity: str | None = None
+    deleting: bool = False
+
+    def step(self, name: str) -> Step | None:
+        return next((s for s in self.steps if s.name == name), None)
+
+
+class JobOutputs(_Out):
+    """What an orchestrator keeps of a finished job (XCom, task result, KFP outputs).
+    Secrets never enter it: it is built from status, steps and the function's result."""
+
+    name: str
+    namespace: str
+    status: JobState
+    runtime: str
+    steps: list[Step] = Field(default_factory=list)
+    metrics: dict[str, str] = Field(default_factory=dict)
+    result: Any = None
+    duration_seconds: float | None = None
+    failure: Failure | None = None
+
+
+# ---------------------------------------------------------------------- derivation
+
+
+def condition(obj: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
+    """The condition of ``kind`` in a TrainJob, if present."""
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return dict(cond)
+    return None
+
+
+def _true(obj: Mapping[str, Any], kind: str) -> bool:
+    cond = condition(obj, kind)
+    return bool(cond and cond.get("status") == "True")
+
+
+def job_state(obj: Mapping[str, Any]) -> JobState:
+    """The state of a TrainJob object, without looking at its pods."""
+    if _true(obj, "Failed"):
+        return JobState.FAILED
+    if _true(obj, "Complete"):
+        return JobState.COMPLETE
+    # Suspended=False (reason Resumed) stays in the list after a resume: only True counts.
+    if _true(obj, "Suspended"):
+        return JobState.SUSPENDED
+    jobs = (obj.get("status") or {}).get("jobsStatus") or []
+    if any((j.get("active") or 0) > 0 or (j.get("ready") or 0) > 0 for j in jobs):
+        return JobState.RUNNING
+    if any((j.get("succeeded") or 0) > 0 for j in jobs):
+        # Between steps (initializers done, nodes not yet up): the job is under way.
+        return JobState.RUNNING
+    return JobState.CREATED
+
+
+def progress(obj: Mapping[str, Any]) -> Progress | None:
+    """``status.trainerStatus`` as :class:`Progress`, if the job reports any."""
+    ts = (obj.get("status") or {}).get("trainerStatus")
+    if not ts:
+        return None
+    return Progress(
+        percentage=ts.get("progressPercentage"),
+        estimated_remaining_seconds=ts.get("estimatedRemainingSeconds"),
+        metrics={str(m.get("name")): str(m.get("value")) for m in ts.get("metrics") or []},
+        last_updated=ts.get("lastUpdatedTime"),
+    )
+
+
+def _index(labels: Mapping[str, str]) -> int:
+    raw = labels.get(COMPLETION_INDEX_LABEL) or labels.get(JOB_INDEX_LABEL) or "0"
+    try:
+        return int(raw)
+    except ValueError:
+        return 0
+
+
+def _is_mpi(pods: Iterable[Mapping[str, Any]]) -> bool:
+    return any(
+        ((p.get("metadata") or {}).get("labels") or {}).get(REPLICATED_JOB_LABEL) == names.LAUNCHER
+        for p in pods
+    )
+
+
+def step_name(pod: Mapping[str, Any], mpi: bool) -> str | None:
+    """The SDK's step name for a pod, or ``None`` for pods of other replicated jobs."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    rjob = labels.get(REPLICATED_JOB_LABEL)
+    if rjob in (names.DATASET_INITIALIZER, names.MODEL_INITIALIZER):
+        return str(rjob)
+    if rjob == names.LAUNCHER:
+        return f"{names.NODE}-0"
+    if rjob == names.NODE:
+        # With MPI the launcher is node-0, so the workers count from 1.
+        return f"{names.NODE}-{_index(labels) + (1 if mpi else 0)}"
+    return None
+
+
+def _main_container(pod: Mapping[str, Any], step: str) -> str:
+    wanted = step if step in (names.DATASET_INITIALIZER, names.MODEL_INITIALIZER) else names.NODE
+    containers = ((pod.get("spec") or {}).get("containers")) or []
+    if any(c.get("name") == wanted for c in containers):
+        return wanted
+    return str(containers[0].get("name")) if containers else wanted
+
+
+def container_state(pod: Mapping[str, Any], container: str) -> dict[str, Any]:
+    """The ``containerStatuses`` entry of a container (empty if not reported yet)."""
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == container:
+            return dict(cs)
+    return {}
+
+
+def _reason_and_code(status: Mapping[str, Any]) -> tuple[str | None, int | None]:
+    state = status.get("state") or {}
+    last = status.get("lastState") or {}
+    for source in (state, last):
+        term = source.get("terminated")
+        if term:
+            return term.get("reason"), term.get("exitCode")
+    waiting = state.get("waiting")
+    if waiting:
+        return waiting.get("reason"), None
+    return None, None
+
+
+def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
+    """Steps of a job from its pods, newest pod per step, in run order."""
+    pods = list(pods)
+    mpi = _is_mpi(pods)
+    newest: dict[str, Mapping[str, Any]] = {}
+    for pod in pods:
+        name = step_name(pod, mpi)
+        if name is None:
+            continue
+        stamp = (pod.get("metadata") or {}).get("creationTimestamp") or ""
+        held = newest.get(name)
+        if held is None or stamp >= ((held.get("metadata") or {}).get("creationTimestamp") or ""):
+            newest[name] = pod
+    steps = []
+    for name, pod in newest.items():
+        meta = pod.get("metadata") or {}
+        container = _main_container(pod, name)
+        spec_c: Mapping[str, Any] = next(
+            (
+                c
+                for c in (pod.get("spec") or {}).get("containers") or []
+                if c.get("name") == container
+            ),
+            {},
+        )
+        device, count = device_of(spec_c.get("resources"))
+        for env in spec_c.get("env") or []:
+            # torchrun's processes per node beat the resource count, as in the SDK.
+            if env.get("name") == "PET_NPROC_PER_NODE" and str(env.get("value", "")).isdigit():
+                count = str(env["value"])
+        reason, code = _reason_and_code(container_state(pod, container))
+        steps.append(
+            Step(
+                name=name,
+                status=(pod.get("status") or {}).get("phase"),
+                pod_name=str(meta.get("name", "")),
+                device=device or "Unknown",
+                device_count=count or "Unknown",
+                replicated_job=str((meta.get("labels") or {}).get(REPLICATED_JOB_LABEL, "")),
+                container_reason=reason,
+                exit_code=code,
+            )
+        )
+    return sorted(steps, key=_step_order)
+
+
+def _step_order(step: Step) -> tuple[int, int]:
+    if step.name == names.DATASET_INITIALIZER:
+        return (0, 0)
+    if step.name == names.MODEL_INITIALIZER:
+        return (1, 0)
+    try:
+        return (2, int(step.name.rsplit("-", 1)[1]))
+    except (IndexError, ValueError):
+        return (3, 0)
+
+
+def to_trainjob(obj: Mapping[str, Any], pods: Iterable[Mapping[str, Any]] = ()) -> TrainJob:
+    """The client's view of a TrainJob object and its pods."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    ref = spec.get("runtimeRef") or {}
+    steps = steps_from_pods(pods)
+    state = job_state(obj)
+    annotations = meta.get("annotations") or {}
+    complete = condition(obj, "Complete") or condition(obj, "Failed")
+    return TrainJob(
+        name=str(meta.get("name", "")),
+        namespace=str(meta.get("namespace", "")),
+        runtime=str(ref.get("name", "")),
+        runtime_kind=str(ref.get("kind") or "ClusterTrainingRuntime"),
+        status=state,
+        steps=steps,
+        num_nodes=int(
+            (spec.get("trainer") or {}).get("numNodes")
+            or max(1, sum(s.name.startswith("node-") for s in steps))
+        ),
+        creation_timestamp=meta.get("creationTimestamp"),
+        completion_timestamp=complete.get("lastTransitionTime")
+        if complete and state.terminal
+        else None,
+        progress=progress(obj),
+        conditions=list((obj.get("status") or {}).get("conditions") or []),
+        uid=meta.get("uid"),
+        resource_version=meta.get("resourceVersion"),
+        labels=dict(meta.get("labels") or {}),
+        spec_hash=annotations.get(SPEC_HASH_ANNOTATION),
+        identity=annotations.get(IDENTITY_ANNOTATION),
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def to_event(obj: Mapping[str, Any]) -> Event:
+    """A core/v1 Event object as :class:`Event`."""
+    inv = obj.get("involvedObject") or {}
+    stamp = (
+        obj.get("lastTimestamp")
+        or obj.get("eventTime")
+        or obj.get("firstTimestamp")
+        or ((obj.get("metadata") or {}).get("creationTimestamp"))
+    )
+    return Event(
+        involved_object_kind=str(inv.get("kind", "")),
+        involved_object_name=str(inv.get("name", "")),
+        message=str(obj.get("message", "")),
+        reason=str(obj.get("reason", "")),
+        event_time=stamp,
+        type=str(obj.get("type", "Normal")),
+        count=int(obj.get("count") or 1),
+    )
+
+
+def job_events(
+    job: str, events: Iterable[Mapping[str, Any]], pods: Iterable[str] = ()
+) -> list[Event]:
+    """The events about a job: the TrainJob, its JobSet, its Jobs and its pods, oldest
+    first."""
+    pod_names = set(pods)
+    out = []
+    for ev in events:
+        inv = ev.get("involvedObject") or {}
+        name, kind = str(inv.get("name", "")), inv.get("kind")
+        ours = (
+            (kind in ("TrainJob", "JobSet") and name == job)
+            or (kind == "Job" and name.startswith(f"{job}-"))
+            or (kind == "Pod" and (name in pod_names or name.startswith(f"{job}-")))
+        )
+        if ours:
+            out.append(to_event(ev))
+    return sorted(out, key=lambda e: (e.event_time is None, e.event_time or datetime.min))
+
+
+def creation_failure(events: Iterable[Mapping[str, Any]], job: str) -> str | None:
+    """The message of the newest ``TrainJobResourcesCreationFailed`` event for ``job``."""
+    found = [
+        to_event(e)
+        for e in events
+        if e.get("reason") == CREATION_FAILED_REASON
+        and (e.get("involvedObject") or {}).get("name") == job
+    ]
+    return found[-1].message if found else None
+
+
+def _pod_trouble(pod: Mapping[str, Any], step: str) -> tuple[str | None, int | None, str]:
+    """A pod's failure or blockage: (container reason, exit code, message)."""
+    status = pod.get("status") or {}
+    for cs in [
+        *(status.get("initContainerStatuses") or []),
+        *(status.get("containerStatuses") or []),
+    ]:
+        state = cs.get("state") or {}
+        term = state.get("terminated")
+        if term and term.get("exitCode", 0) != 0:
+            return term.get("reason") or "Error", term.get("exitCode"), term.get("message") or ""
+        waiting = state.get("waiting")
+        if waiting and waiting.get("reason") in STUCK_WAITING_REASONS:
+            return waiting.get("reason"), None, waiting.get("message") or ""
+    if status.get("phase") == "Failed":
+        return status.get("reason") or "Failed", None, status.get("message") or ""
+    return None, None, ""
+
+
+def failing_pod(
+    pods: Iterable[Mapping[str, Any]],
+) -> tuple[str, Mapping[str, Any], str | None, int | None, str] | None:
+    """The first pod, in step order, that failed or is stuck:
+    ``(step, pod, container reason, exit code, message)``."""
+    pods = list(pods)
+    mpi = _is_mpi(pods)
+    ranked = []
+    for pod in pods:
+        step = step_name(pod, mpi)
+        if step is None:
+            continue
+        reason, code, message = _pod_trouble(pod, step)
+        if reason is not None:
+            ranked.append(
+                (_step_order(Step(name=step, pod_name="")), step, pod, reason, code, message)
+            )
+    if not ranked:
+        return None
+    ranked.sort(key=lambda r: r[0])
+    _, step, pod, reason, code, message = ranked[0]
+    return step, pod, reason, code, message
+
+
+def failure_of(
+    obj: Mapping[str, Any],
+    pods: Iterable[Mapping[str, Any]] = (),
+    events: Iterable[Event] = (),
+    log_tail: Iterable[str] = (),
+) -> Failure:
+    """Explain a failed (or stuck) job from its condition, pods, events and log."""
+    cond = condition(obj, "Failed") or {}
+    found = failing_pod(pods)
+    step = pod_name = container_reason = None
+    code: int | None = None
+    message = str(cond.get("message") or "")
+    if found is not None:
+        step, pod, container_reason, code, pod_message = found
+        pod_name = (pod.get("metadata") or {}).get("name")
+        if pod_message and pod_message not in message:
+            message = f"{message} ({pod_message})" if message else pod_message
+    warnings = [e.line() for e in events if e.type == "Warning"]
+    return Failure(
+        reason=str(cond.get("reason") or (container_reason or "")),
+        message=message,
+        step=step,
+        pod=pod_name,
+        container_reason=container_reason,
+        exit_code=code,
+        log_tail=list(log_tail),
+        events=warnings,
+    )
+
+
+def trainer_pod(pods: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The pod whose container reports the function's result: node-0 (the launcher
+    with MPI)."""
+    pods = list(pods)
+    mpi = _is_mpi(pods)
+    candidates = [p for p in pods if step_name(p, mpi) == f"{names.NODE}-0"]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
+
+
+def result_from_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[bool, Any]:
+    """The training function's return value from node-0's termination message:
+    ``(found, value)``."""
+    pod = trainer_pod(pods)
+    if pod is None:
+        return False, None
+    term = ((container_state(pod, names.NODE).get("state") or {}).get("terminated")) or {}
+    message = term.get("message")
+    if not message:
+        return False, None
+    value = parse_result(message)
+    return value is not None or message.strip() == "null", value

@@ -1,0 +1,46 @@
+"""Kubernetes timestamps (RFC 3339) to and from datetimes."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+#: Renew credentials this long before they expire.
+EXPIRY_SKEW = timedelta(seconds=60)
+
+
+def parse_time(text: str) -> datetime:
+    """Parse ``2026-11-22T04:00:00Z`` or ``...T04:00:00.123456789Z`` (log timestamps
+    carry nanoseconds, which datetime cannot hold: they are cut to microseconds)."""
+    text = text.strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    head, dot, rest = text.partition(".")
+    if dot:
+        digits = ""
+        for i, ch in enumerate(rest):
+            if not ch.isdigit():
+                tail = rest[i:]
+                break
+            digits += ch
+        else:
+            tail = ""
+        text = f"{head}.{digits[:6].ljust(6, '0')}{tail}"
+    value = datetime.fromisoformat(text)
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def format_time(value: datetime) -> str:
+    """RFC 3339 in UTC with a ``Z``, to the second (as the API writes timestamps)."""
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def expired(expiry: datetime | str) -> bool:
+    """Whether a credential's expiry is past (or within the renewal skew)."""
+    when = parse_time(expiry) if isinstance(expiry, str) else expiry
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when - EXPIRY_SKEW <= now()
