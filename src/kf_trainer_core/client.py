@@ -329,12 +329,16 @@ class TrainerClient(_Base):
 
     def _sync_informer(self, state: InformerState) -> SyncInformer:
         cfg = self.config
-        timeout = cfg.watch_timeout if isinstance(cfg, KubernetesConfig) else 30
+        timeout, poll = (
+            (cfg.watch_timeout, cfg.poll_interval)
+            if isinstance(cfg, KubernetesConfig)
+            else (30, 0.5)
+        )
         return SyncInformer(
             state,
             lambda: SyncDriver(self._make_transport(), self.retry, self.request_hook),
             watch_timeout=timeout,
-            poll_interval=2.0,
+            poll_interval=poll,
             policy=self.retry,
         )
 
@@ -552,9 +556,13 @@ class AsyncTrainerClient(_Base):
 
     def _async_informer(self, state: InformerState) -> AsyncInformer:
         cfg = self.config
-        timeout = cfg.watch_timeout if isinstance(cfg, KubernetesConfig) else 30
+        timeout, poll = (
+            (cfg.watch_timeout, cfg.poll_interval)
+            if isinstance(cfg, KubernetesConfig)
+            else (30, 0.5)
+        )
         return AsyncInformer(
-            state, self._make_driver, watch_timeout=timeout, poll_interval=2.0, policy=self.retry
+            state, self._make_driver, watch_timeout=timeout, poll_interval=poll, policy=self.retry
         )
 
     async def wait(

@@ -45,6 +45,8 @@ class KubernetesConfig(SpecModel):
     namespace: str | None = None
     #: Waits and log follows reconnect when a stream idles this long (seconds).
     watch_timeout: int = Field(default=240, ge=5, le=3600)
+    #: Where watching is forbidden (RBAC without `watch`), list this often instead.
+    poll_interval: float = Field(default=2.0, gt=0)
     request_timeout: float = Field(default=30.0, gt=0)
 
     @field_validator("kubeconfig_content", mode="before")

@@ -201,10 +201,9 @@ def job_state(obj: Mapping[str, Any]) -> JobState:
     if _true(obj, "Suspended"):
         return JobState.SUSPENDED
     jobs = (obj.get("status") or {}).get("jobsStatus") or []
-    if any((j.get("active") or 0) > 0 or (j.get("ready") or 0) > 0 for j in jobs):
-        return JobState.RUNNING
-    if any((j.get("succeeded") or 0) > 0 for j in jobs):
-        # Between steps (initializers done, nodes not yet up): the job is under way.
+    # A Job counts pending pods as `active`; only `ready` pods are running. Finished
+    # steps (initializers done, nodes starting) also mean the job is under way.
+    if any((j.get("ready") or 0) > 0 or (j.get("succeeded") or 0) > 0 for j in jobs):
         return JobState.RUNNING
     return JobState.CREATED
 
