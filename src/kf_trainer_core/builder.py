@@ -173,7 +173,8 @@ def build_trainjob(
 
     ident = identity_text(identity)
     named = f"{ident}/attempt-{attempt}" if ident is not None and attempt else ident
-    job_name = _job_name(spec, name, named, name_prefix, body, rt, problems)
+    content = {"spec": body, "labels": labels, "annotations": annotations}
+    job_name = _job_name(spec, name, named, name_prefix, content, rt, problems)
     if ident is not None:
         labels[IDENTITY_LABEL] = identity_label_value(ident)
         annotations[IDENTITY_ANNOTATION] = ident
@@ -187,6 +188,7 @@ def build_trainjob(
     if namespace:
         metadata["namespace"] = namespace
     metadata["labels"] = labels
+    metadata["annotations"] = annotations
     manifest: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -194,7 +196,7 @@ def build_trainjob(
         "spec": body,
     }
     digest = spec_hash(manifest)
-    metadata["annotations"] = {**annotations, SPEC_HASH_ANNOTATION: digest}
+    annotations[SPEC_HASH_ANNOTATION] = digest
     if not rt.observed and rt.name not in _known_names():
         warnings.append(
             f"runtime {rt.name!r} is not a default runtime and was not read from the cluster; "
@@ -261,7 +263,7 @@ def _job_name(
     explicit: str | None,
     ident: str | None,
     prefix: str,
-    body: dict[str, Any],
+    content: dict[str, Any],
     rt: RuntimeInfo,
     problems: list[FieldProblem],
 ) -> str:
@@ -280,8 +282,9 @@ def _job_name(
         prefix = spec.trainer.func.name
     if ident is not None:
         return names.name_from_identity(ident, prefix=prefix or "trainjob", limit=limit)
-    # No identity: name the job after its content, so the same spec maps to one job.
-    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    # No identity: name the job after its content (spec, labels, annotations), so the
+    # same request maps to one job and a different one to another.
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
     return names.name_from_identity(digest, prefix=prefix or "trainjob", limit=limit)
 
 

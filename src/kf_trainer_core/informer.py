@@ -427,6 +427,7 @@ class AsyncInformer(_Informer):
                     sub.notify()
 
     async def _run(self) -> None:
+        driver = None
         try:
             driver = await self._make_driver()
             await driver.run(
@@ -449,6 +450,10 @@ class AsyncInformer(_Informer):
             self._task = None
             self.state.resource_version = None
             self.state.synced = False
+            if driver is not None:
+                # The informer owns its connection: release it even when cancelled
+                # (an event loop shutting down).
+                await asyncio.shield(driver.transport.close())
 
     def subscribe(self, key: str, waker: AsyncWaker) -> Subscription:
         sub = Subscription(self, key, waker)

@@ -40,6 +40,16 @@ class SyncDriver:
         self.transport = transport
         self.policy = policy
         self.hook = hook
+        # Streams a program opened and has not closed: closed when it ends, however.
+        self._streams: set[Any] = set()
+
+    def _close_streams(self) -> None:
+        for stream in list(self._streams):
+            try:
+                stream.close()
+            except Exception:  # already broken: nothing left to release
+                pass
+        self._streams.clear()
 
     def _perform(self, effect: Any) -> Any:
         if isinstance(effect, Sleep):
@@ -50,6 +60,7 @@ class SyncDriver:
         if isinstance(effect, ReadLine):
             return self.transport.read_line(effect.stream)
         if isinstance(effect, CloseStream):
+            self._streams.discard(effect.stream)
             effect.stream.close()
             return None
         renewed = False
@@ -59,7 +70,9 @@ class SyncDriver:
                 self.hook(effect)
             try:
                 if isinstance(effect, (OpenWatch, OpenLogStream)):
-                    return self.transport.open_stream(effect)
+                    stream = self.transport.open_stream(effect)
+                    self._streams.add(stream)
+                    return stream
                 return self.transport.perform(effect)
             except ApiError as err:
                 if err.unauthorized and not renewed:
@@ -92,6 +105,7 @@ class SyncDriver:
                     error = exc
         finally:
             program.close()
+            self._close_streams()
 
     def run(self, program: Program[T], on_emit: Callable[[Any], None] | None = None) -> T:
         """Run ``program`` to its end and return its value."""
@@ -114,6 +128,16 @@ class AsyncDriver:
         self.transport = transport
         self.policy = policy
         self.hook = hook
+        # Streams a program opened and has not closed: closed when it ends, however.
+        self._streams: set[Any] = set()
+
+    def _close_streams(self) -> None:
+        for stream in list(self._streams):
+            try:
+                stream.close()
+            except Exception:  # already broken: nothing left to release
+                pass
+        self._streams.clear()
 
     async def _perform(self, effect: Any) -> Any:
         if isinstance(effect, Sleep):
@@ -124,6 +148,7 @@ class AsyncDriver:
         if isinstance(effect, ReadLine):
             return await self.transport.read_line(effect.stream)
         if isinstance(effect, CloseStream):
+            self._streams.discard(effect.stream)
             effect.stream.close()
             return None
         renewed = False
@@ -133,7 +158,9 @@ class AsyncDriver:
                 self.hook(effect)
             try:
                 if isinstance(effect, (OpenWatch, OpenLogStream)):
-                    return await self.transport.open_stream(effect)
+                    stream = await self.transport.open_stream(effect)
+                    self._streams.add(stream)
+                    return stream
                 return await self.transport.perform(effect)
             except ApiError as err:
                 if err.unauthorized and not renewed:
@@ -166,6 +193,7 @@ class AsyncDriver:
                     error = exc
         finally:
             program.close()
+            self._close_streams()
 
     async def iterate(self, program: Program[Any]) -> AsyncIterator[Any]:
         """Run ``program``, yielding what it emits."""
@@ -187,3 +215,4 @@ class AsyncDriver:
                     error = exc
         finally:
             program.close()
+            self._close_streams()

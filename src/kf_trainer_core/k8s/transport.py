@@ -32,6 +32,7 @@ from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import Resource
 
 USER_AGENT = "kf-trainer-suite"
+MERGE_PATCH = "application/merge-patch+json"
 # Core resources: the CoreV1Api method stem for each plural.
 _CORE = {"pods": "pod", "events": "event", "secrets": "secret", "namespaces": "namespace"}
 
@@ -45,6 +46,9 @@ class Plan:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     text: bool = False  # the answer is text (logs), not JSON
+    #: Forced Content-Type (patches are merge patches; some clients default to JSON
+    #: Patch for a dict body).
+    content_type: str | None = None
 
 
 def _opt(**kw: Any) -> dict[str, Any]:
@@ -116,6 +120,7 @@ def plan(call: Any, request_timeout: float) -> Plan:
                 f"patch_{scope}_custom_object{suffix}",
                 (*head, call.name, call.body),
                 timeout,
+                content_type=MERGE_PATCH,
             )
         if isinstance(call, Delete):
             return Plan(
@@ -133,7 +138,13 @@ def plan(call: Any, request_timeout: float) -> Plan:
         if isinstance(call, Create):
             return Plan("core", f"create_{where}", (*head, call.body), timeout)
         if isinstance(call, Patch):
-            return Plan("core", f"patch_{where}", (call.name, *head, call.body), timeout)
+            return Plan(
+                "core",
+                f"patch_{where}",
+                (call.name, *head, call.body),
+                timeout,
+                content_type=MERGE_PATCH,
+            )
         if isinstance(call, Delete):
             return Plan(
                 "core",
@@ -219,6 +230,7 @@ class SyncTransport:
         self._client: Any = None
         self._apis: dict[str, Any] = {}
         self._errors: tuple[type[BaseException], ...] = ()
+        self._content_type_kwarg: bool | None = None
         self.connect()
 
     def connect(self) -> None:
@@ -244,8 +256,19 @@ class SyncTransport:
 
     def _invoke(self, p: Plan) -> Any:
         method: Callable[..., Any] = getattr(self._apis[p.api], p.method)
+        kwargs = dict(p.kwargs)
+        if p.content_type and self._content_type_kwarg is not False:
+            kwargs["_content_type"] = p.content_type
         try:
-            return method(*p.args, **p.kwargs)
+            try:
+                response = method(*p.args, **kwargs)
+            except TypeError:
+                # kubernetes < 31 has no `_content_type` (and sends merge patches anyway).
+                if "_content_type" not in kwargs:
+                    raise
+                self._content_type_kwarg = False
+                del kwargs["_content_type"]
+                response = method(*p.args, **kwargs)
         except self._errors as exc:
             api_exc: Any = exc
             raise ApiError.from_response(
@@ -253,6 +276,17 @@ class SyncTransport:
             ) from None
         except self._conn_errors as exc:
             raise ApiError(0, type(exc).__name__, str(exc)) from None
+        # Unloaded responses are not status-checked by every client version (37 and
+        # kubernetes_asyncio return 4xx/5xx as they are): check here, the same for all.
+        if not 200 <= response.status <= 299:
+            try:
+                body = response.data
+            finally:
+                response.release_conn()
+            raise ApiError.from_response(
+                response.status, body, response.headers, response.reason or ""
+            )
+        return response
 
     def perform(self, call: Any) -> Any:
         """Perform one call; JSON answers come back as dicts, logs as text."""
@@ -390,14 +424,25 @@ class AsyncTransport:
         kwargs = dict(p.kwargs)
         if kwargs.get("_request_timeout") is None:
             kwargs.pop("_request_timeout", None)
+        if p.content_type:
+            kwargs["_content_type"] = p.content_type
         try:
-            return await method(*p.args, **kwargs)
+            response = await method(*p.args, **kwargs)
         except k8s.client.exceptions.ApiException as exc:
             raise ApiError.from_response(
                 exc.status or 0, exc.body, exc.headers, exc.reason or ""
             ) from None
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             raise ApiError(0, type(exc).__name__, str(exc)) from None
+        if not 200 <= response.status <= 299:
+            try:
+                body = await response.read()
+            finally:
+                response.release()
+            raise ApiError.from_response(
+                response.status, body, response.headers, response.reason or ""
+            )
+        return response
 
     async def perform(self, call: Any) -> Any:
         p = plan(call, self.config.request_timeout)
