@@ -8,6 +8,7 @@ and renewing credentials after a 401 happen here, for every call of every progra
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
@@ -45,10 +46,8 @@ class SyncDriver:
 
     def _close_streams(self) -> None:
         for stream in list(self._streams):
-            try:
+            with contextlib.suppress(Exception):  # already broken: nothing to release
                 stream.close()
-            except Exception:  # already broken: nothing left to release
-                pass
         self._streams.clear()
 
     def _perform(self, effect: Any) -> Any:
@@ -133,10 +132,8 @@ class AsyncDriver:
 
     def _close_streams(self) -> None:
         for stream in list(self._streams):
-            try:
+            with contextlib.suppress(Exception):  # already broken: nothing to release
                 stream.close()
-            except Exception:  # already broken: nothing left to release
-                pass
         self._streams.clear()
 
     async def _perform(self, effect: Any) -> Any:
