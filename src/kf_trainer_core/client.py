@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, Literal
 
 from kf_trainer_core import ops
 from kf_trainer_core.builder import BuiltTrainJob, build_trainjob, identity_text
@@ -50,7 +50,6 @@ from kf_trainer_core.waiting import WaitGoal, conclude, wait_program
 
 Identity = str | Sequence[str | int | None]
 Callback = Callable[[TrainJob], None]
-_DONE = frozenset({JobState.COMPLETE})
 
 
 def _backend(
@@ -141,6 +140,25 @@ class _Base:
             spec, namespace=self.namespace, identity=ident, runtime=runtime, attempt=attempt
         )
         return (yield from ops.submit(self.namespace, built))
+
+
+#: What ``get_runtime_packages`` runs on a node of the runtime.
+_PACKAGES_SOURCE = """\
+def print_packages():
+    import shutil
+    import subprocess
+    import sys
+
+    pip = [sys.executable, "-m", "pip", "list"]
+    print(subprocess.run(pip, capture_output=True, text=True).stdout)
+    if shutil.which("nvidia-smi"):
+        print(subprocess.run(["nvidia-smi"], capture_output=True, text=True).stdout)
+"""
+
+CancelAction = Literal["delete", "suspend", "keep"]
+
+#: After a wait ends, a log follower gets this long to drain the last lines.
+_LOG_DRAIN_SECONDS = 5.0
 
 
 def _emitter(callbacks: Iterable[Callback] | None) -> Callable[[Any], None] | None:
@@ -388,7 +406,86 @@ class TrainerClient(_Base):
             name, status, timeout=timeout, polling_interval=polling_interval, callbacks=callbacks
         )[0]
 
+    def run(
+        self,
+        spec: TrainJobSpec | Mapping[str, Any] | str,
+        *,
+        identity: Identity | None = None,
+        name: str | None = None,
+        timeout: float | None = None,
+        startup_timeout: float | None = None,
+        on_log: Callable[[str], None] | None = None,
+        log_step: str = "node-0",
+        log_tail: int = 1000,
+        on_update: Callable[[TrainJob], None] | None = None,
+        fresh_after_failure: bool = True,
+    ) -> JobOutputs:
+        """Submit (idempotently), stream one step's log to ``on_log``, wait, and return
+        the outputs — what an orchestrator task does. Raises as :meth:`wait` does."""
+        import threading
+
+        job_name = self.submit(
+            spec, name=name, identity=identity, fresh_after_failure=fresh_after_failure
+        ).job.name
+        stop = threading.Event()
+        follower = None
+        if on_log is not None:
+            sink = on_log
+            # Its own driver over the same connection pool: drivers keep per-run state.
+            driver = SyncDriver(self._driver.transport, self.retry, self.request_hook)
+
+            def follow() -> None:
+                try:
+                    for line in driver.iterate(
+                        ops.follow_logs(self.namespace, job_name, log_step, tail=log_tail)
+                    ):
+                        sink(line)
+                        if stop.is_set():
+                            return
+                except Exception as exc:  # logs are a courtesy: never fail the task for them
+                    sink(f"[kf-trainer] log stream ended: {exc}")
+
+            follower = threading.Thread(target=follow, name=f"kf-logs-{job_name}", daemon=True)
+            follower.start()
+        try:
+            job, result = self.wait(
+                job_name,
+                timeout=timeout,
+                startup_timeout=startup_timeout,
+                callbacks=[on_update] if on_update else None,
+            )
+        finally:
+            if follower is not None:
+                follower.join(_LOG_DRAIN_SECONDS)
+                stop.set()
+        return outputs(job, result)
+
+    def get_runtime_packages(
+        self, runtime: str = "torch-distributed", *, timeout: float = 600
+    ) -> list[str]:
+        """Run a one-node job on ``runtime`` that lists its Python packages (and GPUs),
+        and return that output (SDK ``get_runtime_packages``)."""
+        from kf_trainer_core.spec import CustomTrainer
+
+        spec = TrainJobSpec(runtime=runtime, trainer=CustomTrainer(_PACKAGES_SOURCE, num_nodes=1))
+        name = self.train(spec=spec, identity=f"runtime-packages/{runtime}/{time.time_ns()}")
+        self.wait(name, timeout=timeout)
+        return list(self.get_job_logs(name))
+
     # -- cancelling -------------------------------------------------------------
+    def cancel_job(self, name: str, action: CancelAction = "delete") -> bool:
+        """Stop a job: ``delete`` it (pods and JobSet go with it), ``suspend`` it (kept,
+        resumable) or ``keep`` it running. ``True`` if something was done."""
+        if action == "keep":
+            return False
+        if action == "suspend":
+            try:
+                self.suspend_job(name)
+            except ops.TrainJobNotFoundError:
+                return False
+            return True
+        return self.delete_job(name)
+
     def delete_job(self, name: str, *, propagation: str = "Foreground") -> bool:
         """Delete the TrainJob (never only its JobSet); ``False`` if already gone."""
         deleted: bool = self._run(ops.delete(self.namespace, name, propagation))
@@ -430,12 +527,16 @@ class AsyncTrainerClient(_Base):
             transport = await AsyncTransport.create(self.config)
         return AsyncDriver(transport, self.retry, self.request_hook)
 
+    async def _ensure_driver(self) -> AsyncDriver:
+        if self._driver is None:
+            self._driver = await self._make_driver()
+        return self._driver
+
     async def _run(
         self, program: Program[Any], on_emit: Callable[[Any], None] | None = None
     ) -> Any:
-        if self._driver is None:
-            self._driver = await self._make_driver()
-        return await self._driver.run(program, on_emit)
+        driver = await self._ensure_driver()
+        return await driver.run(program, on_emit)
 
     async def close(self) -> None:
         if self._driver is not None:
@@ -518,13 +619,12 @@ class AsyncTrainerClient(_Base):
         self, name: str, step: str = "node-0", follow: bool = False, *, tail: int | None = None
     ) -> AsyncIterator[str]:
         """Log lines of one step (see :meth:`TrainerClient.get_job_logs`)."""
-        if self._driver is None:
-            self._driver = await self._make_driver()
+        driver = await self._ensure_driver()
         if not follow:
             for line in await self._run(ops.read_logs(self.namespace, name, step, tail)):
                 yield line
             return
-        async for line in self._driver.iterate(
+        async for line in driver.iterate(
             ops.follow_logs(self.namespace, name, step, tail=tail or 1000)
         ):
             yield line
@@ -613,6 +713,73 @@ class AsyncTrainerClient(_Base):
             )
         )[0]
 
+    async def run(
+        self,
+        spec: TrainJobSpec | Mapping[str, Any] | str,
+        *,
+        identity: Identity | None = None,
+        name: str | None = None,
+        timeout: float | None = None,
+        startup_timeout: float | None = None,
+        on_log: Callable[[str], None] | None = None,
+        log_step: str = "node-0",
+        log_tail: int = 1000,
+        on_update: Callable[[TrainJob], None] | None = None,
+        fresh_after_failure: bool = True,
+    ) -> JobOutputs:
+        """See :meth:`TrainerClient.run`."""
+        import asyncio
+
+        submitted = await self.submit(
+            spec, name=name, identity=identity, fresh_after_failure=fresh_after_failure
+        )
+        job_name = submitted.job.name
+        follower = None
+        if on_log is not None:
+            sink = on_log
+            driver = AsyncDriver(
+                (await self._ensure_driver()).transport, self.retry, self.request_hook
+            )
+
+            async def follow() -> None:
+                try:
+                    async for line in driver.iterate(
+                        ops.follow_logs(self.namespace, job_name, log_step, tail=log_tail)
+                    ):
+                        sink(line)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # logs are a courtesy: never fail the task for them
+                    sink(f"[kf-trainer] log stream ended: {exc}")
+
+            follower = asyncio.create_task(follow(), name=f"kf-logs-{job_name}")
+        try:
+            job, result = await self.wait(
+                job_name,
+                timeout=timeout,
+                startup_timeout=startup_timeout,
+                callbacks=[on_update] if on_update else None,
+            )
+        finally:
+            if follower is not None:
+                try:
+                    await asyncio.wait_for(asyncio.shield(follower), _LOG_DRAIN_SECONDS)
+                except (asyncio.TimeoutError, Exception):
+                    follower.cancel()
+        return outputs(job, result)
+
+    async def cancel_job(self, name: str, action: CancelAction = "delete") -> bool:
+        """See :meth:`TrainerClient.cancel_job`."""
+        if action == "keep":
+            return False
+        if action == "suspend":
+            try:
+                await self.suspend_job(name)
+            except ops.TrainJobNotFoundError:
+                return False
+            return True
+        return await self.delete_job(name)
+
     async def delete_job(self, name: str, *, propagation: str = "Foreground") -> bool:
         deleted: bool = await self._run(ops.delete(self.namespace, name, propagation))
         return deleted
@@ -643,5 +810,3 @@ def outputs(job: TrainJob, result: Any) -> JobOutputs:
         failure=job.failure,
     )
 
-
-_ = (time, _DONE)

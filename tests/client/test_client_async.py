@@ -97,3 +97,15 @@ async def test_many_waits_share_one_watch(aclient: AsyncTrainerClient, calls: li
     assert len(watches) - before <= 4
     assert open_watch_count() <= 4
     assert len([c for c in calls if isinstance(c, Create)]) == 60
+
+
+async def test_run_and_cancel(aclient: AsyncTrainerClient) -> None:
+    lines: list[str] = []
+    out = await aclient.run(spec(None), identity=("flow", "t", 1), on_log=lines.append, timeout=30)
+    assert out.status is JobState.COMPLETE
+    assert lines
+    name = (await aclient.submit(spec("never-finish"))).job.name
+    await aclient.wait_for_job_status(name, "Running", timeout=30)
+    assert await aclient.cancel_job(name, "suspend")
+    assert await aclient.cancel_job(name, "delete")
+    assert not await aclient.cancel_job(name, "keep")

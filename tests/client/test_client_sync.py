@@ -229,3 +229,55 @@ def test_watch_forbidden_falls_back_to_polling(
     # One refused watch, then lists.
     assert sum(isinstance(c, OpenWatch) and c.resource.plural == "trainjobs" for c in calls) == 1
     assert sum(isinstance(c, ListObjects) and c.resource.plural == "trainjobs" for c in calls) >= 2
+
+
+def test_run_streams_logs_and_returns_outputs(client: TrainerClient) -> None:
+    lines: list[str] = []
+    updates: list[JobState] = []
+    out = client.run(
+        spec(None, nodes=2),
+        identity=("dag", "task", "run-9"),
+        on_log=lines.append,
+        on_update=lambda job: updates.append(job.status),
+        timeout=30,
+    )
+    assert out.status is JobState.COMPLETE
+    assert out.result is not None
+    assert lines
+    assert updates[-1] is JobState.COMPLETE
+    # The same identity again reattaches: no second job.
+    again = client.run(spec(None, nodes=2), identity=("dag", "task", "run-9"), timeout=30)
+    assert again.name == out.name
+    assert len(client.list_jobs()) == 1
+
+
+def test_run_failure_raises_with_details(client: TrainerClient) -> None:
+    lines: list[str] = []
+    with pytest.raises(TrainJobFailedError) as info:
+        client.run(spec("fail"), on_log=lines.append, timeout=30)
+    assert info.value.failure.log_tail
+    assert lines
+
+
+@pytest.mark.parametrize("action", ["delete", "suspend", "keep"])
+def test_cancel_actions(client: TrainerClient, action: str) -> None:
+    name = client.submit(spec("never-finish")).job.name
+    client.wait_for_job_status(name, status="Running", timeout=30)
+    done = client.cancel_job(name, action)  # type: ignore[arg-type]
+    if action == "delete":
+        assert done
+        with pytest.raises(TrainJobNotFoundError):
+            client.get_job(name)
+    elif action == "suspend":
+        assert done
+        assert (
+            client.wait_for_job_status(name, "Suspended", timeout=30).status is JobState.SUSPENDED
+        )
+    else:
+        assert not done
+        assert client.get_job(name).status is JobState.RUNNING
+    client.delete_job(name)
+
+
+def test_runtime_packages(client: TrainerClient) -> None:
+    assert client.get_runtime_packages("torch-distributed", timeout=30)
