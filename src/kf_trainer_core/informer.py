@@ -18,6 +18,7 @@ open one watch, not 1,000.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import logging
 import threading
@@ -346,6 +347,22 @@ class SyncInformer(_Informer):
         self._watch_timeout = watch_timeout
         self._poll_interval = poll_interval
         self._policy = policy
+        self._driver: Any = None
+        self._shutdown = False
+
+    def _stop(self) -> bool:
+        return self._shutdown or super()._stop()
+
+    def shutdown(self) -> None:
+        """Stop the loop now: closing its stream from here unblocks the thread's read
+        (used at interpreter exit, where a thread blocked in a socket read would keep
+        the process from exiting cleanly)."""
+        self._shutdown = True
+        driver, thread = self._driver, self._thread
+        if driver is not None:
+            driver.close_streams()
+        if thread is not None:
+            thread.join(2.0)
 
     def _dispatch(self, changes: list[Change]) -> None:
         with self.lock:
@@ -358,7 +375,7 @@ class SyncInformer(_Informer):
 
     def _run(self) -> None:
         try:
-            driver = self._make_driver()
+            driver = self._driver = self._make_driver()
             driver.run(
                 informer_program(
                     self.state,
@@ -495,9 +512,21 @@ def async_informer(key: tuple[Any, ...], factory: Callable[[], AsyncInformer]) -
     return informer
 
 
-def open_watch_count() -> int:
-    """Informers currently running (a test and benchmark probe)."""
-    running = sum(1 for i in _sync_registry.values() if i._thread is not None)
+def open_watch_count(cluster: str | None = None) -> int:
+    """Informers currently running, each holding one watch (a test and benchmark
+    probe); ``cluster`` counts only those of one config (``KubernetesConfig.cache_key``)."""
+    sync_ones = [i for k, i in _sync_registry.items() if cluster in (None, k[0])]
+    running = sum(1 for i in sync_ones if i._thread is not None)
     for registry in list(_async_registries.values()):
-        running += sum(1 for i in registry.values() if i._task is not None)
+        running += sum(
+            1 for k, i in registry.items() if cluster in (None, k[0]) and i._task is not None
+        )
     return running
+
+
+@atexit.register
+def _shutdown_sync_informers() -> None:
+    with _sync_registry_lock:
+        informers = list(_sync_registry.values())
+    for informer in informers:
+        informer.shutdown()

@@ -10,6 +10,7 @@ import pytest
 from train_functions import train_linear
 
 from kf_trainer_core.client import AsyncTrainerClient
+from kf_trainer_core.config import KubernetesConfig
 from kf_trainer_core.informer import open_watch_count
 from kf_trainer_core.k8s.calls import Create, OpenWatch
 from kf_trainer_core.ops import SpecConflictError, TrainJobNotFoundError
@@ -95,7 +96,8 @@ async def test_many_waits_share_one_watch(aclient: AsyncTrainerClient, calls: li
     # One TrainJob watch and one Event watch for the namespace, whatever the number of
     # waits (reconnects after the server's timeout aside).
     assert len(watches) - before <= 4
-    assert open_watch_count() <= 4
+    assert isinstance(aclient.config, KubernetesConfig)
+    assert open_watch_count(aclient.config.cache_key()) <= 2
     assert len([c for c in calls if isinstance(c, Create)]) == 60
 
 

@@ -44,7 +44,9 @@ class SyncDriver:
         # Streams a program opened and has not closed: closed when it ends, however.
         self._streams: set[Any] = set()
 
-    def _close_streams(self) -> None:
+    def close_streams(self) -> None:
+        """Close every stream a running program holds (safe from another thread: a
+        blocked read then returns)."""
         for stream in list(self._streams):
             with contextlib.suppress(Exception):  # already broken: nothing to release
                 stream.close()
@@ -104,7 +106,7 @@ class SyncDriver:
                     error = exc
         finally:
             program.close()
-            self._close_streams()
+            self.close_streams()
 
     def run(self, program: Program[T], on_emit: Callable[[Any], None] | None = None) -> T:
         """Run ``program`` to its end and return its value."""
@@ -130,7 +132,9 @@ class AsyncDriver:
         # Streams a program opened and has not closed: closed when it ends, however.
         self._streams: set[Any] = set()
 
-    def _close_streams(self) -> None:
+    def close_streams(self) -> None:
+        """Close every stream a running program holds (safe from another thread: a
+        blocked read then returns)."""
         for stream in list(self._streams):
             with contextlib.suppress(Exception):  # already broken: nothing to release
                 stream.close()
@@ -190,7 +194,7 @@ class AsyncDriver:
                     error = exc
         finally:
             program.close()
-            self._close_streams()
+            self.close_streams()
 
     async def iterate(self, program: Program[Any]) -> AsyncIterator[Any]:
         """Run ``program``, yielding what it emits."""
@@ -212,4 +216,4 @@ class AsyncDriver:
                     error = exc
         finally:
             program.close()
-            self._close_streams()
+            self.close_streams()

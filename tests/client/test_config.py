@@ -1,0 +1,69 @@
+"""Ways to reach a cluster, where the namespace comes from, and secrets kept out of
+sight."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import SecretStr
+
+from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.config import KubernetesConfig, LocalConfig
+from kf_trainer_core.errors import SpecError
+from kf_trainer_core.testing.server import KubeTestServer
+
+
+def test_explicit_host_and_token(kube: KubeTestServer) -> None:
+    kube.require_token({"s3cr3t-token"})
+    try:
+        cfg = KubernetesConfig(host=kube.url, token=SecretStr("s3cr3t-token"), namespace="default")
+        with TrainerClient(cfg) as client:
+            assert client.list_runtimes()
+        assert "s3cr3t-token" not in repr(cfg)
+        assert "s3cr3t-token" not in str(cfg.model_dump())
+        assert "s3cr3t-token" not in cfg.model_dump_json()
+        assert "s3cr3t-token" not in cfg.cache_key()
+    finally:
+        kube.require_token(None)
+
+
+async def test_inline_kubeconfig_async(kube: KubeTestServer, kubeconfig_path: Path) -> None:
+    content = kubeconfig_path.read_text()
+    cfg = KubernetesConfig(kubeconfig_content=content)
+    async with AsyncTrainerClient(cfg) as client:
+        assert await client.list_runtimes()
+    assert "clusters" not in repr(cfg)
+
+
+def test_namespace_resolution(kube: KubeTestServer, tmp_path: Path) -> None:
+    path = kube.kubeconfig(tmp_path / "kc", namespace="team-a")
+    assert KubernetesConfig(kubeconfig=str(path)).resolve_namespace() == "team-a"
+    assert (
+        KubernetesConfig(kubeconfig=str(path), namespace="team-b").resolve_namespace() == "team-b"
+    )
+    assert TrainerClient(KubernetesConfig(kubeconfig=str(path))).namespace == "team-a"
+    data = yaml.safe_load(path.read_text())
+    for ctx in data["contexts"]:
+        ctx["context"].pop("namespace", None)
+    path.write_text(yaml.safe_dump(data))
+    assert KubernetesConfig(kubeconfig=str(path)).resolve_namespace() == "default"
+    assert KubernetesConfig(host="http://x").resolve_namespace() == "default"
+
+
+def test_config_validation() -> None:
+    with pytest.raises(SpecError, match="a token needs a host"):
+        KubernetesConfig(token=SecretStr("x"))
+    with pytest.raises(SpecError, match="in_cluster"):
+        KubernetesConfig(in_cluster=True, host="http://x")
+    assert KubernetesConfig(in_cluster=True).mode() == "in-cluster"
+    assert KubernetesConfig(host="http://x").mode() == "explicit"
+
+
+def test_backend_config_from_plain_dicts(kubeconfig_path: Path, tmp_path: Path) -> None:
+    client = TrainerClient({"backend": "kubernetes", "kubeconfig": str(kubeconfig_path)})
+    assert isinstance(client.config, KubernetesConfig)
+    assert LocalConfig.parse({"backend": "local", "state_dir": str(tmp_path)}).state_dir == str(
+        tmp_path
+    )
