@@ -560,6 +560,31 @@ class AsyncTrainerClient(_Base):
             self._runtime_cache[key] = info
         return self._runtime_cache[key]
 
+    async def build(
+        self,
+        spec: TrainJobSpec | Mapping[str, Any] | str,
+        *,
+        name: str | None = None,
+        identity: Identity | None = None,
+    ) -> BuiltTrainJob:
+        """See :meth:`TrainerClient.build`."""
+        spec = self._spec(spec, None, None, None, None)
+        runtime = await self.get_runtime(spec.runtime.name, spec.runtime.kind.value)
+        return build_trainjob(
+            spec, namespace=self.namespace, name=name, identity=identity, runtime=runtime
+        )
+
+    async def get_runtime_packages(
+        self, runtime: str = "torch-distributed", *, timeout: float = 600
+    ) -> list[str]:
+        """See :meth:`TrainerClient.get_runtime_packages`."""
+        from kf_trainer_core.spec import CustomTrainer
+
+        spec = TrainJobSpec(runtime=runtime, trainer=CustomTrainer(_PACKAGES_SOURCE, num_nodes=1))
+        name = await self.train(spec=spec, identity=f"runtime-packages/{runtime}/{time.time_ns()}")
+        await self.wait(name, timeout=timeout)
+        return [line async for line in self.get_job_logs(name)]
+
     async def submit(
         self,
         spec: TrainJobSpec | Mapping[str, Any] | str,
@@ -809,4 +834,3 @@ def outputs(job: TrainJob, result: Any) -> JobOutputs:
         duration_seconds=duration,
         failure=job.failure,
     )
-

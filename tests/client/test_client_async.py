@@ -111,3 +111,10 @@ async def test_run_and_cancel(aclient: AsyncTrainerClient) -> None:
     assert await aclient.cancel_job(name, "suspend")
     assert await aclient.cancel_job(name, "delete")
     assert not await aclient.cancel_job(name, "keep")
+
+
+async def test_build_and_runtime_packages(aclient: AsyncTrainerClient) -> None:
+    built = await aclient.build(spec(None), identity=("a", "b"))
+    assert built.runtime.observed
+    assert built.manifest["metadata"]["namespace"] == aclient.namespace
+    assert await aclient.get_runtime_packages(timeout=30)

@@ -3,6 +3,7 @@ and its simulated Trainer controller."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -281,3 +282,33 @@ def test_cancel_actions(client: TrainerClient, action: str) -> None:
 
 def test_runtime_packages(client: TrainerClient) -> None:
     assert client.get_runtime_packages("torch-distributed", timeout=30)
+
+
+def test_build_checks_against_the_cluster_runtime(client: TrainerClient) -> None:
+    built = client.build(spec(None), identity=("a", "b"))
+    assert built.runtime.observed
+    assert built.runtime.replicated_jobs == ("node",)
+
+
+def test_follow_resumes_after_drops_without_repeating(
+    client: TrainerClient, server: KubeTestServer
+) -> None:
+    import json
+    import threading
+
+    expected = [f"step {i:03d} loss={1 / (i + 1):.4f}" for i in range(60)]
+    scenario = json.dumps({"preset": "success", "duration": 2.5, "logs": expected})
+    name = client.submit(spec(scenario)).job.name
+    got: list[str] = []
+
+    def follow() -> None:
+        got.extend(client.get_job_logs(name, follow=True))
+
+    reader = threading.Thread(target=follow)
+    reader.start()
+    for _ in range(3):
+        time.sleep(0.6)
+        server.restart(downtime=0.05)
+    reader.join(30)
+    assert not reader.is_alive()
+    assert got == expected
