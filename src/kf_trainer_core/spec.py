@@ -552,12 +552,9 @@ def _hf_uri(v: Any) -> Any:
     return v
 
 
-class HuggingFaceDatasetInitializer(_Initializer):
-    """Download a data set from the HuggingFace Hub (``hf://org/name``). A private one
-    needs a Secret with key ``ACCESS_TOKEN`` named by ``secret_ref``."""
+class _HuggingFaceSource(_Initializer):
+    """What HuggingFace Hub downloads share: the ``hf://`` URI and the token rule."""
 
-    type: Literal["HuggingFaceDatasetInitializer"] = "HuggingFaceDatasetInitializer"
-    ignore_patterns: list[str] | None = None
     access_token: str | None = Field(default=None, exclude=True, repr=False)
 
     @field_validator("storage_uri", mode="before")
@@ -568,7 +565,7 @@ class HuggingFaceDatasetInitializer(_Initializer):
     @field_validator("storage_uri")
     @classmethod
     def _scheme(cls, v: str) -> str:
-        return _require_scheme(v, "hf://", "hf://<org>/<dataset>")
+        return _require_scheme(v, "hf://", "hf://<org>/<name>")
 
     @field_validator("access_token")
     @classmethod
@@ -577,12 +574,9 @@ class HuggingFaceDatasetInitializer(_Initializer):
         return v
 
 
-class S3DatasetInitializer(_Initializer):
-    """Download a data set from S3-compatible storage (``s3://bucket/path``). Keys go in
-    a Secret with ``ACCESS_KEY_ID`` and ``SECRET_ACCESS_KEY``, named by ``secret_ref``."""
+class _S3Source(_Initializer):
+    """What S3 downloads share: the ``s3://`` URI, endpoint settings and key rules."""
 
-    type: Literal["S3DatasetInitializer"] = "S3DatasetInitializer"
-    ignore_patterns: list[str] | None = None
     endpoint: str | None = None
     region: str | None = None
     role_arn: str | None = None
@@ -605,6 +599,22 @@ class S3DatasetInitializer(_Initializer):
     def _secret_key(cls, v: str | None) -> str | None:
         _no_plain_secret(v, "secret_access_key", "SECRET_ACCESS_KEY")
         return v
+
+
+class HuggingFaceDatasetInitializer(_HuggingFaceSource):
+    """Download a data set from the HuggingFace Hub (``hf://org/name``). A private one
+    needs a Secret with key ``ACCESS_TOKEN`` named by ``secret_ref``."""
+
+    type: Literal["HuggingFaceDatasetInitializer"] = "HuggingFaceDatasetInitializer"
+    ignore_patterns: list[str] | None = None
+
+
+class S3DatasetInitializer(_S3Source):
+    """Download a data set from S3-compatible storage (``s3://bucket/path``). Keys go in
+    a Secret with ``ACCESS_KEY_ID`` and ``SECRET_ACCESS_KEY``, named by ``secret_ref``."""
+
+    type: Literal["S3DatasetInitializer"] = "S3DatasetInitializer"
+    ignore_patterns: list[str] | None = None
 
 
 class DataCacheInitializer(_Initializer):
@@ -640,61 +650,22 @@ class DataCacheInitializer(_Initializer):
         return v
 
 
-class HuggingFaceModelInitializer(_Initializer):
+class HuggingFaceModelInitializer(_HuggingFaceSource):
     """Download a model from the HuggingFace Hub (``hf://org/name``)."""
 
     type: Literal["HuggingFaceModelInitializer"] = "HuggingFaceModelInitializer"
     ignore_patterns: list[str] | None = Field(
         default_factory=lambda: list(DEFAULT_MODEL_IGNORE_PATTERNS)
     )
-    access_token: str | None = Field(default=None, exclude=True, repr=False)
-
-    @field_validator("storage_uri", mode="before")
-    @classmethod
-    def _add_scheme(cls, v: Any) -> Any:
-        return _hf_uri(v)
-
-    @field_validator("storage_uri")
-    @classmethod
-    def _scheme(cls, v: str) -> str:
-        return _require_scheme(v, "hf://", "hf://<org>/<model>")
-
-    @field_validator("access_token")
-    @classmethod
-    def _token(cls, v: str | None) -> str | None:
-        _no_plain_secret(v, "access_token", "ACCESS_TOKEN")
-        return v
 
 
-class S3ModelInitializer(_Initializer):
+class S3ModelInitializer(_S3Source):
     """Download a model from S3-compatible storage (``s3://bucket/path``)."""
 
     type: Literal["S3ModelInitializer"] = "S3ModelInitializer"
     ignore_patterns: list[str] | None = Field(
         default_factory=lambda: list(DEFAULT_MODEL_IGNORE_PATTERNS)
     )
-    endpoint: str | None = None
-    region: str | None = None
-    role_arn: str | None = None
-    access_key_id: str | None = Field(default=None, exclude=True, repr=False)
-    secret_access_key: str | None = Field(default=None, exclude=True, repr=False)
-
-    @field_validator("storage_uri")
-    @classmethod
-    def _scheme(cls, v: str) -> str:
-        return _require_scheme(v, "s3://", "s3://<bucket>/<path>")
-
-    @field_validator("access_key_id")
-    @classmethod
-    def _key(cls, v: str | None) -> str | None:
-        _no_plain_secret(v, "access_key_id", "ACCESS_KEY_ID")
-        return v
-
-    @field_validator("secret_access_key")
-    @classmethod
-    def _secret_key(cls, v: str | None) -> str | None:
-        _no_plain_secret(v, "secret_access_key", "SECRET_ACCESS_KEY")
-        return v
 
 
 _SCHEME_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://.+$")

@@ -24,8 +24,13 @@ class Resource:
         """Served through CustomObjectsApi (everything outside the core group)."""
         return bool(self.group)
 
-    def __str__(self) -> str:
+    @property
+    def qualified(self) -> str:
+        """``plural.group`` as the apiserver names it in messages (``pods`` for core)."""
         return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def __str__(self) -> str:
+        return self.qualified
 
 
 TRAINJOBS = Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob")
@@ -39,6 +44,9 @@ JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
 PODS = Resource("", "v1", "pods", "Pod")
 EVENTS = Resource("", "v1", "events", "Event")
 SECRETS = Resource("", "v1", "secrets", "Secret")
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 
 #: Labels the JobSet and Job controllers put on every pod of a TrainJob.
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"

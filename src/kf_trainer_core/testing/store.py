@@ -24,6 +24,21 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
+# The server speaks about the same resources as the client: one definition for both.
+from kf_trainer_core.k8s.resources import (
+    CLUSTER_TRAINING_RUNTIMES,
+    CONFIGMAPS,
+    EVENTS,
+    JOBSETS,
+    NAMESPACES,
+    PODS,
+    SECRETS,
+    SERVICEACCOUNTS,
+    TRAINING_RUNTIMES,
+    TRAINJOBS,
+    Resource,
+)
+
 __all__ = [
     "CLUSTER_TRAINING_RUNTIMES",
     "CONFIGMAPS",
@@ -56,46 +71,6 @@ _log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 
-
-@dataclass(frozen=True)
-class Resource:
-    """One API resource type."""
-
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool = True
-
-    @property
-    def api_version(self) -> str:
-        """``apiVersion`` of objects of this type (``v1`` or ``group/version``)."""
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def qualified(self) -> str:
-        """``plural.group`` as the apiserver names it in messages (``pods`` for core)."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
-
-
-TRAINJOBS = Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob")
-TRAINING_RUNTIMES = Resource(
-    "trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime"
-)
-CLUSTER_TRAINING_RUNTIMES = Resource(
-    "trainer.kubeflow.org",
-    "v1alpha1",
-    "clustertrainingruntimes",
-    "ClusterTrainingRuntime",
-    namespaced=False,
-)
-JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
-PODS = Resource("", "v1", "pods", "Pod")
-EVENTS = Resource("", "v1", "events", "Event")
-SECRETS = Resource("", "v1", "secrets", "Secret")
-CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
-NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
-SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 
 #: Every resource type the test server serves.
 RESOURCES: tuple[Resource, ...] = (
