@@ -67,3 +67,20 @@ def test_backend_config_from_plain_dicts(kubeconfig_path: Path, tmp_path: Path) 
     assert LocalConfig.parse({"backend": "local", "state_dir": str(tmp_path)}).state_dir == str(
         tmp_path
     )
+
+
+def test_kubeconfig_context_is_honoured(kube: KubeTestServer, tmp_path: Path) -> None:
+    path = kube.kubeconfig(tmp_path / "kc", namespace="team-a")
+    data = yaml.safe_load(path.read_text())
+    # A second context pointing nowhere, made current: only the named context works.
+    data["clusters"].append({"name": "nowhere", "cluster": {"server": "http://127.0.0.1:9"}})
+    data["contexts"].append(
+        {"name": "broken", "context": {"cluster": "nowhere", "user": data["users"][0]["name"]}}
+    )
+    good = data["current-context"]
+    data["current-context"] = "broken"
+    path.write_text(yaml.safe_dump(data))
+    cfg = KubernetesConfig(kubeconfig=str(path), context=good)
+    assert cfg.resolve_namespace() == "team-a"
+    with TrainerClient(cfg) as client:
+        assert client.list_runtimes()
