@@ -117,6 +117,65 @@ class _Base:
             runtime=runtime, trainer=trainer, initializer=initializer, options=options
         )
 
+    @staticmethod
+    def _train_args(
+        spec: TrainJobSpec | Mapping[str, Any] | None,
+        runtime: Any,
+        initializer: Any,
+        trainer: Any,
+        options: list[Any] | None,
+        identity: Identity | None,
+    ) -> tuple[TrainJobSpec, Identity | None]:
+        """The SDK's ``train`` arguments as a spec and an identity: without a name or an
+        identity, each call is a new job (the SDK makes a random name per call)."""
+        named = any(getattr(o, "type", "") == "Name" for o in options or [])
+        if identity is None and spec is None and not named:
+            import uuid
+
+            identity = uuid.uuid4().hex
+        return _Base._spec(spec, runtime, initializer, trainer, options), identity
+
+    def _runtime_program(self, name: str, kind: str) -> Program[RuntimeInfo]:
+        """A runtime as the cluster has it, read once per client."""
+        key = (name, kind)
+        if key not in self._runtime_cache:
+            info, _ = yield from ops.get_runtime(name, kind, self.namespace)
+            self._runtime_cache[key] = info
+        return self._runtime_cache[key]
+
+    def _build_program(
+        self,
+        spec: TrainJobSpec | Mapping[str, Any] | str,
+        name: str | None,
+        identity: Identity | None,
+    ) -> Program[BuiltTrainJob]:
+        spec = self._spec(spec, None, None, None, None)
+        runtime = yield from self._runtime_program(spec.runtime.name, spec.runtime.kind.value)
+        return build_trainjob(
+            spec, namespace=self.namespace, name=name, identity=identity, runtime=runtime
+        )
+
+    def _submit_program(
+        self,
+        spec: TrainJobSpec | Mapping[str, Any] | str,
+        name: str | None,
+        identity: Identity | None,
+        fresh_after_failure: bool,
+    ) -> Program[ops.Submitted]:
+        spec = self._spec(spec, None, None, None, None)
+        runtime = yield from self._runtime_program(spec.runtime.name, spec.runtime.kind.value)
+        if identity is not None and name is None:
+            return (yield from self._identity_program(spec, runtime, identity, fresh_after_failure))
+        built = build_trainjob(
+            spec, namespace=self.namespace, name=name, identity=identity, runtime=runtime
+        )
+        return (yield from ops.submit(self.namespace, built))
+
+    def _outputs_program(self, name: str) -> Program[JobOutputs]:
+        obj = yield from ops.get_object(self.namespace, name)
+        job, result, _ = yield from ops.outputs_of(self.namespace, obj)
+        return outputs(job, result)
+
     def _identity_program(
         self,
         spec: TrainJobSpec,
@@ -219,11 +278,8 @@ class TrainerClient(_Base):
 
     def get_runtime(self, name: str, kind: str = "ClusterTrainingRuntime") -> RuntimeInfo:
         """One runtime (cached for this client)."""
-        key = (name, kind)
-        if key not in self._runtime_cache:
-            info, _ = self._run(ops.get_runtime(name, kind, self.namespace))
-            self._runtime_cache[key] = info
-        return self._runtime_cache[key]
+        info: RuntimeInfo = self._run(self._runtime_program(name, kind))
+        return info
 
     # -- submitting -------------------------------------------------------------
     def build(
@@ -235,11 +291,8 @@ class TrainerClient(_Base):
     ) -> BuiltTrainJob:
         """The manifest that :meth:`train` would submit, checked against the runtime
         as the cluster has it."""
-        spec = self._spec(spec, None, None, None, None)
-        runtime = self.get_runtime(spec.runtime.name, spec.runtime.kind.value)
-        return build_trainjob(
-            spec, namespace=self.namespace, name=name, identity=identity, runtime=runtime
-        )
+        built: BuiltTrainJob = self._run(self._build_program(spec, name, identity))
+        return built
 
     def submit(
         self,
@@ -257,18 +310,10 @@ class TrainerClient(_Base):
         off). Without one, a job of the same name and spec is adopted and a different
         spec under that name raises :class:`~kf_trainer_core.ops.SpecConflictError`.
         """
-        spec = self._spec(spec, None, None, None, None)
-        runtime = self.get_runtime(spec.runtime.name, spec.runtime.kind.value)
-        if identity is not None and name is None:
-            result: ops.Submitted = self._run(
-                self._identity_program(spec, runtime, identity, fresh_after_failure)
-            )
-            return result
-        built = build_trainjob(
-            spec, namespace=self.namespace, name=name, identity=identity, runtime=runtime
+        submitted: ops.Submitted = self._run(
+            self._submit_program(spec, name, identity, fresh_after_failure)
         )
-        result = self._run(ops.submit(self.namespace, built))
-        return result
+        return submitted
 
     def train(
         self,
@@ -281,18 +326,8 @@ class TrainerClient(_Base):
         identity: Identity | None = None,
     ) -> str:
         """Submit a job (SDK signature) and return its name."""
-        if (
-            identity is None
-            and spec is None
-            and not any(getattr(o, "type", "") == "Name" for o in options or [])
-        ):
-            # The SDK makes a random name per call: two calls are two jobs.
-            import uuid
-
-            identity = uuid.uuid4().hex
-        return self.submit(
-            self._spec(spec, runtime, initializer, trainer, options), identity=identity
-        ).job.name
+        job_spec, ident = self._train_args(spec, runtime, initializer, trainer, options, identity)
+        return self.submit(job_spec, identity=ident).job.name
 
     # -- reading ----------------------------------------------------------------
     def list_jobs(
@@ -324,9 +359,8 @@ class TrainerClient(_Base):
 
     def get_job_outputs(self, name: str) -> JobOutputs:
         """Status, steps, metrics and the function's return value."""
-        obj = self._run(ops.get_object(self.namespace, name))
-        job, result, _ = self._run(ops.outputs_of(self.namespace, obj))
-        return outputs(job, result)
+        result: JobOutputs = self._run(self._outputs_program(name))
+        return result
 
     # -- waiting ----------------------------------------------------------------
     @contextmanager
@@ -476,15 +510,8 @@ class TrainerClient(_Base):
     def cancel_job(self, name: str, action: CancelAction = "delete") -> bool:
         """Stop a job: ``delete`` it (pods and JobSet go with it), ``suspend`` it (kept,
         resumable) or ``keep`` it running. ``True`` if something was done."""
-        if action == "keep":
-            return False
-        if action == "suspend":
-            try:
-                self.suspend_job(name)
-            except ops.TrainJobNotFoundError:
-                return False
-            return True
-        return self.delete_job(name)
+        done: bool = self._run(ops.cancel(self.namespace, name, action))
+        return done
 
     def delete_job(self, name: str, *, propagation: str = "Foreground") -> bool:
         """Delete the TrainJob (never only its JobSet); ``False`` if already gone."""
@@ -554,11 +581,8 @@ class AsyncTrainerClient(_Base):
         return result
 
     async def get_runtime(self, name: str, kind: str = "ClusterTrainingRuntime") -> RuntimeInfo:
-        key = (name, kind)
-        if key not in self._runtime_cache:
-            info, _ = await self._run(ops.get_runtime(name, kind, self.namespace))
-            self._runtime_cache[key] = info
-        return self._runtime_cache[key]
+        info: RuntimeInfo = await self._run(self._runtime_program(name, kind))
+        return info
 
     async def build(
         self,
@@ -568,11 +592,8 @@ class AsyncTrainerClient(_Base):
         identity: Identity | None = None,
     ) -> BuiltTrainJob:
         """See :meth:`TrainerClient.build`."""
-        spec = self._spec(spec, None, None, None, None)
-        runtime = await self.get_runtime(spec.runtime.name, spec.runtime.kind.value)
-        return build_trainjob(
-            spec, namespace=self.namespace, name=name, identity=identity, runtime=runtime
-        )
+        built: BuiltTrainJob = await self._run(self._build_program(spec, name, identity))
+        return built
 
     async def get_runtime_packages(
         self, runtime: str = "torch-distributed", *, timeout: float = 600
@@ -594,18 +615,10 @@ class AsyncTrainerClient(_Base):
         fresh_after_failure: bool = True,
     ) -> ops.Submitted:
         """See :meth:`TrainerClient.submit`."""
-        spec = self._spec(spec, None, None, None, None)
-        runtime = await self.get_runtime(spec.runtime.name, spec.runtime.kind.value)
-        if identity is not None and name is None:
-            result: ops.Submitted = await self._run(
-                self._identity_program(spec, runtime, identity, fresh_after_failure)
-            )
-            return result
-        built = build_trainjob(
-            spec, namespace=self.namespace, name=name, identity=identity, runtime=runtime
+        submitted: ops.Submitted = await self._run(
+            self._submit_program(spec, name, identity, fresh_after_failure)
         )
-        result = await self._run(ops.submit(self.namespace, built))
-        return result
+        return submitted
 
     async def train(
         self,
@@ -617,18 +630,9 @@ class AsyncTrainerClient(_Base):
         spec: TrainJobSpec | Mapping[str, Any] | None = None,
         identity: Identity | None = None,
     ) -> str:
-        if (
-            identity is None
-            and spec is None
-            and not any(getattr(o, "type", "") == "Name" for o in options or [])
-        ):
-            import uuid
-
-            identity = uuid.uuid4().hex
-        submitted = await self.submit(
-            self._spec(spec, runtime, initializer, trainer, options), identity=identity
-        )
-        return submitted.job.name
+        """See :meth:`TrainerClient.train`."""
+        job_spec, ident = self._train_args(spec, runtime, initializer, trainer, options, identity)
+        return (await self.submit(job_spec, identity=ident)).job.name
 
     async def list_jobs(
         self, runtime: str | None = None, label_selector: str | None = None
@@ -659,9 +663,8 @@ class AsyncTrainerClient(_Base):
         return events
 
     async def get_job_outputs(self, name: str) -> JobOutputs:
-        obj = await self._run(ops.get_object(self.namespace, name))
-        job, result, _ = await self._run(ops.outputs_of(self.namespace, obj))
-        return outputs(job, result)
+        result: JobOutputs = await self._run(self._outputs_program(name))
+        return result
 
     @asynccontextmanager
     async def _subscriptions(self, name: str) -> AsyncIterator[tuple[Any, Any, AsyncWaker]]:
@@ -795,15 +798,8 @@ class AsyncTrainerClient(_Base):
 
     async def cancel_job(self, name: str, action: CancelAction = "delete") -> bool:
         """See :meth:`TrainerClient.cancel_job`."""
-        if action == "keep":
-            return False
-        if action == "suspend":
-            try:
-                await self.suspend_job(name)
-            except ops.TrainJobNotFoundError:
-                return False
-            return True
-        return await self.delete_job(name)
+        done: bool = await self._run(ops.cancel(self.namespace, name, action))
+        return done
 
     async def delete_job(self, name: str, *, propagation: str = "Foreground") -> bool:
         deleted: bool = await self._run(ops.delete(self.namespace, name, propagation))

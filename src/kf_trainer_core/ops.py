@@ -235,6 +235,22 @@ def set_suspended(namespace: str, name: str, suspended: bool) -> Program[TrainJo
     return to_trainjob(obj)
 
 
+def cancel(namespace: str, name: str, action: str) -> Program[bool]:
+    """Stop a job by ``action``: ``delete``, ``suspend`` (kept, resumable) or ``keep``
+    (leave it running). ``True`` if something was done."""
+    if action == "keep":
+        return False
+    if action == "suspend":
+        try:
+            yield from set_suspended(namespace, name, True)
+        except TrainJobNotFoundError:
+            return False
+        return True
+    if action != "delete":
+        raise ValueError(f"unknown cancel action {action!r}. Fix: use delete, suspend or keep.")
+    return (yield from delete(namespace, name))
+
+
 def get_events(namespace: str, name: str) -> Program[list[Event]]:
     """Events of the TrainJob, its JobSet, Jobs and pods (one request)."""
     listing = yield ListObjects(EVENTS, namespace)
