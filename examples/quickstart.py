@@ -20,11 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from retraining_ml import current_accuracy, evaluate, prepare_data, promote, train  # noqa: E402
-
-from kf_trainer_core.client import TrainerClient  # noqa: E402
-from kf_trainer_core.config import KubernetesConfig, LocalConfig  # noqa: E402
-from kf_trainer_core.spec import CustomTrainer, Labels, TrainJobSpec  # noqa: E402
+from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.config import KubernetesConfig, LocalConfig
+from kf_trainer_core.spec import CustomTrainer, Labels, TrainJobSpec
+from retraining_ml import current_accuracy, evaluate, prepare_data, promote, train
 
 
 def backend(workdir: Path) -> KubernetesConfig | LocalConfig:
@@ -32,15 +31,25 @@ def backend(workdir: Path) -> KubernetesConfig | LocalConfig:
     raw = os.environ.get("KF_TRAINER_BACKEND")
     if raw:
         data = json.loads(raw)
-        return LocalConfig.parse(data) if data.get("backend") == "local" else KubernetesConfig.parse(data)
+        return (
+            LocalConfig.parse(data)
+            if data.get("backend") == "local"
+            else KubernetesConfig.parse(data)
+        )
     return LocalConfig(state_dir=str(workdir / "state"))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workdir", default=".kf-trainer/quickstart", help="where data, models and job state go")
-    parser.add_argument("--data-dir", help="shared storage for data and models (default: under --workdir)")
-    parser.add_argument("--day", type=int, default=int(time.time() // 86400) % 365, help="which day's data")
+    parser.add_argument(
+        "--workdir", default=".kf-trainer/quickstart", help="where data, models and job state go"
+    )
+    parser.add_argument(
+        "--data-dir", help="shared storage for data and models (default: under --workdir)"
+    )
+    parser.add_argument(
+        "--day", type=int, default=int(time.time() // 86400) % 365, help="which day's data"
+    )
     parser.add_argument("--nodes", type=int, default=1)
     args = parser.parse_args(argv)
 

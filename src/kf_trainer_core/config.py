@@ -151,7 +151,12 @@ class LocalConfig(SpecModel):
     ``state_dir`` so that another process can watch, read logs or cancel them."""
 
     backend: Literal["local"] = "local"
+    #: Where jobs, logs and workspaces persist; default ``$KF_TRAINER_STATE_DIR``,
+    #: else ``~/.kf-trainer/local``.
     state_dir: str | None = None
+    #: The interpreter that runs CustomTrainer functions (default: the submitting
+    #: process's ``sys.executable``).
+    python: str | None = None
     #: Run CustomTrainer functions in a fresh virtualenv with packages_to_install.
     use_venv: bool = False
     #: What to do when a job asks for resources this machine lacks (e.g. gpu: 4).

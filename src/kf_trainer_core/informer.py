@@ -360,9 +360,9 @@ class SyncInformer(_Informer):
         self._shutdown = True
         driver, thread = self._driver, self._thread
         if driver is not None:
-            driver.close_streams()
+            driver.close_streams(abort=True)
         if thread is not None:
-            thread.join(2.0)
+            thread.join(1.0)
 
     def _dispatch(self, changes: list[Change]) -> None:
         with self.lock:
@@ -387,7 +387,8 @@ class SyncInformer(_Informer):
                 )
             )
         except BaseException as exc:  # surface to waiters instead of dying silently
-            log.exception("informer for %s stopped", self.state.resource)
+            if not self._shutdown:
+                log.exception("informer for %s stopped", self.state.resource)
             self.error = exc
             self._dispatch([])
         finally:

@@ -159,7 +159,9 @@ def wait_program(
     the job (for callbacks and progress). Polls by name only when the informer cannot
     serve (listing forbidden)."""
     start = time.monotonic()
-    seen = False
+    seen = False  # the job was observed at all
+    in_cache = False  # the shared informer has held it: its absence now means deleted
+    fetched_at: float | None = None
     last_version: str | None = None
     obj: dict[str, Any] | None = None
     while True:
@@ -173,11 +175,22 @@ def wait_program(
                 obj = None
         elif jobs.synced:
             cached = jobs.objects()
-            obj = cached[0] if cached else None
-            if obj is None and not seen:
+            if cached:
+                obj, in_cache = cached[0], True
+            elif in_cache:
+                obj = None
+            elif fetched_at is None or time.monotonic() - fetched_at >= polling_interval:
                 # Not listed yet: created after the list (the watch will deliver it) or
                 # absent (a wrong name fails here rather than waiting out the timeout).
-                obj = yield from get_object(namespace, goal.name)
+                # Until the watch catches up, read by name now and then; a 404 after a
+                # sighting means the job was deleted.
+                fetched_at = time.monotonic()
+                try:
+                    obj = yield from get_object(namespace, goal.name)
+                except TrainJobNotFoundError:
+                    if not seen:
+                        raise
+                    obj = None
         if obj is not None or seen:
             if obj is not None:
                 seen = True
@@ -192,7 +205,7 @@ def wait_program(
         if remaining is not None and remaining <= 0:
             return Verdict("timeout", job_state(obj) if obj else None), obj or {}
         step = remaining
-        if jobs.unavailable:
+        if jobs.unavailable or (seen and not in_cache):
             step = polling_interval if step is None else min(step, polling_interval)
         if goal.startup_timeout is not None and elapsed < goal.startup_timeout:
             left = goal.startup_timeout - elapsed + 0.01

@@ -44,13 +44,17 @@ class SyncDriver:
         # Streams a program opened and has not closed: closed when it ends, however.
         self._streams: set[Any] = set()
 
-    def close_streams(self) -> None:
-        """Close every stream a running program holds (safe from another thread: a
-        blocked read then returns)."""
+    def close_streams(self, *, abort: bool = False) -> None:
+        """Close every stream a running program holds. From another thread, pass
+        ``abort``: the streams are broken without waiting on the reader."""
         for stream in list(self._streams):
             with contextlib.suppress(Exception):  # already broken: nothing to release
-                stream.close()
-        self._streams.clear()
+                if abort and hasattr(stream, "abort"):
+                    stream.abort()
+                else:
+                    stream.close()
+        if not abort:
+            self._streams.clear()
 
     def _perform(self, effect: Any) -> Any:
         if isinstance(effect, Sleep):

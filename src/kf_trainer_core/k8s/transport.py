@@ -10,7 +10,9 @@ method serves which call is decided once, in :func:`plan`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -219,6 +221,17 @@ class _SyncLines:
             self.response.release_conn()
         except Exception:  # the connection may already be gone: nothing to release
             pass
+
+    def abort(self) -> None:
+        """Break the stream from another thread without waiting for it: shutting the
+        socket down makes a blocked read return at once (``close`` would wait for it)."""
+        conn = getattr(self.response, "connection", None) or getattr(
+            self.response, "_connection", None
+        )
+        sock = getattr(conn, "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 class SyncTransport:

@@ -1,0 +1,878 @@
+"""The local backend's API server: what a Kubernetes apiserver, Kubeflow Trainer's
+admission webhook and the start of its reconcile loop do for the calls the client
+makes (:mod:`kf_trainer_core.k8s.calls`), over the state directory.
+
+* Objects are stored as the apiserver stores them (uid, creationTimestamp,
+  resourceVersion, generation) and errors are ``metav1.Status`` bodies with the
+  apiserver's codes, reasons and wording (404 NotFound, 409 AlreadyExists, 422 Invalid,
+  410 Expired), so the client's adoption, watch and failure logic runs unchanged.
+* Creating a TrainJob checks what cannot run here (a ``BuiltinTrainer``, a container
+  without a command, resources this machine lacks) and then starts the job's
+  supervisor; deleting one stops its processes and removes what it owns; patching
+  ``spec.suspend`` suspends or resumes it.
+* ClusterTrainingRuntimes are the Trainer's defaults (see
+  :mod:`kf_trainer_core.local.runtimes`) plus any created locally.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import sys
+import threading
+import time
+import weakref
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from kf_trainer_core.k8s.calls import (
+    Create,
+    Delete,
+    Get,
+    ListObjects,
+    OpenLogStream,
+    OpenWatch,
+    Patch,
+    ReadLog,
+)
+from kf_trainer_core.local import machine
+from kf_trainer_core.local._common import (
+    NAME_CHARS,
+    TRAINER_API,
+    Paths,
+    micro_now,
+    now_iso,
+)
+from kf_trainer_core.local.logs import PENDING, LogFollower, read_log
+from kf_trainer_core.local.procs import JobLock, spawn_supervisor
+from kf_trainer_core.local.store import (
+    CLUSTER_TRAINING_RUNTIMES,
+    EVENTS,
+    KINDS,
+    PODS,
+    TRAINING_RUNTIMES,
+    TRAINJOBS,
+    Kind,
+    Selector,
+    StatusError,
+    Store,
+    Tx,
+    bad_request,
+    gone,
+    invalid,
+    merge_patch,
+    not_found,
+)
+
+JSON = dict[str, Any]
+
+#: How often a stream looks for news (the change log, a growing log file).
+POLL_SECONDS = 0.05
+#: A watch sends a BOOKMARK (its current version) when quiet this long.
+BOOKMARK_SECONDS = 2.0
+#: How long a delete waits for the job's supervisor to stop it and clean up before
+#: it kills the supervisor.
+DELETE_WAIT_SECONDS = 30.0
+#: How long a read waits for this process's watches to deliver what it returns.
+CATCH_UP_SECONDS = 0.5
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_SPEC_FIELDS = frozenset(
+    {
+        "runtimeRef",
+        "initializer",
+        "trainer",
+        "labels",
+        "annotations",
+        "podSpecOverrides",
+        "podTemplateOverrides",
+        "runtimePatches",
+        "suspend",
+        "managedBy",
+        "activeDeadlineSeconds",
+    }
+)
+_CREATION_FAILED = "TrainJobResourcesCreationFailed"
+_CREATION_FAILED_PREFIX = "TrainJob resources reconciliation failed: "
+
+# State directories reconciled by this process (orphaned jobs restarted once).
+_reconciled: set[str] = set()
+
+
+def _kind(resource: Any) -> Kind:
+    kind = KINDS.get(str(resource.plural))
+    if kind is None:
+        raise StatusError(404, "NotFound", "the server could not find the requested resource", {})
+    return kind
+
+
+def _terminal(obj: JSON) -> bool:
+    return any(
+        c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in (obj.get("status") or {}).get("conditions") or []
+    )
+
+
+def _is_function_command(command: list[str]) -> bool:
+    return any(
+        command[i : i + 2] == ["bash", "-c"] and command[i + 3] == "kf-trainer"
+        for i in range(len(command) - 4)
+    )
+
+
+def new_event(
+    namespace: str, involved: JSON, type_: str, reason: str, message: str, component: str
+) -> JSON:
+    """A core/v1 Event object."""
+    now = now_iso()
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": f"{involved.get('name')}.{time.time_ns():x}",
+            "namespace": namespace,
+        },
+        "involvedObject": involved,
+        "reason": reason,
+        "message": message,
+        "type": type_,
+        "count": 1,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "eventTime": micro_now(),
+        "source": {"component": component},
+        "reportingComponent": component,
+        "reportingInstance": component,
+    }
+
+
+def _trainjob_ref(obj: JSON) -> JSON:
+    meta = obj.get("metadata") or {}
+    return {
+        "apiVersion": TRAINER_API,
+        "kind": "TrainJob",
+        "name": meta.get("name"),
+        "namespace": meta.get("namespace"),
+        "uid": meta.get("uid"),
+    }
+
+
+class LocalApi:
+    """Serves the client's calls from one state directory."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        python: str | None = None,
+        use_venv: bool = False,
+        on_missing_resources: str = "warn",
+    ) -> None:
+        self.paths = Paths(state_dir)
+        self.store = Store(self.paths.db)
+        self.db_key = str(self.paths.db)
+        self.python = python
+        self.use_venv = use_venv
+        self.on_missing_resources = on_missing_resources
+        key = str(self.paths.root)
+        if key not in _reconciled:
+            _reconciled.add(key)
+            self.reconcile()
+
+    def close(self) -> None:
+        self.store.close()
+
+    # ------------------------------------------------------------------ dispatch
+
+    def perform(self, call: Any) -> Any:
+        if isinstance(call, Get):
+            return self.get(_kind(call.resource), call.namespace, call.name)
+        if isinstance(call, ListObjects):
+            return self.list_objects(
+                _kind(call.resource), call.namespace, call.label_selector, call.field_selector
+            )
+        if isinstance(call, Create):
+            return self.create(_kind(call.resource), call.namespace, call.body)
+        if isinstance(call, Patch):
+            return self.patch(
+                _kind(call.resource), call.namespace, call.name, call.body, call.subresource
+            )
+        if isinstance(call, Delete):
+            return self.delete(_kind(call.resource), call.namespace, call.name, call.propagation)
+        if isinstance(call, ReadLog):
+            return self.read_log(call)
+        raise TypeError(f"the local backend cannot perform {call!r}")
+
+    def open_stream(self, call: OpenWatch | OpenLogStream) -> Any:
+        if isinstance(call, OpenWatch):
+            kind = _kind(call.resource)
+            return WatchStream(
+                self.paths.db,
+                kind,
+                Selector.parse(
+                    call.namespace if kind.namespaced else None,
+                    call.label_selector,
+                    call.field_selector,
+                ),
+                call.resource_version,
+                call.timeout_seconds,
+                call.bookmarks,
+            )
+        path = self._log_path(call.namespace, call.pod, call.container)
+        return LogFollower(
+            path,
+            self.paths.log_done(call.namespace, call.pod, call.container),
+            since_time=call.since_time,
+            tail_lines=call.tail_lines,
+            timestamps=call.timestamps,
+        )
+
+    # ------------------------------------------------------------------ reads
+
+    def _runtime(self, kind: Kind, namespace: str | None, name: str) -> JSON | None:
+        stored = self.store.get(kind, namespace if kind.namespaced else None, name)
+        if stored is not None or kind is not CLUSTER_TRAINING_RUNTIMES:
+            return stored
+        from kf_trainer_core.local.runtimes import default_runtimes
+
+        return default_runtimes().get(name)
+
+    def get(self, kind: Kind, namespace: str | None, name: str) -> JSON:
+        if kind in (CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES):
+            obj = self._runtime(kind, namespace, name)
+        else:
+            obj = self.store.get(kind, namespace if kind.namespaced else None, name)
+        if obj is None:
+            raise not_found(kind, name)
+        # Read-your-writes for this process's informers: what a read returns, their
+        # caches hold before it returns. A wait that found its job by a read therefore
+        # finds it in the cache on its next look (and does not take it for deleted).
+        rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        if rv.isdigit():
+            STREAMS.catch_up(self.db_key, kind, namespace, int(rv), CATCH_UP_SECONDS)
+        return obj
+
+    def list_objects(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> JSON:
+        selector = Selector.parse(
+            namespace if kind.namespaced else None, label_selector, field_selector
+        )
+        items, rv = self.store.select(kind, selector)
+        if kind is CLUSTER_TRAINING_RUNTIMES:
+            from kf_trainer_core.local.runtimes import default_runtimes
+
+            have = {str(o["metadata"]["name"]) for o in items}
+            items += [
+                o
+                for name, o in sorted(default_runtimes().items())
+                if name not in have and selector.matches(o)
+            ]
+        return {
+            "apiVersion": kind.api_version,
+            "kind": f"{kind.kind}List",
+            "metadata": {"resourceVersion": str(rv)},
+            "items": items,
+        }
+
+    def _log_path(self, namespace: str, pod_name: str, container: str) -> Path:
+        pod = self.store.get(PODS, namespace, pod_name)
+        if pod is None:
+            raise not_found(PODS, pod_name)
+        names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+        if container not in names:
+            raise bad_request(f"container {container} is not valid for pod {pod_name}")
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            waiting = (cs.get("state") or {}).get("waiting")
+            if cs.get("name") == container and waiting is not None:
+                raise bad_request(
+                    f'container "{container}" in pod "{pod_name}" is waiting to start: '
+                    f"{waiting.get('reason', 'ContainerCreating')}"
+                )
+        path = self.paths.log(namespace, pod_name, container)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        return path
+
+    def read_log(self, call: ReadLog) -> str:
+        path = self._log_path(call.namespace, call.pod, call.container)
+        return read_log(
+            path,
+            tail_lines=call.tail_lines,
+            since_time=call.since_time,
+            timestamps=call.timestamps,
+            limit_bytes=call.limit_bytes,
+        )
+
+    # ------------------------------------------------------------------ writes
+
+    def create(self, kind: Kind, namespace: str | None, body: JSON) -> JSON:
+        obj: JSON = json.loads(json.dumps(body))
+        meta = obj.setdefault("metadata", {})
+        ns = namespace if kind.namespaced else None
+        if ns is not None:
+            if meta.get("namespace") not in (None, ns):
+                raise bad_request(
+                    "the namespace of the provided object does not match the namespace sent "
+                    "on the request"
+                )
+            meta["namespace"] = ns
+        if not meta.get("name") and meta.get("generateName"):
+            import random
+
+            meta["name"] = str(meta["generateName"]) + "".join(random.choices(NAME_CHARS, k=5))
+        name = str(meta.get("name") or "")
+        if not name:
+            raise invalid(
+                kind,
+                name,
+                [
+                    (
+                        "metadata.name",
+                        "FieldValueRequired",
+                        "Required value: name or generateName is required",
+                    )
+                ],
+            )
+        if kind is TRAINJOBS:
+            return self.create_trainjob(str(namespace), obj)
+        with self.store.write() as tx:
+            return tx.create(kind, obj)
+
+    def patch(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        body: JSON,
+        subresource: str | None,
+    ) -> JSON:
+        ns = namespace if kind.namespaced else None
+        with self.store.write() as tx:
+            current = tx.get(kind, ns, name)
+            if current is None:
+                raise not_found(kind, name)
+            if subresource == "status":
+                updated = dict(current)
+                updated["status"] = merge_patch(current.get("status"), body.get("status") or {})
+            else:
+                changes = {k: v for k, v in body.items() if k != "status" or kind is not TRAINJOBS}
+                updated = merge_patch(current, changes)
+                # Identity fields are the server's.
+                for key in ("name", "namespace", "uid", "creationTimestamp", "generation"):
+                    if key in (current.get("metadata") or {}):
+                        updated["metadata"][key] = current["metadata"][key]
+                if (
+                    updated.get("spec") != current.get("spec")
+                    and "generation" in updated["metadata"]
+                ):
+                    updated["metadata"]["generation"] = int(updated["metadata"]["generation"]) + 1
+            result = tx.put(kind, updated)
+        if kind is TRAINJOBS and subresource != "status":
+            before = bool((current.get("spec") or {}).get("suspend"))
+            after = bool((result.get("spec") or {}).get("suspend"))
+            if before != after:
+                self._suspend_changed(result, after)
+        return result
+
+    def delete(self, kind: Kind, namespace: str | None, name: str, propagation: str) -> JSON:
+        ns = namespace if kind.namespaced else None
+        if kind is TRAINJOBS:
+            return self.delete_trainjob(str(namespace), name, propagation)
+        with self.store.write() as tx:
+            obj = tx.delete(kind, ns, name)
+        if obj is None:
+            raise not_found(kind, name)
+        if kind is PODS:
+            import shutil
+
+            shutil.rmtree(self.paths.log_dir(str(namespace), name), ignore_errors=True)
+        return _success(kind, name, str((obj.get("metadata") or {}).get("uid", "")))
+
+    # ------------------------------------------------------------------ TrainJobs
+
+    def _plan(self, obj: JSON) -> tuple[JSON, list[tuple[str, str, str]], list[tuple[str, str]]]:
+        """Admission: what the supervisor needs to know, the 422 causes, and warnings
+        ``(reason, message)`` for Warning events."""
+        from kf_trainer_core.local.runtimes import trainer_container
+        from kf_trainer_core.runtimes import RuntimeInfo
+
+        spec = obj.get("spec") or {}
+        meta = obj["metadata"]
+        ref = spec.get("runtimeRef") or {}
+        rt_kind_name = str(ref.get("kind") or "ClusterTrainingRuntime")
+        rt_kind = (
+            TRAINING_RUNTIMES if rt_kind_name == "TrainingRuntime" else CLUSTER_TRAINING_RUNTIMES
+        )
+        rt_name = str(ref.get("name") or "")
+        trainer = spec.get("trainer") or {}
+        plan: JSON = {
+            "python": self.python or sys.executable,
+            "use_venv": self.use_venv,
+            "cwd": os.getcwd(),
+            "warnings": [],
+            "runtime_error": None,
+        }
+        causes: list[tuple[str, str, str]] = []
+        warnings: list[tuple[str, str]] = []
+        manifest = None
+        if rt_kind_name in ("ClusterTrainingRuntime", "TrainingRuntime"):
+            manifest = self._runtime(rt_kind, meta.get("namespace"), rt_name)
+        if manifest is None:
+            if rt_kind is TRAINING_RUNTIMES:
+                why = (
+                    "TrainingRuntime specified in TrainJob is not found: "
+                    f'{TRAINING_RUNTIMES.qualified} "{rt_name}" not found'
+                )
+            else:
+                why = (
+                    "not found ClusterTrainingRuntime specified in TrainJob: "
+                    f'{CLUSTER_TRAINING_RUNTIMES.qualified} "{rt_name}" not found'
+                )
+            plan["runtime_error"] = why
+            return plan, causes, warnings
+        info = RuntimeInfo.from_manifest(manifest)
+        node = trainer_container(manifest)
+        plan["runtime"] = {
+            "name": info.name,
+            "kind": info.kind,
+            "policy": info.policy,
+            "framework": info.framework,
+            "replicated_jobs": list(info.replicated_jobs),
+            "num_nodes": info.num_nodes,
+            "num_proc_per_node": info.num_proc_per_node,
+            "command": list(node.get("command") or []),
+            "args": list(node.get("args") or []),
+            "image": node.get("image"),
+        }
+        command = list(trainer.get("command") or node.get("command") or [])
+        if info.framework == "torchtune" or command[:2] == ["tune", "run"]:
+            causes.append(
+                (
+                    "spec.trainer",
+                    "FieldValueForbidden",
+                    "Forbidden: a BuiltinTrainer (TorchTune recipes on runtime "
+                    f"{info.name!r}) needs a Kubeflow Trainer cluster: the local backend runs "
+                    "CustomTrainer and CustomTrainerContainer jobs only. Fix: run it with "
+                    "KubernetesConfig, or train with a CustomTrainer on 'torch-distributed'.",
+                )
+            )
+            return plan, causes, warnings
+        if not command:
+            causes.append(
+                (
+                    "spec.trainer.command",
+                    "FieldValueRequired",
+                    "Required value: the local backend cannot run an image's entrypoint. Fix: "
+                    "give the command with the TrainerCommand option (TrainerArgs for its "
+                    "arguments).",
+                )
+            )
+        image = trainer.get("image")
+        if command and not _is_function_command(command):
+            what = f"image {image!r}" if image else "the runtime's image"
+            warnings.append(
+                (
+                    "ImageNotUsed",
+                    f"the local backend runs the command {command[0]!r} on this machine: "
+                    f"{what} is not used",
+                )
+            )
+        elif image:
+            warnings.append(
+                (
+                    "ImageNotUsed",
+                    f"image {image!r} is not used: the function runs in "
+                    f"{plan['python']} on this machine",
+                )
+            )
+        nodes = int(trainer.get("numNodes") or info.num_nodes or 1)
+        resources = trainer.get("resourcesPerNode") or node.get("resources")
+        missing = machine.missing_resources(resources, nodes)
+        if missing and self.on_missing_resources == "fail":
+            causes.append(
+                (
+                    "spec.trainer.resourcesPerNode",
+                    "FieldValueForbidden",
+                    "Forbidden: "
+                    + "; ".join(missing)
+                    + ". Fix: ask for less, run on a cluster, or use "
+                    "LocalConfig(on_missing_resources='warn') to run without them.",
+                )
+            )
+        for text in missing:
+            warnings.append(("InsufficientResources", f"{text}: running without it"))
+        plan["warnings"] = [message for _, message in warnings]
+        return plan, causes, warnings
+
+    def create_trainjob(self, namespace: str, obj: JSON) -> JSON:
+        meta = obj["metadata"]
+        name = str(meta["name"])
+        if len(name) > 63 or not _NAME.match(name):
+            raise invalid(
+                TRAINJOBS,
+                name,
+                [
+                    (
+                        "metadata.name",
+                        "FieldValueInvalid",
+                        f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of '
+                        "lower case alphanumeric characters or '-', and must start and end "
+                        "with an alphanumeric character (at most 63 characters)",
+                    )
+                ],
+            )
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            raise invalid(TRAINJOBS, name, [("spec", "FieldValueRequired", "Required value")])
+        unknown = sorted(set(spec) - _SPEC_FIELDS)
+        if unknown:
+            raise bad_request(
+                "strict decoding error: "
+                + ", ".join(f'unknown field "spec.{field}"' for field in unknown)
+            )
+        obj.pop("status", None)
+        plan, causes, warnings = self._plan(obj)
+        if causes:
+            raise invalid(TRAINJOBS, name, causes)
+        with self.store.write() as tx:
+            created = tx.create(TRAINJOBS, obj)
+            uid = str(created["metadata"]["uid"])
+            tx.put_plan(uid, namespace, name, plan)
+            ref = _trainjob_ref(created)
+            for reason, message in warnings:
+                tx.create(
+                    EVENTS,
+                    new_event(namespace, ref, "Warning", reason, message, "kf-trainer-local"),
+                )
+            if plan["runtime_error"]:
+                # The Trainer cannot build the JobSet: the job stays, with this event.
+                tx.create(
+                    EVENTS,
+                    new_event(
+                        namespace,
+                        ref,
+                        "Warning",
+                        _CREATION_FAILED,
+                        _CREATION_FAILED_PREFIX + str(plan["runtime_error"]),
+                        "trainer-trainjob-controller",
+                    ),
+                )
+        result: JSON = json.loads(json.dumps(created))
+        if plan["runtime_error"]:
+            return result
+        if spec.get("suspend"):
+            self._suspend_changed(created, True)
+        else:
+            spawn_supervisor(self.paths, namespace, name, uid, plan.get("cwd"))
+        return result
+
+    def _suspend_changed(self, obj: JSON, suspended: bool) -> None:
+        meta = obj.get("metadata") or {}
+        namespace, name, uid = str(meta["namespace"]), str(meta["name"]), str(meta["uid"])
+        if _terminal(obj):
+            return
+        plan = self.store.get_plan(uid) or {}
+        if plan.get("runtime_error"):
+            return
+        if not suspended:
+            spawn_supervisor(self.paths, namespace, name, uid, plan.get("cwd"))
+            return
+        lock = JobLock(self.paths, uid)
+        if not lock.acquire(blocking=False):
+            return  # its supervisor runs and suspends it on its next look
+        try:
+            with self.store.write() as tx:
+                current = tx.get(TRAINJOBS, namespace, name)
+                if current is None or (current.get("metadata") or {}).get("uid") != uid:
+                    return
+                if not (current.get("spec") or {}).get("suspend") or _terminal(current):
+                    return
+                _suspend_status(tx, current)
+        finally:
+            lock.release()
+
+    def delete_trainjob(self, namespace: str, name: str, propagation: str) -> JSON:
+        with self.store.write() as tx:
+            obj = tx.get(TRAINJOBS, namespace, name)
+            if obj is None:
+                raise not_found(TRAINJOBS, name)
+            meta = obj["metadata"]
+            if not meta.get("deletionTimestamp"):
+                meta["deletionTimestamp"] = now_iso()
+                meta["deletionGracePeriodSeconds"] = 0
+                if propagation == "Foreground":
+                    meta["finalizers"] = [*(meta.get("finalizers") or []), "foregroundDeletion"]
+                tx.put(TRAINJOBS, obj)
+        uid = str(meta["uid"])
+        self.stop_job(namespace, name, uid)
+        return _success(TRAINJOBS, name, uid)
+
+    def stop_job(self, namespace: str, name: str, uid: str) -> None:
+        """Have the job's processes stopped and everything it owns removed, and return
+        when that is done: by its supervisor when one runs (nudged with SIGTERM; it
+        sees the deletionTimestamp), else here."""
+        from kf_trainer_core.local.supervisor import purge_job
+
+        lock = JobLock(self.paths, uid)
+        deadline = time.monotonic() + DELETE_WAIT_SECONDS
+        nudged = False
+        while not lock.acquire(blocking=False):
+            pid = lock.holder_pid()
+            if pid and not nudged and _is_supervisor(pid, uid):
+                nudged = True
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGTERM)
+            if time.monotonic() > deadline:
+                # A supervisor that does not answer (stuck building a venv): stop it.
+                if pid and _is_supervisor(pid, uid):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGKILL)
+                deadline = time.monotonic() + 5
+            time.sleep(0.02)
+        # No supervisor runs now (it purged and exited, or there was none): finish.
+        try:
+            purge_job(self.store, self.paths, namespace, name, uid)
+        finally:
+            lock.release(remove=True)
+
+    # ------------------------------------------------------------------ recovery
+
+    def reconcile(self) -> None:
+        """Start a supervisor for every job that should be running and has none
+        (its supervisor was killed, the machine restarted). Two supervisors of one job
+        never both run it: they take the job's lock in turn, and the later one finds
+        the job finished."""
+        try:
+            jobs, _ = self.store.select(TRAINJOBS)
+        except Exception:  # a damaged state must not make every client fail
+            return
+        for obj in jobs:
+            meta = obj.get("metadata") or {}
+            uid = str(meta.get("uid") or "")
+            if not uid or _terminal(obj):
+                continue
+            plan = self.store.get_plan(uid)
+            if plan is None or plan.get("runtime_error"):
+                continue
+            suspended = bool((obj.get("spec") or {}).get("suspend"))
+            if suspended and not meta.get("deletionTimestamp"):
+                continue
+            lock = JobLock(self.paths, uid)
+            if lock.acquire(blocking=False):
+                lock.release()
+                spawn_supervisor(
+                    self.paths, str(meta["namespace"]), str(meta["name"]), uid, plan.get("cwd")
+                )
+
+
+def _suspend_status(tx: Tx, obj: JSON) -> None:
+    """Suspended=True on a job whose supervisor is not running."""
+    status = dict(obj.get("status") or {})
+    conditions = list(status.get("conditions") or [])
+    now = now_iso()
+    for cond in conditions:
+        if cond.get("type") == "Suspended":
+            if cond.get("status") != "True":
+                cond["status"], cond["lastTransitionTime"] = "True", now
+            cond["reason"], cond["message"] = "Suspended", "TrainJob is suspended"
+            break
+    else:
+        conditions.append(
+            {
+                "type": "Suspended",
+                "status": "True",
+                "reason": "Suspended",
+                "message": "TrainJob is suspended",
+                "lastTransitionTime": now,
+            }
+        )
+    status["conditions"] = conditions
+    obj["status"] = status
+    tx.put(TRAINJOBS, obj)
+
+
+def _is_supervisor(pid: int, uid: str) -> bool:
+    """Whether ``pid`` is the supervisor of job ``uid`` (pids are reused)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc (macOS): trust the lock file
+        return True
+    return b"kf_trainer_core.local.supervisor" in cmdline and uid.encode() in cmdline
+
+
+def _success(kind: Kind, name: str, uid: str) -> JSON:
+    details: JSON = {"name": name}
+    if kind.group:
+        details["group"] = kind.group
+    details["kind"] = kind.plural
+    if uid:
+        details["uid"] = uid
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    }
+
+
+# ------------------------------------------------------------------------ streams
+
+
+class _Streams:
+    """The watch streams open in this process, so that a read can wait until they
+    have delivered what it returns (see :meth:`LocalApi.get`)."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.open: weakref.WeakSet[WatchStream] = weakref.WeakSet()
+
+    def catch_up(self, db: str, kind: Kind, namespace: str | None, rv: int, timeout: float) -> None:
+        """Wait (at most ``timeout``) until every open watch of ``kind`` covering
+        ``namespace`` has handed out everything up to version ``rv`` and its reader
+        came back for more — that is, took it in."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                lagging = [
+                    s
+                    for s in self.open
+                    if s.db == db
+                    and s.kind is kind
+                    and not s.closed
+                    and (s.namespace is None or namespace is None or s.namespace == namespace)
+                    and s.acked < rv
+                ]
+                if not lagging:
+                    return
+                for stream in lagging:
+                    stream.wake.set()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self.cond.wait(min(remaining, POLL_SECONDS))
+
+
+STREAMS = _Streams()
+
+
+class WatchStream:
+    """A watch: ``{"type", "object"}`` JSON lines from the change log after a version,
+    BOOKMARKs when quiet, an ERROR 410 when that version was pruned; it ends after
+    ``timeout_seconds``, as the apiserver ends a watch."""
+
+    def __init__(
+        self,
+        db: Path,
+        kind: Kind,
+        selector: Selector,
+        resource_version: str | None,
+        timeout_seconds: int,
+        bookmarks: bool,
+    ) -> None:
+        self.store = Store(db, init_schema=False)
+        self.db = str(db)
+        self.kind = kind
+        self.namespace = selector.namespace if kind.namespaced else None
+        self.selector = selector
+        self.bookmarks = bookmarks
+        self.deadline = time.monotonic() + max(1, timeout_seconds)
+        self.buffer: deque[bytes] = deque()
+        self.closed = False
+        self.last_sent = time.monotonic()
+        #: Set to poll now instead of after the interval (a reader waits for us).
+        self.wake = threading.Event()
+        #: Every change up to this version was handed out and taken in by the reader.
+        self.acked = 0
+        if resource_version in (None, "", "0"):
+            # "Any version": the current objects as ADDED, then what follows.
+            items, rv = self.store.select(kind, selector)
+            self.buffer.extend(_line("ADDED", item) for item in items)
+            self.cursor = rv
+        else:
+            try:
+                self.cursor = int(str(resource_version))
+            except ValueError:
+                self.store.close()
+                raise bad_request(
+                    f'resourceVersion: Invalid value: "{resource_version}": must be an integer'
+                ) from None
+            self.acked = self.cursor
+        with STREAMS.cond:
+            STREAMS.open.add(self)
+
+    def _ack(self) -> None:
+        if self.cursor > self.acked:
+            with STREAMS.cond:
+                self.acked = self.cursor
+                STREAMS.cond.notify_all()
+
+    def poll(self) -> bytes | None:
+        """The next line, ``None`` at the end, or :data:`PENDING`."""
+        if self.buffer:
+            self.last_sent = time.monotonic()
+            return self.buffer.popleft()
+        if self.closed:
+            return None
+        # The reader is back with the buffer drained: it has taken in all it was given.
+        self._ack()
+        now = time.monotonic()
+        if now >= self.deadline:
+            self.close()
+            return None
+        limit = 500
+        changes, current, horizon = self.store.changes(
+            self.kind, self.namespace, self.cursor, limit
+        )
+        if self.cursor < horizon:
+            err = gone(f"too old resource version: {self.cursor} ({horizon})")
+            self.close()
+            return _line("ERROR", err.status())
+        for change in changes:
+            obj = json.loads(change.data)
+            if self.selector.matches(obj):
+                self.buffer.append(_line(change.type, obj))
+        if len(changes) >= limit:
+            self.cursor = changes[-1].rv
+        else:
+            self.cursor = max(current, self.cursor)
+        if self.buffer:
+            self.last_sent = now
+            return self.buffer.popleft()
+        self._ack()  # nothing of ours up to the cursor
+        if self.bookmarks and now - self.last_sent >= BOOKMARK_SECONDS:
+            self.last_sent = now
+            return _line(
+                "BOOKMARK",
+                {
+                    "apiVersion": self.kind.api_version,
+                    "kind": self.kind.kind,
+                    "metadata": {"resourceVersion": str(self.cursor)},
+                },
+            )
+        return PENDING
+
+    def close(self) -> None:
+        with STREAMS.cond:
+            STREAMS.open.discard(self)
+            STREAMS.cond.notify_all()
+        if not self.closed:
+            self.closed = True
+            with contextlib.suppress(Exception):
+                self.store.close()
+
+
+def _line(kind: str, obj: JSON) -> bytes:
+    return json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode()

@@ -1,0 +1,120 @@
+"""What this machine has, against what a job asks for (``resourcesPerNode``).
+
+Locally every node runs on the same machine, so a job of N nodes asks N times its
+per-node resources of it. Accelerators are counted without importing a framework:
+``CUDA_VISIBLE_DEVICES`` when set, else the NVIDIA driver's ``/proc`` entries, else
+``nvidia-smi -L``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+from typing import Any
+
+_SUFFIXES = {
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+    "n": 1e-9,
+    "u": 1e-6,
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "E": 1e18,
+}
+_QUANTITY = re.compile(r"^([+-]?\d+(?:\.\d*)?|\.\d+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?\d+)?$")
+
+
+def quantity(value: Any) -> float:
+    """A Kubernetes quantity (``4``, ``500m``, ``16Gi``, ``1e3``) as a number."""
+    text = str(value).strip()
+    m = _QUANTITY.match(text)
+    if m is None:
+        raise ValueError(f"not a quantity: {value!r}")
+    number = float(m.group(1))
+    suffix = m.group(2) or ""
+    if suffix[:1] in ("e", "E"):
+        return float(number * 10 ** int(suffix[1:]))
+    return number * _SUFFIXES.get(suffix, 1)
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_count() -> int:
+    """NVIDIA GPUs this process may use."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [v for v in visible.split(",") if v.strip() and v.strip() != "-1"]
+        return len(ids)
+    try:
+        return len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        pass
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return 0
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+def memory_bytes() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def available() -> dict[str, float]:
+    """What this machine offers, keyed like resource requests."""
+    return {
+        "cpu": float(os.cpu_count() or 1),
+        "memory": float(memory_bytes()),
+        "nvidia.com/gpu": float(gpu_count()),
+    }
+
+
+_IGNORED = frozenset({"ephemeral-storage", "storage", "pods"})
+
+
+def missing_resources(resources: Mapping[str, Any] | None, nodes: int) -> list[str]:
+    """What a job asks for (``resourcesPerNode``) that this machine lacks, each as a
+    sentence for an event, a log line or an error."""
+    if not resources:
+        return []
+    wanted: dict[str, Any] = dict(resources.get("limits") or {})
+    for key, value in (resources.get("requests") or {}).items():
+        wanted.setdefault(key, value)
+    have = available()
+    problems = []
+    for key, value in sorted(wanted.items()):
+        if key in _IGNORED:
+            continue
+        try:
+            per_node = quantity(value)
+        except ValueError:
+            continue
+        total = per_node * nodes
+        offered = have.get(key, 0.0)
+        if total <= offered:
+            continue
+        if key == "memory":
+            asked = f"{value} per node x {nodes} node(s)"
+            has = f"{offered / 2**30:.1f}Gi"
+        else:
+            asked = f"{value} per node x {nodes} node(s)"
+            has = f"{offered:g}"
+        problems.append(f"the job asks for {key} {asked}; this machine has {has}")
+    return problems

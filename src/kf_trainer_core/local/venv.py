@@ -1,0 +1,102 @@
+"""Virtual environments for ``LocalConfig(use_venv=True)``: one per interpreter,
+package set and index list, built once and reused by every later job (the Kubeflow
+SDK's local backend builds one per job).
+
+``uv`` builds them when it is on PATH (seconds), else ``python -m venv`` and pip. A
+file lock keeps two jobs from building the same one; a marker file says it is complete,
+so a build that was killed halfway is redone.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+READY = ".kf-trainer-ready"
+
+
+def venv_key(python: str, packages: Sequence[str], index_urls: Sequence[str]) -> str:
+    payload = json.dumps([os.path.realpath(python), sorted(packages), list(index_urls)])
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def venv_python(root: Path) -> Path:
+    return root / "bin" / "python"
+
+
+def _run(argv: list[str], log: Callable[[str], None], env: Mapping[str, str] | None) -> None:
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=None if env is None else dict(env),
+    )
+    assert proc.stdout is not None
+    for raw in proc.stdout:
+        log(raw.decode("utf-8", errors="replace").rstrip("\n"))
+    if proc.wait() != 0:
+        raise RuntimeError(f"{' '.join(argv[:3])} ... exited with {proc.returncode}")
+
+
+def ensure_venv(
+    venvs: Path,
+    python: str,
+    packages: Sequence[str],
+    index_urls: Sequence[str],
+    log: Callable[[str], None],
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """The interpreter of a venv with ``packages`` installed (built if needed);
+    ``env`` is the environment of the build's processes."""
+    key = venv_key(python, packages, index_urls)
+    root = venvs / key
+    if (root / READY).exists():
+        log(f"kf-trainer-local: using the cached virtualenv {root}")
+        return str(venv_python(root))
+    venvs.mkdir(parents=True, exist_ok=True)
+    with (venvs / f"{key}.lock").open("w") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        if (root / READY).exists():
+            return str(venv_python(root))
+        shutil.rmtree(root, ignore_errors=True)
+        log(f"kf-trainer-local: building a virtualenv with {' '.join(packages) or 'no packages'}")
+        index: list[str] = []
+        if index_urls:
+            index = ["--index-url", index_urls[0]]
+            for url in index_urls[1:]:
+                index += ["--extra-index-url", url]
+        uv = shutil.which("uv")
+        if uv is not None:
+            _run([uv, "venv", "--quiet", "--python", python, str(root)], log, env)
+            if packages:
+                _run(
+                    [uv, "pip", "install", "--python", str(venv_python(root)), *index, *packages],
+                    log,
+                    env,
+                )
+        else:
+            _run([python, "-m", "venv", str(root)], log, env)
+            if packages:
+                _run(
+                    [
+                        str(venv_python(root)),
+                        "-m",
+                        "pip",
+                        "install",
+                        "--disable-pip-version-check",
+                        *index,
+                        *packages,
+                    ],
+                    log,
+                    env,
+                )
+        (root / READY).touch()
+        log(f"kf-trainer: installed {' '.join(packages)}" if packages else "kf-trainer: venv ready")
+    return str(venv_python(root))

@@ -1,0 +1,34 @@
+"""Label selectors for finding TrainJobs again: every attempt submitted for one
+orchestrator identity, or every job an orchestrator run labelled as its own.
+
+Orchestrator adapters use these when they must act on jobs whose names they may not
+know — a task interrupted between submitting and learning the name, or a flow run
+cancelled from outside while its tasks were waiting.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from kf_trainer_core.builder import IDENTITY_LABEL, identity_label_value, identity_text
+
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def identity_selector(identity: str | Sequence[str | int | None]) -> str:
+    """The label selector matching every attempt submitted for ``identity``."""
+    text = identity_text(identity)
+    assert text is not None
+    return f"{IDENTITY_LABEL}={identity_label_value(text)}"
+
+
+def labels_selector(labels: Mapping[str, str]) -> str:
+    """An equality selector for ``labels`` (``key=value,...``); values must be valid
+    label values, which is checked here so that a bad one cannot widen the match."""
+    parts = []
+    for key, value in sorted(labels.items()):
+        if not _LABEL_VALUE.match(value) or len(value) > 63:
+            raise ValueError(f"{value!r} is not a valid label value for {key!r}")
+        parts.append(f"{key}={value}")
+    return ",".join(parts)

@@ -1,0 +1,58 @@
+"""Where a component's own code runs: the image of the pod that launches and watches
+the TrainJob (not the image of the training pods, which the spec and runtime decide).
+
+That pod needs ``kf-trainer-suite`` (and ``kfp``, which KFP installs itself, without its
+dependencies, as for any lightweight component). Three ways to provide it:
+
+- the default: a plain Python image that installs ``kf-trainer-suite`` at start
+  (the same version as the one compiling the pipeline);
+- :meth:`ComponentImage.prebuilt`: an image with the suite already installed
+  (faster starts, no index access from the cluster)::
+
+      FROM python:3.11-slim
+      RUN pip install kf-trainer-suite kfp==2.17.0
+
+- :meth:`ComponentImage.current_environment`: for ``kfp.local.SubprocessRunner(
+  use_venv=False)``, which runs components with this very interpreter, where
+  everything is installed and ``pip`` may be absent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import metadata
+
+DISTRIBUTION = "kf-trainer-suite"
+DEFAULT_BASE_IMAGE = "python:3.11"
+
+
+def _pinned() -> str:
+    # The pod must run the code that wrote the component: pin the compiling version.
+    try:
+        return f"{DISTRIBUTION}=={metadata.version(DISTRIBUTION)}"
+    except metadata.PackageNotFoundError:
+        return DISTRIBUTION
+
+
+@dataclass(frozen=True)
+class ComponentImage:
+    """The image and installs of a component's pod (``@dsl.component``'s
+    ``base_image``, ``packages_to_install``, ``pip_index_urls`` and
+    ``install_kfp_package``)."""
+
+    base_image: str = DEFAULT_BASE_IMAGE
+    packages_to_install: tuple[str, ...] = field(default_factory=lambda: (_pinned(),))
+    pip_index_urls: tuple[str, ...] | None = None
+    install_kfp_package: bool = True
+
+    @classmethod
+    def prebuilt(cls, image: str) -> ComponentImage:
+        """An image that already holds ``kf-trainer-suite`` and ``kfp``: nothing is
+        installed when the pod starts."""
+        return cls(base_image=image, packages_to_install=(), install_kfp_package=False)
+
+    @classmethod
+    def current_environment(cls) -> ComponentImage:
+        """Run with the interpreter that compiles (``kfp.local.SubprocessRunner(
+        use_venv=False)``): nothing is installed."""
+        return cls(packages_to_install=(), install_kfp_package=False)

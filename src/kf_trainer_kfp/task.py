@@ -1,0 +1,458 @@
+"""What runs in a component's pod: the bodies of the generated component functions call
+:func:`run_component`, which turns the task's inputs into core calls and the job's
+outcome into KFP outputs.
+
+Every component waits in a worker thread while the main thread watches for SIGTERM
+(KFP terminates the pod when a run is cancelled, a task times out or the node drains):
+then the job the task started is deleted (``on_cancel``: ``delete``, ``suspend`` or
+``keep``) and the process exits with ``128 + signal``. A job that already finished is
+left alone, so that a retried task collects its result instead of training again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from kf_trainer_core import task_ops
+from kf_trainer_core.builder import identity_text
+from kf_trainer_core.ops import SpecConflictError
+from kf_trainer_core.spec import TrainJobSpec
+from kf_trainer_core.status import Failure, JobOutputs, TrainJob
+from kf_trainer_core.steps import StepFailedError
+from kf_trainer_core.waiting import TrainJobFailedError, TrainJobTimeoutError
+from kf_trainer_kfp import inputs as inp
+from kf_trainer_kfp import summary
+
+if TYPE_CHECKING:
+    from kf_trainer_core.client import TrainerClient
+
+T = TypeVar("T")
+
+#: How this package speaks in the task's log (the job's own lines are copied as they are).
+PREFIX = "[kf-trainer]"
+
+
+def say(message: str) -> None:
+    """A line of ours in the task's log."""
+    print(f"{PREFIX} {message}", flush=True)
+
+
+def _log_line(line: str) -> None:
+    print(line, flush=True)
+
+
+class _Terminated(BaseException):
+    """SIGTERM/SIGINT reached the task (a BaseException: no ``except Exception`` on the
+    way may swallow it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def guarded(work: Callable[[], T], on_terminate: Callable[[], None]) -> T:
+    """Run ``work`` in a worker thread; when SIGTERM or SIGINT arrives, run
+    ``on_terminate`` and exit with ``128 + signal``.
+
+    The wait runs in a worker so that the signal never interrupts a request half-way:
+    the main thread only waits, and cleans up with its own client."""
+    if threading.current_thread() is not threading.main_thread():
+        return work()  # signals reach only the main thread: nothing to watch for
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as exc:  # handed to the main thread as it is
+            box["error"] = exc
+        finally:
+            done.set()
+
+    terminating = threading.Event()
+
+    def handler(signum: int, _frame: Any) -> None:
+        if terminating.is_set():
+            return  # a second signal must not cut the clean-up short
+        terminating.set()
+        raise _Terminated(signum)
+
+    watched = (signal.SIGTERM, signal.SIGINT)
+    previous = {sig: signal.getsignal(sig) for sig in watched}
+    worker = threading.Thread(target=target, name="kf-trainer-task", daemon=True)
+    try:
+        for sig in watched:
+            signal.signal(sig, handler)
+        worker.start()
+        while not done.wait(1.0):
+            pass
+    except _Terminated as term:
+        name = signal.Signals(term.signum).name
+        say(f"{name} received: stopping the TrainJob this task started.")
+        try:
+            on_terminate()
+        except Exception as exc:  # report, and still exit as terminated
+            say(f"could not stop the TrainJob: {exc}")
+        raise SystemExit(128 + term.signum) from None
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+    if "error" in box:
+        raise box["error"]
+    value: T = box["value"]
+    return value
+
+
+class _Reporter:
+    """Tells the task's log when the job's state or progress changes."""
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+        self._last: tuple[Any, ...] = ()
+
+    def update(self, job: TrainJob) -> None:
+        if self.name is None:
+            self.name = job.name
+            say(f"TrainJob {job.namespace}/{job.name} (runtime {job.runtime})")
+        progress = job.progress
+        state = (
+            job.status,
+            progress.percentage if progress else None,
+            tuple(sorted((progress.metrics if progress else {}).items())),
+        )
+        if state == self._last:
+            return
+        self._last = state
+        text = f"TrainJob {job.namespace}/{job.name}: {job.status.value}"
+        if progress and progress.percentage is not None:
+            text += f", {progress.percentage}%"
+            if progress.estimated_remaining_seconds is not None:
+                text += f" ({progress.estimated_remaining_seconds}s left)"
+        if progress and progress.metrics:
+            text += " " + " ".join(f"{k}={v}" for k, v in sorted(progress.metrics.items()))
+        say(text)
+
+
+# ---------------------------------------------------------------------- plumbing
+
+
+def _client(inputs: Mapping[str, Any]) -> TrainerClient:
+    # Imported here: building the client loads a Kubernetes library.
+    from kf_trainer_core.client import TrainerClient
+
+    config = inp.backend_config(inputs.get("backend_config"), namespace=inputs.get("namespace", ""))
+    return TrainerClient(config)
+
+
+def _cleanup_client(
+    inputs: Mapping[str, Any], warm: Callable[[TrainerClient], object]
+) -> TrainerClient:
+    """A second client for stopping the job on SIGTERM, with its connection opened now:
+    in a KFP pod the launcher around us exits on SIGTERM at once, and the pod with it,
+    so the DELETE must leave without a handshake first."""
+    client = _client(inputs)
+    # Only a warm-up: the task's own calls report real trouble.
+    with contextlib.suppress(Exception):
+        warm(client)
+    return client
+
+
+def _warm_runtime(client: TrainerClient, spec: TrainJobSpec) -> object:
+    return client.get_runtime(spec.runtime.name, spec.runtime.kind.value)
+
+
+def _spec(inputs: Mapping[str, Any], embedded: Mapping[str, Any]) -> TrainJobSpec:
+    if "spec" in embedded:
+        # A component made from a function: the spec was fixed when it was made, the
+        # function's arguments are this task's inputs.
+        args = {name: inputs[name] for name in embedded.get("func_params", [])}
+        return inp.assemble_spec(embedded["spec"], func_args=args)
+    return inp.assemble_spec(
+        inputs.get("spec"),
+        runtime=inputs.get("runtime", ""),
+        trainer=inputs.get("trainer"),
+        initializer=inputs.get("initializer"),
+        options=inputs.get("options"),
+        func_args=inputs.get("func_args"),
+        num_nodes=int(inputs.get("num_nodes") or 0),
+    )
+
+
+def _identity(inputs: Mapping[str, Any]) -> tuple[str, ...]:
+    return inp.identity(
+        str(inputs.get(inp.RUN_ID_INPUT, "")),
+        str(inputs.get(inp.TASK_NAME_INPUT, "")),
+        str(inputs.get("job_key", "")),
+    )
+
+
+def _conflict(err: SpecConflictError) -> SpecConflictError:
+    return SpecConflictError(
+        f"{err} In a loop (dsl.ParallelFor) the task's name is the same for every item: "
+        "give each its own job_key (e.g. job_key=item)."
+    )
+
+
+def _write_summary(artifacts: Mapping[str, Any], text: str) -> None:
+    art = artifacts.get("summary")
+    if art is None:
+        return
+    os.makedirs(os.path.dirname(art.path) or ".", exist_ok=True)
+    with open(art.path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def _report(artifacts: Mapping[str, Any], out: JobOutputs) -> tuple[str, str, str, str]:
+    """Fill the result artifacts; the output parameters."""
+    metrics = artifacts.get("metrics")
+    if metrics is not None:
+        for name, value in summary.metric_values(out).items():
+            metrics.log_metric(name, value)
+    model = artifacts.get("model")
+    if model is not None:
+        uri = summary.model_uri(out.result)
+        if uri:
+            model.uri = uri
+        model.metadata.update(summary.model_metadata(out))
+    _write_summary(artifacts, summary.markdown(out))
+    result_json = json.dumps(out.result, sort_keys=True, default=str)
+    shown = result_json if len(result_json) <= 500 else result_json[:500] + "..."
+    say(f"TrainJob {out.namespace}/{out.name}: {out.status.value}; result {shown}")
+    return out.name, out.namespace, out.status.value, result_json
+
+
+def _report_failure(artifacts: Mapping[str, Any], job: TrainJob | None, failure: Failure) -> None:
+    if job is None:
+        return
+    from kf_trainer_core.client import outputs
+
+    _write_summary(artifacts, summary.markdown(outputs(job, None), failure))
+
+
+def _finish_or_explain(
+    artifacts: Mapping[str, Any],
+    work: Callable[[], T],
+    on_terminate: Callable[[], None],
+    on_timeout: Callable[[], list[str]],
+) -> T:
+    """Run ``work`` guarded; on failure write the report, on timeout also stop the job."""
+    try:
+        return guarded(work, on_terminate)
+    except TrainJobTimeoutError as err:
+        try:
+            stopped = on_timeout()
+        except Exception as exc:  # the timeout is the error to report
+            say(f"timed out, and could not stop the TrainJob: {exc}")
+            stopped = []
+        if stopped:
+            say(f"timed out: stopped {', '.join(stopped)}")
+        if err.job is not None:
+            _report_failure(artifacts, err.job, err.failure or Failure(reason="Timeout"))
+        raise
+    except TrainJobFailedError as err:
+        _report_failure(artifacts, err.job, err.failure)
+        raise
+    except StepFailedError as err:
+        if err.job is not None:
+            _report_failure(artifacts, err.job, err.failure or Failure(reason="StepFailed"))
+        raise
+    except SpecConflictError as err:
+        raise _conflict(err) from None
+
+
+# ---------------------------------------------------------------------- components
+
+
+def _launch(
+    inputs: Mapping[str, Any], artifacts: Mapping[str, Any], embedded: Mapping[str, Any]
+) -> tuple[Any, ...]:
+    spec = _spec(inputs, embedded)
+    ident = _identity(inputs)
+    timeout = inp.seconds(inputs.get("timeout_seconds"), "timeout_seconds")
+    startup = inp.seconds(inputs.get("startup_timeout_seconds"), "startup_timeout_seconds")
+    action = inp.cancel_action(str(inputs.get("on_cancel", "delete")))
+    client = _client(inputs)
+    cleanup = _cleanup_client(inputs, lambda c: _warm_runtime(c, spec))
+    reporter = _Reporter()
+    say(f"identity {identity_text(ident)}, namespace {client.namespace}")
+
+    def work() -> JobOutputs:
+        out: JobOutputs = client.run(
+            spec,
+            identity=ident,
+            timeout=timeout,
+            startup_timeout=startup,
+            on_log=_log_line if inputs.get("stream_logs", True) else None,
+            on_update=reporter.update,
+        )
+        return out
+
+    out = _finish_or_explain(
+        artifacts,
+        work,
+        lambda: _stop_identity(cleanup, ident, action),
+        lambda: task_ops.cancel_identity(cleanup, ident, action),
+    )
+    return _report(artifacts, out)
+
+
+def _stop_identity(client: TrainerClient, ident: tuple[str, ...], action: inp.CancelAction) -> None:
+    stopped = task_ops.cancel_identity(client, ident, action)
+    if stopped:
+        say(f"{action}: {', '.join(stopped)}")
+    else:
+        say(f"no unfinished TrainJob of {identity_text(ident)} to {action}")
+
+
+def _stop_name(client: TrainerClient, name: str, action: inp.CancelAction) -> None:
+    if task_ops.cancel_if_unfinished(client, name, action):
+        say(f"{action}: {name}")
+    else:
+        say(f"TrainJob {name} left as it is ({action}, finished or gone)")
+
+
+def _submit(
+    inputs: Mapping[str, Any], artifacts: Mapping[str, Any], embedded: Mapping[str, Any]
+) -> tuple[Any, ...]:
+    spec = _spec(inputs, embedded)
+    ident = _identity(inputs)
+    action = inp.cancel_action(str(inputs.get("on_cancel", "delete")))
+    client = _client(inputs)
+    cleanup = _cleanup_client(inputs, lambda c: _warm_runtime(c, spec))
+
+    def work() -> Any:
+        return client.submit(spec, identity=ident)
+
+    try:
+        submitted = guarded(work, lambda: _stop_identity(cleanup, ident, action))
+    except SpecConflictError as err:
+        raise _conflict(err) from None
+    job = submitted.job
+    verb = "created" if submitted.created else "found (submitted before by this task)"
+    say(f"TrainJob {job.namespace}/{job.name} {verb}, identity {identity_text(ident)}")
+    return job.name, job.namespace, job.status.value
+
+
+def _wait_step(
+    inputs: Mapping[str, Any], artifacts: Mapping[str, Any], embedded: Mapping[str, Any]
+) -> tuple[Any, ...]:
+    name = str(inputs["job_name"])
+    step = task_ops.parse_step(str(inputs.get("step", "trainer")))
+    timeout = inp.seconds(inputs.get("timeout_seconds"), "timeout_seconds")
+    startup = inp.seconds(inputs.get("startup_timeout_seconds"), "startup_timeout_seconds")
+    action = inp.cancel_action(str(inputs.get("on_cancel", "delete")))
+    client = _client(inputs)
+    cleanup = _cleanup_client(inputs, lambda c: c.get_job(name))
+    reporter = _Reporter()
+    say(f"waiting for the {step} step of TrainJob {client.namespace}/{name}")
+
+    def work() -> TrainJob:
+        follow = (
+            task_ops.follow_logs_in_background(client, name, task_ops.LOG_STEP[step], _log_line)
+            if inputs.get("stream_logs", True)
+            else contextlib.nullcontext()
+        )
+        with follow:
+            job, _ = task_ops.wait_for_step(
+                client,
+                name,
+                step,
+                timeout=timeout,
+                startup_timeout=startup,
+                callbacks=[reporter.update],
+            )
+        return job
+
+    job = _finish_or_explain(
+        artifacts,
+        work,
+        lambda: _stop_name(cleanup, name, action),
+        lambda: [name] if task_ops.cancel_if_unfinished(cleanup, name, action) else [],
+    )
+    say(f"the {step} step of TrainJob {job.namespace}/{job.name} is done ({job.status.value})")
+    return job.name, job.namespace, job.status.value
+
+
+def _outputs(
+    inputs: Mapping[str, Any], artifacts: Mapping[str, Any], embedded: Mapping[str, Any]
+) -> tuple[Any, ...]:
+    from kf_trainer_core.client import outputs
+
+    name = str(inputs["job_name"])
+    timeout = inp.seconds(inputs.get("timeout_seconds"), "timeout_seconds")
+    action = inp.cancel_action(str(inputs.get("on_cancel", "delete")))
+    client = _client(inputs)
+    cleanup = _cleanup_client(inputs, lambda c: c.get_job(name))
+
+    def work() -> JobOutputs:
+        job, result = client.wait(name, timeout=timeout)
+        return outputs(job, result)
+
+    out = _finish_or_explain(
+        artifacts,
+        work,
+        lambda: _stop_name(cleanup, name, action),
+        lambda: [name] if task_ops.cancel_if_unfinished(cleanup, name, action) else [],
+    )
+    return _report(artifacts, out)
+
+
+def _cancel(
+    inputs: Mapping[str, Any], artifacts: Mapping[str, Any], embedded: Mapping[str, Any]
+) -> tuple[Any, ...]:
+    action = inp.cancel_action(str(inputs.get("action", "delete")))
+    client = _client(inputs)
+    name = str(inputs.get("job_name") or "")
+    task = str(inputs.get("task_name") or "")
+    if bool(name) == bool(task):
+        from kf_trainer_core.errors import SpecError
+
+        raise SpecError.single(
+            "job_name",
+            "give the job to cancel by its name or by the task that started it.",
+            "set exactly one of job_name and task_name.",
+        )
+    if name:
+        cancelled = [name] if task_ops.cancel_if_unfinished(client, name, action) else []
+    else:
+        ident = inp.identity(
+            str(inputs.get(inp.RUN_ID_INPUT, "")), task, str(inputs.get("job_key", ""))
+        )
+        cancelled = task_ops.cancel_identity(client, ident, action)
+    say(f"{action}: {', '.join(cancelled) or 'nothing unfinished'}")
+    return (cancelled,)
+
+
+_HANDLERS: dict[
+    str,
+    Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], tuple[Any, ...]],
+] = {
+    "launch": _launch,
+    "submit": _submit,
+    "wait_step": _wait_step,
+    "outputs": _outputs,
+    "cancel": _cancel,
+}
+
+
+def run_component(
+    kind: str,
+    inputs: Mapping[str, Any],
+    artifacts: Mapping[str, Any],
+    embedded: str = "",
+) -> tuple[Any, ...]:
+    """Run component ``kind`` with the task's ``inputs`` and output ``artifacts``;
+    return its output parameters in the order of the component's outputs."""
+    handler = _HANDLERS.get(kind)
+    if handler is None:
+        raise ValueError(
+            f"unknown kf-trainer component kind {kind!r}: the component was made by another "
+            "version of kf-trainer-suite. Fix: install the version that compiled the pipeline."
+        )
+    return handler(inputs, artifacts, json.loads(embedded) if embedded else {})
