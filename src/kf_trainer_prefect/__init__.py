@@ -1,1 +1,55 @@
-"""Placeholder: the prefect adapter lands with its issue."""
+"""kf-trainer-suite for Prefect: Kubeflow Trainer TrainJobs as native Prefect tasks.
+
+* :class:`KubeflowTrainerCredentials`: the block that says where jobs run (a cluster
+  or this machine); ``prefect block register -m kf_trainer_prefect`` registers it.
+* :func:`run_trainjob` (submit, stream logs, wait, outputs in one task) and its steps
+  :func:`submit_trainjob`, :func:`wait_trainjob`, :func:`stream_trainjob_logs`,
+  :func:`get_trainjob_outputs`, :func:`cancel_trainjob`; each has an ``a``-prefixed
+  async twin.
+* :func:`trainjob_task`: a decorator that runs a Python function as a ``CustomTrainer``
+  TrainJob and returns its return value.
+* :func:`trainjob_cleanup_hook` for ``on_cancellation`` / ``on_crashed``, and
+  :func:`trainjob_flow`, a flow to serve for scheduled retraining.
+
+Importing this package does not import a Kubernetes client library: the tasks load the
+client when they run.
+"""
+
+from kf_trainer_prefect.credentials import KubeflowTrainerCredentials
+from kf_trainer_prefect.decorators import atrainjob_task, trainjob_task
+from kf_trainer_prefect.flows import stop_flow_run_trainjobs, trainjob_cleanup_hook, trainjob_flow
+from kf_trainer_prefect.tasks import (
+    acancel_trainjob,
+    aget_trainjob_outputs,
+    arun_trainjob,
+    astream_trainjob_logs,
+    asubmit_trainjob,
+    await_trainjob,
+    cancel_trainjob,
+    get_trainjob_outputs,
+    run_trainjob,
+    stream_trainjob_logs,
+    submit_trainjob,
+    wait_trainjob,
+)
+
+__all__ = [
+    "KubeflowTrainerCredentials",
+    "acancel_trainjob",
+    "aget_trainjob_outputs",
+    "arun_trainjob",
+    "astream_trainjob_logs",
+    "asubmit_trainjob",
+    "atrainjob_task",
+    "await_trainjob",
+    "cancel_trainjob",
+    "get_trainjob_outputs",
+    "run_trainjob",
+    "stop_flow_run_trainjobs",
+    "stream_trainjob_logs",
+    "submit_trainjob",
+    "trainjob_cleanup_hook",
+    "trainjob_flow",
+    "trainjob_task",
+    "wait_trainjob",
+]

@@ -1,0 +1,339 @@
+"""The Prefect block that says where TrainJobs run: a Kubernetes cluster with Kubeflow
+Trainer, or this machine (the local backend). Switching between them is a change of
+block, never of flow code.
+
+>>> KubeflowTrainerCredentials(kubeconfig="~/.kube/config", namespace="team-a").save("prod")
+>>> run_trainjob(spec, credentials="prod")        # a block name, the block, or nothing
+
+prefect-kubernetes' ``KubernetesCredentials`` (and ``KubernetesClusterConfig``) are
+accepted wherever this block is, without prefect-kubernetes being a dependency.
+"""
+
+from __future__ import annotations
+
+import difflib
+import string
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from prefect.blocks.core import Block
+from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from kf_trainer_core.config import KubernetesConfig, LocalConfig
+from kf_trainer_core.errors import SpecError
+
+if TYPE_CHECKING:
+    from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+
+BackendConfig = KubernetesConfig | LocalConfig
+
+#: Fields that only mean something for a cluster.
+_KUBERNETES_FIELDS = (
+    "kubeconfig",
+    "kubeconfig_content",
+    "context",
+    "in_cluster",
+    "host",
+    "token",
+    "ca_cert",
+    "ca_cert_data",
+)
+_DASHBOARD_PLACEHOLDERS = frozenset({"namespace", "name"})
+
+
+class KubeflowTrainerCredentials(Block):
+    """Access to Kubeflow Trainer: a cluster (kubeconfig, in-cluster service account, or
+    host and token) or the local backend, plus an optional dashboard link per job.
+
+    With no cluster field set, the usual discovery applies: ``$KUBECONFIG`` or
+    ``~/.kube/config``, else the in-cluster service account. Tokens, inline kubeconfigs
+    and CA data are secrets: Prefect stores them encrypted and shows them masked.
+    """
+
+    # Validation errors would otherwise quote the input, secrets included.
+    model_config = ConfigDict(hide_input_in_errors=True)
+
+    _block_type_name: ClassVar[str | None] = "Kubeflow Trainer Credentials"
+    _block_type_slug: ClassVar[str | None] = "kubeflow-trainer-credentials"
+    _description: ClassVar[str | None] = (
+        "Where Kubeflow Trainer TrainJobs run: a Kubernetes cluster (kubeconfig, "
+        "in-cluster service account, or host and token) or this machine (local backend)."
+    )
+    _code_example: ClassVar[str | None] = """
+```python
+from kf_trainer_prefect import KubeflowTrainerCredentials, run_trainjob
+
+credentials = KubeflowTrainerCredentials.load("BLOCK_NAME")
+outputs = run_trainjob(spec, credentials=credentials)
+```
+"""
+
+    backend: Literal["kubernetes", "local"] = Field(
+        default="kubernetes",
+        description="`kubernetes`: a cluster with Kubeflow Trainer; `local`: processes on "
+        "the machine that runs the flow.",
+    )
+    namespace: str | None = Field(
+        default=None,
+        description="Namespace of the TrainJobs (default: the kubeconfig context's, the "
+        "service account's, or `default`).",
+    )
+    kubeconfig: str | None = Field(default=None, description="Path to a kubeconfig file.")
+    kubeconfig_content: SecretStr | None = Field(
+        default=None, description="A whole kubeconfig document (YAML or JSON)."
+    )
+    context: str | None = Field(default=None, description="The kubeconfig context to use.")
+    in_cluster: bool | None = Field(
+        default=None, description="Use the pod's service account (flows running in-cluster)."
+    )
+    host: str | None = Field(default=None, description="API server URL, used with `token`.")
+    token: SecretStr | None = Field(default=None, description="Bearer token for `host`.")
+    ca_cert: str | None = Field(default=None, description="Path to the API server's CA.")
+    ca_cert_data: SecretStr | None = Field(default=None, description="PEM of the API server's CA.")
+    verify_ssl: bool = Field(default=True, description="Verify the API server's certificate.")
+    watch_timeout: int = Field(
+        default=240, ge=5, le=3600, description="Seconds before an idle watch reconnects."
+    )
+    poll_interval: float = Field(
+        default=2.0, gt=0, description="Seconds between lists where watching is forbidden."
+    )
+    request_timeout: float = Field(default=30.0, gt=0, description="Seconds per API request.")
+    state_dir: str | None = Field(
+        default=None, description="Local backend: where jobs keep their state and logs."
+    )
+    python: str | None = Field(
+        default=None,
+        description="Local backend: the interpreter that runs training functions (default: "
+        "the one running the flow).",
+    )
+    use_venv: bool = Field(
+        default=False,
+        description="Local backend: run functions in a fresh virtualenv with their packages.",
+    )
+    on_missing_resources: Literal["warn", "fail"] = Field(
+        default="warn",
+        description="Local backend: what to do when a job asks for resources (GPUs) this "
+        "machine lacks.",
+    )
+    dashboard_url: str | None = Field(
+        default=None,
+        description="Link to a job in a dashboard, with `{namespace}` and `{name}` "
+        "placeholders, e.g. https://kubeflow.example.com/trainjobs/{namespace}/{name}.",
+    )
+
+    @field_validator("dashboard_url")
+    @classmethod
+    def _dashboard(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(
+                f"dashboard_url {value!r} is not an http(s) URL. Fix: give a URL such as "
+                "https://kubeflow.example.com/trainjobs/{namespace}/{name}."
+            )
+        try:
+            fields = {f for _, f, _, _ in string.Formatter().parse(value) if f is not None}
+        except ValueError as exc:
+            raise ValueError(
+                f"dashboard_url has a malformed placeholder ({exc}). Fix: use {{namespace}} "
+                "and {name}; write other braces as {{ and }}."
+            ) from None
+        unknown = sorted(fields - _DASHBOARD_PLACEHOLDERS)
+        if unknown:
+            raise ValueError(
+                f"dashboard_url uses unknown placeholders {unknown}. Fix: use only "
+                "{namespace} and {name}."
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> KubeflowTrainerCredentials:
+        # Blocks accept unknown fields (Prefect's choice, for stored documents); a
+        # misspelt setting must not be dropped silently.
+        unknown = sorted(set(self.model_extra or {}) - {"block_type_slug"})
+        if unknown:
+            known = sorted(type(self).model_fields)
+            hints = [
+                f"{u} (did you mean {close[0]}?)" if close else u
+                for u in unknown
+                for close in [difflib.get_close_matches(u, known, n=1, cutoff=0.6)]
+            ]
+            raise ValueError(
+                f"unknown field(s) {', '.join(hints)}. Fix: use the block's fields: "
+                f"{', '.join(known)}."
+            )
+        # Settle every cross-field question now, where the block is saved, rather than
+        # in the middle of a flow run.
+        self.backend_config()
+        return self
+
+    def backend_config(self) -> BackendConfig:
+        """The core's backend configuration for these credentials.
+
+        Raises ``ValueError`` naming the fields at fault and the fix.
+        """
+        if self.backend == "local":
+            stray = [f for f in _KUBERNETES_FIELDS if getattr(self, f) is not None]
+            if stray:
+                raise ValueError(
+                    f"{', '.join(stray)} {'applies' if len(stray) == 1 else 'apply'} only to "
+                    "backend 'kubernetes', but backend is 'local'. Fix: clear "
+                    f"{'it' if len(stray) == 1 else 'them'}, or set backend to 'kubernetes'."
+                )
+            local: dict[str, Any] = {
+                "use_venv": self.use_venv,
+                "on_missing_resources": self.on_missing_resources,
+            }
+            for name in ("state_dir", "python"):
+                if getattr(self, name) is not None:
+                    local[name] = getattr(self, name)
+            if self.namespace is not None:
+                local["namespace"] = self.namespace
+            return _parse(LocalConfig, local)
+        if self.state_dir is not None or self.python is not None or self.use_venv:
+            raise ValueError(
+                "state_dir, python and use_venv only apply to backend 'local', but backend "
+                "is 'kubernetes'. Fix: clear them, or set backend to 'local'."
+            )
+        cluster: dict[str, Any] = {
+            name: getattr(self, name)
+            for name in (*_KUBERNETES_FIELDS, "namespace")
+            if getattr(self, name) is not None
+        }
+        cluster.update(
+            verify_ssl=self.verify_ssl,
+            watch_timeout=self.watch_timeout,
+            poll_interval=self.poll_interval,
+            request_timeout=self.request_timeout,
+        )
+        return _parse(KubernetesConfig, cluster)
+
+    def dashboard_link(self, namespace: str, name: str) -> str | None:
+        """The dashboard URL of one job, if a dashboard is configured."""
+        if self.dashboard_url is None:
+            return None
+        return self.dashboard_url.format(namespace=namespace, name=name)
+
+    def get_client(self, namespace: str | None = None) -> TrainerClient:
+        """A synchronous :class:`~kf_trainer_core.client.TrainerClient` for these
+        credentials (close it, or use it as a context manager)."""
+        from kf_trainer_core.client import TrainerClient
+
+        return TrainerClient(self.backend_config(), namespace=namespace)
+
+    def get_async_client(self, namespace: str | None = None) -> AsyncTrainerClient:
+        """An :class:`~kf_trainer_core.client.AsyncTrainerClient`; create it inside
+        the event loop that uses it."""
+        from kf_trainer_core.client import AsyncTrainerClient
+
+        return AsyncTrainerClient(self.backend_config(), namespace=namespace)
+
+    @classmethod
+    def from_kubernetes_credentials(cls, credentials: Any) -> KubeflowTrainerCredentials:
+        """Credentials from prefect-kubernetes' ``KubernetesCredentials`` (or its
+        ``KubernetesClusterConfig``): the stored kubeconfig and context, or the usual
+        discovery when it holds no cluster config."""
+        cluster = getattr(credentials, "cluster_config", credentials)
+        if cluster is None:
+            return cls()
+        config = getattr(cluster, "config", None)
+        if not isinstance(config, Mapping):
+            raise ValueError(
+                f"{type(credentials).__name__} has no kubeconfig in cluster_config.config. "
+                "Fix: save the cluster config from a kubeconfig file "
+                "(KubernetesClusterConfig.from_file())."
+            )
+        return cls(
+            kubeconfig_content=SecretStr(_json(config)),
+            context=getattr(cluster, "context_name", None) or None,
+        )
+
+
+def _json(value: Mapping[str, Any]) -> str:
+    import json
+
+    return json.dumps(dict(value), default=str)
+
+
+def _parse(
+    model: type[KubernetesConfig] | type[LocalConfig], data: dict[str, Any]
+) -> BackendConfig:
+    try:
+        parsed: BackendConfig = model.parse(data)
+        return parsed
+    except SpecError as exc:
+        # The block's fields have the config's names: report them without the model.
+        raise ValueError(
+            "; ".join(
+                f"{p.field + ': ' if p.field else ''}{p.problem}"
+                + (f" Fix: {p.fix}" if p.fix else "")
+                for p in exc.problems
+            )
+        ) from None
+
+
+def is_kubernetes_credentials(value: Any) -> bool:
+    """Whether ``value`` looks like prefect-kubernetes' ``KubernetesCredentials`` or
+    ``KubernetesClusterConfig`` (duck typing: prefect-kubernetes is optional)."""
+    if isinstance(value, KubeflowTrainerCredentials) or not isinstance(value, Block):
+        return False
+    if hasattr(value, "cluster_config"):
+        return True
+    return hasattr(value, "config") and hasattr(value, "context_name")
+
+
+CredentialsLike = (
+    KubeflowTrainerCredentials | KubernetesConfig | LocalConfig | Mapping[str, Any] | Block | str
+)
+"""What the tasks accept as ``credentials``: this block (or the name it was saved
+under), prefect-kubernetes' ``KubernetesCredentials``, a core backend config or its
+dict form, or ``None`` for the default cluster discovery."""
+
+
+def credentials_from(value: CredentialsLike | None) -> KubeflowTrainerCredentials:
+    """Normalise whatever a task was given into :class:`KubeflowTrainerCredentials`
+    (block names must already be loaded: see :func:`load_credentials`)."""
+    if value is None:
+        return KubeflowTrainerCredentials()
+    if isinstance(value, KubeflowTrainerCredentials):
+        return value
+    if isinstance(value, (KubernetesConfig, LocalConfig)):
+        return KubeflowTrainerCredentials(**_config_fields(value))
+    if is_kubernetes_credentials(value):
+        return KubeflowTrainerCredentials.from_kubernetes_credentials(value)
+    if isinstance(value, Mapping):
+        data = dict(value)
+        if "backend" not in data or data["backend"] in ("kubernetes", "local"):
+            return KubeflowTrainerCredentials(**data)
+    raise TypeError(
+        f"credentials of type {type(value).__name__} are not understood. Fix: pass a "
+        "KubeflowTrainerCredentials block or its saved name, prefect-kubernetes' "
+        "KubernetesCredentials, a KubernetesConfig/LocalConfig, or None."
+    )
+
+
+def _config_fields(config: BackendConfig) -> dict[str, Any]:
+    data = {k: getattr(config, k) for k in type(config).model_fields}
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def load_credentials(value: CredentialsLike | None) -> KubeflowTrainerCredentials:
+    """:func:`credentials_from`, loading a saved block when given its name."""
+    if isinstance(value, str):
+        loaded = KubeflowTrainerCredentials.load(value, _sync=True)  # type: ignore[call-arg]
+        return _checked_block(loaded, value)
+    return credentials_from(value)
+
+
+async def aload_credentials(value: CredentialsLike | None) -> KubeflowTrainerCredentials:
+    """The async twin of :func:`load_credentials`."""
+    if isinstance(value, str):
+        loaded = await KubeflowTrainerCredentials.aload(value)
+        return _checked_block(loaded, value)
+    return credentials_from(value)
+
+
+def _checked_block(loaded: Any, name: str) -> KubeflowTrainerCredentials:
+    if not isinstance(loaded, KubeflowTrainerCredentials):
+        raise TypeError(f"block {name!r} is not a KubeflowTrainerCredentials block")
+    return loaded

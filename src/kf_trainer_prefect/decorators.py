@@ -1,0 +1,276 @@
+"""Turn a Python function into a Prefect task that runs it as a ``CustomTrainer``
+TrainJob and returns what it returns.
+
+>>> @trainjob_task(num_nodes=2, resources_per_node={"gpu": 1}, credentials="prod")
+... def fine_tune(lr: float = 1e-4, epochs: int = 3) -> dict:
+...     import torch                      # imports inside: only the source reaches the pods
+...     ...
+...     return {"loss": 0.12}
+...
+>>> @flow
+... def nightly():
+...     metrics = fine_tune(lr=3e-4)      # a TrainJob; its return value comes back here
+
+The function is checked when it is decorated (a closure, lambda or async function is
+refused with the reason), its arguments when the task is called (they must be JSON):
+a mistake fails before anything is submitted. Calls with the same arguments in one flow
+run share one job; pass different arguments (or a ``Labels`` option) for separate runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from typing_extensions import ParamSpec
+
+from kf_trainer_core.errors import SpecError
+from kf_trainer_core.spec import CustomTrainer, Initializer, RuntimeRef, TrainJobSpec
+from kf_trainer_prefect import _engine
+from kf_trainer_prefect._engine import CancelAction, RunOptions
+from kf_trainer_prefect.credentials import CredentialsLike
+
+if TYPE_CHECKING:
+    from prefect import Task
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+__all__ = ["atrainjob_task", "trainjob_task"]
+
+
+class _Template:
+    """The job a decorated function runs, checked once at decoration time."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        runtime: str | RuntimeRef | None,
+        trainer: Mapping[str, Any],
+        initializer: Initializer | None,
+        options: list[Any] | None,
+    ) -> None:
+        self.signature = inspect.signature(fn)
+        for param in self.signature.parameters.values():
+            if param.kind in (param.POSITIONAL_ONLY, param.VAR_POSITIONAL):
+                raise SpecError.single(
+                    f"func.{param.name}",
+                    f"`{fn.__name__}` takes {param.name} positionally only; the pod calls "
+                    "the function with keyword arguments.",
+                    "make it an ordinary (or keyword-only) parameter.",
+                )
+        # Validates the function (self-contained, not async) and every trainer field now.
+        self.trainer = CustomTrainer(fn, **dict(trainer))
+        data: dict[str, Any] = {"trainer": self.trainer, "options": list(options or [])}
+        if runtime is not None:
+            data["runtime"] = runtime
+        if initializer is not None:
+            data["initializer"] = initializer
+        self.spec = TrainJobSpec(**data)
+
+    def spec_for(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TrainJobSpec:
+        """The spec for one call: the arguments become ``func_args``."""
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise SpecError.single(
+                "func_args", f"the call does not match the function: {exc}.", "fix the call."
+            ) from None
+        func_args: dict[str, Any] = {}
+        for key, value in bound.arguments.items():
+            param = self.signature.parameters[key]
+            if param.kind is param.VAR_KEYWORD:
+                func_args.update(value)
+            else:
+                func_args[key] = value
+        trainer = self.trainer.model_dump(mode="python")
+        trainer["func_args"] = func_args or None
+        return TrainJobSpec.parse(
+            {**self.spec.model_dump(mode="python"), "trainer": CustomTrainer.parse(trainer)}
+        )
+
+
+def _task_options(fn: Callable[..., Any], task_options: dict[str, Any]) -> dict[str, Any]:
+    from prefect.cache_policies import NO_CACHE
+
+    options = {"name": fn.__name__, "cache_policy": NO_CACHE}
+    options.update(task_options)
+    return options
+
+
+@overload
+def trainjob_task(fn: Callable[P, R], /) -> Task[P, R]: ...
+
+
+@overload
+def trainjob_task(
+    fn: None = None,
+    /,
+    *,
+    runtime: str | RuntimeRef | None = None,
+    num_nodes: int | None = None,
+    resources_per_node: Mapping[str, Any] | None = None,
+    num_proc_per_node: int | None = None,
+    packages_to_install: list[str] | None = None,
+    pip_index_urls: list[str] | None = None,
+    env: Mapping[str, Any] | None = None,
+    image: str | None = None,
+    initializer: Initializer | None = None,
+    options: list[Any] | None = None,
+    credentials: CredentialsLike | None = None,
+    namespace: str | None = None,
+    timeout: float | None = None,
+    startup_timeout: float | None = None,
+    stream_logs: bool = True,
+    log_tail: int = 1000,
+    on_cancel: CancelAction = "delete",
+    artifacts: bool = True,
+    fresh_after_failure: bool = True,
+    **task_options: Any,
+) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+
+def trainjob_task(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    runtime: str | RuntimeRef | None = None,
+    num_nodes: int | None = None,
+    resources_per_node: Mapping[str, Any] | None = None,
+    num_proc_per_node: int | None = None,
+    packages_to_install: list[str] | None = None,
+    pip_index_urls: list[str] | None = None,
+    env: Mapping[str, Any] | None = None,
+    image: str | None = None,
+    initializer: Initializer | None = None,
+    options: list[Any] | None = None,
+    credentials: CredentialsLike | None = None,
+    namespace: str | None = None,
+    timeout: float | None = None,
+    startup_timeout: float | None = None,
+    stream_logs: bool = True,
+    log_tail: int = 1000,
+    on_cancel: CancelAction = "delete",
+    artifacts: bool = True,
+    fresh_after_failure: bool = True,
+    **task_options: Any,
+) -> Any:
+    """Make a Prefect task that runs ``fn`` as a ``CustomTrainer`` TrainJob (``fn`` on
+    every node, with the call's arguments) and returns ``fn``'s return value.
+
+    The trainer arguments are the SDK's ``CustomTrainer`` fields; ``credentials`` to
+    ``fresh_after_failure`` are :func:`~kf_trainer_prefect.run_trainjob`'s; other
+    keywords (``retries``, ``timeout_seconds``, ``tags``, ``name``...) go to
+    :func:`prefect.task`. Use it bare (``@trainjob_task``) or with arguments.
+    """
+    split = _Split(
+        {
+            "runtime": runtime,
+            "num_nodes": num_nodes,
+            "resources_per_node": resources_per_node,
+            "num_proc_per_node": num_proc_per_node,
+            "packages_to_install": packages_to_install,
+            "pip_index_urls": pip_index_urls,
+            "env": env,
+            "image": image,
+            "initializer": initializer,
+            "options": options,
+            "credentials": credentials,
+            "namespace": namespace,
+            "timeout": timeout,
+            "startup_timeout": startup_timeout,
+            "stream_logs": stream_logs,
+            "log_tail": log_tail,
+            "on_cancel": on_cancel,
+            "artifacts": artifacts,
+            "fresh_after_failure": fresh_after_failure,
+            **task_options,
+        }
+    )
+    return _decorator(fn, split, asynchronous=False)
+
+
+@overload
+def atrainjob_task(fn: Callable[P, R], /) -> Task[P, Any]: ...
+
+
+@overload
+def atrainjob_task(
+    fn: None = None, /, **kwargs: Any
+) -> Callable[[Callable[P, R]], Task[P, Any]]: ...
+
+
+def atrainjob_task(fn: Callable[..., Any] | None = None, /, **kwargs: Any) -> Any:
+    """The async twin of :func:`trainjob_task`: the same arguments, an async task
+    (``await fine_tune(lr=3e-4)`` in an async flow). The training function itself
+    stays a plain ``def``: it runs in the pods, not in the event loop."""
+    return _decorator(fn, _Split(kwargs), asynchronous=True)
+
+
+def _decorator(fn: Callable[..., Any] | None, split: _Split, *, asynchronous: bool) -> Any:
+    def decorate(func: Callable[..., Any]) -> Any:
+        from prefect import task
+
+        template = _Template(func, split.runtime, split.trainer, split.initializer, split.options)
+        run: Callable[..., Any]
+        if asynchronous:
+
+            async def run(*args: Any, **kwargs: Any) -> Any:
+                spec = template.spec_for(args, kwargs)
+                outputs = await _engine.run_async(spec, split.credentials, split.run_options)
+                return outputs.result
+
+        else:
+
+            def run(*args: Any, **kwargs: Any) -> Any:
+                spec = template.spec_for(args, kwargs)
+                return _engine.run_sync(spec, split.credentials, split.run_options).result
+
+        # The task shows (and binds calls against) the training function's signature,
+        # name and docstring; Prefect still sees `run` as sync or async by its code.
+        functools.update_wrapper(run, func)
+        return task(run, **_task_options(func, split.task_options))
+
+    return decorate if fn is None else decorate(fn)
+
+
+class _Split:
+    """:func:`trainjob_task`'s keyword arguments sorted by where they go."""
+
+    _TRAINER = (
+        "num_nodes",
+        "resources_per_node",
+        "num_proc_per_node",
+        "packages_to_install",
+        "pip_index_urls",
+        "env",
+        "image",
+    )
+    _RUN = (
+        "namespace",
+        "timeout",
+        "startup_timeout",
+        "stream_logs",
+        "log_tail",
+        "on_cancel",
+        "artifacts",
+        "fresh_after_failure",
+    )
+
+    def __init__(self, kwargs: dict[str, Any]) -> None:
+        rest = dict(kwargs)
+        self.runtime: str | RuntimeRef | None = rest.pop("runtime", None)
+        self.initializer: Initializer | None = rest.pop("initializer", None)
+        self.options: list[Any] | None = rest.pop("options", None)
+        self.credentials: CredentialsLike | None = rest.pop("credentials", None)
+        trainer = {k: rest.pop(k) for k in self._TRAINER if k in rest}
+        self.trainer = {
+            k: dict(v) if isinstance(v, Mapping) else v for k, v in trainer.items() if v is not None
+        }
+        run = {k: rest.pop(k) for k in self._RUN if k in rest}
+        if "on_cancel" in run:
+            _engine.check_action(run["on_cancel"])
+        self.run_options = RunOptions(**run)
+        self.task_options = rest

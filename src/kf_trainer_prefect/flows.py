@@ -1,0 +1,139 @@
+"""Flow-level pieces: the hook that stops a flow run's TrainJobs when the flow run is
+cancelled (or crashes), and a ready-made flow that runs one TrainJob — serve it for
+scheduled retraining.
+
+A task stops its own job when it is interrupted in its own thread (timeouts, Ctrl-C,
+a cancelled flow whose task waits in the main thread). When a runner or worker cancels
+a flow run it kills the flow's process, and tasks waiting in worker threads
+(``.submit()``, ``.map()``) get no chance: the hook is what finds their jobs — by the
+``prefect.io/flow-run-id`` label every task puts on them — and stops them.
+
+>>> cleanup = trainjob_cleanup_hook(credentials="prod")
+>>> @flow(on_cancellation=[cleanup], on_crashed=[cleanup])
+... def sweep(): ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from prefect import flow
+
+from kf_trainer_core.status import JobOutputs
+from kf_trainer_prefect._engine import FLOW_RUN_LABEL, CancelAction, check_action
+from kf_trainer_prefect.credentials import CredentialsLike, load_credentials
+
+__all__ = ["stop_flow_run_trainjobs", "trainjob_cleanup_hook", "trainjob_flow"]
+
+if TYPE_CHECKING:
+    from prefect import Flow
+    from prefect.client.schemas.objects import FlowRun, State
+
+Hook = Callable[["Flow[..., Any]", "FlowRun", "State[Any]"], None]
+
+
+def stop_flow_run_trainjobs(
+    flow_run_id: str,
+    credentials: CredentialsLike | None = None,
+    *,
+    namespace: str | None = None,
+    action: CancelAction = "delete",
+) -> list[str]:
+    """Delete (or suspend) the unfinished TrainJobs that tasks of ``flow_run_id``
+    submitted; return their names."""
+    from kf_trainer_core.client import TrainerClient
+    from kf_trainer_core.selectors import labels_selector
+
+    chosen = check_action(action)
+    if chosen == "keep":
+        return []
+    creds = load_credentials(credentials)
+    selector = labels_selector({FLOW_RUN_LABEL: flow_run_id})
+    with TrainerClient(creds.backend_config(), namespace=namespace) as client:
+        jobs = client.list_jobs(label_selector=selector)
+        return [
+            job.name
+            for job in jobs
+            if not job.status.terminal and not job.deleting and client.cancel_job(job.name, chosen)
+        ]
+
+
+def trainjob_cleanup_hook(
+    credentials: CredentialsLike | None = None,
+    *,
+    namespace: str | None = None,
+    action: CancelAction = "delete",
+) -> Hook:
+    """A flow hook (``on_cancellation``, ``on_crashed``) that stops the flow run's
+    unfinished TrainJobs.
+
+    Use it for ``on_crashed`` only when crashed flow runs are not re-run: a re-run
+    reattaches to jobs that were left running. Hooks run where the flow ran, or in the
+    runner's process when a runner cancelled it; give ``credentials`` as a saved block's
+    name or a block, not as a live client.
+    """
+    check_action(action)
+
+    def stop_trainjobs(flow: Flow[..., Any], flow_run: FlowRun, state: State[Any]) -> None:
+        from prefect.logging.loggers import flow_run_logger
+
+        logger = flow_run_logger(flow_run=flow_run, flow=flow)
+        stopped = stop_flow_run_trainjobs(
+            str(flow_run.id), credentials, namespace=namespace, action=action
+        )
+        for name in stopped:
+            logger.warning(
+                "%s TrainJob %s: the flow run is %s",
+                "Deleted" if action == "delete" else "Suspended",
+                name,
+                state.name or "over",
+            )
+
+    return stop_trainjobs
+
+
+def _hook_from_parameters(flow: Flow[..., Any], flow_run: FlowRun, state: State[Any]) -> None:
+    params = dict(flow_run.parameters or {})
+    hook = trainjob_cleanup_hook(
+        params.get("credentials"),
+        namespace=params.get("namespace"),
+        action=params.get("on_cancel") or "delete",
+    )
+    hook(flow, flow_run, state)
+
+
+@flow(
+    name="kubeflow-trainjob",
+    on_cancellation=[_hook_from_parameters],
+    description="Run one Kubeflow Trainer TrainJob to its end.",
+)
+def trainjob_flow(
+    spec: dict[str, Any],
+    credentials: str | None = None,
+    namespace: str | None = None,
+    timeout: float | None = None,
+    startup_timeout: float | None = None,
+    on_cancel: CancelAction = "delete",
+) -> JobOutputs:
+    """Run the TrainJob ``spec`` (a ``TrainJobSpec`` in its JSON form) with the
+    credentials block saved as ``credentials``; cancelling the flow run stops the job.
+
+    Serve it for scheduled retraining::
+
+        trainjob_flow.serve(
+            name="nightly-retrain",
+            cron="0 3 * * *",
+            parameters={"spec": spec.model_dump(mode="json"), "credentials": "prod"},
+        )
+    """
+    from kf_trainer_prefect.tasks import run_trainjob
+
+    return run_trainjob(
+        spec,
+        credentials,
+        namespace=namespace,
+        timeout=timeout,
+        startup_timeout=startup_timeout,
+        on_cancel=on_cancel,
+    )

@@ -1,0 +1,23 @@
+"""Training functions for the local-backend tests (defined in a file, so that their
+source can be shipped)."""
+
+from __future__ import annotations
+
+
+def add(a: int = 1, b: int = 2) -> dict[str, int]:
+    """Returns what it was given, summed."""
+    return {"sum": a + b}
+
+
+def sleepy(seconds: float = 120.0) -> str:
+    """Sleeps (a job that outlives its task's timeout)."""
+    import time
+
+    time.sleep(seconds)
+    return "woke"
+
+
+def broken(message: str = "bad data") -> None:
+    """Fails the way training code does: with an exception and a traceback."""
+    print("loading data")
+    raise RuntimeError(message)
