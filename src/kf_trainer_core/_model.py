@@ -16,6 +16,9 @@ from kf_trainer_core.errors import FieldProblem, SpecError
 # Validators phrase their messages as "<problem> Fix: <fix>", so one string carries both.
 FIX_MARK = " Fix: "
 
+#: Fields whose values are never echoed in an error message.
+_SECRET_WORDS = ("token", "secret", "password", "key", "kubeconfig_content", "cert_data")
+
 #: Every field name of every spec model, used to suggest the intended name for a typo.
 _KNOWN_FIELDS: set[str] = set()
 
@@ -137,7 +140,8 @@ def spec_error_from(exc: ValidationError, *, root: str = "") -> SpecError:
             problem, fix = message, _fix_for(err, field)
         if not problem.endswith((".", "?", ")")):
             problem += "."
-        if err["type"] not in {"value_error", "missing", "extra_forbidden"}:
+        secret = any(w in field.lower() for w in _SECRET_WORDS)
+        if err["type"] not in {"value_error", "missing", "extra_forbidden"} and not secret:
             value = err.get("input")
             if not isinstance(value, (dict, list)) and value is not None:
                 problem = f"{problem[:-1]} (got {value!r})."

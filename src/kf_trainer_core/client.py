@@ -46,7 +46,7 @@ from kf_trainer_core.status import (
     job_state,
     to_trainjob,
 )
-from kf_trainer_core.waiting import WaitGoal, conclude, wait_program
+from kf_trainer_core.waiting import TrainJobFailedError, WaitGoal, conclude, wait_program
 
 Identity = str | Sequence[str | int | None]
 Callback = Callable[[TrainJob], None]
@@ -452,15 +452,19 @@ class TrainerClient(_Base):
         log_step: str = "node-0",
         log_tail: int = 1000,
         on_update: Callable[[TrainJob], None] | None = None,
+        on_submitted: Callable[[ops.Submitted], None] | None = None,
         fresh_after_failure: bool = True,
     ) -> JobOutputs:
         """Submit (idempotently), stream one step's log to ``on_log``, wait, and return
         the outputs — what an orchestrator task does. Raises as :meth:`wait` does."""
         import threading
 
-        job_name = self.submit(
+        submitted = self.submit(
             spec, name=name, identity=identity, fresh_after_failure=fresh_after_failure
-        ).job.name
+        )
+        if on_submitted is not None:
+            on_submitted(submitted)
+        job_name = submitted.job.name
         stop = threading.Event()
         follower = None
         if on_log is not None:
@@ -488,10 +492,16 @@ class TrainerClient(_Base):
                 startup_timeout=startup_timeout,
                 callbacks=[on_update] if on_update else None,
             )
-        finally:
+        except TrainJobFailedError:
+            # The containers ended: let the follower print their last lines.
             if follower is not None:
                 follower.join(_LOG_DRAIN_SECONDS)
-                stop.set()
+            raise
+        finally:
+            # Timeouts and cancellation must not wait for logs.
+            stop.set()
+        if follower is not None:
+            follower.join(_LOG_DRAIN_SECONDS)
         return outputs(job, result)
 
     def get_runtime_packages(
@@ -753,6 +763,7 @@ class AsyncTrainerClient(_Base):
         log_step: str = "node-0",
         log_tail: int = 1000,
         on_update: Callable[[TrainJob], None] | None = None,
+        on_submitted: Callable[[ops.Submitted], None] | None = None,
         fresh_after_failure: bool = True,
     ) -> JobOutputs:
         """See :meth:`TrainerClient.run`."""
@@ -761,6 +772,8 @@ class AsyncTrainerClient(_Base):
         submitted = await self.submit(
             spec, name=name, identity=identity, fresh_after_failure=fresh_after_failure
         )
+        if on_submitted is not None:
+            on_submitted(submitted)
         job_name = submitted.job.name
         follower = None
         if on_log is not None:
@@ -781,6 +794,14 @@ class AsyncTrainerClient(_Base):
                     sink(f"[kf-trainer] log stream ended: {exc}")
 
             follower = asyncio.create_task(follow(), name=f"kf-logs-{job_name}")
+
+        async def drain() -> None:
+            if follower is not None:
+                try:
+                    await asyncio.wait_for(asyncio.shield(follower), _LOG_DRAIN_SECONDS)
+                except (asyncio.TimeoutError, Exception):
+                    follower.cancel()
+
         try:
             job, result = await self.wait(
                 job_name,
@@ -788,12 +809,14 @@ class AsyncTrainerClient(_Base):
                 startup_timeout=startup_timeout,
                 callbacks=[on_update] if on_update else None,
             )
-        finally:
+        except TrainJobFailedError:
+            await drain()  # the containers ended: keep their last lines
+            raise
+        except BaseException:
             if follower is not None:
-                try:
-                    await asyncio.wait_for(asyncio.shield(follower), _LOG_DRAIN_SECONDS)
-                except (asyncio.TimeoutError, Exception):
-                    follower.cancel()
+                follower.cancel()  # timeouts and cancellation do not wait for logs
+            raise
+        await drain()
         return outputs(job, result)
 
     async def cancel_job(self, name: str, action: CancelAction = "delete") -> bool:

@@ -526,8 +526,11 @@ def open_watch_count(cluster: str | None = None) -> int:
 
 
 @atexit.register
-def _shutdown_sync_informers() -> None:
+def shutdown_informers() -> None:
+    """Stop every thread-based informer of this process now, quietly (also run at
+    interpreter exit). A later wait starts them again."""
     with _sync_registry_lock:
         informers = list(_sync_registry.values())
+        _sync_registry.clear()
     for informer in informers:
         informer.shutdown()

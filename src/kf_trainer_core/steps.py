@@ -187,7 +187,8 @@ async def await_step(
                 return job, step
             if verdict != "waiting":
                 failure = _watch_failure(watcher)
-                if failure is None and job.status is JobState.FAILED:
+                if failure is None and verdict == "failed":
+                    # The step's pod may fail before the job does: explain from the pod.
                     failure = await aexplain_failure(reader, name)
                 raise StepFailedError(goal.explain(job, verdict, step), job, failure)
             if watcher.done():

@@ -16,7 +16,6 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -55,24 +54,6 @@ def prefect_server() -> Iterator[str]:
         prefect_test_harness(server_startup_timeout=STARTUP_TIMEOUT),
     ):
         yield str(PREFECT_API_URL.value())
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _stop_watches_before_the_test_server(kube_server: Any) -> Iterator[None]:
-    """Shared watches outlive their waits by design; stop them while the test server
-    still answers, or they retry against a closed port (and log about it) until exit."""
-    yield
-    import threading
-
-    from kf_trainer_core import informer
-
-    # Each shutdown may wait a moment for its thread: stop them all at once.
-    running = list(getattr(informer, "_sync_registry", {}).values())
-    stoppers = [threading.Thread(target=i.shutdown, daemon=True) for i in running]
-    for t in stoppers:
-        t.start()
-    for t in stoppers:
-        t.join(5)
 
 
 @pytest.fixture

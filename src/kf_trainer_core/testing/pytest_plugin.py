@@ -30,6 +30,11 @@ def kube_server() -> Iterator[KubeTestServer]:
     try:
         yield server
     finally:
+        # Shared watches outlive their waits by design: stop them while the server
+        # still answers, or they retry against a closed port until the process exits.
+        from kf_trainer_core.informer import shutdown_informers
+
+        shutdown_informers()
         server.stop()
 
 
