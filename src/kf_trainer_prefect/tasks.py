@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from kf_trainer_core.spec import TrainJobSpec
@@ -33,7 +34,6 @@ from kf_trainer_core.status import JobOutputs, TrainJob
 from kf_trainer_prefect import _engine
 from kf_trainer_prefect._engine import CancelAction, Identity, JobRef, RunOptions, WaitOptions
 from kf_trainer_prefect.credentials import CredentialsLike
-from prefect import task
 
 __all__ = [
     "acancel_trainjob",
