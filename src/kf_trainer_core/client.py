@@ -485,6 +485,14 @@ class TrainerClient(_Base):
 
             follower = threading.Thread(target=follow, name=f"kf-logs-{job_name}", daemon=True)
             follower.start()
+
+        def drain() -> None:
+            # The stream ends by itself once the containers have ended; the deadline
+            # only bounds a log endpoint that keeps the connection open.
+            if follower is not None:
+                follower.join(_LOG_DRAIN_SECONDS)
+                stop.set()
+
         try:
             job, result = self.wait(
                 job_name,
@@ -493,15 +501,12 @@ class TrainerClient(_Base):
                 callbacks=[on_update] if on_update else None,
             )
         except TrainJobFailedError:
-            # The containers ended: let the follower print their last lines.
-            if follower is not None:
-                follower.join(_LOG_DRAIN_SECONDS)
+            drain()  # the containers ended: keep their last lines
             raise
-        finally:
-            # Timeouts and cancellation must not wait for logs.
-            stop.set()
-        if follower is not None:
-            follower.join(_LOG_DRAIN_SECONDS)
+        except BaseException:
+            stop.set()  # timeouts and cancellation do not wait for logs
+            raise
+        drain()
         return outputs(job, result)
 
     def get_runtime_packages(

@@ -105,7 +105,7 @@ async def test_run_and_cancel(aclient: AsyncTrainerClient) -> None:
     lines: list[str] = []
     out = await aclient.run(spec(None), identity=("flow", "t", 1), on_log=lines.append, timeout=30)
     assert out.status is JobState.COMPLETE
-    assert lines
+    assert lines == [line async for line in aclient.get_job_logs(out.name)]
     name = (await aclient.submit(spec("never-finish"))).job.name
     await aclient.wait_for_job_status(name, "Running", timeout=30)
     assert await aclient.cancel_job(name, "suspend")
