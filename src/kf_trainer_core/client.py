@@ -40,6 +40,7 @@ from kf_trainer_core.spec import TrainJobSpec, train_spec
 from kf_trainer_core.status import (
     CREATION_FAILED_REASON,
     Event,
+    Failure,
     JobOutputs,
     JobState,
     TrainJob,
@@ -362,6 +363,12 @@ class TrainerClient(_Base):
         result: JobOutputs = self._run(self._outputs_program(name))
         return result
 
+    def explain_failure(self, name: str) -> Failure:
+        """Why a job failed (or is stuck): its Failed condition, failing step and pod,
+        container reason and exit code, warning events and its last log lines."""
+        failure: Failure = self._run(ops.explain(self.namespace, name))
+        return failure
+
     # -- waiting ----------------------------------------------------------------
     @contextmanager
     def _subscriptions(self, name: str) -> Iterator[tuple[Any, Any, SyncWaker]]:
@@ -680,6 +687,11 @@ class AsyncTrainerClient(_Base):
     async def get_job_outputs(self, name: str) -> JobOutputs:
         result: JobOutputs = await self._run(self._outputs_program(name))
         return result
+
+    async def explain_failure(self, name: str) -> Failure:
+        """See :meth:`TrainerClient.explain_failure`."""
+        failure: Failure = await self._run(ops.explain(self.namespace, name))
+        return failure
 
     @asynccontextmanager
     async def _subscriptions(self, name: str) -> AsyncIterator[tuple[Any, Any, AsyncWaker]]:

@@ -456,5 +456,11 @@ def explain_failure(
     return failure_of(obj, pods, events, tail[-FAILURE_LOG_LINES:])
 
 
+def explain(namespace: str, name: str) -> Program[Failure]:
+    """:func:`explain_failure` of the job called ``name`` as it is now."""
+    obj = yield from get_object(namespace, name)
+    return (yield from explain_failure(namespace, obj))
+
+
 def json_dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)

@@ -122,18 +122,13 @@ class StepGoal:
 
 
 def explain_failure(client: TrainerClient, name: str) -> Failure:
-    """Why a job failed (or is stuck): its condition, failing step and pod, container
-    reason and exit code, warning events and the last lines of the failing step's log."""
-    obj = client._run(ops.get_object(client.namespace, name))
-    failure: Failure = client._run(ops.explain_failure(client.namespace, obj))
-    return failure
+    """Why a job failed (or is stuck): see :meth:`TrainerClient.explain_failure`."""
+    return client.explain_failure(name)
 
 
 async def aexplain_failure(client: AsyncTrainerClient, name: str) -> Failure:
-    """See :func:`explain_failure`."""
-    obj = await client._run(ops.get_object(client.namespace, name))
-    failure: Failure = await client._run(ops.explain_failure(client.namespace, obj))
-    return failure
+    """See :meth:`AsyncTrainerClient.explain_failure`."""
+    return await client.explain_failure(name)
 
 
 async def await_step(

@@ -259,6 +259,14 @@ def test_run_failure_raises_with_details(client: TrainerClient) -> None:
         client.run(spec("fail"), on_log=lines.append, timeout=30)
     assert info.value.failure.log_tail
     assert lines
+    # Asked again later, the client explains the same failure.
+    assert info.value.job is not None
+    again = client.explain_failure(info.value.job.name)
+    assert (again.reason, again.step, again.exit_code) == (
+        info.value.failure.reason,
+        info.value.failure.step,
+        info.value.failure.exit_code,
+    )
 
 
 @pytest.mark.parametrize("action", ["delete", "suspend", "keep"])

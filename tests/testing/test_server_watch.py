@@ -101,6 +101,33 @@ def test_watch_sees_live_events_in_order(api: Any, bare_kube: KubeTestServer) ->
     assert got == [("ADDED", f"c{i}") for i in range(20)]
 
 
+def test_commit_hook_runs_before_watches_hear(api: Any, bare_kube: KubeTestServer) -> None:
+    v1 = kubernetes.client.CoreV1Api(api)
+    rv = v1.list_namespaced_config_map("default").metadata.resource_version
+    hooked: dict[str, float] = {}
+    remove = bare_kube.add_commit_hook(
+        lambda event: hooked.setdefault(event.object["metadata"]["name"], time.monotonic())
+    )
+    thread = threading.Thread(
+        target=lambda: (
+            time.sleep(0.05),
+            v1.create_namespaced_config_map("default", {"metadata": {"name": "hooked"}}),
+        )
+    )
+    thread.start()
+    seen = {}
+    for event in kubernetes.watch.Watch().stream(
+        v1.list_namespaced_config_map, "default", resource_version=rv, timeout_seconds=5
+    ):
+        seen[event["raw_object"]["metadata"]["name"]] = time.monotonic()
+        break
+    thread.join()
+    assert hooked["hooked"] <= seen["hooked"]
+    remove()
+    v1.create_namespaced_config_map("default", {"metadata": {"name": "after"}})
+    assert "after" not in hooked
+
+
 def test_bookmarks_arrive_and_timeout_closes(api: Any, bare_kube: KubeTestServer) -> None:
     bare_kube.bookmark_interval = 0.2
     v1 = kubernetes.client.CoreV1Api(api)

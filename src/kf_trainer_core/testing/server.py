@@ -567,6 +567,7 @@ class KubeTestServer:
         self._inbox_lock = threading.Lock()
         self._inbox_scheduled = False
         self._lifecycle = threading.Lock()
+        self._commit_hooks: list[Callable[[WatchEvent], None]] = []
         self.store.subscribe_changes(self._on_change)
 
         self.upstream = upstream if upstream is not None else find_upstream()
@@ -900,7 +901,21 @@ class KubeTestServer:
 
     # ------------------------------------------------------------- fan-out
 
+    def add_commit_hook(self, hook: Callable[[WatchEvent], None]) -> Callable[[], None]:
+        """Call ``hook(event)`` for every committed change, on the store's thread,
+        *before* any watch hears of it (a ``store.subscribe`` callback may run after a
+        watching client has already returned). Benchmarks stamp changes with it. Returns
+        a function that removes the hook."""
+        self._commit_hooks = [*self._commit_hooks, hook]
+
+        def remove() -> None:
+            self._commit_hooks = [h for h in self._commit_hooks if h is not hook]
+
+        return remove
+
     def _on_change(self, event: WatchEvent, previous: JSON | None) -> None:
+        for hook in self._commit_hooks:
+            hook(event)
         # Store thread: batch changes into one loop callback (thousands of writes per
         # second would otherwise mean thousands of cross-thread wake-ups).
         with self._inbox_lock:
