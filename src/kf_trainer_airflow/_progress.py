@@ -1,0 +1,44 @@
+"""One line per change of a job's state or trainer progress, for the task log.
+
+Used by the operator (waits in the worker) and the trigger (waits in the triggerer), so
+both logs read the same. The watch delivers every new version of the job; most change
+nothing a person cares about, so repeated lines are dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kf_trainer_core.status import TrainJob
+
+
+class ProgressReporter:
+    """Callable for the core's ``callbacks=`` / ``on_update=``: logs ``where: state;
+    42% done; about 120s left; loss=0.41`` when something in it changed."""
+
+    def __init__(self, log: logging.Logger | Any, where: str) -> None:
+        self.log = log
+        self.where = where
+        self._last: tuple[Any, ...] | None = None
+
+    def __call__(self, job: TrainJob) -> None:
+        progress = job.progress
+        key = (
+            job.status,
+            progress.percentage if progress else None,
+            tuple(sorted(progress.metrics.items())) if progress else (),
+        )
+        if key == self._last:
+            return
+        self._last = key
+        parts = [f"{self.where}: {job.status.value}"]
+        if progress is not None:
+            if progress.percentage is not None:
+                parts.append(f"{progress.percentage}% done")
+            if progress.estimated_remaining_seconds is not None:
+                parts.append(f"about {progress.estimated_remaining_seconds}s left")
+            if progress.metrics:
+                parts.append(", ".join(f"{k}={v}" for k, v in sorted(progress.metrics.items())))
+        self.log.info("%s", "; ".join(parts))

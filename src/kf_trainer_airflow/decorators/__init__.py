@@ -1,0 +1,1 @@
+"""Decorators of the Kubeflow Trainer provider."""

@@ -1,0 +1,515 @@
+"""``KubeflowTrainerHook``: an Airflow connection turned into a Trainer client.
+
+A connection of type ``kubeflow_trainer`` says where jobs run — a cluster (kubeconfig
+file or inline kubeconfig, a context, the in-cluster service account, or an API server
+URL with a bearer token) or this machine (the local backend) — and in which namespace.
+A ``kubernetes`` connection of the cncf-kubernetes provider is read as well, so that an
+existing one can be reused.
+
+The hook only translates: clients come from :mod:`kf_trainer_core.client`, imported when
+a client is asked for (importing this module does not import the Kubernetes clients).
+Credentials stay ``SecretStr`` inside the core's config and are registered with Airflow's
+secrets masker, so they do not reach task logs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from kf_trainer_airflow._compat import AirflowNotFoundException, BaseHook
+from kf_trainer_airflow.provider_info import CONN_FIELDS, CONN_TYPE, UI_FIELD_BEHAVIOUR
+from kf_trainer_core.config import KubernetesConfig, LocalConfig
+from kf_trainer_core.errors import SpecError
+
+if TYPE_CHECKING:
+    from kf_trainer_airflow._compat import Connection
+    from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+
+BackendConfig = KubernetesConfig | LocalConfig
+
+#: The cncf-kubernetes provider's connection type, read for reuse.
+KUBERNETES_CONN_TYPE = "kubernetes"
+
+# Extra keys beyond the form's fields (tuning that rarely needs a widget).
+_TUNING = {"watch_timeout", "poll_interval", "request_timeout", "use_venv", "on_missing_resources"}
+# The cncf-kubernetes names, accepted in our connections too: people copy them over.
+_ALIASES = {
+    "kube_config_path": "kubeconfig_path",
+    "kube_config": "kubeconfig",
+    "cluster_context": "context",
+}
+_LOCAL_KEYS = {"backend", "namespace", "state_dir", "use_venv", "on_missing_resources"}
+# Keys of a kubeconfig whose values are credentials.
+_KUBECONFIG_SECRETS = {
+    "token",
+    "password",
+    "client-key-data",
+    "access-token",
+    "refresh-token",
+    "id-token",
+    "client-secret",
+}
+
+
+class ConnectionConfigError(ValueError):
+    """A connection that cannot become a backend config; the message names the
+    connection, the field and the fix."""
+
+
+@dataclass(frozen=True)
+class TrainerConnection:
+    """What a connection says: the backend config and the dashboard link template."""
+
+    config: BackendConfig
+    dashboard_url: str | None = None
+
+    def __repr__(self) -> str:  # the config's repr hides its secrets; keep it that way
+        return f"TrainerConnection(config={self.config!r}, dashboard_url={self.dashboard_url!r})"
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def _as_bool(value: Any, field: str, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ConnectionConfigError(
+        f"{where}: extra `{field}` is {value!r}, not a boolean. Fix: set it to true or false."
+    )
+
+
+def _unprefixed(extra: Mapping[str, Any], conn_type: str) -> dict[str, Any]:
+    """Extra keys without Airflow's legacy ``extra__<type>__`` prefix, blanks dropped."""
+    prefix = f"extra__{conn_type}__"
+    out: dict[str, Any] = {}
+    for key, value in extra.items():
+        name = key[len(prefix) :] if key.startswith(prefix) else key
+        if not _blank(value):
+            out[name] = value
+    return out
+
+
+def _document(value: Any) -> str:
+    # An inline kubeconfig arrives as text, or as a JSON object inside the extra.
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _host_url(host: str) -> str:
+    # The form's Host holds "my-cluster:6443" as often as a URL: assume TLS then.
+    return host if "://" in host else f"https://{host}"
+
+
+def _config_error(where: str, err: SpecError, names: Mapping[str, str]) -> ConnectionConfigError:
+    lines = []
+    for problem in err.problems:
+        field = names.get(problem.field, problem.field)
+        lines.append(
+            f"{field}: {problem.problem}" + (f" Fix: {problem.fix}" if problem.fix else "")
+        )
+    return ConnectionConfigError(f"{where}: " + "; ".join(lines))
+
+
+def parse_connection(
+    conn_type: str | None,
+    *,
+    host: str | None = None,
+    password: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+    conn_id: str = "<connection>",
+    namespace: str | None = None,
+) -> TrainerConnection:
+    """Turn a connection's fields into a :class:`TrainerConnection`.
+
+    ``conn_type`` ``kubeflow_trainer`` reads the fields of this provider's form;
+    ``kubernetes`` reads the cncf-kubernetes provider's (``in_cluster``,
+    ``kube_config_path``, ``kube_config``, ``cluster_context``, ``namespace``,
+    ``disable_verify_ssl``). ``namespace`` overrides the connection's.
+    Raises :class:`ConnectionConfigError` naming the field and the fix.
+    """
+    where = f"connection {conn_id!r}"
+    if conn_type == KUBERNETES_CONN_TYPE:
+        return _from_kubernetes(where, extra or {}, namespace)
+    if conn_type not in (CONN_TYPE, None, ""):
+        raise ConnectionConfigError(
+            f"{where} has type {conn_type!r}. Fix: use a {CONN_TYPE!r} connection (or a "
+            f"{KUBERNETES_CONN_TYPE!r} one from the cncf-kubernetes provider)."
+        )
+    fields = _unprefixed(extra or {}, CONN_TYPE)
+    for alias, name in _ALIASES.items():
+        if alias in fields:
+            fields.setdefault(name, fields.pop(alias))
+    if "disable_verify_ssl" in fields:
+        disabled = _as_bool(fields.pop("disable_verify_ssl"), "disable_verify_ssl", where)
+        fields.setdefault("verify_ssl", not disabled)
+    known = set(CONN_FIELDS) | _TUNING
+    for key in fields:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+            hint = f" Did you mean `{close[0]}`?" if close else ""
+            raise ConnectionConfigError(
+                f"{where}: unknown extra field `{key}`. Fix: remove it or correct its "
+                f"spelling.{hint} Known fields: {', '.join(sorted(known))}."
+            )
+    dashboard = fields.pop("dashboard_url", None)
+    backend = str(fields.pop("backend", "kubernetes")).strip().lower()
+    if namespace:
+        fields["namespace"] = namespace
+    for key in ("in_cluster", "verify_ssl", "use_venv"):
+        if key in fields:
+            fields[key] = _as_bool(fields[key], key, where)
+    if backend == "local":
+        stray = sorted(set(fields) - _LOCAL_KEYS) + [
+            name for name, value in (("host", host), ("password", password)) if value
+        ]
+        if stray:
+            raise ConnectionConfigError(
+                f"{where}: backend 'local' does not use {', '.join(stray)}. Fix: remove them, "
+                "or set backend to 'kubernetes'."
+            )
+        try:
+            return TrainerConnection(LocalConfig(**fields), dashboard)
+        except SpecError as err:
+            raise _config_error(where, err, {}) from None
+    if backend != "kubernetes":
+        raise ConnectionConfigError(
+            f"{where}: extra `backend` is {backend!r}. Fix: use 'kubernetes' or 'local'."
+        )
+    if "state_dir" in fields:
+        raise ConnectionConfigError(
+            f"{where}: `state_dir` only applies to backend 'local'. Fix: remove it, or set "
+            "backend to 'local'."
+        )
+    if "kubeconfig_path" in fields and "kubeconfig" in fields:
+        raise ConnectionConfigError(
+            f"{where}: both `kubeconfig_path` and `kubeconfig` are set. Fix: keep one."
+        )
+    settings = {k: v for k, v in fields.items() if k not in ("kubeconfig_path", "kubeconfig")}
+    if "kubeconfig_path" in fields:
+        settings["kubeconfig"] = str(fields["kubeconfig_path"])
+    if "kubeconfig" in fields:
+        settings["kubeconfig_content"] = _document(fields["kubeconfig"])
+    if not _blank(host):
+        assert host is not None
+        settings["host"] = _host_url(host.strip())
+    if not _blank(password):
+        if _blank(host):
+            raise ConnectionConfigError(
+                f"{where}: a bearer token (password) needs the API server URL. Fix: set "
+                "Host to the cluster's URL, or clear the password to use a kubeconfig."
+            )
+        settings["token"] = password
+    names = {
+        "kubeconfig": "kubeconfig_path",
+        "kubeconfig_content": "kubeconfig",
+        "token": "password (bearer token)",
+    }
+    try:
+        return TrainerConnection(KubernetesConfig(**settings), dashboard)
+    except SpecError as err:
+        raise _config_error(where, err, names) from None
+
+
+def _from_kubernetes(
+    where: str, extra: Mapping[str, Any], namespace: str | None
+) -> TrainerConnection:
+    fields = _unprefixed(extra, KUBERNETES_CONN_TYPE)
+    settings: dict[str, Any] = {}
+    if "in_cluster" in fields:
+        settings["in_cluster"] = _as_bool(fields["in_cluster"], "in_cluster", where)
+    if "kube_config_path" in fields:
+        settings["kubeconfig"] = str(fields["kube_config_path"])
+    if "kube_config" in fields:
+        settings["kubeconfig_content"] = _document(fields["kube_config"])
+    if "cluster_context" in fields:
+        settings["context"] = str(fields["cluster_context"])
+    if "disable_verify_ssl" in fields:
+        settings["verify_ssl"] = not _as_bool(
+            fields["disable_verify_ssl"], "disable_verify_ssl", where
+        )
+    ns = namespace or fields.get("namespace")
+    if ns:
+        settings["namespace"] = str(ns)
+    chosen = [
+        name
+        for name, key in (
+            ("in_cluster", "in_cluster"),
+            ("kube_config_path", "kubeconfig"),
+            ("kube_config", "kubeconfig_content"),
+        )
+        if settings.get(key)
+    ]
+    if len(chosen) > 1:
+        raise ConnectionConfigError(
+            f"{where}: {', '.join(chosen)} are mutually exclusive. Fix: keep one of them."
+        )
+    try:
+        return TrainerConnection(KubernetesConfig(**settings))
+    except SpecError as err:
+        names = {"kubeconfig": "kube_config_path", "kubeconfig_content": "kube_config"}
+        raise _config_error(where, err, names) from None
+
+
+def secrets_of(config: BackendConfig) -> list[str]:
+    """Every credential a config holds, for Airflow's secrets masker: the token, the CA
+    data, the inline kubeconfig and each credential inside it."""
+    if not isinstance(config, KubernetesConfig):
+        return []
+    found: list[str] = []
+    for secret in (config.token, config.kubeconfig_content, config.ca_cert_data):
+        if secret is not None:
+            found.append(secret.get_secret_value())
+    try:
+        document = config.kubeconfig_dict()
+    except ValueError:
+        document = None
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in _KUBECONFIG_SECRETS and isinstance(value, str) and value:
+                    found.append(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(document)
+    return found
+
+
+def _mask(values: list[str]) -> None:
+    from kf_trainer_airflow._compat import _first
+
+    mask_secret = _first("mask_secret", "airflow.sdk.log", "airflow.providers.common.compat.sdk")
+    for value in values:
+        mask_secret(value)
+
+
+async def _amask(values: list[str]) -> None:
+    try:
+        from airflow.sdk.log import amask_secret
+    except ImportError:  # Airflow < 3.3: the sync masker is what there is
+        _mask(values)
+        return
+    for value in values:
+        await amask_secret(value)
+
+
+class KubeflowTrainerHook(BaseHook):
+    """Clients for the backend a ``kubeflow_trainer`` (or ``kubernetes``) connection
+    describes.
+
+    :param kubeflow_trainer_conn_id: the connection; when it is the default one and does
+        not exist, the usual discovery applies (``$KUBECONFIG``, ``~/.kube/config``,
+        then the in-cluster service account).
+    :param namespace: namespace of the jobs, overriding the connection's.
+    :param config: a ready backend config (or its dict form) instead of a connection.
+    """
+
+    conn_name_attr = "kubeflow_trainer_conn_id"
+    default_conn_name = "kubeflow_trainer_default"
+    conn_type = CONN_TYPE
+    hook_name = "Kubeflow Trainer"
+
+    def __init__(
+        self,
+        kubeflow_trainer_conn_id: str | None = default_conn_name,
+        *,
+        namespace: str | None = None,
+        config: BackendConfig | Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.kubeflow_trainer_conn_id = kubeflow_trainer_conn_id
+        self.namespace = namespace
+        self._given = config
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(conn_id={self.kubeflow_trainer_conn_id!r}, "
+            f"namespace={self.namespace!r})"
+        )
+
+    # -- settings -------------------------------------------------------------------
+    def _from_given(self) -> TrainerConnection | None:
+        if self._given is None:
+            return None
+        given = self._given
+        if isinstance(given, Mapping):
+            data = dict(given)
+            given = (
+                LocalConfig.parse(data)
+                if data.get("backend") == "local"
+                else KubernetesConfig.parse(data)
+            )
+        if self.namespace:
+            given = given.model_copy(update={"namespace": self.namespace})
+        return TrainerConnection(given)
+
+    def _from_connection(self, conn: Connection | None) -> TrainerConnection:
+        if conn is None:
+            return TrainerConnection(
+                KubernetesConfig(namespace=self.namespace) if self.namespace else KubernetesConfig()
+            )
+        extra: dict[str, Any] = {}
+        if conn.extra:
+            try:
+                loaded = json.loads(conn.extra)
+            except ValueError:
+                raise ConnectionConfigError(
+                    f"connection {conn.conn_id!r}: extra is not JSON. Fix: write it as a JSON "
+                    'object, e.g. {"namespace": "team-a"}.'
+                ) from None
+            if not isinstance(loaded, dict):
+                raise ConnectionConfigError(
+                    f"connection {conn.conn_id!r}: extra is not a JSON object. Fix: write "
+                    'it as {"field": value, ...}.'
+                )
+            extra = loaded
+        return parse_connection(
+            conn.conn_type,
+            host=conn.host,
+            password=conn.password,
+            extra=extra,
+            conn_id=conn.conn_id,
+            namespace=self.namespace,
+        )
+
+    def _missing_ok(self) -> bool:
+        return self.kubeflow_trainer_conn_id in (None, self.default_conn_name)
+
+    @cached_property
+    def settings(self) -> TrainerConnection:
+        """The connection's backend config and dashboard link (read once)."""
+        given = self._from_given()
+        if given is not None:
+            return given
+        conn = None
+        if self.kubeflow_trainer_conn_id:
+            try:
+                conn = self.get_connection(self.kubeflow_trainer_conn_id)
+            except AirflowNotFoundException:
+                if not self._missing_ok():
+                    raise
+        found = self._from_connection(conn)
+        _mask(secrets_of(found.config))
+        return found
+
+    async def asettings(self) -> TrainerConnection:
+        """:attr:`settings` for event loops (triggers): reads the connection without
+        blocking the loop."""
+        cached = self.__dict__.get("settings")
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
+        found = self._from_given()
+        if found is None:
+            conn = None
+            if self.kubeflow_trainer_conn_id:
+                try:
+                    conn = await self._aconnection(self.kubeflow_trainer_conn_id)
+                except AirflowNotFoundException:
+                    if not self._missing_ok():
+                        raise
+            found = self._from_connection(conn)
+            await _amask(secrets_of(found.config))
+        self.__dict__["settings"] = found
+        return found
+
+    async def _aconnection(self, conn_id: str) -> Connection:
+        reader = getattr(self, "aget_connection", None)
+        if reader is not None:
+            conn: Connection = await reader(conn_id)
+            return conn
+        # Airflow < 3.1 has no async lookup: keep the event loop free meanwhile.
+        import asyncio
+
+        return await asyncio.to_thread(self.get_connection, conn_id)
+
+    def get_backend_config(self) -> BackendConfig:
+        """The backend config the connection describes."""
+        return self.settings.config
+
+    # -- clients --------------------------------------------------------------------
+    def get_client(self) -> TrainerClient:
+        """A :class:`~kf_trainer_core.client.TrainerClient` for the connection's backend
+        (close it, or use it in a ``with`` block)."""
+        from kf_trainer_core.client import TrainerClient
+
+        return TrainerClient(self.get_backend_config())
+
+    def get_conn(self) -> TrainerClient:
+        """Same as :meth:`get_client` (Airflow's hook protocol)."""
+        return self.get_client()
+
+    async def aget_client(self) -> AsyncTrainerClient:
+        """An :class:`~kf_trainer_core.client.AsyncTrainerClient`, made in the running
+        event loop (where it must be used)."""
+        from kf_trainer_core.client import AsyncTrainerClient
+
+        settings = await self.asettings()
+        return AsyncTrainerClient(settings.config)
+
+    def dashboard_url(self, name: str, namespace: str, template: str | None = None) -> str | None:
+        """The job's page on a dashboard, from ``template`` or the connection's
+        ``dashboard_url``, with ``{name}`` and ``{namespace}`` filled in."""
+        chosen = template or self.settings.dashboard_url
+        if not chosen:
+            return None
+        try:
+            return chosen.format(name=name, namespace=namespace, job_name=name)
+        except (KeyError, IndexError, ValueError) as exc:
+            self.log.warning("dashboard_url %r cannot be filled in (%s): no link", chosen, exc)
+            return None
+
+    def test_connection(self) -> tuple[bool, str]:
+        """List the runtimes the backend offers (the UI's *Test* button)."""
+        try:
+            with self.get_client() as client:
+                runtimes = client.list_runtimes()
+        except Exception as exc:
+            return False, f"{type(exc).__name__}: {exc}"
+        names = ", ".join(sorted(r.name for r in runtimes)) or "none"
+        return True, f"Connected; runtimes: {names}"
+
+    # -- forms for Airflow < 3.2 (3.2+ reads provider_info's conn-fields) ----------
+    @classmethod
+    def get_connection_form_widgets(cls) -> dict[str, Any]:
+        """The extra fields as WTForms widgets, for Airflow versions that still build the
+        connection form from hooks."""
+        import importlib
+
+        # Only Airflow < 3.2 calls this, and only where Flask-AppBuilder is installed.
+        fab = importlib.import_module("flask_appbuilder.fieldwidgets")
+        wtforms = importlib.import_module("wtforms")
+        widgets: dict[str, Any] = {}
+        for name, spec in CONN_FIELDS.items():
+            schema = spec["schema"]
+            kinds = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+            label = spec["label"]
+            if "boolean" in kinds:
+                widgets[name] = wtforms.BooleanField(label, description=spec.get("description"))
+            elif schema.get("format") == "password":
+                widgets[name] = wtforms.PasswordField(label, widget=fab.BS3PasswordFieldWidget())
+            else:
+                widgets[name] = wtforms.StringField(label, widget=fab.BS3TextFieldWidget())
+        return widgets
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """Hidden and relabelled standard fields, for Airflow < 3.2."""
+        return {
+            "hidden_fields": list(UI_FIELD_BEHAVIOUR["hidden-fields"]),
+            "relabeling": dict(UI_FIELD_BEHAVIOUR["relabeling"]),
+            "placeholders": dict(UI_FIELD_BEHAVIOUR["placeholders"]),
+        }

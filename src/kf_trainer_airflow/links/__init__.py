@@ -1,0 +1,1 @@
+"""Links of the Kubeflow Trainer provider."""

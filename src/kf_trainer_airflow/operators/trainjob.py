@@ -1,0 +1,574 @@
+"""``TrainJobOperator``: one Kubeflow Trainer TrainJob as one Airflow task.
+
+What the task does with its job:
+
+- **Submits it once per task instance.** The job is labelled with the task's identity
+  ``(dag_id, task_id, run_id, map_index)``: a retry after a worker crash finds the job
+  its earlier try started and waits for it; a retry after the job *failed* submits a
+  fresh attempt. On Airflow 3.3+ the job's name is also kept in the task state store
+  (``durable=True``, the ``ResumableJobMixin``), so a retry that finds the job already
+  complete returns its outputs without waiting.
+- **Waits** in the worker, streaming one step's log into the task log, or deferred to
+  the triggerer (``deferrable=True``), where a shared watch serves every waiting task.
+- **Explains failures**: the error names the reason, the failing step, pod, container
+  reason and exit code, the job's warning events and the last lines of the log.
+- **Cancels it** when the task is killed (``on_kill_action``: delete, suspend, keep),
+  in the worker and, while deferred, in the triggerer.
+- **Publishes** the outputs: the return value is the JobOutputs dict (name, namespace,
+  status, steps, metrics, the training function's ``result``, duration), with the same
+  parts under their own XCom keys.
+
+Importing this module does not import the Kubernetes clients: DAG files import it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, cast
+
+from kf_trainer_airflow._actions import ON_FINISH_ACTIONS, ON_KILL_ACTIONS
+from kf_trainer_airflow._compat import AirflowException, BaseOperator, ResumableJobMixin, conf
+from kf_trainer_airflow._progress import ProgressReporter
+from kf_trainer_airflow._spec import assemble, looks_templated, template_form
+from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
+from kf_trainer_airflow.links.trainjob import LINK_XCOM_KEY, TrainJobLink
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from kf_trainer_core.client import CancelAction, TrainerClient
+    from kf_trainer_core.spec import TrainJobSpec
+    from kf_trainer_core.status import JobOutputs
+
+#: Job states in which a retry waits for the job instead of submitting another.
+ACTIVE_STATES = ("Created", "Running", "Suspended")
+#: At most this many of a failed job's events go to the task log.
+MAX_EVENTS = 50
+#: What the XCom keys besides ``return_value`` hold.
+XCOM_KEYS = ("job_name", "namespace", "status", "steps", "metrics", "result")
+
+
+class TrainJobFailedException(AirflowException):
+    """The TrainJob failed, could not start, timed out or vanished. The message says
+    why; ``failure`` holds the details as a dict (reason, message, step, pod,
+    container_reason, exit_code, events, log_tail) when the cluster gave them."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        job_name: str | None = None,
+        namespace: str | None = None,
+        failure: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.job_name = job_name
+        self.namespace = namespace
+        self.failure = dict(failure) if failure else None
+
+
+def _seconds(value: float | timedelta | None, what: str) -> float | None:
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if seconds <= 0:
+        raise ValueError(
+            f"{what}={value!r}. Fix: give a positive number of seconds or a timedelta."
+        )
+    return seconds
+
+
+class TrainJobOperator(ResumableJobMixin, BaseOperator):
+    """Run a Kubeflow Trainer TrainJob and wait for it.
+
+    Give the job as the Kubeflow SDK's ``train()`` arguments — ``runtime``, ``trainer``
+    (``CustomTrainer``, ``CustomTrainerContainer``, ``BuiltinTrainer``),
+    ``initializer``, ``options`` — or as one ``spec`` (a ``TrainJobSpec``, its dict or
+    JSON/YAML text). Models or their JSON form both work; strings inside are templated
+    (``{{ ds }}``, XComs), the training function's source is not.
+
+    :param spec: the whole job, instead of the four parts.
+    :param runtime: runtime name (``torch-distributed``...) or ``RuntimeRef``.
+    :param trainer: the trainer.
+    :param initializer: dataset and model initializers.
+    :param options: SDK options (``Labels``, ``RuntimePatch``, ``QueueName``...).
+    :param func_args: keyword arguments for a ``CustomTrainer`` function, merged over
+        the trainer's own (templated; handy with ``.expand()``).
+    :param job_name: the TrainJob's exact name. Default: a stable name derived from
+        the task instance, so retries find their job.
+    :param namespace: the jobs' namespace (default: the connection's).
+    :param kubeflow_trainer_conn_id: connection of type ``kubeflow_trainer`` (or
+        ``kubernetes``).
+    :param deferrable: wait in the triggerer instead of holding a worker slot.
+    :param wait_for_completion: ``False`` submits and returns the job's name at once
+        (watch it with :class:`~kf_trainer_airflow.sensors.trainjob.TrainJobSensor`).
+    :param startup_timeout: fail when the job has not started running after this many
+        seconds (images that cannot be pulled, pods that cannot be scheduled).
+    :param job_timeout: the job's own time limit (``activeDeadlineSeconds``): past it,
+        the Trainer fails the job with ``DeadlineExceeded``.
+    :param wait_timeout: stop waiting after this many seconds (the job keeps running).
+    :param get_logs: stream the log of ``log_step`` into the task log (waits in the
+        worker), or print its last ``log_tail`` lines at the end (deferred waits).
+    :param log_step: the step whose log is shown (``node-0``, ``dataset-initializer``...).
+    :param log_tail: at most this many earlier lines are replayed when the log is first
+        attached (or printed after a deferred wait).
+    :param on_kill_action: what killing the task does to the job: ``delete`` (default),
+        ``suspend`` (keep it, without pods) or ``keep`` (let it run).
+    :param on_finish_action: after the job ends: ``keep`` it (default), ``delete`` it,
+        or ``delete-succeeded`` (keep failed jobs for inspection).
+    :param fresh_after_failure: a retry after a failed job submits a new attempt
+        (default); ``False`` reports the same failure again.
+    :param dashboard_url: link template with ``{namespace}`` and ``{name}`` (default:
+        the connection's ``dashboard_url``).
+    :param report_progress: log state changes and the trainer's progress and metrics.
+    :param durable: Airflow 3.3+: keep the job's name in the task state store.
+    """
+
+    template_fields: Sequence[str] = (
+        "spec",
+        "runtime",
+        "trainer",
+        "initializer",
+        "options",
+        "func_args",
+        "job_name",
+        "namespace",
+        "dashboard_url",
+    )
+    template_fields_renderers: ClassVar[dict[str, str]] = {
+        "spec": "json",
+        "trainer": "json",
+        "initializer": "json",
+        "options": "json",
+        "func_args": "json",
+    }
+    ui_color = "#4279f4"
+    ui_fgcolor = "#ffffff"
+    operator_extra_links = (TrainJobLink(),)
+    #: The task state store key of the job's name (renaming it breaks in-flight retries).
+    external_id_key = "kf_trainer_job"
+
+    def __init__(
+        self,
+        *,
+        spec: Any = None,
+        runtime: Any = None,
+        trainer: Any = None,
+        initializer: Any = None,
+        options: Any = None,
+        func_args: Mapping[str, Any] | None = None,
+        job_name: str | None = None,
+        namespace: str | None = None,
+        kubeflow_trainer_conn_id: str | None = KubeflowTrainerHook.default_conn_name,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        wait_for_completion: bool = True,
+        startup_timeout: float | timedelta | None = None,
+        job_timeout: float | timedelta | None = None,
+        wait_timeout: float | timedelta | None = None,
+        get_logs: bool = True,
+        log_step: str = "node-0",
+        log_tail: int = 1000,
+        on_kill_action: str = "delete",
+        on_finish_action: str = "keep",
+        fresh_after_failure: bool = True,
+        dashboard_url: str | None = None,
+        report_progress: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if on_kill_action not in ON_KILL_ACTIONS:
+            raise ValueError(
+                f"on_kill_action={on_kill_action!r}. Fix: use one of {', '.join(ON_KILL_ACTIONS)}."
+            )
+        if on_finish_action not in ON_FINISH_ACTIONS:
+            raise ValueError(
+                f"on_finish_action={on_finish_action!r}. Fix: use one of "
+                f"{', '.join(ON_FINISH_ACTIONS)}."
+            )
+        if log_tail < 0:
+            raise ValueError(f"log_tail={log_tail!r}. Fix: give 0 or more lines.")
+        self.spec = template_form(spec, part="spec")
+        self.runtime = template_form(runtime, part="runtime")
+        self.trainer = template_form(trainer, part="trainer")
+        self.initializer = template_form(initializer, part="initializer")
+        self.options = template_form(options, part="options")
+        self.func_args = dict(func_args) if isinstance(func_args, Mapping) else func_args
+        self.job_name = job_name
+        self.namespace = namespace
+        self.kubeflow_trainer_conn_id = kubeflow_trainer_conn_id
+        self.deferrable = deferrable
+        self.wait_for_completion = wait_for_completion
+        self.startup_timeout = _seconds(startup_timeout, "startup_timeout")
+        self.job_timeout = job_timeout
+        self.wait_timeout = _seconds(wait_timeout, "wait_timeout")
+        self.get_logs = get_logs
+        self.log_step = log_step
+        self.log_tail = log_tail
+        self.on_kill_action = on_kill_action
+        self.on_finish_action = on_finish_action
+        self.fresh_after_failure = fresh_after_failure
+        self.dashboard_url = dashboard_url
+        self.report_progress = report_progress
+        self._job_name: str | None = None
+        self._job_namespace: str | None = None
+        self._outputs: JobOutputs | None = None
+        self._published = False
+        self._result: tuple[Any] | None = None
+        if not self._templated():
+            # Nothing left to render: a bad spec fails when the DAG is parsed, naming the
+            # field and the fix, rather than when the task runs.
+            self.build_spec()
+
+    def _templated(self) -> bool:
+        return any(looks_templated(getattr(self, f)) for f in self.template_fields)
+
+    # -- the spec ---------------------------------------------------------------------
+    def build_spec(self) -> TrainJobSpec:
+        """The :class:`TrainJobSpec` of the (rendered) arguments. Raises
+        :class:`~kf_trainer_core.errors.SpecError` naming the field and the fix."""
+        return assemble(
+            spec=self.spec,
+            runtime=self.runtime,
+            trainer=self.trainer,
+            initializer=self.initializer,
+            options=self.options,
+            func_args=self.func_args,
+            job_name=self.job_name,
+            job_timeout=self.job_timeout,
+        )
+
+    def render_manifest(self) -> str:
+        """The TrainJob YAML this task would submit, built without a cluster (the name
+        is the one a run called ``dry-run`` would get)."""
+        from kf_trainer_core.builder import build_trainjob
+
+        identity = (self.dag_id, self.task_id, "dry-run", -1)
+        built = build_trainjob(self.build_spec(), namespace=self.namespace, identity=identity)
+        return built.yaml()
+
+    def dry_run(self) -> None:
+        """Render the TrainJob YAML into the log (and standard output): nothing is
+        submitted."""
+        text = self.render_manifest()
+        self.log.info("TrainJob manifest of %s:\n%s", self.task_id, text)
+        print(text)
+
+    # -- connection -------------------------------------------------------------------
+    @cached_property
+    def hook(self) -> KubeflowTrainerHook:
+        """The hook for this task's connection and namespace."""
+        return KubeflowTrainerHook(self.kubeflow_trainer_conn_id, namespace=self.namespace)
+
+    def _client(self) -> TrainerClient:
+        return self.hook.get_client()
+
+    @staticmethod
+    def identity_of(context: Context) -> tuple[str, str, str, int]:
+        """The task instance's identity: the same for every try of it."""
+        ti = context["ti"]
+        map_index = getattr(ti, "map_index", -1)
+        return (ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else map_index)
+
+    @property
+    def _where(self) -> str:
+        return f"TrainJob {self._job_namespace}/{self._job_name}"
+
+    # -- the task ---------------------------------------------------------------------
+    def execute(self, context: Context) -> Any:
+        self._job_name = None
+        self._outputs = None
+        self._published = False
+        self._result = None
+        return self.execute_resumable(context)
+
+    def submit_job(self, context: Context) -> str:
+        """Create the job, or find the one an earlier try of this task created."""
+        from kf_trainer_core.spec import Name, Suspend
+
+        spec = self.build_spec()
+        identity = self.identity_of(context)
+        with self._client() as client:
+            fixed = spec.option(Name)
+            if fixed is not None and self.fresh_after_failure:
+                self._clear_failed(client, fixed.name, identity)
+            submitted = client.submit(
+                spec, identity=identity, fresh_after_failure=self.fresh_after_failure
+            )
+            job = submitted.job
+            self._job_name, self._job_namespace = job.name, job.namespace
+            if submitted.created:
+                self.log.info(
+                    "Submitted %s (runtime %s, %d node(s))", self._where, job.runtime, job.num_nodes
+                )
+            else:
+                self.log.info(
+                    "Found %s, started by an earlier try of this task (%s): waiting for it "
+                    "instead of submitting another",
+                    self._where,
+                    job.status.value,
+                )
+                if job.status.value == "Suspended" and spec.option(Suspend) is None:
+                    # Suspended by on_kill_action="suspend" when a try was killed: go on.
+                    client.resume_job(job.name)
+                    self.log.info("Resumed %s", self._where)
+        self._attach(job.name, job.namespace, context)
+        return job.name
+
+    def _clear_failed(
+        self, client: TrainerClient, name: str, identity: tuple[str, str, str, int]
+    ) -> None:
+        # A fixed name cannot take an attempt suffix: make room for the fresh attempt.
+        from kf_trainer_core.builder import identity_text
+        from kf_trainer_core.ops import TrainJobNotFoundError
+
+        try:
+            job = client.get_job(name)
+        except TrainJobNotFoundError:
+            return
+        # Only a job this task submitted is replaced; another's stays, and the submit
+        # then reports the name conflict.
+        if job.status.value == "Failed" and job.identity == identity_text(identity):
+            self.log.info(
+                "TrainJob %s/%s failed earlier: deleting it to submit it again", job.namespace, name
+            )
+            client.delete_job(name)
+
+    def _attach(self, name: str, namespace: str | None, context: Context) -> None:
+        """Remember the job and publish its name, namespace and link (also for a try
+        that reconnects without submitting)."""
+        self._job_name = name
+        self._job_namespace = namespace or self.hook.get_backend_config().resolve_namespace()
+        if self._published:
+            return
+        self._published = True
+        ti = context["ti"]
+        ti.xcom_push(key="job_name", value=name)
+        ti.xcom_push(key="namespace", value=self._job_namespace)
+        url = self.hook.dashboard_url(name, self._job_namespace, self.dashboard_url)
+        # Pushed even when empty: the link reads it when the task ends, and an absent
+        # key would be logged as an error there.
+        ti.xcom_push(key=LINK_XCOM_KEY, value=url or "")
+        if url:
+            self.log.info("%s: %s", self._where, url)
+
+    def get_job_status(self, external_id: Any, context: Context) -> str:
+        """The stored job's state (``NotFound`` when it is gone)."""
+        from kf_trainer_core.ops import TrainJobNotFoundError
+
+        with self._client() as client:
+            try:
+                return client.get_job(str(external_id)).status.value
+            except TrainJobNotFoundError:
+                return "NotFound"
+
+    def is_job_active(self, status: str) -> bool:
+        return status in ACTIVE_STATES
+
+    def is_job_succeeded(self, status: str) -> bool:
+        return status == "Complete"
+
+    def poll_until_complete(self, external_id: Any, context: Context) -> Any:
+        """Wait for the job — in the worker, or by deferring to the triggerer — and
+        return the task's value (the mixin returns it as is when a try reconnects)."""
+        name = str(external_id)
+        if self._job_name != name:
+            self._attach(name, None, context)
+        if not self.wait_for_completion:
+            self.log.info(
+                "%s submitted; not waiting for it (wait_for_completion=False)", self._where
+            )
+            return self.get_job_result(name, context)
+        if self.deferrable:
+            from kf_trainer_airflow.triggers.trainjob import TrainJobTrigger
+
+            self.defer(
+                trigger=TrainJobTrigger(
+                    job_name=name,
+                    namespace=str(self._job_namespace),
+                    kubeflow_trainer_conn_id=self.kubeflow_trainer_conn_id,
+                    status=("Complete",),
+                    startup_timeout=self.startup_timeout,
+                    timeout=self.wait_timeout,
+                    on_kill_action=self.on_kill_action,
+                    report_progress=self.report_progress,
+                ),
+                method_name="execute_complete",
+            )
+        self._outputs = self._wait_in_worker(name, context)
+        return self.get_job_result(name, context)
+
+    def _wait_in_worker(self, name: str, context: Context) -> JobOutputs:
+        from kf_trainer_core.ops import SpecConflictError
+        from kf_trainer_core.waiting import (
+            TrainJobDeletedError,
+            TrainJobFailedError,
+            TrainJobTimeoutError,
+        )
+
+        step = self.log_step
+
+        def on_log(line: str) -> None:
+            self.log.info("[%s] %s", step, line)
+
+        reporter = ProgressReporter(self.log, self._where)
+        with self._client() as client:
+            try:
+                # The job exists: run() adopts it (same spec, same identity) and streams
+                # its log while it waits. A failed job is reported, not replaced.
+                return client.run(
+                    self.build_spec(),
+                    identity=self.identity_of(context),
+                    timeout=self.wait_timeout,
+                    startup_timeout=self.startup_timeout,
+                    on_log=on_log if self.get_logs else None,
+                    log_step=self.log_step,
+                    log_tail=self.log_tail,
+                    on_update=reporter if self.report_progress else None,
+                    fresh_after_failure=False,
+                )
+            except TrainJobFailedError as err:
+                self._failed(client, str(err), err.failure.model_dump(mode="json"))
+            except TrainJobTimeoutError as err:
+                failure = err.failure.model_dump(mode="json") if err.failure else None
+                self._failed(client, str(err), failure)
+            except (TrainJobDeletedError, SpecConflictError) as err:
+                self._failed(client, str(err), None, finish=False)
+
+    def execute_complete(self, context: Context, event: Mapping[str, Any]) -> Any:
+        """Resume after the trigger fired: publish the outputs, or fail with the
+        reason."""
+        self._job_name = str(event.get("job_name") or self._job_name)
+        self._job_namespace = str(event.get("namespace") or self._job_namespace)
+        status = event.get("status")
+        if status != "success":
+            message = str(event.get("message") or f"{self._where} ended with {status}")
+            try:
+                client = self._client()
+            except Exception as exc:  # report the job's failure, not this one
+                self.log.warning("Could not reach the backend for events and logs: %s", exc)
+                raise TrainJobFailedException(
+                    message,
+                    job_name=self._job_name,
+                    namespace=self._job_namespace,
+                    failure=event.get("failure"),
+                ) from None
+            with client:
+                if self.get_logs and self.log_tail:
+                    self._print_log_tail(client)
+                finish = status in ("failed", "timeout")
+                self._failed(client, message, event.get("failure"), finish=finish)
+        if self.get_logs and self.log_tail:
+            with self._client() as client:
+                self._print_log_tail(client)
+        from kf_trainer_core.status import JobOutputs
+
+        self._outputs = JobOutputs.model_validate(event["outputs"])
+        return self.get_job_result(self._job_name, context)
+
+    def _print_log_tail(self, client: TrainerClient) -> None:
+        try:
+            lines = list(
+                client.get_job_logs(str(self._job_name), self.log_step, tail=self.log_tail)
+            )
+        except Exception as exc:  # the log is a courtesy: never fail the task for it
+            self.log.warning("Could not read the log of %s: %s", self._where, exc)
+            return
+        if lines:
+            self.log.info(
+                "Last %d log lines of %s, step %s:", len(lines), self._where, self.log_step
+            )
+            for line in lines:
+                self.log.info("[%s] %s", self.log_step, line)
+
+    def get_job_result(self, external_id: Any, context: Context) -> Any:
+        """Publish the outputs (XCom) and return the task's value (once per try)."""
+        if self._result is not None:
+            return self._result[0]
+        name = str(external_id)
+        if self._job_name != name:
+            self._attach(name, None, context)
+        if not self.wait_for_completion:
+            self._result = ({"job_name": name, "namespace": self._job_namespace},)
+            return self._result[0]
+        with self._client() as client:
+            outputs = self._outputs or client.get_job_outputs(name)
+            self._finish(client, succeeded=True)
+        self.log.info(
+            "%s is %s%s",
+            self._where,
+            outputs.status.value,
+            f" after {outputs.duration_seconds:.0f}s" if outputs.duration_seconds else "",
+        )
+        data = outputs.model_dump(mode="json")
+        ti = context["ti"]
+        ti.xcom_push(key="job_name", value=data["name"])
+        for key in XCOM_KEYS[1:]:
+            ti.xcom_push(key=key, value=data[key])
+        self._result = (self.task_result(outputs),)
+        return self._result[0]
+
+    def task_result(self, outputs: JobOutputs) -> Any:
+        """The task's return value (``return_value`` XCom): the JobOutputs dict."""
+        return outputs.model_dump(mode="json")
+
+    # -- endings ----------------------------------------------------------------------
+    def _failed(
+        self,
+        client: TrainerClient,
+        message: str,
+        failure: Mapping[str, Any] | None,
+        *,
+        finish: bool = True,
+    ) -> NoReturn:
+        self._log_events(client)
+        if finish:
+            self._finish(client, succeeded=False)
+        if not message.startswith("TrainJob "):
+            message = f"TrainJob {message}"
+        raise TrainJobFailedException(
+            message, job_name=self._job_name, namespace=self._job_namespace, failure=failure
+        )
+
+    def _log_events(self, client: TrainerClient) -> None:
+        """The job's events (its JobSet's, Jobs' and pods' too), oldest first: what
+        ``kubectl describe`` would show, in the task log."""
+        try:
+            events = client.get_job_events(str(self._job_name))
+        except Exception as exc:  # the failure is reported either way
+            self.log.warning("Could not read the events of %s: %s", self._where, exc)
+            return
+        if not events:
+            return
+        shown = events[-MAX_EVENTS:]
+        self.log.error("Events of %s (%d of %d):", self._where, len(shown), len(events))
+        for event in shown:
+            stamp = event.event_time.isoformat() if event.event_time else "-"
+            self.log.error("  %s %s", stamp, event.line())
+
+    def _finish(self, client: TrainerClient, *, succeeded: bool) -> None:
+        action = self.on_finish_action
+        if action == "keep" or (action == "delete-succeeded" and not succeeded):
+            return
+        try:
+            if client.delete_job(str(self._job_name)):
+                self.log.info("Deleted %s (on_finish_action=%s)", self._where, action)
+        except Exception as exc:  # the task's outcome is decided: report, do not mask it
+            self.log.warning("Could not delete %s: %s", self._where, exc)
+
+    def on_kill(self) -> None:
+        """The task is being killed while it waits in the worker: stop the job."""
+        name = self._job_name
+        if not name or self.on_kill_action == "keep":
+            return
+        action = cast("CancelAction", self.on_kill_action)
+        try:
+            # A fresh client: the waiting one belongs to the thread this signal interrupted.
+            with self._client() as client:
+                done = client.cancel_job(name, action)
+        except Exception:
+            self.log.exception("Could not %s %s", action, self._where)
+            return
+        if done:
+            self.log.info("%s: %sd (task killed)", self._where, action)

@@ -1,0 +1,282 @@
+"""``TrainJobTrigger``: wait for a TrainJob (or one of its steps) in the triggerer.
+
+Every trigger of a triggerer process that uses the same connection shares one watch
+per namespace (the core's informer), so a thousand deferred training tasks cost one
+open watch, not a thousand polls. While waiting, the trigger writes the job's state
+changes and its ``trainerStatus`` progress (percentage, time left, metrics) into the
+task's log.
+
+Cancelling: when a user marks the deferred task failed or success, or clears it,
+Airflow 3.3+ calls :meth:`TrainJobTrigger.on_kill` and the job is deleted (or
+suspended, or kept: ``on_kill_action``). A triggerer also cancels, the same way, a
+trigger that is no longer assigned to it — one that moved to another triggerer because
+this one missed its heartbeats. The task instance is then still *deferred*, so the
+trigger asks the API server for the task's state first and leaves the job running for
+the trigger's new home. Before 3.3 (no ``on_kill`` for triggers) the same decision is
+made in ``cleanup()``, which runs on every exit, restarts included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, cast
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from kf_trainer_airflow._actions import ON_KILL_ACTIONS
+from kf_trainer_airflow._progress import ProgressReporter
+from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
+
+if TYPE_CHECKING:
+    from kf_trainer_core.client import CancelAction
+
+#: The triggerer calls ``on_kill`` for user actions (Airflow 3.3+).
+HAS_TRIGGER_ON_KILL = "on_kill" in BaseTrigger.__dict__
+
+_DEFERRED = "deferred"
+
+
+class TrainJobTrigger(BaseTrigger):
+    """Fire once job ``job_name`` reaches one of ``status`` — or, with ``step``, once
+    that step reaches one of ``step_status`` — or fails, times out or is deleted.
+
+    The event's payload is JSON: ``status`` is ``success``, ``failed``, ``timeout``,
+    ``deleted`` or ``error``; ``outputs`` (job waits) or ``step`` (step waits) describe
+    the result; ``failure`` (reason, message, step, pod, container reason, exit code,
+    events, log tail) and ``message`` explain the others. It never holds credentials:
+    the trigger carries a connection id and reads the connection where it runs.
+
+    :param job_name: the TrainJob.
+    :param namespace: its namespace.
+    :param kubeflow_trainer_conn_id: connection of the backend.
+    :param status: job states to wait for (``Created``, ``Suspended``, ``Running``,
+        ``Complete``, ``Failed``).
+    :param step: a step to wait for instead (``dataset-initializer``,
+        ``model-initializer``, ``node-<i>``).
+    :param step_status: the step's wanted states (``Pending``, ``Running``,
+        ``Succeeded``, ``Failed``).
+    :param startup_timeout: fail when the job has not started after this many seconds.
+    :param timeout: give up after this many seconds (``None``: wait as long as it runs).
+    :param on_kill_action: what a user's kill does to the job: ``delete``, ``suspend``
+        or ``keep``.
+    :param recheck_interval: step waits also re-read the job's pods this often.
+    :param report_progress: log state changes and trainer progress.
+    """
+
+    def __init__(
+        self,
+        *,
+        job_name: str,
+        namespace: str,
+        kubeflow_trainer_conn_id: str | None = KubeflowTrainerHook.default_conn_name,
+        status: Sequence[str] = ("Complete",),
+        step: str | None = None,
+        step_status: Sequence[str] = ("Succeeded",),
+        startup_timeout: float | None = None,
+        timeout: float | None = None,
+        on_kill_action: str = "delete",
+        recheck_interval: float = 30.0,
+        report_progress: bool = True,
+    ) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        if on_kill_action not in ON_KILL_ACTIONS:
+            raise ValueError(
+                f"on_kill_action={on_kill_action!r}. Fix: use one of {', '.join(ON_KILL_ACTIONS)}."
+            )
+        self.job_name = job_name
+        self.namespace = namespace
+        self.kubeflow_trainer_conn_id = kubeflow_trainer_conn_id
+        self.status = list(status)
+        self.step = step
+        self.step_status = list(step_status)
+        self.startup_timeout = startup_timeout
+        self.timeout = timeout
+        self.on_kill_action = on_kill_action
+        self.recheck_interval = recheck_interval
+        self.report_progress = report_progress
+        self._fired = False
+        self._kill: asyncio.Future[None] | None = None
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "job_name": self.job_name,
+                "namespace": self.namespace,
+                "kubeflow_trainer_conn_id": self.kubeflow_trainer_conn_id,
+                "status": list(self.status),
+                "step": self.step,
+                "step_status": list(self.step_status),
+                "startup_timeout": self.startup_timeout,
+                "timeout": self.timeout,
+                "on_kill_action": self.on_kill_action,
+                "recheck_interval": self.recheck_interval,
+                "report_progress": self.report_progress,
+            },
+        )
+
+    @cached_property
+    def hook(self) -> KubeflowTrainerHook:
+        """The hook (its connection is read once, then reused by ``on_kill``)."""
+        return KubeflowTrainerHook(self.kubeflow_trainer_conn_id, namespace=self.namespace)
+
+    @property
+    def _where(self) -> str:
+        return f"TrainJob {self.namespace}/{self.job_name}"
+
+    def _reporter(self) -> Any:
+        report = ProgressReporter(self.log, self._where)
+        return report if self.report_progress else (lambda _job: None)
+
+    # -- running --------------------------------------------------------------------
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        payload = await self._wait()
+        self._fired = True
+        yield TriggerEvent(payload)  # type: ignore[no-untyped-call]
+
+    async def _wait(self) -> dict[str, Any]:
+        from kf_trainer_core.client import outputs
+        from kf_trainer_core.ops import TrainJobNotFoundError
+        from kf_trainer_core.steps import StepFailedError, StepGoal, await_step
+        from kf_trainer_core.waiting import (
+            TrainJobDeletedError,
+            TrainJobFailedError,
+            TrainJobTimeoutError,
+        )
+
+        base: dict[str, Any] = {"job_name": self.job_name, "namespace": self.namespace}
+        try:
+            client = await self.hook.aget_client()
+        except Exception as exc:
+            return {**base, "status": "error", "message": f"{type(exc).__name__}: {exc}"}
+        reporter = self._reporter()
+        try:
+            async with client:
+                if self.step:
+                    goal = StepGoal.of(self.step, self.step_status)
+                    job, step = await await_step(
+                        client,
+                        self.job_name,
+                        goal,
+                        timeout=self.timeout,
+                        recheck_interval=self.recheck_interval,
+                        callbacks=[reporter],
+                    )
+                    return {
+                        **base,
+                        "status": "success",
+                        "job_status": job.status.value,
+                        "step": step.model_dump(mode="json"),
+                    }
+                job, result = await client.wait(
+                    self.job_name,
+                    self.status,
+                    timeout=self.timeout,
+                    startup_timeout=self.startup_timeout,
+                    callbacks=[reporter],
+                )
+                return {
+                    **base,
+                    "status": "success",
+                    "job_status": job.status.value,
+                    "outputs": outputs(job, result).model_dump(mode="json"),
+                }
+        except (TrainJobFailedError, StepFailedError) as err:
+            failure = err.failure.model_dump(mode="json") if err.failure else None
+            message = str(err)
+            if not message.startswith("TrainJob "):  # the core says "<ns>/<name> failed: ..."
+                message = f"TrainJob {message}"
+            return {**base, "status": "failed", "message": message, "failure": failure}
+        except TrainJobTimeoutError as err:
+            failure = err.failure.model_dump(mode="json") if err.failure else None
+            return {**base, "status": "timeout", "message": str(err), "failure": failure}
+        except (TrainJobDeletedError, TrainJobNotFoundError) as err:
+            return {**base, "status": "deleted", "message": str(err)}
+        except Exception as err:
+            return {**base, "status": "error", "message": f"{type(err).__name__}: {err}"}
+
+    # -- cancelling -----------------------------------------------------------------
+    async def task_state(self) -> str | None:
+        """The task instance's state as the API server has it (``None`` when unknown)."""
+        ti = self.task_instance
+        if ti is None:
+            return None
+        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+        map_index = getattr(ti, "map_index", -1)
+        map_index = -1 if map_index is None else map_index
+        states = await asyncio.to_thread(
+            RuntimeTaskInstance.get_task_states,
+            dag_id=ti.dag_id,
+            task_ids=[ti.task_id],
+            run_ids=[ti.run_id],
+            map_index=map_index,
+        )
+        of_run = states.get(ti.run_id) or {}
+        key = ti.task_id if map_index < 0 else f"{ti.task_id}_{map_index}"
+        state = of_run.get(key, of_run.get(ti.task_id))
+        return None if state is None else str(getattr(state, "value", state))
+
+    async def _cancel(self, why: str) -> None:
+        try:
+            client = await self.hook.aget_client()
+            async with client:
+                action = cast("CancelAction", self.on_kill_action)
+                done = await client.cancel_job(self.job_name, action)
+        except Exception:
+            self.log.exception("Could not %s %s", self.on_kill_action, self._where)
+            return
+        if done:
+            self.log.info("%s: %s (%s)", self._where, f"{self.on_kill_action}d", why)
+
+    async def _kill_unless_moving(self) -> None:
+        try:
+            state = await self.task_state()
+        except Exception:
+            # The triggerer says a user acted; without a second opinion, believe it.
+            self.log.warning("Could not read the task's state; acting on the kill", exc_info=True)
+            state = None
+        if state == _DEFERRED:
+            self.log.info(
+                "%s kept: the task is still deferred (the trigger is moving to another triggerer)",
+                self._where,
+            )
+            return
+        await self._cancel(f"task killed, now {state or 'unknown'}")
+
+    async def _finish_kill(self) -> None:
+        # The triggerer cancels a trigger again on each of its loops until it is gone,
+        # which would interrupt a kill half-way (after the state check, before the
+        # delete): the work runs as its own task, shielded from those cancellations.
+        if self._kill is None:
+            self._kill = asyncio.ensure_future(self._kill_unless_moving())
+        await asyncio.shield(self._kill)
+
+    async def on_kill(self) -> None:
+        """The user stopped the deferred task: delete (or suspend) the job — unless the
+        trigger is only moving to another triggerer."""
+        if self._fired or self.on_kill_action == "keep":
+            return
+        self.log.info("%s: the task was stopped; checking it is not just moving", self._where)
+        await self._finish_kill()
+
+    async def cleanup(self) -> None:
+        """Let a kill in progress finish; before Airflow 3.3 (no ``on_kill`` for
+        triggers), cancel the job here when the trigger was removed because the task was
+        stopped, not because it moved."""
+        if self._kill is not None:
+            await self._finish_kill()
+            return
+        if HAS_TRIGGER_ON_KILL or self._fired or self.on_kill_action == "keep":
+            return
+        try:
+            state = await self.task_state()
+        except Exception:
+            # cleanup() also runs on every triggerer restart: when unsure, keep the job.
+            self.log.warning("Could not read the task's state; keeping the job", exc_info=True)
+            return
+        if state is None or state == _DEFERRED:
+            return
+        await self._cancel(f"task stopped, now {state}")

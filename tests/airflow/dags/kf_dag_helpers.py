@@ -1,0 +1,48 @@
+"""What the test DAGs share: the connection, scenarios chosen per run, and training
+functions (defined in a real file so that their source can be captured).
+
+The simulated Trainer reads a job's behaviour from the annotation
+``testing.kf-trainer-suite/scenario``; the DAGs template it from the run's conf, so one
+DAG serves several tests: ``dag.test(run_conf={"scenario": "fail"})``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kf_trainer_core.spec import Annotations
+from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
+
+CONN_ID = "kf_test"
+START = "2026-01-01"
+
+
+def scenario(default: str = "success") -> Annotations:
+    """The run's scenario (``dag_run.conf["scenario"]``), templated."""
+    text = "{{ dag_run.conf.get('scenario', '" + default + "') }}"
+    return Annotations({SCENARIO_ANNOTATION: text})
+
+
+def scenario_by_try(first: str, then: str) -> Annotations:
+    """One scenario for the first try of a task, another for its retries."""
+    text = "{{ '" + first + "' if ti.try_number == 1 else '" + then + "' }}"
+    return Annotations({SCENARIO_ANNOTATION: text})
+
+
+def double(x: int = 1) -> dict[str, Any]:
+    """Runs for real in the simulator's exec mode; its return value comes back."""
+    print(f"doubling {x}")
+    return {"double": x * 2}
+
+
+def braces(word: str = "x") -> str:
+    """Source that Jinja would misread if it were rendered: {{ }} and {# #}."""
+    text = f"{{{{ {word} }}}} {{# not a comment #}}"
+    print(text)
+    return text
+
+
+def explode(lr: float = 10.0) -> None:
+    """Fails the way training code does."""
+    print(f"starting with lr={lr}")
+    raise ValueError(f"loss diverged at lr={lr}")

@@ -1,0 +1,78 @@
+"""DAGs of TrainJobOperator for ``dag.test()``: waits in the worker and deferred,
+failures, retries after a crash and after a failed job."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow.sdk import DAG
+from kf_dag_helpers import CONN_ID, braces, double, explode, scenario, scenario_by_try
+
+from kf_trainer_airflow.operators.trainjob import TrainJobOperator
+from kf_trainer_core.spec import CustomTrainer
+
+START = datetime(2026, 1, 1)
+
+
+class CrashAfterSubmit(TrainJobOperator):
+    """The first try's worker dies right after the job is submitted: nothing of the
+    try runs after that (no wait, no clean-up)."""
+
+    def poll_until_complete(self, external_id: Any, context: Any) -> Any:
+        if context["ti"].try_number == 1:
+            raise RuntimeError("simulated worker crash after submitting the job")
+        return super().poll_until_complete(external_id, context)
+
+
+def _train(task_id: str, **kwargs: Any) -> TrainJobOperator:
+    kwargs.setdefault("trainer", CustomTrainer(double, func_args={"x": 21}))
+    kwargs.setdefault("options", [scenario("exec")])
+    return TrainJobOperator(task_id=task_id, kubeflow_trainer_conn_id=CONN_ID, **kwargs)
+
+
+with DAG("kf_train", schedule=None, start_date=START, catchup=False) as kf_train:
+    _train("train", deferrable=False, log_tail=50)
+
+with DAG("kf_train_deferred", schedule=None, start_date=START, catchup=False) as kf_deferred:
+    _train("train", deferrable=True, dashboard_url="https://kubeflow.example/{namespace}/{name}")
+
+with DAG("kf_templated", schedule=None, start_date=START, catchup=False) as kf_templated:
+    _train(
+        "train",
+        trainer=CustomTrainer(braces),
+        func_args={"word": "{{ dag_run.conf.get('word', 'plain') }}"},
+        deferrable=False,
+    )
+
+with DAG(
+    "kf_retry_after_failure",
+    schedule=None,
+    start_date=START,
+    catchup=False,
+    default_args={"retries": 1, "retry_delay": timedelta(0)},
+) as kf_retry_after_failure:
+    _train("train", options=[scenario_by_try("fail", "success")], deferrable=False)
+
+with DAG("kf_explode", schedule=None, start_date=START, catchup=False) as kf_explode:
+    _train("train", trainer=CustomTrainer(explode), deferrable=False)
+
+for durable in (True, False):
+    # durable=False is what Airflow < 3.3 does (no task state store): the job's
+    # identity labels alone lead the retry back to it.
+    with DAG(
+        "kf_retry_after_crash" if durable else "kf_retry_after_crash_not_durable",
+        schedule=None,
+        start_date=START,
+        catchup=False,
+        default_args={"retries": 1, "retry_delay": timedelta(0)},
+    ) as crash_dag:
+        CrashAfterSubmit(
+            task_id="train",
+            kubeflow_trainer_conn_id=CONN_ID,
+            trainer=CustomTrainer(double, func_args={"x": 5}),
+            options=[scenario('{"preset": "success", "duration": 2.0}')],
+            deferrable=False,
+            durable=durable,
+        )
+    globals()[crash_dag.dag_id] = crash_dag

@@ -1,0 +1,71 @@
+"""The same DAGs on the local backend (``backend: local`` in the connection): jobs run as
+processes on this machine, the training function for real. Only the connection
+changes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from dagtest import CONN_ENV, connection_json, run_dag
+
+from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.config import LocalConfig
+
+pytestmark = pytest.mark.usefixtures("airflow_db")
+
+
+@pytest.fixture
+def local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TrainerClient]:
+    """Connection ``kf_test`` on a local backend of this test's own; every job is
+    deleted afterwards, and none of their processes may outlive the test."""
+    from kf_trainer_core.local.procs import processes_of_job
+
+    state = tmp_path / "state"
+    monkeypatch.setenv(CONN_ENV, connection_json(backend="local", state_dir=str(state)))
+    with TrainerClient(LocalConfig(state_dir=str(state))) as client:
+        yield client
+        jobs = client.list_jobs()
+        for job in jobs:
+            client.delete_job(job.name)
+        deadline = time.monotonic() + 30
+        while any(processes_of_job(str(job.uid)) for job in jobs):
+            assert time.monotonic() < deadline, "processes of deleted jobs are still running"
+            time.sleep(0.1)
+
+
+def test_train_in_worker(local: TrainerClient, capfd: pytest.CaptureFixture[str]) -> None:
+    run = run_dag("kf_train")
+    assert run.state == "success"
+    assert run.xcom("train", "result") == {"double": 42}
+    assert run.xcom("train", "namespace") == "local"
+    assert "[node-0] doubling 21" in capfd.readouterr().out
+    (job,) = local.list_jobs()
+    assert job.status.value == "Complete"
+
+
+def test_train_deferred(local: TrainerClient) -> None:
+    run = run_dag("kf_train_deferred")
+    assert run.state == "success"
+    assert run.xcom("train")["result"] == {"double": 42}
+
+
+def test_failure_shows_the_training_error(
+    local: TrainerClient, capfd: pytest.CaptureFixture[str]
+) -> None:
+    run = run_dag("kf_explode")
+    assert run.state == "failed"
+    text = capfd.readouterr().out
+    assert "ValueError: loss diverged at lr=10.0" in text
+    assert "failing step node-0" in text
+
+
+def test_decorator_and_mapping(local: TrainerClient) -> None:
+    run = run_dag("kf_decorated")
+    assert run.state == "success"
+    assert run.xcom("train") == {"double": 42, "mode": "test"}
+    mapped = run_dag("kf_mapped")
+    assert mapped.state == "success"
+    assert mapped.xcom("total") == 14

@@ -1,0 +1,323 @@
+"""TrainJobOperator on its own: arguments checked when the DAG is parsed, templates that
+leave the function alone, dry runs, and — against the test server — kill, finish
+actions, fixed names and suspended jobs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kf_trainer_airflow._spec import Verbatim
+from kf_trainer_airflow.operators.trainjob import TrainJobFailedException, TrainJobOperator
+from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.config import KubernetesConfig
+from kf_trainer_core.errors import SpecError
+from kf_trainer_core.k8s.resources import TRAINJOBS
+from kf_trainer_core.spec import (
+    ActiveDeadlineSeconds,
+    Annotations,
+    CustomTrainer,
+    CustomTrainerContainer,
+    Labels,
+    TrainJobSpec,
+)
+from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
+from kf_trainer_core.testing.server import KubeTestServer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def train(lr: float = 0.1) -> dict[str, float]:
+    return {"lr": lr}
+
+
+def jinja_looking() -> str:
+    return "{{ not a template }} {% neither %} {# nor this #}"
+
+
+def scenario(name: str) -> Annotations:
+    return Annotations({SCENARIO_ANNOTATION: name})
+
+
+@dataclass
+class FakeTI:
+    """The parts of a task instance the operator uses (for tests without a DAG run)."""
+
+    dag_id: str = "dag"
+    task_id: str = "train"
+    run_id: str = "run-1"
+    map_index: int = -1
+    try_number: int = 1
+    stats_tags: dict[str, str] = field(default_factory=dict)
+    xcoms: dict[str, Any] = field(default_factory=dict)
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcoms[key] = value
+
+
+def context(ti: FakeTI | None = None) -> dict[str, Any]:
+    return {"ti": ti or FakeTI(), "task_state_store": None}
+
+
+def op(**kwargs: Any) -> TrainJobOperator:
+    kwargs.setdefault("task_id", "train")
+    kwargs.setdefault("kubeflow_trainer_conn_id", "kf_test")
+    kwargs.setdefault("deferrable", False)
+    return TrainJobOperator(**kwargs)
+
+
+# ----------------------------------------------------------------- parse time
+
+
+def test_bad_spec_fails_when_the_dag_is_parsed() -> None:
+    with pytest.raises(SpecError, match=r"trainer\.num_node: unknown field.*num_nodes"):
+        op(trainer={"func": train, "num_node": 2})
+
+
+def test_spec_and_parts_are_alternatives() -> None:
+    with pytest.raises(SpecError, match="runtime: is given together with `spec`"):
+        op(spec=TrainJobSpec(trainer=CustomTrainer(train)), runtime="torch-distributed")
+
+
+def test_func_args_need_a_custom_trainer() -> None:
+    with pytest.raises(SpecError, match="func_args: applies to a CustomTrainer only"):
+        op(trainer=CustomTrainerContainer("python:3.11"), func_args={"lr": 1})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"on_kill_action": "stop"}, "on_kill_action='stop'. Fix: use one of delete"),
+        ({"on_finish_action": "drop"}, "on_finish_action='drop'. Fix: use one of delete"),
+        ({"startup_timeout": -1}, "startup_timeout=-1. Fix"),
+        ({"log_tail": -5}, "log_tail=-5. Fix"),
+    ],
+)
+def test_bad_arguments(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        op(trainer=CustomTrainer(train), **kwargs)
+
+
+def test_closures_fail_at_parse_time() -> None:
+    factor = 2
+
+    def closure() -> int:
+        return factor
+
+    with pytest.raises(SpecError, match="uses variables of an enclosing function"):
+        op(trainer=CustomTrainer(closure))
+
+
+def test_templated_arguments_are_checked_at_run_time() -> None:
+    task = op(trainer=CustomTrainer(train), func_args={"lr": "{{ params.lr }}"})
+    assert task.func_args == {"lr": "{{ params.lr }}"}
+    bad = op(trainer={"func": train, "num_nodes": "{{ params.n }}"})
+    with pytest.raises(SpecError, match="num_nodes"):
+        bad.build_spec()
+
+
+def test_whole_spec_as_yaml_text() -> None:
+    text = (ROOT / "examples" / "specs" / "quickstart.yaml").read_text()
+    spec = op(spec=text, job_name="quick", job_timeout=timedelta(minutes=5)).build_spec()
+    assert spec.trainer is not None
+    assert spec.trainer.num_nodes == 2
+    deadline = spec.option(ActiveDeadlineSeconds)
+    assert deadline is not None
+    assert deadline.seconds == 300  # job_timeout replaces the file's 3600
+    assert spec.option(Labels).labels == {"team": "ml"}
+
+
+def test_rendering_leaves_the_function_source_alone() -> None:
+    task = op(
+        trainer=CustomTrainer(jinja_looking),
+        func_args={"day": "{{ ds }}"},
+        # Models check their values when built: templated ones go in the JSON form.
+        options=[{"type": "Labels", "labels": {"day": "{{ ds_nodash }}"}}],
+    )
+    assert isinstance(task.trainer["func"], Verbatim)
+    task.render_template_fields({"ds": "2026-01-02", "ds_nodash": "20260102"})
+    assert task.func_args == {"day": "2026-01-02"}
+    assert task.options[0]["labels"] == {"day": "20260102"}
+    spec = task.build_spec()
+    assert spec.trainer is not None
+    assert "{{ not a template }} {% neither %} {# nor this #}" in (spec.trainer.func.source or "")
+    assert spec.trainer.func_args == {"day": "2026-01-02"}
+
+
+def test_dry_run_renders_the_manifest(capsys: pytest.CaptureFixture[str]) -> None:
+    task = op(
+        trainer=CustomTrainer(train, num_nodes=2),
+        namespace="team-a",
+        job_timeout=90,
+        options=[Labels({"team": "ml"})],
+    )
+    task.dry_run()
+    text = capsys.readouterr().out
+    assert "kind: TrainJob" in text
+    assert "namespace: team-a" in text
+    assert "activeDeadlineSeconds: 90" in text
+    assert "numNodes: 2" in text
+    assert "team: ml" in text
+
+
+# ------------------------------------------------------------ against a cluster
+
+
+@pytest.fixture
+def client(kf_conn: Path) -> Iterator[TrainerClient]:
+    with TrainerClient(KubernetesConfig(kubeconfig=str(kf_conn))) as c:
+        yield c
+
+
+def live(kube: KubeTestServer, name: str) -> dict[str, Any] | None:
+    obj = kube.store.try_get(TRAINJOBS, "default", name)
+    if obj is None or obj["metadata"].get("deletionTimestamp"):
+        return None
+    return obj
+
+
+def wait_for(check: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.05)
+
+
+def test_kill_while_waiting_in_the_worker_deletes_the_job(
+    client: TrainerClient, kube: KubeTestServer
+) -> None:
+    task = op(trainer=CustomTrainer(train), options=[scenario("never-finish")])
+    ti = FakeTI()
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            task.execute(context(ti))
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    wait_for(lambda: "job_name" in ti.xcoms)
+    name = ti.xcoms["job_name"]
+    wait_for(lambda: client.get_job(name).status.value == "Running")
+    task.on_kill()
+    worker.join(30)
+    assert not worker.is_alive()
+    assert live(kube, name) is None
+    assert isinstance(errors[0], TrainJobFailedException)
+    assert "was deleted" in str(errors[0])
+
+
+def test_on_kill_suspend_and_keep(client: TrainerClient, kube: KubeTestServer) -> None:
+    spec = TrainJobSpec(trainer=CustomTrainer(train), options=[scenario("never-finish")])
+    name = client.submit(spec, identity="kill/suspend").job.name
+    task = op(trainer=CustomTrainer(train), on_kill_action="suspend")
+    task._job_name = name
+    task.on_kill()
+    assert kube.store.get(TRAINJOBS, "default", name)["spec"]["suspend"] is True
+    keep = op(trainer=CustomTrainer(train), on_kill_action="keep")
+    keep._job_name = name
+    keep.on_kill()
+    assert live(kube, name) is not None
+    nothing = op(trainer=CustomTrainer(train))
+    nothing.on_kill()  # killed before it had a job: nothing to do
+
+
+def test_retry_resumes_a_job_suspended_by_a_kill(
+    client: TrainerClient, kube: KubeTestServer
+) -> None:
+    task = op(trainer=CustomTrainer(train), options=[scenario("success")])
+    spec = task.build_spec()
+    ti = FakeTI()
+    name = client.submit(spec, identity=task.identity_of(context(ti))).job.name
+    client.suspend_job(name)
+    out = task.execute(context(ti))
+    assert out["name"] == name
+    assert out["status"] == "Complete"
+
+
+@pytest.mark.parametrize(
+    ("action", "scenario_name", "kept"),
+    [
+        ("delete-succeeded", "success", False),
+        ("delete-succeeded", "fail", True),
+        ("delete", "fail", False),
+        ("keep", "success", True),
+    ],
+)
+def test_on_finish_action(
+    client: TrainerClient, kube: KubeTestServer, action: str, scenario_name: str, kept: bool
+) -> None:
+    task = op(
+        trainer=CustomTrainer(train),
+        options=[scenario(scenario_name)],
+        on_finish_action=action,
+    )
+    ti = FakeTI(run_id=f"finish-{action}-{scenario_name}")
+    if scenario_name == "fail":
+        with pytest.raises(TrainJobFailedException) as info:
+            task.execute(context(ti))
+        assert info.value.failure is not None
+        assert info.value.failure["exit_code"] == 1
+    else:
+        assert task.execute(context(ti))["status"] == "Complete"
+    assert (live(kube, ti.xcoms["job_name"]) is not None) is kept
+
+
+def test_fixed_name_is_replaced_after_a_failure(
+    client: TrainerClient, kube: KubeTestServer
+) -> None:
+    ti = FakeTI(run_id="fixed")
+    failing = op(trainer=CustomTrainer(train), options=[scenario("fail")], job_name="my-job")
+    with pytest.raises(TrainJobFailedException):
+        failing.execute(context(ti))
+    ti.try_number = 2
+    passing = op(trainer=CustomTrainer(train), options=[scenario("success")], job_name="my-job")
+    out = passing.execute(context(ti))
+    assert (out["name"], out["status"]) == ("my-job", "Complete")
+
+
+def test_submit_without_waiting(client: TrainerClient, kube: KubeTestServer) -> None:
+    task = op(
+        trainer=CustomTrainer(train),
+        options=[scenario("never-finish")],
+        wait_for_completion=False,
+        dashboard_url="https://ui/{namespace}/{name}",
+    )
+    ti = FakeTI()
+    out = task.execute(context(ti))
+    assert out == {"job_name": ti.xcoms["job_name"], "namespace": "default"}
+    assert ti.xcoms["trainjob_url"] == f"https://ui/default/{out['job_name']}"
+    assert client.get_job(out["job_name"]).status.value in ("Created", "Running")
+
+
+def test_deferral_hands_the_trigger_a_connection_id(
+    client: TrainerClient, kube: KubeTestServer
+) -> None:
+    from airflow.sdk.exceptions import TaskDeferred
+
+    task = op(
+        trainer=CustomTrainer(train),
+        options=[scenario("never-finish")],
+        deferrable=True,
+        startup_timeout=30,
+        wait_timeout=timedelta(hours=1),
+        on_kill_action="suspend",
+    )
+    with pytest.raises(TaskDeferred) as info:
+        task.execute(context())
+    path, kwargs = info.value.trigger.serialize()
+    assert path.endswith("TrainJobTrigger")
+    assert kwargs["kubeflow_trainer_conn_id"] == "kf_test"
+    assert (kwargs["startup_timeout"], kwargs["timeout"]) == (30.0, 3600.0)
+    assert kwargs["on_kill_action"] == "suspend"
+    assert kwargs["namespace"] == "default"
+    assert info.value.method_name == "execute_complete"
