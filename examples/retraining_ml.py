@@ -13,6 +13,7 @@ when a job has several processes) when torch is installed, and NumPy otherwise.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import random
@@ -21,11 +22,35 @@ from pathlib import Path
 from typing import Any
 
 FEATURES = 4
+#: Days are counted from this date; the drift repeats every year.
+EPOCH = dt.date(1970, 1, 1)
 
 
 def _boundary(day: int) -> list[float]:
     # The true weights drift slowly with the day: yesterday's model ages.
     return [math.cos(0.3 * day + i) * (1.5 + 0.5 * i) for i in range(FEATURES)]
+
+
+def day_of(when: dt.date | dt.datetime | None = None) -> int:
+    """The day number of ``when`` (default: today, in UTC): what a scheduled run
+    trains on. The quickstart's default ``--day`` is the same number."""
+    if when is None:
+        when = dt.datetime.now(dt.timezone.utc)
+    if isinstance(when, dt.datetime):
+        when = when.astimezone(dt.timezone.utc).date() if when.tzinfo else when.date()
+    return (when - EPOCH).days % 365
+
+
+def layout(shared_dir: str, day: int) -> dict[str, str]:
+    """Where a day's files go under ``shared_dir``, as absolute paths (the training
+    processes do not share the caller's working directory): ``data_dir``,
+    ``model_dir`` (the candidate) and ``registry`` (the promoted model)."""
+    root = Path(shared_dir).expanduser().resolve()
+    return {
+        "data_dir": str(root / "data" / f"day-{day}"),
+        "model_dir": str(root / "models" / f"day-{day}"),
+        "registry": str(root / "registry"),
+    }
 
 
 def prepare_data(data_dir: str, day: int = 0, rows: int = 2000) -> dict[str, Any]:
