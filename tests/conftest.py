@@ -1,4 +1,59 @@
-"""Shared test set-up: the Kubernetes-API test server fixtures (``kube``,
-``kube_server``, ``kubeconfig_path``) for every test directory."""
+"""Shared test set-up for every test directory.
+
+- The Kubernetes-API test server fixtures (``kube``, ``kube_server``,
+  ``kubeconfig_path``) come from the suite's pytest plugin.
+- Prefect reads its settings when first imported, so its environment is set here, at
+  import, before any test module imports it: a private ``PREFECT_HOME``, no analytics,
+  and a server start-up timeout that two busy cores meet (the 20 s default does not).
+- ``prefect_server``: one ephemeral Prefect server for the whole session (~20 s to
+  start), shared by ``tests/prefect`` and ``tests/examples``.
+
+Airflow's home is set up by ``tests/airflow/conftest.py`` (and by
+``tests/examples/conftest.py`` when run alone).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+
+import pytest
 
 pytest_plugins = ["kf_trainer_core.testing.pytest_plugin"]
+
+PREFECT_HOME_PREFIX = "kf-prefect-home-"
+PREFECT_STARTUP_TIMEOUT = 120
+
+_prefect_home = tempfile.mkdtemp(prefix=PREFECT_HOME_PREFIX)
+atexit.register(shutil.rmtree, _prefect_home, ignore_errors=True)
+os.environ["PREFECT_HOME"] = _prefect_home
+os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = str(PREFECT_STARTUP_TIMEOUT)
+os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+os.environ["DO_NOT_TRACK"] = "1"
+os.environ.pop("PREFECT_API_URL", None)
+os.environ.pop("PREFECT_API_KEY", None)
+
+
+@pytest.fixture(scope="session")
+def prefect_server() -> Iterator[str]:
+    """One ephemeral Prefect server (temporary database) for the session; yields its
+    API URL."""
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_HOME,
+        PREFECT_SERVER_ANALYTICS_ENABLED,
+        temporary_settings,
+    )
+    from prefect.testing.utilities import prefect_test_harness
+
+    # Also as settings, in case Prefect was imported before this file set the variables.
+    with (
+        temporary_settings(
+            updates={PREFECT_HOME: _prefect_home, PREFECT_SERVER_ANALYTICS_ENABLED: False}
+        ),
+        prefect_test_harness(server_startup_timeout=PREFECT_STARTUP_TIMEOUT),
+    ):
+        yield str(PREFECT_API_URL.value())

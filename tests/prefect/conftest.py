@@ -1,59 +1,20 @@
-"""Prefect tests: real flows on one ephemeral Prefect server per test session, with
-TrainJobs on the Kubernetes-API test server (and the local backend when it exists).
-
-The environment is set here, at import, before Prefect reads its settings: a private
-``PREFECT_HOME``, no analytics, and a server start-up timeout that two busy cores meet
-(the 20 s default does not). The server costs ~20 s once; tests that need it ask for
-``prefect_server``.
+"""Prefect tests: real flows on the session's ephemeral Prefect server
+(``prefect_server``, in ``tests/conftest.py``, which also sets Prefect's environment),
+with TrainJobs on the Kubernetes-API test server and the local backend.
 """
 
 from __future__ import annotations
 
-import atexit
-import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-_HOME = tempfile.mkdtemp(prefix="kf-prefect-home-")
-atexit.register(shutil.rmtree, _HOME, ignore_errors=True)
-os.environ["PREFECT_HOME"] = _HOME
-os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"
-os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
-os.environ["DO_NOT_TRACK"] = "1"
-os.environ.pop("PREFECT_API_URL", None)
-os.environ.pop("PREFECT_API_KEY", None)
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 
-from kf_trainer_core.client import TrainerClient  # noqa: E402
-from kf_trainer_prefect import KubeflowTrainerCredentials  # noqa: E402
-
-STARTUP_TIMEOUT = 120
-
-
-@pytest.fixture(scope="session")
-def prefect_server() -> Iterator[str]:
-    """One ephemeral Prefect server (temporary database) for the session; yields its
-    API URL."""
-    from prefect.settings import (
-        PREFECT_API_URL,
-        PREFECT_HOME,
-        PREFECT_SERVER_ANALYTICS_ENABLED,
-        temporary_settings,
-    )
-    from prefect.testing.utilities import prefect_test_harness
-
-    # Also as settings, in case Prefect was imported before this file set the variables.
-    with (
-        temporary_settings(updates={PREFECT_HOME: _HOME, PREFECT_SERVER_ANALYTICS_ENABLED: False}),
-        prefect_test_harness(server_startup_timeout=STARTUP_TIMEOUT),
-    ):
-        yield str(PREFECT_API_URL.value())
+from kf_trainer_core.client import TrainerClient
+from kf_trainer_prefect import KubeflowTrainerCredentials
 
 
 @pytest.fixture
