@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 class ProgressReporter:
     """Callable for the core's ``callbacks=`` / ``on_update=``: logs ``where: state;
-    42% done; about 120s left; loss=0.41`` when something in it changed."""
+    42% done; about 2m 00s left; loss=0.41`` when something in it changed."""
 
     def __init__(self, log: logging.Logger | Any, where: str) -> None:
         self.log = log
@@ -33,12 +33,5 @@ class ProgressReporter:
         if key == self._last:
             return
         self._last = key
-        parts = [f"{self.where}: {job.status.value}"]
-        if progress is not None:
-            if progress.percentage is not None:
-                parts.append(f"{progress.percentage}% done")
-            if progress.estimated_remaining_seconds is not None:
-                parts.append(f"about {progress.estimated_remaining_seconds}s left")
-            if progress.metrics:
-                parts.append(", ".join(f"{k}={v}" for k, v in sorted(progress.metrics.items())))
+        parts = [f"{self.where}: {job.status.value}", *(progress.summary() if progress else [])]
         self.log.info("%s", "; ".join(parts))

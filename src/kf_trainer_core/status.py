@@ -28,6 +28,7 @@ from kf_trainer_core.k8s.resources import (
     REPLICATED_JOB_LABEL,
 )
 from kf_trainer_core.runtimes import device_of
+from kf_trainer_core.timeutil import duration_text
 
 #: The Warning event the Trainer emits when it cannot build a TrainJob's JobSet.
 CREATION_FAILED_REASON = "TrainJobResourcesCreationFailed"
@@ -83,6 +84,18 @@ class Progress(_Out):
     estimated_remaining_seconds: int | None = None
     metrics: dict[str, str] = Field(default_factory=dict)
     last_updated: str | None = None
+
+    def summary(self) -> list[str]:
+        """What a person reads of it: ``["40% done", "about 1m 30s left", "loss=0.5"]``
+        (parts that are not reported are left out). Task logs and artifacts join them."""
+        parts = []
+        if self.percentage is not None:
+            parts.append(f"{self.percentage}% done")
+        if self.estimated_remaining_seconds is not None:
+            parts.append(f"about {duration_text(self.estimated_remaining_seconds)} left")
+        if self.metrics:
+            parts.append(", ".join(f"{k}={v}" for k, v in sorted(self.metrics.items())))
+        return parts
 
 
 class Failure(_Out):

@@ -1,4 +1,4 @@
-"""Kubernetes timestamps (RFC 3339) to and from datetimes."""
+"""Kubernetes timestamps (RFC 3339) to and from datetimes, and durations for people."""
 
 from __future__ import annotations
 
@@ -44,3 +44,17 @@ def expired(expiry: datetime | str) -> bool:
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     return when - EXPIRY_SKEW <= now()
+
+
+def duration_text(seconds: float | None) -> str:
+    """``3725`` → ``1h 02m 05s``; ``None`` → ``unknown``."""
+    if seconds is None:
+        return "unknown"
+    total = round(seconds)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m {secs:02d}s"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"

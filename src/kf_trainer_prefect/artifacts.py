@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
+from kf_trainer_core.timeutil import duration_text
+
 if TYPE_CHECKING:
     from kf_trainer_core.status import Failure, JobOutputs, TrainJob
 
@@ -34,30 +36,8 @@ def artifact_key(job: str, kind: str) -> str:
 
 def progress_description(job: TrainJob) -> str:
     """One line for the progress artifact: where the job is and what it reports."""
-    parts = [f"TrainJob {job.namespace}/{job.name}: {job.status.value}"]
-    progress = job.progress
-    if progress is not None:
-        if progress.percentage is not None:
-            parts.append(f"{progress.percentage}%")
-        if progress.estimated_remaining_seconds is not None:
-            parts.append(f"about {duration_text(progress.estimated_remaining_seconds)} left")
-        if progress.metrics:
-            parts.append(", ".join(f"{k}={v}" for k, v in sorted(progress.metrics.items())))
-    return " · ".join(parts)
-
-
-def duration_text(seconds: float | None) -> str:
-    """``3725`` → ``1h 02m 05s``."""
-    if seconds is None:
-        return "unknown"
-    total = round(seconds)
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h {minutes:02d}m {secs:02d}s"
-    if minutes:
-        return f"{minutes}m {secs:02d}s"
-    return f"{secs}s"
+    head = f"TrainJob {job.namespace}/{job.name}: {job.status.value}"
+    return " · ".join([head, *(job.progress.summary() if job.progress else [])])
 
 
 def steps_table(

@@ -21,6 +21,7 @@ from kf_trainer_core.config import KubernetesConfig, LocalConfig
 from kf_trainer_core.errors import SpecError
 from kf_trainer_core.spec import Labels, Name
 from kf_trainer_core.status import Failure, JobOutputs, JobState, Progress, Step, TrainJob
+from kf_trainer_core.timeutil import duration_text
 from kf_trainer_core.waiting import (
     TrainJobCreationFailedError,
     TrainJobDeletedError,
@@ -38,7 +39,6 @@ from kf_trainer_prefect._engine import (
     labelled,
 )
 from kf_trainer_prefect.artifacts import (
-    duration_text,
     job_summary,
     outputs_summary,
     progress_description,
