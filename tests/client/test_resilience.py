@@ -26,7 +26,10 @@ from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer
 from kf_trainer_core.waiting import TrainJobFailedError
 
-FAULT_TOLERANT = RetryPolicy(attempts=12, base=0.02, cap=0.3, max_retry_after=0.3)
+# Short delays keep the test quick; enough attempts (~10 s of retrying) to outlast
+# several back-to-back server restarts on a loaded machine, as the default policy's
+# longer delays do in production. A request that exhausts them fails its wait.
+FAULT_TOLERANT = RetryPolicy(attempts=40, base=0.02, cap=0.3, max_retry_after=0.3)
 
 
 def spec(scenario: dict[str, Any] | str) -> TrainJobSpec:
