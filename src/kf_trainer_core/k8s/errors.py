@@ -11,6 +11,26 @@ from kf_trainer_core.errors import KFTrainerError
 RETRYABLE_CODES = frozenset({0, 408, 429, 500, 502, 503, 504})
 
 
+def status_body(
+    code: int, reason: str, message: str, details: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A ``metav1.Status`` failure body, shaped (and ordered) as the apiserver sends it;
+    the test server and the local backend answer with it."""
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+    }
+    # The apiserver omits empty details entirely (omitempty on a pointer).
+    if details is not None:
+        body["details"] = details
+    body["code"] = code
+    return body
+
+
 class ApiError(KFTrainerError):
     """A failed API request, with the Kubernetes ``Status`` when the server sent one.
 

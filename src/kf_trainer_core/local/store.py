@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kf_trainer_core.k8s.errors import status_body
 from kf_trainer_core.local._common import now_iso
 
 JSON = dict[str, Any]
@@ -105,18 +106,7 @@ class StatusError(Exception):
 
     def status(self) -> JSON:
         """The body, shaped as the apiserver sends it."""
-        body: JSON = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-        }
-        if self.details is not None:
-            body["details"] = self.details
-        body["code"] = self.code
-        return body
+        return status_body(self.code, self.reason, self.message, self.details)
 
 
 def _details(kind: Kind, name: str) -> JSON:

@@ -25,6 +25,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
 # The server speaks about the same resources as the client: one definition for both.
+from kf_trainer_core.k8s.errors import status_body
 from kf_trainer_core.k8s.resources import (
     CLUSTER_TRAINING_RUNTIMES,
     CONFIGMAPS,
@@ -132,19 +133,7 @@ class StoreError(Exception):
 
     def status(self) -> dict[str, Any]:
         """The ``metav1.Status`` body, shaped as the apiserver sends it."""
-        body: JSON = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-        }
-        # The apiserver omits empty details entirely (omitempty on a pointer).
-        if self.details is not None:
-            body["details"] = self.details
-        body["code"] = self.code
-        return body
+        return status_body(self.code, self.reason, self.message, self.details)
 
     def __repr__(self) -> str:
         return f"StoreError({self.code}, {self.reason!r}, {self.message!r})"
