@@ -69,6 +69,9 @@ class Airflow:
             "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "120",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
             "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
+            # A task supervisor can miss its child's exit for up to this long, which
+            # delays the defer-exit event the scheduler must see before the task resumes.
+            "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
             # The triggerer does not put the DAG folder on sys.path.
             "PYTHONPATH": os.pathsep.join([str(DAGS), os.environ.get("PYTHONPATH", "")]),
         }

@@ -47,7 +47,10 @@ with DAG(
     catchup=False,
     default_args={"retries": 0},
 ) as kf_live:
-    _op(TrainJobOperator, "deferred", '{"preset": "exec"}', deferrable=True)
+    # The job starts a few seconds late so that its trigger fires well after this
+    # worker's defer-exit is processed: Airflow 3.3 fails a task whose resumed try is
+    # already running when that stale exit event arrives (apache/airflow#72716).
+    _op(TrainJobOperator, "deferred", '{"preset": "exec", "pending_delay": 6}', deferrable=True)
     _op(TrainJobOperator, "kill_deferred", "never-finish", deferrable=True)
     _op(TrainJobOperator, "kill_running", "never-finish", deferrable=False)
     _op(
