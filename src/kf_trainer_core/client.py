@@ -177,6 +177,27 @@ class _Base:
         job, result, _ = yield from ops.outputs_of(self.namespace, obj)
         return outputs(job, result)
 
+    def _stop_program(
+        self,
+        name: str | None,
+        identity: str | Sequence[str | int | None] | None,
+        label_selector: str | None,
+        action: str,
+    ) -> Program[list[str]]:
+        if action not in ("delete", "suspend", "keep"):
+            raise ValueError(f"unknown action {action!r}. Fix: use delete, suspend or keep.")
+        if name is None and identity is None and label_selector is None:
+            raise ValueError(
+                "stop_unfinished() picks no job. Fix: pass a name, an identity or a label selector."
+            )
+        return ops.stop_unfinished(
+            self.namespace,
+            action,
+            name=name,
+            identity=identity_text(identity),
+            label_selector=label_selector,
+        )
+
     def _identity_program(
         self,
         spec: TrainJobSpec,
@@ -535,6 +556,21 @@ class TrainerClient(_Base):
         done: bool = self._run(ops.cancel(self.namespace, name, action))
         return done
 
+    def stop_unfinished(
+        self,
+        name: str | None = None,
+        *,
+        identity: str | Sequence[str | int | None] | None = None,
+        label_selector: str | None = None,
+        action: CancelAction = "delete",
+    ) -> list[str]:
+        """Apply ``action`` to the unfinished jobs picked by ``name``, by an orchestrator
+        ``identity`` (every attempt submitted for it: how a task killed before it learnt
+        its job's name stops that job) or by ``label_selector``; return the names acted
+        on. Finished jobs are left alone, their results kept for a retry to collect."""
+        done: list[str] = self._run(self._stop_program(name, identity, label_selector, action))
+        return done
+
     def delete_job(self, name: str, *, propagation: str = "Foreground") -> bool:
         """Delete the TrainJob (never only its JobSet); ``False`` if already gone."""
         deleted: bool = self._run(ops.delete(self.namespace, name, propagation))
@@ -839,6 +875,19 @@ class AsyncTrainerClient(_Base):
     async def cancel_job(self, name: str, action: CancelAction = "delete") -> bool:
         """See :meth:`TrainerClient.cancel_job`."""
         done: bool = await self._run(ops.cancel(self.namespace, name, action))
+        return done
+
+    async def stop_unfinished(
+        self,
+        name: str | None = None,
+        *,
+        identity: str | Sequence[str | int | None] | None = None,
+        label_selector: str | None = None,
+        action: CancelAction = "delete",
+    ) -> list[str]:
+        """See :meth:`TrainerClient.stop_unfinished`."""
+        program = self._stop_program(name, identity, label_selector, action)
+        done: list[str] = await self._run(program)
         return done
 
     async def delete_job(self, name: str, *, propagation: str = "Foreground") -> bool:

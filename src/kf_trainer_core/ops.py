@@ -251,6 +251,48 @@ def cancel(namespace: str, name: str, action: str) -> Program[bool]:
     return (yield from delete(namespace, name))
 
 
+def stop_unfinished(
+    namespace: str,
+    action: str,
+    *,
+    name: str | None = None,
+    identity: str | None = None,
+    label_selector: str | None = None,
+) -> Program[list[str]]:
+    """Apply ``action`` to the unfinished jobs picked by ``name``, by an orchestrator
+    ``identity`` (every attempt it submitted) or by ``label_selector``; return the names
+    acted on. Finished jobs and jobs already being deleted are left alone: a finished
+    job keeps its result for a retried task to collect."""
+    if action == "keep":
+        return []
+    if name is not None:
+        try:
+            objs = [(yield from get_object(namespace, name))]
+        except TrainJobNotFoundError:
+            return []
+    else:
+        if identity is not None:
+            from kf_trainer_core.builder import identity_label_value
+
+            # The label holds a digest of the identity, the annotation the identity.
+            wanted = f"{IDENTITY_LABEL}={identity_label_value(identity)}"
+            label_selector = ",".join(s for s in (label_selector, wanted) if s)
+        if label_selector is None:
+            raise ValueError("stop_unfinished needs a name, an identity or a label selector")
+        listing = yield ListObjects(TRAINJOBS, namespace, label_selector=label_selector)
+        objs = listing.get("items") or []
+    done = []
+    for obj in objs:
+        job = to_trainjob(obj)
+        if identity is not None and job.identity not in (None, identity):
+            continue
+        if job.status.terminal or job.deleting:
+            continue
+        if (yield from cancel(namespace, job.name, action)):
+            done.append(job.name)
+    return done
+
+
 def get_events(namespace: str, name: str) -> Program[list[Event]]:
     """Events of the TrainJob, its JobSet, Jobs and pods (one request)."""
     listing = yield ListObjects(EVENTS, namespace)

@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from kf_trainer_core import names
 from kf_trainer_core._model import fix
-from kf_trainer_core.builder import identity_text
-from kf_trainer_core.selectors import identity_selector
 from kf_trainer_core.status import TrainJob
 
 if TYPE_CHECKING:
@@ -136,16 +134,6 @@ async def _await_steps(
         await aclient.close()
 
 
-def jobs_of_identity(
-    client: TrainerClient, identity: str | Sequence[str | int | None]
-) -> list[TrainJob]:
-    """Every job (every attempt) submitted for an orchestrator identity."""
-    ident = identity_text(identity)
-    jobs = client.list_jobs(label_selector=identity_selector(identity))
-    # The label holds a digest of the identity; the annotation holds the identity.
-    return [j for j in jobs if j.identity in (None, ident)]
-
-
 def cancel_identity(
     client: TrainerClient,
     identity: str | Sequence[str | int | None],
@@ -153,31 +141,13 @@ def cancel_identity(
 ) -> list[str]:
     """Cancel the unfinished jobs of an identity (``delete`` / ``suspend``; ``keep``
     does nothing) and return their names. Finished jobs stay for inspection."""
-    if action == "keep":
-        return []
-    done = []
-    for job in jobs_of_identity(client, identity):
-        if job.status.terminal or job.deleting:
-            continue
-        if client.cancel_job(job.name, action):
-            done.append(job.name)
-    return done
+    return client.stop_unfinished(identity=identity, action=action)
 
 
 def cancel_if_unfinished(client: TrainerClient, name: str, action: CancelAction = "delete") -> bool:
     """Cancel job ``name`` unless it already finished (a complete job keeps its result
     for a retried task to collect); ``False`` when nothing was done or it is gone."""
-    from kf_trainer_core.ops import TrainJobNotFoundError
-
-    if action == "keep":
-        return False
-    try:
-        job = client.get_job(name)
-    except TrainJobNotFoundError:
-        return False
-    if job.status.terminal or job.deleting:
-        return False
-    return client.cancel_job(name, action)
+    return bool(client.stop_unfinished(name, action=action))
 
 
 @contextmanager

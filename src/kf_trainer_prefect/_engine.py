@@ -1,6 +1,11 @@
-"""What the tasks do inside a Prefect run, written once for sync and once for async:
-identity, submission, waiting, logs, artifacts, and what happens to the job when the
-task is interrupted.
+"""What the tasks do inside a Prefect run: identity, submission, waiting, logs,
+artifacts, and what happens to the job when the task is interrupted.
+
+The decisions (the job's identity, what an interruption means, which jobs to stop, what
+the summary says) are plain functions written once; the ``*_sync`` / ``*_async`` pairs
+only carry them over the sync or the async client. They differ where Prefect does: a
+sync task waits in a helper thread so that its own thread stays interruptible, an async
+task pushes progress from a companion task and shields its clean-up from cancellation.
 
 Kubernetes knowledge stays in :mod:`kf_trainer_core`; this module only translates
 Prefect's lifecycle (run identity, timeouts, cancellation, crashes, retries, logger,
@@ -16,9 +21,9 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 from uuid import UUID
 
 from kf_trainer_core.spec import Labels, Name, TrainJobSpec
@@ -36,9 +41,6 @@ from kf_trainer_prefect.credentials import (
     aload_credentials,
     load_credentials,
 )
-
-if TYPE_CHECKING:
-    from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
 
 T = TypeVar("T")
 
@@ -259,74 +261,6 @@ async def flow_cancelling_async(run: RunInfo) -> bool:
         return False
 
 
-def _targets(jobs: Iterable[TrainJob]) -> list[str]:
-    return [j.name for j in jobs if not j.status.terminal and not j.deleting]
-
-
-def stop_jobs_sync(
-    client: TrainerClient,
-    name: str | None,
-    identity: Identity | None,
-    action: CancelAction,
-    logger: Logger,
-    why: str,
-) -> list[str]:
-    """Apply ``action`` to the task's unfinished job, found by identity when the task
-    was interrupted before learning its name; return the names acted on. A job that
-    has just finished is left alone: its result is there for a retry to collect."""
-    from kf_trainer_core.ops import TrainJobNotFoundError
-    from kf_trainer_core.selectors import identity_selector
-
-    if action == "keep":
-        if name:
-            logger.warning("Leaving TrainJob %s running (on_cancel='keep'): %s", name, why)
-        return []
-    if name is not None:
-        try:
-            jobs = [client.get_job(name)]
-        except TrainJobNotFoundError:
-            jobs = []
-    elif identity is not None:
-        jobs = client.list_jobs(label_selector=identity_selector(identity))
-    else:
-        jobs = []
-    done = [t for t in _targets(jobs) if client.cancel_job(t, action)]
-    for target in done:
-        logger.warning("%s TrainJob %s: %s", _past(action), target, why)
-    return done
-
-
-async def stop_jobs_async(
-    client: AsyncTrainerClient,
-    name: str | None,
-    identity: Identity | None,
-    action: CancelAction,
-    logger: Logger,
-    why: str,
-) -> list[str]:
-    """See :func:`stop_jobs_sync`."""
-    from kf_trainer_core.ops import TrainJobNotFoundError
-    from kf_trainer_core.selectors import identity_selector
-
-    if action == "keep":
-        if name:
-            logger.warning("Leaving TrainJob %s running (on_cancel='keep'): %s", name, why)
-        return []
-    if name is not None:
-        try:
-            jobs = [await client.get_job(name)]
-        except TrainJobNotFoundError:
-            jobs = []
-    elif identity is not None:
-        jobs = await client.list_jobs(label_selector=identity_selector(identity))
-    else:
-        jobs = []
-    done = [t for t in _targets(jobs) if await client.cancel_job(t, action)]
-    for target in done:
-        logger.warning("%s TrainJob %s: %s", _past(action), target, why)
-    return done
-
-
 @dataclass
 class _Interruption:
     """What was decided about a job when its task was interrupted."""
@@ -348,6 +282,45 @@ def _note(action: CancelAction, verdict: str, exc: BaseException, acted: list[st
     return None
 
 
+def _pick(
+    verdict: str, name: str | None, identity: Identity | None, action: CancelAction
+) -> dict[str, Any] | None:
+    """The ``stop_unfinished`` arguments that pick the task's job, when the verdict is
+    to act on it: by name, or by identity when the task was interrupted before it
+    learnt the name."""
+    if verdict != "cancel" or action == "keep":
+        return None
+    if name is not None:
+        return {"name": name, "action": action}
+    if identity is not None:
+        return {"identity": identity, "action": action}
+    return None
+
+
+def _concluded(
+    exc: BaseException,
+    run: RunInfo,
+    verdict: str,
+    action: CancelAction,
+    name: str | None,
+    acted: list[str],
+) -> _Interruption:
+    """Log what the interruption did to the job, and say it for the summary."""
+    why = _why(exc)
+    if verdict == "cancel":
+        if action == "keep" and name:
+            run.logger.warning("Leaving TrainJob %s running (on_cancel='keep'): %s", name, why)
+        for target in acted:
+            run.logger.warning("%s TrainJob %s: %s", _past(action), target, why)
+    elif name is not None and not isinstance(exc, Exception):
+        run.logger.warning(
+            "TrainJob %s keeps running (%s); re-running this flow run reattaches to it.",
+            name,
+            why,
+        )
+    return _Interruption(verdict, acted, _note(action, verdict, exc, acted))
+
+
 def interrupted_sync(
     exc: BaseException,
     run: RunInfo,
@@ -358,25 +331,20 @@ def interrupted_sync(
     action: CancelAction,
 ) -> _Interruption:
     """Decide and apply what an interruption means for the job (never raises: the
-    original exception is what the task reports)."""
+    original exception is what the task reports). A job that has just finished is left
+    alone: its result is there for a retry to collect."""
     from kf_trainer_core.client import TrainerClient
 
     verdict = disposition(exc, run, lambda: flow_cancelling_sync(run))
     acted: list[str] = []
-    if verdict == "cancel":
+    if (pick := _pick(verdict, name, identity, action)) is not None:
         try:
             # A client of its own: the interrupted one may be in use by a helper thread.
             with TrainerClient(creds.backend_config(), namespace=namespace) as client:
-                acted = stop_jobs_sync(client, name, identity, action, run.logger, _why(exc))
+                acted = client.stop_unfinished(**pick)
         except Exception as err:
             run.logger.error("Could not stop TrainJob %s: %s", name or identity, err)
-    elif name is not None and not isinstance(exc, Exception):
-        run.logger.warning(
-            "TrainJob %s keeps running (%s); re-running this flow run reattaches to it.",
-            name,
-            _why(exc),
-        )
-    return _Interruption(verdict, acted, _note(action, verdict, exc, acted))
+    return _concluded(exc, run, verdict, action, name, acted)
 
 
 async def interrupted_async(
@@ -397,19 +365,13 @@ async def interrupted_async(
     cancelling = await flow_cancelling_async(run) if asks_state else False
     verdict = disposition(exc, run, lambda: cancelling)
     acted: list[str] = []
-    if verdict == "cancel":
+    if (pick := _pick(verdict, name, identity, action)) is not None:
         try:
             async with AsyncTrainerClient(creds.backend_config(), namespace=namespace) as client:
-                acted = await stop_jobs_async(client, name, identity, action, run.logger, _why(exc))
+                acted = await client.stop_unfinished(**pick)
         except Exception as err:
             run.logger.error("Could not stop TrainJob %s: %s", name or identity, err)
-    elif name is not None and not isinstance(exc, Exception):
-        run.logger.warning(
-            "TrainJob %s keeps running (%s); re-running this flow run reattaches to it.",
-            name,
-            _why(exc),
-        )
-    return _Interruption(verdict, acted, _note(action, verdict, exc, acted))
+    return _concluded(exc, run, verdict, action, name, acted)
 
 
 async def shielded(awaitable: Awaitable[T]) -> T:

@@ -51,12 +51,7 @@ def stop_flow_run_trainjobs(
     creds = load_credentials(credentials)
     selector = labels_selector({FLOW_RUN_LABEL: flow_run_id})
     with TrainerClient(creds.backend_config(), namespace=namespace) as client:
-        jobs = client.list_jobs(label_selector=selector)
-        return [
-            job.name
-            for job in jobs
-            if not job.status.terminal and not job.deleting and client.cancel_job(job.name, chosen)
-        ]
+        return client.stop_unfinished(label_selector=selector, action=chosen)
 
 
 def trainjob_cleanup_hook(

@@ -113,6 +113,13 @@ async def test_run_and_cancel(aclient: AsyncTrainerClient) -> None:
     assert not await aclient.cancel_job(name, "keep")
 
 
+async def test_stop_unfinished(aclient: AsyncTrainerClient) -> None:
+    name = (await aclient.submit(spec("never-finish"), identity=("flow", "t"))).job.name
+    assert await aclient.stop_unfinished(identity=("flow", "other")) == []
+    assert await aclient.stop_unfinished(identity=("flow", "t")) == [name]
+    assert await aclient.stop_unfinished(name) == []
+
+
 async def test_build_and_runtime_packages(aclient: AsyncTrainerClient) -> None:
     built = await aclient.build(spec(None), identity=("a", "b"))
     assert built.runtime.observed

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from train_functions import train_linear
 
+from kf_trainer_core.builder import IDENTITY_LABEL
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.k8s.calls import Create, ListObjects, OpenWatch
 from kf_trainer_core.ops import SpecConflictError, SubmitError, TrainJobNotFoundError
@@ -287,6 +288,35 @@ def test_cancel_actions(client: TrainerClient, action: str) -> None:
         assert not done
         assert client.get_job(name).status is JobState.RUNNING
     client.delete_job(name)
+
+
+def test_stop_unfinished_picks_by_name_identity_or_selector(client: TrainerClient) -> None:
+    running = client.submit(spec("never-finish"), identity=("dag", "a", "run1")).job.name
+    other = client.submit(spec("never-finish"), identity=("dag", "b", "run1")).job.name
+    done = client.submit(spec(None), identity=("dag", "c", "run1")).job.name
+    client.wait(done, timeout=30)
+
+    # A finished job keeps its result; a missing one is no error.
+    assert client.stop_unfinished(done) == []
+    assert client.stop_unfinished(identity=("dag", "c", "run1")) == []
+    assert client.stop_unfinished("no-such-job") == []
+    assert client.get_job(done).status is JobState.COMPLETE
+
+    # By identity: only that identity's attempts, however the identity is spelt.
+    assert client.stop_unfinished(identity="dag/a/run1", action="suspend") == [running]
+    assert client.wait_for_job_status(running, "Suspended", timeout=30)
+    assert client.stop_unfinished(identity=("dag", "a", "run1"), action="keep") == []
+    assert client.get_job(other).status is not JobState.SUSPENDED
+
+    # By selector; the suspended job is still unfinished, so it goes too.
+    picked = client.stop_unfinished(label_selector=IDENTITY_LABEL)
+    assert sorted(picked) == sorted([running, other])
+    assert client.stop_unfinished(other) == []  # already being deleted, or gone
+
+    with pytest.raises(ValueError, match="picks no job"):
+        client.stop_unfinished()
+    with pytest.raises(ValueError, match="delete, suspend or keep"):
+        client.stop_unfinished(done, action="destroy")  # type: ignore[arg-type]
 
 
 def test_runtime_packages(client: TrainerClient) -> None:

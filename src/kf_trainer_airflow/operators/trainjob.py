@@ -565,8 +565,9 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         action = cast("CancelAction", self.on_kill_action)
         try:
             # A fresh client: the waiting one belongs to the thread this signal interrupted.
+            # A job that has just finished is kept: a cleared task collects its result.
             with self._client() as client:
-                done = client.cancel_job(name, action)
+                done = bool(client.stop_unfinished(name, action=action))
         except Exception:
             self.log.exception("Could not %s %s", action, self._where)
             return

@@ -224,7 +224,7 @@ class TrainJobTrigger(BaseTrigger):
             client = await self.hook.aget_client()
             async with client:
                 action = cast("CancelAction", self.on_kill_action)
-                done = await client.cancel_job(self.job_name, action)
+                done = bool(await client.stop_unfinished(self.job_name, action=action))
         except Exception:
             self.log.exception("Could not %s %s", self.on_kill_action, self._where)
             return
