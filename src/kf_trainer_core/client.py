@@ -184,12 +184,6 @@ class _Base:
         label_selector: str | None,
         action: str,
     ) -> Program[list[str]]:
-        if action not in ("delete", "suspend", "keep"):
-            raise ValueError(f"unknown action {action!r}. Fix: use delete, suspend or keep.")
-        if name is None and identity is None and label_selector is None:
-            raise ValueError(
-                "stop_unfinished() picks no job. Fix: pass a name, an identity or a label selector."
-            )
         return ops.stop_unfinished(
             self.namespace,
             action,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kf_trainer_core import names
-from kf_trainer_core.builder import IDENTITY_LABEL, SPEC_HASH_ANNOTATION, BuiltTrainJob
+from kf_trainer_core.builder import SPEC_HASH_ANNOTATION, BuiltTrainJob
 from kf_trainer_core.errors import KFTrainerError
 from kf_trainer_core.function import result_from_log
 from kf_trainer_core.k8s.calls import (
@@ -36,6 +36,7 @@ from kf_trainer_core.k8s.resources import (
     TRAINJOBS,
 )
 from kf_trainer_core.runtimes import RuntimeInfo
+from kf_trainer_core.selectors import identity_selector
 from kf_trainer_core.status import (
     Event,
     Failure,
@@ -201,11 +202,7 @@ def submit(namespace: str, built: BuiltTrainJob) -> Program[Submitted]:
 
 def jobs_for_identity(namespace: str, identity: str) -> Program[list[dict[str, Any]]]:
     """All TrainJobs labelled with an orchestrator identity, oldest first."""
-    from kf_trainer_core.builder import identity_label_value
-
-    listing = yield ListObjects(
-        TRAINJOBS, namespace, label_selector=f"{IDENTITY_LABEL}={identity_label_value(identity)}"
-    )
+    listing = yield ListObjects(TRAINJOBS, namespace, label_selector=identity_selector(identity))
     items: list[dict[str, Any]] = listing.get("items") or []
     return sorted(
         items, key=lambda o: str((o.get("metadata") or {}).get("creationTimestamp") or "")
@@ -263,6 +260,14 @@ def stop_unfinished(
     ``identity`` (every attempt it submitted) or by ``label_selector``; return the names
     acted on. Finished jobs and jobs already being deleted are left alone: a finished
     job keeps its result for a retried task to collect."""
+    # Checked before the first request: cancel() would only catch a bad action once it
+    # met an unfinished job.
+    if action not in ("delete", "suspend", "keep"):
+        raise ValueError(f"unknown action {action!r}. Fix: use delete, suspend or keep.")
+    if name is None and identity is None and label_selector is None:
+        raise ValueError(
+            "stop_unfinished() picks no job. Fix: pass a name, an identity or a label selector."
+        )
     if action == "keep":
         return []
     if name is not None:
@@ -271,15 +276,10 @@ def stop_unfinished(
         except TrainJobNotFoundError:
             return []
     else:
-        if identity is not None:
-            from kf_trainer_core.builder import identity_label_value
-
-            # The label holds a digest of the identity, the annotation the identity.
-            wanted = f"{IDENTITY_LABEL}={identity_label_value(identity)}"
-            label_selector = ",".join(s for s in (label_selector, wanted) if s)
-        if label_selector is None:
-            raise ValueError("stop_unfinished needs a name, an identity or a label selector")
-        listing = yield ListObjects(TRAINJOBS, namespace, label_selector=label_selector)
+        # The label holds a digest of the identity, the annotation the identity itself.
+        wanted = identity_selector(identity) if identity is not None else None
+        selector = ",".join(s for s in (label_selector, wanted) if s)
+        listing = yield ListObjects(TRAINJOBS, namespace, label_selector=selector)
         objs = listing.get("items") or []
     done = []
     for obj in objs:
