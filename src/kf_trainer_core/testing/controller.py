@@ -60,6 +60,7 @@ from kf_trainer_core.function import (
     TERMINATION_LOG_ENV,
     TERMINATION_MESSAGE_LIMIT,
 )
+from kf_trainer_core.testing.crd import find_upstream
 from kf_trainer_core.testing.scenarios import (
     PRESETS,
     SCENARIO_ANNOTATION,
@@ -2927,28 +2928,6 @@ def _read_termination_log(path: Path) -> str | None:
 # ======================================================================================
 # Loading the upstream default runtimes
 # ======================================================================================
-
-
-def find_upstream() -> Path | None:
-    """The shared folder of upstream data files (``.../shared/upstream``), or None."""
-    try:
-        from kf_trainer_core.testing import crd
-
-        found = crd.find_upstream()
-        if found is not None:
-            return Path(found)
-    except (ImportError, AttributeError):
-        pass
-    env = os.environ.get("KF_TRAINER_UPSTREAM")
-    if env and Path(env, "kubeflow-trainer").is_dir():
-        return Path(env)
-    starts = [Path.cwd(), Path(__file__).resolve().parent]
-    for start in starts:
-        for base in (start, *start.parents):
-            for candidate in (base / "shared" / "upstream", base.parent / "shared" / "upstream"):
-                if (candidate / "kubeflow-trainer" / "runtimes").is_dir():
-                    return candidate
-    return None
 
 
 _YAML_CACHE: dict[tuple[str, int], list[Any]] = {}
