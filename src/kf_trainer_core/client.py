@@ -35,6 +35,7 @@ from kf_trainer_core.k8s.calls import Program
 from kf_trainer_core.k8s.drivers import AsyncDriver, CallHook, SyncDriver
 from kf_trainer_core.k8s.resources import EVENTS, TRAINJOBS
 from kf_trainer_core.k8s.retry import DEFAULT_POLICY, RetryPolicy
+from kf_trainer_core.kueue import KueueProbe, QueueTracker, probe_for
 from kf_trainer_core.runtimes import RuntimeInfo
 from kf_trainer_core.spec import TrainJobSpec, train_spec
 from kf_trainer_core.status import (
@@ -47,7 +48,13 @@ from kf_trainer_core.status import (
     job_state,
     to_trainjob,
 )
-from kf_trainer_core.waiting import TrainJobFailedError, WaitGoal, conclude, wait_program
+from kf_trainer_core.waiting import (
+    Observed,
+    TrainJobFailedError,
+    WaitGoal,
+    conclude,
+    wait_program,
+)
 
 Identity = str | Sequence[str | int | None]
 Callback = Callable[[TrainJob], None]
@@ -103,6 +110,45 @@ class _Base:
 
     def _jobs_state(self) -> InformerState:
         return InformerState(TRAINJOBS, self.namespace, slim=slim_trainjob)
+
+    def _kueue(self) -> KueueProbe | None:
+        """What this cluster and namespace have shown of Kueue (shared by every client
+        of the process); ``None`` for the local backend, which has no Kueue."""
+        if isinstance(self.config, LocalConfig):
+            return None
+        return probe_for(self._informer_key("kueue"))
+
+    def _tracker(self) -> QueueTracker | None:
+        probe = self._kueue()
+        return QueueTracker(self.namespace, probe) if probe is not None else None
+
+    def _wait_programs(
+        self,
+        name: str,
+        status: Iterable[str | JobState] | str,
+        timeout: float | None,
+        polling_interval: float,
+        startup_timeout: float | None,
+        admission_timeout: float | None,
+    ) -> tuple[WaitGoal, QueueTracker | None, Callable[..., Program[Any]]]:
+        """The goal, the queue tracker and a factory of the wait program, shared by
+        both clients' ``wait``."""
+        goal = WaitGoal.of(name, status, startup_timeout, admission_timeout)
+        tracker = self._tracker()
+
+        def program(jobs: Any, events: Any, waker: Any) -> Program[Any]:
+            return wait_program(
+                self.namespace,
+                goal,
+                jobs,
+                events,
+                waker,
+                timeout=timeout,
+                polling_interval=polling_interval,
+                tracker=tracker,
+            )
+
+        return goal, tracker, program
 
     @staticmethod
     def _spec(
@@ -174,7 +220,7 @@ class _Base:
 
     def _outputs_program(self, name: str) -> Program[JobOutputs]:
         obj = yield from ops.get_object(self.namespace, name)
-        job, result, _ = yield from ops.outputs_of(self.namespace, obj)
+        job, result, _ = yield from ops.outputs_of(self.namespace, obj, kueue=self._kueue())
         return outputs(job, result)
 
     def _stop_program(
@@ -241,8 +287,12 @@ def _emitter(callbacks: Iterable[Callback] | None) -> Callable[[Any], None] | No
     if not cbs:
         return None
 
-    def emit(obj: Any) -> None:
-        job = to_trainjob(obj)
+    def emit(update: Any) -> None:
+        job = (
+            to_trainjob(update.obj, queue=update.queue)
+            if isinstance(update, Observed)
+            else to_trainjob(update)
+        )
         for cb in cbs:
             cb(job)
 
@@ -355,7 +405,7 @@ class TrainerClient(_Base):
 
     def get_job(self, name: str) -> TrainJob:
         """One job with its steps."""
-        job: TrainJob = self._run(ops.get_job(self.namespace, name))
+        job: TrainJob = self._run(ops.get_job(self.namespace, name, kueue=self._kueue()))
         return job
 
     def get_job_logs(
@@ -381,7 +431,7 @@ class TrainerClient(_Base):
     def explain_failure(self, name: str) -> Failure:
         """Why a job failed (or is stuck): its Failed condition, failing step and pod,
         container reason and exit code, warning events and its last log lines."""
-        failure: Failure = self._run(ops.explain(self.namespace, name))
+        failure: Failure = self._run(ops.explain(self.namespace, name, kueue=self._kueue()))
         return failure
 
     # -- waiting ----------------------------------------------------------------
@@ -425,26 +475,28 @@ class TrainerClient(_Base):
         polling_interval: float = 2,
         callbacks: Iterable[Callback] | None = None,
         startup_timeout: float | None = None,
+        admission_timeout: float | None = None,
     ) -> tuple[TrainJob, Any]:
         """Wait until the job reaches one of ``status``; return it with the function's
-        return value. Raises TrainJobFailedError (with the reason, failing step, exit
-        code and log tail), TrainJobCreationFailedError, TrainJobTimeoutError."""
-        goal = WaitGoal.of(name, status, startup_timeout)
+        return value. Raises TrainJobFailedError (a subclass per failure class, with the
+        reason, failing step, exit code and log tail), TrainJobCreationFailedError,
+        TrainJobTimeoutError, and TrainJobAdmissionTimeoutError when Kueue has not
+        admitted a queued job within ``admission_timeout`` seconds. A job queued by Kueue
+        reaches ``callbacks`` with its :class:`~kf_trainer_core.kueue.QueueStatus`."""
+        goal, tracker, program = self._wait_programs(
+            name, status, timeout, polling_interval, startup_timeout, admission_timeout
+        )
         with self._subscriptions(name) as (jobs, events, waker):
-            verdict, obj = self._run(
-                wait_program(
-                    self.namespace,
-                    goal,
-                    jobs,
-                    events,
-                    waker,
-                    timeout=timeout,
-                    polling_interval=polling_interval,
-                ),
-                _emitter(callbacks),
-            )
+            verdict, obj = self._run(program(jobs, events, waker), _emitter(callbacks))
         result: tuple[TrainJob, Any] = self._run(
-            conclude(self.namespace, goal, verdict, obj, timeout=timeout)
+            conclude(
+                self.namespace,
+                goal,
+                verdict,
+                obj,
+                timeout=timeout,
+                queue=tracker.status if tracker else None,
+            )
         )
         return result
 
@@ -470,6 +522,7 @@ class TrainerClient(_Base):
         name: str | None = None,
         timeout: float | None = None,
         startup_timeout: float | None = None,
+        admission_timeout: float | None = None,
         on_log: Callable[[str], None] | None = None,
         log_step: str = "node-0",
         log_tail: int = 1000,
@@ -520,6 +573,7 @@ class TrainerClient(_Base):
                 job_name,
                 timeout=timeout,
                 startup_timeout=startup_timeout,
+                admission_timeout=admission_timeout,
                 callbacks=[on_update] if on_update else None,
             )
         except TrainJobFailedError:
@@ -693,7 +747,7 @@ class AsyncTrainerClient(_Base):
         return [j for j in jobs if runtime is None or j.runtime == runtime]
 
     async def get_job(self, name: str) -> TrainJob:
-        job: TrainJob = await self._run(ops.get_job(self.namespace, name))
+        job: TrainJob = await self._run(ops.get_job(self.namespace, name, kueue=self._kueue()))
         return job
 
     async def get_job_logs(
@@ -720,7 +774,7 @@ class AsyncTrainerClient(_Base):
 
     async def explain_failure(self, name: str) -> Failure:
         """See :meth:`TrainerClient.explain_failure`."""
-        failure: Failure = await self._run(ops.explain(self.namespace, name))
+        failure: Failure = await self._run(ops.explain(self.namespace, name, kueue=self._kueue()))
         return failure
 
     @asynccontextmanager
@@ -759,24 +813,23 @@ class AsyncTrainerClient(_Base):
         polling_interval: float = 2,
         callbacks: Iterable[Callback] | None = None,
         startup_timeout: float | None = None,
+        admission_timeout: float | None = None,
     ) -> tuple[TrainJob, Any]:
         """See :meth:`TrainerClient.wait`."""
-        goal = WaitGoal.of(name, status, startup_timeout)
+        goal, tracker, program = self._wait_programs(
+            name, status, timeout, polling_interval, startup_timeout, admission_timeout
+        )
         async with self._subscriptions(name) as (jobs, events, waker):
-            verdict, obj = await self._run(
-                wait_program(
-                    self.namespace,
-                    goal,
-                    jobs,
-                    events,
-                    waker,
-                    timeout=timeout,
-                    polling_interval=polling_interval,
-                ),
-                _emitter(callbacks),
-            )
+            verdict, obj = await self._run(program(jobs, events, waker), _emitter(callbacks))
         result: tuple[TrainJob, Any] = await self._run(
-            conclude(self.namespace, goal, verdict, obj, timeout=timeout)
+            conclude(
+                self.namespace,
+                goal,
+                verdict,
+                obj,
+                timeout=timeout,
+                queue=tracker.status if tracker else None,
+            )
         )
         return result
 
@@ -806,6 +859,7 @@ class AsyncTrainerClient(_Base):
         name: str | None = None,
         timeout: float | None = None,
         startup_timeout: float | None = None,
+        admission_timeout: float | None = None,
         on_log: Callable[[str], None] | None = None,
         log_step: str = "node-0",
         log_tail: int = 1000,
@@ -854,6 +908,7 @@ class AsyncTrainerClient(_Base):
                 job_name,
                 timeout=timeout,
                 startup_timeout=startup_timeout,
+                admission_timeout=admission_timeout,
                 callbacks=[on_update] if on_update else None,
             )
         except TrainJobFailedError:
@@ -912,4 +967,5 @@ def outputs(job: TrainJob, result: Any) -> JobOutputs:
         result=result,
         duration_seconds=duration,
         failure=job.failure,
+        queue=job.queue,
     )

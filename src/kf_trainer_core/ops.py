@@ -35,6 +35,7 @@ from kf_trainer_core.k8s.resources import (
     TRAINING_RUNTIMES,
     TRAINJOBS,
 )
+from kf_trainer_core.kueue import KueueProbe, QueueStatus, lookup
 from kf_trainer_core.runtimes import RuntimeInfo
 from kf_trainer_core.selectors import identity_selector
 from kf_trainer_core.status import (
@@ -125,12 +126,20 @@ def list_runtimes(namespace: str) -> Program[list[RuntimeInfo]]:
 # ---------------------------------------------------------------------------- jobs
 
 
-def get_job(namespace: str, name: str, obj: dict[str, Any] | None = None) -> Program[TrainJob]:
-    """A job with its steps (one list of its pods)."""
+def get_job(
+    namespace: str,
+    name: str,
+    obj: dict[str, Any] | None = None,
+    *,
+    kueue: KueueProbe | None = None,
+) -> Program[TrainJob]:
+    """A job with its steps (one list of its pods) and, with a ``kueue`` probe, its
+    queue status (only a job labelled for a Kueue queue costs more requests)."""
     if obj is None:
         obj = yield from get_object(namespace, name)
     pods = yield ListObjects(PODS, namespace, label_selector=pod_selector(name))
-    return to_trainjob(obj, pods.get("items") or [])
+    queue = (yield from lookup(namespace, obj, kueue)) if kueue is not None else None
+    return to_trainjob(obj, pods.get("items") or [], queue=queue)
 
 
 def get_object(namespace: str, name: str) -> Program[dict[str, Any]]:
@@ -461,14 +470,18 @@ def follow_logs(
 
 
 def outputs_of(
-    namespace: str, obj: dict[str, Any]
+    namespace: str, obj: dict[str, Any], *, kueue: KueueProbe | None = None
 ) -> Program[tuple[TrainJob, Any, list[dict[str, Any]]]]:
-    """A finished job's view, the function's return value and its pods."""
+    """A finished job's view, the function's return value and its pods (and its queue
+    status, with a ``kueue`` probe)."""
     name = str(obj["metadata"]["name"])
     pods = (yield ListObjects(PODS, namespace, label_selector=pod_selector(name))).get(
         "items"
     ) or []
-    job = to_trainjob(obj, pods)
+    queue = (
+        (yield from lookup(namespace, obj, kueue, positions=False)) if kueue is not None else None
+    )
+    job = to_trainjob(obj, pods, queue=queue)
     found, value = result_from_pods(pods)
     if not found and job.status == JobState.COMPLETE:
         # Too large for the termination message, or an MPI launcher: read the log.
@@ -478,7 +491,11 @@ def outputs_of(
 
 
 def explain_failure(
-    namespace: str, obj: dict[str, Any], pods: list[dict[str, Any]] | None = None
+    namespace: str,
+    obj: dict[str, Any],
+    pods: list[dict[str, Any]] | None = None,
+    *,
+    queue: QueueStatus | None = None,
 ) -> Program[Failure]:
     """Everything that says why a job failed: condition, failing pod and container,
     warning events, and the last lines of the failing step's log."""
@@ -495,13 +512,17 @@ def explain_failure(
         tail = yield from read_logs(namespace, name, step, tail=FAILURE_LOG_LINES)
     except ApiError:
         tail = []
-    return failure_of(obj, pods, events, tail[-FAILURE_LOG_LINES:])
+    return failure_of(obj, pods, events, tail[-FAILURE_LOG_LINES:], queue=queue)
 
 
-def explain(namespace: str, name: str) -> Program[Failure]:
-    """:func:`explain_failure` of the job called ``name`` as it is now."""
+def explain(namespace: str, name: str, *, kueue: KueueProbe | None = None) -> Program[Failure]:
+    """:func:`explain_failure` of the job called ``name`` as it is now (its Kueue
+    evictions count as evidence, with a ``kueue`` probe)."""
     obj = yield from get_object(namespace, name)
-    return (yield from explain_failure(namespace, obj))
+    queue = (
+        (yield from lookup(namespace, obj, kueue, positions=False)) if kueue is not None else None
+    )
+    return (yield from explain_failure(namespace, obj, queue=queue))
 
 
 def json_dumps(value: Any) -> str:

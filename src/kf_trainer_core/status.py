@@ -21,12 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kf_trainer_core import names
 from kf_trainer_core.builder import IDENTITY_ANNOTATION, SPEC_HASH_ANNOTATION
+from kf_trainer_core.failures import FailureClass, classify
 from kf_trainer_core.function import parse_result
 from kf_trainer_core.k8s.resources import (
     COMPLETION_INDEX_LABEL,
     JOB_INDEX_LABEL,
     REPLICATED_JOB_LABEL,
 )
+from kf_trainer_core.kueue import QueueStatus
 from kf_trainer_core.runtimes import device_of
 from kf_trainer_core.timeutil import duration_text
 
@@ -109,11 +111,25 @@ class Failure(_Out):
     exit_code: int | None = None
     log_tail: list[str] = Field(default_factory=list)
     events: list[str] = Field(default_factory=list)
+    #: ``infrastructure``, ``capacity``, ``configuration``, ``user-code`` or ``unknown``
+    #: (see :mod:`kf_trainer_core.failures`).
+    failure_class: FailureClass = FailureClass.UNKNOWN
+    #: The evidence for the class, in one line.
+    classified_by: str = ""
+
+    @property
+    def retryable(self) -> bool:
+        """Whether a plain retry may help (an infrastructure failure)."""
+        return self.failure_class.retryable
 
     def describe(self) -> str:
         """A multi-line explanation for an error message or a task log."""
         head = self.reason or "Failed"
         lines = [f"{head}: {self.message}" if self.message else head]
+        if self.failure_class is not FailureClass.UNKNOWN:
+            why = f" — {self.classified_by}" if self.classified_by else ""
+            retry = "a retry may succeed" if self.retryable else "a retry will not help"
+            lines.append(f"failure class: {self.failure_class.value}{why} ({retry})")
         if self.step:
             where = f"step {self.step}" + (f" (pod {self.pod})" if self.pod else "")
             what = []
@@ -168,6 +184,8 @@ class TrainJob(_Out):
     spec_hash: str | None = None
     identity: str | None = None
     deleting: bool = False
+    #: Where the job stands in Kueue (``None``: not queued by Kueue, or not read).
+    queue: QueueStatus | None = None
 
     def step(self, name: str) -> Step | None:
         return next((s for s in self.steps if s.name == name), None)
@@ -186,6 +204,8 @@ class JobOutputs(_Out):
     result: Any = None
     duration_seconds: float | None = None
     failure: Failure | None = None
+    #: The job's Kueue queue status when it was queued by Kueue.
+    queue: QueueStatus | None = None
 
 
 # ---------------------------------------------------------------------- derivation
@@ -349,8 +369,12 @@ def _step_order(step: Step) -> tuple[int, int]:
         return (3, 0)
 
 
-def to_trainjob(obj: Mapping[str, Any], pods: Iterable[Mapping[str, Any]] = ()) -> TrainJob:
-    """The client's view of a TrainJob object and its pods."""
+def to_trainjob(
+    obj: Mapping[str, Any],
+    pods: Iterable[Mapping[str, Any]] = (),
+    queue: QueueStatus | None = None,
+) -> TrainJob:
+    """The client's view of a TrainJob object and its pods (and its Kueue status)."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     ref = spec.get("runtimeRef") or {}
@@ -381,6 +405,7 @@ def to_trainjob(obj: Mapping[str, Any], pods: Iterable[Mapping[str, Any]] = ()) 
         spec_hash=annotations.get(SPEC_HASH_ANNOTATION),
         identity=annotations.get(IDENTITY_ANNOTATION),
         deleting=bool(meta.get("deletionTimestamp")),
+        queue=queue,
     )
 
 
@@ -483,8 +508,12 @@ def failure_of(
     pods: Iterable[Mapping[str, Any]] = (),
     events: Iterable[Event] = (),
     log_tail: Iterable[str] = (),
+    queue: QueueStatus | None = None,
 ) -> Failure:
-    """Explain a failed (or stuck) job from its condition, pods, events and log."""
+    """Explain a failed (or stuck) job from its condition, pods, events and log, and
+    classify it (:func:`kf_trainer_core.failures.classify`)."""
+    pods = list(pods)
+    log_tail = list(log_tail)
     cond = condition(obj, "Failed") or {}
     found = failing_pod(pods)
     step = pod_name = container_reason = None
@@ -496,15 +525,27 @@ def failure_of(
         if pod_message and pod_message not in message:
             message = f"{message} ({pod_message})" if message else pod_message
     warnings = [e.line() for e in events if e.type == "Warning"]
+    reason = str(cond.get("reason") or (container_reason or ""))
+    klass, evidence = classify(
+        reason=reason,
+        message=message,
+        container_reason=container_reason,
+        exit_code=code,
+        log_tail=log_tail,
+        pods=pods,
+        evictions=[(e.reason, e.message) for e in queue.evictions] if queue else (),
+    )
     return Failure(
-        reason=str(cond.get("reason") or (container_reason or "")),
+        reason=reason,
         message=message,
         step=step,
         pod=pod_name,
         container_reason=container_reason,
         exit_code=code,
-        log_tail=list(log_tail),
+        log_tail=log_tail,
         events=warnings,
+        failure_class=klass,
+        classified_by=evidence,
     )
 
 

@@ -9,8 +9,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from kf_trainer_core.errors import KFTrainerError
+from kf_trainer_core.failures import (
+    CapacityFailure,
+    ConfigurationFailure,
+    FailureClass,
+    InfrastructureFailure,
+    UserCodeFailure,
+)
 from kf_trainer_core.k8s.calls import Await, Emit, ListObjects, Program
 from kf_trainer_core.k8s.resources import PODS
+from kf_trainer_core.kueue import QueueStatus, QueueTracker, queue_name
 from kf_trainer_core.ops import (
     TrainJobNotFoundError,
     explain_failure,
@@ -45,10 +53,47 @@ class TrainJobFailedError(KFTrainerError):
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.job, self.failure))
 
+    @property
+    def failure_class(self) -> FailureClass:
+        """The failure's class (see :mod:`kf_trainer_core.failures`); the subclasses
+        below carry it as a class attribute too, for exception-matching rules."""
+        return self.failure.failure_class
 
-class TrainJobCreationFailedError(TrainJobFailedError):
+
+class TrainJobInfrastructureError(InfrastructureFailure, TrainJobFailedError):
+    """The job failed for the platform's sake (eviction, preemption, node loss,
+    registry trouble): a retry may succeed."""
+
+
+class TrainJobCapacityError(CapacityFailure, TrainJobFailedError):
+    """The job failed for want of capacity (out of memory, deadline)."""
+
+
+class TrainJobConfigurationError(ConfigurationFailure, TrainJobFailedError):
+    """The job failed because of how it is configured (image, runtime, secret)."""
+
+
+class TrainJobUserCodeError(UserCodeFailure, TrainJobFailedError):
+    """The training code failed (a traceback or a non-zero exit)."""
+
+
+class TrainJobCreationFailedError(ConfigurationFailure, TrainJobFailedError):
     """The Trainer could not build the job's JobSet (a ``TrainJobResourcesCreationFailed``
     event): the job would stay pending forever."""
+
+
+_FAILED_ERRORS: dict[FailureClass, type[TrainJobFailedError]] = {
+    FailureClass.INFRASTRUCTURE: TrainJobInfrastructureError,
+    FailureClass.CAPACITY: TrainJobCapacityError,
+    FailureClass.CONFIGURATION: TrainJobConfigurationError,
+    FailureClass.USER_CODE: TrainJobUserCodeError,
+}
+
+
+def failed_error(job: TrainJob | None, failure: Failure) -> TrainJobFailedError:
+    """The error for a failed job: the subclass of :class:`TrainJobFailedError` that
+    matches the failure's class (all of them are ``TrainJobFailedError``)."""
+    return _FAILED_ERRORS.get(failure.failure_class, TrainJobFailedError)(job, failure)
 
 
 class TrainJobTimeoutError(KFTrainerError, TimeoutError):
@@ -62,7 +107,30 @@ class TrainJobTimeoutError(KFTrainerError, TimeoutError):
         super().__init__(message if failure is None else f"{message}\n{failure.describe()}")
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.args[0], self.job, self.failure))
+        return (type(self), (self.args[0].split("\n", 1)[0], self.job, self.failure))
+
+    @property
+    def failure_class(self) -> FailureClass:
+        """What kept the job from getting there: the stuck pod's class, else unknown."""
+        return self.failure.failure_class if self.failure else FailureClass.UNKNOWN
+
+
+class TrainJobAdmissionTimeoutError(CapacityFailure, TrainJobTimeoutError):
+    """Kueue did not admit the job in time (``admission_timeout``). ``queue`` says what
+    the queue was waiting for (pending reason and message, position)."""
+
+    def __init__(
+        self,
+        message: str,
+        job: TrainJob | None = None,
+        failure: Failure | None = None,
+        queue: QueueStatus | None = None,
+    ) -> None:
+        self.queue = queue
+        super().__init__(message, job, failure)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.args[0].split("\n", 1)[0], self.job, self.failure, self.queue))
 
 
 class TrainJobDeletedError(KFTrainerError):
@@ -73,7 +141,15 @@ class TrainJobDeletedError(KFTrainerError):
 class Verdict:
     """The end of a wait."""
 
-    kind: Literal["reached", "failed", "creation-failed", "deleted", "startup-timeout", "timeout"]
+    kind: Literal[
+        "reached",
+        "failed",
+        "creation-failed",
+        "deleted",
+        "startup-timeout",
+        "admission-timeout",
+        "timeout",
+    ]
     state: JobState | None = None
     message: str = ""
 
@@ -86,6 +162,10 @@ class WaitGoal:
     targets: frozenset[JobState]
     #: Fail when the job has not started running after this many seconds.
     startup_timeout: float | None = None
+    #: Fail when Kueue has not admitted the job (queue-labelled, held suspended) after
+    #: this many seconds. Counted apart from ``startup_timeout``, which a queued job's
+    #: wait does not use up.
+    admission_timeout: float | None = None
 
     @classmethod
     def of(
@@ -93,6 +173,7 @@ class WaitGoal:
         name: str,
         status: Iterable[str | JobState] | str | JobState,
         startup_timeout: float | None = None,
+        admission_timeout: float | None = None,
     ) -> WaitGoal:
         wanted = [status] if isinstance(status, (str, JobState)) else list(status)
         try:
@@ -102,13 +183,14 @@ class WaitGoal:
             raise ValueError(
                 f"unknown job status in {wanted!r}. Fix: use some of {known}."
             ) from None
-        return cls(name, targets, startup_timeout)
+        return cls(name, targets, startup_timeout, admission_timeout)
 
     def judge(
         self,
         obj: Mapping[str, Any] | None,
         events: Iterable[Mapping[str, Any]] = (),
         elapsed: float = 0.0,
+        queue: QueueStatus | None = None,
     ) -> Verdict | None:
         """The verdict on the latest object and creation-failure events, or ``None``
         to keep waiting."""
@@ -133,6 +215,20 @@ class WaitGoal:
         if failures and state is JobState.CREATED:
             return Verdict("creation-failed", state, str(failures[-1].get("message") or ""))
         if (
+            self.admission_timeout is not None
+            and elapsed >= self.admission_timeout
+            and queue_name(obj) is not None
+            and not (queue is not None and queue.admitted)
+            and (state is JobState.SUSPENDED or (state is JobState.CREATED and queue is not None))
+        ):
+            waited = f"; {queue.line()}" if queue is not None else ""
+            return Verdict(
+                "admission-timeout",
+                state,
+                f"TrainJob {self.name} was not admitted by Kueue (queue {queue_name(obj)}) "
+                f"within {self.admission_timeout:g}s{waited}",
+            )
+        if (
             self.startup_timeout is not None
             and state in (JobState.CREATED,)
             and elapsed >= self.startup_timeout
@@ -154,10 +250,13 @@ def wait_program(
     *,
     timeout: float | None,
     polling_interval: float = 2.0,
+    tracker: QueueTracker | None = None,
 ) -> Program[tuple[Verdict, dict[str, Any]]]:
     """Wait on the shared informers until ``goal`` is judged; emit each new version of
-    the job (for callbacks and progress). Polls by name only when the informer cannot
-    serve (listing forbidden)."""
+    the job (for callbacks and progress) as :class:`Observed`. Polls by name only when
+    the informer cannot serve (listing forbidden). With a ``tracker``, a job queued by
+    Kueue also has its Workload read (see :class:`~kf_trainer_core.kueue.QueueTracker`)
+    and is emitted again when what it waits for changes."""
     start = time.monotonic()
     seen = False  # the job was observed at all
     in_cache = False  # the shared informer has held it: its absence now means deleted
@@ -195,10 +294,18 @@ def wait_program(
             if obj is not None:
                 seen = True
                 version = str((obj.get("metadata") or {}).get("resourceVersion"))
-                if version != last_version:
+                news = version != last_version
+                if tracker is not None and tracker.due(obj):
+                    news = (yield from tracker.refresh(obj)) or news
+                if news:
                     last_version = version
-                    yield Emit(obj)
-            verdict = goal.judge(obj, [] if events.unavailable else events.objects(), elapsed)
+                    yield Emit(Observed(obj, tracker.status if tracker else None))
+            verdict = goal.judge(
+                obj,
+                [] if events.unavailable else events.objects(),
+                elapsed,
+                tracker.status if tracker else None,
+            )
             if verdict is not None:
                 return verdict, obj or {}
         remaining = None if timeout is None else timeout - elapsed
@@ -210,25 +317,55 @@ def wait_program(
         if goal.startup_timeout is not None and elapsed < goal.startup_timeout:
             left = goal.startup_timeout - elapsed + 0.01
             step = left if step is None else min(step, left)
+        if goal.admission_timeout is not None and elapsed < goal.admission_timeout:
+            left = goal.admission_timeout - elapsed + 0.01
+            step = left if step is None else min(step, left)
+        refresh = tracker.wake_in(obj) if tracker is not None else None
+        if refresh is not None:
+            # A queued job's position changes without the TrainJob changing.
+            step = max(refresh, 0.05) if step is None else min(step, max(refresh, 0.05))
         yield Await(waker, step)
 
 
+@dataclass(frozen=True)
+class Observed:
+    """What a wait emits: a new version of the job and, for a job queued by Kueue, its
+    latest queue status."""
+
+    obj: dict[str, Any]
+    queue: QueueStatus | None = None
+
+
 def conclude(
-    namespace: str, goal: WaitGoal, verdict: Verdict, obj: dict[str, Any], *, timeout: float | None
+    namespace: str,
+    goal: WaitGoal,
+    verdict: Verdict,
+    obj: dict[str, Any],
+    *,
+    timeout: float | None,
+    queue: QueueStatus | None = None,
 ) -> Program[tuple[TrainJob, Any]]:
-    """Turn a verdict into the job and its result, or the error that explains it."""
+    """Turn a verdict into the job and its result, or the error that explains it.
+    ``queue``: the job's last queue status, kept on the job and in timeout messages."""
     if verdict.kind == "deleted":
         raise TrainJobDeletedError(f"TrainJob {namespace}/{goal.name} was deleted while waiting")
     if verdict.kind == "reached":
         reached, result, _ = yield from outputs_of(namespace, obj)
-        return reached, result
+        return reached.model_copy(update={"queue": queue}) if queue else reached, result
     if verdict.kind == "creation-failed":
-        failure = Failure(reason=CREATION_FAILED_REASON, message=verdict.message)
+        failure = Failure(
+            reason=CREATION_FAILED_REASON,
+            message=verdict.message,
+            failure_class=FailureClass.CONFIGURATION,
+            classified_by="the Trainer could not build the JobSet",
+        )
         raise TrainJobCreationFailedError(to_trainjob(obj), failure)
     if verdict.kind == "failed":
         failed, _, pods = yield from outputs_of(namespace, obj)
-        failure = yield from explain_failure(namespace, obj, pods)
-        raise TrainJobFailedError(failed, failure)
+        failure = yield from explain_failure(namespace, obj, pods, queue=queue)
+        if queue is not None:
+            failed = failed.model_copy(update={"queue": queue})
+        raise failed_error(failed, failure)
     # Timeouts: say what the job was waiting on (image pulls, unschedulable pods...).
     job: TrainJob | None = None
     stuck: Failure | None = None
@@ -236,16 +373,19 @@ def conclude(
         pods = (yield ListObjects(PODS, namespace, label_selector=pod_selector(goal.name))).get(
             "items"
         ) or []
-        job = to_trainjob(obj, pods)
+        job = to_trainjob(obj, pods, queue=queue)
         if failing_pod(pods) is not None:
             stuck = failure_of(obj, pods)
     wanted = ", ".join(sorted(s.value for s in goal.targets))
+    if verdict.kind == "admission-timeout":
+        raise TrainJobAdmissionTimeoutError(verdict.message, job, stuck, queue)
     if verdict.kind == "startup-timeout":
         raise TrainJobTimeoutError(verdict.message, job, stuck)
     state = job.status.value if job else "unknown"
+    queued = f"; {queue.line()}" if queue is not None and queue.waiting else ""
     raise TrainJobTimeoutError(
         f"TrainJob {namespace}/{goal.name} did not reach {wanted} within {timeout:g}s "
-        f"(it is {state})",
+        f"(it is {state}{queued})",
         job,
         stuck,
     )

@@ -30,6 +30,15 @@ class Get:
 
 
 @dataclass(frozen=True)
+class GetPath:
+    """Read an API path that is no object of a resource type — an aggregated API's
+    view such as Kueue's ``.../localqueues/<q>/pendingworkloads``. Result: the JSON."""
+
+    path: str
+    query: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class ListObjects:
     """List objects. Result: the list object (``items``, ``metadata.resourceVersion``)."""
 
@@ -148,11 +157,11 @@ class Emit:
     value: Any = field(hash=False, compare=False)
 
 
-Call = Get | ListObjects | Create | Patch | Delete | ReadLog | OpenWatch | OpenLogStream
+Call = Get | GetPath | ListObjects | Create | Patch | Delete | ReadLog | OpenWatch | OpenLogStream
 Effect = Call | ReadLine | CloseStream | Sleep | Await | Emit
 
 #: A program yields effects, receives their results and returns ``T``.
 Program = Generator[Effect, Any, T]
 
 #: Calls that read or converge, and so are safe to repeat after a transient failure.
-RETRYABLE = (Get, ListObjects, ReadLog, Delete, Patch, Create, OpenWatch, OpenLogStream)
+RETRYABLE = (Get, GetPath, ListObjects, ReadLog, Delete, Patch, Create, OpenWatch, OpenLogStream)

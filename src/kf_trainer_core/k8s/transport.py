@@ -24,6 +24,7 @@ from kf_trainer_core.k8s.calls import (
     Create,
     Delete,
     Get,
+    GetPath,
     ListObjects,
     OpenLogStream,
     OpenWatch,
@@ -80,6 +81,21 @@ def plan(call: Any, request_timeout: float) -> Plan:
             (call.pod, call.namespace),
             {**kwargs, **timeout},
             True,
+        )
+    if isinstance(call, GetPath):
+        # The ApiClient's generic call (same signature in both libraries) for paths no
+        # typed method serves; authentication as for every other call.
+        return Plan(
+            "raw",
+            "call_api",
+            (call.path, "GET"),
+            {
+                "query_params": list(call.query),
+                "header_params": {"Accept": "application/json"},
+                "auth_settings": ["BearerToken"],
+                "_return_http_data_only": True,
+                **timeout,
+            },
         )
     res: Resource = call.resource
     ns = call.namespace
@@ -261,6 +277,7 @@ class SyncTransport:
             self._apis = {
                 "custom": kubernetes.client.CustomObjectsApi(client),
                 "core": kubernetes.client.CoreV1Api(client),
+                "raw": client,
             }
             self._errors = (kubernetes.client.exceptions.ApiException,)
             self._conn_errors = (urllib3.exceptions.HTTPError, OSError)
@@ -412,6 +429,7 @@ class AsyncTransport:
         self._apis = {
             "custom": k8s.client.CustomObjectsApi(client),
             "core": k8s.client.CoreV1Api(client),
+            "raw": client,
         }
         if old is not None:
             await old.close()

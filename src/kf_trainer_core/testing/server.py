@@ -44,6 +44,7 @@ from typing import Any, TypeVar
 import yaml
 from aiohttp import web
 
+from kf_trainer_core.kueue import VISIBILITY_LOCAL_QUEUES, WORKLOADS
 from kf_trainer_core.testing import crd
 from kf_trainer_core.testing.crd import find_upstream
 from kf_trainer_core.testing.faults import FaultInjector
@@ -554,6 +555,8 @@ class KubeTestServer:
         self._token_check: Callable[[str], bool] | None = None
         self._controller: Any = None
         self._controller_started = False
+        #: The simulated Kueue (:meth:`install_kueue`); None: Kueue is not installed.
+        self.kueue: Any = None
 
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -610,6 +613,8 @@ class KubeTestServer:
         warning), pruning, defaulting, then OpenAPI + CEL validation (422)."""
 
         def admit(res: Resource, new: JSON, old: JSON | None, subresource: str | None) -> JSON:
+            if self.kueue is not None and subresource is None:
+                new = self.kueue.mutate(res, new, old)  # Kueue's job webhook
             schema = self._schemas.get(res)
             if schema is None:
                 return new
@@ -673,8 +678,30 @@ class KubeTestServer:
             self._controller_started = True
         return self
 
+    def install_kueue(self) -> Any:
+        """Install the simulated Kueue (:mod:`kf_trainer_core.testing.kueue`): its
+        Workload CRD (from the upstream folder), the visibility API and admission.
+        Returns the :class:`~kf_trainer_core.testing.kueue.KueueSimulator` to configure
+        queues on. :meth:`reset` uninstalls it."""
+        from kf_trainer_core.testing.kueue import KueueSimulator, load_workload_crd
+
+        if self.kueue is None:
+            if self.upstream is not None:
+                self._schemas[WORKLOADS] = load_workload_crd(self.upstream)
+            self.kueue = KueueSimulator(self.store)
+            self.kueue.start()
+        return self.kueue
+
+    def uninstall_kueue(self) -> None:
+        """Remove the simulated Kueue: Kueue paths answer 404 again."""
+        if self.kueue is not None:
+            self.kueue.stop()
+            self.kueue = None
+            self._schemas.pop(WORKLOADS, None)
+
     def stop(self) -> None:
         """Stop serving, end every stream and the controller; the data stays."""
+        self.uninstall_kueue()
         with self._lifecycle:
             if self._controller_started:
                 self._controller.stop()
@@ -805,6 +832,7 @@ class KubeTestServer:
         controller reset; namespaces and upstream runtimes seeded again."""
         self._on_loop(lambda: self._close_streams(abort=False))
         self.faults.clear()
+        self.uninstall_kueue()
         if self._controller is not None:
             self._controller.reset()
         self.store.reset()
@@ -1050,6 +1078,11 @@ class KubeTestServer:
             if method != "GET":
                 raise _method_not_allowed()
             return await self._pod_log(request, ctx)
+        if route.view is VISIBILITY_LOCAL_QUEUES:
+            if route.subresource != "pendingworkloads" or ctx.verb != "get":
+                raise _not_found_path()
+            summary = self.kueue.pending_workloads(route.namespace or "", route.name or "")
+            return self._json(summary)
         if route.subresource is not None and route.subresource != "status":
             raise _not_found_path()
         if route.subresource == "status" and not has_status_subresource(res):
@@ -1168,7 +1201,7 @@ class KubeTestServer:
         else:
             return _Route()
         served = _served(group, version)
-        if served is None:
+        if served is None or (group in _KUEUE_GROUPS and self.kueue is None):
             return _Route()
         if not rest:
             return _Route(discovery=_resource_list(group, version))
@@ -1877,7 +1910,9 @@ _VERSION = {
     "platform": "linux/amd64",
 }
 
-_SERVED: tuple[Resource, ...] = (*RESOURCES, EVENTS_V1)
+_SERVED: tuple[Resource, ...] = (*RESOURCES, EVENTS_V1, WORKLOADS, VISIBILITY_LOCAL_QUEUES)
+#: Groups served only while the simulated Kueue is installed.
+_KUEUE_GROUPS = frozenset({WORKLOADS.group, VISIBILITY_LOCAL_QUEUES.group})
 
 
 def _served(group: str, version: str) -> dict[str, Resource] | None:

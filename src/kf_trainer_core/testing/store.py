@@ -39,6 +39,7 @@ from kf_trainer_core.k8s.resources import (
     TRAINJOBS,
     Resource,
 )
+from kf_trainer_core.kueue import WORKLOADS
 
 __all__ = [
     "CLUSTER_TRAINING_RUNTIMES",
@@ -91,7 +92,7 @@ _BY_PATH: dict[tuple[str, str, str], Resource] = {
 }
 
 # Types whose CRD / registry enables the status subresource (the runtimes' CRDs do not).
-_STATUS_SUBRESOURCE = frozenset({TRAINJOBS, JOBSETS, PODS, NAMESPACES})
+_STATUS_SUBRESOURCE = frozenset({TRAINJOBS, JOBSETS, PODS, NAMESPACES, WORKLOADS})
 # Types without a desired state: the apiserver keeps no metadata.generation for them.
 _NO_GENERATION = frozenset({EVENTS, SECRETS, CONFIGMAPS, SERVICEACCOUNTS, NAMESPACES})
 

@@ -1,0 +1,251 @@
+"""Failure classes: what kind of trouble ended a job, decided from what the cluster says.
+
+An orchestrator's retry is worth it for some failures and wasted on others. Each failure
+is put in one class, from its Failed condition, the failing pod and container, the pods'
+disruption conditions, Kueue's Workload and the log tail:
+
+* ``infrastructure`` — the platform let the job down; a retry may well succeed: a pod
+  evicted, preempted or lost with its node, a Kueue eviction, an image pull that failed
+  for a registry's transient trouble, a container killed from outside, the API server
+  failing (5xx, no answer).
+* ``capacity`` — the job does not fit what it was given: out of memory, past its
+  deadline, unschedulable, never admitted by Kueue.
+* ``configuration`` — the job as written cannot run: an image that does not exist, a
+  bad runtime or spec, a missing secret, an admission rejection, the Trainer failing to
+  build its JobSet (``TrainJobResourcesCreationFailed``).
+* ``user-code`` — the training code failed: a Python traceback in the log, or another
+  non-zero exit of the program.
+* ``unknown`` — nothing said enough.
+
+The error types raised for each class derive from :class:`InfrastructureFailure`,
+:class:`CapacityFailure`, :class:`ConfigurationFailure` and :class:`UserCodeFailure`, so
+that exception-matching retry rules (Airflow's ``ExceptionRetryPolicy``) can tell them
+apart; :func:`failure_class_of` answers for any exception (also API errors and spec
+errors); :func:`should_retry` is the shared retry decision of the adapters.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from enum import Enum
+from typing import Any, ClassVar
+
+from kf_trainer_core.errors import KFTrainerError, SpecError
+
+
+class FailureClass(str, Enum):
+    """The class of a failure (see the module's documentation)."""
+
+    INFRASTRUCTURE = "infrastructure"
+    CAPACITY = "capacity"
+    CONFIGURATION = "configuration"
+    USER_CODE = "user-code"
+    UNKNOWN = "unknown"
+
+    @property
+    def retryable(self) -> bool:
+        """Whether a plain retry may help (only infrastructure trouble, by default)."""
+        return self is FailureClass.INFRASTRUCTURE
+
+
+#: Classes a ready-made retry policy retries.
+DEFAULT_RETRY_ON: frozenset[FailureClass] = frozenset({FailureClass.INFRASTRUCTURE})
+
+
+class ClassifiedFailure(KFTrainerError):
+    """Base of the per-class marker types; ``failure_class`` says which."""
+
+    failure_class: ClassVar[FailureClass] = FailureClass.UNKNOWN
+
+
+class InfrastructureFailure(ClassifiedFailure):
+    """The platform failed the job (eviction, preemption, node loss, registry or API
+    server trouble): retrying is reasonable."""
+
+    failure_class = FailureClass.INFRASTRUCTURE
+
+
+class CapacityFailure(ClassifiedFailure):
+    """The job does not fit (out of memory, deadline, unschedulable, not admitted)."""
+
+    failure_class = FailureClass.CAPACITY
+
+
+class ConfigurationFailure(ClassifiedFailure):
+    """The job as written cannot run (missing image, bad runtime or spec)."""
+
+    failure_class = FailureClass.CONFIGURATION
+
+
+class UserCodeFailure(ClassifiedFailure):
+    """The training code failed (a traceback, a non-zero exit)."""
+
+    failure_class = FailureClass.USER_CODE
+
+
+#: Pod ``status.reason`` values that mean the platform removed the pod.
+DISRUPTED_POD_REASONS = frozenset(
+    {"Evicted", "NodeLost", "Shutdown", "NodeShutdown", "Terminated", "UnexpectedAdmissionError"}
+)
+#: Kueue eviction reasons that are the platform's doing.
+INFRA_EVICTION_REASONS = frozenset(
+    {"Preempted", "PodsReadyTimeout", "NodeFailures", "AdmissionCheck", "InactiveWorkload"}
+)
+_IMAGE_PULL = frozenset({"ErrImagePull", "ImagePullBackOff"})
+_BAD_CONTAINER = frozenset(
+    {"InvalidImageName", "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
+)
+# What registries and container runtimes say when an image is missing or not allowed
+# (a retry will not help), as opposed to timeouts, 5xx and rate limits.
+_IMAGE_MISSING = re.compile(
+    r"not found|manifest unknown|repository does not exist|pull access denied|"
+    r"unauthorized|insufficient_scope|denied|invalid reference format",
+    re.IGNORECASE,
+)
+_TRACEBACK = "Traceback (most recent call last)"
+
+
+def _text(value: Any) -> str:
+    return str(value or "")
+
+
+def _disruption(pods: Iterable[Mapping[str, Any]]) -> str | None:
+    """Evidence that the platform removed one of the pods, if any."""
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        status = pod.get("status") or {}
+        name = _text(meta.get("name"))
+        if status.get("reason") in DISRUPTED_POD_REASONS:
+            detail = _text(status.get("message"))
+            return f"pod {name} {status['reason']}" + (f": {detail}" if detail else "")
+        for cond in status.get("conditions") or []:
+            if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
+                detail = _text(cond.get("message"))
+                return f"pod {name} disrupted ({cond.get('reason')})" + (
+                    f": {detail}" if detail else ""
+                )
+    return None
+
+
+def _unschedulable(pods: Iterable[Mapping[str, Any]]) -> str | None:
+    for pod in pods:
+        for cond in (pod.get("status") or {}).get("conditions") or []:
+            if (
+                cond.get("type") == "PodScheduled"
+                and cond.get("status") == "False"
+                and cond.get("reason") == "Unschedulable"
+            ):
+                name = _text((pod.get("metadata") or {}).get("name"))
+                return f"pod {name} unschedulable: {_text(cond.get('message'))}".rstrip(": ")
+    return None
+
+
+def _exception_line(lines: Sequence[str]) -> str | None:
+    """The exception a Python traceback ends with (``ValueError: bad lr``)."""
+    start = None
+    for i, line in enumerate(lines):
+        if _TRACEBACK in line:
+            start = i
+    if start is None:
+        return None
+    for line in reversed(lines[start + 1 :]):
+        text = line.strip()
+        if text and not text.startswith(("File ", "^", "~")) and not line.startswith((" ", "\t")):
+            return text
+    return "a Python exception"
+
+
+def classify(
+    *,
+    reason: str = "",
+    message: str = "",
+    container_reason: str | None = None,
+    exit_code: int | None = None,
+    log_tail: Sequence[str] = (),
+    pods: Iterable[Mapping[str, Any]] = (),
+    evictions: Sequence[tuple[str, str]] = (),
+) -> tuple[FailureClass, str]:
+    """The class of a failure and the evidence for it (one line), from the job's
+    Failed condition (``reason``, ``message``), its failing container, all its pods,
+    Kueue evictions (``(reason, message)``) and the failing step's log tail."""
+    from kf_trainer_core.status import CREATION_FAILED_REASON
+
+    pods = list(pods)
+    if reason == CREATION_FAILED_REASON:
+        return FailureClass.CONFIGURATION, f"the Trainer could not build the JobSet: {message}"
+    if container_reason in _IMAGE_PULL:
+        if _IMAGE_MISSING.search(message):
+            return FailureClass.CONFIGURATION, f"the image cannot be pulled ({container_reason})"
+        return FailureClass.INFRASTRUCTURE, f"pulling the image failed ({container_reason})"
+    if container_reason in _BAD_CONTAINER:
+        return FailureClass.CONFIGURATION, f"the container cannot be created ({container_reason})"
+    disrupted = _disruption(pods)
+    if disrupted is not None:
+        return FailureClass.INFRASTRUCTURE, disrupted
+    if container_reason == "OOMKilled":
+        return FailureClass.CAPACITY, "a container ran out of memory (OOMKilled)"
+    if "DeadlineExceeded" in (reason, container_reason) or "DeadlineExceeded" in message:
+        return FailureClass.CAPACITY, "the job ran past its deadline (DeadlineExceeded)"
+    unschedulable = _unschedulable(pods)
+    if unschedulable is not None and exit_code is None:
+        return FailureClass.CAPACITY, unschedulable
+    for ev_reason, ev_message in reversed(evictions):
+        if ev_reason in INFRA_EVICTION_REASONS and exit_code is None:
+            return FailureClass.INFRASTRUCTURE, f"evicted by Kueue ({ev_reason}: {ev_message})"
+    raised = _exception_line([*log_tail, *message.splitlines()])
+    if raised is not None and exit_code not in (None, 0):
+        return FailureClass.USER_CODE, f"the training code raised {raised}"
+    if container_reason == "CrashLoopBackOff":
+        return FailureClass.USER_CODE, "the container keeps crashing (CrashLoopBackOff)"
+    if exit_code in (137, 143):
+        return FailureClass.INFRASTRUCTURE, f"the container was killed (exit code {exit_code})"
+    if exit_code not in (None, 0):
+        return FailureClass.USER_CODE, f"the training program exited with code {exit_code}"
+    return FailureClass.UNKNOWN, ""
+
+
+def failure_class_of(exc: BaseException) -> FailureClass | None:
+    """The class of any exception the suite raises (``None`` for others): marker
+    types, errors carrying a classified ``failure``, API errors (5xx and no answer are
+    infrastructure, 4xx refusals configuration) and spec errors (configuration)."""
+    from kf_trainer_core.k8s.errors import ApiError
+
+    if isinstance(exc, ClassifiedFailure):
+        return type(exc).failure_class
+    failure = getattr(exc, "failure", None)
+    klass = getattr(failure, "failure_class", None)
+    if klass is None and isinstance(failure, Mapping):
+        klass = failure.get("failure_class")
+    if klass:
+        try:
+            return FailureClass(klass)
+        except ValueError:
+            return FailureClass.UNKNOWN
+    if isinstance(exc, ApiError):
+        if exc.retryable:
+            return FailureClass.INFRASTRUCTURE
+        if exc.code in (400, 403, 404, 409, 422):
+            return FailureClass.CONFIGURATION
+        return FailureClass.UNKNOWN
+    if isinstance(exc, SpecError):
+        return FailureClass.CONFIGURATION
+    from kf_trainer_core.ops import SpecConflictError, SubmitError, TrainJobNotFoundError
+
+    if isinstance(exc, (SubmitError, SpecConflictError, TrainJobNotFoundError)):
+        return FailureClass.CONFIGURATION
+    if isinstance(exc, KFTrainerError):
+        return FailureClass.UNKNOWN
+    return None
+
+
+def should_retry(
+    exc: BaseException, retry_on: Iterable[FailureClass | str] = DEFAULT_RETRY_ON
+) -> bool:
+    """Whether a failure of these classes deserves a retry: by default only
+    infrastructure failures. Exceptions that are not the suite's are left to the
+    orchestrator (``True``)."""
+    klass = failure_class_of(exc)
+    if klass is None:
+        return True
+    return klass in {FailureClass(c) for c in retry_on}
