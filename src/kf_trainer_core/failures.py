@@ -193,7 +193,9 @@ def classify(
     for ev_reason, ev_message in reversed(evictions):
         if ev_reason in INFRA_EVICTION_REASONS and exit_code is None:
             return FailureClass.INFRASTRUCTURE, f"evicted by Kueue ({ev_reason}: {ev_message})"
-    raised = _exception_line([*log_tail, *message.splitlines()])
+    # The log tail first; the termination message (the kubelet's fallback to the log)
+    # when the log could not be read.
+    raised = _exception_line(log_tail) or _exception_line(message.splitlines())
     if raised is not None and exit_code not in (None, 0):
         return FailureClass.USER_CODE, f"the training code raised {raised}"
     if container_reason == "CrashLoopBackOff":

@@ -68,6 +68,7 @@ from kf_trainer_core.testing.scenarios import (
     PodResult,
     Scenario,
     Step,
+    evict_pod_status,
 )
 from kf_trainer_core.testing.store import (
     CLUSTER_TRAINING_RUNTIMES,
@@ -1804,7 +1805,7 @@ class TrainerController:
             return
         outcome = step.outcome or "succeed"
         duration = float(step.duration or 0.0)
-        if outcome in ("fail", "oom"):
+        if outcome in ("fail", "oom", "evicted"):
             ranks = [r for r in step.ranks or [0] if r < _job_pods(pod)] or [0]
             if pod.index not in ranks or pod.job.index != 0:
                 outcome = "hang"  # a healthy rank waits on its failed peer
@@ -1831,6 +1832,9 @@ class TrainerController:
             self._after(
                 duration, sim.token, partial(self._pod_finish, pod, code, reason, step.message)
             )
+        elif outcome == "evicted":
+            evict = partial(self._pod_finish, pod, 137, "Error", None, evicted=True)
+            self._after(duration, sim.token, evict)
         # never-finish / hang: runs until killed
 
     def _is_rank0(self, pod: _PodSim) -> bool:
@@ -1874,7 +1878,15 @@ class TrainerController:
 
         self._safe(self.store.mutate, TRAINJOBS, sim.namespace, sim.name, fn, subresource="status")
 
-    def _pod_finish(self, pod: _PodSim, exit_code: int, reason: str, message: str | None) -> None:
+    def _pod_finish(
+        self,
+        pod: _PodSim,
+        exit_code: int,
+        reason: str,
+        message: str | None,
+        *,
+        evicted: bool = False,
+    ) -> None:
         if not pod.active or pod.phase != "Running":
             return
         run = pod.run
@@ -1925,6 +1937,8 @@ class TrainerController:
                     "containerStatuses": statuses,
                 }
             )
+            if evicted:
+                evict_pod_status(status, now)
 
         self._pod_write(pod, fn)
         self._mark(pod.job.sim, pod.job)

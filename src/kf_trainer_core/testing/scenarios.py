@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "EVICTION_MESSAGE",
     "OUTCOMES",
     "PRESETS",
     "SCENARIO_ANNOTATION",
@@ -38,6 +39,7 @@ __all__ = [
     "ProgressUpdate",
     "Scenario",
     "Step",
+    "evict_pod_status",
 ]
 
 #: The TrainJob annotation that selects a scenario (preset name or JSON object).
@@ -53,7 +55,32 @@ SCENARIO_ANNOTATION = "testing.kf-trainer-suite/scenario"
 #:   ``ImagePullBackOff``, the pod stays ``Pending`` (or fails after
 #:   ``image_pull_fail_after`` seconds).
 #: * ``never-finish``: run until deleted, suspended or past the deadline.
-OUTCOMES = ("succeed", "fail", "oom", "image-pull", "never-finish")
+#: * ``evicted``: the failing ranks' pods are evicted by the kubelet (node pressure)
+#:   after ``duration``: pod ``Failed`` with reason ``Evicted`` and a ``DisruptionTarget``
+#:   condition, the container killed (exit code 137) — an infrastructure failure.
+OUTCOMES = ("succeed", "fail", "oom", "image-pull", "never-finish", "evicted")
+
+#: What the kubelet writes on a pod it evicts for node pressure.
+EVICTION_MESSAGE = (
+    "The node was low on resource: memory. Threshold quantity: 100Mi, available: 52Mi."
+)
+
+
+def evict_pod_status(status: dict[str, Any], now: str) -> None:
+    """Turn a failed pod's status into an evicted one, as the kubelet leaves it."""
+    status["reason"] = "Evicted"
+    status["message"] = EVICTION_MESSAGE
+    status.setdefault("conditions", []).append(
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "TerminationByKubelet",
+            "message": EVICTION_MESSAGE,
+            "lastProbeTime": None,
+            "lastTransitionTime": now,
+        }
+    )
+
 
 #: ``(progressPercentage, estimatedRemainingSeconds, {metric: value})``; either number
 #: may be None (unknown).
@@ -399,6 +426,10 @@ def _exec() -> Scenario:
     return Scenario(name="exec", executor="exec", termination_message=None)
 
 
+def _evicted() -> Scenario:
+    return Scenario(name="evicted", outcome="evicted")
+
+
 def _preempted() -> Scenario:
     return Scenario(name="preempted", duration=0.2, suspend_after=0.08, resume_after=0.1)
 
@@ -415,6 +446,7 @@ _PRESETS: dict[str, Callable[[], Scenario]] = {
     "deadline": _deadline,
     "exec": _exec,
     "preempted": _preempted,
+    "evicted": _evicted,
 }
 
 #: Names of the presets :meth:`Scenario.preset` knows.
