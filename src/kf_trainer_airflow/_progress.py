@@ -25,13 +25,26 @@ class ProgressReporter:
 
     def __call__(self, job: TrainJob) -> None:
         progress = job.progress
+        # A job queued by Kueue: where it waits and why (not the elapsed time, which
+        # changes on every read and would repeat the line).
+        queue = job.queue.summary() if job.queue is not None and job.queue.waiting else []
+        queue_key = (
+            (job.queue.position, job.queue.pending_message, len(job.queue.evictions))
+            if queue and job.queue is not None
+            else None
+        )
         key = (
             job.status,
             progress.percentage if progress else None,
             tuple(sorted(progress.metrics.items())) if progress else (),
+            queue_key,
         )
         if key == self._last:
             return
         self._last = key
-        parts = [f"{self.where}: {job.status.value}", *(progress.summary() if progress else [])]
+        parts = [
+            f"{self.where}: {job.status.value}",
+            *queue,
+            *(progress.summary() if progress else []),
+        ]
         self.log.info("%s", "; ".join(parts))

@@ -106,6 +106,13 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         (watch it with :class:`~kf_trainer_airflow.sensors.trainjob.TrainJobSensor`).
     :param startup_timeout: fail when the job has not started running after this many
         seconds (images that cannot be pulled, pods that cannot be scheduled).
+    :param admission_timeout: fail when Kueue has not admitted the job (labelled
+        ``kueue.x-k8s.io/queue-name``) after this many seconds; the error says what the
+        queue waits for. Queueing does not use up ``startup_timeout``.
+    :param fail_fast_on: failure classes raised as ``AirflowFailException`` (no retry
+        although the task has retries left): ``("configuration",)`` by default; ``()``
+        leaves every failure to the task's retries (see
+        :mod:`kf_trainer_airflow.failures`).
     :param job_timeout: the job's own time limit (``activeDeadlineSeconds``): past it,
         the Trainer fails the job with ``DeadlineExceeded``.
     :param wait_timeout: stop waiting after this many seconds (the job keeps running).
@@ -165,6 +172,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         wait_for_completion: bool = True,
         startup_timeout: float | timedelta | None = None,
+        admission_timeout: float | timedelta | None = None,
         job_timeout: float | timedelta | None = None,
         wait_timeout: float | timedelta | None = None,
         get_logs: bool = True,
@@ -175,6 +183,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         fresh_after_failure: bool = True,
         dashboard_url: str | None = None,
         report_progress: bool = True,
+        fail_fast_on: Sequence[str] = ("configuration",),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -201,6 +210,8 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         self.deferrable = deferrable
         self.wait_for_completion = wait_for_completion
         self.startup_timeout = _seconds(startup_timeout, "startup_timeout")
+        self.admission_timeout = _seconds(admission_timeout, "admission_timeout")
+        self.fail_fast_on = tuple(fail_fast_on)
         self.job_timeout = job_timeout
         self.wait_timeout = _seconds(wait_timeout, "wait_timeout")
         self.get_logs = get_logs
@@ -390,6 +401,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
                     kubeflow_trainer_conn_id=self.kubeflow_trainer_conn_id,
                     status=("Complete",),
                     startup_timeout=self.startup_timeout,
+                    admission_timeout=self.admission_timeout,
                     timeout=self.wait_timeout,
                     on_kill_action=self.on_kill_action,
                     report_progress=self.report_progress,
@@ -400,6 +412,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         return self.get_job_result(name, context)
 
     def _wait_in_worker(self, name: str, context: Context) -> JobOutputs:
+        from kf_trainer_core.failures import failure_class_of
         from kf_trainer_core.ops import SpecConflictError
         from kf_trainer_core.waiting import (
             TrainJobDeletedError,
@@ -422,6 +435,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
                     identity=self.identity_of(context),
                     timeout=self.wait_timeout,
                     startup_timeout=self.startup_timeout,
+                    admission_timeout=self.admission_timeout,
                     on_log=on_log if self.get_logs else None,
                     log_step=self.log_step,
                     log_tail=self.log_tail,
@@ -429,10 +443,15 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
                     fresh_after_failure=False,
                 )
             except TrainJobFailedError as err:
-                self._failed(client, str(err), err.failure.model_dump(mode="json"))
+                self._failed(
+                    client,
+                    str(err),
+                    err.failure.model_dump(mode="json"),
+                    failure_class=err.failure.failure_class,
+                )
             except TrainJobTimeoutError as err:
                 failure = err.failure.model_dump(mode="json") if err.failure else None
-                self._failed(client, str(err), failure)
+                self._failed(client, str(err), failure, failure_class=failure_class_of(err))
             except (TrainJobDeletedError, SpecConflictError) as err:
                 self._failed(client, str(err), None, finish=False)
 
@@ -448,17 +467,27 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
                 client = self._client()
             except Exception as exc:  # report the job's failure, not this one
                 self.log.warning("Could not reach the backend for events and logs: %s", exc)
-                raise TrainJobFailedException(
+                from kf_trainer_airflow.failures import failed_exception
+
+                raise failed_exception(
                     message,
                     job_name=self._job_name,
                     namespace=self._job_namespace,
                     failure=event.get("failure"),
+                    failure_class=event.get("failure_class"),
+                    fail_fast_on=self.fail_fast_on,
                 ) from None
             with client:
                 if self.get_logs and self.log_tail:
                     self._print_log_tail(client)
                 finish = status in ("failed", "timeout")
-                self._failed(client, message, event.get("failure"), finish=finish)
+                self._failed(
+                    client,
+                    message,
+                    event.get("failure"),
+                    finish=finish,
+                    failure_class=event.get("failure_class"),
+                )
         if self.get_logs and self.log_tail:
             with self._client() as client:
                 self._print_log_tail(client)
@@ -521,14 +550,23 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         failure: Mapping[str, Any] | None,
         *,
         finish: bool = True,
+        failure_class: Any = None,
     ) -> NoReturn:
+        from kf_trainer_airflow.failures import failed_exception
+
         self._log_events(client)
         if finish:
             self._finish(client, succeeded=False)
         if not message.startswith("TrainJob "):
             message = f"TrainJob {message}"
-        raise TrainJobFailedException(
-            message, job_name=self._job_name, namespace=self._job_namespace, failure=failure
+        # A type per failure class (for retry policies); configuration fails fast.
+        raise failed_exception(
+            message,
+            job_name=self._job_name,
+            namespace=self._job_namespace,
+            failure=failure,
+            failure_class=failure_class,
+            fail_fast_on=getattr(self, "fail_fast_on", ("configuration",)),
         )
 
     def _log_events(self, client: TrainerClient) -> None:

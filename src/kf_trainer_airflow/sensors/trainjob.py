@@ -175,7 +175,10 @@ class TrainJobSensor(BaseSensorOperator):
                 message = f"{message}\n{found.describe()}"
             except Exception as exc:  # the verdict stands without the details
                 self.log.warning("Could not explain the failure of %s: %s", job.name, exc)
-        return TrainJobFailedException(
+        from kf_trainer_airflow.failures import failed_exception
+
+        # A type per failure class, as the operator raises (retry policies match it).
+        return failed_exception(
             message, job_name=job.name, namespace=job.namespace, failure=failure
         )
 
@@ -218,9 +221,12 @@ class TrainJobSensor(BaseSensorOperator):
                 "namespace": event.get("namespace"),
                 "status": event.get("job_status"),
             }
-        raise TrainJobFailedException(
+        from kf_trainer_airflow.failures import failed_exception
+
+        raise failed_exception(
             str(event.get("message") or f"TrainJob {self.job_name}: {event.get('status')}"),
             job_name=str(event.get("job_name")),
             namespace=str(event.get("namespace")),
             failure=event.get("failure"),
+            failure_class=event.get("failure_class"),
         )

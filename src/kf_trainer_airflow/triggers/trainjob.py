@@ -58,6 +58,8 @@ class TrainJobTrigger(BaseTrigger):
     :param step_status: the step's wanted states (``Pending``, ``Running``,
         ``Succeeded``, ``Failed``).
     :param startup_timeout: fail when the job has not started after this many seconds.
+    :param admission_timeout: fail when Kueue has not admitted the job after this many
+        seconds.
     :param timeout: give up after this many seconds (``None``: wait as long as it runs).
     :param on_kill_action: what a user's kill does to the job: ``delete``, ``suspend``
         or ``keep``.
@@ -77,6 +79,7 @@ class TrainJobTrigger(BaseTrigger):
         startup_timeout: float | None = None,
         timeout: float | None = None,
         on_kill_action: str = "delete",
+        admission_timeout: float | None = None,
         recheck_interval: float = 30.0,
         report_progress: bool = True,
     ) -> None:
@@ -92,6 +95,7 @@ class TrainJobTrigger(BaseTrigger):
         self.step = step
         self.step_status = list(step_status)
         self.startup_timeout = startup_timeout
+        self.admission_timeout = admission_timeout
         self.timeout = timeout
         self.on_kill_action = on_kill_action
         self.recheck_interval = recheck_interval
@@ -110,6 +114,7 @@ class TrainJobTrigger(BaseTrigger):
                 "step": self.step,
                 "step_status": list(self.step_status),
                 "startup_timeout": self.startup_timeout,
+                "admission_timeout": self.admission_timeout,
                 "timeout": self.timeout,
                 "on_kill_action": self.on_kill_action,
                 "recheck_interval": self.recheck_interval,
@@ -175,6 +180,7 @@ class TrainJobTrigger(BaseTrigger):
                     self.status,
                     timeout=self.timeout,
                     startup_timeout=self.startup_timeout,
+                    admission_timeout=self.admission_timeout,
                     callbacks=[reporter],
                 )
                 return {
@@ -188,10 +194,22 @@ class TrainJobTrigger(BaseTrigger):
             message = str(err)
             if not message.startswith("TrainJob "):  # the core says "<ns>/<name> failed: ..."
                 message = f"TrainJob {message}"
-            return {**base, "status": "failed", "message": message, "failure": failure}
+            return {
+                **base,
+                "status": "failed",
+                "message": message,
+                "failure": failure,
+                "failure_class": _class_of(err),
+            }
         except TrainJobTimeoutError as err:
             failure = err.failure.model_dump(mode="json") if err.failure else None
-            return {**base, "status": "timeout", "message": str(err), "failure": failure}
+            return {
+                **base,
+                "status": "timeout",
+                "message": str(err),
+                "failure": failure,
+                "failure_class": _class_of(err),
+            }
         except (TrainJobDeletedError, TrainJobNotFoundError) as err:
             return {**base, "status": "deleted", "message": str(err)}
         except Exception as err:
@@ -280,3 +298,11 @@ class TrainJobTrigger(BaseTrigger):
         if state is None or state == _DEFERRED:
             return
         await self._cancel(f"task stopped, now {state}")
+
+
+def _class_of(err: BaseException) -> str | None:
+    """The failure class of an error, for the event (JSON)."""
+    from kf_trainer_core.failures import failure_class_of
+
+    klass = failure_class_of(err)
+    return klass.value if klass is not None else None

@@ -1,0 +1,210 @@
+"""Failure classes for Airflow: exception types a retry policy can match, a ready
+policy, and fail-fast for configuration errors.
+
+A failed TrainJob task raises a subclass of
+:class:`~kf_trainer_airflow.operators.trainjob.TrainJobFailedException` per failure class
+(see :mod:`kf_trainer_core.failures`), so Airflow 3.3's ``ExceptionRetryPolicy`` can
+match them by type — or use :class:`TrainJobRetryPolicy`, which also classifies API
+errors. By default a *configuration* failure is raised as
+:class:`TrainJobConfigurationFailFast`, an ``AirflowFailException``: the task fails
+without spending its retries on a job that cannot run (operator argument
+``fail_fast_on=()`` turns that off).
+
+This module imports no Kubernetes client: the operator module stays cheap to import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+try:
+    from airflow.sdk.exceptions import AirflowFailException
+except ImportError:  # pragma: no cover - Airflow before the task SDK
+    from airflow.exceptions import AirflowFailException  # type: ignore[no-redef]
+
+from kf_trainer_core.failures import (
+    DEFAULT_RETRY_ON,
+    CapacityFailure,
+    ConfigurationFailure,
+    FailureClass,
+    InfrastructureFailure,
+    UserCodeFailure,
+    failure_class_of,
+)
+
+if TYPE_CHECKING:
+    from kf_trainer_airflow.operators.trainjob import TrainJobFailedException
+
+#: The classes the operators fail fast on by default.
+DEFAULT_FAIL_FAST: tuple[str, ...] = (FailureClass.CONFIGURATION.value,)
+
+
+def _exception_types() -> dict[FailureClass, type[TrainJobFailedException]]:
+    from kf_trainer_airflow.operators.trainjob import TrainJobFailedException
+
+    return {
+        FailureClass.INFRASTRUCTURE: TrainJobInfrastructureException,
+        FailureClass.CAPACITY: TrainJobCapacityException,
+        FailureClass.CONFIGURATION: TrainJobConfigurationException,
+        FailureClass.USER_CODE: TrainJobUserCodeException,
+        FailureClass.UNKNOWN: TrainJobFailedException,
+    }
+
+
+def _base() -> type[Any]:
+    from kf_trainer_airflow.operators.trainjob import TrainJobFailedException
+
+    return TrainJobFailedException
+
+
+class TrainJobInfrastructureException(InfrastructureFailure, _base()):  # type: ignore[misc]
+    """The TrainJob failed for the platform's sake (eviction, preemption, node loss,
+    registry or API server trouble): a retry may succeed."""
+
+
+class TrainJobCapacityException(CapacityFailure, _base()):  # type: ignore[misc]
+    """The TrainJob did not fit (out of memory, deadline, unschedulable, not admitted)."""
+
+
+class TrainJobConfigurationException(ConfigurationFailure, _base()):  # type: ignore[misc]
+    """The TrainJob cannot run as configured (missing image, bad runtime, secret)."""
+
+
+class TrainJobUserCodeException(UserCodeFailure, _base()):  # type: ignore[misc]
+    """The training code failed (a traceback, a non-zero exit)."""
+
+
+class TrainJobConfigurationFailFast(TrainJobConfigurationException, AirflowFailException):
+    """A configuration failure raised as ``AirflowFailException``: Airflow fails the
+    task at once instead of retrying a job that cannot run."""
+
+
+def failed_exception(
+    message: str,
+    *,
+    job_name: str | None,
+    namespace: str | None,
+    failure: Mapping[str, Any] | None,
+    failure_class: FailureClass | str | None = None,
+    fail_fast_on: Collection[str] = DEFAULT_FAIL_FAST,
+) -> TrainJobFailedException:
+    """The exception for a failed task: the type of its failure class (from
+    ``failure_class``, else ``failure["failure_class"]``), fail-fast when the class is
+    in ``fail_fast_on``. The message gains a line naming the class."""
+    raw = failure_class or (failure or {}).get("failure_class") or FailureClass.UNKNOWN
+    try:
+        klass = FailureClass(raw)
+    except ValueError:
+        klass = FailureClass.UNKNOWN
+    cls: type[TrainJobFailedException] = _exception_types()[klass]
+    if klass.value in set(fail_fast_on) and klass is FailureClass.CONFIGURATION:
+        cls = TrainJobConfigurationFailFast
+    if klass is not FailureClass.UNKNOWN and "failure class:" not in message:
+        retry = "a retry may succeed" if klass.retryable else "a retry will not help"
+        message = f"{message}\nfailure class: {klass.value} ({retry})"
+    return cls(message, job_name=job_name, namespace=namespace, failure=failure)
+
+
+def _retry_policy_base() -> type[Any]:
+    try:
+        from airflow.sdk.definitions.retry_policy import RetryPolicy
+    except ImportError:  # Airflow before 3.3: no retry policies; the class still imports
+        return object
+    return RetryPolicy
+
+
+class TrainJobRetryPolicy(_retry_policy_base()):  # type: ignore[misc]
+    """A ready ``retry_policy`` (Airflow 3.3+): retry infrastructure failures, fail at
+    once on configuration and user-code errors, leave the rest (capacity, unknown, other
+    exceptions) to the task's usual retries.
+
+    >>> TrainJobOperator(..., retries=3, retry_policy=TrainJobRetryPolicy())
+
+    :param retry_on: classes to retry (within the task's ``retries``).
+    :param fail_on: classes that fail the task without a retry.
+    :param retry_delay: delay before a retry of ``retry_on`` (default: the task's).
+    """
+
+    def __init__(
+        self,
+        retry_on: Collection[FailureClass | str] = DEFAULT_RETRY_ON,
+        fail_on: Collection[FailureClass | str] = (
+            FailureClass.CONFIGURATION,
+            FailureClass.USER_CODE,
+        ),
+        retry_delay: timedelta | None = None,
+    ) -> None:
+        self.retry_on = frozenset(FailureClass(c) for c in retry_on)
+        self.fail_on = frozenset(FailureClass(c) for c in fail_on)
+        self.retry_delay = retry_delay
+
+    def evaluate(
+        self,
+        exception: BaseException,
+        try_number: int,
+        max_tries: int,
+        context: Any = None,
+    ) -> Any:
+        from airflow.sdk.definitions.retry_policy import RetryDecision
+
+        klass = failure_class_of(exception)
+        if klass is None:
+            return RetryDecision.default()
+        if klass in self.retry_on:
+            return RetryDecision.retry(
+                self.retry_delay, reason=f"TrainJob failure class {klass.value}: retrying"
+            )
+        if klass in self.fail_on:
+            return RetryDecision.fail(reason=f"TrainJob failure class {klass.value}: no retry")
+        return RetryDecision.default()
+
+    def serialize(self) -> dict[str, Any]:
+        return {
+            "__type": "TrainJobRetryPolicy",
+            "retry_on": sorted(c.value for c in self.retry_on),
+            "fail_on": sorted(c.value for c in self.fail_on),
+            "retry_delay": self.retry_delay.total_seconds() if self.retry_delay else None,
+        }
+
+    @classmethod
+    def deserialize(cls, data: dict[str, Any]) -> TrainJobRetryPolicy:
+        delay = data.get("retry_delay")
+        return cls(
+            data.get("retry_on", ()),
+            data.get("fail_on", ()),
+            timedelta(seconds=delay) if delay is not None else None,
+        )
+
+
+def exception_retry_policy(retry_delay: timedelta | None = None) -> Any:
+    """The same decisions as Airflow's own ``ExceptionRetryPolicy`` (rules by exception
+    type, serialisable by dotted path): retry
+    :class:`~kf_trainer_core.failures.InfrastructureFailure`, fail on
+    :class:`~kf_trainer_core.failures.ConfigurationFailure` and
+    :class:`~kf_trainer_core.failures.UserCodeFailure`."""
+    from airflow.sdk.definitions.retry_policy import (
+        ExceptionRetryPolicy,
+        RetryAction,
+        RetryRule,
+    )
+
+    return ExceptionRetryPolicy(
+        rules=[
+            RetryRule(
+                exception="kf_trainer_core.failures.InfrastructureFailure",
+                action=RetryAction.RETRY,
+                retry_delay=retry_delay,
+                reason="TrainJob infrastructure failure: retrying",
+            ),
+            RetryRule(
+                exception=[
+                    "kf_trainer_core.failures.ConfigurationFailure",
+                    "kf_trainer_core.failures.UserCodeFailure",
+                ],
+                action=RetryAction.FAIL,
+                reason="TrainJob configuration or user-code failure: no retry",
+            ),
+        ]
+    )
