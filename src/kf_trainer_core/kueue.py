@@ -21,13 +21,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kf_trainer_core.k8s.calls import GetPath, ListObjects, Program
+from kf_trainer_core.k8s.calls import Get, GetPath, ListObjects, Program
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import Resource
 from kf_trainer_core.timeutil import duration_text, now, parse_time
@@ -276,6 +276,8 @@ class KueueProbe:
     visibility: bool | None = None
     workloads_denied_at: float = 0.0
     visibility_denied_at: float = 0.0
+    #: LocalQueue -> ClusterQueue, read once per queue (``None``: not readable).
+    cluster_queues: dict[str, str | None] = field(default_factory=dict)
 
     def can_read_workloads(self) -> bool:
         if self.workloads is False and time.monotonic() - self.workloads_denied_at >= (
@@ -354,6 +356,8 @@ def lookup(
         return None
     probe.workloads = True
     workload = owned_workload(listing.get("items") or [], uid)
+    if queue not in probe.cluster_queues and workload is not None:
+        probe.cluster_queues[queue] = yield from _cluster_queue(namespace, queue)
     entry: Mapping[str, Any] | None = None
     if (
         positions
@@ -363,7 +367,21 @@ def lookup(
         and probe.can_read_positions()
     ):
         entry = yield from _position(namespace, queue, workload, probe)
-    return queue_status(queue, workload, position=entry)
+    status = queue_status(queue, workload, position=entry)
+    if status.cluster_queue is None and probe.cluster_queues.get(queue):
+        # Pending: the Workload names no ClusterQueue yet; its LocalQueue does.
+        status = status.model_copy(update={"cluster_queue": probe.cluster_queues[queue]})
+    return status
+
+
+def _cluster_queue(namespace: str, queue: str) -> Program[str | None]:
+    """The ClusterQueue a LocalQueue feeds (``None`` when it cannot be read)."""
+    try:
+        obj = yield Get(LOCAL_QUEUES, namespace, queue)
+    except ApiError:
+        return None
+    value = (obj.get("spec") or {}).get("clusterQueue")
+    return str(value) if value else None
 
 
 def _position(
@@ -398,6 +416,13 @@ class QueueTracker:
         self._version: str | None = None
         self._fetched_at: float | None = None
 
+    @property
+    def _every(self) -> float:
+        # Kueue creates the Workload moments after the job: look again soon until then.
+        if self.status is not None and self.status.workload is None:
+            return min(1.0, self.interval)
+        return self.interval
+
     def _queued(self, obj: Mapping[str, Any]) -> bool:
         spec = obj.get("spec") or {}
         finished = any(
@@ -416,7 +441,7 @@ class QueueTracker:
             # and eviction are seen, not on every progress update of a running job.
             return self._queued(obj) or self.status is None or self.status.waiting
         return self._queued(obj) and (
-            self._fetched_at is None or time.monotonic() - self._fetched_at >= self.interval
+            self._fetched_at is None or time.monotonic() - self._fetched_at >= self._every
         )
 
     def refresh(self, obj: Mapping[str, Any]) -> Program[bool]:
@@ -447,4 +472,4 @@ class QueueTracker:
             return None
         if self._fetched_at is None:
             return 0.0
-        return max(0.0, self.interval - (time.monotonic() - self._fetched_at))
+        return max(0.0, self._every - (time.monotonic() - self._fetched_at))

@@ -263,6 +263,7 @@ def wait_program(
     fetched_at: float | None = None
     last_version: str | None = None
     obj: dict[str, Any] | None = None
+    final_read = False  # the queue read once more before an admission timeout
     while True:
         elapsed = time.monotonic() - start
         if jobs.unavailable:
@@ -295,7 +296,15 @@ def wait_program(
                 seen = True
                 version = str((obj.get("metadata") or {}).get("resourceVersion"))
                 news = version != last_version
-                if tracker is not None and tracker.due(obj):
+                expiring = (
+                    goal.admission_timeout is not None
+                    and elapsed >= goal.admission_timeout
+                    and not final_read
+                )
+                if tracker is not None and (tracker.due(obj) or expiring):
+                    # Before an admission timeout, read the queue once more: the error
+                    # then says what it waits for now.
+                    final_read = final_read or expiring
                     news = (yield from tracker.refresh(obj)) or news
                 if news:
                     last_version = version

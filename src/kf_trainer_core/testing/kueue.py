@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from kf_trainer_core.k8s.resources import TRAINJOBS
-from kf_trainer_core.kueue import JOB_UID_LABEL, QUEUE_NAME_LABEL, WORKLOADS
+from kf_trainer_core.kueue import JOB_UID_LABEL, LOCAL_QUEUES, QUEUE_NAME_LABEL, WORKLOADS
 from kf_trainer_core.testing.store import Store, StoreError, WatchEvent, format_timestamp
 
 __all__ = [
@@ -182,9 +182,22 @@ class KueueSimulator:
         return cq
 
     def add_local_queue(self, namespace: str, name: str, cluster_queue: str) -> None:
-        """A LocalQueue ``name`` in ``namespace`` pointing at ``cluster_queue``."""
+        """A LocalQueue ``name`` in ``namespace`` pointing at ``cluster_queue`` (also
+        stored as a LocalQueue object, as a client reads it)."""
         with self._lock:
             self.local_queues[(namespace, name)] = cluster_queue
+        body = {
+            "apiVersion": LOCAL_QUEUES.api_version,
+            "kind": "LocalQueue",
+            "metadata": {"name": name},
+            "spec": {"clusterQueue": cluster_queue},
+        }
+        try:
+            self.store.create(LOCAL_QUEUES, body, namespace=namespace)
+        except StoreError as err:
+            if err.code != 409:
+                raise
+            self.store.patch(LOCAL_QUEUES, namespace, name, {"spec": body["spec"]})
         self.kick()
 
     def add_priority_class(self, name: str, value: int) -> None:

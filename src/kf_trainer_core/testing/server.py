@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 import yaml
 from aiohttp import web
 
-from kf_trainer_core.kueue import VISIBILITY_LOCAL_QUEUES, WORKLOADS
+from kf_trainer_core.kueue import LOCAL_QUEUES, VISIBILITY_LOCAL_QUEUES, WORKLOADS
 from kf_trainer_core.testing import crd
 from kf_trainer_core.testing.crd import find_upstream
 from kf_trainer_core.testing.faults import FaultInjector
@@ -1910,7 +1910,13 @@ _VERSION = {
     "platform": "linux/amd64",
 }
 
-_SERVED: tuple[Resource, ...] = (*RESOURCES, EVENTS_V1, WORKLOADS, VISIBILITY_LOCAL_QUEUES)
+_SERVED: tuple[Resource, ...] = (
+    *RESOURCES,
+    EVENTS_V1,
+    WORKLOADS,
+    LOCAL_QUEUES,
+    VISIBILITY_LOCAL_QUEUES,
+)
 #: Groups served only while the simulated Kueue is installed.
 _KUEUE_GROUPS = frozenset({WORKLOADS.group, VISIBILITY_LOCAL_QUEUES.group})
 

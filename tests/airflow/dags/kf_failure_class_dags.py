@@ -1,0 +1,67 @@
+"""DAGs of failure classes for ``dag.test()``: Airflow 3.3 retry policies deciding from
+the TrainJob's failure class, configuration errors failing fast, and a Kueue admission
+timeout."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow.sdk import DAG
+from kf_dag_helpers import CONN_ID, scenario, scenario_by_try
+
+from kf_trainer_airflow.failures import TrainJobRetryPolicy, exception_retry_policy
+from kf_trainer_airflow.operators.trainjob import TrainJobOperator
+from kf_trainer_core.kueue import QUEUE_NAME_LABEL
+from kf_trainer_core.spec import CustomTrainer, Labels
+
+START = datetime(2026, 1, 1)
+RETRIES = {"retries": 2, "retry_delay": timedelta(0)}
+
+
+def train(x: int = 1) -> dict[str, Any]:
+    return {"x": x}
+
+
+def _train(task_id: str, **kwargs: Any) -> TrainJobOperator:
+    kwargs.setdefault("trainer", CustomTrainer(train))
+    kwargs.setdefault("deferrable", False)
+    return TrainJobOperator(task_id=task_id, kubeflow_trainer_conn_id=CONN_ID, **kwargs)
+
+
+# Evicted on the first try (infrastructure): the policy retries, the next attempt runs.
+with DAG("kf_policy_retries_infra", schedule=None, start_date=START, default_args=RETRIES):
+    _train(
+        "train",
+        options=[scenario_by_try("evicted", "success")],
+        retry_policy=TrainJobRetryPolicy(),
+    )
+
+# The same with Airflow's own ExceptionRetryPolicy matching the exception types, deferred.
+with DAG("kf_exception_policy_deferred", schedule=None, start_date=START, default_args=RETRIES):
+    _train(
+        "train",
+        options=[scenario_by_try("evicted", "success")],
+        retry_policy=exception_retry_policy(),
+        deferrable=True,
+    )
+
+# The training code fails (user code): the policy fails the task without a retry.
+with DAG("kf_policy_fails_user_code", schedule=None, start_date=START, default_args=RETRIES):
+    _train("train", options=[scenario("fail")], retry_policy=TrainJobRetryPolicy())
+
+# A configuration failure fails fast by default, retries left or not; switchable.
+with DAG("kf_config_fails_fast", schedule=None, start_date=START, default_args=RETRIES):
+    _train("train", options=[scenario("creation-failure")])
+
+with DAG("kf_config_retried", schedule=None, start_date=START, default_args=RETRIES):
+    _train("train", options=[scenario("creation-failure")], fail_fast_on=())
+
+# Kueue never admits it (8 GPUs, the queue has 4): the admission timeout says why.
+with DAG("kf_not_admitted", schedule=None, start_date=START, catchup=False):
+    _train(
+        "train",
+        trainer=CustomTrainer(train, resources_per_node={"gpu": 8}),
+        options=[Labels({QUEUE_NAME_LABEL: "team-a"})],
+        admission_timeout=1.5,
+    )

@@ -1,0 +1,88 @@
+"""Failure classes in real Airflow (``dag.test()`` against the test server): a
+``retry_policy`` decides from the TrainJob's failure class, configuration errors fail
+fast, and a job Kueue does not admit says why in the task log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from dagtest import run_dag
+
+from kf_trainer_core.testing.server import KubeTestServer
+
+pytestmark = pytest.mark.usefixtures("airflow_db", "kf_conn")
+
+
+def jobs(kube: KubeTestServer) -> list[dict[str, Any]]:
+    from kf_trainer_core.k8s.resources import TRAINJOBS
+
+    items, _ = kube.store.list(TRAINJOBS, "default")
+    return sorted(items, key=lambda j: j["metadata"]["creationTimestamp"] + j["metadata"]["name"])
+
+
+def states(kube: KubeTestServer) -> list[str]:
+    out = []
+    for job in jobs(kube):
+        conds = {c["type"]: c["status"] for c in job.get("status", {}).get("conditions", [])}
+        out.append(
+            "Failed"
+            if conds.get("Failed") == "True"
+            else "Complete"
+            if conds.get("Complete") == "True"
+            else "Other"
+        )
+    return out
+
+
+@pytest.mark.parametrize("dag_id", ["kf_policy_retries_infra", "kf_exception_policy_deferred"])
+def test_policy_retries_an_infrastructure_failure(
+    kube: KubeTestServer, dag_id: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    run = run_dag(dag_id)
+    assert run.state == "success"
+    assert run.try_number("train") == 2
+    # The retry is the next attempt: the evicted job kept, one new job that ran.
+    assert sorted(states(kube)) == ["Complete", "Failed"]
+    text = capfd.readouterr().out
+    assert "failure class: infrastructure" in text
+    assert "Evicted" in text
+
+
+def test_policy_fails_user_code_without_retry(
+    kube: KubeTestServer, capfd: pytest.CaptureFixture[str]
+) -> None:
+    run = run_dag("kf_policy_fails_user_code")
+    assert run.state == "failed"
+    assert run.try_number("train") == 1  # retries were left; the policy said no
+    assert states(kube) == ["Failed"]
+    text = capfd.readouterr().out
+    assert "failure class: user-code" in text
+    assert "RuntimeError: simulated training failure" in text
+
+
+def test_configuration_failure_fails_fast(kube: KubeTestServer) -> None:
+    run = run_dag("kf_config_fails_fast")
+    assert run.state == "failed"
+    assert run.try_number("train") == 1  # AirflowFailException: no retry
+    assert len(jobs(kube)) == 1
+
+
+def test_fail_fast_can_be_switched_off(kube: KubeTestServer) -> None:
+    run = run_dag("kf_config_retried")
+    assert run.state == "failed"
+    assert run.try_number("train") == 3  # every retry spent
+
+
+def test_not_admitted_by_kueue(kube: KubeTestServer, capfd: pytest.CaptureFixture[str]) -> None:
+    sim = kube.install_kueue()
+    sim.add_cluster_queue("gpus", {"nvidia.com/gpu": 4})
+    sim.add_local_queue("default", "team-a", "gpus")
+    run = run_dag("kf_not_admitted")
+    assert run.state == "failed"
+    text = capfd.readouterr().out
+    # The task log follows the queue, then the error says what the queue waited for.
+    assert "queued in team-a (cluster queue gpus)" in text
+    assert "was not admitted by Kueue (queue team-a) within 1.5s" in text
+    assert "request > maximum capacity (8 > 4)" in text
+    assert "failure class: capacity" in text
