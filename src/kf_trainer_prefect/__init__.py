@@ -10,6 +10,8 @@
   TrainJob and returns its return value.
 * :func:`trainjob_cleanup_hook` for ``on_cancellation`` / ``on_crashed``, and
   :func:`trainjob_flow`, a flow to serve for scheduled retraining.
+* :func:`retry_infrastructure_failures` / :func:`retry_on_classes`: ``retry_condition_fn``
+  predicates that retry only the failure classes a retry can fix.
 
 Importing this package does not import a Kubernetes client library: the tasks load the
 client when they run.
@@ -18,6 +20,7 @@ client when they run.
 from kf_trainer_prefect.credentials import KubeflowTrainerCredentials
 from kf_trainer_prefect.decorators import atrainjob_task, trainjob_task
 from kf_trainer_prefect.flows import stop_flow_run_trainjobs, trainjob_cleanup_hook, trainjob_flow
+from kf_trainer_prefect.retries import retry_infrastructure_failures, retry_on_classes
 from kf_trainer_prefect.tasks import (
     acancel_trainjob,
     aget_trainjob_outputs,
@@ -44,6 +47,8 @@ __all__ = [
     "await_trainjob",
     "cancel_trainjob",
     "get_trainjob_outputs",
+    "retry_infrastructure_failures",
+    "retry_on_classes",
     "run_trainjob",
     "stop_flow_run_trainjobs",
     "stream_trainjob_logs",

@@ -18,6 +18,7 @@ from uuid import UUID
 from kf_trainer_core.timeutil import duration_text
 
 if TYPE_CHECKING:
+    from kf_trainer_core.kueue import QueueStatus
     from kf_trainer_core.status import Failure, JobOutputs, TrainJob
 
 #: Log lines of a failure shown in the summary (the whole log is in the task's logs).
@@ -37,7 +38,9 @@ def artifact_key(job: str, kind: str) -> str:
 def progress_description(job: TrainJob) -> str:
     """One line for the progress artifact: where the job is and what it reports."""
     head = f"TrainJob {job.namespace}/{job.name}: {job.status.value}"
-    return " · ".join([head, *(job.progress.summary() if job.progress else [])])
+    # A job queued by Kueue says where it waits and why.
+    queue = job.queue.summary() if job.queue is not None and job.queue.waiting else []
+    return " · ".join([head, *queue, *(job.progress.summary() if job.progress else [])])
 
 
 def steps_table(
@@ -106,10 +109,11 @@ def summary_markdown(
     failure: Failure | None = None,
     note: str | None = None,
     link: str | None = None,
+    queue: QueueStatus | None = None,
 ) -> str:
     """The markdown summary of a job: name, namespace, runtime, state, duration, steps,
-    metrics, result and, for a failure, its reason, step, pod, exit code and last log
-    lines."""
+    metrics, result, its Kueue queue and, for a failure, its class, reason, step, pod,
+    exit code and last log lines."""
     lines = [f"## TrainJob {_code(name)}: {status}", ""]
     lines.append(f"- **Namespace:** {_code(namespace)}")
     lines.append(f"- **Runtime:** {_code(runtime)}")
@@ -127,6 +131,8 @@ def summary_markdown(
         if len(text) > SUMMARY_RESULT_CHARS:
             text = text[:SUMMARY_RESULT_CHARS] + "…"
         lines.append(f"- **Result:** {_code(text)}")
+    if queue is not None:
+        lines.append(f"- **Queue:** {_code(queue.line())}")
     if link:
         lines.append(f"- **Dashboard:** [{name}]({link})")
     if note:
@@ -134,6 +140,9 @@ def summary_markdown(
     if failure is not None:
         lines += ["", "### Failure", ""]
         lines.append(f"- **Reason:** {_code(failure.reason or 'Failed')}")
+        if failure.failure_class.value != "unknown":
+            why = f" — {failure.classified_by}" if failure.classified_by else ""
+            lines.append(f"- **Failure class:** {_code(failure.failure_class.value)}{why}")
         if failure.message:
             lines.append(f"- **Message:** {_code(failure.message)}")
         if failure.step:
@@ -165,6 +174,7 @@ def outputs_summary(outputs: JobOutputs, *, link: str | None = None) -> str:
         result=outputs.result,
         failure=outputs.failure,
         link=link,
+        queue=outputs.queue,
     )
 
 
@@ -191,6 +201,7 @@ def job_summary(
         failure=failure or job.failure,
         note=note,
         link=link,
+        queue=job.queue,
     )
 
 

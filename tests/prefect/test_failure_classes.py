@@ -1,0 +1,93 @@
+"""Failure classes in real Prefect flows: ``retry_condition_fn`` predicates retry an
+infrastructure failure (as the next attempt) and spend no retry on user code; the
+summary artifact names the class, and a queued job's Kueue status."""
+
+from __future__ import annotations
+
+import pytest
+from prefect import flow
+from prefect_support import read_artifacts, spec
+
+from kf_trainer_core.builder import ATTEMPT_ANNOTATION
+from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.failures import FailureClass
+from kf_trainer_core.status import JobOutputs, JobState
+from kf_trainer_core.testing.scenarios import Scenario
+from kf_trainer_core.testing.server import KubeTestServer
+from kf_trainer_prefect import (
+    KubeflowTrainerCredentials,
+    retry_infrastructure_failures,
+    retry_on_classes,
+    run_trainjob,
+)
+from kf_trainer_prefect.retries import failure_class_of_state
+
+pytestmark = pytest.mark.usefixtures("prefect_server")
+
+
+def first_attempt(tj: dict) -> bool:  # type: ignore[type-arg]
+    return ATTEMPT_ANNOTATION not in (tj["metadata"].get("annotations") or {})
+
+
+def test_infrastructure_failure_is_retried_as_the_next_attempt(
+    creds: KubeflowTrainerCredentials, k8s: TrainerClient, kube: KubeTestServer
+) -> None:
+    kube.controller.script(first_attempt, Scenario.preset("evicted"))
+    task = run_trainjob.with_options(
+        retries=2, retry_delay_seconds=0, retry_condition_fn=retry_infrastructure_failures
+    )
+
+    @flow
+    def train() -> JobOutputs:
+        return task(spec(None), creds)
+
+    out = train()
+    assert out.status is JobState.COMPLETE
+    states = sorted(j.status.value for j in k8s.list_jobs())
+    assert states == ["Complete", "Failed"]  # one evicted attempt, one retry that ran
+
+
+def test_user_code_failure_spends_no_retry(
+    creds: KubeflowTrainerCredentials, k8s: TrainerClient, kube: KubeTestServer
+) -> None:
+    task = run_trainjob.with_options(
+        retries=2, retry_delay_seconds=0, retry_condition_fn=retry_infrastructure_failures
+    )
+
+    @flow
+    def train() -> dict[str, object]:
+        from prefect.runtime import flow_run
+
+        state = task(spec("fail"), creds, return_state=True)
+        return {
+            "failed": state.is_failed(),
+            "class": failure_class_of_state(state),
+            "flow_run": flow_run.id,
+        }
+
+    seen = train()
+    assert seen["failed"]
+    assert seen["class"] is FailureClass.USER_CODE
+    assert [j.status for j in k8s.list_jobs()] == [JobState.FAILED]  # no retry: one job
+    artifacts = read_artifacts(seen["flow_run"])
+    summary = next(a.data for a in artifacts if a.type == "markdown")
+    assert "**Failure class:** `user-code`" in summary
+    assert "the training code raised RuntimeError: simulated training failure" in summary
+
+
+def test_retry_on_classes_widens_the_condition(
+    creds: KubeflowTrainerCredentials, k8s: TrainerClient, kube: KubeTestServer
+) -> None:
+    kube.controller.script(first_attempt, Scenario.preset("oom"))
+    task = run_trainjob.with_options(
+        retries=1,
+        retry_delay_seconds=0,
+        retry_condition_fn=retry_on_classes("infrastructure", "capacity"),
+    )
+
+    @flow
+    def train() -> JobOutputs:
+        return task(spec(None), creds)
+
+    assert train().status is JobState.COMPLETE
+    assert len(k8s.list_jobs()) == 2
