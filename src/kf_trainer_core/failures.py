@@ -49,6 +49,17 @@ class FailureClass(str, Enum):
         return self is FailureClass.INFRASTRUCTURE
 
 
+#: Process exit codes per class (``sysexits.h`` where one fits), for runners that only
+#: see an exit status (a KFP component): an exit handler or a retry policy can tell
+#: them apart. Unknown failures exit 1, as any Python error does.
+EXIT_CODES: dict[FailureClass, int] = {
+    FailureClass.INFRASTRUCTURE: 75,  # EX_TEMPFAIL: try again later
+    FailureClass.CAPACITY: 69,  # EX_UNAVAILABLE
+    FailureClass.CONFIGURATION: 78,  # EX_CONFIG
+    FailureClass.USER_CODE: 70,  # EX_SOFTWARE
+    FailureClass.UNKNOWN: 1,
+}
+
 #: Classes a ready-made retry policy retries.
 DEFAULT_RETRY_ON: frozenset[FailureClass] = frozenset({FailureClass.INFRASTRUCTURE})
 

@@ -121,15 +121,20 @@ class _Reporter:
             self.name = job.name
             say(f"TrainJob {job.namespace}/{job.name} (runtime {job.runtime})")
         progress = job.progress
+        queue = job.queue if job.queue is not None and job.queue.waiting else None
         state = (
             job.status,
             progress.percentage if progress else None,
             tuple(sorted((progress.metrics if progress else {}).items())),
+            (queue.position, queue.pending_message, len(queue.evictions)) if queue else None,
         )
         if state == self._last:
             return
         self._last = state
         text = f"TrainJob {job.namespace}/{job.name}: {job.status.value}"
+        if job.queue is not None and job.queue.waiting:
+            # Queued by Kueue: where and why it waits.
+            text += f" ({job.queue.line()})"
         if progress and progress.percentage is not None:
             text += f", {progress.percentage}%"
             if progress.estimated_remaining_seconds is not None:
@@ -241,7 +246,44 @@ def _finish_or_explain(
     on_terminate: Callable[[], None],
     on_timeout: Callable[[], list[str]],
 ) -> T:
-    """Run ``work`` guarded; on failure write the report, on timeout also stop the job."""
+    """Run ``work`` guarded; on failure write the report, on timeout also stop the job;
+    a classified failure exits with its class's code (:func:`_exit_classified`)."""
+    try:
+        return _classified(lambda: _explained(artifacts, work, on_terminate, on_timeout))
+    except SpecConflictError as err:
+        raise _conflict(err) from None
+
+
+def _classified(run: Callable[[], T]) -> T:
+    """Run ``run``; a TrainJob failure of a known class is said in the log (class,
+    evidence, exit code) and ends the process with that class's exit code
+    (:data:`~kf_trainer_core.failures.EXIT_CODES`), so a pipeline's exit handler or
+    retry policy can tell infrastructure from configuration or user code."""
+    from kf_trainer_core.failures import EXIT_CODES, FailureClass, failure_class_of
+
+    try:
+        return run()
+    except (TrainJobFailedError, TrainJobTimeoutError, StepFailedError) as err:
+        klass = failure_class_of(err)
+        if klass is None or klass is FailureClass.UNKNOWN:
+            raise
+        code = EXIT_CODES[klass]
+        kind = (
+            "TrainJobTimeoutError"
+            if isinstance(err, TrainJobTimeoutError)
+            else ("TrainJobFailedError")
+        )
+        say(f"{kind} ({type(err).__name__}): {err}")
+        say(f"failure class: {klass.value}; exiting with code {code}")
+        raise SystemExit(code) from None
+
+
+def _explained(
+    artifacts: Mapping[str, Any],
+    work: Callable[[], T],
+    on_terminate: Callable[[], None],
+    on_timeout: Callable[[], list[str]],
+) -> T:
     try:
         return guarded(work, on_terminate)
     except TrainJobTimeoutError as err:
@@ -262,8 +304,6 @@ def _finish_or_explain(
         if err.job is not None:
             _report_failure(artifacts, err.job, err.failure or Failure(reason="StepFailed"))
         raise
-    except SpecConflictError as err:
-        raise _conflict(err) from None
 
 
 # ---------------------------------------------------------------------- components
