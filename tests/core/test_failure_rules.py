@@ -1,0 +1,93 @@
+"""The classification rules, case by case (pure: the HTTP tests produce each class from
+a scenario; these pin the evidence the cluster gives in the cases no scenario makes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kf_trainer_core.failures import FailureClass, classify
+from kf_trainer_core.kueue import queue_status
+
+
+def pod(pod_reason: str | None = None, **cond: Any) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": "Failed"}
+    if pod_reason:
+        status["reason"] = pod_reason
+        status["message"] = f"pod {pod_reason.lower()}"
+    if cond:
+        status["conditions"] = [cond]
+    return {"metadata": {"name": "job-node-0-0"}, "status": status}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "klass", "evidence"),
+    [
+        ({"container_reason": "ImagePullBackOff", "message": "rpc error: i/o timeout"},
+         FailureClass.INFRASTRUCTURE, "pulling the image failed"),
+        ({"container_reason": "ErrImagePull", "message": "429 Too Many Requests"},
+         FailureClass.INFRASTRUCTURE, "pulling the image failed"),
+        ({"container_reason": "ErrImagePull", "message": "pull access denied for x"},
+         FailureClass.CONFIGURATION, "cannot be pulled"),
+        ({"container_reason": "CreateContainerConfigError", "message": 'secret "s" not found'},
+         FailureClass.CONFIGURATION, "CreateContainerConfigError"),
+        ({"exit_code": 137, "pods": [pod("NodeLost")]},
+         FailureClass.INFRASTRUCTURE, "NodeLost"),
+        ({"exit_code": 137, "pods": [pod(type="DisruptionTarget", status="True",
+                                         reason="PreemptionByScheduler", message="preempted")]},
+         FailureClass.INFRASTRUCTURE, "PreemptionByScheduler"),
+        ({"exit_code": 143}, FailureClass.INFRASTRUCTURE, "killed (exit code 143)"),
+        ({"pods": [pod(type="PodScheduled", status="False", reason="Unschedulable",
+                       message="0/3 nodes are available: 3 Insufficient nvidia.com/gpu.")]},
+         FailureClass.CAPACITY, "Insufficient nvidia.com/gpu"),
+        ({"evictions": [("PodsReadyTimeout", "Exceeded the PodsReady timeout")]},
+         FailureClass.INFRASTRUCTURE, "evicted by Kueue"),
+        ({"container_reason": "CrashLoopBackOff"}, FailureClass.USER_CODE, "keeps crashing"),
+        ({"exit_code": 2, "log_tail": ["Traceback (most recent call last):",
+                                       '  File "t.py", line 1, in <module>',
+                                       "KeyError: 'lr'"]},
+         FailureClass.USER_CODE, "raised KeyError: 'lr'"),
+        ({}, FailureClass.UNKNOWN, ""),
+    ],
+)  # fmt: skip
+def test_rules(kwargs: dict[str, Any], klass: FailureClass, evidence: str) -> None:
+    found, why = classify(**kwargs)
+    assert found is klass
+    assert evidence in why
+
+
+def test_out_of_memory_wins_over_a_traceback() -> None:
+    found, _ = classify(
+        container_reason="OOMKilled", exit_code=137, log_tail=["Traceback (most recent call last):"]
+    )
+    assert found is FailureClass.CAPACITY
+
+
+def test_queue_status_of_a_workload_waiting_for_admission_checks() -> None:
+    workload = {
+        "metadata": {"name": "trainjob-x-1a2b3", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"queueName": "team-a", "priority": 5},
+        "status": {
+            "admission": {"clusterQueue": "gpus"},
+            "conditions": [
+                {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                 "message": "Quota reserved in ClusterQueue gpus",
+                 "lastTransitionTime": "2026-01-01T00:01:00Z"},
+                {"type": "Admitted", "status": "False", "reason": "AdmissionChecksPending",
+                 "message": "Waiting for admission checks: provisioning",
+                 "lastTransitionTime": "2026-01-01T00:01:00Z"},
+            ],
+        },
+    }  # fmt: skip
+    from datetime import datetime, timezone
+
+    at = datetime(2026, 1, 1, 0, 3, tzinfo=timezone.utc)
+    status = queue_status("team-a", workload, at=at)
+    assert status.waiting
+    assert status.quota_reserved
+    assert status.cluster_queue == "gpus"
+    assert status.pending_reason == "AdmissionChecksPending"
+    assert status.queued_seconds == 180
+    assert status.priority == 5
+    assert "Waiting for admission checks" in status.line()
