@@ -86,3 +86,16 @@ def test_not_admitted_by_kueue(kube: KubeTestServer, capfd: pytest.CaptureFixtur
     assert "was not admitted by Kueue (queue team-a) within 1.5s" in text
     assert "request > maximum capacity (8 > 4)" in text
     assert "failure class: capacity" in text
+
+
+def test_fail_fast_on_names_its_fix() -> None:
+    from kf_trainer_airflow.operators.trainjob import TrainJobOperator
+    from kf_trainer_core.spec import CustomTrainer
+
+    def fit() -> None:
+        return None
+
+    with pytest.raises(ValueError, match=r"fail_fast_on='configuration'.*Fix: use"):
+        TrainJobOperator(task_id="t", trainer=CustomTrainer(fit), fail_fast_on="configuration")
+    with pytest.raises(ValueError, match=r"retry_policy"):
+        TrainJobOperator(task_id="t", trainer=CustomTrainer(fit), fail_fast_on=("user-code",))

@@ -109,10 +109,10 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
     :param admission_timeout: fail when Kueue has not admitted the job (labelled
         ``kueue.x-k8s.io/queue-name``) after this many seconds; the error says what the
         queue waits for. Queueing does not use up ``startup_timeout``.
-    :param fail_fast_on: failure classes raised as ``AirflowFailException`` (no retry
-        although the task has retries left): ``("configuration",)`` by default; ``()``
-        leaves every failure to the task's retries (see
-        :mod:`kf_trainer_airflow.failures`).
+    :param fail_fast_on: ``("configuration",)`` (default): a configuration failure is
+        raised as ``AirflowFailException`` (no retry although the task has retries
+        left); ``()`` leaves every failure to the task's retries. Other classes are a
+        ``retry_policy``'s to decide (see :mod:`kf_trainer_airflow.failures`).
     :param job_timeout: the job's own time limit (``activeDeadlineSeconds``): past it,
         the Trainer fails the job with ``DeadlineExceeded``.
     :param wait_timeout: stop waiting after this many seconds (the job keeps running).
@@ -212,6 +212,12 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         self.startup_timeout = _seconds(startup_timeout, "startup_timeout")
         self.admission_timeout = _seconds(admission_timeout, "admission_timeout")
         self.fail_fast_on = tuple(fail_fast_on)
+        if isinstance(fail_fast_on, str) or not set(self.fail_fast_on) <= {"configuration"}:
+            raise ValueError(
+                f"fail_fast_on={fail_fast_on!r}. Fix: use ('configuration',) (the default) "
+                "or () — other failure classes are a retry_policy's to decide "
+                "(kf_trainer_airflow.failures.TrainJobRetryPolicy)."
+            )
         self.job_timeout = job_timeout
         self.wait_timeout = _seconds(wait_timeout, "wait_timeout")
         self.get_logs = get_logs
