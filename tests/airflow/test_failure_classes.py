@@ -74,11 +74,14 @@ def test_fail_fast_can_be_switched_off(kube: KubeTestServer) -> None:
     assert run.try_number("train") == 3  # every retry spent
 
 
-def test_not_admitted_by_kueue(kube: KubeTestServer, capfd: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("dag_id", ["kf_not_admitted", "kf_not_admitted_deferred"])
+def test_not_admitted_by_kueue(
+    kube: KubeTestServer, dag_id: str, capfd: pytest.CaptureFixture[str]
+) -> None:
     sim = kube.install_kueue()
     sim.add_cluster_queue("gpus", {"nvidia.com/gpu": 4})
     sim.add_local_queue("default", "team-a", "gpus")
-    run = run_dag("kf_not_admitted")
+    run = run_dag(dag_id)
     assert run.state == "failed"
     text = capfd.readouterr().out
     # The task log follows the queue, then the error says what the queue waited for.

@@ -58,10 +58,12 @@ with DAG("kf_config_retried", schedule=None, start_date=START, default_args=RETR
     _train("train", options=[scenario("creation-failure")], fail_fast_on=())
 
 # Kueue never admits it (8 GPUs, the queue has 4): the admission timeout says why.
-with DAG("kf_not_admitted", schedule=None, start_date=START, catchup=False):
-    _train(
-        "train",
-        trainer=CustomTrainer(train, resources_per_node={"gpu": 8}),
-        options=[Labels({QUEUE_NAME_LABEL: "team-a"})],
-        admission_timeout=1.5,
-    )
+for _dag_id, _deferrable in (("kf_not_admitted", False), ("kf_not_admitted_deferred", True)):
+    with DAG(_dag_id, schedule=None, start_date=START, catchup=False):
+        _train(
+            "train",
+            trainer=CustomTrainer(train, resources_per_node={"gpu": 8}),
+            options=[Labels({QUEUE_NAME_LABEL: "team-a"})],
+            admission_timeout=1.5,
+            deferrable=_deferrable,
+        )
