@@ -522,6 +522,7 @@ class RunOptions:
     on_cancel: str = "delete"
     artifacts: bool = True
     fresh_after_failure: bool = True
+    admission_timeout: float | None = None
 
 
 @dataclass
@@ -589,6 +590,7 @@ def run_sync(
                     fresh_after_failure=False,
                     timeout=opts.timeout,
                     startup_timeout=opts.startup_timeout,
+                    admission_timeout=opts.admission_timeout,
                     on_log=_log_sink(prep.run.logger, name, opts.log_step, stop)
                     if opts.stream_logs
                     else None,
@@ -652,6 +654,7 @@ async def run_async(
                     fresh_after_failure=False,
                     timeout=opts.timeout,
                     startup_timeout=opts.startup_timeout,
+                    admission_timeout=opts.admission_timeout,
                     on_log=_log_sink(prep.run.logger, job.name, opts.log_step, None)
                     if opts.stream_logs and job is not None
                     else None,

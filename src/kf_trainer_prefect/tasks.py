@@ -78,6 +78,7 @@ def run_trainjob(
     on_cancel: CancelAction = "delete",
     artifacts: bool = True,
     fresh_after_failure: bool = True,
+    admission_timeout: float | None = None,
 ) -> JobOutputs:
     """Run a TrainJob to its end: submit it (or reattach to it), stream its log into
     this task's log, keep a progress artifact current, wait for it, and return its
@@ -98,6 +99,9 @@ def run_trainjob(
             ``"suspend"`` or ``"keep"``.
         artifacts: create the progress, table, summary and link artifacts.
         fresh_after_failure: after a failed job, a retry submits a fresh attempt.
+        admission_timeout: give up when Kueue has not admitted the job (labelled
+            ``kueue.x-k8s.io/queue-name``) after this many seconds; the error says
+            what the queue waited for.
 
     Raises:
         TrainJobFailedError: with the reason, failing step and pod, exit code and the
@@ -118,6 +122,7 @@ def run_trainjob(
             on_cancel=on_cancel,
             artifacts=artifacts,
             fresh_after_failure=fresh_after_failure,
+            admission_timeout=admission_timeout,
         ),
     )
 
@@ -138,6 +143,7 @@ async def arun_trainjob(
     on_cancel: CancelAction = "delete",
     artifacts: bool = True,
     fresh_after_failure: bool = True,
+    admission_timeout: float | None = None,
 ) -> JobOutputs:
     """The async twin of :func:`run_trainjob`."""
     return await _engine.run_async(
@@ -155,6 +161,7 @@ async def arun_trainjob(
             on_cancel=on_cancel,
             artifacts=artifacts,
             fresh_after_failure=fresh_after_failure,
+            admission_timeout=admission_timeout,
         ),
     )
 

@@ -91,3 +91,31 @@ def test_retry_on_classes_widens_the_condition(
 
     assert train().status is JobState.COMPLETE
     assert len(k8s.list_jobs()) == 2
+
+
+def test_not_admitted_by_kueue_says_why(
+    creds: KubeflowTrainerCredentials, k8s: TrainerClient, kube: KubeTestServer
+) -> None:
+    from kf_trainer_core.kueue import QUEUE_NAME_LABEL
+    from kf_trainer_core.spec import Labels
+
+    sim = kube.install_kueue()
+    sim.add_cluster_queue("gpus", {"nvidia.com/gpu": 4})
+    sim.add_local_queue("default", "team-a", "gpus")
+    queued = spec(None, Labels({QUEUE_NAME_LABEL: "team-a"}), resources_per_node={"gpu": 8})
+    task = run_trainjob.with_options(retries=0)
+
+    @flow
+    def train() -> dict[str, object]:
+        from prefect.runtime import flow_run
+
+        state = task(queued, creds, admission_timeout=1.5, on_cancel="keep", return_state=True)
+        return {"class": failure_class_of_state(state), "flow_run": flow_run.id}
+
+    seen = train()
+    assert seen["class"] is FailureClass.CAPACITY
+    summary = next(a.data for a in read_artifacts(seen["flow_run"]) if a.type == "markdown")
+    assert "**Queue:**" in summary
+    assert "request > maximum capacity (8 > 4)" in summary
+    (job,) = k8s.list_jobs()
+    assert job.status is JobState.SUSPENDED  # kept (on_cancel="keep"), still queued
