@@ -356,6 +356,10 @@ def lookup(
         return None
     probe.workloads = True
     workload = owned_workload(listing.get("items") or [], uid)
+    if workload is None and not (obj.get("spec") or {}).get("suspend"):
+        # Not held and no Workload: Kueue does not manage this job (its TrainJob
+        # integration is off, or the label came after creation). Nothing to report.
+        return None
     if queue not in probe.cluster_queues and workload is not None:
         probe.cluster_queues[queue] = yield from _cluster_queue(namespace, queue)
     entry: Mapping[str, Any] | None = None

@@ -91,3 +91,28 @@ def test_queue_status_of_a_workload_waiting_for_admission_checks() -> None:
     assert status.queued_seconds == 180
     assert status.priority == 5
     assert "Waiting for admission checks" in status.line()
+
+
+def test_a_running_job_kueue_does_not_manage_reports_no_queue() -> None:
+    from kf_trainer_core.k8s.calls import ListObjects
+    from kf_trainer_core.kueue import QUEUE_NAME_LABEL, KueueProbe, lookup
+
+    def run(suspended: bool) -> object:
+        obj = {
+            "metadata": {"name": "x", "uid": "u1", "labels": {QUEUE_NAME_LABEL: "team-a"}},
+            "spec": {"suspend": suspended},
+        }
+        program = lookup("default", obj, KueueProbe())
+        call = next(program)
+        assert isinstance(call, ListObjects)
+        assert call.label_selector == "kueue.x-k8s.io/job-uid=u1"
+        try:
+            program.send({"items": []})
+        except StopIteration as stop:
+            return stop.value
+        raise AssertionError("the lookup asked for more")
+
+    assert run(suspended=False) is None  # labelled, running, no Workload: not Kueue's
+    waiting = run(suspended=True)  # held: Kueue has yet to create the Workload
+    assert waiting is not None
+    assert "waiting for Kueue to create the job's Workload" in waiting.line()  # type: ignore[attr-defined]
