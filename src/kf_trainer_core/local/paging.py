@@ -41,6 +41,6 @@ def paginate(
     if len(items) > limit:
         meta["remainingItemCount"] = len(items) - limit
         items = items[:limit]
-        raw = json.dumps({"rv": meta.get("resourceVersion"), "start": _name(items[-1])})
-        meta["continue"] = base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+        text = json.dumps({"rv": meta.get("resourceVersion"), "start": _name(items[-1])})
+        meta["continue"] = base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
     return items, meta
