@@ -111,6 +111,12 @@ def test_informer_survives_expired_continue_tokens(
         assert job.status is JobState.COMPLETE
         state = _shared_state(client)
         assert set(state.cache) == {f"others-{i}" for i in range(9)} | {name}
+    # The informer listed in pages, met the expired tokens and started over.
+    shared = [c for c in _trainjob_lists(calls) if c.label_selector == SUITE_SELECTOR]
+    assert {c.limit for c in shared} == {4}
+    assert any(c.continue_token for c in shared)
+    gone = [r for r in kube.requests.records if r.status == 410 and r.verb == "list"]
+    assert len(gone) == 2
 
 
 def test_wait_amid_many_foreign_jobs_lists_only_the_suites(
@@ -154,7 +160,8 @@ def test_foreign_job_is_waited_on_by_name(
         and c.resource == TRAINJOBS
         and c.field_selector == "metadata.name=made-by-the-sdk"
     ]
-    assert any(isinstance(c, OpenWatch) for c in named), "a watch on the name alone"
+    # Listed (and, while it runs, watched) by its name alone.
+    assert any(isinstance(c, ListObjects) for c in named)
     assert all(c.label_selector is None for c in named)
     # The per-name path lists one job, not the namespace.
     lists = [r for r in kube.requests.records if r.verb == "list" and r.resource == "trainjobs"]
@@ -195,7 +202,8 @@ async def test_async_foreign_job_and_many_others(
         assert name in state.cache
         assert not set(state.cache) & (set(others) | {"async-foreign"})
     assert any(
-        isinstance(c, OpenWatch) and c.field_selector == "metadata.name=async-foreign"
+        isinstance(c, (ListObjects, OpenWatch))
+        and c.field_selector == "metadata.name=async-foreign"
         for c in calls
     )
 
@@ -223,14 +231,28 @@ def test_finished_jobs_nobody_waits_for_are_not_kept_in_full(
         assert [c.name for c in calls if isinstance(c, Get)][:1] == [old[7]]
 
 
-def test_cache_holds_no_managed_fields_nor_programs(
+def test_cache_holds_no_programs_nor_copies_of_the_object(
     kube: KubeTestServer, k8s_config: KubernetesConfig
 ) -> None:
+    # A job of ours re-applied with kubectl: the annotation repeats the whole manifest.
+    obj = finished_trainjob("applied", suite=True)
+    del obj["status"]
+    obj["metadata"]["annotations"] = {
+        SCENARIO_ANNOTATION: "never-finish",
+        "kubectl.kubernetes.io/last-applied-configuration": json.dumps(obj),
+    }
+    kube.store.create(TRAINJOBS, obj, namespace="default")
     with TrainerClient(k8s_config, retry=FAST) as client:
-        name = client.submit(_spec("slim", "never-finish")).job.name
-        client.wait(name, status="Running", timeout=60)
-        obj = _shared_state(client).cache[name]
-        assert "managedFields" not in obj["metadata"]
-        assert set(obj["spec"]) <= {"suspend", "managedBy", "runtimeRef", "trainer"}
-        assert obj["metadata"]["labels"][MANAGED_BY_LABEL] == "kf-trainer-suite"
-        client.delete_job(name)
+        client.wait("applied", status="Running", timeout=60)
+        cached = _shared_state(client).cache["applied"]
+        assert set(cached["spec"]) <= {"suspend", "managedBy", "runtimeRef", "trainer"}
+        assert cached["spec"]["trainer"] == {"numNodes": 1}
+        assert set(cached["metadata"]["annotations"]) == {SCENARIO_ANNOTATION}
+        assert cached["metadata"]["labels"][MANAGED_BY_LABEL] == "kf-trainer-suite"
+        assert "python -" not in json.dumps(cached)
+        client.delete_job("applied")
+
+
+def test_slim_metadata_drops_managed_fields() -> None:
+    meta = {"name": "x", "managedFields": [{"manager": "kubectl"}], "labels": {"a": "b"}}
+    assert informer_mod.slim_metadata(meta) == {"name": "x", "labels": {"a": "b"}}
