@@ -561,6 +561,8 @@ class KubeTestServer:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._watchers: dict[Resource, set[_Watcher]] = {}
         self._open_watches = 0  # kept apart so other threads can read it safely
+        #: Response body bytes sent since start (a benchmark probe: what clients received).
+        self.bytes_sent = 0
         self._followers: set[_Follower] = set()
         self._fanned_rv = 0
         self._inbox: list[tuple[WatchEvent, JSON | None]] = []
@@ -960,6 +962,9 @@ class KubeTestServer:
         try:
             response = await self._serve(request, ctx)
             status = response.status
+            # Streams are written by now; a plain response is about to be.
+            body = getattr(response, "body", None)
+            self.bytes_sent += len(body) if isinstance(body, bytes) else response.body_length
             return response
         except StoreError as err:
             response = self._error_response(err)
