@@ -36,7 +36,14 @@ BackendConfig = KubernetesConfig | LocalConfig
 KUBERNETES_CONN_TYPE = "kubernetes"
 
 # Extra keys beyond the form's fields (tuning that rarely needs a widget).
-_TUNING = {"watch_timeout", "poll_interval", "request_timeout", "use_venv", "on_missing_resources"}
+_TUNING = {
+    "watch_timeout",
+    "poll_interval",
+    "request_timeout",
+    "list_page_size",
+    "use_venv",
+    "on_missing_resources",
+}
 # The cncf-kubernetes names, accepted in our connections too: people copy them over.
 _ALIASES = {
     "kube_config_path": "kubeconfig_path",
