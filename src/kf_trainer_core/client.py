@@ -58,6 +58,13 @@ Identity = str | Sequence[str | int | None]
 Callback = Callable[[TrainJob], None]
 
 
+def _brief(informer: Any) -> Any:
+    # A per-name watch serves the waits on one foreign job: it ends with the last of them
+    # rather than lingering for the next wait, as the shared watch does.
+    informer.linger = 0.0
+    return informer
+
+
 def _backend(
     backend: KubernetesConfig | LocalConfig | Mapping[str, Any] | None,
 ) -> KubernetesConfig | LocalConfig:
@@ -430,7 +437,7 @@ class TrainerClient(_Base):
         def by_name() -> Subscription:
             named = sync_informer(
                 (*self._informer_key("trainjob"), name),
-                lambda: self._sync_informer(self._named_job_state(name)),
+                lambda: _brief(self._sync_informer(self._named_job_state(name))),
             )
             return named.subscribe(name, waker)
 
@@ -786,7 +793,7 @@ class AsyncTrainerClient(_Base):
         def by_name() -> Subscription:
             named = async_informer(
                 (*self._informer_key("trainjob"), name),
-                lambda: self._async_informer(self._named_job_state(name)),
+                lambda: _brief(self._async_informer(self._named_job_state(name))),
             )
             return named.subscribe(name, waker)
 

@@ -642,11 +642,25 @@ _async_registries: weakref.WeakKeyDictionary[
 ] = weakref.WeakKeyDictionary()
 
 
+#: Above this many informers, stopped ones without subscribers are dropped from a
+#: registry (each wait on a foreign job adds a per-name informer; a triggerer that
+#: runs for weeks must not keep them all).
+_PRUNE_ABOVE = 64
+
+
+def _prune(registry: dict[tuple[Any, ...], Any], running: Callable[[Any], bool]) -> None:
+    if len(registry) > _PRUNE_ABOVE:
+        for key, informer in list(registry.items()):
+            if not informer.subscribers and not running(informer):
+                del registry[key]
+
+
 def sync_informer(key: tuple[Any, ...], factory: Callable[[], SyncInformer]) -> SyncInformer:
     """The process-wide informer for ``key``, created on first use."""
     with _sync_registry_lock:
         informer = _sync_registry.get(key)
         if informer is None:
+            _prune(_sync_registry, lambda i: i._thread is not None)
             informer = _sync_registry[key] = factory()
         return informer
 
@@ -657,6 +671,7 @@ def async_informer(key: tuple[Any, ...], factory: Callable[[], AsyncInformer]) -
     registry = _async_registries.setdefault(loop, {})
     informer = registry.get(key)
     if informer is None:
+        _prune(registry, lambda i: i._task is not None)
         informer = registry[key] = factory()
     return informer
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -39,13 +41,36 @@ def _spec(name: str, scenario: str = "success") -> TrainJobSpec:
     )
 
 
-def _foreign(server: KubeTestServer, name: str, scenario: str = "success") -> None:
+def _foreign(
+    server: KubeTestServer, name: str, scenario: str = "success", *, suspend: bool = False
+) -> None:
     """A running TrainJob made without this suite (as the Kubeflow SDK makes them): no
     managed-by label; the simulated controller runs it."""
     obj = finished_trainjob(name)
     obj["metadata"]["annotations"] = {SCENARIO_ANNOTATION: scenario}
+    obj["spec"]["suspend"] = suspend
     del obj["status"]
     server.store.create(TRAINJOBS, obj, namespace="default")
+
+
+def _resume_once_watched_by_name(server: KubeTestServer, name: str) -> threading.Thread:
+    """Resume a suspended job as soon as a watch on its name is open: the wait then sees
+    it run and finish through that watch (synchronised on the request, not on time)."""
+
+    def run() -> None:
+        wanted = f"metadata.name={name}"
+        for _ in range(6000):
+            if any(
+                r.verb == "watch" and r.query.get("fieldSelector") == wanted
+                for r in server.requests.records
+            ):
+                server.store.patch(TRAINJOBS, "default", name, {"spec": {"suspend": False}})
+                return
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
 
 
 def _shared_state(client: TrainerClient | AsyncTrainerClient) -> informer_mod.InformerState:
@@ -148,9 +173,11 @@ def test_foreign_job_is_waited_on_by_name(
     kube: KubeTestServer, k8s_config: KubernetesConfig, calls: list[Any]
 ) -> None:
     populate(kube.store, "default", 50)
-    _foreign(kube, "made-by-the-sdk")
+    _foreign(kube, "made-by-the-sdk", suspend=True)
+    resumer = _resume_once_watched_by_name(kube, "made-by-the-sdk")
     with TrainerClient(k8s_config, retry=FAST, request_hook=calls.append) as client:
         job, _ = client.wait("made-by-the-sdk", timeout=60)
+        resumer.join()
         assert job.status is JobState.COMPLETE
         assert "made-by-the-sdk" not in _shared_state(client).cache
     named = [
@@ -160,8 +187,8 @@ def test_foreign_job_is_waited_on_by_name(
         and c.resource == TRAINJOBS
         and c.field_selector == "metadata.name=made-by-the-sdk"
     ]
-    # Listed (and, while it runs, watched) by its name alone.
-    assert any(isinstance(c, ListObjects) for c in named)
+    # Listed and watched by its name alone.
+    assert {type(c) for c in named} == {ListObjects, OpenWatch}
     assert all(c.label_selector is None for c in named)
     # The per-name path lists one job, not the namespace.
     lists = [r for r in kube.requests.records if r.verb == "list" and r.resource == "trainjobs"]
@@ -190,7 +217,8 @@ async def test_async_foreign_job_and_many_others(
     kube: KubeTestServer, k8s_config: KubernetesConfig, calls: list[Any]
 ) -> None:
     others = populate(kube.store, "default", 1000)
-    _foreign(kube, "async-foreign")
+    _foreign(kube, "async-foreign", suspend=True)
+    _resume_once_watched_by_name(kube, "async-foreign")
     async with AsyncTrainerClient(k8s_config, retry=FAST, request_hook=calls.append) as client:
         name = (await client.submit(_spec("async-ours"))).job.name
         (ours, _), (theirs, _) = await asyncio.gather(
@@ -202,8 +230,7 @@ async def test_async_foreign_job_and_many_others(
         assert name in state.cache
         assert not set(state.cache) & (set(others) | {"async-foreign"})
     assert any(
-        isinstance(c, (ListObjects, OpenWatch))
-        and c.field_selector == "metadata.name=async-foreign"
+        isinstance(c, OpenWatch) and c.field_selector == "metadata.name=async-foreign"
         for c in calls
     )
 
@@ -256,3 +283,23 @@ def test_cache_holds_no_programs_nor_copies_of_the_object(
 def test_slim_metadata_drops_managed_fields() -> None:
     meta = {"name": "x", "managedFields": [{"manager": "kubectl"}], "labels": {"a": "b"}}
     assert informer_mod.slim_metadata(meta) == {"name": "x", "labels": {"a": "b"}}
+
+
+def test_idle_per_name_informers_do_not_accumulate() -> None:
+    from kf_trainer_core.k8s.retry import DEFAULT_POLICY
+
+    def make(name: str) -> informer_mod.SyncInformer:
+        state = informer_mod.InformerState(TRAINJOBS, "ns", field_selector=f"metadata.name={name}")
+        return informer_mod.SyncInformer(
+            state, lambda: None, watch_timeout=5, poll_interval=1, policy=DEFAULT_POLICY
+        )
+
+    keys = [("prune-test", "trainjob", "ns", f"job-{i}") for i in range(200)]
+    try:
+        for key in keys:
+            informer_mod.sync_informer(key, lambda key=key: make(key[-1]))
+        held = [k for k in informer_mod._sync_registry if k[0] == "prune-test"]
+        assert len(held) <= informer_mod._PRUNE_ABOVE + 1
+    finally:
+        for key in keys:
+            informer_mod._sync_registry.pop(key, None)
