@@ -220,6 +220,11 @@ class InformerState:
 
     def objects_for(self, key: str) -> list[dict[str, Any]]:
         """Cached objects under ``key`` (stubs are not objects: a wait reads those)."""
+        if self.key is by_name:
+            # One lookup, not a scan: a thousand waits woken at once over a cache of
+            # thousands of jobs would otherwise cost a million comparisons.
+            obj = self.cache.get(key)
+            return [] if obj is None or isinstance(obj, _Stub) else [obj]
         return [o for o in self.cache.values() if not isinstance(o, _Stub) and self.key(o) == key]
 
 

@@ -59,14 +59,17 @@ def _resume_once_watched_by_name(server: KubeTestServer, name: str) -> threading
 
     def run() -> None:
         wanted = f"metadata.name={name}"
-        for _ in range(6000):
+        seen = 0
+        for _ in range(1200):
+            records = server.requests.records
             if any(
                 r.verb == "watch" and r.query.get("fieldSelector") == wanted
-                for r in server.requests.records
+                for r in records[seen:]
             ):
                 server.store.patch(TRAINJOBS, "default", name, {"spec": {"suspend": False}})
                 return
-            time.sleep(0.01)
+            seen = len(records)
+            time.sleep(0.1)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
