@@ -32,7 +32,9 @@ KUBECONFIG_SECRETS = frozenset(
 _SECRET_FIELDS = ("kubeconfig", "kube_config", "ca_cert_data")
 # `token: abc`, `"token": "abc"`, `token=abc` — in YAML, JSON or broken text alike.
 _KEYED = re.compile(
-    r"""["']?(?P<key>[A-Za-z-]+)["']?\s*[:=]\s*["']?(?P<value>[^\s"',}\]]+)""",
+    r"""(?<![A-Za-z-])(?P<key>"""
+    + "|".join(sorted((re.escape(k) for k in KUBECONFIG_SECRETS), key=len, reverse=True))
+    + r""")["']?[ \t]*[:=][ \t]*["']?(?P<value>[^\s"',}\]]+)""",
 )
 # Anything shorter is no credential, and masking it would blank common words.
 _MIN_SECRET = 4
@@ -44,11 +46,7 @@ def _text(value: Any) -> str:
 
 def credential_values(text: str) -> list[str]:
     """Values under credential keys in ``text``, however malformed it is."""
-    found = []
-    for match in _KEYED.finditer(text):
-        if match.group("key").lower() in KUBECONFIG_SECRETS:
-            found.append(match.group("value"))
-    return found
+    return [match.group("value") for match in _KEYED.finditer(text)]
 
 
 def raw_secrets(password: str | None, extra: Mapping[str, Any] | None) -> list[str]:
