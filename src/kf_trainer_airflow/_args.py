@@ -70,7 +70,7 @@ def log_step(value: Any) -> str:
     """A step whose log can be shown: ``node-<i>``, ``dataset-initializer`` or
     ``model-initializer``."""
     if value == "node-0":
-        return value
+        return "node-0"
     # The core's step grammar (imported only for non-default steps: parsing stays cheap).
     from kf_trainer_core.steps import StepGoal
 
