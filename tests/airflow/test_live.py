@@ -63,7 +63,10 @@ class Airflow:
             **os.environ,
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             # LocalExecutor starts this many workers up front.
-            "AIRFLOW__CORE__PARALLELISM": "4",
+            "AIRFLOW__CORE__PARALLELISM": "3",
+            # The API server (one worker, SQLite) answers slowly on 2 busy cores: a task
+            # whose calls time out 5 times in a row is killed.
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
             "AIRFLOW__API__BASE_URL": self.url,
             "AIRFLOW__API__PORT": str(self.port),
