@@ -427,7 +427,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         return self.get_job_result(name, context)
 
     def _wait_in_worker(self, name: str, context: Context) -> JobOutputs:
-        from kf_trainer_core.ops import SpecConflictError
+        from kf_trainer_core.ops import SpecConflictError, TrainJobNotFoundError
         from kf_trainer_core.waiting import (
             TrainJobDeletedError,
             TrainJobFailedError,
@@ -460,7 +460,9 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
             except TrainJobTimeoutError as err:
                 failure = err.failure.model_dump(mode="json") if err.failure else None
                 self._failed(client, str(err), failure)
-            except (TrainJobDeletedError, SpecConflictError) as err:
+            except (TrainJobDeletedError, TrainJobNotFoundError, SpecConflictError) as err:
+                # A job deleted under the wait (a kill, a user) may be seen as deleted or,
+                # when it is already gone when next read, as not found: the same ending.
                 self._failed(client, str(err), None, finish=False)
 
     def execute_complete(self, context: Context, event: Mapping[str, Any]) -> Any:
