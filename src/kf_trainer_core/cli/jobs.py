@@ -34,10 +34,10 @@ NAME = click.argument("name", callback=lambda _c, _p, v: _name(v))
 
 def progress_text(job: TrainJob) -> str:
     """The job's own progress report (``status.trainerStatus``), e.g. ``40%``."""
+    if job.status is JobState.COMPLETE:
+        return "100%"  # a last report may predate the end (reports come every few seconds)
     p = job.progress
-    if p is None or p.percentage is None:
-        return "100%" if job.status is JobState.COMPLETE else "-"
-    return f"{p.percentage}%"
+    return "-" if p is None or p.percentage is None else f"{p.percentage}%"
 
 
 def job_row(job: TrainJob) -> list[str]:
