@@ -489,7 +489,10 @@ class TrainerClient(_Base):
         job_name = submitted.job.name
         stop = threading.Event()
         follower = None
-        if on_log is not None:
+        notice = submitted.reuse_notice()
+        if notice is not None and on_log is not None:
+            on_log(notice)
+        elif on_log is not None:
             sink = on_log
             # Its own driver over the same connection pool: drivers keep per-run state.
             driver = SyncDriver(self._driver.transport, self.retry, self.request_hook)
@@ -823,7 +826,10 @@ class AsyncTrainerClient(_Base):
             on_submitted(submitted)
         job_name = submitted.job.name
         follower = None
-        if on_log is not None:
+        notice = submitted.reuse_notice()
+        if notice is not None and on_log is not None:
+            on_log(notice)
+        elif on_log is not None:
             sink = on_log
             driver = AsyncDriver(
                 (await self._ensure_driver()).transport, self.retry, self.request_hook
