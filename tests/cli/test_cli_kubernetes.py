@@ -44,7 +44,14 @@ def test_list_filters_and_json_in_a_namespace_of_other_jobs(
     text = run_script("jobs", "list", "--status", "complete", *where)
     header, *rows = text.out.splitlines()
     assert header.split() == [
-        "NAME", "NAMESPACE", "STATUS", "RUNTIME", "NODES", "AGE", "DURATION", "PROGRESS"
+        "NAME",
+        "NAMESPACE",
+        "STATUS",
+        "RUNTIME",
+        "NODES",
+        "AGE",
+        "DURATION",
+        "PROGRESS",
     ]
     assert sorted(r.split()[0] for r in rows) == sorted([ok, mine.job.name, *others])
     assert all(r.split()[2] == "Complete" and r.split()[-1] == "100%" for r in rows)
@@ -58,7 +65,7 @@ def test_logs_follow_a_running_job_to_its_end(client: TrainerClient, where: list
 
     followed = run_script("jobs", "logs", name, "-f", *where)
     assert followed.code == 0, followed.err
-    assert followed.out.splitlines()[-len(lines):] == lines
+    assert followed.out.splitlines()[-len(lines) :] == lines
     # By the time -f returns, the step has ended.
     assert client.wait(name, timeout=30)[0].status is JobState.COMPLETE
 
@@ -84,7 +91,8 @@ def test_wait_on_a_failing_job_exits_1_with_the_failure(
 
     got = run_script("jobs", "get", name, *where)
     assert got.code == 0
-    assert "Failure:" in got.out and "boom: CUDA error" in got.out
+    assert "Failure:" in got.out
+    assert "boom: CUDA error" in got.out
     as_json = run_script("jobs", "get", name, "-o", "json", *where).json()
     assert as_json["job"]["status"] == "Failed"
     assert as_json["failure"]["exit_code"] == 3
@@ -110,7 +118,8 @@ def test_wait_shows_trainer_status_progress_and_the_result(
 
     got = run_main(capsys, "jobs", "get", name, *where)
     assert 'Result:  {"loss": 0.1}' in got.out
-    assert "node-0" in got.out and "Complete" in got.out
+    assert "node-0" in got.out
+    assert "Complete" in got.out
 
 
 def test_suspend_resume_cancel_delete_and_events(
@@ -127,7 +136,8 @@ def test_suspend_resume_cancel_delete_and_events(
     client.wait(name, "Running", timeout=30)
 
     events = run_main(capsys, "jobs", "events", name, "-o", "json", *where)
-    assert events.code == 0 and isinstance(events.json(), list)
+    assert events.code == 0
+    assert isinstance(events.json(), list)
 
     kept = run_main(capsys, "jobs", "cancel", name, "--action", "keep", *where)
     assert kept.code == 0
@@ -171,7 +181,9 @@ def test_errors_are_one_line_with_distinct_exit_codes(
     assert result.out == ""
 
 
-def test_an_unreachable_server_is_exit_6(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unreachable_server_is_exit_6(
+    tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
     from kf_trainer_core.testing.server import KubeTestServer
 
     server = KubeTestServer()
@@ -184,7 +196,9 @@ def test_an_unreachable_server_is_exit_6(tmp_path: object, capsys: pytest.Captur
     assert len(result.err.strip().splitlines()) == 1
 
 
-def test_bad_backend_env_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_backend_env_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("KF_TRAINER_BACKEND", "{backend: local")
     result = run_main(capsys, "jobs", "list")
     assert result.code == 2

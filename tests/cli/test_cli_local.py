@@ -82,7 +82,8 @@ def test_run_a_failing_function_exits_1_and_get_explains(
 
     got = run_main(capsys, "jobs", "get", "broken-job", *local)
     assert got.code == 0
-    assert "Status:" in got.out and "Failed" in got.out
+    assert "Status:" in got.out
+    assert "Failed" in got.out
     assert "the data bucket is empty" in got.out
 
     waited = run_main(capsys, "jobs", "wait", "broken-job", *local)
@@ -121,10 +122,13 @@ def test_spec_file_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFix
         assert says in result.err
         assert len(result.err.strip().splitlines()) == 1
     misspelt = tmp_path / "misspelt.yaml"
-    misspelt.write_text("runtime: torch-distributed\ntrainer: {type: CustomTrainer, func: 'def f(): pass', num_node: 2}\n")
+    misspelt.write_text(
+        "runtime: torch-distributed\ntrainer: {type: CustomTrainer, func: 'def f(): pass', num_node: 2}\n"
+    )
     result = run_main(capsys, "check", str(misspelt))
     assert result.code == 2
-    assert "trainer.num_node: unknown field" in result.err and "num_nodes" in result.err
+    assert "trainer.num_node: unknown field" in result.err
+    assert "num_nodes" in result.err
 
 
 def test_render_check_and_version() -> None:
@@ -135,6 +139,8 @@ def test_render_check_and_version() -> None:
     manifest = yaml.safe_load(rendered.out)
     assert manifest["metadata"] == {**manifest["metadata"], "name": "my-job", "namespace": "team-a"}
     checked = run_script("check", spec)
-    assert checked.code == 0 and checked.out.startswith("ok: ")
+    assert checked.code == 0
+    assert checked.out.startswith("ok: ")
     version = run_script("--version")
-    assert version.code == 0 and version.out.startswith("kf-trainer, version ")
+    assert version.code == 0
+    assert version.out.startswith("kf-trainer, version ")

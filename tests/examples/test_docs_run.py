@@ -35,9 +35,7 @@ def uv_shim(tmp_path: Path) -> dict[str, str]:
     shim = tmp_path / "shim"
     shim.mkdir()
     uv = shim / "uv"
-    uv.write_text(
-        '#!/bin/sh\n[ "$1" = run ] && shift\n[ "$1" = --frozen ] && shift\nexec "$@"\n'
-    )
+    uv.write_text('#!/bin/sh\n[ "$1" = run ] && shift\n[ "$1" = --frozen ] && shift\nexec "$@"\n')
     uv.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if not k.startswith("KF_TRAINER_")}
     env["PATH"] = os.pathsep.join([str(shim), str(BIN), env.get("PATH", "")])
@@ -62,7 +60,8 @@ def test_the_cli_tour_runs_as_written(tmp_path: Path, uv_shim: dict[str, str]) -
     assert "local/tour-2: Complete in" in done.stdout
     assert "epoch 4: w=3.000" in done.stdout  # logs -f of tour-2
     assert '"name": "tour-1"' in done.stdout
-    assert "local/tour-1: deleted" in done.stdout and "local/tour-2: deleted" in done.stdout
+    assert "local/tour-1: deleted" in done.stdout
+    assert "local/tour-2: deleted" in done.stdout
     assert (work / ".kf-trainer" / "cli-tour").is_dir()
 
 
@@ -96,7 +95,8 @@ def test_every_command_and_option_is_documented() -> None:
 
 def test_testing_page_example_runs_as_written(tmp_path: Path) -> None:
     conftest, test, *_ = blocks(DOCS / "testing.md", "python")
-    assert conftest.startswith("# conftest.py") and test.startswith("# test_training.py")
+    assert conftest.startswith("# conftest.py")
+    assert test.startswith("# test_training.py")
     (tmp_path / "conftest.py").write_text(conftest)
     (tmp_path / "test_training.py").write_text(test)
     done = subprocess.run(
@@ -179,7 +179,11 @@ def test_the_wheel_installs_into_a_fresh_venv_and_works(tmp_path: Path) -> None:
         subprocess.run(install, env=env, check=True, timeout=600)
     python, script = venv / "bin" / "python", venv / "bin" / "kf-trainer"
     where = subprocess.run(
-        [str(python), "-c", "import kf_trainer_core, kf_trainer_kfp; print(kf_trainer_core.__file__)"],
+        [
+            str(python),
+            "-c",
+            "import kf_trainer_core, kf_trainer_kfp; print(kf_trainer_core.__file__)",
+        ],
         capture_output=True,
         text=True,
         check=True,
@@ -188,8 +192,18 @@ def test_the_wheel_installs_into_a_fresh_venv_and_works(tmp_path: Path) -> None:
     assert where.stdout.startswith(str(venv))  # the installed copy, not the clone's
     spec = ROOT / "examples" / "specs" / "quickstart.yaml"
     ran = subprocess.run(
-        [str(script), "--backend", "local", "--state-dir", str(tmp_path / "state"), "run",
-         str(spec), "--name", "from-the-wheel", "--quiet"],
+        [
+            str(script),
+            "--backend",
+            "local",
+            "--state-dir",
+            str(tmp_path / "state"),
+            "run",
+            str(spec),
+            "--name",
+            "from-the-wheel",
+            "--quiet",
+        ],
         capture_output=True,
         text=True,
         timeout=300,

@@ -52,7 +52,8 @@ def test_first_run_rerun_and_other_nodes(tmp_path: Path) -> None:
             [script, *argv[1:]], capture_output=True, text=True, timeout=120, check=False
         )
         assert shown.returncode == 0, shown.stderr
-        assert "Complete" in shown.stdout and "Result:" in shown.stdout
+        assert "Complete" in shown.stdout
+        assert "Result:" in shown.stdout
 
 
 def test_help_describes_the_example_in_full() -> None:

@@ -25,7 +25,8 @@ def test_a_result_that_is_not_json_fails_the_job_naming_the_type(client: Trainer
         client.run(spec, name="not-json", timeout=120)
     text = str(caught.value)
     assert "Object of type date is not JSON serializable" in text
-    assert "return their URI" in text and f"{RESULT_NOT_JSON_ENV}=ignore" in text
+    assert "return their URI" in text
+    assert f"{RESULT_NOT_JSON_ENV}=ignore" in text
     assert client.get_job("not-json").status is JobState.FAILED
 
 

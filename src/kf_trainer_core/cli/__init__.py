@@ -66,10 +66,13 @@ def main(argv: list[str] | None = None) -> int:
         return int(exc.exit_code)
     except CliError as exc:
         click.echo(f"kf-trainer: error: {one_line(exc.message)}", err=True)
-        return exc.exit_code
+        return exc.code
     except click.UsageError as exc:
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
         click.echo(f"kf-trainer: error: {one_line(exc.format_message())}{hint}", err=True)
+        return int(Exit.BAD_INPUT)
+    except click.ClickException as exc:
+        click.echo(f"kf-trainer: error: {one_line(exc.format_message())}", err=True)
         return int(Exit.BAD_INPUT)
     except click.Abort:
         click.echo("kf-trainer: interrupted", err=True)

@@ -40,7 +40,7 @@ class CliError(click.ClickException):
 
     def __init__(self, message: str, code: Exit = Exit.BAD_INPUT) -> None:
         super().__init__(message)
-        self.exit_code = int(code)
+        self.code = int(code)
 
 
 def classify(exc: BaseException) -> tuple[Exit, str]:

@@ -65,9 +65,7 @@ def where_options(func: F) -> F:
             metavar="|".join(backend_models()),
             help=f"Where jobs run (default: ${BACKEND_ENV}'s, else kubernetes).",
         ),
-        click.option(
-            "-n", "--namespace", help="Namespace (default: the backend's or context's)."
-        ),
+        click.option("-n", "--namespace", help="Namespace (default: the backend's or context's)."),
         click.option("--context", help="kubeconfig context (kubernetes backend)."),
         click.option(
             "--kubeconfig",
@@ -114,10 +112,10 @@ def backend_config(ctx: click.Context) -> Any:
         except ValueError as exc:
             raise CliError(
                 f"${BACKEND_ENV} is not JSON ({exc}). Fix: e.g. "
-                f"{BACKEND_ENV}='{{\"backend\": \"local\"}}'."
+                f'{BACKEND_ENV}=\'{{"backend": "local"}}\'.'
             ) from None
         if not isinstance(loaded, dict):
-            raise CliError(f"${BACKEND_ENV} must be a JSON object, e.g. {{\"backend\": \"local\"}}.")
+            raise CliError(f'${BACKEND_ENV} must be a JSON object, e.g. {{"backend": "local"}}.')
         data = loaded
     models = backend_models()
     name = given.pop("backend", None)

@@ -303,7 +303,7 @@ def delete(ctx: click.Context, names: tuple[str, ...]) -> None:
 @click.pass_context
 def cancel(ctx: click.Context, name: str, action: str) -> None:
     """Stop a job as an orchestrator's cancel would."""
-    _act(ctx, name, f"cancelled ({action})", lambda c: c.cancel_job(name, action))  # type: ignore[arg-type]
+    _act(ctx, name, f"cancelled ({action})", lambda c: c.cancel_job(name, action))
 
 
 @jobs.command("suspend")
