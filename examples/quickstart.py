@@ -24,26 +24,24 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kf_trainer_core.client import TrainerClient
-from kf_trainer_core.config import KubernetesConfig, LocalConfig
+from kf_trainer_core.config import LocalConfig
 from kf_trainer_core.ops import SpecConflictError
 from kf_trainer_core.spec import CustomTrainer, Labels, TrainJobSpec
 from retraining_ml import current_accuracy, evaluate, prepare_data, promote, train
 
 
-def backend(workdir: Path) -> KubernetesConfig | LocalConfig:
-    """The backend from ``KF_TRAINER_BACKEND`` (JSON), else local processes."""
+def backend(workdir: Path) -> dict[str, Any] | LocalConfig:
+    """The backend from ``KF_TRAINER_BACKEND`` (JSON, as ``kf-trainer`` reads it; the
+    client validates it), else local processes."""
     raw = os.environ.get("KF_TRAINER_BACKEND")
     if raw:
-        data = json.loads(raw)
-        return (
-            LocalConfig.parse(data)
-            if data.get("backend") == "local"
-            else KubernetesConfig.parse(data)
-        )
+        data: dict[str, Any] = json.loads(raw)
+        return data
     return LocalConfig(state_dir=str(workdir / "state"))
 
 
