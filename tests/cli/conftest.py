@@ -16,6 +16,14 @@ from kf_trainer_core.k8s.retry import RetryPolicy
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
+@pytest.fixture(autouse=True)
+def _short_linger(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Shared watches of a command run in this process stop soon after it, not 30 s later.
+    from kf_trainer_core import informer
+
+    monkeypatch.setattr(informer._Informer, "linger", 0.2)
+
+
 @pytest.fixture
 def client(kubeconfig_path: Path) -> Iterator[TrainerClient]:
     """A client of the test server, to set up jobs the command then looks at."""
