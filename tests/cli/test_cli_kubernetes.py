@@ -168,12 +168,14 @@ def test_suspend_resume_cancel_delete_and_events(
         (["jobs", "list", "--backend", "nope"], 2, "--backend 'nope' is unknown"),
         (["jobs", "list", "--status", "Sleeping"], 2, "Invalid value for '--status'"),
         (["jobs", "frobnicate"], 2, "No such command 'frobnicate'"),
+        (["jobs", "list", "--kubeconfig", "/nonexistent"], 2, "'/nonexistent' does not exist"),
+        (["jobs", "list", "--context", "nope"], 6, "cannot use the kubeconfig: "),
     ],
 )
 def test_errors_are_one_line_with_distinct_exit_codes(
     where: list[str], capsys: pytest.CaptureFixture[str], args: list[str], code: int, says: str
 ) -> None:
-    result = run_main(capsys, *args, *where)
+    result = run_main(capsys, *args, *([] if "--kubeconfig" in args else where))
     assert result.code == code, result.err
     assert says in result.err
     assert len(result.err.strip().splitlines()) == 1

@@ -68,6 +68,11 @@ def classify(exc: BaseException) -> tuple[Exit, str]:
         return Exit.CONFLICT, str(exc)
     if isinstance(exc, ApiError):
         return _api_error(exc)
+    if type(exc).__name__ == "ConfigException":  # the kubernetes client's kubeconfig errors
+        return Exit.UNREACHABLE, (
+            f"cannot use the kubeconfig: {exc}. Fix: check --kubeconfig and --context "
+            "(or $KUBECONFIG), or use --backend local."
+        )
     if isinstance(exc, (SpecError, ValueError, TypeError)):
         # The core's bad-input errors are ValueErrors naming the field and the fix.
         return Exit.BAD_INPUT, str(exc)

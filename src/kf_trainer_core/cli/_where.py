@@ -69,7 +69,7 @@ def where_options(func: F) -> F:
         click.option("--context", help="kubeconfig context (kubernetes backend)."),
         click.option(
             "--kubeconfig",
-            type=click.Path(dir_okay=False),
+            type=click.Path(exists=True, dir_okay=False),
             help="kubeconfig file (kubernetes backend; default $KUBECONFIG, ~/.kube/config).",
         ),
         click.option(
