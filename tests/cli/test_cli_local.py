@@ -138,6 +138,8 @@ def test_render_check_and_version() -> None:
     assert rendered.code == 0, rendered.err
     manifest = yaml.safe_load(rendered.out)
     assert manifest["metadata"] == {**manifest["metadata"], "name": "my-job", "namespace": "team-a"}
+    before = run_script("-n", "team-b", "render", spec, "--name", "my-job")
+    assert yaml.safe_load(before.out)["metadata"]["namespace"] == "team-b"
     checked = run_script("check", spec)
     assert checked.code == 0
     assert checked.out.startswith("ok: ")

@@ -52,10 +52,15 @@ SPEC = click.argument("spec", metavar="SPEC")
 @click.option("-n", "--namespace", help="The manifest's namespace.")
 @click.option("--name", help="The job's name (default: generated).")
 @click.option("--identity", help="Orchestrator identity, e.g. dag/task/run.")
-def render(spec: str, namespace: str | None, name: str | None, identity: str | None) -> None:
+@click.pass_context
+def render(
+    ctx: click.Context, spec: str, namespace: str | None, name: str | None, identity: str | None
+) -> None:
     """Print the TrainJob YAML the cluster would receive for SPEC."""
     from kf_trainer_core.builder import build_trainjob
 
+    if namespace is None:  # `kf-trainer -n team-a render …` means the same
+        namespace = ctx.find_root().meta.get("kf_where", {}).get("namespace")
     if namespace is not None:
         check_namespace(namespace)
     check_identity(identity)
