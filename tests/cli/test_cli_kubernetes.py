@@ -209,3 +209,26 @@ def test_bad_backend_env_is_one_line(
     result = run_main(capsys, "jobs", "list")
     assert result.code == 2
     assert "state_dirr" in result.err
+
+
+def test_runtimes_list_and_get(where: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    listed = run_main(capsys, "runtimes", "list", "-o", "json", *where)
+    assert listed.code == 0, listed.err
+    names = {r["name"] for r in listed.json()}
+    assert "torch-distributed" in names
+    table = run_main(capsys, "runtimes", "list", *where)
+    assert table.out.splitlines()[0].split() == [
+        "NAME",
+        "KIND",
+        "FRAMEWORK",
+        "NODES",
+        "DEVICE",
+        "IMAGE",
+    ]
+    got = run_main(capsys, "runtimes", "get", "torch-distributed", "-o", "yaml", *where)
+    assert got.code == 0
+    assert "name: torch-distributed" in got.out and "launcher: torchrun" in got.out
+    text = run_main(capsys, "runtimes", "get", "torch-distributed", *where)
+    assert text.out.splitlines()[0].split() == ["name:", "torch-distributed"]
+    missing = run_main(capsys, "runtimes", "get", "no-such-runtime", *where)
+    assert missing.code == 3, missing.err
