@@ -227,7 +227,8 @@ def test_runtimes_list_and_get(where: list[str], capsys: pytest.CaptureFixture[s
     ]
     got = run_main(capsys, "runtimes", "get", "torch-distributed", "-o", "yaml", *where)
     assert got.code == 0
-    assert "name: torch-distributed" in got.out and "launcher: torchrun" in got.out
+    assert "name: torch-distributed" in got.out
+    assert "launcher: torchrun" in got.out
     text = run_main(capsys, "runtimes", "get", "torch-distributed", *where)
     assert text.out.splitlines()[0].split() == ["name:", "torch-distributed"]
     missing = run_main(capsys, "runtimes", "get", "no-such-runtime", *where)
