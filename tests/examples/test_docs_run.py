@@ -212,3 +212,40 @@ def test_the_wheel_installs_into_a_fresh_venv_and_works(tmp_path: Path) -> None:
     )
     assert ran.returncode == 0, ran.stderr
     assert "local/from-the-wheel: Complete" in ran.stdout
+
+
+def _run_python(path: Path, code: str) -> subprocess.CompletedProcess[str]:
+    path.write_text(code)
+    return subprocess.run(
+        [sys.executable, str(path)],
+        cwd=path.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("index", "epilogue"),
+    [
+        # The Airflow, Prefect and KFP blocks of "## Examples" define their DAG, flow and
+        # pipeline as written (where a cluster is needed, running stops there); the KFP
+        # one also compiles.
+        (0, ""),
+        (1, ""),
+        (2, "from kfp import compiler\ncompiler.Compiler().compile(nightly, 'p.yaml')\n"),
+        # The tour's spec and build blocks, one after the other, as a reader runs them.
+        (3, ""),
+    ],
+)
+def test_readme_python_blocks_run_as_written(tmp_path: Path, index: int, epilogue: str) -> None:
+    found = blocks(ROOT / "README.md", "python")
+    code = found[index] + ("\n" + found[4] if index == 3 else "") + epilogue
+    done = _run_python(tmp_path / f"readme_block_{index}.py", code)
+    assert done.returncode == 0, done.stderr
+    if index == 2:
+        assert (tmp_path / "p.yaml").is_file()
+    if index == 3:
+        assert "kind: TrainJob" in done.stdout
+        assert "namespace: team-a" in done.stdout
