@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from kf_trainer_core.builder import IDENTITY_ANNOTATION  # noqa: F401  (re-exported for tests)
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 
 #: The installed console script (beside this interpreter).
