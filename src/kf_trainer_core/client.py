@@ -526,9 +526,14 @@ class TrainerClient(_Base):
         on_update: Callable[[TrainJob], None] | None = None,
         on_submitted: Callable[[ops.Submitted], None] | None = None,
         fresh_after_failure: bool = True,
+        reuse_notice: bool = True,
     ) -> JobOutputs:
         """Submit (idempotently), stream one step's log to ``on_log``, wait, and return
-        the outputs — what an orchestrator task does. Raises as :meth:`wait` does."""
+        the outputs — what an orchestrator task does. Raises as :meth:`wait` does.
+
+        When the submit finds a job that had already finished (a rerun), ``on_log`` gets
+        "reusing the finished job …" instead of its log replayed as if it trained again;
+        callers that have just submitted the job themselves turn ``reuse_notice`` off."""
         import threading
 
         submitted = self.submit(
@@ -539,7 +544,10 @@ class TrainerClient(_Base):
         job_name = submitted.job.name
         stop = threading.Event()
         follower = None
-        if on_log is not None:
+        notice = submitted.reuse_notice() if reuse_notice else None
+        if notice is not None and on_log is not None:
+            on_log(notice)
+        elif on_log is not None:
             sink = on_log
             # Its own driver over the same connection pool: drivers keep per-run state.
             driver = SyncDriver(self._driver.transport, self.retry, self.request_hook)
@@ -880,6 +888,7 @@ class AsyncTrainerClient(_Base):
         on_update: Callable[[TrainJob], None] | None = None,
         on_submitted: Callable[[ops.Submitted], None] | None = None,
         fresh_after_failure: bool = True,
+        reuse_notice: bool = True,
     ) -> JobOutputs:
         """See :meth:`TrainerClient.run`."""
         import asyncio
@@ -891,7 +900,10 @@ class AsyncTrainerClient(_Base):
             on_submitted(submitted)
         job_name = submitted.job.name
         follower = None
-        if on_log is not None:
+        notice = submitted.reuse_notice() if reuse_notice else None
+        if notice is not None and on_log is not None:
+            on_log(notice)
+        elif on_log is not None:
             sink = on_log
             driver = AsyncDriver(
                 (await self._ensure_driver()).transport, self.retry, self.request_hook

@@ -78,6 +78,19 @@ class Submitted:
     #: The raw object as the API returned it.
     obj: dict[str, Any]
 
+    def reuse_notice(self) -> str | None:
+        """What to tell the user when the submit found a job that has already finished
+        (a rerun under the same identity or name): its result is reused and nothing
+        trains again, so its log is not replayed as if it did. ``None`` otherwise."""
+        if self.created or not self.job.status.terminal:
+            return None
+        job = self.job
+        return (
+            f"[kf-trainer] reusing the finished job {job.namespace}/{job.name} "
+            f"({job.status.value}); nothing trains again and its log is not replayed "
+            f"(read it with: kf-trainer jobs logs {job.name} -n {job.namespace})"
+        )
+
 
 def pod_selector(job: str) -> str:
     return f"{JOBSET_NAME_LABEL}={job}"

@@ -306,6 +306,9 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         self._outputs = None
         self._published = False
         self._result = None
+        # The extra link reads this key when the task ends, even when it failed before
+        # a job existed; an absent key is logged as an error ("XCom not found").
+        context["ti"].xcom_push(key=LINK_XCOM_KEY, value="")
         return self.execute_resumable(context)
 
     def submit_job(self, context: Context) -> str:
@@ -454,6 +457,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
                     log_tail=self.log_tail,
                     on_update=reporter if self.report_progress else None,
                     fresh_after_failure=False,
+                    reuse_notice=False,  # submit_job made it: its log is news
                 )
             except TrainJobFailedError as err:
                 self._failed(client, str(err), err.failure.model_dump(mode="json"))
@@ -554,11 +558,19 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         self._log_events(client)
         if finish:
             self._finish(client, succeeded=False)
+        if failure and self.get_logs and self.log_tail:
+            # The task log already shows the job's log (streamed, or its tail after a
+            # deferred wait) and events: the error says why once, without them again.
+            from kf_trainer_core.status import Failure
+
+            brief = Failure.model_validate({**failure, "log_tail": [], "events": []})
+            message = f"{self._where} failed: {brief.describe()} (its log and events are above)"
         if not message.startswith("TrainJob "):
             message = f"TrainJob {message}"
+        # `from None`: the core's error said the same; a chained traceback repeats it.
         raise TrainJobFailedException(
             message, job_name=self._job_name, namespace=self._job_namespace, failure=failure
-        )
+        ) from None
 
     def _log_events(self, client: TrainerClient) -> None:
         """The job's events (its JobSet's, Jobs' and pods' too), oldest first: what
