@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kf_trainer_core.client import TrainerClient
-from kf_trainer_core.config import KubernetesConfig, LocalConfig
+from kf_trainer_core.config import KubernetesConfig, LocalConfig, parse_backend
 from kf_trainer_core.spec import CustomTrainer, Labels, TrainJobSpec
 from retraining_ml import current_accuracy, evaluate, prepare_data, promote, train
 
@@ -30,12 +30,7 @@ def backend(workdir: Path) -> KubernetesConfig | LocalConfig:
     """The backend from ``KF_TRAINER_BACKEND`` (JSON), else local processes."""
     raw = os.environ.get("KF_TRAINER_BACKEND")
     if raw:
-        data = json.loads(raw)
-        return (
-            LocalConfig.parse(data)
-            if data.get("backend") == "local"
-            else KubernetesConfig.parse(data)
-        )
+        return parse_backend(json.loads(raw))
     return LocalConfig(state_dir=str(workdir / "state"))
 
 

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from kf_trainer_core import ops
 from kf_trainer_core.builder import BuiltTrainJob, build_trainjob, identity_text
-from kf_trainer_core.config import KubernetesConfig, LocalConfig
+from kf_trainer_core.config import KubernetesConfig, LocalConfig, parse_backend
 from kf_trainer_core.informer import (
     AsyncInformer,
     AsyncWaker,
@@ -60,10 +60,7 @@ def _backend(
         return KubernetesConfig()
     if isinstance(backend, (KubernetesConfig, LocalConfig)):
         return backend
-    data = dict(backend)
-    return (
-        LocalConfig.parse(data) if data.get("backend") == "local" else KubernetesConfig.parse(data)
-    )
+    return parse_backend(backend)
 
 
 class _Base:

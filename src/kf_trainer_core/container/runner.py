@@ -248,9 +248,7 @@ class ContainerRunner:
             mounts.append(Mount(MPI_HOSTFILE, str(hostfile), type="bind", read_only=True))
         for item in self.settings.get("mounts") or []:
             parts = str(item).split(":")
-            mounts.append(
-                Mount(parts[1], parts[0], type="bind", read_only=len(parts) > 2 and parts[2] == "ro")
-            )
+            mounts.append(Mount(parts[1], parts[0], type="bind", read_only=parts[2:] == ["ro"]))
         args: JSON = {
             "name": f"kft-{pod.name}-{self.uid[:8]}",
             "environment": environment,
@@ -360,7 +358,10 @@ class ContainerRunner:
 def remove_by_label(client: Any, uid: str, *, stop_only: bool = False) -> int:
     """Stop (and unless ``stop_only``, remove) every container and volume labelled with
     job ``uid``; the number of containers found."""
-    found = client.containers.list(all=True, filters={"label": f"{JOB_UID_LABEL}={uid}"})
+    # sparse: no inspect per container, which would race with their removal.
+    found = client.containers.list(
+        all=True, sparse=True, filters={"label": f"{JOB_UID_LABEL}={uid}"}
+    )
     for container in found:
         with contextlib.suppress(Exception):
             if stop_only:

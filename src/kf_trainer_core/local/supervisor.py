@@ -1083,7 +1083,7 @@ class Supervisor:
                             pod.image,
                             terminated=term,
                             container_id=pod.runtime_id
-                                or f"local://{pod.pgids[0] if pod.pgids else 0}",
+                            or f"local://{pod.pgids[0] if pod.pgids else 0}",
                         )
                     ],
                 }
