@@ -1,10 +1,7 @@
 """The container backend against a real Docker (or Podman) engine.
 
-Everything here skips, saying why, where no engine answers or no test image exists.
-CI (``.ci/run``) starts ``dockerd`` and builds the image with ``.ci/container-setup.sh``
-and names it in ``KF_TRAINER_TEST_IMAGE``; by hand::
-
-    eval "$(.ci/container-setup.sh start | grep KF_TRAINER_TEST_IMAGE)"; export KF_TRAINER_TEST_IMAGE
+Everything here skips, saying why, where no engine answers or no test image exists
+(see ``tests/container_support.py``); by hand: ``.ci/container-setup.sh start``.
 
 Each test gets a state directory of its own; afterwards every job is deleted and no
 container or volume labelled with one of its jobs may remain.
@@ -13,7 +10,6 @@ container or volume labelled with one of its jobs may remain.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,16 +17,13 @@ from typing import Any
 
 import pytest
 
+from container_support import assert_nothing_left, engine_or_skip, image_or_skip
 from kf_trainer_core import informer
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import ContainerConfig
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-
-IMAGE_ENV = "KF_TRAINER_TEST_IMAGE"
-IMAGE_REPO = "kf-trainer-test"
-SETUP_HINT = "start one with `.ci/container-setup.sh start` (root, Debian)"
 
 
 @pytest.fixture(autouse=True)
@@ -39,37 +32,14 @@ def _short_linger(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="session")
-def engine() -> Iterator[Any]:
+def engine() -> Any:
     """The Docker SDK client of the engine the backend finds (skips without one)."""
-    from kf_trainer_core.container.engine import EngineUnavailable, connect
-
-    try:
-        found = connect()
-    except EngineUnavailable as exc:
-        pytest.skip(f"no container engine: {exc} ({SETUP_HINT})")
-    yield found.client
-    found.client.close()
+    return engine_or_skip()
 
 
 @pytest.fixture(scope="session")
 def image(engine: Any) -> str:
-    """The test image: ``$KF_TRAINER_TEST_IMAGE``, else the newest ``kf-trainer-test``."""
-    import docker.errors
-
-    named = os.environ.get(IMAGE_ENV)
-    if named:
-        try:
-            engine.images.get(named)
-        except docker.errors.ImageNotFound:
-            pytest.skip(f"{IMAGE_ENV}={named} is not in the engine ({SETUP_HINT})")
-        return named
-    found = sorted(
-        engine.images.list(name=IMAGE_REPO), key=lambda i: str(i.attrs.get("Created", ""))
-    )
-    if not found:
-        pytest.skip(f"no {IMAGE_REPO} image in the engine ({SETUP_HINT})")
-    tags = [t for t in found[-1].tags if t.startswith(IMAGE_REPO + ":")]
-    return tags[0] if tags else str(found[-1].id)
+    return image_or_skip(engine)
 
 
 @pytest.fixture(scope="session")
@@ -101,14 +71,6 @@ def client(config: ContainerConfig) -> Iterator[TrainerClient]:
         yield c
 
 
-def job_containers(engine: Any, uid: str) -> list[Any]:
-    from kf_trainer_core.container import JOB_UID_LABEL
-
-    return list(
-        engine.containers.list(all=True, sparse=True, filters={"label": f"{JOB_UID_LABEL}={uid}"})
-    )
-
-
 def clean(state_dir: Path, engine: Any) -> None:
     """Delete every job of ``state_dir``, then check nothing of them is left in the
     engine."""
@@ -127,6 +89,4 @@ def clean(state_dir: Path, engine: Any) -> None:
                 api.delete_trainjob(meta["namespace"], meta["name"], "Background")
     finally:
         api.close()
-    for uid in uids:
-        left = job_containers(engine, uid)
-        assert not left, f"containers of job {uid} outlived it: {[c.name for c in left]}"
+    assert_nothing_left(engine, uids)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from container_jobs import chatty, fail, gloo_all_reduce, read_dataset, sleeper, trivial
 
-from conftest import job_containers
+from container_support import job_containers
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import ContainerConfig
 from kf_trainer_core.local import workspace_of
