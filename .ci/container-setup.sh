@@ -9,7 +9,7 @@
 # No registry is reachable here, so the image is built from Debian's packages
 # (debootstrap, ~2 min) plus PyTorch's CPU wheel from this machine's pip configuration (a
 # two-node gloo all-reduce runs in it). Its tag carries a hash of this script and of the
-# wheels it installs: a second run with the engine's data kept finds it and takes seconds.
+# pinned torch: a second run with the engine's data kept finds it and takes a second.
 # Anything that fails leaves the tests to skip with the reason, never the CI run broken.
 set -uo pipefail
 
@@ -53,6 +53,15 @@ start_engine() {
 
 build_image() {
   local wheels tag hash root
+  # The tag hashes this script and the pinned torch: a cached image is found without
+  # downloading anything.
+  hash=$( { cat "$0"; echo "$TORCH_SPEC"; } | sha256sum | cut -c1-12)
+  tag="$IMAGE_REPO:$hash"
+  if docker image inspect "$tag" >/dev/null 2>&1; then
+    say "image $tag is cached"
+    echo "$tag"
+    return 0
+  fi
   wheels=$(mktemp -d)
   # The wheels pip would install for torch on this machine (its find-links / index).
   if ! python3 -m pip download --quiet --disable-pip-version-check --only-binary=:all: \
@@ -60,14 +69,6 @@ build_image() {
       >/dev/null 2>&1; then
     say "$TORCH_SPEC could not be downloaded: the image gets no torch (gloo test skips)"
     rm -rf "$wheels"; wheels=""
-  fi
-  hash=$( { cat "$0"; [ -n "$wheels" ] && ls "$wheels"; } | sha256sum | cut -c1-12)
-  tag="$IMAGE_REPO:$hash"
-  if docker image inspect "$tag" >/dev/null 2>&1; then
-    say "image $tag is cached"
-    [ -n "$wheels" ] && rm -rf "$wheels"
-    echo "$tag"
-    return 0
   fi
   root=$(mktemp -d)
   say "building $tag (debootstrap bookworm + python3${wheels:+ + torch})"
