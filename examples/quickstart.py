@@ -4,8 +4,9 @@ machine with the local backend (no cluster), or on a cluster by configuration on
     uv run --frozen python examples/quickstart.py                 # local processes
     KF_TRAINER_BACKEND='{"backend": "kubernetes", "namespace": "team-a"}' \\
         uv run --frozen python examples/quickstart.py --data-dir /mnt/shared/data
-    KF_TRAINER_BACKEND='{"backend": "container", "image": "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime", "mounts": ["/srv/kf:/srv/kf"]}' \\
-        uv run --frozen python examples/quickstart.py --workdir /srv/kf    # in containers
+    KF_TRAINER_BACKEND='{"backend": "container", "image": "team/train:1",
+        "mounts": ["/srv/kf:/srv/kf"]}' uv run --frozen python examples/quickstart.py \\
+        --workdir /srv/kf                                          # containers, same file
 
 The training function and the rest of the ML live in ``retraining_ml.py``; this file is
 only the workflow, written with the core client that every orchestrator adapter uses.

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from container_support import assert_nothing_left, engine_or_skip, image_or_skip
 from dagtest import CONN_ENV, connection_json, run_dag
 
+from container_support import assert_nothing_left, engine_or_skip, image_or_skip
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import ContainerConfig
 
@@ -42,3 +42,22 @@ def test_train_in_a_container(containers: TrainerClient, capfd: pytest.CaptureFi
     (job,) = containers.list_jobs()
     assert job.status.value == "Complete"
     assert containers.get_job_outputs(job.name).result == {"double": 42}
+
+
+def test_airflow_connection_selects_the_container_backend() -> None:
+    from kf_trainer_airflow.hooks.trainer import ConnectionConfigError, parse_connection
+
+    conn = parse_connection(
+        "kubeflow_trainer",
+        host="unix:///run/podman/podman.sock",
+        extra={"backend": "container", "image": "img", "auto_remove": "false"},
+    )
+    assert isinstance(conn.config, ContainerConfig)
+    assert conn.config.host == "unix:///run/podman/podman.sock"
+    assert conn.config.auto_remove is False
+    with pytest.raises(ConnectionConfigError, match="only apply to backend 'container'"):
+        parse_connection("kubeflow_trainer", extra={"image": "img"})
+    with pytest.raises(ConnectionConfigError, match="does not use kubeconfig_path"):
+        parse_connection(
+            "kubeflow_trainer", extra={"backend": "container", "kubeconfig_path": "/k"}
+        )

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 from container_support import assert_nothing_left, engine_or_skip, image_or_skip
-
 from kf_trainer_core.client import TrainerClient
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -6,10 +6,10 @@ machine's engine. Skips where no engine or test image exists."""
 import json
 from pathlib import Path
 
-from container_support import assert_nothing_left, engine_or_skip, image_or_skip
 from kfp import dsl
 from pipeline_parts import evaluate, prepare_data, train_model
 
+from container_support import assert_nothing_left, engine_or_skip, image_or_skip
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import ContainerConfig
 from kf_trainer_core.status import JobState
