@@ -31,7 +31,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kf_trainer_core.local import launch
 from kf_trainer_core.local._common import (
@@ -64,6 +64,9 @@ from kf_trainer_core.local.initializer import DEST_ENV, KIND_ENV
 from kf_trainer_core.local.logs import LogWriter
 from kf_trainer_core.local.procs import JobLock, kill_tree, signal_all
 from kf_trainer_core.local.store import EVENTS, PODS, SECRETS, TRAINJOBS, Selector, Store, Tx
+
+if TYPE_CHECKING:
+    from kf_trainer_core.container.runner import PodRunner
 
 JSON = dict[str, Any]
 
@@ -249,7 +252,7 @@ class Supervisor:
         self._policy = "torch"
         #: Runs the pods elsewhere (containers: kf_trainer_core.container.runner);
         #: None: the pods are this machine's processes, started here.
-        self.runner: Any = None
+        self.runner: PodRunner | None = None
 
     # ------------------------------------------------------------------ reading
 
