@@ -245,3 +245,72 @@ def test_no_engine_is_refused_at_submit(tmp_path: Path) -> None:
     text = str(err.value)
     assert "unix:///nonexistent/docker.sock" in text
     assert "Fix:" in text
+
+
+def test_the_container_sees_the_trainers_environment_not_the_hosts(
+    state_dir: Path, image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KF_TEST_HOST_ONLY", "leaked")  # the supervisor inherits it
+    config = ContainerConfig(
+        state_dir=str(state_dir), image=image, pull_policy="Never", env={"TEAM": "ml"}
+    )
+    with TrainerClient(config) as client:
+        name = client.train(
+            trainer=CustomTrainerContainer("ignored:by-config", num_nodes=2, env={"LR": "0.1"}),
+            options=[TrainerCommand(["sh", "-c", "env | sort"])],
+        )
+        client.wait(name, timeout=120)
+        env = dict(
+            line.split("=", 1) for line in client.get_job_logs(name, "node-1") if "=" in line
+        )
+    assert env["PET_NNODES"] == "2"
+    assert env["PET_NODE_RANK"] == "1"
+    assert env["PET_MASTER_ADDR"] == "127.0.0.1"
+    assert int(env["PET_MASTER_PORT"]) > 0
+    assert env["JOB_COMPLETION_INDEX"] == "1"
+    assert (env["LR"], env["TEAM"]) == ("0.1", "ml")
+    assert env["KF_TRAINER_WORKSPACE"] == "/workspace"
+    assert "KF_TEST_HOST_ONLY" not in env
+
+
+def test_resources_per_node_become_engine_limits(client: TrainerClient, engine: Any) -> None:
+    name = client.train(
+        runtime=PYTHON_RUNTIME,
+        trainer=CustomTrainer(sleeper, resources_per_node={"cpu": 1, "memory": "256Mi"}),
+    )
+    uid = uid_of(client, name)
+    wait_for(
+        lambda: any(c.status == "running" for c in job_containers(engine, uid)),
+        what="a running container",
+    )
+    (summary,) = job_containers(engine, uid)
+    host = engine.containers.get(summary.id).attrs["HostConfig"]
+    assert host["NanoCpus"] == 1_000_000_000
+    assert host["Memory"] == 256 * 2**20
+    assert host["NetworkMode"] == "host"
+    client.delete_job(name)
+
+
+def test_missing_gpus_refused_with_on_missing_resources_fail(state_dir: Path, image: str) -> None:
+    from kf_trainer_core.local.machine import gpu_count
+
+    if gpu_count() > 0:
+        pytest.skip("this machine has GPUs")
+    config = ContainerConfig(state_dir=str(state_dir), image=image, on_missing_resources="fail")
+    with TrainerClient(config) as client, pytest.raises(SubmitError) as err:
+        client.train(trainer=CustomTrainer(trivial, resources_per_node={"gpu": 1}))
+    assert "nvidia.com/gpu" in str(err.value)
+    assert "on_missing_resources='warn'" in str(err.value)
+
+
+def test_an_mpi_runtime_gets_a_hostfile(client: TrainerClient) -> None:
+    name = client.train(
+        runtime="deepspeed-distributed",
+        trainer=CustomTrainerContainer("ignored:by-config", num_nodes=2),
+        options=[TrainerCommand(["cat", "/etc/mpi/hostfile"])],
+    )
+    job, _ = client.wait(name, timeout=120)
+    # The launcher runs as node 0 (runLauncherAsNode), the node pod is node 1.
+    assert [s.name for s in job.steps] == ["node-0", "node-1"]
+    for step in ("node-0", "node-1"):
+        assert "127.0.0.1 slots=2" in list(client.get_job_logs(name, step))
