@@ -69,9 +69,10 @@ class PodRunner(Protocol):
 
 @dataclass
 class _Running:
+    """A started container: its log reader, and its exit code once ``done``."""
+
     container: Any
     reader: threading.Thread
-    waiter: threading.Thread
     code: int | None = None
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -190,12 +191,11 @@ class ContainerRunner:
             return
         prefix = "podman" if self.engine.name == "podman" else "docker"
         pod.runtime_id = f"{prefix}://{container.id}"
-        running = _Running(container, threading.Thread(), threading.Thread())
-        running.reader = threading.Thread(
-            target=self._pump, args=(container, pod), name=f"logs-{pod.name}", daemon=True
-        )
-        running.waiter = threading.Thread(
-            target=self._wait, args=(running, pod), name=f"wait-{pod.name}", daemon=True
+        running = _Running(
+            container,
+            threading.Thread(
+                target=self._pump, args=(container, pod), name=f"logs-{pod.name}", daemon=True
+            ),
         )
         with self._lock:
             self._running[pod.name] = running
@@ -210,7 +210,9 @@ class ContainerRunner:
             pod.start_error = ("StartError", f"the container did not start: {exc}")
             return
         running.reader.start()
-        running.waiter.start()
+        threading.Thread(
+            target=self._wait, args=(running, pod), name=f"wait-{pod.name}", daemon=True
+        ).start()
 
     def _create_args(self, pod: Any, env: dict[str, str]) -> JSON:
         from docker.types import DeviceRequest, Mount
