@@ -201,8 +201,9 @@ class ContainerConfig(LocalConfig):
     auto_remove: bool = True
     #: Extra bind mounts for every container: ``"/host/path:/container/path[:ro]"``.
     mounts: list[str] = Field(default_factory=list)
-    #: Extra environment of every container (the TrainJob's env wins).
-    env: dict[str, str] = Field(default_factory=dict)
+    #: Extra environment of every container (the TrainJob's env wins). Kept out of the
+    #: repr; still, credentials belong in the job's Secrets, not in a stored config.
+    env: dict[str, str] = Field(default_factory=dict, repr=False)
     #: Map ``resources_per_node`` to engine limits (cpu → CPU quota, memory → memory
     #: limit, gpu → device requests).
     apply_resource_limits: bool = True

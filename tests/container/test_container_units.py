@@ -39,6 +39,7 @@ def test_container_config_refuses_bad_fields_with_a_fix() -> None:
     with pytest.raises(SpecError, match=r"pull_polcy: unknown field.*pull_policy"):
         ContainerConfig.parse({"pull_polcy": "Never"})
     assert ContainerConfig(mounts=["/data:/data:ro"]).mounts == ["/data:/data:ro"]
+    assert "hunter2" not in repr(ContainerConfig(env={"WANDB_API_KEY": "hunter2"}))
 
 
 def test_only_a_container_config_gives_container_settings() -> None:
