@@ -250,9 +250,27 @@ class Supervisor:
         self._event_seq = 0
         self._python = sys.executable
         self._policy = "torch"
-        #: Runs the pods elsewhere (containers: kf_trainer_core.container.runner);
-        #: None: the pods are this machine's processes, started here.
-        self.runner: PodRunner | None = None
+        self._runner: PodRunner | None = None
+
+    @property
+    def runner(self) -> PodRunner | None:
+        """What runs the pods when they are not this machine's processes (containers:
+        :mod:`kf_trainer_core.container.runner`), decided by the job's plan; made on
+        first use, so that whoever loads the plan — a run, or a repair after this
+        job's supervisor died — stops and removes the same pods."""
+        if self._runner is None and self.plan.get("container"):
+            from kf_trainer_core.container.runner import ContainerRunner
+
+            self._runner = ContainerRunner(
+                dict(self.plan["container"]),
+                namespace=self.namespace,
+                name=self.name,
+                uid=self.uid,
+                workspace=self.workspace,
+                run_dir=self.run_dir,
+                cwd=self._cwd(),
+            )
+        return self._runner
 
     # ------------------------------------------------------------------ reading
 
@@ -465,18 +483,6 @@ class Supervisor:
         if not self._load():
             return
         self.plan = self.store.get_plan(self.uid) or {}
-        if self.plan.get("container"):
-            from kf_trainer_core.container.runner import ContainerRunner
-
-            self.runner = ContainerRunner(
-                dict(self.plan["container"]),
-                namespace=self.namespace,
-                name=self.name,
-                uid=self.uid,
-                workspace=self.workspace,
-                run_dir=self.run_dir,
-                cwd=self._cwd(),
-            )
         runtime = self.plan.get("runtime") or {}
         self.rjobs = list(runtime.get("replicated_jobs") or [NODE])
         if (self.job.get("metadata") or {}).get("deletionTimestamp"):
