@@ -314,3 +314,19 @@ def test_an_mpi_runtime_gets_a_hostfile(client: TrainerClient) -> None:
     assert [s.name for s in job.steps] == ["node-0", "node-1"]
     for step in ("node-0", "node-1"):
         assert "127.0.0.1 slots=2" in list(client.get_job_logs(name, step))
+
+
+def test_created_suspended_runs_nothing_until_resumed(client: TrainerClient, engine: Any) -> None:
+    from kf_trainer_core.spec import Suspend
+
+    name = client.train(
+        trainer=CustomTrainerContainer("ignored:by-config"),
+        options=[TrainerCommand(["echo", "resumed"]), Suspend()],
+    )
+    job = client.wait_for_job_status(name, status="Suspended", timeout=60)
+    assert job.steps == []
+    assert not job_containers(engine, uid_of(client, name))
+    client.resume_job(name)
+    job, _ = client.wait(name, timeout=60)
+    assert job.status is JobState.COMPLETE
+    assert "resumed" in list(client.get_job_logs(name, "node-0"))

@@ -1217,6 +1217,9 @@ class Supervisor:
             self._write_jobs_status(tx, suspended=True)
 
     def ensure_suspended(self) -> None:
+        if self.runner is not None:
+            # Containers outlive a supervisor that died while suspending: none may run.
+            self.runner.sweep(remove=True)
         if not self._suspended_condition():
             self.mark_suspended()
 
