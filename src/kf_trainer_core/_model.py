@@ -21,6 +21,35 @@ _SECRET_WORDS = ("token", "secret", "password", "key", "kubeconfig_content", "ce
 
 #: Every field name of every spec model, used to suggest the intended name for a typo.
 _KNOWN_FIELDS: set[str] = set()
+#: The class names of spec models: pydantic puts them in error locations as the tag of
+#: a union member, where they are no field of the user's.
+_MODEL_NAMES: set[str] = set()
+#: Labels pydantic gives the members of unions of plain types.
+_TYPE_LABELS = {"str", "int", "float", "bool", "bytes", "none", "list", "dict"}
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`` Did you mean `x`?`` for the known name closest to a misspelled ``word``, or
+    ``""`` when none is close: the suggestion of every "unknown field/argument" error."""
+    close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.75)
+    return f" Did you mean `{close[0]}`?" if close else ""
+
+
+def unknown_arguments_error(
+    bad: Iterable[str], known: Iterable[str], *, where: str, title: str = ""
+) -> SpecError:
+    """The error for keyword arguments a function does not take (a decorator's or a
+    component factory's), each with the spec's "did you mean" suggestion."""
+    names = sorted(set(known))
+    problems = [
+        FieldProblem(
+            name,
+            "unknown argument.",
+            f"remove `{name}` or correct its spelling.{did_you_mean(name, names)}",
+        )
+        for name in bad
+    ]
+    return SpecError(problems, title=title or f"Invalid arguments of {where}")
 
 
 class SpecModel(BaseModel):
@@ -41,6 +70,7 @@ class SpecModel(BaseModel):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         _KNOWN_FIELDS.update(getattr(cls, "__annotations__", {}))
+        _MODEL_NAMES.add(cls.__name__)
         if "_error_root" not in cls.__dict__:
             # Errors of a model built on its own read "CustomTrainer.num_nodes: ...".
             cls._error_root = cls.__name__.lstrip("_")
@@ -73,13 +103,20 @@ def _loc_to_path(loc: Iterable[int | str]) -> str:
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
-        elif part[:1].isupper() or part.startswith("function-"):
-            # Tags of discriminated unions ("CustomTrainer") and validator names are not
-            # fields: leave them out of the path the user reads.
+        elif part in _MODEL_NAMES or part in _TYPE_LABELS or _is_schema_label(part):
+            # Tags of union members ("CustomTrainer", "str") and validator names are not
+            # fields: leave them out of the path the user reads. Dict keys ("HF_HOME")
+            # stay, whatever their case.
             continue
         else:
             path = f"{path}.{part}" if path else part
     return path
+
+
+def _is_schema_label(part: str) -> bool:
+    return "[" in part or part.startswith(
+        ("function-", "lax-or-strict", "json-or-python", "is-instance", "chain", "constrained-")
+    )
 
 
 def _fix_for(err: ErrorDetails, field: str) -> str:
@@ -89,9 +126,7 @@ def _fix_for(err: ErrorDetails, field: str) -> str:
     if kind == "missing":
         return f"set `{leaf}`."
     if kind == "extra_forbidden":
-        close = difflib.get_close_matches(leaf, sorted(_KNOWN_FIELDS), n=1, cutoff=0.75)
-        hint = f" Did you mean `{close[0]}`?" if close else ""
-        return f"remove `{leaf}` or correct its spelling.{hint}"
+        return f"remove `{leaf}` or correct its spelling.{did_you_mean(leaf, _KNOWN_FIELDS)}"
     if kind in {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}:
         return "use a value in the allowed range."
     if kind.startswith(("int_", "float_")):
@@ -131,7 +166,8 @@ def spec_error_from(exc: ValidationError, *, root: str = "") -> SpecError:
             nested: SpecError = err["ctx"]["error"]
             for p in nested.problems:
                 sub = p.field
-                full = f"{field}.{sub}" if field and sub else (field or sub)
+                sep = "" if sub.startswith("[") else "."
+                full = f"{field}{sep}{sub}" if field and sub else (field or sub)
                 problems.append(FieldProblem(full, p.problem, p.fix))
             continue
         if FIX_MARK in message:

@@ -50,9 +50,9 @@ class SpecError(KFTrainerError, ValueError):
         super().__init__(self._render())
 
     @classmethod
-    def single(cls, field: str, problem: str, fix: str = "") -> SpecError:
+    def single(cls, field: str, problem: str, fix: str = "", *, title: str = "") -> SpecError:
         """An error about one field."""
-        return cls(FieldProblem(field, problem, fix))
+        return cls(FieldProblem(field, problem, fix), title=title)
 
     @property
     def fields(self) -> list[str]:
