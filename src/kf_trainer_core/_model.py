@@ -76,22 +76,30 @@ class SpecModel(BaseModel):
             cls._error_root = cls.__name__.lstrip("_")
 
     def __init__(self, /, **data: Any) -> None:
+        error: SpecError | None = None
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise spec_error_from(exc, root=self._error_root) from None
+            error = spec_error_from(exc, root=self._error_root)
+        if error is not None:
+            # Raised outside the handler: pydantic's error, which quotes the input
+            # (perhaps a credential), is not even kept as the context.
+            raise error
 
     @classmethod
     def parse(cls, data: Any) -> Self:
         """Validate ``data`` (a dict, a JSON object text or an instance) into this
         model, raising :class:`SpecError` on bad input. Other strings go to the model's
         own validators (a function's source, a runtime's name)."""
+        error: SpecError | None = None
         try:
             if isinstance(data, (str, bytes)) and data.lstrip()[:1] in ("{", b"{"):
                 return cls.model_validate_json(data)
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise spec_error_from(exc, root=cls._error_root) from None
+            error = spec_error_from(exc, root=cls._error_root)
+        assert error is not None
+        raise error
 
     def to_json_dict(self) -> dict[str, Any]:
         """The JSON-compatible dict form, without fields left at ``None``."""

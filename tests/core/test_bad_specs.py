@@ -372,7 +372,7 @@ BAD: list[tuple[str, Any, dict[str, Any], str, str]] = [
     ),
     (
         "program-too-large",
-        custom(func_args={"blob": "x" * 140_000}),
+        custom(func="def train(blob):\n    return 1\n", func_args={"blob": "x" * 140_000}),
         {},
         "trainer.func",
         "embed=False",
