@@ -17,9 +17,8 @@ from typing import Any
 
 import yaml
 
-from kf_trainer_core import checks
+from kf_trainer_core import checks, names
 from kf_trainer_core import function as fn
-from kf_trainer_core import names
 from kf_trainer_core.errors import FieldProblem, SpecError
 from kf_trainer_core.runtimes import GPU_RESOURCE, MIG_PREFIX, RuntimeInfo
 from kf_trainer_core.spec import (
@@ -97,14 +96,12 @@ def identity_text(identity: str | Sequence[str | int | None] | None) -> str | No
     """The canonical text of an orchestrator identity (parts joined by '/')."""
     if identity is None:
         return None
-    if isinstance(identity, str):
-        parts: Sequence[Any] = [identity]
-    elif isinstance(identity, Sequence):
-        parts = identity
-    else:
-        parts = [identity]
+    # Typed as text or a sequence, but callers (DAGs, flows, JSON) pass anything.
+    given: Any = identity
+    flat = isinstance(given, (str, bytes, bytearray)) or not isinstance(given, Sequence)
+    parts: Sequence[Any] = [given] if flat else given
     bad = [p for p in parts if not (p is None or isinstance(p, (str, int)))]
-    if bad or isinstance(identity, (bytes, bytearray)):
+    if bad:
         raise SpecError.single(
             "identity",
             f"identity parts must be strings, integers or None; got a "
@@ -112,15 +109,16 @@ def identity_text(identity: str | Sequence[str | int | None] | None) -> str | No
             "pass the orchestrator's ids, e.g. (dag_id, task_id, run_id, map_index); "
             "turn other values into strings yourself.",
         )
-    text = identity if isinstance(identity, str) else "/".join(
-        "" if p is None else str(p) for p in parts
+    text = (
+        identity
+        if isinstance(identity, str)
+        else "/".join("" if p is None else str(p) for p in parts)
     )
     if not text.strip("/"):
         raise SpecError.single(
             "identity",
             "the identity is empty.",
-            "pass the orchestrator's ids, e.g. (dag_id, task_id, run_id), or leave "
-            "identity out.",
+            "pass the orchestrator's ids, e.g. (dag_id, task_id, run_id), or leave identity out.",
         )
     return text
 

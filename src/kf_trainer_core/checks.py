@@ -64,8 +64,7 @@ def requirement_problem(text: str) -> str | None:
     if not isinstance(text, str) or text.startswith("-"):
         return fix(
             f"{text!r} is a pip option, not a requirement; options are not passed to pip.",
-            "list requirement specifiers such as 'numpy>=1.26'; give indexes with "
-            "pip_index_urls.",
+            "list requirement specifiers such as 'numpy>=1.26'; give indexes with pip_index_urls.",
         )
     try:
         Requirement(text)

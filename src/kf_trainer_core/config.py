@@ -107,7 +107,9 @@ class KubernetesConfig(SpecModel):
     def kubeconfig_path(self) -> Path:
         """The kubeconfig file used when no inline one is set: ``kubeconfig``, else
         the first file of ``$KUBECONFIG``, else ``~/.kube/config``."""
-        path = self.kubeconfig or os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]
+        path = (
+            self.kubeconfig or os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]
+        )
         return Path(path or "~/.kube/config").expanduser()
 
     def check_usable(self) -> None:

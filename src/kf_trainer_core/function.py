@@ -173,7 +173,7 @@ def call_problem(source: str, name: str, func_args: dict[str, Any] | None) -> st
             "remove the '/' from its signature.",
         )
     required = [a.arg for a in args.args[: len(args.args) - len(args.defaults)]]
-    required += [a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
+    required += [a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is None]
     missing = [r for r in required if r not in given]
     if missing:
         return fix(

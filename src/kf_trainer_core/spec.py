@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 from decimal import Decimal
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, field_validator, model_validator
 
@@ -108,7 +108,10 @@ def _each(values: list[str] | None, problem_of: Callable[[str], str | None]) -> 
     return values
 
 
-def _no_tokens(value: Any, what: str) -> Any:
+_T = TypeVar("_T")
+
+
+def _no_tokens(value: _T, what: str) -> _T:
     problem = checks.token_problem(value, what)
     if problem:
         raise ValueError(problem)
@@ -277,7 +280,7 @@ def _whole(qty: ResourceValue) -> bool:
         value = number.scaleb(int(Decimal(suffix[1:])))
     else:
         value = number
-    return value == value.to_integral_value()
+    return bool(value == value.to_integral_value())
 
 
 class TrainFunction(SpecModel):
@@ -333,7 +336,7 @@ class TrainFunction(SpecModel):
                 raise SpecError.single("ref", *problem.split(checks.FIX, 1))
             if self.name is None:
                 object.__setattr__(self, "name", attr)
-            problem = checks.identifier_problem(self.name, "the name")
+            problem = checks.identifier_problem(self.name or "", "the name")
             if problem:
                 # With embed=False the name is pasted into the program: it must be one
                 # Python identifier, or the job would fail (or worse) in the pod.

@@ -58,7 +58,7 @@ def test_a_name_that_is_no_identifier_is_refused_before_submission(name: str) ->
 
 @pytest.mark.parametrize("ref", ["os.class:join", "os.path:import"])
 def test_a_reference_of_keywords_is_refused(ref: str) -> None:
-    with pytest.raises(SpecError, match="CustomTrainer.func.ref"):
+    with pytest.raises(SpecError, match=r"CustomTrainer\.func\.ref"):
         CustomTrainer({"ref": ref, "embed": False})
 
 
@@ -176,7 +176,8 @@ def test_a_malformed_inline_kubeconfig_never_shows_its_text(content: str) -> Non
     with pytest.raises(SpecError) as info:
         KubernetesConfig(kubeconfig_content=content)
     err = info.value
-    assert SECRET not in str(err) and SECRET not in repr(err)
+    assert SECRET not in str(err)
+    assert SECRET not in repr(err)
     assert err.fields == ["KubernetesConfig.kubeconfig_content"]
     assert "Fix:" in str(err)
     chained: BaseException | None = err
@@ -292,7 +293,8 @@ def test_secret_references_and_plain_values_pass() -> None:
         "def f():\n    pass\n",
         env={"HF_TOKEN": SecretKeyRef(name="hf", key="token"), "HF_HOME": "/cache", "N": 3},
     )
-    assert trainer.env is not None and trainer.env["N"] == "3"
+    assert trainer.env is not None
+    assert trainer.env["N"] == "3"
     Initializer(dataset=HuggingFaceDatasetInitializer(storage_uri="hf://a/b", secret_ref="hf"))
 
 
@@ -308,7 +310,13 @@ def test_names_that_look_like_secrets_warn() -> None:
 def test_env_errors_keep_the_variable_name() -> None:
     with pytest.raises(SpecError) as info:
         TrainJobSpec.parse(
-            {"trainer": {"type": "CustomTrainer", "func": "def f():\n pass\n", "env": {"HF_HOME": 5j}}}
+            {
+                "trainer": {
+                    "type": "CustomTrainer",
+                    "func": "def f():\n pass\n",
+                    "env": {"HF_HOME": 5j},
+                }
+            }
         )
     assert info.value.fields == ["trainer.env.HF_HOME"]
     assert "SecretKeyRef" in str(info.value)
@@ -342,14 +350,17 @@ def test_the_source_reaches_the_program_byte_for_byte() -> None:
     trainer = CustomTrainer(source)
     name, src, _ = trainer.func.resolved()
     program = function.program_for(name, src, None)
-    assert src is not None and src in program
+    assert src is not None
+    assert src in program
     assert "from __future__ import division\n" in program
     scope: dict[str, Any] = {}
-    exec(compile(program, "p", "exec"), scope)  # noqa: S102 - our own generated program
+    exec(compile(program, "p", "exec"), scope)
     assert scope["train"]() == "\nfrom __future__ import division\n  from __future__ import x\n"
 
 
 def test_a_misplaced_future_import_fails_at_build_time() -> None:
     source = "import os\nfrom __future__ import annotations\ndef train():\n    pass\n"
     with pytest.raises(SpecError, match="does not compile"):
-        build_trainjob(TrainJobSpec(trainer=CustomTrainer(TrainFunction(source=source, name="train"))))
+        build_trainjob(
+            TrainJobSpec(trainer=CustomTrainer(TrainFunction(source=source, name="train")))
+        )
