@@ -4,8 +4,10 @@ validation errors into :class:`~kf_trainer_core.errors.SpecError` (field + fix).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
-from typing import Any, ClassVar
+import functools
+import inspect
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import ErrorDetails
@@ -191,6 +193,29 @@ def spec_error_from(exc: ValidationError, *, root: str = "") -> SpecError:
                 problem = f"{problem[:-1]} (got {value!r})."
         problems.append(FieldProblem(field, problem, fix))
     return SpecError(problems, root=root)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def suggest_keywords(func: _F) -> _F:
+    """Make a misspelt keyword argument of ``func`` (``num_node=2``) a
+    :class:`SpecError` with the spec's "did you mean" suggestion instead of Python's
+    bare ``TypeError``. The signature stays as it is for type checkers."""
+    known = [
+        p.name
+        for p in inspect.signature(func).parameters.values()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+
+    @functools.wraps(func)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        unknown = [k for k in kwargs if k not in known]
+        if unknown:
+            raise unknown_arguments_error(unknown, known, where=f"{func.__name__}()")
+        return func(*args, **kwargs)
+
+    return checked  # type: ignore[return-value]
 
 
 def fix(problem: str, how: str) -> str:
