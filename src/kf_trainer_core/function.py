@@ -148,14 +148,16 @@ def refuse_dotted_path(text: str) -> None:
 
 
 def call_problem(source: str, name: str, func_args: dict[str, Any] | None) -> str | None:
-    """Why ``name(**func_args)`` would fail with a ``TypeError`` in the pod (an
-    argument the function does not take, or a required one missing), or ``None``."""
+    """Why ``name(**func_args)`` would fail with a ``TypeError`` in the pod because of
+    an argument the function does not take, or ``None``. (Required parameters missing
+    from func_args are not refused: orchestrators fill them in at run time.)"""
     try:
         node = _function_node(source, name)
     except ValueError:
         return None
     args = node.args
     given = set(func_args or {})
+    # Positional-only parameters cannot be given by keyword, as func_args are.
     named = [a.arg for a in (*args.args, *args.kwonlyargs)]
     unknown = sorted(given - set(named)) if args.kwarg is None else []
     if unknown:
@@ -164,21 +166,6 @@ def call_problem(source: str, name: str, func_args: dict[str, Any] | None) -> st
         return fix(
             f"`{name}` takes no argument {', '.join(map(repr, unknown))} (it takes {takes}).",
             f"drop it from func_args or add it to the function's parameters.{hints}",
-        )
-    positional = [a.arg for a in args.posonlyargs]
-    if positional:
-        return fix(
-            f"`{name}` has positional-only parameters ({', '.join(positional)}); func_args "
-            "are passed by keyword.",
-            "remove the '/' from its signature.",
-        )
-    required = [a.arg for a in args.args[: len(args.args) - len(args.defaults)]]
-    required += [a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is None]
-    missing = [r for r in required if r not in given]
-    if missing:
-        return fix(
-            f"`{name}` needs {', '.join(map(repr, missing))}, which func_args does not give.",
-            "add them to func_args or give them defaults.",
         )
     return None
 
