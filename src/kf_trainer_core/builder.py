@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,12 +100,12 @@ def identity_text(identity: str | Sequence[str | int | None] | None) -> str | No
     given: Any = identity
     flat = isinstance(given, (str, bytes, bytearray)) or not isinstance(given, Sequence)
     parts: Sequence[Any] = [given] if flat else given
-    bad = [p for p in parts if not (p is None or isinstance(p, (str, int)))]
+    bad = [p for p in parts if not _identity_part(p)]
     if bad:
         raise SpecError.single(
             "identity",
-            f"identity parts must be strings, integers or None; got a "
-            f"{type(bad[0] if bad else identity).__name__}.",
+            "identity parts must be scalars (strings, numbers, ids, dates or None) with a "
+            f"stable text; got a {type(bad[0]).__name__}.",
             "pass the orchestrator's ids, e.g. (dag_id, task_id, run_id, map_index); "
             "turn other values into strings yourself.",
         )
@@ -121,6 +121,17 @@ def identity_text(identity: str | Sequence[str | int | None] | None) -> str | No
             "pass the orchestrator's ids, e.g. (dag_id, task_id, run_id), or leave identity out.",
         )
     return text
+
+
+def _identity_part(part: Any) -> bool:
+    """Whether ``part`` has one stable text: containers (a dict's text depends on how it
+    was built) and objects printed as ``<... at 0x...>`` have not."""
+    if part is None or isinstance(part, (str, int, float)):
+        return True
+    if isinstance(part, (Mapping, Set, list, tuple, bytes, bytearray)):
+        return False
+    kind = type(part)
+    return kind.__str__ is not object.__str__ or kind.__repr__ is not object.__repr__
 
 
 def identity_label_value(identity: str) -> str:
