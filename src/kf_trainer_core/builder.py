@@ -130,8 +130,8 @@ def _identity_part(part: Any) -> bool:
         return True
     if isinstance(part, (Mapping, Set, list, tuple, bytes, bytearray)):
         return False
-    kind = type(part)
-    return kind.__str__ is not object.__str__ or kind.__repr__ is not object.__repr__
+    kind: Any = type(part)
+    return bool(kind.__str__ is not object.__str__ or kind.__repr__ is not object.__repr__)
 
 
 def identity_label_value(identity: str) -> str:

@@ -345,6 +345,21 @@ def check_seconds(**durations: Any) -> None:
         raise SpecError(problems, title="Invalid arguments")
 
 
+def check_count(**counts: Any) -> None:
+    """Refuse counts (``tail``, ``log_tail``) that are not whole numbers >= 0 (``None``
+    passes), naming the argument."""
+    for field, value in counts.items():
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 0
+        ):
+            raise SpecError.single(
+                field,
+                f"{value!r} is not a number of lines.",
+                f"give a whole number >= 0, e.g. {field}=100, or leave it out.",
+                title="Invalid arguments",
+            )
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)

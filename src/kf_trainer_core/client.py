@@ -390,6 +390,7 @@ class TrainerClient(_Base):
         """Log lines of one step; with ``follow``, as they are written, waiting for a
         pending pod and resuming after dropped connections."""
         checks.check_step(step)
+        checks.check_count(tail=tail)
         if not follow:
             lines: list[str] = self._run(ops.read_logs(self.namespace, name, step, tail))
             return iter(lines)
@@ -514,6 +515,7 @@ class TrainerClient(_Base):
         # Settle the waiting and logging arguments before anything is submitted.
         checks.check_seconds(timeout=timeout, startup_timeout=startup_timeout)
         checks.check_step(log_step, "log_step")
+        checks.check_count(log_tail=log_tail)
         submitted = self.submit(
             spec, name=name, identity=identity, fresh_after_failure=fresh_after_failure
         )
@@ -734,6 +736,7 @@ class AsyncTrainerClient(_Base):
     ) -> AsyncIterator[str]:
         """Log lines of one step (see :meth:`TrainerClient.get_job_logs`)."""
         checks.check_step(step)
+        checks.check_count(tail=tail)
         driver = await self._ensure_driver()
         if not follow:
             for line in await self._run(ops.read_logs(self.namespace, name, step, tail)):
@@ -855,6 +858,7 @@ class AsyncTrainerClient(_Base):
 
         checks.check_seconds(timeout=timeout, startup_timeout=startup_timeout)
         checks.check_step(log_step, "log_step")
+        checks.check_count(log_tail=log_tail)
         submitted = await self.submit(
             spec, name=name, identity=identity, fresh_after_failure=fresh_after_failure
         )

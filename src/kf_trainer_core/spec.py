@@ -983,6 +983,7 @@ class Labels(_Option):
     @field_validator("labels")
     @classmethod
     def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        _no_tokens(v, "a label value")  # first: the checks below quote the value
         for key, value in v.items():
             _check_label_key(key, "label")
             if len(value) > 63 or not _LABEL_VALUE.match(value):
@@ -993,7 +994,7 @@ class Labels(_Option):
                         "alphanumeric (or an annotation for free text).",
                     )
                 )
-        return _no_tokens(v, "a label value")
+        return v
 
 
 class Annotations(_Option):

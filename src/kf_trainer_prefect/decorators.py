@@ -278,7 +278,14 @@ class _Split:
         _check_task_options(rest)
 
 
-_OWN_ARGUMENTS = ("runtime", "initializer", "options", "credentials", *_Split._TRAINER, *_Split._RUN)
+_OWN_ARGUMENTS = (
+    "runtime",
+    "initializer",
+    "options",
+    "credentials",
+    *_Split._TRAINER,
+    *_Split._RUN,
+)
 
 
 def _check_task_options(options: Mapping[str, Any]) -> None:
@@ -289,6 +296,4 @@ def _check_task_options(options: Mapping[str, Any]) -> None:
     accepted = [p for p in inspect.signature(task).parameters if not p.startswith("_")]
     unknown = [k for k in options if k not in accepted]
     if unknown:
-        raise unknown_arguments_error(
-            unknown, [*_OWN_ARGUMENTS, *accepted], where="trainjob_task"
-        )
+        raise unknown_arguments_error(unknown, [*_OWN_ARGUMENTS, *accepted], where="trainjob_task")

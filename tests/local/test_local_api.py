@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from local_jobs import report_env, trivial
+from local_jobs import trivial
 
 from kf_trainer_core import function
 from kf_trainer_core.builder import build_trainjob

@@ -74,6 +74,10 @@ def test_bad_client_arguments_fail_before_anything_is_created(client: TrainerCli
         client.run(spec, log_step="worker")
     with pytest.raises(SpecError, match="get_job"):
         client.get_job_logs("x", step="worker")
+    with pytest.raises(SpecError, match="tail"):
+        client.get_job_logs("x", tail=-1)
+    with pytest.raises(SpecError, match="log_tail"):
+        client.run(spec, log_tail=-1)
     with pytest.raises(SpecError, match="timeout"):
         client.wait("x", timeout="60")  # type: ignore[arg-type]
     with pytest.raises(SpecError, match="polling_interval"):
