@@ -392,7 +392,9 @@ class TrainerClient(_Base):
         checks.check_step(step)
         checks.check_count(tail=tail)
         if not follow:
-            lines: list[str] = self._run(ops.read_logs(self.namespace, name, step, tail))
+            lines: list[str] = self._run(
+                ops.read_logs(self.namespace, name, step, tail, strict=True)
+            )
             return iter(lines)
         return self._driver.iterate(ops.follow_logs(self.namespace, name, step, tail=tail or 1000))
 
@@ -739,7 +741,9 @@ class AsyncTrainerClient(_Base):
         checks.check_count(tail=tail)
         driver = await self._ensure_driver()
         if not follow:
-            for line in await self._run(ops.read_logs(self.namespace, name, step, tail)):
+            for line in await self._run(
+                ops.read_logs(self.namespace, name, step, tail, strict=True)
+            ):
                 yield line
             return
         async for line in driver.iterate(

@@ -112,3 +112,12 @@ def test_an_embed_false_name_with_a_dash_fails_before_submission(client: Trainer
             trainer=CustomTrainer({"ref": "os.path:join", "name": "my-train", "embed": False})
         )
     assert _jobs_created(client) == 0
+
+
+def test_logs_of_a_step_a_finished_job_never_had_name_its_steps(client: TrainerClient) -> None:
+    name = client.train(trainer=CustomTrainer(trivial))
+    client.wait(name, timeout=60)
+    assert client.get_job_logs(name, step="node-0") is not None
+    for missing in ("node-3", "dataset-initializer"):
+        with pytest.raises(SpecError, match=r"its steps are node-0\."):
+            list(client.get_job_logs(name, step=missing))
