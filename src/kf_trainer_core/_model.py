@@ -156,6 +156,13 @@ def _fix_for(err: ErrorDetails, field: str) -> str:
     return ""
 
 
+def _quotable(value: Any) -> bool:
+    """Whether an input may be quoted in an error: never one shaped like a token."""
+    from kf_trainer_core.checks import token_kind
+
+    return not (isinstance(value, str) and token_kind(value))
+
+
 def spec_error_from(exc: ValidationError, *, root: str = "") -> SpecError:
     """Turn a pydantic ``ValidationError`` into a :class:`SpecError` whose every line
     names the field and says how to fix it.
@@ -189,7 +196,7 @@ def spec_error_from(exc: ValidationError, *, root: str = "") -> SpecError:
         secret = any(w in field.lower() for w in _SECRET_WORDS)
         if err["type"] not in {"value_error", "missing", "extra_forbidden"} and not secret:
             value = err.get("input")
-            if not isinstance(value, (dict, list)) and value is not None:
+            if not isinstance(value, (dict, list)) and value is not None and _quotable(value):
                 problem = f"{problem[:-1]} (got {value!r})."
         problems.append(FieldProblem(field, problem, fix))
     return SpecError(problems, root=root)

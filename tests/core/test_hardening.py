@@ -364,3 +364,14 @@ def test_a_misplaced_future_import_fails_at_build_time() -> None:
         build_trainjob(
             TrainJobSpec(trainer=CustomTrainer(TrainFunction(source=source, name="train")))
         )
+
+
+def test_a_token_given_where_something_else_belongs_is_not_quoted() -> None:
+    with pytest.raises(SpecError) as info:
+        TrainJobSpec.parse(
+            {"trainer": {"type": "CustomTrainer", "func": "def f():\n pass\n", "func_args": HF}}
+        )
+    assert HF not in str(info.value)
+    with pytest.raises(SpecError) as info:
+        TrainJobSpec.parse({"runtime": {"name": "x", "kind": GHP}})
+    assert GHP not in str(info.value)
