@@ -13,8 +13,9 @@ from __future__ import annotations
 import keyword
 import re
 import warnings
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -24,6 +25,61 @@ from kf_trainer_core.errors import FieldProblem, SpecError
 
 #: What separates a problem from its fix in a validator's message.
 FIX = FIX_MARK
+
+# ------------------------------------------------------------ spec field helpers
+
+# Kubernetes resource.Quantity (the apiserver's own regular expression, written out).
+QUANTITY = re.compile(
+    r"^[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(\d+(\.\d*)?|\.\d+)))?$"
+)
+_SUFFIX_EXPONENT = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+
+
+def whole_quantity(qty: int | float | str) -> bool:
+    """Whether a quantity (already checked to be one) is a whole number, as
+    Kubernetes requires of extended resources."""
+    if isinstance(qty, float):
+        return qty.is_integer()
+    if not isinstance(qty, str):
+        return True
+    m = QUANTITY.match(qty)
+    if m is None:
+        return False
+    number, suffix = Decimal(m.group(1)), m.group(3) or ""
+    if suffix.endswith("i"):
+        value = number * 1024 ** (" KMGTPE".index(suffix[0]))
+    elif suffix in _SUFFIX_EXPONENT:
+        value = number.scaleb(_SUFFIX_EXPONENT[suffix])
+    elif suffix:
+        value = number.scaleb(int(Decimal(suffix[1:])))
+    else:
+        value = number
+    return bool(value == value.to_integral_value())
+
+
+def each(values: list[str] | None, problem_of: Callable[[str], str | None]) -> list[str] | None:
+    """Check every entry of a list; problems are keyed by index (``[2]``)."""
+    problems = []
+    for i, value in enumerate(values or []):
+        problem = problem_of(value)
+        if problem:
+            text, _, how = problem.partition(FIX)
+            problems.append(FieldProblem(f"[{i}]", text, how))
+    if problems:
+        raise SpecError(problems)
+    return values
+
+
+_T = TypeVar("_T")
+
+
+def refuse_tokens(value: _T, what: str) -> _T:
+    """``value``, unless a string in it looks like a credential (``ValueError``)."""
+    problem = token_problem(value, what)
+    if problem:
+        raise ValueError(problem)
+    return value
+
 
 # ------------------------------------------------------------ generated Python code
 

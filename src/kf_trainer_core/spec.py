@@ -18,9 +18,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from decimal import Decimal
 from enum import Enum
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -42,10 +41,7 @@ MANAGED_BY_MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 #: The API server refuses objects whose annotations (keys and values) exceed 256 KiB.
 ANNOTATIONS_LIMIT = 256 * 1024
 
-# Kubernetes resource.Quantity (the apiserver's own regular expression, written out).
-_QUANTITY = re.compile(
-    r"^[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(\d+(\.\d*)?|\.\d+)))?$"
-)
+_QUANTITY = checks.QUANTITY
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -93,29 +89,6 @@ def _check_json(value: Any, what: str) -> None:
                 "turn dates and paths into strings.",
             )
         ) from None
-
-
-def _each(values: list[str] | None, problem_of: Callable[[str], str | None]) -> list[str] | None:
-    """Check every entry of a list; problems are keyed by index (``[2]``)."""
-    problems = []
-    for i, value in enumerate(values or []):
-        problem = problem_of(value)
-        if problem:
-            text, _, how = problem.partition(checks.FIX)
-            problems.append(FieldProblem(f"[{i}]", text, how))
-    if problems:
-        raise SpecError(problems)
-    return values
-
-
-_T = TypeVar("_T")
-
-
-def _no_tokens(value: _T, what: str) -> _T:
-    problem = checks.token_problem(value, what)
-    if problem:
-        raise ValueError(problem)
-    return value
 
 
 def _positive(value: int | None, what: str) -> int | None:
@@ -236,7 +209,9 @@ def _resources(value: dict[str, ResourceValue] | None) -> dict[str, ResourceValu
                     "give e.g. 2, '500m', '16Gi' (no spaces; Gi not GB).",
                 )
             )
-        if (low in {"gpu"} or low.startswith("mig-") or "/" in key) and not _whole(qty):
+        if (low in {"gpu"} or low.startswith("mig-") or "/" in key) and not checks.whole_quantity(
+            qty
+        ):
             raise ValueError(
                 fix(
                     f"{key}: {qty!r} is not a whole number; GPUs and other extended resources "
@@ -256,31 +231,6 @@ def _resources(value: dict[str, ResourceValue] | None) -> dict[str, ResourceValu
             fix("a whole GPU and a MIG slice cannot be requested together.", "drop one of them.")
         )
     return value
-
-
-_SUFFIX_EXPONENT = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-
-
-def _whole(qty: ResourceValue) -> bool:
-    """Whether a quantity (already checked to be one) is a whole number, as
-    Kubernetes requires of extended resources."""
-    if isinstance(qty, float):
-        return qty.is_integer()
-    if not isinstance(qty, str):
-        return True
-    m = _QUANTITY.match(qty)
-    if m is None:
-        return False
-    number, suffix = Decimal(m.group(1)), m.group(3) or ""
-    if suffix.endswith("i"):
-        value = number * 1024 ** (" KMGTPE".index(suffix[0]))
-    elif suffix in _SUFFIX_EXPONENT:
-        value = number.scaleb(_SUFFIX_EXPONENT[suffix])
-    elif suffix:
-        value = number.scaleb(int(Decimal(suffix[1:])))
-    else:
-        value = number
-    return bool(value == value.to_integral_value())
 
 
 class TrainFunction(SpecModel):
@@ -441,7 +391,7 @@ class CustomTrainer(_NodeTrainer):
     @field_validator("packages_to_install")
     @classmethod
     def _packages(cls, v: list[str] | None) -> list[str] | None:
-        return _each(v, checks.requirement_problem)
+        return checks.each(v, checks.requirement_problem)
 
     @field_validator("pip_index_urls")
     @classmethod
@@ -450,7 +400,7 @@ class CustomTrainer(_NodeTrainer):
             raise ValueError(
                 fix("pip_index_urls is empty.", "leave it out to use PyPI, or list index URLs.")
             )
-        return _each(v, checks.index_url_problem) or []
+        return checks.each(v, checks.index_url_problem) or []
 
     @model_validator(mode="after")
     def _call(self) -> CustomTrainer:
@@ -983,7 +933,7 @@ class Labels(_Option):
     @field_validator("labels")
     @classmethod
     def _labels(cls, v: dict[str, str]) -> dict[str, str]:
-        _no_tokens(v, "a label value")  # first: the checks below quote the value
+        checks.refuse_tokens(v, "a label value")  # first: the checks below quote the value
         for key, value in v.items():
             _check_label_key(key, "label")
             if len(value) > 63 or not _LABEL_VALUE.match(value):
@@ -1023,7 +973,7 @@ class Annotations(_Option):
                     "reference to it.",
                 )
             )
-        return _no_tokens(v, "an annotation value")
+        return checks.refuse_tokens(v, "an annotation value")
 
 
 class TrainerCommand(_Option):
@@ -1040,7 +990,7 @@ class TrainerCommand(_Option):
     @field_validator("command")
     @classmethod
     def _command(cls, v: list[str]) -> list[str]:
-        return _no_tokens(v, "the command")
+        return checks.refuse_tokens(v, "the command")
 
 
 class TrainerArgs(_Option):
@@ -1057,7 +1007,7 @@ class TrainerArgs(_Option):
     @field_validator("args")
     @classmethod
     def _args(cls, v: list[str]) -> list[str]:
-        return _no_tokens(v, "the arguments")
+        return checks.refuse_tokens(v, "the arguments")
 
 
 class ActiveDeadlineSeconds(_Option):
