@@ -459,7 +459,7 @@ def custom_trainer_command(trainer: CustomTrainer, rt: RuntimeInfo) -> list[str]
         )
     inner = "python" if rt.launcher == "mpirun" else rt.launcher
     folder = MPI_HOME if rt.launcher == "mpirun" else '"$(mktemp -d)"'
-    script = _launch_script(name, inner, folder, bool(trainer.packages_to_install))
+    script = _launch_script(name, inner, folder, len(trainer.packages_to_install or ()))
     # The program and pip's arguments are data after the script: bash never parses them.
     pip = (
         checks.pip_arguments(trainer.packages_to_install, trainer.pip_index_urls)
@@ -472,10 +472,11 @@ def custom_trainer_command(trainer: CustomTrainer, rt: RuntimeInfo) -> list[str]
     return command
 
 
-def _launch_script(func_name: str, launcher: str, folder: str, install: bool) -> str:
+def _launch_script(func_name: str, launcher: str, folder: str, packages: int) -> str:
     """The ``bash -c`` script of a function's node. It holds no data of the user's:
     the program arrives as ``$1`` and pip's arguments (index options, ``--``, the
-    requirements) as the rest, all passed on quoted, never expanded or parsed."""
+    requirements) as the rest, all passed on quoted, never expanded or parsed.
+    ``packages`` is how many requirements end the arguments (a number, for the log)."""
     # The file name is for tracebacks only; an identifier checked to be plain ASCII
     # word characters, so that nothing in it is special to bash.
     stem = func_name if _ASCII_WORD.match(func_name) else "program"
@@ -486,7 +487,7 @@ def _launch_script(func_name: str, launcher: str, folder: str, install: bool) ->
         'printf \'%s\' "$1" > "$prog"',
         "shift",
     ]
-    if install:
+    if packages:
         lines += [
             "# Install the requested packages: per user first (read-only site-packages),",
             "# then system-wide (virtual environments refuse --user). The arguments end",
@@ -497,7 +498,7 @@ def _launch_script(func_name: str, launcher: str, folder: str, install: bool) ->
             "|| python -m ensurepip >/dev/null 2>&1 || true",
             'if python -m pip install --quiet --no-warn-script-location --user "$@" >"$log" 2>&1 '
             '|| python -m pip install --quiet --no-warn-script-location "$@" >>"$log" 2>&1; then',
-            '  echo "kf-trainer: installed the packages_to_install"',
+            f'  echo "kf-trainer: installed ${{*: -{int(packages)}}}"',
             "else",
             '  echo "kf-trainer: pip install failed" >&2; cat "$log" >&2; exit 1',
             "fi",

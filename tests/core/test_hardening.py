@@ -375,3 +375,36 @@ def test_a_token_given_where_something_else_belongs_is_not_quoted() -> None:
     with pytest.raises(SpecError) as info:
         TrainJobSpec.parse({"runtime": {"name": "x", "kind": GHP}})
     assert GHP not in str(info.value)
+
+
+def test_pip_receives_the_requirements_after_its_options_end(tmp_path: Path) -> None:
+    # A stand-in `python` on PATH records how the script calls pip.
+    record = tmp_path / "pip-args"
+    shim = tmp_path / "bin" / "python"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {record}\nexit 0\n')
+    shim.chmod(0o755)
+    trainer = CustomTrainer(
+        "def train():\n    return 1\n",
+        packages_to_install=["numpy>=1", "x @ https://h/x.whl"],
+        pip_index_urls=["https://h/simple"],
+    )
+    command = custom_trainer_command(trainer, _torch())
+    env = {
+        **os.environ,
+        "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}",
+        "KF_TRAINER_LAUNCHER": sys.executable,
+        function.TERMINATION_LOG_ENV: str(tmp_path / "term"),
+    }
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "kf-trainer: installed numpy>=1 x @ https://h/x.whl" in done.stdout
+    calls = record.read_text().split("-m\n")
+    install = next(c for c in calls if c.startswith("pip\ninstall"))
+    assert install.splitlines()[-5:] == [
+        "--index-url",
+        "https://h/simple",
+        "--",
+        "numpy>=1",
+        "x @ https://h/x.whl",
+    ]
