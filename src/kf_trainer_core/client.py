@@ -101,6 +101,9 @@ class _Base:
         request_hook: CallHook | None = None,
     ) -> None:
         self.config = _backend(backend)
+        if isinstance(self.config, KubernetesConfig):
+            # Both clients, before any request: a kubeconfig that is missing or broken.
+            self.config.check_usable()
         if namespace is not None:
             checks.check_namespace(namespace)
         # The kubeconfig context's namespace is checked too: it names paths locally.

@@ -57,6 +57,9 @@ def test_bad_cluster_settings_name_the_field(tmp_path: Path, kube: KubeTestServe
     with pytest.raises(SpecError) as info:
         TrainerClient(KubernetesConfig(kubeconfig=str(missing)))
     assert str(missing) in str(info.value)
+    with pytest.raises(SpecError) as info:
+        AsyncTrainerClient(KubernetesConfig(kubeconfig=str(missing)))
+    assert str(missing) in str(info.value)
     with pytest.raises(SpecError, match=r"https://localhost:1"):
         TrainerClient(KubernetesConfig(host="localhost:1"))
     with pytest.raises(SpecError, match=r"LocalConfig\(\)"):
