@@ -117,17 +117,25 @@ class KubernetesConfig(SpecModel):
         a kubeconfig file that does not exist or does not parse."""
         if self.mode() != "kubeconfig" or self.kubeconfig_content is not None:
             return
-        path = self.kubeconfig_path()
-        field = "kubeconfig" if self.kubeconfig else "kubeconfig ($KUBECONFIG or ~/.kube/config)"
-        if not path.is_file():
+        if self.kubeconfig:
+            field, paths = "kubeconfig", [self.kubeconfig_path()]
+        else:
+            # $KUBECONFIG may list several files; the client library merges those that exist.
+            field = "kubeconfig ($KUBECONFIG or ~/.kube/config)"
+            listed = os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)
+            paths = [Path(p).expanduser() for p in listed if p] or [self.kubeconfig_path()]
+        existing = [p for p in paths if p.is_file()]
+        if not existing:
+            shown = ", ".join(repr(str(p)) for p in paths)
             raise SpecError.single(
                 field,
-                f"the kubeconfig file {str(path)!r} does not exist.",
+                f"the kubeconfig file {shown} does not exist.",
                 "give the path of an existing kubeconfig file, its content as "
                 "kubeconfig_content, host and token, or in_cluster=True inside a pod.",
                 title="Invalid cluster configuration",
             )
-        _kubeconfig_mapping(_read(path, field), field)
+        for path in existing:
+            _kubeconfig_mapping(_read(path, field), field)
 
     def mode(self) -> Literal["explicit", "kubeconfig", "in-cluster"]:
         """How the cluster is reached, after discovery."""
