@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from typing_extensions import ParamSpec
 
+from kf_trainer_core import checks
 from kf_trainer_core._model import unknown_arguments_error
 from kf_trainer_core.errors import SpecError
 from kf_trainer_core.spec import CustomTrainer, Initializer, RuntimeRef, TrainJobSpec
@@ -273,6 +274,9 @@ class _Split:
         run = {k: rest.pop(k) for k in self._RUN if k in rest}
         if "on_cancel" in run:
             _engine.check_action(run["on_cancel"])
+        if run.get("namespace") is not None:
+            checks.check_namespace(run["namespace"])  # at decoration, not in the flow run
+        checks.check_seconds(timeout=run.get("timeout"), startup_timeout=run.get("startup_timeout"))
         self.run_options = RunOptions(**run)
         self.task_options = rest
         _check_task_options(rest)

@@ -48,3 +48,10 @@ def test_bad_trainer_settings_never_reach_a_pipeline(kwargs: dict[str, Any]) -> 
 def test_the_launcher_pod_installs_only_requirements(kwargs: dict[str, Any]) -> None:
     with pytest.raises(SpecError, match="ComponentImage"):
         ComponentImage(**kwargs)
+
+
+def test_a_namespace_that_is_no_label_fails_at_compile_time() -> None:
+    with pytest.raises(SpecError, match="team-a"):
+        trainjob_component(train_model, namespace="Team_A")
+    with pytest.raises(SpecError, match="namespace"):
+        trainjob_launcher(backend_config={"backend": "local", "namespace": "../x"})

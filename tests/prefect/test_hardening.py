@@ -87,3 +87,12 @@ def test_bad_trainer_settings_fail_when_decorating(kwargs: dict[str, Any]) -> No
         trainjob_task(**kwargs)(_train)
     assert "Fix:" in str(info.value)
     assert "x1x1x1" not in str(info.value)
+
+
+def test_namespace_and_timeouts_of_the_decorator_are_checked_when_decorating() -> None:
+    with pytest.raises(SpecError, match="team-a"):
+        trainjob_task(namespace="Team_A")
+    with pytest.raises(SpecError, match="timeout"):
+        trainjob_task(timeout="1h")
+    with pytest.raises(SpecError, match="startup_timeout"):
+        trainjob_task(startup_timeout=-1)
