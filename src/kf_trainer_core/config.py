@@ -22,7 +22,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from kf_trainer_core import checks
 from kf_trainer_core._model import SpecModel, fix
-from kf_trainer_core.errors import SpecError
+from kf_trainer_core.errors import ClusterConfigError, FieldProblem, SpecError
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -201,11 +201,13 @@ def loading_errors(cfg: KubernetesConfig) -> Iterator[None]:
         field = "kubeconfig_content" if cfg.kubeconfig_content is not None else "kubeconfig"
         if cfg.mode() != "kubeconfig":
             field = "in_cluster" if cfg.mode() == "in-cluster" else "host"
-        raise SpecError.single(
-            field,
-            f"cannot load the cluster credentials ({text}).",
-            "check the kubeconfig's current context, cluster and user (`kubectl config "
-            "view`), or give host and token.",
+        raise ClusterConfigError(
+            FieldProblem(
+                field,
+                f"cannot load the cluster credentials ({text}).",
+                "check the kubeconfig's current context, cluster and user (`kubectl config "
+                "view`), or give host and token.",
+            ),
             title="Invalid cluster configuration",
         ) from None
 

@@ -82,6 +82,12 @@ class SpecError(KFTrainerError, ValueError):
         self.args = (self._render(),)
 
 
+class ClusterConfigError(SpecError):
+    """The cluster credentials of a configuration could not be loaded (a context,
+    cluster or user the kubeconfig lacks, a failing exec plugin). The message has every
+    secret of the configuration cut out."""
+
+
 def join_problems(groups: Iterable[Sequence[FieldProblem]]) -> list[FieldProblem]:
     """Flatten groups of problems, dropping exact duplicates but keeping order."""
     seen: set[FieldProblem] = set()

@@ -68,7 +68,7 @@ class StepGoal:
         """Validate a step name and the wanted states; errors say what to write."""
         problem = checks.step_problem(step)
         if problem:
-            raise ValueError(f"unknown step {problem}")
+            raise ValueError(f"unknown step {step!r}. Fix: {problem.partition(checks.FIX)[2]}")
         wanted = [status] if isinstance(status, str) else list(status)
         bad = [s for s in wanted if s not in STEP_PHASES]
         if bad or not wanted:
