@@ -23,7 +23,6 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from kf_trainer_core import checks
 from kf_trainer_core._model import SpecModel, fix
-from kf_trainer_core.errors import SpecError
 from kf_trainer_core.errors import ClusterConfigError, FieldProblem, SpecError
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
