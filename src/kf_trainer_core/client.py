@@ -20,6 +20,7 @@ from typing import Any, Literal
 from kf_trainer_core import ops
 from kf_trainer_core.builder import BuiltTrainJob, build_trainjob, identity_text
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
+from kf_trainer_core.cost import job_cost
 from kf_trainer_core.informer import (
     AsyncInformer,
     AsyncWaker,
@@ -43,6 +44,7 @@ from kf_trainer_core.status import (
     Failure,
     JobOutputs,
     JobState,
+    Progress,
     TrainJob,
     job_state,
     to_trainjob,
@@ -236,15 +238,32 @@ CancelAction = Literal["delete", "suspend", "keep"]
 _LOG_DRAIN_SECONDS = 5.0
 
 
-def _emitter(callbacks: Iterable[Callback] | None) -> Callable[[Any], None] | None:
+#: While a job runs, its log is read this often for the progress its function prints,
+#: when the cluster has no status server (only jobs whose function reports).
+LOG_PROGRESS_INTERVAL = 10.0
+
+
+def _said(progress: Progress | None) -> Progress | None:
+    return None if progress is None else progress.model_copy(update={"last_updated": None})
+
+
+def _emitter(
+    callbacks: Iterable[Callback] | None, on_progress: Callable[[Progress], None] | None = None
+) -> Callable[[Any], None] | None:
     cbs = list(callbacks or [])
-    if not cbs:
+    if not cbs and on_progress is None:
         return None
+    last: list[Progress | None] = [None]
 
     def emit(obj: Any) -> None:
         job = to_trainjob(obj)
         for cb in cbs:
             cb(job)
+        seen = job.progress
+        # The time stamp changes with every send; only what it says counts.
+        if on_progress is not None and seen is not None and _said(seen) != _said(last[0]):
+            last[0] = seen
+            on_progress(seen)
 
     return emit
 
@@ -425,10 +444,17 @@ class TrainerClient(_Base):
         polling_interval: float = 2,
         callbacks: Iterable[Callback] | None = None,
         startup_timeout: float | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+        log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
     ) -> tuple[TrainJob, Any]:
         """Wait until the job reaches one of ``status``; return it with the function's
         return value. Raises TrainJobFailedError (with the reason, failing step, exit
-        code and log tail), TrainJobCreationFailedError, TrainJobTimeoutError."""
+        code and log tail), TrainJobCreationFailedError, TrainJobTimeoutError.
+
+        ``callbacks`` get every new version of the job; ``on_progress`` gets the job's
+        :class:`Progress` each time what it reports changes (from the status server's
+        ``trainerStatus`` or, without one, from node-0's log, read every
+        ``log_progress_interval`` seconds while it runs; ``None`` never reads it)."""
         goal = WaitGoal.of(name, status, startup_timeout)
         with self._subscriptions(name) as (jobs, events, waker):
             verdict, obj = self._run(
@@ -440,8 +466,9 @@ class TrainerClient(_Base):
                     waker,
                     timeout=timeout,
                     polling_interval=polling_interval,
+                    log_progress_interval=log_progress_interval,
                 ),
-                _emitter(callbacks),
+                _emitter(callbacks, on_progress),
             )
         result: tuple[TrainJob, Any] = self._run(
             conclude(self.namespace, goal, verdict, obj, timeout=timeout)
@@ -476,6 +503,8 @@ class TrainerClient(_Base):
         on_update: Callable[[TrainJob], None] | None = None,
         on_submitted: Callable[[ops.Submitted], None] | None = None,
         fresh_after_failure: bool = True,
+        on_progress: Callable[[Progress], None] | None = None,
+        log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
     ) -> JobOutputs:
         """Submit (idempotently), stream one step's log to ``on_log``, wait, and return
         the outputs — what an orchestrator task does. Raises as :meth:`wait` does."""
@@ -521,6 +550,8 @@ class TrainerClient(_Base):
                 timeout=timeout,
                 startup_timeout=startup_timeout,
                 callbacks=[on_update] if on_update else None,
+                on_progress=on_progress,
+                log_progress_interval=log_progress_interval,
             )
         except TrainJobFailedError:
             drain()  # the containers ended: keep their last lines
@@ -759,6 +790,8 @@ class AsyncTrainerClient(_Base):
         polling_interval: float = 2,
         callbacks: Iterable[Callback] | None = None,
         startup_timeout: float | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+        log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
     ) -> tuple[TrainJob, Any]:
         """See :meth:`TrainerClient.wait`."""
         goal = WaitGoal.of(name, status, startup_timeout)
@@ -772,8 +805,9 @@ class AsyncTrainerClient(_Base):
                     waker,
                     timeout=timeout,
                     polling_interval=polling_interval,
+                    log_progress_interval=log_progress_interval,
                 ),
-                _emitter(callbacks),
+                _emitter(callbacks, on_progress),
             )
         result: tuple[TrainJob, Any] = await self._run(
             conclude(self.namespace, goal, verdict, obj, timeout=timeout)
@@ -812,6 +846,8 @@ class AsyncTrainerClient(_Base):
         on_update: Callable[[TrainJob], None] | None = None,
         on_submitted: Callable[[ops.Submitted], None] | None = None,
         fresh_after_failure: bool = True,
+        on_progress: Callable[[Progress], None] | None = None,
+        log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
     ) -> JobOutputs:
         """See :meth:`TrainerClient.run`."""
         import asyncio
@@ -855,6 +891,8 @@ class AsyncTrainerClient(_Base):
                 timeout=timeout,
                 startup_timeout=startup_timeout,
                 callbacks=[on_update] if on_update else None,
+                on_progress=on_progress,
+                log_progress_interval=log_progress_interval,
             )
         except TrainJobFailedError:
             await drain()  # the containers ended: keep their last lines
@@ -898,10 +936,9 @@ class AsyncTrainerClient(_Base):
 
 
 def outputs(job: TrainJob, result: Any) -> JobOutputs:
-    """A finished job's outputs for an orchestrator."""
-    duration = None
-    if job.creation_timestamp and job.completion_timestamp:
-        duration = (job.completion_timestamp - job.creation_timestamp).total_seconds()
+    """A finished job's outputs for an orchestrator: its result, the metrics it
+    reported, and what it cost (wall, pending and running time, GPU-hours)."""
+    cost = job_cost(job)
     return JobOutputs(
         name=job.name,
         namespace=job.namespace,
@@ -910,6 +947,10 @@ def outputs(job: TrainJob, result: Any) -> JobOutputs:
         steps=job.steps,
         metrics=job.progress.metrics if job.progress else {},
         result=result,
-        duration_seconds=duration,
+        duration_seconds=cost.wall_seconds if job.completion_timestamp else None,
         failure=job.failure,
+        pending_seconds=cost.pending_seconds,
+        running_seconds=cost.running_seconds,
+        gpu_hours=cost.gpu_hours,
+        progress=job.progress,
     )

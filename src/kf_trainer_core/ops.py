@@ -11,7 +11,7 @@ from typing import Any
 from kf_trainer_core import names
 from kf_trainer_core.builder import SPEC_HASH_ANNOTATION, BuiltTrainJob
 from kf_trainer_core.errors import KFTrainerError
-from kf_trainer_core.function import result_from_log
+from kf_trainer_core.function import progress_from_log, result_from_log
 from kf_trainer_core.k8s.calls import (
     CloseStream,
     Create,
@@ -46,13 +46,18 @@ from kf_trainer_core.status import (
     failure_of,
     job_events,
     job_state,
+    reports_in_log,
     result_from_pods,
     to_trainjob,
+    with_trainer_status,
 )
 from kf_trainer_core.timeutil import parse_time
 
 #: At most this many log lines are kept for an error message.
 FAILURE_LOG_LINES = 40
+#: Lines at the end of node-0's log searched for the result and the last progress (the
+#: generated program prints both last).
+PROGRESS_LOG_TAIL = 200
 
 
 class TrainJobNotFoundError(KFTrainerError, LookupError):
@@ -340,6 +345,12 @@ def read_logs(
     pods = (yield ListObjects(PODS, namespace, label_selector=pod_selector(name))).get(
         "items"
     ) or []
+    return (yield from _read_step_log(namespace, pods, step, tail))
+
+
+def _read_step_log(
+    namespace: str, pods: list[dict[str, Any]], step: str, tail: int | None
+) -> Program[list[str]]:
     pod = _pod_for_step(pods, step)
     container = _container_for(step)
     if pod is None or not _started(pod, container):
@@ -470,11 +481,33 @@ def outputs_of(
     ) or []
     job = to_trainjob(obj, pods)
     found, value = result_from_pods(pods)
-    if not found and job.status == JobState.COMPLETE:
-        # Too large for the termination message, or an MPI launcher: read the log.
-        lines = yield from read_logs(namespace, name, "node-0", tail=200)
-        found, value = result_from_log(lines)
+    # Too large for the termination message, or an MPI launcher: the result is in the
+    # log; so is the last progress of a job that reported without a status server.
+    need_result = not found and job.status == JobState.COMPLETE
+    need_progress = job.progress is None and job.status.terminal and reports_in_log(obj)
+    if need_result or need_progress:
+        lines = yield from _read_step_log(namespace, pods, "node-0", PROGRESS_LOG_TAIL)
+        if need_result:
+            found, value = result_from_log(lines)
+        status = progress_from_log(lines) if need_progress else None
+        if status is not None:
+            job = to_trainjob(with_trainer_status(obj, status), pods)
     return job, value if found else None, pods
+
+
+def with_log_progress(namespace: str, obj: dict[str, Any]) -> Program[dict[str, Any]]:
+    """``obj`` with the progress its function printed in node-0's log as
+    ``status.trainerStatus``, where the cluster has no status server to write it.
+    Unchanged when the job has a ``trainerStatus`` or does not report in its log.
+    (Waits call it now and then; a job view that wants live progress can too.)"""
+    if (obj.get("status") or {}).get("trainerStatus") or not reports_in_log(obj):
+        return obj
+    try:
+        lines = yield from read_logs(namespace, str(obj["metadata"]["name"]), "node-0", 50)
+    except ApiError:
+        return obj  # progress is a courtesy: a log that cannot be read shows none
+    status = progress_from_log(lines)
+    return obj if status is None else with_trainer_status(obj, status)
 
 
 def explain_failure(

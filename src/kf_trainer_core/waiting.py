@@ -3,6 +3,7 @@ trigger and the Prefect and KFP tasks."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from kf_trainer_core.ops import (
     get_object,
     outputs_of,
     pod_selector,
+    with_log_progress,
 )
 from kf_trainer_core.status import (
     CREATION_FAILED_REASON,
@@ -26,7 +28,9 @@ from kf_trainer_core.status import (
     failing_pod,
     failure_of,
     job_state,
+    reports_in_log,
     to_trainjob,
+    with_trainer_status,
 )
 
 if TYPE_CHECKING:
@@ -154,15 +158,23 @@ def wait_program(
     *,
     timeout: float | None,
     polling_interval: float = 2.0,
+    log_progress_interval: float | None = None,
 ) -> Program[tuple[Verdict, dict[str, Any]]]:
     """Wait on the shared informers until ``goal`` is judged; emit each new version of
     the job (for callbacks and progress). Polls by name only when the informer cannot
-    serve (listing forbidden)."""
+    serve (listing forbidden).
+
+    A running job whose function reports in its log, on a cluster without a status
+    server (no ``trainerStatus``), has its log read every ``log_progress_interval``
+    seconds of running (``None``: never); what it reports is emitted as the job's
+    ``trainerStatus``."""
     start = time.monotonic()
+    log_status: dict[str, Any] | None = None
+    log_due: float | None = None  # when the log is read next
+    last_shown: tuple[str, str] | None = None
     seen = False  # the job was observed at all
     in_cache = False  # the shared informer has held it: its absence now means deleted
     fetched_at: float | None = None
-    last_version: str | None = None
     obj: dict[str, Any] | None = None
     while True:
         elapsed = time.monotonic() - start
@@ -195,9 +207,22 @@ def wait_program(
             if obj is not None:
                 seen = True
                 version = str((obj.get("metadata") or {}).get("resourceVersion"))
-                if version != last_version:
-                    last_version = version
-                    yield Emit(obj)
+                reading = log_progress_interval is not None and _reads_log_progress(obj)
+                if reading and log_progress_interval is not None:
+                    now = time.monotonic()
+                    if log_due is None:
+                        log_due = now + log_progress_interval
+                    elif now >= log_due:
+                        log_due = now + log_progress_interval
+                        read = yield from with_log_progress(namespace, obj)
+                        log_status = (read.get("status") or {}).get("trainerStatus") or log_status
+                shown = obj
+                if log_status is not None and not (obj.get("status") or {}).get("trainerStatus"):
+                    shown = with_trainer_status(obj, log_status)
+                key = (version, json.dumps(log_status, sort_keys=True))
+                if key != last_shown:
+                    last_shown = key
+                    yield Emit(shown)
             verdict = goal.judge(obj, [] if events.unavailable else events.objects(), elapsed)
             if verdict is not None:
                 return verdict, obj or {}
@@ -207,10 +232,21 @@ def wait_program(
         step = remaining
         if jobs.unavailable or (seen and not in_cache):
             step = polling_interval if step is None else min(step, polling_interval)
+        if log_due is not None and obj is not None and _reads_log_progress(obj):
+            left = max(0.0, log_due - time.monotonic())
+            step = left if step is None else min(step, left)
         if goal.startup_timeout is not None and elapsed < goal.startup_timeout:
             left = goal.startup_timeout - elapsed + 0.01
             step = left if step is None else min(step, left)
         yield Await(waker, step)
+
+
+def _reads_log_progress(obj: Mapping[str, Any]) -> bool:
+    return (
+        job_state(obj) is JobState.RUNNING
+        and reports_in_log(obj)
+        and not (obj.get("status") or {}).get("trainerStatus")
+    )
 
 
 def conclude(
