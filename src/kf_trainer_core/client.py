@@ -372,9 +372,10 @@ class TrainerClient(_Base):
         jobs: list[TrainJob] = self._run(ops.list_jobs(self.namespace, label_selector))
         return [j for j in jobs if runtime is None or j.runtime == runtime]
 
-    def get_job(self, name: str) -> TrainJob:
-        """One job with its steps."""
-        job: TrainJob = self._run(ops.get_job(self.namespace, name))
+    def get_job(self, name: str, *, log_progress: bool = False) -> TrainJob:
+        """One job with its steps. With ``log_progress``, a job that reports in its
+        log on a cluster without a status server gets its progress from there."""
+        job: TrainJob = self._run(ops.get_job(self.namespace, name, log_progress=log_progress))
         return job
 
     def get_job_logs(
@@ -723,8 +724,10 @@ class AsyncTrainerClient(_Base):
         jobs: list[TrainJob] = await self._run(ops.list_jobs(self.namespace, label_selector))
         return [j for j in jobs if runtime is None or j.runtime == runtime]
 
-    async def get_job(self, name: str) -> TrainJob:
-        job: TrainJob = await self._run(ops.get_job(self.namespace, name))
+    async def get_job(self, name: str, *, log_progress: bool = False) -> TrainJob:
+        """See :meth:`TrainerClient.get_job`."""
+        program = ops.get_job(self.namespace, name, log_progress=log_progress)
+        job: TrainJob = await self._run(program)
         return job
 
     async def get_job_logs(

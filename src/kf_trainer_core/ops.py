@@ -130,12 +130,23 @@ def list_runtimes(namespace: str) -> Program[list[RuntimeInfo]]:
 # ---------------------------------------------------------------------------- jobs
 
 
-def get_job(namespace: str, name: str, obj: dict[str, Any] | None = None) -> Program[TrainJob]:
-    """A job with its steps (one list of its pods)."""
+def get_job(
+    namespace: str, name: str, obj: dict[str, Any] | None = None, *, log_progress: bool = False
+) -> Program[TrainJob]:
+    """A job with its steps (one list of its pods); with ``log_progress``, its progress
+    read from node-0's log where no status server writes it (:func:`with_log_progress`)."""
     if obj is None:
         obj = yield from get_object(namespace, name)
-    pods = yield ListObjects(PODS, namespace, label_selector=pod_selector(name))
-    return to_trainjob(obj, pods.get("items") or [])
+    pods = (yield ListObjects(PODS, namespace, label_selector=pod_selector(name))).get(
+        "items"
+    ) or []
+    has_status = bool((obj.get("status") or {}).get("trainerStatus"))
+    if log_progress and not has_status and reports_in_log(obj):
+        lines = yield from _read_step_log(namespace, pods, "node-0", PROGRESS_LOG_TAIL)
+        status = progress_from_log(lines)
+        if status is not None:
+            obj = with_trainer_status(obj, status)
+    return to_trainjob(obj, pods)
 
 
 def get_object(namespace: str, name: str) -> Program[dict[str, Any]]:

@@ -46,13 +46,16 @@ def test_progress_arrives_while_the_job_runs_in_order(
     assert job.progress is not None
     assert job.progress.percentage == 100
     assert job.progress.metrics == {"loss": "0.3333", "step": "2"}
-    assert seen and seen[-1].percentage == 100
+    assert seen
+    assert seen[-1].percentage == 100
     outputs = client.get_job_outputs(name)
     assert outputs.metrics == {"loss": "0.3333", "step": "2"}
-    assert outputs.progress is not None and outputs.progress.percentage == 100
+    assert outputs.progress is not None
+    assert outputs.progress.percentage == 100
     # Cost: all of the wall time is either waiting or running; no GPUs here.
     assert outputs.duration_seconds is not None
-    assert outputs.pending_seconds is not None and outputs.running_seconds is not None
+    assert outputs.pending_seconds is not None
+    assert outputs.running_seconds is not None
     assert abs(outputs.pending_seconds + outputs.running_seconds - outputs.duration_seconds) < 1
     assert outputs.gpu_hours == 0.0
 
@@ -65,7 +68,8 @@ def test_only_rank_zero_reports(client: TrainerClient) -> None:
     out = client.run(spec, timeout=120)
     assert out.status is JobState.COMPLETE
     assert out.metrics == {"rank": "0"}
-    assert out.progress is not None and out.progress.percentage == 95
+    assert out.progress is not None
+    assert out.progress.percentage == 95
     # The other node printed nothing: its reports were no-ops.
     assert not [line for line in client.get_job_logs(out.name, "node-1") if MARKER in line]
     assert [line for line in client.get_job_logs(out.name, "node-0") if MARKER in line]

@@ -176,9 +176,14 @@ class StatusServer:
 
     # ------------------------------------------------------------------ what pods get
 
+    @property
+    def base_url(self) -> str:
+        """``https://HOST:PORT``."""
+        return f"https://{self.host}:{self._port}"
+
     def url_for(self, namespace: str, name: str) -> str:
         """``KUBEFLOW_TRAINER_SERVER_URL`` of one TrainJob."""
-        return f"https://{self.host}:{self._port}{status_path(namespace, name)}"
+        return self.base_url + status_path(namespace, name)
 
     def token_for(self, namespace: str, name: str) -> str:
         """The job's projected token (the same one for every pod of the job)."""
