@@ -204,6 +204,27 @@ class JobOutputs(_Out):
     #: The last ``trainerStatus`` (progress, time left, metrics) the job reported.
     progress: Progress | None = None
 
+    def cost(self) -> dict[str, float | None]:
+        """What the job cost, as data (``None`` where unknown): ``wall_seconds``,
+        ``pending_seconds``, ``running_seconds``, ``gpu_hours``."""
+        return {
+            "wall_seconds": self.duration_seconds,
+            "pending_seconds": self.pending_seconds,
+            "running_seconds": self.running_seconds,
+            "gpu_hours": self.gpu_hours,
+        }
+
+    def cost_text(self) -> str:
+        """``pending 3s, running 1m 02s, 0.52 GPU-hours`` (unknown parts left out)."""
+        parts = []
+        if self.pending_seconds is not None:
+            parts.append(f"pending {duration_text(self.pending_seconds)}")
+        if self.running_seconds is not None:
+            parts.append(f"running {duration_text(self.running_seconds)}")
+        if self.gpu_hours:
+            parts.append(f"{self.gpu_hours:.3g} GPU-hours")
+        return ", ".join(parts)
+
 
 # ---------------------------------------------------------------------- derivation
 

@@ -41,9 +41,12 @@ def progress_description(job: TrainJob) -> str:
 
 
 def steps_table(
-    steps: list[Any], metrics: dict[str, str] | None = None
+    steps: list[Any],
+    metrics: dict[str, str] | None = None,
+    cost: dict[str, float | None] | None = None,
 ) -> list[dict[str, str | int | None]]:
-    """Rows for the table artifact: one per step, then one per reported metric."""
+    """Rows for the table artifact: one per step, one per reported metric, then what
+    the job cost (wall, pending and running seconds, GPU-hours; kind ``cost``)."""
     rows: list[dict[str, str | int | None]] = []
     for step in steps:
         rows.append(
@@ -67,6 +70,21 @@ def steps_table(
                 "name": key,
                 "status": "",
                 "value": value,
+                "device": "",
+                "pod": "",
+                "exit_code": None,
+                "reason": "",
+            }
+        )
+    for key, number in (cost or {}).items():
+        if number is None:
+            continue
+        rows.append(
+            {
+                "kind": "cost",
+                "name": key,
+                "status": "",
+                "value": f"{number:.6g}",
                 "device": "",
                 "pod": "",
                 "exit_code": None,
@@ -106,14 +124,17 @@ def summary_markdown(
     failure: Failure | None = None,
     note: str | None = None,
     link: str | None = None,
+    cost: str | None = None,
 ) -> str:
-    """The markdown summary of a job: name, namespace, runtime, state, duration, steps,
-    metrics, result and, for a failure, its reason, step, pod, exit code and last log
-    lines."""
+    """The markdown summary of a job: name, namespace, runtime, state, duration (and
+    what it cost), steps, metrics, result and, for a failure, its reason, step, pod,
+    exit code and last log lines."""
     lines = [f"## TrainJob {_code(name)}: {status}", ""]
     lines.append(f"- **Namespace:** {_code(namespace)}")
     lines.append(f"- **Runtime:** {_code(runtime)}")
     lines.append(f"- **Duration:** {duration_text(duration_seconds)}")
+    if cost:
+        lines.append(f"- **Cost:** {cost}")
     if steps:
         shown = ", ".join(f"{s.name} ({s.status or 'unknown'})" for s in steps)
         lines.append(f"- **Steps:** {shown}")
@@ -165,6 +186,7 @@ def outputs_summary(outputs: JobOutputs, *, link: str | None = None) -> str:
         result=outputs.result,
         failure=outputs.failure,
         link=link,
+        cost=outputs.cost_text(),
     )
 
 
