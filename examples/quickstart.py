@@ -76,9 +76,12 @@ def main(argv: list[str] | None = None) -> int:
         spec,
         identity=("quickstart", args.day),
         on_log=lambda line: print(f"    | {line}"),
+        # What train() reports with kf_trainer_core.report, as it arrives.
+        on_progress=lambda p: print(f"    > {'; '.join(p.summary())}"),
         timeout=1800,
     )
     print(f"    job {outputs.name}: {outputs.status.value}, result {outputs.result}")
+    print(f"    reported {outputs.metrics}; {outputs.cost_text()}")
 
     metrics = evaluate(outputs.result["model_uri"], data_dir)
     baseline = current_accuracy(registry, data_dir)

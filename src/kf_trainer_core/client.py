@@ -527,7 +527,9 @@ class TrainerClient(_Base):
             def follow() -> None:
                 try:
                     for line in driver.iterate(
-                        ops.follow_logs(self.namespace, job_name, log_step, tail=log_tail)
+                        ops.follow_logs(
+                            self.namespace, job_name, log_step, tail=log_tail, hide_progress=True
+                        )
                     ):
                         sink(line)
                         if stop.is_set():
@@ -871,7 +873,9 @@ class AsyncTrainerClient(_Base):
             async def follow() -> None:
                 try:
                     async for line in driver.iterate(
-                        ops.follow_logs(self.namespace, job_name, log_step, tail=log_tail)
+                        ops.follow_logs(
+                            self.namespace, job_name, log_step, tail=log_tail, hide_progress=True
+                        )
                     ):
                         sink(line)
                 except asyncio.CancelledError:

@@ -35,6 +35,7 @@ from kf_trainer_core.k8s.resources import (
     TRAINING_RUNTIMES,
     TRAINJOBS,
 )
+from kf_trainer_core.report import MARKER as PROGRESS_MARKER
 from kf_trainer_core.runtimes import RuntimeInfo
 from kf_trainer_core.selectors import identity_selector
 from kf_trainer_core.status import (
@@ -383,8 +384,11 @@ def follow_logs(
     tail: int | None = 1000,
     poll_interval: float = 1.0,
     start_timeout: float | None = None,
+    hide_progress: bool = False,
 ) -> Program[None]:
-    """Emit a step's log lines as they are written, until its container ends.
+    """Emit a step's log lines as they are written, until its container ends
+    (without the function's progress lines when ``hide_progress``: a waiter shows them
+    as progress instead).
 
     Waits for a pending pod instead of returning nothing; after a dropped stream it
     reconnects from the last line's timestamp and skips lines already emitted; replays
@@ -457,7 +461,8 @@ def follow_logs(
                         seen_at_cursor += 1
                     else:
                         cursor, seen_at_cursor = stamp, 1
-                yield Emit(text)
+                if not (hide_progress and PROGRESS_MARKER in text):
+                    yield Emit(text)
         except ApiError:
             dropped = True
         yield CloseStream(stream)

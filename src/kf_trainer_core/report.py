@@ -19,10 +19,12 @@ Where the reports go, all from rank 0 of node 0 only (other ranks are no-ops unl
   and a projected token), a ``POST {"trainerStatus": {...}}`` with the Bearer token, as
   the Kubeflow SDK's ``update_trainjob_status`` does, so the TrainJob's status shows it.
 
-Reports are coalesced: the latest values are sent at most once per interval (5 s, or
-``KF_TRAINER_REPORT_INTERVAL``) by a daemon thread, so ``report`` is cheap enough for
-every step and never waits on the network; the generated program sends the last state
-when the function returns. Outside a job every call is a no-op; nothing here raises.
+Reports are coalesced: the latest values go out at most once per interval (5 s, or
+``KF_TRAINER_REPORT_INTERVAL``) - the log line from the calling thread (one write, so it
+never splits a line of the function's own), the POST from a daemon thread with a short
+timeout - so ``report`` is cheap enough for every step and never waits on the network.
+The generated program sends the last state when the function returns (or raises).
+Outside a job every call is a no-op; nothing here raises.
 
 This module imports only the standard library and runs on Python 3.8+: the generated
 program carries its source into pods whose image does not have kf-trainer-suite
@@ -93,6 +95,7 @@ class _Reporter:
         self.dirty = False
         self.reported = False
         self.last_send: float | None = None
+        self.last_line: float | None = None
         self.thread: threading.Thread | None = None
         self.warned = False
         self.sends = 0
@@ -123,12 +126,22 @@ class _Reporter:
                     continue
                 self.metrics[name] = text
             self.dirty = self.reported = True
-            if self.thread is None:
+            now = time.monotonic()
+            line = None
+            if self.last_line is None or now - self.last_line >= self.interval():
+                # The marker is printed by the training thread itself, so it never lands
+                # in the middle of one of the function's own lines.
+                line, self.last_line = self.snapshot(), now
+            posting = bool(os.environ.get(URL_ENV))
+            if posting and self.thread is None:
                 self.thread = threading.Thread(
                     target=self._loop, name="kf-trainer-report", daemon=True
                 )
                 self.thread.start()
-        self.wake.set()
+        if line is not None:
+            _print_marker(line)
+        if posting:
+            self.wake.set()
 
     def snapshot(self) -> dict[str, Any]:
         status: dict[str, Any] = {"lastUpdatedTime": _now()}
@@ -157,12 +170,8 @@ class _Reporter:
             self.send(status)
 
     def send(self, status: dict[str, Any], timeout: float = POST_TIMEOUT) -> None:
+        """POST to the status server (from the daemon thread, or the final flush)."""
         self.sends += 1
-        try:
-            line = MARKER + json.dumps(status, sort_keys=True, separators=(",", ":"))
-            print(line, flush=True)
-        except Exception:  # a closed stdout must not stop training
-            pass
         url = os.environ.get(URL_ENV)
         if url:
             error = _post(url, status, timeout)
@@ -183,8 +192,21 @@ class _Reporter:
                 return
             self.dirty = False
             status = self.snapshot()
-            self.last_send = time.monotonic()
-        self.send(status, timeout)
+            self.last_send = self.last_line = time.monotonic()
+        # Always printed: the log's tail then holds the final state, right before the
+        # result, for a waiter without a status server.
+        _print_marker(status)
+        if os.environ.get(URL_ENV):
+            self.send(status, timeout)
+
+
+def _print_marker(status: dict[str, Any]) -> None:
+    try:
+        text = MARKER + json.dumps(status, sort_keys=True, separators=(",", ":")) + "\n"
+        sys.stdout.write(text)  # one write: the line stays whole
+        sys.stdout.flush()
+    except Exception:  # a closed stdout must not stop training
+        pass
 
 
 def _post(url: str, status: dict[str, Any], timeout: float) -> str | None:
