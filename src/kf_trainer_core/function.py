@@ -262,7 +262,11 @@ def _kf_trainer_main():
     import os
     import sys
 
-    reporter = _kf_trainer_reporter()
+    try:
+        reporter = _kf_trainer_reporter()
+    except Exception as exc:  # reporting must never stop the training
+        reporter = None
+        print("kf-trainer: progress reporting is off (%s)." % exc, file=sys.stderr)
     try:
         result = {name}(**json.loads({args}))
     finally:

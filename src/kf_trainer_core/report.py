@@ -277,7 +277,8 @@ def track(iterable: Iterable[T], total: int | None = None, *, every: int = 1) ->
         except TypeError:
             total = None
     start = time.monotonic()
-    report(progress=0 if total else None)
+    if total:
+        report(progress=0)
     for done, item in enumerate(iterable, 1):
         yield item
         if total and (done % max(1, every) == 0 or done >= total):
