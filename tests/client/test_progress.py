@@ -287,3 +287,27 @@ async def test_async_client_sees_the_same_progress(
         out = await client.run(spec, timeout=120, on_progress=gate)
     assert out.metrics == {"loss": "0.5", "step": "1"}
     assert [s.metrics.get("step") for s in gate.seen][-1] == "1"
+
+
+def test_outputs_say_what_the_job_cost(client: TrainerClient) -> None:
+    spec = TrainJobSpec(
+        trainer=CustomTrainer(chatty, num_nodes=2, resources_per_node={"gpu": 4}),
+        options=[Annotations({SCENARIO_ANNOTATION: '{"preset": "success", "duration": 0.5}'})],
+    )
+    out = client.run(spec, timeout=60)
+    assert out.running_seconds is not None
+    assert out.pending_seconds is not None
+    assert out.duration_seconds is not None
+    assert out.running_seconds > 0
+    assert out.pending_seconds + out.running_seconds == pytest.approx(out.duration_seconds, abs=1)
+    # Two nodes of four GPUs, each for the time its container ran.
+    ran = [s for s in out.steps if s.name.startswith("node-")]
+    expected = sum(
+        4 * (s.finished_at - s.started_at).total_seconds()
+        for s in ran
+        if s.started_at and s.finished_at
+    )
+    assert out.gpu_hours == pytest.approx(expected / 3600, abs=1e-6)
+    assert out.gpu_hours is not None
+    assert out.gpu_hours > 0
+    assert out.cost()["gpu_hours"] == out.gpu_hours
