@@ -47,9 +47,15 @@ from kf_trainer_core.status import (
     Progress,
     TrainJob,
     job_state,
-    to_trainjob,
 )
-from kf_trainer_core.waiting import TrainJobFailedError, WaitGoal, conclude, wait_program
+from kf_trainer_core.waiting import (
+    LOG_PROGRESS_INTERVAL,
+    TrainJobFailedError,
+    WaitGoal,
+    conclude,
+    job_emitter,
+    wait_program,
+)
 
 Identity = str | Sequence[str | int | None]
 Callback = Callable[[TrainJob], None]
@@ -236,36 +242,6 @@ CancelAction = Literal["delete", "suspend", "keep"]
 
 #: After a wait ends, a log follower gets this long to drain the last lines.
 _LOG_DRAIN_SECONDS = 5.0
-
-
-#: While a job runs, its log is read this often for the progress its function prints,
-#: when the cluster has no status server (only jobs whose function reports).
-LOG_PROGRESS_INTERVAL = 10.0
-
-
-def _said(progress: Progress | None) -> Progress | None:
-    return None if progress is None else progress.model_copy(update={"last_updated": None})
-
-
-def _emitter(
-    callbacks: Iterable[Callback] | None, on_progress: Callable[[Progress], None] | None = None
-) -> Callable[[Any], None] | None:
-    cbs = list(callbacks or [])
-    if not cbs and on_progress is None:
-        return None
-    last: list[Progress | None] = [None]
-
-    def emit(obj: Any) -> None:
-        job = to_trainjob(obj)
-        for cb in cbs:
-            cb(job)
-        seen = job.progress
-        # The time stamp changes with every send; only what it says counts.
-        if on_progress is not None and seen is not None and _said(seen) != _said(last[0]):
-            last[0] = seen
-            on_progress(seen)
-
-    return emit
 
 
 class TrainerClient(_Base):
@@ -469,7 +445,7 @@ class TrainerClient(_Base):
                     polling_interval=polling_interval,
                     log_progress_interval=log_progress_interval,
                 ),
-                _emitter(callbacks, on_progress),
+                job_emitter(callbacks, on_progress),
             )
         result: tuple[TrainJob, Any] = self._run(
             conclude(self.namespace, goal, verdict, obj, timeout=timeout)
@@ -812,7 +788,7 @@ class AsyncTrainerClient(_Base):
                     polling_interval=polling_interval,
                     log_progress_interval=log_progress_interval,
                 ),
-                _emitter(callbacks, on_progress),
+                job_emitter(callbacks, on_progress),
             )
         result: tuple[TrainJob, Any] = await self._run(
             conclude(self.namespace, goal, verdict, obj, timeout=timeout)

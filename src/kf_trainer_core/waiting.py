@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -24,6 +24,7 @@ from kf_trainer_core.status import (
     CREATION_FAILED_REASON,
     Failure,
     JobState,
+    Progress,
     TrainJob,
     failing_pod,
     failure_of,
@@ -239,6 +240,38 @@ def wait_program(
             left = goal.startup_timeout - elapsed + 0.01
             step = left if step is None else min(step, left)
         yield Await(waker, step)
+
+
+#: While a job runs, its log is read this often for the progress its function prints,
+#: when the cluster has no status server (only jobs whose function reports).
+LOG_PROGRESS_INTERVAL = 10.0
+
+
+def job_emitter(
+    callbacks: Iterable[Callable[[TrainJob], None]] | None,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> Callable[[Any], None] | None:
+    """What a wait does with each version of the job that :func:`wait_program` emits:
+    every ``callbacks`` gets the :class:`TrainJob`; ``on_progress`` gets its
+    :class:`Progress` when what it says changed (not merely its time stamp)."""
+    cbs = list(callbacks or [])
+    if not cbs and on_progress is None:
+        return None
+    last: list[Progress | None] = [None]
+
+    def said(progress: Progress | None) -> Progress | None:
+        return None if progress is None else progress.model_copy(update={"last_updated": None})
+
+    def emit(obj: Any) -> None:
+        job = to_trainjob(obj)
+        for cb in cbs:
+            cb(job)
+        seen = job.progress
+        if on_progress is not None and seen is not None and said(seen) != said(last[0]):
+            last[0] = seen
+            on_progress(seen)
+
+    return emit
 
 
 def _reads_log_progress(obj: Mapping[str, Any]) -> bool:

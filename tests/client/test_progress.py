@@ -292,7 +292,8 @@ async def test_async_client_sees_the_same_progress(
 def test_outputs_say_what_the_job_cost(client: TrainerClient) -> None:
     spec = TrainJobSpec(
         trainer=CustomTrainer(chatty, num_nodes=2, resources_per_node={"gpu": 4}),
-        options=[Annotations({SCENARIO_ANNOTATION: '{"preset": "success", "duration": 0.5}'})],
+        # Longer than a second: the API's timestamps have whole seconds.
+        options=[Annotations({SCENARIO_ANNOTATION: '{"preset": "success", "duration": 1.2}'})],
     )
     out = client.run(spec, timeout=60)
     assert out.running_seconds is not None
