@@ -433,6 +433,7 @@ class TrainerClient(_Base):
         ``trainerStatus`` or, without one, from node-0's log, read every
         ``log_progress_interval`` seconds while it runs; ``None`` never reads it)."""
         goal = WaitGoal.of(name, status, startup_timeout)
+        emit, log_every = job_emitter(callbacks, on_progress, log_progress_interval)
         with self._subscriptions(name) as (jobs, events, waker):
             verdict, obj = self._run(
                 wait_program(
@@ -443,9 +444,9 @@ class TrainerClient(_Base):
                     waker,
                     timeout=timeout,
                     polling_interval=polling_interval,
-                    log_progress_interval=log_progress_interval,
+                    log_progress_interval=log_every,
                 ),
-                job_emitter(callbacks, on_progress),
+                emit,
             )
         result: tuple[TrainJob, Any] = self._run(
             conclude(self.namespace, goal, verdict, obj, timeout=timeout)
@@ -776,6 +777,7 @@ class AsyncTrainerClient(_Base):
     ) -> tuple[TrainJob, Any]:
         """See :meth:`TrainerClient.wait`."""
         goal = WaitGoal.of(name, status, startup_timeout)
+        emit, log_every = job_emitter(callbacks, on_progress, log_progress_interval)
         async with self._subscriptions(name) as (jobs, events, waker):
             verdict, obj = await self._run(
                 wait_program(
@@ -786,9 +788,9 @@ class AsyncTrainerClient(_Base):
                     waker,
                     timeout=timeout,
                     polling_interval=polling_interval,
-                    log_progress_interval=log_progress_interval,
+                    log_progress_interval=log_every,
                 ),
-                job_emitter(callbacks, on_progress),
+                emit,
             )
         result: tuple[TrainJob, Any] = await self._run(
             conclude(self.namespace, goal, verdict, obj, timeout=timeout)

@@ -87,6 +87,7 @@ class _Reporter:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.send_lock = threading.Lock()
         self.wake = threading.Event()
         self.enabled = False
         self.percent: int | None = None
@@ -160,14 +161,17 @@ class _Reporter:
                 left = self.last_send + self.interval() - time.monotonic()
                 if left > 0:
                     time.sleep(left)  # later reports merge into the one send
-            with self.lock:
-                self.wake.clear()
-                if not self.dirty:
-                    continue
-                self.dirty = False
-                status = self.snapshot()
-                self.last_send = time.monotonic()
-            self.send(status)
+            # One send at a time, each with the state of its moment: a report taken
+            # earlier can never arrive after a later one (the final flush waits here).
+            with self.send_lock:
+                with self.lock:
+                    self.wake.clear()
+                    if not self.dirty:
+                        continue
+                    self.dirty = False
+                    status = self.snapshot()
+                    self.last_send = time.monotonic()
+                self.send(status)
 
     def send(self, status: dict[str, Any], timeout: float = POST_TIMEOUT) -> None:
         """POST to the status server (from the daemon thread, or the final flush)."""
@@ -187,17 +191,20 @@ class _Reporter:
 
     def flush(self, timeout: float = POST_TIMEOUT) -> None:
         """Send the latest state now (the last one must not wait for the interval)."""
-        with self.lock:
-            if not self.reported:
-                return
-            self.dirty = False
-            status = self.snapshot()
-            self.last_send = self.last_line = time.monotonic()
-        # Always printed: the log's tail then holds the final state, right before the
-        # result, for a waiter without a status server.
-        _print_marker(status)
-        if os.environ.get(URL_ENV):
-            self.send(status, timeout)
+        # Waits for a send under way (at most its timeout), so the final state is the
+        # last one the status server gets.
+        with self.send_lock:
+            with self.lock:
+                if not self.reported:
+                    return
+                self.dirty = False
+                status = self.snapshot()
+                self.last_send = self.last_line = time.monotonic()
+            # Always printed: the log's tail then holds the final state, right before the
+            # result, for a waiter without a status server.
+            _print_marker(status)
+            if os.environ.get(URL_ENV):
+                self.send(status, timeout)
 
 
 def _print_marker(status: dict[str, Any]) -> None:

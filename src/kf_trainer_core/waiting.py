@@ -250,13 +250,16 @@ LOG_PROGRESS_INTERVAL = 10.0
 def job_emitter(
     callbacks: Iterable[Callable[[TrainJob], None]] | None,
     on_progress: Callable[[Progress], None] | None = None,
-) -> Callable[[Any], None] | None:
-    """What a wait does with each version of the job that :func:`wait_program` emits:
-    every ``callbacks`` gets the :class:`TrainJob`; ``on_progress`` gets its
-    :class:`Progress` when what it says changed (not merely its time stamp)."""
+    log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
+) -> tuple[Callable[[Any], None] | None, float | None]:
+    """What a wait does with each version of the job that :func:`wait_program` emits,
+    and how often it reads the log for progress: every ``callbacks`` gets the
+    :class:`TrainJob`; ``on_progress`` gets its :class:`Progress` when what it says
+    changed (not merely its time stamp). A wait nobody watches reads no log while the
+    job runs (the final metrics are read once at the end all the same)."""
     cbs = list(callbacks or [])
     if not cbs and on_progress is None:
-        return None
+        return None, None
     last: list[Progress | None] = [None]
 
     def said(progress: Progress | None) -> Progress | None:
@@ -271,7 +274,7 @@ def job_emitter(
             last[0] = seen
             on_progress(seen)
 
-    return emit
+    return emit, log_progress_interval
 
 
 def _reads_log_progress(obj: Mapping[str, Any]) -> bool:

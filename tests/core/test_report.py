@@ -18,16 +18,16 @@ from kf_trainer_core.builder import PROGRESS_ANNOTATION, build_trainjob
 from kf_trainer_core.function import program_for, progress_from_log, result_from_log
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
 
-REPORTING = '''def train(n: int = 4):
+REPORTING = """def train(n: int = 4):
     from kf_trainer_core.report import report, track
     for i in track(range(n)):
         report(metrics={"loss": 1.0 / (i + 1), "note": "x" * 100})
     return {"n": n}
-'''
+"""
 
-SILENT = '''def train(n: int = 4):
+SILENT = """def train(n: int = 4):
     return {"n": n}
-'''
+"""
 
 
 @pytest.fixture
@@ -170,3 +170,36 @@ def test_marker_lines_parse() -> None:
     assert rp.parse_line(rp.MARKER + "{broken") is None
     assert rp.parse_line("just a line") is None
     assert progress_from_log([line, "other"]) == status
+
+
+def test_the_final_report_arrives_last(
+    fresh: rp._Reporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A send in flight when the function ends must not land after the final one."""
+    import threading
+
+    monkeypatch.setenv(rp.URL_ENV, "https://127.0.0.1:9/status")
+    monkeypatch.setenv(rp.INTERVAL_ENV, "0")
+    in_flight, release, second = threading.Event(), threading.Event(), threading.Event()
+    arrived: list[int | None] = []
+
+    def slow_post(url: str, status: dict[str, object], timeout: float) -> None:
+        if not in_flight.is_set():
+            in_flight.set()
+            release.wait(10)  # the daemon thread's first POST hangs a while
+        else:
+            second.set()
+        arrived.append(status.get("progressPercentage"))  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rp, "_post", slow_post)
+    rp.report(progress=10)
+    assert in_flight.wait(10)
+    rp.report(progress=100)
+    final = threading.Thread(target=rp.flush)
+    final.start()
+    # Give a flush that does not wait its turn the chance to overtake (it must not).
+    second.wait(1.0)
+    release.set()
+    final.join(10)
+    assert arrived[0] == 10
+    assert arrived[-1] == 100
