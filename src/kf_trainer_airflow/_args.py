@@ -15,17 +15,9 @@ from datetime import timedelta
 from functools import lru_cache
 from typing import Any
 
+# The core's "did you mean" of every unknown field or argument.
+from kf_trainer_core._model import did_you_mean
 from kf_trainer_core.errors import FieldProblem, SpecError
-
-try:  # the core's "did you mean" of every unknown field or argument
-    from kf_trainer_core._model import did_you_mean  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - cores before did_you_mean: the same rule
-    import difflib
-
-    def did_you_mean(word: str, known: Iterable[str]) -> str:
-        close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.75)
-        return f" Did you mean `{close[0]}`?" if close else ""
-
 
 #: Seconds after a task defers before its trigger may report the job's end.
 #:

@@ -17,10 +17,11 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Literal
 
-from kf_trainer_core import ops
+from kf_trainer_core import checks, ops
 from kf_trainer_core.builder import BuiltTrainJob, build_trainjob, identity_text
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
 from kf_trainer_core.cost import job_cost
+from kf_trainer_core.errors import SpecError
 from kf_trainer_core.informer import (
     AsyncInformer,
     AsyncWaker,
@@ -80,10 +81,32 @@ def _backend(
         return KubernetesConfig()
     if isinstance(backend, (KubernetesConfig, LocalConfig)):
         return backend
+    if not isinstance(backend, Mapping):
+        raise SpecError.single(
+            "backend",
+            f"a {type(backend).__name__} ({backend!r}) is not a backend configuration."
+            if isinstance(backend, str)
+            else f"a {type(backend).__name__} is not a backend configuration.",
+            "pass LocalConfig() or {'backend': 'local'} for this machine, "
+            "KubernetesConfig(...) or its dict for a cluster, or nothing for the default "
+            "kubeconfig.",
+            title="Invalid client configuration",
+        )
     data = dict(backend)
     return (
         LocalConfig.parse(data) if data.get("backend") == "local" else KubernetesConfig.parse(data)
     )
+
+
+def _required(spec: Any) -> Any:
+    if spec is None:
+        # train_spec() of nothing is a job without a trainer: never what was meant here.
+        raise SpecError.single(
+            "spec",
+            "no spec was given.",
+            "pass a TrainJobSpec (or its dict/JSON form), or call train(trainer=...).",
+        )
+    return spec
 
 
 class _Base:
@@ -98,7 +121,13 @@ class _Base:
         request_hook: CallHook | None = None,
     ) -> None:
         self.config = _backend(backend)
-        self.namespace = namespace or self.config.resolve_namespace()
+        if isinstance(self.config, KubernetesConfig):
+            # Both clients, before any request: a kubeconfig that is missing or broken.
+            self.config.check_usable()
+        if namespace is not None:
+            checks.check_namespace(namespace)
+        # The kubeconfig context's namespace is checked too: it names paths locally.
+        self.namespace = checks.check_namespace(namespace or self.config.resolve_namespace())
         self.retry = retry
         self.request_hook = request_hook
         self._runtime_cache: dict[tuple[str, str], RuntimeInfo] = {}
@@ -190,7 +219,7 @@ class _Base:
         name: str | None,
         identity: Identity | None,
     ) -> Program[BuiltTrainJob]:
-        spec = self._spec(spec, None, None, None, None)
+        spec = self._spec(_required(spec), None, None, None, None)
         runtime = yield from self._runtime_program(spec.runtime.name, spec.runtime.kind.value)
         return build_trainjob(
             spec, namespace=self.namespace, name=name, identity=identity, runtime=runtime
@@ -203,7 +232,7 @@ class _Base:
         identity: Identity | None,
         fresh_after_failure: bool,
     ) -> Program[ops.Submitted]:
-        spec = self._spec(spec, None, None, None, None)
+        spec = self._spec(_required(spec), None, None, None, None)
         runtime = yield from self._runtime_program(spec.runtime.name, spec.runtime.kind.value)
         if identity is not None and name is None:
             return (yield from self._identity_program(spec, runtime, identity, fresh_after_failure))
@@ -398,8 +427,12 @@ class TrainerClient(_Base):
     ) -> Iterator[str]:
         """Log lines of one step; with ``follow``, as they are written, waiting for a
         pending pod and resuming after dropped connections."""
+        checks.check_step(step)
+        checks.check_count(tail=tail)
         if not follow:
-            lines: list[str] = self._run(ops.read_logs(self.namespace, name, step, tail))
+            lines: list[str] = self._run(
+                ops.read_logs(self.namespace, name, step, tail, strict=True)
+            )
             return iter(lines)
         return self._driver.iterate(ops.follow_logs(self.namespace, name, step, tail=tail or 1000))
 
@@ -482,6 +515,12 @@ class TrainerClient(_Base):
         :class:`Progress` each time what it reports changes (from the status server's
         ``trainerStatus`` or, without one, from node-0's log, read every
         ``log_progress_interval`` seconds while it runs; ``None`` never reads it)."""
+        checks.check_seconds(
+            timeout=timeout,
+            polling_interval=polling_interval,
+            startup_timeout=startup_timeout,
+            log_progress_interval=log_progress_interval,
+        )
         goal = WaitGoal.of(name, status, startup_timeout)
         emit, log_every = job_emitter(callbacks, on_progress, log_progress_interval)
         with self._subscriptions(name) as (jobs, events, waker):
@@ -543,6 +582,10 @@ class TrainerClient(_Base):
         callers that have just submitted the job themselves turn ``reuse_notice`` off."""
         import threading
 
+        # Settle the waiting and logging arguments before anything is submitted.
+        checks.check_seconds(timeout=timeout, startup_timeout=startup_timeout)
+        checks.check_step(log_step, "log_step")
+        checks.check_count(log_tail=log_tail)
         submitted = self.submit(
             spec, name=name, identity=identity, fresh_after_failure=fresh_after_failure
         )
@@ -778,9 +821,13 @@ class AsyncTrainerClient(_Base):
         self, name: str, step: str = "node-0", follow: bool = False, *, tail: int | None = None
     ) -> AsyncIterator[str]:
         """Log lines of one step (see :meth:`TrainerClient.get_job_logs`)."""
+        checks.check_step(step)
+        checks.check_count(tail=tail)
         driver = await self._ensure_driver()
         if not follow:
-            for line in await self._run(ops.read_logs(self.namespace, name, step, tail)):
+            for line in await self._run(
+                ops.read_logs(self.namespace, name, step, tail, strict=True)
+            ):
                 yield line
             return
         async for line in driver.iterate(
@@ -852,6 +899,12 @@ class AsyncTrainerClient(_Base):
         log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
     ) -> tuple[TrainJob, Any]:
         """See :meth:`TrainerClient.wait`."""
+        checks.check_seconds(
+            timeout=timeout,
+            polling_interval=polling_interval,
+            startup_timeout=startup_timeout,
+            log_progress_interval=log_progress_interval,
+        )
         goal = WaitGoal.of(name, status, startup_timeout)
         emit, log_every = job_emitter(callbacks, on_progress, log_progress_interval)
         async with self._subscriptions(name) as (jobs, events, waker):
@@ -912,6 +965,9 @@ class AsyncTrainerClient(_Base):
         """See :meth:`TrainerClient.run`."""
         import asyncio
 
+        checks.check_seconds(timeout=timeout, startup_timeout=startup_timeout)
+        checks.check_step(log_step, "log_step")
+        checks.check_count(log_tail=log_tail)
         submitted = await self.submit(
             spec, name=name, identity=identity, fresh_after_failure=fresh_after_failure
         )

@@ -18,12 +18,14 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
-from kf_trainer_core._model import fix
+from kf_trainer_core import checks
+from kf_trainer_core._model import did_you_mean, fix
 
 #: ``"package.module:function"`` references.
 REF_PATTERN = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 
-_FUTURE = re.compile(r"^from\s+__future__\s+import\b")
+#: A dotted path such as ``os.path.join``: a reference missing its ``:``.
+_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 
 #: Rank 0 of node 0 prints its return value on a line that starts with this marker, as
 #: a fallback for the termination message (MPI launchers, local runs, logs-only access).
@@ -137,6 +139,41 @@ def parse_source(source: str, name: str | None = None) -> tuple[str, str]:
     return node.name, source if name is not None else _strip_decorators(source, node)
 
 
+def refuse_dotted_path(text: str) -> None:
+    """``"os.path.join"`` is neither source nor a reference: say how to write it."""
+    if _DOTTED.match(text):
+        module, _, attr = text.rpartition(".")
+        raise ValueError(
+            fix(
+                f"{text!r} is neither function source nor a reference.",
+                f"write a reference as 'module:function', e.g. '{module}:{attr}'.",
+            )
+        )
+
+
+def call_problem(source: str, name: str, func_args: dict[str, Any] | None) -> str | None:
+    """Why ``name(**func_args)`` would fail with a ``TypeError`` in the pod because of
+    an argument the function does not take, or ``None``. (Required parameters missing
+    from func_args are not refused: orchestrators fill them in at run time.)"""
+    try:
+        node = _function_node(source, name)
+    except ValueError:
+        return None
+    args = node.args
+    given = set(func_args or {})
+    # Positional-only parameters cannot be given by keyword, as func_args are.
+    named = [a.arg for a in (*args.args, *args.kwonlyargs)]
+    unknown = sorted(given - set(named)) if args.kwarg is None else []
+    if unknown:
+        takes = ", ".join(named) or "no arguments"
+        hints = "".join(did_you_mean(u, named) for u in unknown)
+        return fix(
+            f"`{name}` takes no argument {', '.join(map(repr, unknown))} (it takes {takes}).",
+            f"drop it from func_args or add it to the function's parameters.{hints}",
+        )
+    return None
+
+
 def resolve_ref(ref: str) -> Callable[..., Any]:
     """Import the function named by ``"package.module:function"``."""
     module_name, _, attr = ref.partition(":")
@@ -170,15 +207,25 @@ def program_for(
     The arguments travel as a JSON literal decoded at run time, so values are never
     re-interpreted as code, and the program is the same bytes for the same inputs.
     """
-    args_json = json.dumps(func_args or {}, sort_keys=True, separators=(",", ":"))
+    # Every name pasted into the program is checked to be an identifier: nothing else
+    # of the caller's can become code here.
+    problem = checks.identifier_problem(name, "the function name")
     if import_ref is not None:
         module, _, attr = import_ref.partition(":")
+        problem = (
+            problem
+            or checks.module_path_problem(module, "the module of the reference")
+            or checks.identifier_problem(attr, "the function of the reference")
+        )
         body = f"from {module} import {attr} as {name}\n"
     else:
-        # The program opens with its own __future__ import, which must come first.
-        lines = (source or "").splitlines()
-        body = "\n".join(ln for ln in lines if not _FUTURE.match(ln)).rstrip("\n") + "\n"
-    return _PROGRAM_TEMPLATE.format(
+        # The source goes in byte for byte. Its own ``from __future__`` imports stay
+        # legal: only comments and the template's __future__ import come before it.
+        body = source or ""
+    if problem:
+        raise ValueError(problem)
+    args_json = json.dumps(func_args or {}, sort_keys=True, separators=(",", ":"))
+    program = _PROGRAM_TEMPLATE.format(
         function=body,
         reporter=_reporter_prelude(body if import_ref is None else None),
         name=name,
@@ -189,6 +236,17 @@ def program_for(
         log_path=repr(TERMINATION_LOG_PATH),
         not_json_env=repr(RESULT_NOT_JSON_ENV),
     )
+    try:
+        compile(program, f"kf_trainer_{name}.py", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise ValueError(
+            fix(
+                f"the training program does not compile: {exc.msg} (line {exc.lineno}).",
+                "put `from __future__` imports first in the function's source, before any "
+                "docstring or code, and pass a complete `def`.",
+            )
+        ) from None
+    return program
 
 
 def uses_reporter(source: str | None, import_ref: str | None = None) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 
 from kf_trainer_core import names
 from kf_trainer_core.builder import SPEC_HASH_ANNOTATION, BuiltTrainJob
-from kf_trainer_core.errors import KFTrainerError
+from kf_trainer_core.errors import KFTrainerError, SpecError
 from kf_trainer_core.function import progress_from_log, result_from_log
 from kf_trainer_core.informer import slim_trainjob
 from kf_trainer_core.k8s.calls import (
@@ -378,11 +378,39 @@ def _split_timestamp(line: str) -> tuple[str | None, str]:
     return None, line
 
 
+def _refuse_missing_step(
+    namespace: str, name: str, step: str, pods: list[dict[str, Any]]
+) -> Program[None]:
+    """A finished job has all the pods it will have: asking for a step it never ran is
+    a mistake to name (with the steps it has), not an empty log."""
+    from kf_trainer_core.status import _is_mpi, step_name
+
+    obj = yield Get(TRAINJOBS, namespace, name)
+    if not job_state(obj).terminal:
+        return None  # the step may not have started yet
+    mpi = _is_mpi(pods)
+    have = sorted({s for s in (step_name(p, mpi) for p in pods) if s})
+    raise SpecError.single(
+        "step",
+        f"TrainJob {name} has no step {step!r}; its steps are {', '.join(have)}.",
+        "ask for one of those.",
+        title="Invalid arguments",
+    )
+
+
 def read_logs(
-    namespace: str, name: str, step: str = "node-0", tail: int | None = None
+    namespace: str,
+    name: str,
+    step: str = "node-0",
+    tail: int | None = None,
+    *,
+    strict: bool = False,
 ) -> Program[list[str]]:
-    """The log of one step now (empty if its pod has not started)."""
+    """The log of one step now (empty if its pod has not started). ``strict``: a
+    finished job without that step is a :class:`SpecError` naming its steps."""
     pods = yield from job_pods(namespace, name)
+    if strict and pods and _pod_for_step(pods, step) is None:
+        yield from _refuse_missing_step(namespace, name, step, pods)
     return (yield from _read_step_log(namespace, pods, step, tail))
 
 

@@ -73,9 +73,7 @@ def test_failure_before_submission_logs_no_missing_xcom(
     created) reports that failure only; the extra link's XCom is there, empty."""
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    monkeypatch.setenv(
-        CONN_ENV, connection_json(backend="local", state_dir=str(blocker / "state"))
-    )
+    monkeypatch.setenv(CONN_ENV, connection_json(backend="local", state_dir=str(blocker / "state")))
     run = run_dag("kf_train")
     assert run.state == "failed"
     text = capfd.readouterr().out

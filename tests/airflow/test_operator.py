@@ -42,7 +42,7 @@ def train(lr: float = 0.1) -> dict[str, float]:
     return {"lr": lr}
 
 
-def jinja_looking() -> str:
+def jinja_looking(day: str = "") -> str:
     return "{{ not a template }} {% neither %} {# nor this #}"
 
 

@@ -45,7 +45,7 @@ class CliError(click.ClickException):
 
 def classify(exc: BaseException) -> tuple[Exit, str]:
     """The exit code and message of an exception raised by the core."""
-    from kf_trainer_core.errors import SpecError
+    from kf_trainer_core.errors import ClusterConfigError, SpecError
     from kf_trainer_core.k8s.errors import ApiError
     from kf_trainer_core.ops import SpecConflictError, SubmitError, TrainJobNotFoundError
     from kf_trainer_core.waiting import (
@@ -68,9 +68,11 @@ def classify(exc: BaseException) -> tuple[Exit, str]:
         return Exit.CONFLICT, str(exc)
     if isinstance(exc, ApiError):
         return _api_error(exc)
-    if type(exc).__name__ == "ConfigException":  # the kubernetes client's kubeconfig errors
+    if isinstance(exc, ClusterConfigError) or type(exc).__name__ == "ConfigException":
+        # The kubernetes client's kubeconfig errors (as the core reports them, secrets cut).
+        what = exc.problems[0].problem if isinstance(exc, ClusterConfigError) else f"{exc}."
         return Exit.UNREACHABLE, (
-            f"cannot use the kubeconfig: {exc}. Fix: check --kubeconfig and --context "
+            f"cannot use the kubeconfig: {what} Fix: check --kubeconfig and --context "
             "(or $KUBECONFIG), or use --backend local."
         )
     if isinstance(exc, (SpecError, ValueError, TypeError)):

@@ -14,18 +14,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable
 from typing import Any, TypeVar, get_args
 
 import click
 
+from kf_trainer_core import checks
 from kf_trainer_core.cli._errors import CliError, Exit
 
 #: The environment variable holding a backend configuration as JSON.
 BACKEND_ENV = "KF_TRAINER_BACKEND"
-#: RFC 1123 label: what Kubernetes accepts as a namespace (and the local backend too).
-_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _KEY = "kf_where"
 
 #: flag name -> the config field it sets.
@@ -90,14 +88,11 @@ def where_options(func: F) -> F:
 
 
 def check_namespace(namespace: str) -> str:
-    """Refuse a namespace Kubernetes would refuse (RFC 1123 label), before any request."""
-    if not _NAMESPACE.match(namespace) or len(namespace) > 63:
-        suggestion = re.sub(r"[^a-z0-9-]+", "-", namespace.lower()).strip("-") or "default"
-        raise CliError(
-            f"--namespace {namespace!r} is not a valid namespace (lowercase letters, digits "
-            f"and '-', at most 63, starting and ending alphanumeric). Fix: use e.g. "
-            f"{suggestion[:63]!r}."
-        )
+    """Refuse a namespace Kubernetes would refuse (RFC 1123 label), before any request:
+    the core's check, worded for the flag."""
+    problem = checks.namespace_problem(namespace, "--namespace")
+    if problem:
+        raise CliError(problem)
     return namespace
 
 
