@@ -238,16 +238,24 @@ def mode_submit_async(cfg: Config) -> dict[str, Any]:
 
 
 def mode_local(cfg: Config) -> dict[str, Any]:
-    from kf_trainer_core.config import LocalConfig
+    """One trivial job on the local backend, or on the container backend when ``cfg``
+    has ``container`` (ContainerConfig settings) — the same call, another config."""
+    from kf_trainer_core.config import parse_backend
 
     state_dir = cfg.get("state_dir") or tempfile.mkdtemp(prefix="kf-bench-local-")
+    backend = {"backend": "local", "state_dir": state_dir}
+    if cfg.get("container"):
+        backend.update(backend="container", **cfg["container"])
     start = time.time()
     status = "unknown"
     result: Any = None
     error = None
     try:
-        with TrainerClient(LocalConfig(state_dir=state_dir)) as client:
-            name = client.submit(TrainJobSpec(trainer=CustomTrainer(train_noop))).job.name
+        with TrainerClient(parse_backend(backend)) as client:
+            spec = TrainJobSpec(trainer=CustomTrainer(train_noop))
+            if cfg.get("runtime"):
+                spec = TrainJobSpec(runtime=cfg["runtime"], trainer=CustomTrainer(train_noop))
+            name = client.submit(spec).job.name
             job, result = client.wait(name, timeout=cfg["timeout"])
             status = job.status.value
     except Exception as exc:

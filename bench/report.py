@@ -748,6 +748,21 @@ def section_local(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
     else:
         reason = sdk.get("skipped") or str(sdk.get("error"))[-300:]
         rows.append(["Kubeflow SDK", "n/a", "", "", reason])
+    container = section.get("container") or {}
+    if "seconds" in container:
+        rows.append(
+            [
+                "ours: `TrainerClient(ContainerConfig(image=...))`",
+                secs(container["seconds"]),
+                "—",
+                "—",
+                f"median of {len(container['samples'])}; returned "
+                f"{json.dumps(container.get('result'))}; image {container.get('image')}",
+            ]
+        )
+    elif container:
+        reason = container.get("skipped") or str(container.get("error"))[-300:]
+        rows.append(["ours, container backend", "n/a", "", "", reason])
     text = [
         "End-to-end time of a trivial job (a function that returns a dict) from creating "
         "the client to `wait` returning, on this machine without a cluster. The SDK's local "
@@ -763,13 +778,27 @@ def section_local(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
         "",
         f"SDK / ours: {times(section.get('ratio'))}; "
         f"without the SDK's pip time: {times(section.get('ratio_without_install'))}.",
+        "",
+        "The container backend runs the same job as a container of a Docker engine "
+        "(`dockerd --bridge=none`, the host network; the image of "
+        "`.ci/container-setup.sh`), with the `jax-distributed` runtime, whose launcher is "
+        "plain `python` as the local run's is: the difference is the container (engine "
+        "round trips, container start, log stream, removal). The Kubeflow SDK's "
+        "`ContainerBackendConfig` is not run: it joins its containers through a bridge "
+        "network, and this machine allows only loopback traffic. "
+        f"Container / local (ours): {times(section.get('container_ratio'))}.",
     ]
     return "\n".join(text), [
         [
             "local backend: a trivial job end to end, SDK / ours",
             times(section.get("ratio")),
             "no target",
-        ]
+        ],
+        [
+            "container backend: a trivial job end to end, ours container / ours local",
+            times(section.get("container_ratio")),
+            "no target",
+        ],
     ]
 
 

@@ -6,6 +6,9 @@ configuration only:
     uv run --frozen python examples/quickstart.py                 # local processes
     KF_TRAINER_BACKEND='{"backend": "kubernetes", "namespace": "team-a"}' \\
         uv run --frozen python examples/quickstart.py --data-dir /mnt/shared/data
+    KF_TRAINER_BACKEND='{"backend": "container", "image": "team/train:1",
+        "mounts": ["/srv/kf:/srv/kf"]}' uv run --frozen python examples/quickstart.py \\
+        --workdir /srv/kf                                          # containers, same file
 
 A rerun with the same day and nodes reuses that day's finished job (nothing trains
 again); ``--fresh`` trains again. The jobs stay in ``.kf-trainer/quickstart/state``:

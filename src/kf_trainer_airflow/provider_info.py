@@ -20,9 +20,15 @@ CONN_TYPE = "kubeflow_trainer"
 CONN_FIELDS: dict[str, dict[str, Any]] = {
     "backend": {
         "label": "Backend",
-        "description": "Where jobs run: a Kubernetes cluster with Kubeflow Trainer, or "
-        "processes on the worker (local, for development and tests).",
-        "schema": {"type": "string", "enum": ["kubernetes", "local"], "default": "kubernetes"},
+        "description": "Where jobs run: a Kubernetes cluster with Kubeflow Trainer, "
+        "processes on the worker (local, for development and tests), or containers of the "
+        "worker's Docker/Podman engine (container; Host: the engine's API address, "
+        "container settings such as image and pull_policy in Extra).",
+        "schema": {
+            "type": "string",
+            "enum": ["kubernetes", "local", "container"],
+            "default": "kubernetes",
+        },
     },
     "namespace": {
         "label": "Namespace",

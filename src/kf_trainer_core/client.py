@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from kf_trainer_core import checks, ops
 from kf_trainer_core.builder import BuiltTrainJob, build_trainjob, identity_text
-from kf_trainer_core.config import KubernetesConfig, LocalConfig
+from kf_trainer_core.config import KubernetesConfig, LocalConfig, parse_backend
 from kf_trainer_core.cost import job_cost
 from kf_trainer_core.errors import SpecError
 from kf_trainer_core.informer import (
@@ -88,14 +88,12 @@ def _backend(
             if isinstance(backend, str)
             else f"a {type(backend).__name__} is not a backend configuration.",
             "pass LocalConfig() or {'backend': 'local'} for this machine, "
+            "ContainerConfig(image=...) for containers here, "
             "KubernetesConfig(...) or its dict for a cluster, or nothing for the default "
             "kubeconfig.",
             title="Invalid client configuration",
         )
-    data = dict(backend)
-    return (
-        LocalConfig.parse(data) if data.get("backend") == "local" else KubernetesConfig.parse(data)
-    )
+    return parse_backend(dict(backend))
 
 
 def _required(spec: Any) -> Any:

@@ -1,5 +1,6 @@
 """Where the client runs its jobs: a Kubernetes cluster (kubeconfig, in-cluster service
-account, or explicit host and token) or this machine (the local backend).
+account, or explicit host and token) or this machine (the local backend: processes, or
+containers with :class:`ContainerConfig`).
 
 These are plain, JSON-serialisable settings — what an Airflow connection, a Prefect
 block or a KFP component argument holds — so that switching from a laptop to a cluster
@@ -342,4 +343,103 @@ class LocalConfig(SpecModel):
         return self.namespace
 
 
-BackendConfig = Annotated[KubernetesConfig | LocalConfig, Field(discriminator="backend")]
+class ContainerConfig(LocalConfig):
+    """Run jobs in containers on this machine (Docker or Podman): one container per
+    pod, the runtime's image, initializers as containers sharing the job's workspace
+    (mounted at ``/workspace``) with the nodes. Job state, logs and supervisors are the
+    local backend's (a subclass of :class:`LocalConfig`: everything that takes a local
+    config takes this one), so another process can watch, read logs or cancel.
+
+    Containers use the host network and rendezvous on 127.0.0.1 (a port per job);
+    they are labelled with the job's uid and removed by label when it ends or is
+    deleted. See ``docs/backends.md``.
+    """
+
+    backend: Literal["container"] = "container"  # type: ignore[assignment]
+    #: ``docker`` or ``podman``; ``auto`` takes whichever engine answers (``host``,
+    #: ``$DOCKER_HOST``, the rootful then rootless sockets of Docker, then Podman's).
+    engine: Literal["auto", "docker", "podman"] = "auto"
+    #: The engine's API address, e.g. ``unix:///run/user/1000/podman/podman.sock``.
+    host: str | None = None
+    #: The image of every trainer container (default: the TrainJob's or the runtime's
+    #: image; one of them must name one).
+    image: str | None = None
+    #: The image the dataset/model initializer containers run (default: ``image``,
+    #: else the trainer's image). It needs ``python3``; the suite's initializer code is
+    #: mounted read-only.
+    initializer_image: str | None = None
+    #: ``IfNotPresent`` pulls a missing image, ``Always`` before every job, ``Never``
+    #: fails the pod (``ErrImageNeverPull``) when the image is absent.
+    pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
+    #: Remove each container as soon as its log and exit code are collected. ``False``
+    #: keeps finished containers for ``docker inspect`` until the job is deleted.
+    auto_remove: bool = True
+    #: Extra bind mounts for every container: ``"/host/path:/container/path[:ro]"``.
+    mounts: list[str] = Field(default_factory=list)
+    #: Extra environment of every container (the TrainJob's env wins). Kept out of the
+    #: repr; still, credentials belong in the job's Secrets, not in a stored config.
+    env: dict[str, str] = Field(default_factory=dict, repr=False)
+    #: Map ``resources_per_node`` to engine limits (cpu → CPU quota, memory → memory
+    #: limit, gpu → device requests).
+    apply_resource_limits: bool = True
+
+    @field_validator("mounts")
+    @classmethod
+    def _mounts(cls, value: list[str]) -> list[str]:
+        for item in value:
+            parts = item.split(":")
+            if len(parts) not in (2, 3) or not parts[0] or not parts[1].startswith("/"):
+                raise ValueError(
+                    fix(
+                        f"mount {item!r} is not HOST:CONTAINER[:ro|rw].",
+                        "write e.g. '/data:/data:ro' (an absolute path inside the container).",
+                    )
+                )
+            if len(parts) == 3 and parts[2] not in ("ro", "rw"):
+                raise ValueError(fix(f"mount {item!r}: mode {parts[2]!r}.", "use ro or rw."))
+        return value
+
+    @model_validator(mode="after")
+    def _no_venv(self) -> ContainerConfig:
+        if self.use_venv:
+            raise ValueError(
+                fix(
+                    "use_venv applies to the local backend only.",
+                    "put the packages in the image, or use packages_to_install (pip runs "
+                    "inside the container, as on a cluster).",
+                )
+            )
+        return self
+
+
+BackendConfig = Annotated[
+    KubernetesConfig | ContainerConfig | LocalConfig, Field(discriminator="backend")
+]
+
+BACKENDS: dict[str, type[KubernetesConfig] | type[LocalConfig]] = {
+    "kubernetes": KubernetesConfig,
+    "local": LocalConfig,
+    "container": ContainerConfig,
+}
+
+
+def parse_backend(data: Any) -> KubernetesConfig | LocalConfig:
+    """A backend configuration from a mapping or JSON text (what ``KF_TRAINER_BACKEND``,
+    an Airflow connection's extra or a KFP ``backend_config`` holds), chosen by its
+    ``backend`` key: ``kubernetes`` (the default), ``local`` or ``container``. A
+    :class:`ContainerConfig` is a :class:`LocalConfig`."""
+    if isinstance(data, (KubernetesConfig, LocalConfig)):
+        return data
+    if isinstance(data, (str, bytes)):
+        data = json.loads(data) if data.strip() else {}
+    mapping = dict(data or {})
+    kind = str(mapping.get("backend") or "kubernetes")
+    model = BACKENDS.get(kind)
+    if model is None:
+        raise SpecError.single(
+            "backend",
+            f"backend {kind!r} is unknown.",
+            "use one of " + ", ".join(repr(k) for k in BACKENDS) + ".",
+            title="Invalid backend configuration",
+        )
+    return model.parse(mapping)

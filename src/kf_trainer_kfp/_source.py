@@ -85,7 +85,8 @@ def backend_inputs(
             "backend_config",
             "dict",
             backend_config or {},
-            "KubernetesConfig or LocalConfig as JSON; {} uses the pod's service account. "
+            "KubernetesConfig, LocalConfig or ContainerConfig as JSON; {} uses the pod's "
+            "service account. "
             "Credentials come from the environment (KF_TRAINER_TOKEN ...), never from here.",
         ),
         Param("namespace", "str", namespace, "Namespace of the TrainJob; '' for the default."),

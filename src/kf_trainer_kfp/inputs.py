@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from kf_trainer_core.config import KubernetesConfig, LocalConfig
+from kf_trainer_core.config import KubernetesConfig, LocalConfig, parse_backend
 from kf_trainer_core.errors import FieldProblem, SpecError
 from kf_trainer_core.spec import TrainJobSpec
 
@@ -143,8 +143,8 @@ def backend_config(
     refuse_secrets(data)
     if namespace:
         data["namespace"] = namespace
-    if data.get("backend") == "local":
-        return LocalConfig.parse(data)
+    if data.get("backend") in ("local", "container"):
+        return parse_backend(data)
     env = os.environ if environ is None else environ
     for fld, var in (*_SECRET_FIELDS.items(), ("ca_cert_data", CA_CERT_DATA_ENV)):
         if env.get(var) and not data.get(fld):

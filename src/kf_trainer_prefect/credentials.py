@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from prefect.blocks.core import Block
 from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from kf_trainer_core.config import KubernetesConfig, LocalConfig
+from kf_trainer_core.config import ContainerConfig, KubernetesConfig, LocalConfig
 from kf_trainer_core.errors import SpecError
 
 if TYPE_CHECKING:
@@ -68,10 +68,11 @@ outputs = run_trainjob(spec, credentials=credentials)
 ```
 """
 
-    backend: Literal["kubernetes", "local"] = Field(
+    backend: Literal["kubernetes", "local", "container"] = Field(
         default="kubernetes",
         description="`kubernetes`: a cluster with Kubeflow Trainer; `local`: processes on "
-        "the machine that runs the flow.",
+        "the machine that runs the flow; `container`: containers of that machine's Docker "
+        "or Podman engine.",
     )
     namespace: str | None = Field(
         default=None,
@@ -117,6 +118,13 @@ outputs = run_trainjob(spec, credentials=credentials)
         default="warn",
         description="Local backend: what to do when a job asks for resources (GPUs) this "
         "machine lacks.",
+    )
+    container: dict[str, Any] | None = Field(
+        default=None,
+        description="Container backend: ContainerConfig settings, e.g. "
+        '{"image": "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime", "pull_policy": "Never"} '
+        "(engine, host, image, initializer_image, pull_policy, auto_remove, mounts, env, "
+        "apply_resource_limits).",
     )
     dashboard_url: str | None = Field(
         default=None,
@@ -175,12 +183,17 @@ outputs = run_trainjob(spec, credentials=credentials)
 
         Raises ``ValueError`` naming the fields at fault and the fix.
         """
-        if self.backend == "local":
+        if self.container is not None and self.backend != "container":
+            raise ValueError(
+                f"container applies only to backend 'container', but backend is "
+                f"{self.backend!r}. Fix: clear it, or set backend to 'container'."
+            )
+        if self.backend in ("local", "container"):
             stray = [f for f in _KUBERNETES_FIELDS if getattr(self, f) is not None]
             if stray:
                 raise ValueError(
                     f"{', '.join(stray)} {'applies' if len(stray) == 1 else 'apply'} only to "
-                    "backend 'kubernetes', but backend is 'local'. Fix: clear "
+                    f"backend 'kubernetes', but backend is {self.backend!r}. Fix: clear "
                     f"{'it' if len(stray) == 1 else 'them'}, or set backend to 'kubernetes'."
                 )
             local: dict[str, Any] = {
@@ -192,6 +205,8 @@ outputs = run_trainjob(spec, credentials=credentials)
                     local[name] = getattr(self, name)
             if self.namespace is not None:
                 local["namespace"] = self.namespace
+            if self.backend == "container":
+                return _parse(ContainerConfig, {**local, **(self.container or {})})
             return _parse(LocalConfig, local)
         if self.state_dir is not None or self.python is not None or self.use_venv:
             raise ValueError(
@@ -307,7 +322,10 @@ def credentials_from(value: CredentialsLike | None) -> KubeflowTrainerCredential
         return KubeflowTrainerCredentials.from_kubernetes_credentials(value)
     if isinstance(value, Mapping):
         data = dict(value)
-        if "backend" not in data or data["backend"] in ("kubernetes", "local"):
+        if data.get("backend") == "container" and "container" not in data:
+            # A ContainerConfig's flat form: its own settings go under `container`.
+            return KubeflowTrainerCredentials(**_config_fields(_parse(ContainerConfig, data)))
+        if "backend" not in data or data["backend"] in ("kubernetes", "local", "container"):
             return KubeflowTrainerCredentials(**data)
     raise TypeError(
         f"credentials of type {type(value).__name__} are not understood. Fix: pass a "
@@ -318,6 +336,10 @@ def credentials_from(value: CredentialsLike | None) -> KubeflowTrainerCredential
 
 def _config_fields(config: BackendConfig) -> dict[str, Any]:
     data = {k: getattr(config, k) for k in type(config).model_fields}
+    if isinstance(config, ContainerConfig):
+        # The block keeps the container backend's own settings under `container`.
+        own = set(ContainerConfig.model_fields) - set(LocalConfig.model_fields)
+        data["container"] = {k: data.pop(k) for k in sorted(own) if data[k] is not None}
     return {k: v for k, v in data.items() if v is not None}
 
 

@@ -104,7 +104,7 @@ def test_connection_form(manager: object) -> None:
     assert widgets["extra__kubeflow_trainer__ca_cert_data"].is_sensitive
     assert not widgets["extra__kubeflow_trainer__namespace"].is_sensitive
     backend = widgets["extra__kubeflow_trainer__backend"].field
-    assert backend["schema"]["enum"] == ["kubernetes", "local"]
+    assert backend["schema"]["enum"] == ["kubernetes", "local", "container"]
     behaviour = manager.field_behaviours["kubeflow_trainer"]  # type: ignore[attr-defined]
     assert "login" in behaviour["hidden_fields"]
     assert behaviour["relabeling"]["host"] == "API server URL"

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from kf_trainer_airflow._compat import AirflowNotFoundException, BaseHook
 from kf_trainer_airflow._secrets import KUBECONFIG_SECRETS, credential_values, raw_secrets, scrub
 from kf_trainer_airflow.provider_info import CONN_FIELDS, CONN_TYPE, UI_FIELD_BEHAVIOUR
-from kf_trainer_core.config import KubernetesConfig, LocalConfig
+from kf_trainer_core.config import ContainerConfig, KubernetesConfig, LocalConfig, parse_backend
 from kf_trainer_core.errors import SpecError
 
 if TYPE_CHECKING:
@@ -53,6 +53,17 @@ _ALIASES = {
     "cluster_context": "context",
 }
 _LOCAL_KEYS = {"backend", "namespace", "state_dir", "use_venv", "on_missing_resources"}
+# The container backend's settings (Extra keys; the connection's Host is the engine's).
+_CONTAINER_KEYS = {
+    "engine",
+    "image",
+    "initializer_image",
+    "pull_policy",
+    "auto_remove",
+    "mounts",
+    "env",
+    "apply_resource_limits",
+}
 
 
 class ConnectionConfigError(ValueError):
@@ -151,7 +162,7 @@ def parse_connection(
     if "disable_verify_ssl" in fields:
         disabled = _as_bool(fields.pop("disable_verify_ssl"), "disable_verify_ssl", where)
         fields.setdefault("verify_ssl", not disabled)
-    known = set(CONN_FIELDS) | _TUNING
+    known = set(CONN_FIELDS) | _TUNING | _CONTAINER_KEYS
     for key in fields:
         if key not in known:
             close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
@@ -180,9 +191,34 @@ def parse_connection(
             return TrainerConnection(LocalConfig(**fields), dashboard)
         except SpecError as err:
             raise _config_error(where, err, {}) from None
+    if backend == "container":
+        stray = sorted(set(fields) - _LOCAL_KEYS - _CONTAINER_KEYS)
+        if password:
+            stray.append("password")
+        if stray:
+            raise ConnectionConfigError(
+                f"{where}: backend 'container' does not use {', '.join(stray)}. Fix: remove "
+                "them, or set backend to 'kubernetes'."
+            )
+        for key in ("auto_remove", "apply_resource_limits"):
+            if key in fields:
+                fields[key] = _as_bool(fields[key], key, where)
+        if host:
+            fields["host"] = host
+        try:
+            return TrainerConnection(ContainerConfig(**fields), dashboard)
+        except SpecError as err:
+            raise _config_error(where, err, {}) from None
     if backend != "kubernetes":
         raise ConnectionConfigError(
-            f"{where}: extra `backend` is {backend!r}. Fix: use 'kubernetes' or 'local'."
+            f"{where}: extra `backend` is {backend!r}. Fix: use 'kubernetes', 'local' or "
+            "'container'."
+        )
+    stray_container = sorted(set(fields) & _CONTAINER_KEYS)
+    if stray_container:
+        raise ConnectionConfigError(
+            f"{where}: {', '.join(stray_container)} only apply to backend 'container'. Fix: "
+            "remove them, or set backend to 'container'."
         )
     if "state_dir" in fields:
         raise ConnectionConfigError(
@@ -369,12 +405,7 @@ class KubeflowTrainerHook(BaseHook):
             return None
         given = self._given
         if isinstance(given, Mapping):
-            data = dict(given)
-            given = (
-                LocalConfig.parse(data)
-                if data.get("backend") == "local"
-                else KubernetesConfig.parse(data)
-            )
+            given = parse_backend(dict(given))
         if self.namespace:
             given = given.model_copy(update={"namespace": self.namespace})
         return TrainerConnection(given)

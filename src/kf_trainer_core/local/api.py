@@ -172,8 +172,11 @@ class LocalApi:
         python: str | None = None,
         use_venv: bool = False,
         on_missing_resources: str = "warn",
+        container: JSON | None = None,
     ) -> None:
         self.paths = Paths(state_dir)
+        #: The container backend's settings (ContainerConfig's fields); None: processes.
+        self.container = container
         self.store = Store(self.paths.db)
         self.db_key = str(self.paths.db)
         self.python = python
@@ -477,6 +480,22 @@ class LocalApi:
                     "KubernetesConfig, or train with a CustomTrainer on 'torch-distributed'.",
                 )
             )
+            return plan, causes, warnings
+        if self.container is not None:
+            from kf_trainer_core.container.admission import admit
+
+            admit(
+                self.container,
+                plan,
+                runtime_name=str(info.name),
+                node=node,
+                trainer=trainer,
+                nodes=int(trainer.get("numNodes") or info.num_nodes or 1),
+                on_missing_resources=self.on_missing_resources,
+                causes=causes,
+                warnings=warnings,
+            )
+            plan["warnings"] = [message for _, message in warnings]
             return plan, causes, warnings
         if not command:
             causes.append(

@@ -31,7 +31,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kf_trainer_core.local import launch
 from kf_trainer_core.local._common import (
@@ -65,6 +65,9 @@ from kf_trainer_core.local.logs import LogWriter
 from kf_trainer_core.local.procs import JobLock, kill_tree, signal_all
 from kf_trainer_core.local.store import EVENTS, PODS, SECRETS, TRAINJOBS, Selector, Store, Tx
 from kf_trainer_core.report import MARKER, parse_line
+
+if TYPE_CHECKING:
+    from kf_trainer_core.container.runner import PodRunner
 
 JSON = dict[str, Any]
 
@@ -216,6 +219,8 @@ class PodRun:
     #: many it printed: the supervisor writes it into the TrainJob's status.
     progress: JSON | None = None
     progress_seq: int = 0
+    #: The container's id (``docker://…``) when a pod runner runs it, else "".
+    runtime_id: str = ""
 
     @property
     def pgids(self) -> list[int]:
@@ -223,7 +228,7 @@ class PodRun:
 
     @property
     def running(self) -> bool:
-        return bool(self.procs) and not self.finished
+        return (bool(self.procs) or bool(self.runtime_id)) and not self.finished
 
 
 class Supervisor:
@@ -252,6 +257,27 @@ class Supervisor:
         self._event_seq = 0
         self._python = sys.executable
         self._policy = "torch"
+        self._runner: PodRunner | None = None
+
+    @property
+    def runner(self) -> PodRunner | None:
+        """What runs the pods when they are not this machine's processes (containers:
+        :mod:`kf_trainer_core.container.runner`), decided by the job's plan; made on
+        first use, so that whoever loads the plan — a run, or a repair after this
+        job's supervisor died — stops and removes the same pods."""
+        if self._runner is None and self.plan.get("container"):
+            from kf_trainer_core.container.runner import ContainerRunner
+
+            self._runner = ContainerRunner(
+                dict(self.plan["container"]),
+                namespace=self.namespace,
+                name=self.name,
+                uid=self.uid,
+                workspace=self.workspace,
+                run_dir=self.run_dir,
+                cwd=self._cwd(),
+            )
+        return self._runner
 
     # ------------------------------------------------------------------ reading
 
@@ -785,6 +811,9 @@ class Supervisor:
     ) -> str | None:
         """Create, start and watch ``pods``; ``None`` when all succeeded, else the
         outcome (``failed:<pod>``, ``delete``, ``suspend``, ...)."""
+        if self.runner is not None:
+            for pod in pods:
+                self.runner.shape(pod)
         with self.store.write() as tx:
             for pod in pods:
                 for _ in range(5):
@@ -808,7 +837,7 @@ class Supervisor:
             )
             for line in pod.first_lines:
                 pod.log.write(line)
-        if prepare is not None:
+        if prepare is not None and self.runner is None:
             try:
                 self._prepare_trainer(pods, prepare)
             except Exception as exc:  # e.g. a venv that cannot be built: the nodes fail
@@ -930,7 +959,9 @@ class Supervisor:
         env[TERMINATION_LOG_ENV] = str(term)
         env[POD_ENV] = pod.name
         pod.oom_before = _oom_kills()
-        if pod.start_error is None:
+        if pod.start_error is None and self.runner is not None:
+            self.runner.start(pod, env_values)
+        elif pod.start_error is None:
             try:
                 for item in pod.launches:
                     proc = subprocess.Popen(
@@ -971,7 +1002,8 @@ class Supervisor:
                                 pod.container,
                                 pod.image,
                                 running_since=now,
-                                container_id=f"local://{pod.pgids[0] if pod.pgids else 0}",
+                                container_id=pod.runtime_id
+                                or f"local://{pod.pgids[0] if pod.pgids else 0}",
                             )
                         ],
                     }
@@ -1001,6 +1033,11 @@ class Supervisor:
         self._write_pod(tx, pod, fn)
 
     def poll_pod(self, pod: PodRun) -> None:
+        if self.runner is not None:
+            code = self.runner.poll(pod)
+            if code is not None:
+                self._finish_pod(pod, code)
+            return
         codes = [p.poll() for p in pod.procs]
         if any(c is None for c in codes):
             if any(c not in (None, 0) for c in codes):
@@ -1082,7 +1119,8 @@ class Supervisor:
                             pod.container,
                             pod.image,
                             terminated=term,
-                            container_id=f"local://{pod.pgids[0] if pod.pgids else 0}",
+                            container_id=pod.runtime_id
+                            or f"local://{pod.pgids[0] if pod.pgids else 0}",
                         )
                     ],
                 }
@@ -1107,6 +1145,8 @@ class Supervisor:
             for p in self.pods.values()
             if finished_nodes and p.finished and p.rjob not in INITIALIZERS
         ]
+        if self.runner is not None:
+            self.runner.stop(active)
         kill_tree([g for p in active for g in p.pgids], self.uid, reap=self._reap)
         for pod in active:
             for reader in pod.readers:
@@ -1119,7 +1159,7 @@ class Supervisor:
             return
         with self.store.write() as tx:
             for pod in active:
-                if tx_events and pod.procs:
+                if tx_events and (pod.procs or pod.runtime_id):
                     self._pod_event(
                         tx, pod, "Normal", "Killing", f"Stopping container {pod.container}"
                     )
@@ -1190,6 +1230,8 @@ class Supervisor:
     def _sweep(self) -> None:
         """Processes a finished job left behind (a daemon that left its group)."""
         kill_tree([], self.uid, grace=1.0, reap=self._reap)
+        if self.runner is not None:
+            self.runner.sweep(remove=False)
 
     def mark_suspended(self) -> None:
         with self.store.write() as tx:
@@ -1203,6 +1245,9 @@ class Supervisor:
             self._write_jobs_status(tx, suspended=True)
 
     def ensure_suspended(self) -> None:
+        if self.runner is not None:
+            # Containers outlive a supervisor that died while suspending: none may run.
+            self.runner.sweep(remove=True)
         if not self._suspended_condition():
             self.mark_suspended()
 
@@ -1210,6 +1255,8 @@ class Supervisor:
         """A previous supervisor died with pods running: stop what is left of them
         and fail the job (the pods' nodes were lost)."""
         kill_tree([], self.uid, grace=1.0)
+        if self.runner is not None:
+            self.runner.sweep(remove=True)
         now = now_iso()
         with self.store.write() as tx:
             first: str | None = None
@@ -1249,6 +1296,9 @@ class Supervisor:
         outlive it, and the job says why instead of running forever."""
         with contextlib.suppress(Exception):
             kill_tree([g for p in self.pods.values() for g in p.pgids], self.uid, 2.0, self._reap)
+        if self.runner is not None:
+            with contextlib.suppress(Exception):
+                self.runner.sweep(remove=True)
         message = f"the local supervisor failed: {type(exc).__name__}: {exc}"
         with contextlib.suppress(Exception), self.store.write() as tx:
 
@@ -1274,6 +1324,11 @@ def purge_job(
     files and the TrainJob itself. The caller holds the job's lock. Only what belongs
     to this job (by uid) goes: a new job of the same name is left alone."""
     kill_tree([], uid, reap=reap)
+    plan = store.get_plan(uid) or {}
+    if plan.get("container"):
+        from kf_trainer_core.container.runner import purge_containers
+
+        purge_containers(dict(plan["container"]), uid)
     with store.write() as tx:
         pods = []
         for pod in tx.select(PODS, Selector(namespace), f"{name}-"):

@@ -29,6 +29,26 @@ def state_dir_of(config: LocalConfig) -> Path:
     return Path(config.state_dir).expanduser() if config.state_dir else default_state_dir()
 
 
+def container_settings(config: LocalConfig) -> dict[str, Any] | None:
+    """What the container backend's jobs need of a ``ContainerConfig`` (``None`` for
+    a plain ``LocalConfig``: the pods are processes)."""
+    if getattr(config, "backend", "local") != "container":
+        return None
+    keep = (
+        "engine",
+        "host",
+        "image",
+        "initializer_image",
+        "pull_policy",
+        "auto_remove",
+        "mounts",
+        "env",
+        "apply_resource_limits",
+    )
+    data = config.model_dump(mode="json")
+    return {key: data[key] for key in keep}
+
+
 def _api_error(exc: Exception) -> ApiError:
     if isinstance(exc, StatusError):
         body = exc.status()
@@ -61,6 +81,7 @@ class LocalTransport:
                 python=self.config.python,
                 use_venv=self.config.use_venv,
                 on_missing_resources=self.config.on_missing_resources,
+                container=container_settings(self.config),
             )
         if old is not None:
             old.close()

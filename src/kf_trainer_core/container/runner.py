@@ -1,0 +1,418 @@
+"""Pod runners: how the local supervisor runs a pod.
+
+The supervisor (:mod:`kf_trainer_core.local.supervisor`) keeps everything a cluster's
+controllers and kubelet would write — pods, statuses, events, logs, conditions — and
+hands the running of each pod to a :class:`PodRunner`. Without one it starts the pod's
+processes itself (the local backend); :class:`ContainerRunner` starts one container per
+pod in a Docker or Podman engine (the container backend).
+
+Imported by the supervisor only for container jobs: the Docker SDK stays out of the
+local backend's start-up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import unquote, urlparse
+
+from kf_trainer_core.container import JOB_NAME_LABEL, JOB_UID_LABEL, NAMESPACE_LABEL, POD_LABEL
+from kf_trainer_core.container.engine import Engine, ImageUnavailable, connect, ensure_image
+from kf_trainer_core.local._common import (
+    CLUSTER_WORKSPACE,
+    INITIALIZERS,
+    TERMINATION_LOG_ENV,
+    WORKSPACE_ENV,
+)
+from kf_trainer_core.local.initializer import DEST_ENV, KIND_ENV
+
+JSON = dict[str, Any]
+
+#: Where the job's run directory (termination messages, hostfile) appears in a container.
+RUN_MOUNT = "/kf-trainer/run"
+#: Where the suite's own code appears in initializer containers (read-only).
+CODE_MOUNT = "/opt/kf-trainer/lib"
+MPI_HOSTFILE = "/etc/mpi/hostfile"
+#: How long a stopped container gets between SIGTERM and SIGKILL (the pod's grace).
+GRACE_SECONDS = 5
+#: How long log readers get to drain after a container ended.
+DRAIN_SECONDS = 2.0
+#: What every container gets unless ContainerConfig.env says otherwise: collective
+#: libraries bind to loopback, as the nodes rendezvous on 127.0.0.1 over the host network.
+DEFAULT_ENV = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
+
+
+class PodRunner(Protocol):
+    """Runs the pods of one job for its supervisor."""
+
+    def shape(self, pod: Any) -> None:
+        """Adjust the pod's object (image, command, mounts) before it is stored."""
+
+    def start(self, pod: Any, env: dict[str, str]) -> None:
+        """Start the pod with its resolved env; on failure set ``pod.start_error`` to
+        ``(reason, message)`` (the supervisor then fails the pod)."""
+
+    def poll(self, pod: Any) -> int | None:
+        """The pod's exit code once it ended (its log drained), else ``None``."""
+
+    def stop(self, pods: Iterable[Any]) -> None:
+        """Stop these pods now (SIGTERM, grace, SIGKILL) and remove their containers."""
+
+    def sweep(self, remove: bool) -> None:
+        """Stop whatever of this job still runs; with ``remove``, remove it all."""
+
+
+@dataclass
+class _Running:
+    """A started container: its log reader, and its exit code once ``done``."""
+
+    container: Any
+    reader: threading.Thread
+    code: int | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class ContainerRunner:
+    """One container per pod in a Docker/Podman engine (see
+    :mod:`kf_trainer_core.container`). ``settings`` is the job's plan entry: the
+    :class:`~kf_trainer_core.config.ContainerConfig` fields plus ``trainer_image``."""
+
+    def __init__(
+        self,
+        settings: JSON,
+        *,
+        namespace: str,
+        name: str,
+        uid: str,
+        workspace: Path,
+        run_dir: Path,
+        cwd: str,
+    ) -> None:
+        self.settings = settings
+        self.namespace, self.name, self.uid = namespace, name, uid
+        self.workspace = workspace
+        self.run_dir = run_dir
+        self.cwd = cwd
+        self._engine: Engine | None = None
+        self._running: dict[str, _Running] = {}
+        self._pulled: set[str] = set()
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ engine
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            self._engine = connect(
+                str(self.settings.get("engine") or "auto"), self.settings.get("host")
+            )
+        return self._engine
+
+    def labels(self, pod_name: str | None = None) -> dict[str, str]:
+        labels = {
+            JOB_UID_LABEL: self.uid,
+            JOB_NAME_LABEL: self.name,
+            NAMESPACE_LABEL: self.namespace,
+        }
+        if pod_name:
+            labels[POD_LABEL] = pod_name
+        return labels
+
+    # ------------------------------------------------------------------ shaping
+
+    def trainer_image(self) -> str:
+        return str(self.settings.get("trainer_image") or "")
+
+    def shape(self, pod: Any) -> None:
+        container: JSON = pod.obj["spec"]["containers"][0]
+        if pod.rjob in INITIALIZERS:
+            image = str(
+                self.settings.get("initializer_image")
+                or self.settings.get("image")
+                or self.trainer_image()
+            )
+            container["command"] = ["python3", "-m", "kf_trainer_core.local.initializer"]
+            env = list(container.get("env") or [])
+            for entry in env:
+                if entry.get("name") == "STORAGE_URI" and "value" in entry:
+                    entry["value"] = self._local_source(str(entry["value"]))
+            container["env"] = env
+        else:
+            image = self.trainer_image()
+            runtime = self.settings.get("runtime_args") or []
+            if not container.get("args") and runtime:
+                container["args"] = list(runtime)
+        container["image"] = image
+        pod.image = image
+        mounts = [{"name": "workspace", "mountPath": CLUSTER_WORKSPACE}]
+        container["volumeMounts"] = mounts
+        statuses = (pod.obj.get("status") or {}).get("containerStatuses") or []
+        for status in statuses:
+            status["image"] = image
+
+    def _local_source(self, uri: str) -> str:
+        """A local path or ``file://`` URI as an absolute path (mounted at the same
+        place in the initializer container); other URIs unchanged."""
+        parsed = urlparse(uri)
+        if parsed.scheme not in ("", "file"):
+            return uri
+        path = Path(unquote(parsed.path) if parsed.scheme == "file" else uri).expanduser()
+        if not path.is_absolute():
+            path = Path(self.cwd) / path
+        return str(path.resolve())
+
+    # ------------------------------------------------------------------ starting
+
+    def start(self, pod: Any, env: dict[str, str]) -> None:
+        try:
+            engine = self.engine
+            image = str(pod.image)
+            if not image:
+                raise ImageUnavailable(
+                    "InvalidImageName",
+                    "no image: the TrainJob, its runtime and ContainerConfig.image name none. "
+                    "Fix: set ContainerConfig(image=...) or the trainer's image.",
+                )
+            if image not in self._pulled:
+                ensure_image(engine.client, image, str(self.settings.get("pull_policy")))
+                self._pulled.add(image)
+            kwargs = self._create_args(pod, env)
+            container = engine.client.containers.create(image, **kwargs)
+        except ImageUnavailable as exc:
+            pod.start_error = (exc.reason, str(exc))
+            return
+        except Exception as exc:  # the engine refused (bad mount, bad limits, ...)
+            pod.start_error = ("StartError", f"the container engine refused the pod: {exc}")
+            return
+        prefix = "podman" if self.engine.name == "podman" else "docker"
+        pod.runtime_id = f"{prefix}://{container.id}"
+        running = _Running(
+            container,
+            threading.Thread(
+                target=self._pump, args=(container, pod), name=f"logs-{pod.name}", daemon=True
+            ),
+        )
+        with self._lock:
+            self._running[pod.name] = running
+        try:
+            container.start()
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
+            with self._lock:
+                self._running.pop(pod.name, None)
+            pod.runtime_id = ""
+            pod.start_error = ("StartError", f"the container did not start: {exc}")
+            return
+        running.reader.start()
+        threading.Thread(
+            target=self._wait, args=(running, pod), name=f"wait-{pod.name}", daemon=True
+        ).start()
+
+    def _create_args(self, pod: Any, env: dict[str, str]) -> JSON:
+        from docker.types import DeviceRequest, Mount
+
+        spec: JSON = pod.obj["spec"]["containers"][0]
+        initializer = pod.rjob in INITIALIZERS
+        environment = {**DEFAULT_ENV, **dict(self.settings.get("env") or {}), **env}
+        environment.update(
+            {
+                "PYTHONUNBUFFERED": "1",
+                WORKSPACE_ENV: CLUSTER_WORKSPACE,
+                TERMINATION_LOG_ENV: f"{RUN_MOUNT}/{pod.name}.termination-log",
+            }
+        )
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        mounts = [
+            Mount(CLUSTER_WORKSPACE, str(self.workspace), type="bind"),
+            Mount(RUN_MOUNT, str(self.run_dir), type="bind"),
+        ]
+        if initializer:
+            from kf_trainer_core.local.procs import package_root
+
+            kind = pod.rjob.split("-")[0]
+            environment.update(
+                {KIND_ENV: kind, DEST_ENV: f"{CLUSTER_WORKSPACE}/{kind}", "PYTHONPATH": CODE_MOUNT}
+            )
+            mounts.append(Mount(CODE_MOUNT, package_root(), type="bind", read_only=True))
+            source = environment.get("STORAGE_URI", "")
+            if source.startswith("/") and os.path.exists(source):
+                mounts.append(Mount(source, source, type="bind", read_only=True))
+        elif pod.shape is not None and pod.shape.mpi:
+            hostfile = self.run_dir / "hostfile"
+            slots = pod.shape.nnodes * pod.shape.nproc
+            hostfile.write_text(f"127.0.0.1 slots={slots}\n")
+            mounts.append(Mount(MPI_HOSTFILE, str(hostfile), type="bind", read_only=True))
+        for item in self.settings.get("mounts") or []:
+            parts = str(item).split(":")
+            mounts.append(Mount(parts[1], parts[0], type="bind", read_only=parts[2:] == ["ro"]))
+        args: JSON = {
+            "name": f"kft-{pod.name}-{self.uid[:8]}",
+            "environment": environment,
+            "labels": self.labels(pod.name),
+            "mounts": mounts,
+            # The nodes rendezvous over loopback: no bridge network, no private addresses.
+            "network_mode": "host",
+            "init": True,
+            "detach": True,
+        }
+        command = [str(c) for c in spec.get("command") or []]
+        cargs = [str(c) for c in spec.get("args") or []]
+        # Kubernetes' command replaces the image's ENTRYPOINT and args its CMD.
+        if command:
+            args["entrypoint"] = command
+            args["command"] = cargs
+        elif cargs:
+            args["command"] = cargs
+        if self.settings.get("apply_resource_limits", True) and not initializer:
+            args.update(_limits(spec.get("resources") or {}, DeviceRequest))
+        return args
+
+    def _pump(self, container: Any, pod: Any) -> None:
+        """Copy the container's output into the pod's log, line by line."""
+        buffer = b""
+        try:
+            for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for raw in lines:
+                    self._line(pod, raw)
+        except Exception as exc:  # the engine went away mid-stream
+            if pod.log is not None:
+                pod.log.write(f"kf-trainer-container: the log stream ended: {exc}")
+        if buffer:
+            self._line(pod, buffer)
+
+    @staticmethod
+    def _line(pod: Any, raw: bytes) -> None:
+        line = raw.decode("utf-8", errors="replace").rstrip("\r")
+        pod.tail.append(line)
+        if pod.log is not None:
+            pod.log.write(line)
+
+    def _wait(self, running: _Running, pod: Any) -> None:
+        try:
+            result = running.container.wait()
+            code = int(result.get("StatusCode", 1))
+            with contextlib.suppress(Exception):
+                running.container.reload()
+                if (running.container.attrs.get("State") or {}).get("OOMKilled"):
+                    pod.start_error = (
+                        "OOMKilled",
+                        "the container exceeded its memory limit and the kernel stopped it",
+                    )
+        except Exception as exc:
+            code = 137
+            pod.start_error = ("Error", f"the container engine stopped answering: {exc}")
+        running.code = code
+        running.done.set()
+
+    # ------------------------------------------------------------------ watching
+
+    def poll(self, pod: Any) -> int | None:
+        with self._lock:
+            running = self._running.get(pod.name)
+        if running is None:
+            return None
+        if not running.done.is_set():
+            return None
+        running.reader.join(DRAIN_SECONDS)
+        if self.settings.get("auto_remove", True):
+            with contextlib.suppress(Exception):
+                running.container.remove(force=True)
+        with self._lock:
+            self._running.pop(pod.name, None)
+        return running.code
+
+    # ------------------------------------------------------------------ stopping
+
+    def stop(self, pods: Iterable[Any]) -> None:
+        with self._lock:
+            targets = [self._running.pop(p.name) for p in pods if p.name in self._running]
+
+        def stop_one(running: _Running) -> None:
+            with contextlib.suppress(Exception):
+                running.container.stop(timeout=GRACE_SECONDS)
+            running.reader.join(DRAIN_SECONDS)
+            with contextlib.suppress(Exception):
+                running.container.remove(force=True)
+
+        threads = [threading.Thread(target=stop_one, args=(r,), daemon=True) for r in targets]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(GRACE_SECONDS + 10)
+
+    def sweep(self, remove: bool) -> None:
+        remove = remove or bool(self.settings.get("auto_remove", True))
+        try:
+            client = self.engine.client
+        except Exception:
+            return
+        remove_by_label(client, self.uid, stop_only=not remove)
+
+
+def remove_by_label(client: Any, uid: str, *, stop_only: bool = False) -> int:
+    """Stop (and unless ``stop_only``, remove) every container and volume labelled with
+    job ``uid``; the number of containers found."""
+    # sparse: no inspect per container, which would race with their removal.
+    found = client.containers.list(
+        all=True, sparse=True, filters={"label": f"{JOB_UID_LABEL}={uid}"}
+    )
+    for container in found:
+        with contextlib.suppress(Exception):
+            if stop_only:
+                if container.status in ("running", "created", "restarting", "paused"):
+                    container.kill()
+            else:
+                container.remove(force=True)
+    if not stop_only:
+        with contextlib.suppress(Exception):
+            for volume in client.volumes.list(filters={"label": f"{JOB_UID_LABEL}={uid}"}):
+                with contextlib.suppress(Exception):
+                    volume.remove(force=True)
+    return len(found)
+
+
+def purge_containers(settings: JSON, uid: str) -> None:
+    """Remove everything job ``uid`` left in the engine (its deletion was asked for)."""
+    try:
+        engine = connect(str(settings.get("engine") or "auto"), settings.get("host"))
+    except Exception:
+        return  # no engine answers: nothing of it can run either
+    try:
+        remove_by_label(engine.client, uid)
+    finally:
+        with contextlib.suppress(Exception):
+            engine.client.close()
+
+
+def _limits(resources: JSON, device_request: Any) -> JSON:
+    """Engine limits from a container's ``resources`` (limits, else requests)."""
+    from kf_trainer_core.local.machine import available, gpu_count, quantity
+
+    wanted: JSON = dict(resources.get("limits") or {})
+    for key, value in (resources.get("requests") or {}).items():
+        wanted.setdefault(key, value)
+    have = available()
+    out: JSON = {}
+    with contextlib.suppress(ValueError):
+        if "cpu" in wanted:
+            # The engine refuses more CPUs than the machine has: cap at what it has.
+            cpus = min(quantity(wanted["cpu"]), have["cpu"])
+            out["nano_cpus"] = max(int(cpus * 1e9), 10_000_000)
+    with contextlib.suppress(ValueError):
+        if "memory" in wanted:
+            out["mem_limit"] = max(int(quantity(wanted["memory"])), 6 * 2**20)
+    gpus = wanted.get("nvidia.com/gpu")
+    if gpus is not None and gpu_count() > 0:
+        with contextlib.suppress(ValueError):
+            count = min(int(quantity(gpus)), gpu_count())
+            if count > 0:
+                out["device_requests"] = [device_request(count=count, capabilities=[["gpu"]])]
+    return out
