@@ -97,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
             spec,
             identity=identity,
             on_log=lambda line: print(f"    | {line}"),
+            # What train() reports with kf_trainer_core.report, as it arrives.
+            on_progress=lambda p: print(f"    > {'; '.join(p.summary())}"),
             timeout=1800,
         )
     except SpecConflictError as exc:
@@ -106,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"    Fix: uv run --frozen python {sys.argv[0]} {again}", file=sys.stderr)
         return 2
     print(f"    job {outputs.name}: {outputs.status.value}, result {outputs.result}")
+    print(f"    reported {outputs.metrics}; {outputs.cost_text()}")
 
     metrics = evaluate(outputs.result["model_uri"], data_dir)
     baseline = current_accuracy(registry, data_dir)

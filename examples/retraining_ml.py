@@ -76,6 +76,10 @@ def train(data_dir: str, model_dir: str, lr: float = 0.5, epochs: int = 30) -> d
     import os
     from pathlib import Path
 
+    # Progress and loss reach every orchestrator (status server, or the node's log);
+    # rank 0 reports, other ranks' calls do nothing.
+    from kf_trainer_core.report import report, track
+
     rows = [line.split(",") for line in Path(data_dir, "train.csv").read_text().split()]
     xs = [[float(v) for v in row[:-1]] for row in rows]
     ys = [float(row[-1]) for row in rows]
@@ -98,7 +102,7 @@ def train(data_dir: str, model_dir: str, lr: float = 0.5, epochs: int = 30) -> d
         y = torch.tensor(ys)
         w = torch.zeros(x.shape[1], requires_grad=True)
         b = torch.zeros(1, requires_grad=True)
-        for epoch in range(epochs):
+        for epoch in track(range(epochs)):
             loss = torch.nn.functional.binary_cross_entropy_with_logits(x @ w + b, y)
             grads = torch.autograd.grad(loss, [w, b])
             if distributed:
@@ -108,6 +112,7 @@ def train(data_dir: str, model_dir: str, lr: float = 0.5, epochs: int = 30) -> d
             with torch.no_grad():
                 w -= lr * grads[0]
                 b -= lr * grads[1]
+            report(metrics={"loss": round(loss.item(), 5), "epoch": epoch + 1})
             if rank == 0 and epoch % 10 == 0:
                 print(f"epoch {epoch}: loss={loss.item():.4f}", flush=True)
         weights, bias, final = w.detach().tolist(), float(b.item()), float(loss.item())
@@ -120,12 +125,13 @@ def train(data_dir: str, model_dir: str, lr: float = 0.5, epochs: int = 30) -> d
         y = np.array(ys)
         w = np.zeros(x.shape[1])
         b = 0.0
-        for epoch in range(epochs):
+        for epoch in track(range(epochs)):
             p = 1 / (1 + np.exp(-(x @ w + b)))
             w -= lr * x.T @ (p - y) / len(y)
             b -= lr * float(np.mean(p - y))
+            loss = -np.mean(y * np.log(p + 1e-9) + (1 - y) * np.log(1 - p + 1e-9))
+            report(metrics={"loss": round(float(loss), 5), "epoch": epoch + 1})
             if rank == 0 and epoch % 10 == 0:
-                loss = -np.mean(y * np.log(p + 1e-9) + (1 - y) * np.log(1 - p + 1e-9))
                 print(f"epoch {epoch}: loss={loss:.4f}", flush=True)
         p = 1 / (1 + np.exp(-(x @ w + b)))
         final = float(-np.mean(y * np.log(p + 1e-9) + (1 - y) * np.log(1 - p + 1e-9)))

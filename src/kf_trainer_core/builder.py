@@ -59,6 +59,11 @@ IDENTITY_LABEL = "kf-trainer-suite/identity"
 IDENTITY_ANNOTATION = "kf-trainer-suite/identity"
 SPEC_HASH_ANNOTATION = "kf-trainer-suite/spec-hash"
 ATTEMPT_ANNOTATION = "kf-trainer-suite/attempt"
+#: Set (to :data:`PROGRESS_FROM_LOG`) on jobs whose function can report progress: rank 0
+#: prints it in node-0's log, where the waiting side looks for it when the cluster has
+#: no status server.
+PROGRESS_ANNOTATION = "kf-trainer-suite/progress"
+PROGRESS_FROM_LOG = "log"
 
 WORKSPACE = "/workspace"
 DATASET_PATH = f"{WORKSPACE}/dataset"
@@ -207,6 +212,13 @@ def build_trainjob(
             patches.append(_runtime_patch(opt, f"options[{i}]", rt, problems))
     if patches:
         body["runtimePatches"] = patches
+    if isinstance(spec.trainer, CustomTrainer):
+        try:
+            _, source, ref = spec.trainer.func.resolved()
+        except ValueError:  # reported by _trainer() already
+            source, ref = None, None
+        if fn.uses_reporter(source, ref):
+            annotations.setdefault(PROGRESS_ANNOTATION, PROGRESS_FROM_LOG)
 
     ident = identity_text(identity)
     named = f"{ident}/attempt-{attempt}" if ident is not None and attempt else ident

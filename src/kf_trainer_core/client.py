@@ -20,6 +20,7 @@ from typing import Any, Literal
 from kf_trainer_core import checks, ops
 from kf_trainer_core.builder import BuiltTrainJob, build_trainjob, identity_text
 from kf_trainer_core.config import KubernetesConfig, LocalConfig, parse_backend
+from kf_trainer_core.cost import job_cost
 from kf_trainer_core.errors import SpecError
 from kf_trainer_core.informer import (
     AsyncInformer,
@@ -50,15 +51,16 @@ from kf_trainer_core.status import (
     Failure,
     JobOutputs,
     JobState,
+    Progress,
     TrainJob,
     job_state,
-    to_trainjob,
 )
 from kf_trainer_core.waiting import (
-    Observed,
+    LOG_PROGRESS_INTERVAL,
     TrainJobFailedError,
     WaitGoal,
     conclude,
+    job_emitter,
     wait_program,
 )
 
@@ -189,17 +191,24 @@ class _Base:
         polling_interval: float,
         startup_timeout: float | None,
         admission_timeout: float | None,
-    ) -> tuple[WaitGoal, QueueTracker | None, Callable[..., Program[Any]]]:
-        """The goal, the queue tracker and a factory of the wait program, shared by
-        both clients' ``wait``."""
+        callbacks: Iterable[Callback] | None,
+        on_progress: Callable[[Progress], None] | None,
+        log_progress_interval: float | None,
+    ) -> tuple[
+        WaitGoal, QueueTracker | None, Callable[..., Program[Any]], Callable[[Any], None] | None
+    ]:
+        """The goal, the queue tracker, a factory of the wait program and what the
+        program's emissions go to, shared by both clients' ``wait``."""
         checks.check_seconds(
             timeout=timeout,
             polling_interval=polling_interval,
             startup_timeout=startup_timeout,
             admission_timeout=admission_timeout,
+            log_progress_interval=log_progress_interval,
         )
         goal = WaitGoal.of(name, status, startup_timeout, admission_timeout)
         tracker = self._tracker()
+        emit, log_every = job_emitter(callbacks, on_progress, log_progress_interval)
 
         def program(jobs: Any, events: Any, waker: Any) -> Program[Any]:
             return wait_program(
@@ -211,9 +220,10 @@ class _Base:
                 timeout=timeout,
                 polling_interval=polling_interval,
                 tracker=tracker,
+                log_progress_interval=log_every,
             )
 
-        return goal, tracker, program
+        return goal, tracker, program, emit
 
     @staticmethod
     def _spec(
@@ -347,23 +357,6 @@ CancelAction = Literal["delete", "suspend", "keep"]
 _LOG_DRAIN_SECONDS = 5.0
 
 
-def _emitter(callbacks: Iterable[Callback] | None) -> Callable[[Any], None] | None:
-    cbs = list(callbacks or [])
-    if not cbs:
-        return None
-
-    def emit(update: Any) -> None:
-        job = (
-            to_trainjob(update.obj, queue=update.queue)
-            if isinstance(update, Observed)
-            else to_trainjob(update)
-        )
-        for cb in cbs:
-            cb(job)
-
-    return emit
-
-
 class TrainerClient(_Base):
     """Runs TrainJobs on a cluster (``KubernetesConfig``, the default) or on this
     machine (``LocalConfig``), with the Kubeflow SDK's methods."""
@@ -475,9 +468,12 @@ class TrainerClient(_Base):
         )
         return [j for j in jobs if runtime is None or j.runtime == runtime]
 
-    def get_job(self, name: str) -> TrainJob:
-        """One job with its steps."""
-        job: TrainJob = self._run(ops.get_job(self.namespace, name, kueue=self._kueue()))
+    def get_job(self, name: str, *, log_progress: bool = False) -> TrainJob:
+        """One job with its steps (and its Kueue queue status when Kueue queues it).
+        With ``log_progress``, a job that reports in its log on a cluster without a
+        status server gets its progress from there."""
+        program = ops.get_job(self.namespace, name, kueue=self._kueue(), log_progress=log_progress)
+        job: TrainJob = self._run(program)
         return job
 
     def get_job_logs(
@@ -563,18 +559,33 @@ class TrainerClient(_Base):
         callbacks: Iterable[Callback] | None = None,
         startup_timeout: float | None = None,
         admission_timeout: float | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+        log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
     ) -> tuple[TrainJob, Any]:
         """Wait until the job reaches one of ``status``; return it with the function's
         return value. Raises TrainJobFailedError (a subclass per failure class, with the
         reason, failing step, exit code and log tail), TrainJobCreationFailedError,
         TrainJobTimeoutError, and TrainJobAdmissionTimeoutError when Kueue has not
-        admitted a queued job within ``admission_timeout`` seconds. A job queued by Kueue
-        reaches ``callbacks`` with its :class:`~kf_trainer_core.kueue.QueueStatus`."""
-        goal, tracker, program = self._wait_programs(
-            name, status, timeout, polling_interval, startup_timeout, admission_timeout
+        admitted a queued job within ``admission_timeout`` seconds.
+
+        ``callbacks`` get every new version of the job (a job queued by Kueue with its
+        :class:`~kf_trainer_core.kueue.QueueStatus`); ``on_progress`` gets the job's
+        :class:`Progress` each time what it reports changes (from the status server's
+        ``trainerStatus`` or, without one, from node-0's log, read every
+        ``log_progress_interval`` seconds while it runs; ``None`` never reads it)."""
+        goal, tracker, program, emit = self._wait_programs(
+            name,
+            status,
+            timeout,
+            polling_interval,
+            startup_timeout,
+            admission_timeout,
+            callbacks,
+            on_progress,
+            log_progress_interval,
         )
         with self._subscriptions(name) as (jobs, events, waker):
-            verdict, obj = self._run(program(jobs, events, waker), _emitter(callbacks))
+            verdict, obj = self._run(program(jobs, events, waker), emit)
         result: tuple[TrainJob, Any] = self._run(
             conclude(
                 self.namespace,
@@ -617,6 +628,8 @@ class TrainerClient(_Base):
         on_submitted: Callable[[ops.Submitted], None] | None = None,
         fresh_after_failure: bool = True,
         reuse_notice: bool = True,
+        on_progress: Callable[[Progress], None] | None = None,
+        log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
     ) -> JobOutputs:
         """Submit (idempotently), stream one step's log to ``on_log``, wait, and return
         the outputs — what an orchestrator task does. Raises as :meth:`wait` does.
@@ -651,7 +664,9 @@ class TrainerClient(_Base):
             def follow() -> None:
                 try:
                     for line in driver.iterate(
-                        ops.follow_logs(self.namespace, job_name, log_step, tail=log_tail)
+                        ops.follow_logs(
+                            self.namespace, job_name, log_step, tail=log_tail, hide_progress=True
+                        )
                     ):
                         sink(line)
                         if stop.is_set():
@@ -676,6 +691,8 @@ class TrainerClient(_Base):
                 startup_timeout=startup_timeout,
                 admission_timeout=admission_timeout,
                 callbacks=[on_update] if on_update else None,
+                on_progress=on_progress,
+                log_progress_interval=log_progress_interval,
             )
         except TrainJobFailedError:
             drain()  # the containers ended: keep their last lines
@@ -854,8 +871,10 @@ class AsyncTrainerClient(_Base):
         )
         return [j for j in jobs if runtime is None or j.runtime == runtime]
 
-    async def get_job(self, name: str) -> TrainJob:
-        job: TrainJob = await self._run(ops.get_job(self.namespace, name, kueue=self._kueue()))
+    async def get_job(self, name: str, *, log_progress: bool = False) -> TrainJob:
+        """See :meth:`TrainerClient.get_job`."""
+        program = ops.get_job(self.namespace, name, kueue=self._kueue(), log_progress=log_progress)
+        job: TrainJob = await self._run(program)
         return job
 
     async def get_job_logs(
@@ -937,13 +956,23 @@ class AsyncTrainerClient(_Base):
         callbacks: Iterable[Callback] | None = None,
         startup_timeout: float | None = None,
         admission_timeout: float | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+        log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
     ) -> tuple[TrainJob, Any]:
         """See :meth:`TrainerClient.wait`."""
-        goal, tracker, program = self._wait_programs(
-            name, status, timeout, polling_interval, startup_timeout, admission_timeout
+        goal, tracker, program, emit = self._wait_programs(
+            name,
+            status,
+            timeout,
+            polling_interval,
+            startup_timeout,
+            admission_timeout,
+            callbacks,
+            on_progress,
+            log_progress_interval,
         )
         async with self._subscriptions(name) as (jobs, events, waker):
-            verdict, obj = await self._run(program(jobs, events, waker), _emitter(callbacks))
+            verdict, obj = await self._run(program(jobs, events, waker), emit)
         result: tuple[TrainJob, Any] = await self._run(
             conclude(
                 self.namespace,
@@ -990,6 +1019,8 @@ class AsyncTrainerClient(_Base):
         on_submitted: Callable[[ops.Submitted], None] | None = None,
         fresh_after_failure: bool = True,
         reuse_notice: bool = True,
+        on_progress: Callable[[Progress], None] | None = None,
+        log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
     ) -> JobOutputs:
         """See :meth:`TrainerClient.run`."""
         import asyncio
@@ -1018,7 +1049,9 @@ class AsyncTrainerClient(_Base):
             async def follow() -> None:
                 try:
                     async for line in driver.iterate(
-                        ops.follow_logs(self.namespace, job_name, log_step, tail=log_tail)
+                        ops.follow_logs(
+                            self.namespace, job_name, log_step, tail=log_tail, hide_progress=True
+                        )
                     ):
                         sink(line)
                 except asyncio.CancelledError:
@@ -1042,6 +1075,8 @@ class AsyncTrainerClient(_Base):
                 startup_timeout=startup_timeout,
                 admission_timeout=admission_timeout,
                 callbacks=[on_update] if on_update else None,
+                on_progress=on_progress,
+                log_progress_interval=log_progress_interval,
             )
         except TrainJobFailedError:
             await drain()  # the containers ended: keep their last lines
@@ -1085,10 +1120,9 @@ class AsyncTrainerClient(_Base):
 
 
 def outputs(job: TrainJob, result: Any) -> JobOutputs:
-    """A finished job's outputs for an orchestrator."""
-    duration = None
-    if job.creation_timestamp and job.completion_timestamp:
-        duration = (job.completion_timestamp - job.creation_timestamp).total_seconds()
+    """A finished job's outputs for an orchestrator: its result, the metrics it
+    reported, and what it cost (wall, pending and running time, GPU-hours)."""
+    cost = job_cost(job)
     return JobOutputs(
         name=job.name,
         namespace=job.namespace,
@@ -1097,7 +1131,11 @@ def outputs(job: TrainJob, result: Any) -> JobOutputs:
         steps=job.steps,
         metrics=job.progress.metrics if job.progress else {},
         result=result,
-        duration_seconds=duration,
+        duration_seconds=cost.wall_seconds if job.completion_timestamp else None,
         failure=job.failure,
         queue=job.queue,
+        pending_seconds=cost.pending_seconds,
+        running_seconds=cost.running_seconds,
+        gpu_hours=cost.gpu_hours,
+        progress=job.progress,
     )

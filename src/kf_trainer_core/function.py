@@ -227,6 +227,7 @@ def program_for(
     args_json = json.dumps(func_args or {}, sort_keys=True, separators=(",", ":"))
     program = _PROGRAM_TEMPLATE.format(
         function=body,
+        reporter=_reporter_prelude(body if import_ref is None else None),
         name=name,
         args=repr(args_json),
         marker=repr(RESULT_MARKER),
@@ -248,6 +249,65 @@ def program_for(
     return program
 
 
+def uses_reporter(source: str | None, import_ref: str | None = None) -> bool:
+    """Whether the program of this function carries the reporting module: its source
+    names ``kf_trainer_core.report``, or it is imported (its source is not seen)."""
+    return import_ref is not None or REPORT_MODULE in (source or "")
+
+
+def progress_from_log(lines: list[str]) -> dict[str, Any] | None:
+    """The latest ``trainerStatus`` that rank 0 printed in these log lines."""
+    from kf_trainer_core.report import parse_line
+
+    for line in reversed(lines):
+        status = parse_line(line)
+        if status is not None:
+            return status
+    return None
+
+
+def _reporter_prelude(body: str | None) -> str:
+    """The code that makes :mod:`kf_trainer_core.report` importable in the pod.
+
+    Only functions that use it pay for it: a function whose source names
+    ``kf_trainer_core.report`` (or an imported function, whose source is not seen). The
+    installed package wins where the image has it; otherwise the module's own source,
+    carried in the program, is registered under its name, so
+    ``from kf_trainer_core.report import report`` works either way."""
+    if body is not None and not uses_reporter(body):
+        return "def _kf_trainer_reporter():\n    return None\n"
+    from kf_trainer_core import report
+
+    source = inspect.getsource(report)
+    return _REPORTER_TEMPLATE.format(module=repr(REPORT_MODULE), source=repr(source))
+
+
+#: The in-function reporting module (:mod:`kf_trainer_core.report`).
+REPORT_MODULE = "kf_trainer_core.report"
+
+_REPORTER_TEMPLATE = """\
+def _kf_trainer_reporter():
+    import sys
+    import types
+
+    try:
+        import kf_trainer_core.report as module
+    except ImportError:  # the image does not have kf-trainer-suite: use the copy below
+        package = sys.modules.get("kf_trainer_core")
+        if package is None:
+            package = types.ModuleType("kf_trainer_core")
+            package.__path__ = []
+            sys.modules["kf_trainer_core"] = package
+        module = types.ModuleType({module})
+        module.__file__ = "<kf-trainer program>"
+        sys.modules[{module}] = module
+        exec(compile({source}, "<kf_trainer_core.report>", "exec"), module.__dict__)
+        package.report = module
+    module._enable()
+    return module
+"""
+
+
 # The epilogue is generated code: it must run on any Python the image has (3.8+) and use
 # only the standard library. It never fails a job whose result was reported; a result
 # that cannot be reported at all (not JSON) fails the job with the type and the fix,
@@ -260,12 +320,23 @@ from __future__ import annotations
 
 {function}
 
+{reporter}
+
 def _kf_trainer_main():
     import json
     import os
     import sys
 
-    result = {name}(**json.loads({args}))
+    try:
+        reporter = _kf_trainer_reporter()
+    except Exception as exc:  # reporting must never stop the training
+        reporter = None
+        print("kf-trainer: progress reporting is off (%s)." % exc, file=sys.stderr)
+    try:
+        result = {name}(**json.loads({args}))
+    finally:
+        if reporter is not None:
+            reporter.flush()  # the last report must not wait for the next interval
     rank = os.environ.get("RANK") or os.environ.get("OMPI_COMM_WORLD_RANK") or "0"
     node = os.environ.get("PET_NODE_RANK") or os.environ.get("JOB_COMPLETION_INDEX") or "0"
     if rank != "0" or node != "0":

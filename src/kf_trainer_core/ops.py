@@ -11,7 +11,7 @@ from typing import Any
 from kf_trainer_core import names
 from kf_trainer_core.builder import SPEC_HASH_ANNOTATION, BuiltTrainJob
 from kf_trainer_core.errors import KFTrainerError, SpecError
-from kf_trainer_core.function import result_from_log
+from kf_trainer_core.function import progress_from_log, result_from_log
 from kf_trainer_core.informer import slim_trainjob
 from kf_trainer_core.k8s.calls import (
     CloseStream,
@@ -37,6 +37,7 @@ from kf_trainer_core.k8s.resources import (
     TRAINJOBS,
 )
 from kf_trainer_core.kueue import KueueProbe, QueueStatus, lookup
+from kf_trainer_core.report import MARKER as PROGRESS_MARKER
 from kf_trainer_core.runtimes import RuntimeInfo
 from kf_trainer_core.selectors import identity_selector
 from kf_trainer_core.status import (
@@ -48,13 +49,18 @@ from kf_trainer_core.status import (
     failure_of,
     job_events,
     job_state,
+    reports_in_log,
     result_from_pods,
     to_trainjob,
+    with_trainer_status,
 )
 from kf_trainer_core.timeutil import parse_time
 
 #: At most this many log lines are kept for an error message.
 FAILURE_LOG_LINES = 40
+#: Lines at the end of node-0's log searched for the result and the last progress (the
+#: generated program prints both last).
+PROGRESS_LOG_TAIL = 200
 
 
 class TrainJobNotFoundError(KFTrainerError, LookupError):
@@ -152,12 +158,21 @@ def get_job(
     obj: dict[str, Any] | None = None,
     *,
     kueue: KueueProbe | None = None,
+    log_progress: bool = False,
 ) -> Program[TrainJob]:
-    """A job with its steps (one list of its pods) and, with a ``kueue`` probe, its
-    queue status (only a job labelled for a Kueue queue costs more requests)."""
+    """A job with its steps (one list of its pods); with a ``kueue`` probe, its queue
+    status (only a job labelled for a Kueue queue costs more requests); with
+    ``log_progress``, its progress read from node-0's log where no status server
+    writes it (:func:`with_log_progress`)."""
     if obj is None:
         obj = yield from get_object(namespace, name)
     pods = yield from job_pods(namespace, name)
+    has_status = bool((obj.get("status") or {}).get("trainerStatus"))
+    if log_progress and not has_status and reports_in_log(obj):
+        lines = yield from _read_step_log(namespace, pods, "node-0", PROGRESS_LOG_TAIL)
+        status = progress_from_log(lines)
+        if status is not None:
+            obj = with_trainer_status(obj, status)
     queue = (yield from lookup(namespace, obj, kueue)) if kueue is not None else None
     return to_trainjob(obj, pods, queue=queue)
 
@@ -403,10 +418,16 @@ def read_logs(
     """The log of one step now (empty if its pod has not started). ``strict``: a
     finished job without that step is a :class:`SpecError` naming its steps."""
     pods = yield from job_pods(namespace, name)
+    if strict and pods and _pod_for_step(pods, step) is None:
+        yield from _refuse_missing_step(namespace, name, step, pods)
+    return (yield from _read_step_log(namespace, pods, step, tail))
+
+
+def _read_step_log(
+    namespace: str, pods: list[dict[str, Any]], step: str, tail: int | None
+) -> Program[list[str]]:
     pod = _pod_for_step(pods, step)
     container = _container_for(step)
-    if pod is None and pods and strict:
-        yield from _refuse_missing_step(namespace, name, step, pods)
     if pod is None or not _started(pod, container):
         return []
     try:
@@ -426,8 +447,11 @@ def follow_logs(
     tail: int | None = 1000,
     poll_interval: float = 1.0,
     start_timeout: float | None = None,
+    hide_progress: bool = False,
 ) -> Program[None]:
-    """Emit a step's log lines as they are written, until its container ends.
+    """Emit a step's log lines as they are written, until its container ends
+    (without the function's progress lines when ``hide_progress``: a waiter shows them
+    as progress instead).
 
     Waits for a pending pod instead of returning nothing; after a dropped stream it
     reconnects from the last line's timestamp and skips lines already emitted; replays
@@ -498,7 +522,8 @@ def follow_logs(
                         seen_at_cursor += 1
                     else:
                         cursor, seen_at_cursor = stamp, 1
-                yield Emit(text)
+                if not (hide_progress and PROGRESS_MARKER in text):
+                    yield Emit(text)
         except ApiError:
             dropped = True
         yield CloseStream(stream)
@@ -533,11 +558,33 @@ def outputs_of(
     )
     job = to_trainjob(obj, pods, queue=queue)
     found, value = result_from_pods(pods)
-    if not found and job.status == JobState.COMPLETE:
-        # Too large for the termination message, or an MPI launcher: read the log.
-        lines = yield from read_logs(namespace, name, "node-0", tail=200)
-        found, value = result_from_log(lines)
+    # Too large for the termination message, or an MPI launcher: the result is in the
+    # log; so is the last progress of a job that reported without a status server.
+    need_result = not found and job.status == JobState.COMPLETE
+    need_progress = job.progress is None and job.status.terminal and reports_in_log(obj)
+    if need_result or need_progress:
+        lines = yield from _read_step_log(namespace, pods, "node-0", PROGRESS_LOG_TAIL)
+        if need_result:
+            found, value = result_from_log(lines)
+        status = progress_from_log(lines) if need_progress else None
+        if status is not None:
+            job = to_trainjob(with_trainer_status(obj, status), pods)
     return job, value if found else None, pods
+
+
+def with_log_progress(namespace: str, obj: dict[str, Any]) -> Program[dict[str, Any]]:
+    """``obj`` with the progress its function printed in node-0's log as
+    ``status.trainerStatus``, where the cluster has no status server to write it.
+    Unchanged when the job has a ``trainerStatus`` or does not report in its log.
+    (Waits call it now and then; a job view that wants live progress can too.)"""
+    if (obj.get("status") or {}).get("trainerStatus") or not reports_in_log(obj):
+        return obj
+    try:
+        lines = yield from read_logs(namespace, str(obj["metadata"]["name"]), "node-0", 50)
+    except ApiError:
+        return obj  # progress is a courtesy: a log that cannot be read shows none
+    status = progress_from_log(lines)
+    return obj if status is None else with_trainer_status(obj, status)
 
 
 def explain_failure(

@@ -20,7 +20,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from kf_trainer_core import names
-from kf_trainer_core.builder import IDENTITY_ANNOTATION, SPEC_HASH_ANNOTATION
+from kf_trainer_core.builder import (
+    IDENTITY_ANNOTATION,
+    PROGRESS_ANNOTATION,
+    PROGRESS_FROM_LOG,
+    SPEC_HASH_ANNOTATION,
+)
 from kf_trainer_core.failures import FailureClass, classify
 from kf_trainer_core.function import parse_result
 from kf_trainer_core.k8s.resources import (
@@ -77,6 +82,9 @@ class Step(_Out):
     replicated_job: str = ""
     container_reason: str | None = None
     exit_code: int | None = None
+    #: When the step's main container started and ended (for wall time and GPU-hours).
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
 
 
 class Progress(_Out):
@@ -202,10 +210,40 @@ class JobOutputs(_Out):
     steps: list[Step] = Field(default_factory=list)
     metrics: dict[str, str] = Field(default_factory=dict)
     result: Any = None
+    #: Wall time: from creation to completion.
     duration_seconds: float | None = None
     failure: Failure | None = None
     #: The job's Kueue queue status when it was queued by Kueue.
     queue: QueueStatus | None = None
+    #: Of the wall time: waiting to start (queued, suspended, scheduling, pulling
+    #: images) and running (from the first container's start to completion).
+    pending_seconds: float | None = None
+    running_seconds: float | None = None
+    #: GPUs of each training node times the time its container ran, summed, in hours.
+    gpu_hours: float | None = None
+    #: The last ``trainerStatus`` (progress, time left, metrics) the job reported.
+    progress: Progress | None = None
+
+    def cost(self) -> dict[str, float | None]:
+        """What the job cost, as data (``None`` where unknown): ``wall_seconds``,
+        ``pending_seconds``, ``running_seconds``, ``gpu_hours``."""
+        return {
+            "wall_seconds": self.duration_seconds,
+            "pending_seconds": self.pending_seconds,
+            "running_seconds": self.running_seconds,
+            "gpu_hours": self.gpu_hours,
+        }
+
+    def cost_text(self) -> str:
+        """``pending 3s, running 1m 02s, 0.52 GPU-hours`` (unknown parts left out)."""
+        parts = []
+        if self.pending_seconds is not None:
+            parts.append(f"pending {duration_text(self.pending_seconds)}")
+        if self.running_seconds is not None:
+            parts.append(f"running {duration_text(self.running_seconds)}")
+        if self.gpu_hours:
+            parts.append(f"{self.gpu_hours:.3g} GPU-hours")
+        return ", ".join(parts)
 
 
 # ---------------------------------------------------------------------- derivation
@@ -239,6 +277,21 @@ def job_state(obj: Mapping[str, Any]) -> JobState:
     if any((j.get("ready") or 0) > 0 or (j.get("succeeded") or 0) > 0 for j in jobs):
         return JobState.RUNNING
     return JobState.CREATED
+
+
+def reports_in_log(obj: Mapping[str, Any]) -> bool:
+    """Whether the job's function prints its progress in node-0's log (the builder
+    marks such jobs), so a waiter without ``trainerStatus`` may look there."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(PROGRESS_ANNOTATION) == PROGRESS_FROM_LOG
+
+
+def with_trainer_status(obj: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``obj`` whose ``status.trainerStatus`` is ``status`` (progress read
+    from the log, shown as if the status server had written it)."""
+    out = dict(obj)
+    out["status"] = {**(obj.get("status") or {}), "trainerStatus": dict(status)}
+    return out
 
 
 def progress(obj: Mapping[str, Any]) -> Progress | None:
@@ -342,7 +395,9 @@ def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
             # torchrun's processes per node beat the resource count, as in the SDK.
             if env.get("name") == "PET_NPROC_PER_NODE" and str(env.get("value", "")).isdigit():
                 count = str(env["value"])
-        reason, code = _reason_and_code(container_state(pod, container))
+        cstate = container_state(pod, container)
+        reason, code = _reason_and_code(cstate)
+        started, finished = _container_times(cstate)
         steps.append(
             Step(
                 name=name,
@@ -353,9 +408,19 @@ def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
                 replicated_job=str((meta.get("labels") or {}).get(REPLICATED_JOB_LABEL, "")),
                 container_reason=reason,
                 exit_code=code,
+                started_at=started,
+                finished_at=finished,
             )
         )
     return sorted(steps, key=_step_order)
+
+
+def _container_times(status: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    state = status.get("state") or {}
+    term = state.get("terminated") or {}
+    if term:
+        return term.get("startedAt"), term.get("finishedAt")
+    return (state.get("running") or {}).get("startedAt"), None
 
 
 def _step_order(step: Step) -> tuple[int, int]:

@@ -3,8 +3,9 @@ trigger and the Prefect and KFP tasks."""
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -24,16 +25,20 @@ from kf_trainer_core.ops import (
     get_object,
     job_pods,
     outputs_of,
+    with_log_progress,
 )
 from kf_trainer_core.status import (
     CREATION_FAILED_REASON,
     Failure,
     JobState,
+    Progress,
     TrainJob,
     failing_pod,
     failure_of,
     job_state,
+    reports_in_log,
     to_trainjob,
+    with_trainer_status,
 )
 
 if TYPE_CHECKING:
@@ -250,19 +255,26 @@ def wait_program(
     timeout: float | None,
     polling_interval: float = 2.0,
     tracker: QueueTracker | None = None,
+    log_progress_interval: float | None = None,
 ) -> Program[tuple[Verdict, dict[str, Any]]]:
     """Wait on the shared informers until ``goal`` is judged; emit each new version of
     the job (for callbacks and progress) as :class:`Observed`. Polls by name only when
     the informer cannot serve (listing forbidden). ``jobs`` is a :class:`Subscription`
     or a :class:`JobSubscription` (which moves to a per-name watch for foreign jobs).
+
     With a ``tracker``, a job queued by Kueue also has its Workload read (see
     :class:`~kf_trainer_core.kueue.QueueTracker`) and is emitted again when what it
-    waits for changes."""
+    waits for changes. A running job whose function reports in its log, on a cluster
+    without a status server (no ``trainerStatus``), has its log read every
+    ``log_progress_interval`` seconds of running (``None``: never); what it reports is
+    emitted as the job's ``trainerStatus``."""
     start = time.monotonic()
+    log_status: dict[str, Any] | None = None
+    log_due: float | None = None  # when the log is read next
+    last_shown: tuple[str, str] | None = None
     seen = False  # the job was observed at all
     in_cache = False  # the shared informer has held it: its absence now means deleted
     fetched_at: float | None = None
-    last_version: str | None = None
     obj: dict[str, Any] | None = None
     final_read = False  # the queue read once more before an admission timeout
     while True:
@@ -300,7 +312,7 @@ def wait_program(
             if obj is not None:
                 seen = True
                 version = str((obj.get("metadata") or {}).get("resourceVersion"))
-                news = version != last_version
+                news = False
                 expiring = (
                     goal.admission_timeout is not None
                     and elapsed >= goal.admission_timeout
@@ -310,10 +322,23 @@ def wait_program(
                     # Before an admission timeout, read the queue once more: the error
                     # then says what it waits for now.
                     final_read = final_read or expiring
-                    news = (yield from tracker.refresh(obj)) or news
-                if news:
-                    last_version = version
-                    yield Emit(Observed(obj, tracker.status if tracker else None))
+                    news = yield from tracker.refresh(obj)
+                reading = log_progress_interval is not None and _reads_log_progress(obj)
+                if reading and log_progress_interval is not None:
+                    now = time.monotonic()
+                    if log_due is None:
+                        log_due = now + log_progress_interval
+                    elif now >= log_due:
+                        log_due = now + log_progress_interval
+                        read = yield from with_log_progress(namespace, obj)
+                        log_status = (read.get("status") or {}).get("trainerStatus") or log_status
+                shown = obj
+                if log_status is not None and not (obj.get("status") or {}).get("trainerStatus"):
+                    shown = with_trainer_status(obj, log_status)
+                key = (version, json.dumps(log_status, sort_keys=True))
+                if news or key != last_shown:
+                    last_shown = key
+                    yield Emit(Observed(shown, tracker.status if tracker else None))
             verdict = goal.judge(
                 obj,
                 [] if events.unavailable else events.objects(),
@@ -328,6 +353,9 @@ def wait_program(
         step = remaining
         if jobs.unavailable or (seen and not in_cache):
             step = polling_interval if step is None else min(step, polling_interval)
+        if log_due is not None and obj is not None and _reads_log_progress(obj):
+            left = max(0.0, log_due - time.monotonic())
+            step = left if step is None else min(step, left)
         if goal.startup_timeout is not None and elapsed < goal.startup_timeout:
             left = goal.startup_timeout - elapsed + 0.01
             step = left if step is None else min(step, left)
@@ -348,6 +376,53 @@ class Observed:
 
     obj: dict[str, Any]
     queue: QueueStatus | None = None
+
+
+#: While a job runs, its log is read this often for the progress its function prints,
+#: when the cluster has no status server (only jobs whose function reports).
+LOG_PROGRESS_INTERVAL = 10.0
+
+
+def job_emitter(
+    callbacks: Iterable[Callable[[TrainJob], None]] | None,
+    on_progress: Callable[[Progress], None] | None = None,
+    log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
+) -> tuple[Callable[[Any], None] | None, float | None]:
+    """What a wait does with each version of the job that :func:`wait_program` emits,
+    and how often it reads the log for progress: every ``callbacks`` gets the
+    :class:`TrainJob`; ``on_progress`` gets its :class:`Progress` when what it says
+    changed (not merely its time stamp). A wait nobody watches reads no log while the
+    job runs (the final metrics are read once at the end all the same)."""
+    cbs = list(callbacks or [])
+    if not cbs and on_progress is None:
+        return None, None
+    last: list[Progress | None] = [None]
+
+    def said(progress: Progress | None) -> Progress | None:
+        return None if progress is None else progress.model_copy(update={"last_updated": None})
+
+    def emit(update: Any) -> None:
+        job = (
+            to_trainjob(update.obj, queue=update.queue)
+            if isinstance(update, Observed)
+            else to_trainjob(update)
+        )
+        for cb in cbs:
+            cb(job)
+        seen = job.progress
+        if on_progress is not None and seen is not None and said(seen) != said(last[0]):
+            last[0] = seen
+            on_progress(seen)
+
+    return emit, log_progress_interval
+
+
+def _reads_log_progress(obj: Mapping[str, Any]) -> bool:
+    return (
+        job_state(obj) is JobState.RUNNING
+        and reports_in_log(obj)
+        and not (obj.get("status") or {}).get("trainerStatus")
+    )
 
 
 def conclude(

@@ -38,10 +38,13 @@ def _number(value: Any) -> float | None:
 
 
 def metric_values(out: JobOutputs) -> dict[str, float]:
-    """Metrics for ``Output[Metrics]``: ``trainerStatus`` metrics, then the numbers in
-    the returned dict (and its ``metrics`` dict), which win on a name clash; a returned
-    number is the metric ``result``."""
-    values: dict[str, float] = {}
+    """Metrics for ``Output[Metrics]``: what the job cost (``wall_seconds``,
+    ``pending_seconds``, ``running_seconds``, ``gpu_hours``), the ``trainerStatus``
+    metrics, then the numbers in the returned dict (and its ``metrics`` dict); later
+    ones win on a name clash; a returned number is the metric ``result``."""
+    values: dict[str, float] = {
+        name: float(value) for name, value in out.cost().items() if value is not None
+    }
     for name, text in out.metrics.items():
         number = _number(text)
         if number is not None:
@@ -93,6 +96,8 @@ def markdown(out: JobOutputs, failure: Failure | None = None) -> str:
     facts = [("Runtime", out.runtime), ("Status", out.status.value)]
     if out.duration_seconds is not None:
         facts.append(("Duration", f"{out.duration_seconds:.1f} s"))
+    if out.cost_text():
+        facts.append(("Cost", out.cost_text()))
     uri = model_uri(out.result)
     if uri:
         facts.append(("Model", f"`{uri}`"))

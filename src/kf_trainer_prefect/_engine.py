@@ -480,7 +480,7 @@ def _announce(logger: Logger, job: TrainJob, created: bool, link: str | None) ->
 
 
 def _rows(outputs: JobOutputs) -> list[dict[str, Any]]:
-    return steps_table(list(outputs.steps), dict(outputs.metrics))
+    return steps_table(list(outputs.steps), dict(outputs.metrics), outputs.cost())
 
 
 def _bad_ending(
@@ -501,7 +501,12 @@ def _bad_ending(
 
 def _finished(logger: Logger, result: JobOutputs) -> None:
     took = f" after {result.duration_seconds:.0f}s" if result.duration_seconds else ""
+    cost = result.cost_text()
+    took += f" ({cost})" if cost else ""
     logger.info("TrainJob %s/%s is %s%s", result.namespace, result.name, result.status.value, took)
+    if result.metrics:
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(result.metrics.items()))
+        logger.info("TrainJob %s/%s reported: %s", result.namespace, result.name, shown)
 
 
 # ----------------------------------------------------------------------- options

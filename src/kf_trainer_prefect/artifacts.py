@@ -44,9 +44,12 @@ def progress_description(job: TrainJob) -> str:
 
 
 def steps_table(
-    steps: list[Any], metrics: dict[str, str] | None = None
+    steps: list[Any],
+    metrics: dict[str, str] | None = None,
+    cost: dict[str, float | None] | None = None,
 ) -> list[dict[str, str | int | None]]:
-    """Rows for the table artifact: one per step, then one per reported metric."""
+    """Rows for the table artifact: one per step, one per reported metric, then what
+    the job cost (wall, pending and running seconds, GPU-hours; kind ``cost``)."""
     rows: list[dict[str, str | int | None]] = []
     for step in steps:
         rows.append(
@@ -70,6 +73,21 @@ def steps_table(
                 "name": key,
                 "status": "",
                 "value": value,
+                "device": "",
+                "pod": "",
+                "exit_code": None,
+                "reason": "",
+            }
+        )
+    for key, number in (cost or {}).items():
+        if number is None:
+            continue
+        rows.append(
+            {
+                "kind": "cost",
+                "name": key,
+                "status": "",
+                "value": f"{number:.6g}",
                 "device": "",
                 "pod": "",
                 "exit_code": None,
@@ -110,14 +128,18 @@ def summary_markdown(
     note: str | None = None,
     link: str | None = None,
     queue: QueueStatus | None = None,
+    cost: str | None = None,
 ) -> str:
-    """The markdown summary of a job: name, namespace, runtime, state, duration, steps,
-    metrics, result, its Kueue queue and, for a failure, its class, reason, step, pod,
+    """The markdown summary of a job: name, namespace, runtime, state, duration (and
+    what it cost), steps, metrics, result, its Kueue queue and, for a failure, its
+    class, reason, step, pod,
     exit code and last log lines."""
     lines = [f"## TrainJob {_code(name)}: {status}", ""]
     lines.append(f"- **Namespace:** {_code(namespace)}")
     lines.append(f"- **Runtime:** {_code(runtime)}")
     lines.append(f"- **Duration:** {duration_text(duration_seconds)}")
+    if cost:
+        lines.append(f"- **Cost:** {cost}")
     if steps:
         shown = ", ".join(f"{s.name} ({s.status or 'unknown'})" for s in steps)
         lines.append(f"- **Steps:** {shown}")
@@ -175,6 +197,7 @@ def outputs_summary(outputs: JobOutputs, *, link: str | None = None) -> str:
         failure=outputs.failure,
         link=link,
         queue=outputs.queue,
+        cost=outputs.cost_text(),
     )
 
 

@@ -191,7 +191,13 @@ def _outputs(result: Any, **extra: Any) -> JobOutputs:
 
 def test_metrics_and_model_from_the_result() -> None:
     out = _outputs({"model_uri": " s3://m/1 ", "loss": 0.125, "ok": True, "metrics": {"f1": 0.9}})
-    assert summary.metric_values(out) == {"loss": 0.125, "epoch": 3.0, "f1": 0.9}
+    # What the job cost comes first (here only its wall time is known).
+    assert summary.metric_values(out) == {
+        "wall_seconds": 12.5,
+        "loss": 0.125,
+        "epoch": 3.0,
+        "f1": 0.9,
+    }
     assert summary.model_uri(out.result) == "s3://m/1"
     assert summary.model_metadata(out)["trainjob"] == "train-1"
     assert summary.metric_values(_outputs(0.5))["result"] == 0.5

@@ -49,7 +49,7 @@ ACTIVE_STATES = ("Created", "Running", "Suspended")
 #: At most this many of a failed job's events go to the task log.
 MAX_EVENTS = 50
 #: What the XCom keys besides ``return_value`` hold.
-XCOM_KEYS = ("job_name", "namespace", "status", "steps", "metrics", "result")
+XCOM_KEYS = ("job_name", "namespace", "status", "steps", "metrics", "result", "cost")
 
 
 class TrainJobFailedException(AirflowException):
@@ -563,13 +563,18 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         with self._client() as client:
             outputs = self._outputs or client.get_job_outputs(name)
             self._finish(client, succeeded=True)
+        cost = outputs.cost_text()
         self.log.info(
-            "%s is %s%s",
+            "%s is %s%s%s",
             self._where,
             outputs.status.value,
             f" after {outputs.duration_seconds:.0f}s" if outputs.duration_seconds else "",
+            f" ({cost})" if cost else "",
         )
-        data = outputs.model_dump(mode="json")
+        if outputs.metrics:
+            shown = ", ".join(f"{k}={v}" for k, v in sorted(outputs.metrics.items()))
+            self.log.info("%s reported: %s", self._where, shown)
+        data = {**outputs.model_dump(mode="json"), "cost": outputs.cost()}
         ti = context["ti"]
         ti.xcom_push(key="job_name", value=data["name"])
         for key in XCOM_KEYS[1:]:

@@ -64,6 +64,7 @@ from kf_trainer_core.local.initializer import DEST_ENV, KIND_ENV
 from kf_trainer_core.local.logs import LogWriter
 from kf_trainer_core.local.procs import JobLock, kill_tree, signal_all
 from kf_trainer_core.local.store import EVENTS, PODS, SECRETS, TRAINJOBS, Selector, Store, Tx
+from kf_trainer_core.report import MARKER, parse_line
 
 if TYPE_CHECKING:
     from kf_trainer_core.container.runner import PodRunner
@@ -214,6 +215,10 @@ class PodRun:
     #: Set when the pod could not start (bad command): (reason, message).
     start_error: tuple[str, str] | None = None
     shape: launch.NodeShape | None = None
+    #: The latest trainer status its function printed (report's marker lines), and how
+    #: many it printed: the supervisor writes it into the TrainJob's status.
+    progress: JSON | None = None
+    progress_seq: int = 0
     #: The container's id (``docker://…``) when a pod runner runs it, else "".
     runtime_id: str = ""
 
@@ -239,6 +244,8 @@ class Supervisor:
         self.job_rv: int | None = None
         self.plan: JSON = {}
         self.pods: dict[str, PodRun] = {}
+        #: Per pod: how many of its progress reports are in the job's status.
+        self.progress_published: dict[str, int] = {}
         self.stop = threading.Event()
         self.deadline: float | None = None
         self.workspace = paths.workspace(namespace, name, uid)
@@ -842,6 +849,7 @@ class Supervisor:
         for pod in pods:
             self.start_pod(pod)
         while True:
+            self._publish_progress(pods)
             outcome = self.control()
             if outcome is not None:
                 return outcome
@@ -853,10 +861,30 @@ class Supervisor:
                     self.poll_pod(pod)
             failed = [p for p in pods if p.finished and p.exit_code != 0]
             if failed:
+                self._publish_progress(pods)
                 return f"failed:{failed[0].name}"
             if all(p.finished for p in pods):
+                self._publish_progress(pods)  # the last report, before Complete
                 return None
             self.stop.wait(TICK)
+
+    def _publish_progress(self, pods: list[PodRun]) -> None:
+        """Write the newest trainer status a pod printed as ``status.trainerStatus``,
+        as the Trainer's status server would: here the log is the channel."""
+        fresh = [p for p in pods if p.progress_seq > self.progress_published.get(p.name, 0)]
+        if not fresh:
+            return
+        for pod in fresh:
+            self.progress_published[pod.name] = pod.progress_seq
+        status = fresh[0].progress
+        if status is None:
+            return
+
+        def fn(job_status: JSON) -> None:
+            job_status["trainerStatus"] = dict(status)
+
+        with self.store.write() as tx:
+            self._update_job(tx, fn)
 
     def _pod_event_scheduled(self, tx: Tx, pod: PodRun) -> None:
         self._event(
@@ -1368,6 +1396,11 @@ def _pump(proc: subprocess.Popen[bytes], pod: PodRun, prefix: str) -> None:
         for raw in iter(proc.stdout.readline, b""):
             line = raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r")
             pod.tail.append(line)
+            if MARKER in line:
+                status = parse_line(line)
+                if status is not None and "lastUpdatedTime" in status:
+                    pod.progress = status
+                    pod.progress_seq += 1
             pod.log.write(prefix + line if prefix else line)
 
 

@@ -60,6 +60,7 @@ from kf_trainer_core.function import (
     TERMINATION_LOG_ENV,
     TERMINATION_MESSAGE_LIMIT,
 )
+from kf_trainer_core.report import URL_ENV
 from kf_trainer_core.testing.crd import find_upstream
 from kf_trainer_core.testing.scenarios import (
     PRESETS,
@@ -360,6 +361,8 @@ class TrainerController:
         self.store = store
         self.logs = logs
         self.clock_scale = clock_scale
+        #: The TrainJob status server whose endpoint trainer pods get (None: off).
+        self.status_server: Any = None
         #: The scenario of TrainJobs that neither the annotation nor a script selects.
         self.default_scenario: Scenario = Scenario(name="success")
         self._scripts: list[tuple[str | Callable[[JSON], bool], Scenario]] = []
@@ -1038,6 +1041,8 @@ class TrainerController:
                             "containerPort",
                             [{"containerPort": TORCH_MASTER_PORT}],
                         )
+            if ancestor == "trainer" and self.status_server is not None:
+                self.status_server.enforce_pod_spec(pspec, containers, sim.namespace, sim.name)
             if ancestor in _INITIALIZERS:
                 cfg = initializer.get("dataset" if ancestor == "dataset-initializer" else "model")
                 init_c = _container(containers, str(ancestor))
@@ -2211,6 +2216,9 @@ class TrainerController:
                 value = self._value_from(pod, e["valueFrom"])
                 if value is not None:
                     env[str(e["name"])] = value
+        if self.status_server is not None and rjob.kind == "trainer" and URL_ENV in env:
+            # The projected token and CA certificate, where a local process finds them.
+            env.update(self.status_server.exec_env(run.workdir, sim.namespace, sim.name))
         env["JOB_COMPLETION_INDEX"] = str(pod.index)
         env[LAUNCHER_ENV] = "python"
         env[TERMINATION_LOG_ENV] = str(run.termination_log)

@@ -553,6 +553,8 @@ class KubeTestServer:
         self.user = user
         self.enforce_namespaces = enforce_namespaces
         self._token_check: Callable[[str], bool] | None = None
+        #: The TrainJob status server, when enabled (:meth:`enable_status_server`).
+        self.status_server: Any = None
         self._controller: Any = None
         self._controller_started = False
         #: The simulated Kueue (:meth:`install_kueue`); None: Kueue is not installed.
@@ -704,6 +706,7 @@ class KubeTestServer:
     def stop(self) -> None:
         """Stop serving, end every stream and the controller; the data stays."""
         self.uninstall_kueue()
+        self.disable_status_server()
         with self._lifecycle:
             if self._controller_started:
                 self._controller.stop()
@@ -833,6 +836,7 @@ class KubeTestServer:
         requirement cleared, open streams ended, the bookmark interval restored, the
         controller reset; namespaces and upstream runtimes seeded again."""
         self._on_loop(lambda: self._close_streams(abort=False))
+        self.disable_status_server()
         self.faults.clear()
         self.uninstall_kueue()
         if self._controller is not None:
@@ -885,6 +889,28 @@ class KubeTestServer:
         else:
             accepted = frozenset(tokens)
             self._token_check = accepted.__contains__
+
+    def enable_status_server(self) -> Any:
+        """Turn on the Trainer's TrainJob status server (feature gate ``TrainJobStatus``):
+        an HTTPS endpoint that writes ``status.trainerStatus`` through the CRD's
+        validation, and the controller's injection of its URL, CA and token into trainer
+        pods (see :mod:`kf_trainer_core.testing.status_server`). Returns it."""
+        from kf_trainer_core.testing.status_server import StatusServer
+
+        if self.status_server is None:
+            self.status_server = StatusServer(self.store, self._admission("Strict", []))
+        self.status_server.start()
+        if self.controller is not None:
+            self.controller.status_server = self.status_server
+        return self.status_server
+
+    def disable_status_server(self) -> None:
+        """Turn the status server off again (pods created later get no variables)."""
+        server, self.status_server = self.status_server, None
+        if server is not None:
+            server.stop()
+        if self._controller is not None:
+            self._controller.status_server = None
 
     def forbid(self, verb: str, resource: str, namespace: str | None = None) -> None:
         """Deny ``verb`` on ``resource`` (403, as RBAC would); see :class:`FaultInjector`."""
