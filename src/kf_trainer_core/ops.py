@@ -127,6 +127,7 @@ def list_runtimes(namespace: str) -> Program[list[RuntimeInfo]]:
 
 def get_job(namespace: str, name: str, obj: dict[str, Any] | None = None) -> Program[TrainJob]:
     """A job with its steps (one list of its pods)."""
+    names.require_job_name(name)
     if obj is None:
         obj = yield from get_object(namespace, name)
     pods = yield ListObjects(PODS, namespace, label_selector=pod_selector(name))
@@ -135,6 +136,7 @@ def get_job(namespace: str, name: str, obj: dict[str, Any] | None = None) -> Pro
 
 def get_object(namespace: str, name: str) -> Program[dict[str, Any]]:
     """The TrainJob object, or :class:`TrainJobNotFoundError`."""
+    names.require_job_name(name)
     try:
         obj: dict[str, Any] = yield Get(TRAINJOBS, namespace, name)
     except ApiError as err:
@@ -212,6 +214,7 @@ def jobs_for_identity(namespace: str, identity: str) -> Program[list[dict[str, A
 def delete(namespace: str, name: str, propagation: str = "Foreground") -> Program[bool]:
     """Delete the TrainJob (the Trainer and Kubernetes remove its JobSet and pods);
     ``False`` if it was already gone."""
+    names.require_job_name(name)
     try:
         yield Delete(TRAINJOBS, namespace, name, propagation=propagation)
     except ApiError as err:
@@ -223,6 +226,7 @@ def delete(namespace: str, name: str, propagation: str = "Foreground") -> Progra
 
 def set_suspended(namespace: str, name: str, suspended: bool) -> Program[TrainJob]:
     """Suspend (pods are removed, the job kept) or resume a job."""
+    names.require_job_name(name)
     try:
         obj = yield Patch(TRAINJOBS, namespace, name, {"spec": {"suspend": suspended}})
     except ApiError as err:
@@ -235,6 +239,7 @@ def set_suspended(namespace: str, name: str, suspended: bool) -> Program[TrainJo
 def cancel(namespace: str, name: str, action: str) -> Program[bool]:
     """Stop a job by ``action``: ``delete``, ``suspend`` (kept, resumable) or ``keep``
     (leave it running). ``True`` if something was done."""
+    names.require_job_name(name)
     if action == "keep":
         return False
     if action == "suspend":
@@ -268,6 +273,20 @@ def stop_unfinished(
         raise ValueError(
             "stop_unfinished() picks no job. Fix: pass a name, an identity or a label selector."
         )
+    # Each way of picking must pick something narrower than "every job": an empty name
+    # or selector would select the whole namespace.
+    if name is not None:
+        names.require_job_name(name)
+    if identity is not None and not identity.strip("/ "):
+        raise ValueError(
+            f"stop_unfinished(identity={identity!r}) names no identity. Fix: pass the "
+            "identity the job was submitted with, e.g. (dag_id, task_id, run_id)."
+        )
+    if label_selector is not None and not label_selector.strip():
+        raise ValueError(
+            "stop_unfinished(label_selector='') would select every TrainJob of the "
+            "namespace. Fix: pass a selector naming a label, e.g. 'team=a'."
+        )
     if action == "keep":
         return []
     if name is not None:
@@ -295,6 +314,7 @@ def stop_unfinished(
 
 def get_events(namespace: str, name: str) -> Program[list[Event]]:
     """Events of the TrainJob, its JobSet, Jobs and pods (one request)."""
+    names.require_job_name(name)
     listing = yield ListObjects(EVENTS, namespace)
     return job_events(name, listing.get("items") or [])
 
@@ -337,6 +357,7 @@ def read_logs(
     namespace: str, name: str, step: str = "node-0", tail: int | None = None
 ) -> Program[list[str]]:
     """The log of one step now (empty if its pod has not started)."""
+    names.require_job_name(name)
     pods = (yield ListObjects(PODS, namespace, label_selector=pod_selector(name))).get(
         "items"
     ) or []
@@ -370,6 +391,7 @@ def follow_logs(
     """
     import time
 
+    names.require_job_name(name)
     container = _container_for(step)
     cursor: str | None = None  # timestamp of the last emitted line
     seen_at_cursor = 0  # lines emitted with exactly that timestamp
@@ -500,6 +522,7 @@ def explain_failure(
 
 def explain(namespace: str, name: str) -> Program[Failure]:
     """:func:`explain_failure` of the job called ``name`` as it is now."""
+    names.require_job_name(name)
     obj = yield from get_object(namespace, name)
     return (yield from explain_failure(namespace, obj))
 

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from kf_trainer_core import names
 from kf_trainer_core.errors import KFTrainerError
 from kf_trainer_core.k8s.calls import Await, Emit, ListObjects, Program
 from kf_trainer_core.k8s.resources import PODS
@@ -94,6 +95,9 @@ class WaitGoal:
         status: Iterable[str | JobState] | str | JobState,
         startup_timeout: float | None = None,
     ) -> WaitGoal:
+        """The goal of a wait; a name that cannot be a TrainJob's is refused here,
+        before the wait subscribes or reads anything."""
+        names.require_job_name(name)
         wanted = [status] if isinstance(status, (str, JobState)) else list(status)
         try:
             targets = frozenset(JobState(s) for s in wanted)

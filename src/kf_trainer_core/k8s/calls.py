@@ -20,6 +20,18 @@ from kf_trainer_core.k8s.resources import Resource
 T = TypeVar("T")
 
 
+def _require(value: object, what: str, call: str) -> None:
+    """The guard every call naming one object passes through: a missing name must never
+    become a request to the collection (``DELETE …/trainjobs/`` deletes them all, a GET
+    lists them). Programs check names with a friendlier message first; this is the
+    floor under all of them, for both transports and the local backend."""
+    if not isinstance(value, str) or not value or "/" in value or value in (".", ".."):
+        raise ValueError(
+            f"{call}: {what} {value!r} names no single object (an empty or partial name would "
+            "address the whole collection). Fix: pass the object's name."
+        )
+
+
 @dataclass(frozen=True)
 class Get:
     """Read one object. Result: the object (a dict)."""
@@ -27,6 +39,9 @@ class Get:
     resource: Resource
     namespace: str | None
     name: str
+
+    def __post_init__(self) -> None:
+        _require(self.name, "name", "Get")
 
 
 @dataclass(frozen=True)
@@ -61,6 +76,9 @@ class Patch:
     body: dict[str, Any] = field(hash=False)
     subresource: str | None = None
 
+    def __post_init__(self) -> None:
+        _require(self.name, "name", "Patch")
+
 
 @dataclass(frozen=True)
 class Delete:
@@ -70,6 +88,9 @@ class Delete:
     namespace: str | None
     name: str
     propagation: str = "Foreground"
+
+    def __post_init__(self) -> None:
+        _require(self.name, "name", "Delete")
 
 
 @dataclass(frozen=True)
@@ -83,6 +104,9 @@ class ReadLog:
     since_time: str | None = None
     timestamps: bool = False
     limit_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        _require(self.pod, "pod", "ReadLog")
 
 
 @dataclass(frozen=True)
@@ -108,6 +132,9 @@ class OpenLogStream:
     since_time: str | None = None
     tail_lines: int | None = None
     timestamps: bool = True
+
+    def __post_init__(self) -> None:
+        _require(self.pod, "pod", "OpenLogStream")
 
 
 @dataclass(frozen=True)

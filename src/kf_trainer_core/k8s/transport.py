@@ -66,21 +66,7 @@ def plan(call: Any, request_timeout: float) -> Plan:
         read = (call.timeout_seconds + 30) if isinstance(call, OpenWatch) else None
         timeout = {"_preload_content": False, "_request_timeout": read}
     if isinstance(call, (ReadLog, OpenLogStream)):
-        kwargs = _opt(
-            container=call.container,
-            tail_lines=call.tail_lines,
-            since_seconds=_since_seconds(call.since_time),
-            timestamps=call.timestamps or None,
-            limit_bytes=getattr(call, "limit_bytes", None),
-            follow=True if isinstance(call, OpenLogStream) else None,
-        )
-        return Plan(
-            "core",
-            "read_namespaced_pod_log",
-            (call.pod, call.namespace),
-            {**kwargs, **timeout},
-            True,
-        )
+        return _log_plan(call, timeout)
     res: Resource = call.resource
     ns = call.namespace
     if isinstance(call, OpenWatch):
@@ -177,14 +163,45 @@ def _list_plan(res: Resource, ns: str | None, kwargs: dict[str, Any]) -> Plan:
     )
 
 
-def _since_seconds(since: str | None) -> int | None:
-    """The API's sinceTime is not exposed by the Python clients: ask for enough
-    seconds to cover it (callers drop lines older than their cursor)."""
-    if since is None:
-        return None
-    from kf_trainer_core.timeutil import parse_time
+def _log_plan(call: ReadLog | OpenLogStream, timeout: dict[str, Any]) -> Plan:
+    """A pod log read, through the client library's ``ApiClient.call_api``.
 
-    return max(1, int(time.time() - parse_time(since).timestamp()) + 2)
+    The typed ``read_namespaced_pod_log`` offers ``sinceSeconds`` but not the API's
+    ``sinceTime``, and a resume point expressed in seconds before *now* is measured by
+    the kubelet against its own clock: with the node's clock ahead of ours, a resume
+    asked for from our clock starts after lines we never received (a 120 s skew lost
+    half of a log). ``sinceTime`` carries the last line's own timestamp (the node's
+    clock wrote it), so no clock is compared. The request is the same one the typed
+    method makes (path, Accept, BearerToken auth), with the query built here; the
+    ``call_api`` keywords used are common to ``kubernetes`` 30-37 and
+    ``kubernetes_asyncio``."""
+    follow = isinstance(call, OpenLogStream)
+    query: list[tuple[str, Any]] = [("container", call.container)]
+    if follow:
+        query.append(("follow", "true"))
+    if call.since_time is not None:
+        query.append(("sinceTime", call.since_time))
+    if call.tail_lines is not None:
+        query.append(("tailLines", call.tail_lines))
+    if call.timestamps:
+        query.append(("timestamps", "true"))
+    limit = getattr(call, "limit_bytes", None)
+    if limit is not None:
+        query.append(("limitBytes", limit))
+    return Plan(
+        "client",
+        "call_api",
+        ("/api/v1/namespaces/{namespace}/pods/{name}/log", "GET"),
+        {
+            "path_params": {"namespace": call.namespace, "name": call.pod},
+            "query_params": query,
+            "header_params": {"Accept": "text/plain, application/json"},
+            "auth_settings": ["BearerToken"],
+            "_return_http_data_only": True,
+            **timeout,
+        },
+        True,
+    )
 
 
 def _decode(body: bytes, text: bool) -> Any:
@@ -261,6 +278,7 @@ class SyncTransport:
             self._apis = {
                 "custom": kubernetes.client.CustomObjectsApi(client),
                 "core": kubernetes.client.CoreV1Api(client),
+                "client": client,
             }
             self._errors = (kubernetes.client.exceptions.ApiException,)
             self._conn_errors = (urllib3.exceptions.HTTPError, OSError)
@@ -412,6 +430,7 @@ class AsyncTransport:
         self._apis = {
             "custom": k8s.client.CustomObjectsApi(client),
             "core": k8s.client.CoreV1Api(client),
+            "client": client,
         }
         if old is not None:
             await old.close()
