@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Literal
 
-from kf_trainer_core import ops
+from kf_trainer_core import names, ops
 from kf_trainer_core.builder import BuiltTrainJob, build_trainjob, identity_text
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
 from kf_trainer_core.informer import (
@@ -366,6 +366,8 @@ class TrainerClient(_Base):
         if not follow:
             lines: list[str] = self._run(ops.read_logs(self.namespace, name, step, tail))
             return iter(lines)
+        # Checked now, not at the first line: the follow's program starts lazily.
+        names.require_job_name(name)
         return self._driver.iterate(ops.follow_logs(self.namespace, name, step, tail=tail or 1000))
 
     def get_job_events(self, name: str) -> list[Event]:

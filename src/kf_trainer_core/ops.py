@@ -89,6 +89,11 @@ def get_runtime(
     name: str, kind: str, namespace: str
 ) -> Program[tuple[RuntimeInfo, dict[str, Any]]]:
     """Read a runtime; a missing one is a clear error naming what exists."""
+    if not isinstance(name, str) or not name.strip() or "/" in name:
+        raise ValueError(
+            f"runtime name {name!r} names no runtime. Fix: use a runtime's name, e.g. "
+            "'torch-distributed' (list_runtimes() shows those installed)."
+        )
     res = CLUSTER_TRAINING_RUNTIMES if kind == "ClusterTrainingRuntime" else TRAINING_RUNTIMES
     ns = None if res is CLUSTER_TRAINING_RUNTIMES else namespace
     try:

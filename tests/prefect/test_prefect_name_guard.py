@@ -1,0 +1,57 @@
+"""Prefect's tasks refuse an empty or invalid job name before any request (issue 14,
+item 1): ``cancel_trainjob("")`` used to delete every TrainJob of the namespace."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kf_trainer_core.names import InvalidNameError
+from kf_trainer_core.testing.server import KubeTestServer
+from kf_trainer_prefect import KubeflowTrainerCredentials
+from kf_trainer_prefect.tasks import (
+    acancel_trainjob,
+    aget_trainjob_outputs,
+    astream_trainjob_logs,
+    await_trainjob,
+    cancel_trainjob,
+    get_trainjob_outputs,
+    stream_trainjob_logs,
+    wait_trainjob,
+)
+
+SYNC: list[Callable[..., Any]] = [
+    cancel_trainjob.fn,
+    wait_trainjob.fn,
+    stream_trainjob_logs.fn,
+    get_trainjob_outputs.fn,
+]
+ASYNC: list[Callable[..., Any]] = [
+    acancel_trainjob.fn,
+    await_trainjob.fn,
+    astream_trainjob_logs.fn,
+    aget_trainjob_outputs.fn,
+]
+
+
+@pytest.mark.parametrize("bad", ["", "Bad_Name"])
+def test_sync_tasks_refuse_bad_names(
+    creds: KubeflowTrainerCredentials, kube: KubeTestServer, bad: str
+) -> None:
+    before = len(kube.requests.records)
+    for task_fn in SYNC:
+        with pytest.raises(InvalidNameError, match=r"job=.*Fix: "):
+            task_fn(bad, creds)
+    assert len(kube.requests.records) == before
+
+
+async def test_async_tasks_refuse_bad_names(
+    creds: KubeflowTrainerCredentials, kube: KubeTestServer
+) -> None:
+    before = len(kube.requests.records)
+    for task_fn in ASYNC:
+        with pytest.raises(InvalidNameError, match=r"job=''"):
+            await task_fn("", creds)
+    assert len(kube.requests.records) == before
