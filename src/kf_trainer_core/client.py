@@ -44,7 +44,6 @@ from kf_trainer_core.status import (
     JobOutputs,
     JobState,
     TrainJob,
-    job_state,
     to_trainjob,
 )
 from kf_trainer_core.waiting import TrainJobFailedError, WaitGoal, conclude, wait_program
@@ -204,13 +203,7 @@ class _Base:
         ident = identity_text(identity)
         assert ident is not None
         existing = yield from ops.jobs_for_identity(self.namespace, ident)
-        attempt = 0
-        if existing:
-            newest = existing[-1]
-            if fresh_after_failure and job_state(newest) is JobState.FAILED:
-                attempt = len(existing)
-            else:
-                attempt = len(existing) - 1
+        attempt = ops.choose_attempt(existing, fresh_after_failure)
         built = build_trainjob(
             spec, namespace=self.namespace, identity=ident, runtime=runtime, attempt=attempt
         )

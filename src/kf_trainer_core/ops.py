@@ -9,7 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kf_trainer_core import names
-from kf_trainer_core.builder import SPEC_HASH_ANNOTATION, BuiltTrainJob
+from kf_trainer_core.builder import (
+    ATTEMPT_ANNOTATION,
+    IDENTITY_ANNOTATION,
+    SPEC_HASH_ANNOTATION,
+    BuiltTrainJob,
+)
 from kf_trainer_core.errors import KFTrainerError
 from kf_trainer_core.function import result_from_log
 from kf_trainer_core.k8s.calls import (
@@ -207,13 +212,59 @@ def submit(namespace: str, built: BuiltTrainJob) -> Program[Submitted]:
     raise SubmitError(f"TrainJob {namespace}/{built.name} kept being deleted and recreated")
 
 
+def attempt_of(obj: Mapping[str, Any]) -> int:
+    """The attempt number the builder wrote on a job (``0`` for the first attempt,
+    which carries no annotation)."""
+    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(ATTEMPT_ANNOTATION)
+    try:
+        return max(0, int(str(value))) if value is not None else 0
+    except ValueError:
+        return 0
+
+
 def jobs_for_identity(namespace: str, identity: str) -> Program[list[dict[str, Any]]]:
-    """All TrainJobs labelled with an orchestrator identity, oldest first."""
+    """All TrainJobs submitted for an orchestrator identity, by attempt number.
+
+    The label holds a digest of the identity; the annotation the identity itself, which
+    is checked so that another identity's jobs are never taken for ours."""
     listing = yield ListObjects(TRAINJOBS, namespace, label_selector=identity_selector(identity))
-    items: list[dict[str, Any]] = listing.get("items") or []
-    return sorted(
-        items, key=lambda o: str((o.get("metadata") or {}).get("creationTimestamp") or "")
-    )
+    items: list[dict[str, Any]] = [
+        o
+        for o in listing.get("items") or []
+        if ((o.get("metadata") or {}).get("annotations") or {}).get(IDENTITY_ANNOTATION)
+        in (None, identity)
+    ]
+    return sorted(items, key=lambda o: (attempt_of(o), str(o["metadata"].get("name"))))
+
+
+def choose_attempt(existing: list[dict[str, Any]], fresh_after_failure: bool) -> int:
+    """The attempt a submit for an identity goes to, given the identity's jobs.
+
+    The attempt annotation is the truth, not creation times (one-second resolution: an
+    attempt that failed within a second of its successor's creation could pass for
+    the newest) nor the number of jobs (a deleted old attempt made a retry adopt a
+    failed one). So:
+
+    * a live attempt (not finished, not being deleted) is adopted — there is exactly
+      one live job per identity, however many retries run;
+    * otherwise the highest attempt decides: failed (and ``fresh_after_failure``)
+      means a fresh attempt numbered one higher; complete (or failed without
+      ``fresh_after_failure``) is adopted, its result kept; one being deleted is
+      submitted again under its number once it is gone.
+    """
+    if not existing:
+        return 0
+    live = [
+        o
+        for o in existing
+        if not job_state(o).terminal and not (o.get("metadata") or {}).get("deletionTimestamp")
+    ]
+    if live:
+        return max(attempt_of(o) for o in live)
+    newest = max(existing, key=attempt_of)
+    if fresh_after_failure and job_state(newest) is JobState.FAILED:
+        return attempt_of(newest) + 1
+    return attempt_of(newest)
 
 
 def delete(namespace: str, name: str, propagation: str = "Foreground") -> Program[bool]:

@@ -109,8 +109,13 @@ def test_stop_unfinished_refuses_whatever_would_pick_every_job(
     client: TrainerClient, server: KubeTestServer, calls: list[Any]
 ) -> None:
     running = client.submit(spec("never-finish")).job.name
-    for kwargs in ({"label_selector": ""}, {"label_selector": "  "}, {"identity": ""},
-                   {"identity": ()}, {"identity": "/"}):
+    for kwargs in (
+        {"label_selector": ""},
+        {"label_selector": "  "},
+        {"identity": ""},
+        {"identity": ()},
+        {"identity": "/"},
+    ):
         with pytest.raises(ValueError, match="Fix: "):
             client.stop_unfinished(**kwargs)  # type: ignore[arg-type]
     assert not [c for c in calls if isinstance(c, Delete)]
