@@ -128,7 +128,8 @@ def test_the_error_names_the_argument_and_the_fix() -> None:
         require_job_name("", "job_name")
     text = str(info.value)
     assert text.startswith("job_name='' is empty")
-    assert "every TrainJob" in text and "Fix: " in text
+    assert "every TrainJob" in text
+    assert "Fix: " in text
     with pytest.raises(InvalidNameError, match=r"job=None is a NoneType"):
         require_job_name(None, "job")
     assert require_job_name("my-job-1") == "my-job-1"

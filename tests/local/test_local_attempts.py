@@ -26,7 +26,8 @@ def test_retries_adopt_the_live_attempt(client: TrainerClient, tmp_path: Path) -
     a0 = client.submit(spec, identity=identity).job.name
     client.wait_for_job_status(a0, "Failed", timeout=60)
     a1 = client.submit(spec, identity=identity)
-    assert a1.created and a1.job.name != a0
+    assert a1.created
+    assert a1.job.name != a0
     for _ in range(2):
         again = client.submit(spec, identity=identity)
         assert (again.job.name, again.created) == (a1.job.name, False)
@@ -43,7 +44,8 @@ def test_a_retry_after_deleted_failures_runs_afresh(client: TrainerClient, tmp_p
     client.wait_for_job_status(a1, "Failed", timeout=60)
     assert client.delete_job(a0)
     retry = client.submit(spec, identity=identity)
-    assert retry.created and retry.job.name not in (a0, a1)
+    assert retry.created
+    assert retry.job.name not in (a0, a1)
     assert attempt_of(retry.obj) == 2
     job, result = client.wait(retry.job.name, timeout=60)
     assert job.status is JobState.COMPLETE
