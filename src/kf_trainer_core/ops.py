@@ -430,6 +430,47 @@ def read_logs(
     return str(text).splitlines()
 
 
+class _LogCursor:
+    """Where a log follow is: the node's timestamp of the last line emitted and how
+    many emitted lines carry exactly that timestamp. A resumed read (from that
+    timestamp: ``sinceTime`` is inclusive, and some kubelets round it down to the
+    second) starts with lines already emitted; :meth:`accept` drops those and keeps
+    every line after them, so nothing is repeated or lost."""
+
+    def __init__(self) -> None:
+        self.stamp: str | None = None
+        self.seen = 0
+        self._floor: Any = None
+        self._pass_stamp: str | None = None
+        self._pass_seen = 0
+        self._skipped = 0
+
+    def reset(self) -> None:
+        """A new container instance: its log starts over."""
+        self.__init__()  # type: ignore[misc]
+
+    def start_pass(self) -> None:
+        """A read from :attr:`stamp` begins."""
+        self._floor = parse_time(self.stamp) if self.stamp else None
+        self._pass_stamp, self._pass_seen, self._skipped = self.stamp, self.seen, 0
+
+    def accept(self, line: str) -> str | None:
+        """The line's text if it is new, else ``None``."""
+        stamp, text = _split_timestamp(line)
+        if stamp is not None and self._floor is not None:
+            if parse_time(stamp) < self._floor:
+                return None
+            if stamp == self._pass_stamp and self._skipped < self._pass_seen:
+                self._skipped += 1
+                return None
+        if stamp is not None:
+            if stamp == self.stamp:
+                self.seen += 1
+            else:
+                self.stamp, self.seen = stamp, 1
+        return text
+
+
 def follow_logs(
     namespace: str,
     name: str,
@@ -442,15 +483,15 @@ def follow_logs(
     """Emit a step's log lines as they are written, until its container ends.
 
     Waits for a pending pod instead of returning nothing; after a dropped stream it
-    reconnects from the last line's timestamp and skips lines already emitted; replays
-    at most ``tail`` lines of history on the first connect.
+    resumes from the last line's own timestamp (the node's clock wrote it, so no clock
+    of ours is compared with it) and skips lines already emitted; replays at most
+    ``tail`` lines of history on the first connect. A stream that ends as the container
+    ends is followed by one read of what came after its last line: a stream cut at
+    that moment (an apiserver restart, a proxy timeout) would otherwise lose the end.
     """
-    import time
-
     names.require_job_name(name)
     container = _container_for(step)
-    cursor: str | None = None  # timestamp of the last emitted line
-    seen_at_cursor = 0  # lines emitted with exactly that timestamp
+    cursor = _LogCursor()
     waited = 0.0
     pod_name: str | None = None
     while True:
@@ -476,15 +517,15 @@ def follow_logs(
             continue
         current = str(pod["metadata"]["name"])
         if pod_name is not None and current != pod_name:
-            cursor, seen_at_cursor = None, 0  # a new pod (restart): its log starts over
+            cursor.reset()  # a new pod (restart): its log starts over
         pod_name = current
         try:
             stream = yield OpenLogStream(
                 namespace,
                 current,
                 container,
-                since_time=cursor,
-                tail_lines=tail if cursor is None else None,
+                since_time=cursor.stamp,
+                tail_lines=tail if cursor.stamp is None else None,
                 timestamps=True,
             )
         except ApiError as err:
@@ -493,27 +534,15 @@ def follow_logs(
                 continue
             raise
         dropped = False
-        skip_before = parse_time(cursor) if cursor else None
-        skipped_at_cursor = 0
+        cursor.start_pass()
         try:
             while True:
                 raw = yield ReadLine(stream)
                 if raw is None:
                     break
-                stamp, text = _split_timestamp(raw.decode("utf-8", errors="replace").rstrip("\r"))
-                if stamp is not None and skip_before is not None:
-                    when = parse_time(stamp)
-                    if when < skip_before:
-                        continue
-                    if stamp == cursor and skipped_at_cursor < seen_at_cursor:
-                        skipped_at_cursor += 1
-                        continue
-                if stamp is not None:
-                    if stamp == cursor:
-                        seen_at_cursor += 1
-                    else:
-                        cursor, seen_at_cursor = stamp, 1
-                yield Emit(text)
+                text = cursor.accept(raw.decode("utf-8", errors="replace").rstrip("\r"))
+                if text is not None:
+                    yield Emit(text)
         except ApiError:
             dropped = True
         yield CloseStream(stream)
@@ -530,8 +559,23 @@ def follow_logs(
             and phase in ("Succeeded", "Failed")
             and str(pod["metadata"]["name"]) == pod_name
         ):
+            try:
+                rest = yield ReadLog(
+                    namespace,
+                    pod_name,
+                    container,
+                    since_time=cursor.stamp,
+                    tail_lines=tail if cursor.stamp is None else None,
+                    timestamps=True,
+                )
+            except ApiError:
+                return  # the pod went meanwhile: nothing more to read
+            cursor.start_pass()
+            for line in str(rest).splitlines():
+                text = cursor.accept(line.rstrip("\r"))
+                if text is not None:
+                    yield Emit(text)
             return
-        _ = time  # keep the import local: programs stay importable without side effects
         yield Sleep(0.2 if not dropped else poll_interval)
 
 

@@ -95,3 +95,21 @@ async def test_async_follow_resumes_from_the_nodes_clock(
     await asyncio.wait_for(task, 30)
     assert dropped >= 2
     assert got == LINES
+
+
+def test_a_resumed_read_skips_exactly_what_was_emitted() -> None:
+    from kf_trainer_core.ops import _LogCursor
+
+    t1, t2 = "2026-01-01T00:00:01.000000000Z", "2026-01-01T00:00:02.000000000Z"
+    cursor = _LogCursor()
+    cursor.start_pass()
+    assert [cursor.accept(f"{t} {x}") for t, x in [(t1, "a"), (t1, "b"), (t2, "c")]] == [
+        "a",
+        "b",
+        "c",
+    ]
+    # Resumed from t2 (inclusive): "c" again, then two new lines sharing its stamp —
+    # both new (the old bookkeeping dropped the second one).
+    cursor.start_pass()
+    got = [cursor.accept(f"{t} {x}") for t, x in [(t1, "b"), (t2, "c"), (t2, "d"), (t2, "e")]]
+    assert got == [None, None, "d", "e"]
