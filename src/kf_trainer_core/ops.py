@@ -51,6 +51,7 @@ from kf_trainer_core.status import (
     failure_of,
     job_events,
     job_state,
+    pod_recency,
     result_from_pods,
     to_trainjob,
 )
@@ -389,9 +390,7 @@ def _pod_for_step(pods: list[dict[str, Any]], step: str) -> dict[str, Any] | Non
     matching = [p for p in pods if step_name(p, mpi) == step]
     if not matching:
         return None
-    return max(
-        matching, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or "")
-    )
+    return max(matching, key=pod_recency)
 
 
 def _started(pod: Mapping[str, Any], container: str) -> bool:

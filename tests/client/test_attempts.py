@@ -132,3 +132,37 @@ def test_choose_attempt_table() -> None:
     assert choose_attempt([_job(3, "Failed", deleting=True), _job(0, "Failed")], True) == 4
     assert choose_attempt([_job(2, None, deleting=True)], True) == 2  # recreated once gone
     assert attempt_of({"metadata": {"annotations": {ATTEMPT_ANNOTATION: "x"}}}) == 0
+
+
+def _pod(name: str, restart: int, phase: str) -> dict[str, object]:
+    return {
+        "metadata": {
+            "name": name,
+            "creationTimestamp": "2026-01-01T00:00:01Z",  # the same second
+            "labels": {
+                "jobset.sigs.k8s.io/replicatedjob-name": "node",
+                "jobset.sigs.k8s.io/job-index": "0",
+                "batch.kubernetes.io/job-completion-index": "0",
+                "jobset.sigs.k8s.io/restart-attempt": str(restart),
+            },
+        },
+        "spec": {"containers": [{"name": "node"}]},
+        "status": {"phase": phase},
+    }
+
+
+def test_every_newest_pod_choice_agrees_on_creation_time_ties() -> None:
+    # The same mistake as attempts, one level down: "newest pod of a step" came from
+    # creationTimestamp alone, and the step view, the log reader and the result reader
+    # broke its ties differently (the last in the list, the first, the first).
+    from kf_trainer_core.ops import _pod_for_step
+    from kf_trainer_core.status import steps_from_pods, trainer_pod
+
+    old = _pod("job-node-0-0-zzzzz", 0, "Failed")
+    new = _pod("job-node-0-0-aaaaa", 1, "Running")
+    replaced = _pod("job-node-0-0-yyyyy", 1, "Failed")
+    for pods in ([old, new, replaced], [replaced, new, old], [new, old, replaced]):
+        assert trainer_pod(pods) is new
+        assert _pod_for_step(pods, "node-0") is new
+        [step] = steps_from_pods(pods)
+        assert (step.pod_name, step.status) == ("job-node-0-0-aaaaa", "Running")

@@ -55,3 +55,22 @@ async def test_async_tasks_refuse_bad_names(
         with pytest.raises(InvalidNameError, match=r"job=''"):
             await task_fn("", creds)
     assert len(kube.requests.records) == before
+
+
+def test_stopping_a_flow_runs_jobs_needs_its_id(
+    creds: KubeflowTrainerCredentials, kube: KubeTestServer
+) -> None:
+    from kf_trainer_prefect.flows import stop_flow_run_trainjobs
+
+    before = len(kube.requests.records)
+    for bad in ("", "  "):
+        with pytest.raises(ValueError, match="names no flow run"):
+            stop_flow_run_trainjobs(bad, creds)
+    assert len(kube.requests.records) == before
+
+
+def test_an_empty_label_set_selects_nothing_rather_than_everything() -> None:
+    from kf_trainer_core.selectors import labels_selector
+
+    with pytest.raises(ValueError, match="selects every TrainJob"):
+        labels_selector({})
