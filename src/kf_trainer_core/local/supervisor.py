@@ -1222,6 +1222,15 @@ class Supervisor:
                 )
                 tx.put(PODS, pod)
                 first = first or (meta.get("labels") or {}).get(JOB_NAME_LABEL)
+                # The writer died with its supervisor: end the log, or its followers
+                # would wait for more forever.
+                for c in (pod.get("spec") or {}).get("containers") or []:
+                    path = self.paths.log_done(
+                        self.namespace, str(meta.get("name")), str(c.get("name"))
+                    )
+                    with contextlib.suppress(OSError):
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                        path.touch()
             message = f"{JS_FAILED[1]} (first failed job: {first or self.name})"
             self._jobset_event(tx, "Warning", JS_FAILED[0], message)
 
