@@ -149,3 +149,19 @@ def test_no_call_naming_one_object_can_name_the_collection(name: Any) -> None:
     ):
         with pytest.raises(ValueError, match="names no single object"):
             make()
+
+
+def test_no_call_can_turn_an_empty_namespace_into_every_namespace() -> None:
+    from kf_trainer_core.k8s.calls import Create, ListObjects, OpenWatch
+
+    for make in (
+        lambda: ListObjects(TRAINJOBS, ""),
+        lambda: OpenWatch(TRAINJOBS, "", None),
+        lambda: Create(TRAINJOBS, "", {}),
+        lambda: Get(TRAINJOBS, "", "job"),
+        lambda: Delete(TRAINJOBS, " ", "job"),
+        lambda: ReadLog("", "pod", "node"),
+    ):
+        with pytest.raises(ValueError, match="every namespace"):
+            make()
+    assert ListObjects(TRAINJOBS, None).namespace is None  # None: all namespaces, on purpose

@@ -32,6 +32,16 @@ def _require(value: object, what: str, call: str) -> None:
         )
 
 
+def _require_namespace(namespace: object, call: str) -> None:
+    """``None`` means cluster-scoped (or every namespace, for a list); an empty string
+    would silently mean the same — widening a list or a selection to every namespace."""
+    if namespace is not None and (not isinstance(namespace, str) or not namespace.strip()):
+        raise ValueError(
+            f"{call}: namespace {namespace!r} is empty (it would address every namespace). "
+            "Fix: pass the namespace, e.g. 'default'."
+        )
+
+
 @dataclass(frozen=True)
 class Get:
     """Read one object. Result: the object (a dict)."""
@@ -42,6 +52,7 @@ class Get:
 
     def __post_init__(self) -> None:
         _require(self.name, "name", "Get")
+        _require_namespace(self.namespace, "Get")
 
 
 @dataclass(frozen=True)
@@ -55,6 +66,9 @@ class ListObjects:
     limit: int | None = None
     continue_token: str | None = None
 
+    def __post_init__(self) -> None:
+        _require_namespace(self.namespace, "ListObjects")
+
 
 @dataclass(frozen=True)
 class Create:
@@ -64,6 +78,9 @@ class Create:
     namespace: str | None
     body: dict[str, Any] = field(hash=False)
     field_validation: str = "Strict"
+
+    def __post_init__(self) -> None:
+        _require_namespace(self.namespace, "Create")
 
 
 @dataclass(frozen=True)
@@ -78,6 +95,7 @@ class Patch:
 
     def __post_init__(self) -> None:
         _require(self.name, "name", "Patch")
+        _require_namespace(self.namespace, "Patch")
 
 
 @dataclass(frozen=True)
@@ -91,6 +109,7 @@ class Delete:
 
     def __post_init__(self) -> None:
         _require(self.name, "name", "Delete")
+        _require_namespace(self.namespace, "Delete")
 
 
 @dataclass(frozen=True)
@@ -107,6 +126,7 @@ class ReadLog:
 
     def __post_init__(self) -> None:
         _require(self.pod, "pod", "ReadLog")
+        _require_namespace(self.namespace, "ReadLog")
 
 
 @dataclass(frozen=True)
@@ -120,6 +140,9 @@ class OpenWatch:
     field_selector: str | None = None
     timeout_seconds: int = 300
     bookmarks: bool = True
+
+    def __post_init__(self) -> None:
+        _require_namespace(self.namespace, "OpenWatch")
 
 
 @dataclass(frozen=True)
@@ -135,6 +158,7 @@ class OpenLogStream:
 
     def __post_init__(self) -> None:
         _require(self.pod, "pod", "OpenLogStream")
+        _require_namespace(self.namespace, "OpenLogStream")
 
 
 @dataclass(frozen=True)

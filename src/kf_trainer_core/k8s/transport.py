@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import socket
 import threading
@@ -164,7 +165,7 @@ def _list_plan(res: Resource, ns: str | None, kwargs: dict[str, Any]) -> Plan:
 
 
 def _log_plan(call: ReadLog | OpenLogStream, timeout: dict[str, Any]) -> Plan:
-    """A pod log read, through the client library's ``ApiClient.call_api``.
+    """A pod log read, through the client library's own ``ApiClient``.
 
     The typed ``read_namespaced_pod_log`` offers ``sinceSeconds`` but not the API's
     ``sinceTime``, and a resume point expressed in seconds before *now* is measured by
@@ -172,9 +173,8 @@ def _log_plan(call: ReadLog | OpenLogStream, timeout: dict[str, Any]) -> Plan:
     asked for from our clock starts after lines we never received (a 120 s skew lost
     half of a log). ``sinceTime`` carries the last line's own timestamp (the node's
     clock wrote it), so no clock is compared. The request is the same one the typed
-    method makes (path, Accept, BearerToken auth), with the query built here; the
-    ``call_api`` keywords used are common to ``kubernetes`` 30-37 and
-    ``kubernetes_asyncio``."""
+    method makes (path, Accept, BearerToken auth), with the query built here, sent by
+    :func:`_raw_get` (both generations of the sync library) or :func:`_araw_get`."""
     follow = isinstance(call, OpenLogStream)
     query: list[tuple[str, Any]] = [("container", call.container)]
     if follow:
@@ -190,17 +190,60 @@ def _log_plan(call: ReadLog | OpenLogStream, timeout: dict[str, Any]) -> Plan:
         query.append(("limitBytes", limit))
     return Plan(
         "client",
-        "call_api",
-        ("/api/v1/namespaces/{namespace}/pods/{name}/log", "GET"),
+        "GET",
+        ("/api/v1/namespaces/{namespace}/pods/{name}/log",),
         {
             "path_params": {"namespace": call.namespace, "name": call.pod},
             "query_params": query,
             "header_params": {"Accept": "text/plain, application/json"},
-            "auth_settings": ["BearerToken"],
-            "_return_http_data_only": True,
             **timeout,
         },
         True,
+    )
+
+
+def _raw_get(client: Any, http_method: str, path: str, **kw: Any) -> Any:
+    """Send a request the typed methods cannot express with the sync ``ApiClient``;
+    the unread response comes back, as typed methods return it without preloading.
+
+    ``kubernetes`` 35+ (openapi-generator 7) splits the work into ``param_serialize``
+    and ``call_api(method, url, ...)``; older releases have one ``call_api(path,
+    method, path_params=..., ...)``. Both apply the configured BearerToken auth."""
+    if hasattr(client, "param_serialize"):
+        request = client.param_serialize(
+            method=http_method,
+            resource_path=path,
+            path_params=kw["path_params"],
+            query_params=kw["query_params"],
+            header_params=kw["header_params"],
+            auth_settings=["BearerToken"],
+        )
+        return client.call_api(*request, _request_timeout=kw.get("_request_timeout")).response
+    return client.call_api(
+        path,
+        http_method,
+        path_params=kw["path_params"],
+        query_params=kw["query_params"],
+        header_params=kw["header_params"],
+        auth_settings=["BearerToken"],
+        _return_http_data_only=True,
+        _preload_content=False,
+        _request_timeout=kw.get("_request_timeout"),
+    )
+
+
+async def _araw_get(client: Any, http_method: str, path: str, **kw: Any) -> Any:
+    """:func:`_raw_get` for ``kubernetes_asyncio`` (one ``call_api`` in 30 to 36)."""
+    return await client.call_api(
+        path,
+        http_method,
+        path_params=kw["path_params"],
+        query_params=kw["query_params"],
+        header_params=kw["header_params"],
+        auth_settings=["BearerToken"],
+        _return_http_data_only=True,
+        _preload_content=False,
+        **({"_request_timeout": kw["_request_timeout"]} if kw.get("_request_timeout") else {}),
     )
 
 
@@ -286,7 +329,11 @@ class SyncTransport:
             old.close()
 
     def _invoke(self, p: Plan) -> Any:
-        method: Callable[..., Any] = getattr(self._apis[p.api], p.method)
+        method: Callable[..., Any] = (
+            functools.partial(_raw_get, self._apis["client"], p.method)
+            if p.api == "client"
+            else getattr(self._apis[p.api], p.method)
+        )
         kwargs = dict(p.kwargs)
         if p.content_type and self._content_type_kwarg is not False:
             kwargs["_content_type"] = p.content_type
@@ -452,7 +499,11 @@ class AsyncTransport:
         import aiohttp
         import kubernetes_asyncio as k8s
 
-        method = getattr(self._apis[p.api], p.method)
+        method = (
+            functools.partial(_araw_get, self._apis["client"], p.method)
+            if p.api == "client"
+            else getattr(self._apis[p.api], p.method)
+        )
         kwargs = dict(p.kwargs)
         if kwargs.get("_request_timeout") is None:
             kwargs.pop("_request_timeout", None)
