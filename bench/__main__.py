@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import api_requests, imports, latency, local, scale, submit
+from bench import api_requests, imports, latency, local, namespace, scale, submit
 from bench.common import JSON, REPO, BenchServer, Settings, machine_facts
 from bench.report import write_report
 
@@ -31,6 +31,7 @@ BENCHMARKS: dict[str, tuple[Callable[..., JSON], bool]] = {
     "latency": (latency.run, True),
     "requests": (api_requests.run, True),
     "scale": (scale.run, True),
+    "namespace": (namespace.run, True),
     "submit": (submit.run, True),
     "imports": (imports.run, False),
     "local": (local.run, False),

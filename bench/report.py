@@ -773,10 +773,17 @@ def section_local(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
     ]
 
 
+def section_namespace(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
+    from bench.namespace_report import section_namespace as render
+
+    return render(section, out)
+
+
 SECTIONS: list[tuple[str, str, Callable[[JSON, Path], tuple[str, list[list[str]]]]]] = [
     ("latency", "Completion latency", section_latency),
     ("requests", "API requests per job", section_requests),
     ("scale", "Scale of waiting", section_scale),
+    ("namespace", "Namespace size", section_namespace),
     ("submit", "Submit throughput", section_submit),
     ("imports", "Import cost", section_imports),
     ("local", "Local backend", section_local),

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("latency", "requests", "scale", "submit", "imports", "local")
+SECTIONS = ("latency", "requests", "scale", "namespace", "submit", "imports", "local")
 
 
 def test_quick_benchmarks_run_and_write_their_outputs(tmp_path: Path) -> None:
@@ -21,7 +21,7 @@ def test_quick_benchmarks_run_and_write_their_outputs(tmp_path: Path) -> None:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=280,
+        timeout=420,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -35,7 +35,12 @@ def test_quick_benchmarks_run_and_write_their_outputs(tmp_path: Path) -> None:
     report = (tmp_path / "BENCHMARKS.md").read_text()
     assert report.startswith("# Benchmarks")
     assert "Generated" in report
-    for title in ("Completion latency", "API requests per job", "Scale of waiting"):
+    for title in (
+        "Completion latency",
+        "API requests per job",
+        "Scale of waiting",
+        "Namespace size",
+    ):
         assert f"## {title}" in report
     plots = sorted(p.name for p in (tmp_path / "bench" / "plots").glob("*.png"))
     assert plots, "no plot was written"

@@ -24,18 +24,23 @@ from kf_trainer_core.informer import (
     AsyncInformer,
     AsyncWaker,
     InformerState,
+    JobSubscription,
+    Subscription,
     SyncInformer,
     SyncWaker,
     async_informer,
     by_involved_object,
+    label_predicate,
     slim_trainjob,
     sync_informer,
 )
 from kf_trainer_core.k8s.calls import Program
 from kf_trainer_core.k8s.drivers import AsyncDriver, CallHook, SyncDriver
+from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE
 from kf_trainer_core.k8s.resources import EVENTS, TRAINJOBS
 from kf_trainer_core.k8s.retry import DEFAULT_POLICY, RetryPolicy
 from kf_trainer_core.runtimes import RuntimeInfo
+from kf_trainer_core.selectors import SUITE_SELECTOR
 from kf_trainer_core.spec import TrainJobSpec, train_spec
 from kf_trainer_core.status import (
     CREATION_FAILED_REASON,
@@ -44,12 +49,20 @@ from kf_trainer_core.status import (
     JobOutputs,
     JobState,
     TrainJob,
+    job_state,
     to_trainjob,
 )
 from kf_trainer_core.waiting import TrainJobFailedError, WaitGoal, conclude, wait_program
 
 Identity = str | Sequence[str | int | None]
 Callback = Callable[[TrainJob], None]
+
+
+def _brief(informer: Any) -> Any:
+    # A per-name watch serves the waits on one foreign job: it ends with the last of them
+    # rather than lingering for the next wait, as the shared watch does.
+    informer.linger = 0.0
+    return informer
 
 
 def _backend(
@@ -98,10 +111,30 @@ class _Base:
             self.namespace,
             field_selector=f"involvedObject.kind=TrainJob,reason={CREATION_FAILED_REASON}",
             key=by_involved_object,
+            page_size=self._page_size,
         )
 
+    @property
+    def _page_size(self) -> int:
+        cfg = self.config
+        return cfg.list_page_size if isinstance(cfg, KubernetesConfig) else DEFAULT_PAGE_SIZE
+
     def _jobs_state(self) -> InformerState:
-        return InformerState(TRAINJOBS, self.namespace, slim=slim_trainjob)
+        # The suite's own jobs only, finished ones kept as stubs unless waited on.
+        return InformerState(
+            TRAINJOBS,
+            self.namespace,
+            label_selector=SUITE_SELECTOR,
+            slim=slim_trainjob,
+            finished=lambda obj: job_state(obj).terminal,
+            page_size=self._page_size,
+        )
+
+    def _named_job_state(self, name: str) -> InformerState:
+        # A job the suite did not create: watched by its name alone.
+        return InformerState(
+            TRAINJOBS, self.namespace, field_selector=f"metadata.name={name}", slim=slim_trainjob
+        )
 
     @staticmethod
     def _spec(
@@ -340,10 +373,17 @@ class TrainerClient(_Base):
 
     # -- reading ----------------------------------------------------------------
     def list_jobs(
-        self, runtime: str | None = None, label_selector: str | None = None
+        self,
+        runtime: str | None = None,
+        label_selector: str | None = None,
+        *,
+        page_size: int | None = None,
     ) -> list[TrainJob]:
-        """Jobs of the namespace (optionally of one runtime), with their steps."""
-        jobs: list[TrainJob] = self._run(ops.list_jobs(self.namespace, label_selector))
+        """Jobs of the namespace (optionally of one runtime), with their steps. Read
+        ``page_size`` jobs a request (default: the config's ``list_page_size``)."""
+        jobs: list[TrainJob] = self._run(
+            ops.list_jobs(self.namespace, label_selector, page_size or self._page_size)
+        )
         return [j for j in jobs if runtime is None or j.runtime == runtime]
 
     def get_job(self, name: str) -> TrainJob:
@@ -389,7 +429,18 @@ class TrainerClient(_Base):
         events = sync_informer(
             self._informer_key("events"), lambda: self._sync_informer(self._events_state())
         )
-        subs = (jobs.subscribe(name, waker), events.subscribe(name, waker))
+
+        def by_name() -> Subscription:
+            named = sync_informer(
+                (*self._informer_key("trainjob"), name),
+                lambda: _brief(self._sync_informer(self._named_job_state(name))),
+            )
+            return named.subscribe(name, waker)
+
+        subs = (
+            JobSubscription(jobs.subscribe(name, waker), label_predicate(SUITE_SELECTOR), by_name),
+            events.subscribe(name, waker),
+        )
         try:
             yield subs[0], subs[1], waker
         finally:
@@ -471,9 +522,14 @@ class TrainerClient(_Base):
         on_update: Callable[[TrainJob], None] | None = None,
         on_submitted: Callable[[ops.Submitted], None] | None = None,
         fresh_after_failure: bool = True,
+        reuse_notice: bool = True,
     ) -> JobOutputs:
         """Submit (idempotently), stream one step's log to ``on_log``, wait, and return
-        the outputs — what an orchestrator task does. Raises as :meth:`wait` does."""
+        the outputs — what an orchestrator task does. Raises as :meth:`wait` does.
+
+        When the submit finds a job that had already finished (a rerun), ``on_log`` gets
+        "reusing the finished job …" instead of its log replayed as if it trained again;
+        callers that have just submitted the job themselves turn ``reuse_notice`` off."""
         import threading
 
         submitted = self.submit(
@@ -484,7 +540,10 @@ class TrainerClient(_Base):
         job_name = submitted.job.name
         stop = threading.Event()
         follower = None
-        if on_log is not None:
+        notice = submitted.reuse_notice() if reuse_notice else None
+        if notice is not None and on_log is not None:
+            on_log(notice)
+        elif on_log is not None:
             sink = on_log
             # Its own driver over the same connection pool: drivers keep per-run state.
             driver = SyncDriver(self._driver.transport, self.retry, self.request_hook)
@@ -682,9 +741,16 @@ class AsyncTrainerClient(_Base):
         return (await self.submit(job_spec, identity=ident)).job.name
 
     async def list_jobs(
-        self, runtime: str | None = None, label_selector: str | None = None
+        self,
+        runtime: str | None = None,
+        label_selector: str | None = None,
+        *,
+        page_size: int | None = None,
     ) -> list[TrainJob]:
-        jobs: list[TrainJob] = await self._run(ops.list_jobs(self.namespace, label_selector))
+        """See :meth:`TrainerClient.list_jobs`."""
+        jobs: list[TrainJob] = await self._run(
+            ops.list_jobs(self.namespace, label_selector, page_size or self._page_size)
+        )
         return [j for j in jobs if runtime is None or j.runtime == runtime]
 
     async def get_job(self, name: str) -> TrainJob:
@@ -727,7 +793,18 @@ class AsyncTrainerClient(_Base):
         events = async_informer(
             self._informer_key("events"), lambda: self._async_informer(self._events_state())
         )
-        subs = (jobs.subscribe(name, waker), events.subscribe(name, waker))
+
+        def by_name() -> Subscription:
+            named = async_informer(
+                (*self._informer_key("trainjob"), name),
+                lambda: _brief(self._async_informer(self._named_job_state(name))),
+            )
+            return named.subscribe(name, waker)
+
+        subs = (
+            JobSubscription(jobs.subscribe(name, waker), label_predicate(SUITE_SELECTOR), by_name),
+            events.subscribe(name, waker),
+        )
         try:
             yield subs[0], subs[1], waker
         finally:
@@ -807,6 +884,7 @@ class AsyncTrainerClient(_Base):
         on_update: Callable[[TrainJob], None] | None = None,
         on_submitted: Callable[[ops.Submitted], None] | None = None,
         fresh_after_failure: bool = True,
+        reuse_notice: bool = True,
     ) -> JobOutputs:
         """See :meth:`TrainerClient.run`."""
         import asyncio
@@ -818,7 +896,10 @@ class AsyncTrainerClient(_Base):
             on_submitted(submitted)
         job_name = submitted.job.name
         follower = None
-        if on_log is not None:
+        notice = submitted.reuse_notice() if reuse_notice else None
+        if notice is not None and on_log is not None:
+            on_log(notice)
+        elif on_log is not None:
             sink = on_log
             driver = AsyncDriver(
                 (await self._ensure_driver()).transport, self.retry, self.request_hook

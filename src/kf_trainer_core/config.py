@@ -48,6 +48,9 @@ class KubernetesConfig(SpecModel):
     #: Where watching is forbidden (RBAC without `watch`), list this often instead.
     poll_interval: float = Field(default=2.0, gt=0)
     request_timeout: float = Field(default=30.0, gt=0)
+    #: Objects per request when listing (``limit``/``continue``): each page is reduced
+    #: to what is needed before the next is read, so memory stays near one page.
+    list_page_size: int = Field(default=250, ge=1, le=5000)
 
     @field_validator("kubeconfig_content", mode="before")
     @classmethod

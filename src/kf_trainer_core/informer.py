@@ -24,12 +24,13 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kf_trainer_core.k8s.calls import CloseStream, ListObjects, OpenWatch, Program, ReadLine, Sleep
+from kf_trainer_core.k8s.calls import CloseStream, OpenWatch, Program, ReadLine, Sleep
 from kf_trainer_core.k8s.errors import ApiError
+from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE, list_pages
 from kf_trainer_core.k8s.resources import Resource
 from kf_trainer_core.k8s.retry import RetryPolicy
 
@@ -46,6 +47,21 @@ def by_involved_object(obj: Mapping[str, Any]) -> str:
     return str((obj.get("involvedObject") or {}).get("name", ""))
 
 
+#: Annotations that repeat the whole object (``kubectl apply`` stores the applied
+#: manifest, program included): never kept in a cache.
+_BULKY_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
+
+
+def slim_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """Metadata without what no wait reads: ``managedFields`` (often larger than the
+    rest) and annotations that copy the object."""
+    out = {k: v for k, v in meta.items() if k != "managedFields"}
+    annotations = out.get("annotations")
+    if annotations and any(a in annotations for a in _BULKY_ANNOTATIONS):
+        out["annotations"] = {k: v for k, v in annotations.items() if k not in _BULKY_ANNOTATIONS}
+    return out
+
+
 def slim_trainjob(obj: Mapping[str, Any]) -> dict[str, Any]:
     """What waits need of a TrainJob. The spec (which embeds programs of up to
     128 KiB) stays out of the cache, so a namespace of large jobs costs little memory."""
@@ -53,10 +69,30 @@ def slim_trainjob(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": obj.get("apiVersion"),
         "kind": obj.get("kind"),
-        "metadata": obj.get("metadata") or {},
-        "spec": {k: spec[k] for k in ("suspend", "managedBy", "runtimeRef") if k in spec},
+        "metadata": slim_metadata(obj.get("metadata") or {}),
+        "spec": {
+            **{k: spec[k] for k in ("suspend", "managedBy", "runtimeRef") if k in spec},
+            # The node count is shown with a job; the rest of the trainer is its program.
+            **(
+                {"trainer": {"numNodes": spec["trainer"]["numNodes"]}}
+                if "numNodes" in (spec.get("trainer") or {})
+                else {}
+            ),
+        },
         "status": obj.get("status") or {},
     }
+
+
+def label_predicate(selector: str | None) -> Callable[[Mapping[str, Any]], bool]:
+    """Whether an object matches an equality label selector (``a=b,c=d``), as the
+    server decides it: lets a wait tell that a job lies outside a narrowed informer."""
+    wanted = [t.partition("=")[::2] for t in (selector or "").split(",") if "=" in t]
+
+    def matches(obj: Mapping[str, Any]) -> bool:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        return all(labels.get(k.strip()) == v.strip() for k, v in wanted)
+
+    return matches
 
 
 @dataclass(frozen=True)
@@ -69,9 +105,26 @@ class Change:
     obj: dict[str, Any] | None
 
 
+class _Stub(dict[str, Any]):
+    """What the cache keeps of a finished object nobody waits for: its name and
+    version (enough to tell a re-list what changed), not its content. A wait that
+    later asks for it reads the object by name once."""
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> _Stub:
+        meta = obj.get("metadata") or {}
+        return cls(
+            metadata={"name": meta.get("name"), "resourceVersion": meta.get("resourceVersion")}
+        )
+
+
 @dataclass
 class InformerState:
-    """List+watch bookkeeping for one resource in one namespace."""
+    """List+watch bookkeeping for one resource in one namespace.
+
+    Lists are paginated (``page_size`` objects a request) and each page is slimmed
+    before the next arrives. With ``finished``, the cache is bounded: a finished
+    object that no subscriber asks for (``wanted``) is kept as a stub."""
 
     resource: Resource
     namespace: str | None
@@ -79,21 +132,55 @@ class InformerState:
     label_selector: str | None = None
     key: KeyFunc = by_name
     slim: Callable[[Mapping[str, Any]], dict[str, Any]] = dict
+    #: Objects for which this is true may be reduced to stubs when nobody waits on them.
+    finished: Callable[[Mapping[str, Any]], bool] | None = None
+    page_size: int | None = DEFAULT_PAGE_SIZE
     resource_version: str | None = None
     cache: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Keys some subscriber waits on (kept in full whatever their state).
+    wanted: Container[str] = field(default_factory=set)
     synced: bool = False
     watch_forbidden: bool = False
     list_forbidden: bool = False
 
-    def apply_list(self, listing: Mapping[str, Any]) -> list[Change]:
-        """Replace the cache with a fresh list; report what differs from before
-        (including what vanished while we were not watching)."""
-        fresh = {by_name(item): self.slim(item) for item in listing.get("items") or []}
+    def _keep(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        if self.finished is not None and self.key(obj) not in self.wanted and self.finished(obj):
+            return _Stub.of(obj)
+        return self.slim(obj)
+
+    def list_program(self) -> Program[list[Change]]:
+        """List a page at a time (each page slimmed before the next is asked for), then
+        replace the cache; return what differs from before."""
+        fresh: dict[str, dict[str, Any]] = {}
+
+        def keep(items: list[dict[str, Any]]) -> None:
+            for item in items:
+                fresh[by_name(item)] = self._keep(item)
+
+        meta = yield from list_pages(
+            self.resource,
+            self.namespace,
+            keep,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            page_size=self.page_size,
+            restart=fresh.clear,
+        )
+        return self.apply_list({"metadata": meta}, fresh)
+
+    def apply_list(
+        self, listing: Mapping[str, Any], fresh: dict[str, dict[str, Any]] | None = None
+    ) -> list[Change]:
+        """Replace the cache with a fresh list (``listing``'s items, or ``fresh``:
+        objects already slimmed by name); report what differs from before (including
+        what vanished while we were not watching)."""
+        if fresh is None:
+            fresh = {by_name(item): self._keep(item) for item in listing.get("items") or []}
         changes = []
         for name, obj in fresh.items():
             old = self.cache.get(name)
             if old is None or _rv(old) != _rv(obj):
-                changes.append(Change(self.key(obj), name, obj))
+                changes.append(Change(self.key(obj), name, _visible(obj)))
         for name, old in self.cache.items():
             if name not in fresh:
                 changes.append(Change(self.key(old), name, None))
@@ -120,13 +207,29 @@ class InformerState:
         if kind == "DELETED":
             self.cache.pop(name, None)
             return [Change(self.key(obj), name, None)]
-        slim = self.slim(obj)
-        self.cache[name] = slim
-        return [Change(self.key(obj), name, slim)]
+        kept = self.cache[name] = self._keep(obj)
+        return [Change(self.key(obj), name, _visible(kept))]
+
+    def release(self, key: str) -> None:
+        """Nobody waits on ``key`` any more: its finished objects become stubs."""
+        if self.finished is None:
+            return
+        for name, obj in list(self.cache.items()):
+            if not isinstance(obj, _Stub) and self.key(obj) == key and self.finished(obj):
+                self.cache[name] = _Stub.of(obj)
 
     def objects_for(self, key: str) -> list[dict[str, Any]]:
-        """Cached objects under ``key``."""
-        return [o for o in self.cache.values() if self.key(o) == key]
+        """Cached objects under ``key`` (stubs are not objects: a wait reads those)."""
+        if self.key is by_name:
+            # One lookup, not a scan: a thousand waits woken at once over a cache of
+            # thousands of jobs would otherwise cost a million comparisons.
+            obj = self.cache.get(key)
+            return [] if obj is None or isinstance(obj, _Stub) else [obj]
+        return [o for o in self.cache.values() if not isinstance(o, _Stub) and self.key(o) == key]
+
+
+def _visible(obj: dict[str, Any]) -> dict[str, Any] | None:
+    return None if isinstance(obj, _Stub) else obj
 
 
 def _rv(obj: Mapping[str, Any]) -> str:
@@ -147,9 +250,7 @@ def informer_program(
     while not stop():
         if state.resource_version is None or state.watch_forbidden:
             try:
-                listing = yield ListObjects(
-                    state.resource, state.namespace, state.label_selector, state.field_selector
-                )
+                changes = yield from state.list_program()
             except ApiError as err:
                 if err.forbidden:
                     state.list_forbidden = True
@@ -160,7 +261,7 @@ def informer_program(
                 attempt += 1
                 continue
             state.list_forbidden = False
-            dispatch(state.apply_list(listing))
+            dispatch(changes)
             if state.watch_forbidden:
                 yield Sleep(poll_interval)
                 continue
@@ -225,6 +326,8 @@ class _Informer:
     def __init__(self, state: InformerState) -> None:
         self.state = state
         self.subscribers: dict[str, set[Any]] = {}
+        # The cache keeps in full what someone waits on: the subscribers' keys.
+        state.wanted = self.subscribers
         self.idle_since: float | None = time.monotonic()
         self.error: BaseException | None = None
 
@@ -260,6 +363,7 @@ class _Informer:
             subs.discard(sub)
             if not subs:
                 del self.subscribers[key]
+                self.state.release(key)
         if not self.subscribers:
             self.idle_since = time.monotonic()
 
@@ -315,6 +419,9 @@ class Subscription:
         """The cached objects under the key (a copy of the list)."""
         return self.informer.snapshot(self.key)
 
+    def track(self, obj: Mapping[str, Any]) -> None:
+        """``obj`` was read by name (see :meth:`JobSubscription.track`): nothing to do."""
+
     @property
     def synced(self) -> bool:
         return self.informer.synced
@@ -326,6 +433,52 @@ class Subscription:
 
     def close(self) -> None:
         self.informer.unsubscribe(self)
+
+
+class JobSubscription:
+    """The jobs a wait looks at: the shared informer of the suite's own jobs and, for a
+    job the suite did not create (made with the Kubeflow SDK or kubectl), a watch on
+    that one name — so that foreign jobs never enter, nor cost, the shared path.
+
+    Quacks like :class:`Subscription`; :meth:`track` is told of every object the wait
+    reads by name and switches to the per-name watch when the object lies outside the
+    shared informer's selector."""
+
+    def __init__(
+        self,
+        shared: Subscription,
+        selects: Callable[[Mapping[str, Any]], bool],
+        open_named: Callable[[], Subscription],
+    ) -> None:
+        self.shared = shared
+        self.named: Subscription | None = None
+        self._selects = selects
+        self._open_named = open_named
+
+    @property
+    def active(self) -> Subscription:
+        return self.named if self.named is not None else self.shared
+
+    def track(self, obj: Mapping[str, Any]) -> None:
+        """``obj`` was read by name: follow it by name if the shared informer cannot."""
+        if self.named is None and not self._selects(obj):
+            self.named = self._open_named()
+
+    def objects(self) -> list[dict[str, Any]]:
+        return self.active.objects()
+
+    @property
+    def synced(self) -> bool:
+        return self.active.synced
+
+    @property
+    def unavailable(self) -> bool:
+        return self.active.unavailable
+
+    def close(self) -> None:
+        self.shared.close()
+        if self.named is not None:
+            self.named.close()
 
 
 class SyncInformer(_Informer):
@@ -494,11 +647,25 @@ _async_registries: weakref.WeakKeyDictionary[
 ] = weakref.WeakKeyDictionary()
 
 
+#: Above this many informers, stopped ones without subscribers are dropped from a
+#: registry (each wait on a foreign job adds a per-name informer; a triggerer that
+#: runs for weeks must not keep them all).
+_PRUNE_ABOVE = 64
+
+
+def _prune(registry: dict[tuple[Any, ...], Any], running: Callable[[Any], bool]) -> None:
+    if len(registry) > _PRUNE_ABOVE:
+        for key, informer in list(registry.items()):
+            if not informer.subscribers and not running(informer):
+                del registry[key]
+
+
 def sync_informer(key: tuple[Any, ...], factory: Callable[[], SyncInformer]) -> SyncInformer:
     """The process-wide informer for ``key``, created on first use."""
     with _sync_registry_lock:
         informer = _sync_registry.get(key)
         if informer is None:
+            _prune(_sync_registry, lambda i: i._thread is not None)
             informer = _sync_registry[key] = factory()
         return informer
 
@@ -509,6 +676,7 @@ def async_informer(key: tuple[Any, ...], factory: Callable[[], AsyncInformer]) -
     registry = _async_registries.setdefault(loop, {})
     informer = registry.get(key)
     if informer is None:
+        _prune(registry, lambda i: i._task is not None)
         informer = registry[key] = factory()
     return informer
 

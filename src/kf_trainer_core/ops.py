@@ -17,13 +17,13 @@ from kf_trainer_core.builder import (
 )
 from kf_trainer_core.errors import KFTrainerError
 from kf_trainer_core.function import result_from_log
+from kf_trainer_core.informer import slim_trainjob
 from kf_trainer_core.k8s.calls import (
     CloseStream,
     Create,
     Delete,
     Emit,
     Get,
-    ListObjects,
     OpenLogStream,
     Patch,
     Program,
@@ -32,6 +32,7 @@ from kf_trainer_core.k8s.calls import (
     Sleep,
 )
 from kf_trainer_core.k8s.errors import ApiError
+from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE, list_all
 from kf_trainer_core.k8s.resources import (
     CLUSTER_TRAINING_RUNTIMES,
     EVENTS,
@@ -83,9 +84,30 @@ class Submitted:
     #: The raw object as the API returned it.
     obj: dict[str, Any]
 
+    def reuse_notice(self) -> str | None:
+        """What to tell the user when the submit found a job that has already finished
+        (a rerun under the same identity or name): its result is reused and nothing
+        trains again, so its log is not replayed as if it did. ``None`` otherwise."""
+        if self.created or not self.job.status.terminal:
+            return None
+        job = self.job
+        return (
+            f"[kf-trainer] reusing the finished job {job.namespace}/{job.name} "
+            f"({job.status.value}); nothing trains again and its log is not replayed "
+            f"(read it with: kf-trainer jobs logs {job.name} -n {job.namespace})"
+        )
+
 
 def pod_selector(job: str) -> str:
     return f"{JOBSET_NAME_LABEL}={job}"
+
+
+def job_pods(namespace: str, name: str) -> Program[list[dict[str, Any]]]:
+    """The pods of one job (selected by its JobSet label; paginated, as every list of
+    the suite is, so that a job of thousands of pods is read in pages)."""
+    listing = yield from list_all(PODS, namespace, label_selector=pod_selector(name))
+    pods: list[dict[str, Any]] = listing["items"]
+    return pods
 
 
 # ------------------------------------------------------------------------ runtimes
@@ -107,10 +129,8 @@ def get_runtime(
     except ApiError as err:
         if not err.not_found:
             raise
-        listing = yield ListObjects(res, ns)
-        known = sorted(
-            str((o.get("metadata") or {}).get("name")) for o in listing.get("items") or []
-        )
+        listing = yield from list_all(res, ns, slim=lambda o: (o.get("metadata") or {}).get("name"))
+        known = sorted(str(n) for n in listing["items"])
         where = f" in namespace {namespace!r}" if ns else ""
         raise TrainJobNotFoundError(
             f"{kind} {name!r} does not exist{where}. Fix: use one of {known or 'none installed'}"
@@ -122,11 +142,11 @@ def get_runtime(
 def list_runtimes(namespace: str) -> Program[list[RuntimeInfo]]:
     """Cluster runtimes and the namespace's own runtimes."""
     out = []
-    cluster = yield ListObjects(CLUSTER_TRAINING_RUNTIMES, None)
-    out += [RuntimeInfo.from_manifest(o) for o in cluster.get("items") or []]
+    cluster = yield from list_all(CLUSTER_TRAINING_RUNTIMES, None, slim=RuntimeInfo.from_manifest)
+    out += cluster["items"]
     try:
-        local = yield ListObjects(TRAINING_RUNTIMES, namespace)
-        out += [RuntimeInfo.from_manifest(o) for o in local.get("items") or []]
+        local = yield from list_all(TRAINING_RUNTIMES, namespace, slim=RuntimeInfo.from_manifest)
+        out += local["items"]
     except ApiError as err:
         if not (err.forbidden or err.not_found):
             raise
@@ -141,8 +161,8 @@ def get_job(namespace: str, name: str, obj: dict[str, Any] | None = None) -> Pro
     names.require_job_name(name)
     if obj is None:
         obj = yield from get_object(namespace, name)
-    pods = yield ListObjects(PODS, namespace, label_selector=pod_selector(name))
-    return to_trainjob(obj, pods.get("items") or [])
+    pods = yield from job_pods(namespace, name)
+    return to_trainjob(obj, pods)
 
 
 def get_object(namespace: str, name: str) -> Program[dict[str, Any]]:
@@ -157,15 +177,22 @@ def get_object(namespace: str, name: str) -> Program[dict[str, Any]]:
     return obj
 
 
-def list_jobs(namespace: str, label_selector: str | None = None) -> Program[list[TrainJob]]:
-    """Jobs of a namespace, with steps, in two requests whatever their number."""
-    listing = yield ListObjects(TRAINJOBS, namespace, label_selector=label_selector)
-    items = listing.get("items") or []
+def list_jobs(
+    namespace: str, label_selector: str | None = None, page_size: int | None = DEFAULT_PAGE_SIZE
+) -> Program[list[TrainJob]]:
+    """Jobs of a namespace, with steps: one paginated list of the jobs (each page
+    slimmed before the next: programs are not kept) and one of their pods."""
+    listing = yield from list_all(
+        TRAINJOBS, namespace, label_selector=label_selector, page_size=page_size, slim=slim_trainjob
+    )
+    items = listing["items"]
     if not items:
         return []
-    pods = yield ListObjects(PODS, namespace, label_selector=JOBSET_NAME_LABEL)
+    pods = yield from list_all(
+        PODS, namespace, label_selector=JOBSET_NAME_LABEL, page_size=page_size
+    )
     by_job: dict[str, list[dict[str, Any]]] = {}
-    for pod in pods.get("items") or []:
+    for pod in pods["items"]:
         by_job.setdefault(
             ((pod.get("metadata") or {}).get("labels") or {}).get(JOBSET_NAME_LABEL, ""), []
         ).append(pod)
@@ -228,10 +255,10 @@ def jobs_for_identity(namespace: str, identity: str) -> Program[list[dict[str, A
 
     The label holds a digest of the identity; the annotation the identity itself, which
     is checked so that another identity's jobs are never taken for ours."""
-    listing = yield ListObjects(TRAINJOBS, namespace, label_selector=identity_selector(identity))
+    listing = yield from list_all(TRAINJOBS, namespace, label_selector=identity_selector(identity))
     items: list[dict[str, Any]] = [
         o
-        for o in listing.get("items") or []
+        for o in listing["items"]
         if ((o.get("metadata") or {}).get("annotations") or {}).get(IDENTITY_ANNOTATION)
         in (None, identity)
     ]
@@ -355,8 +382,10 @@ def stop_unfinished(
         # The label holds a digest of the identity, the annotation the identity itself.
         wanted = identity_selector(identity) if identity is not None else None
         selector = ",".join(s for s in (label_selector, wanted) if s)
-        listing = yield ListObjects(TRAINJOBS, namespace, label_selector=selector)
-        objs = listing.get("items") or []
+        listing = yield from list_all(
+            TRAINJOBS, namespace, label_selector=selector, slim=slim_trainjob
+        )
+        objs = listing["items"]
     done = []
     for obj in objs:
         job = to_trainjob(obj)
@@ -370,10 +399,11 @@ def stop_unfinished(
 
 
 def get_events(namespace: str, name: str) -> Program[list[Event]]:
-    """Events of the TrainJob, its JobSet, Jobs and pods (one request)."""
+    """Events of the TrainJob, its JobSet, Jobs and pods (one paginated list of the
+    namespace's events; each page keeps only the job's)."""
     names.require_job_name(name)
-    listing = yield ListObjects(EVENTS, namespace)
-    return job_events(name, listing.get("items") or [])
+    listing = yield from list_all(EVENTS, namespace, where=lambda ev: bool(job_events(name, [ev])))
+    return job_events(name, listing["items"])
 
 
 # ---------------------------------------------------------------------------- logs
@@ -413,9 +443,7 @@ def read_logs(
 ) -> Program[list[str]]:
     """The log of one step now (empty if its pod has not started)."""
     names.require_job_name(name)
-    pods = (yield ListObjects(PODS, namespace, label_selector=pod_selector(name))).get(
-        "items"
-    ) or []
+    pods = yield from job_pods(namespace, name)
     pod = _pod_for_step(pods, step)
     container = _container_for(step)
     if pod is None or not _started(pod, container):
@@ -494,9 +522,7 @@ def follow_logs(
     waited = 0.0
     pod_name: str | None = None
     while True:
-        pods = (yield ListObjects(PODS, namespace, label_selector=pod_selector(name))).get(
-            "items"
-        ) or []
+        pods = yield from job_pods(namespace, name)
         pod = _pod_for_step(pods, step)
         if pod is None or not _started(pod, container):
             try:
@@ -546,9 +572,7 @@ def follow_logs(
             dropped = True
         yield CloseStream(stream)
         # The stream ended: finished container, or a cut connection to resume.
-        pods = (yield ListObjects(PODS, namespace, label_selector=pod_selector(name))).get(
-            "items"
-        ) or []
+        pods = yield from job_pods(namespace, name)
         pod = _pod_for_step(pods, step)
         if pod is None:
             return
@@ -586,9 +610,7 @@ def outputs_of(
 ) -> Program[tuple[TrainJob, Any, list[dict[str, Any]]]]:
     """A finished job's view, the function's return value and its pods."""
     name = str(obj["metadata"]["name"])
-    pods = (yield ListObjects(PODS, namespace, label_selector=pod_selector(name))).get(
-        "items"
-    ) or []
+    pods = yield from job_pods(namespace, name)
     job = to_trainjob(obj, pods)
     found, value = result_from_pods(pods)
     if not found and job.status == JobState.COMPLETE:
@@ -605,9 +627,7 @@ def explain_failure(
     warning events, and the last lines of the failing step's log."""
     name = str(obj["metadata"]["name"])
     if pods is None:
-        pods = (yield ListObjects(PODS, namespace, label_selector=pod_selector(name))).get(
-            "items"
-        ) or []
+        pods = yield from job_pods(namespace, name)
     events = yield from get_events(namespace, name)
     found = failing_pod(pods)
     tail: list[str] = []

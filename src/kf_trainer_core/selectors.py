@@ -11,7 +11,17 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from kf_trainer_core.builder import IDENTITY_LABEL, identity_label_value, identity_text
+from kf_trainer_core.builder import (
+    IDENTITY_LABEL,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    identity_label_value,
+    identity_text,
+)
+
+#: Every TrainJob this suite creates carries this label: the shared informer of waits
+#: watches only these, so jobs made by others cost a wait nothing.
+SUITE_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 

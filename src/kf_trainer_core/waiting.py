@@ -10,14 +10,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from kf_trainer_core import names
 from kf_trainer_core.errors import KFTrainerError
-from kf_trainer_core.k8s.calls import Await, Emit, ListObjects, Program
-from kf_trainer_core.k8s.resources import PODS
+from kf_trainer_core.k8s.calls import Await, Emit, Program
 from kf_trainer_core.ops import (
     TrainJobNotFoundError,
     explain_failure,
     get_object,
+    job_pods,
     outputs_of,
-    pod_selector,
 )
 from kf_trainer_core.status import (
     CREATION_FAILED_REASON,
@@ -31,7 +30,7 @@ from kf_trainer_core.status import (
 )
 
 if TYPE_CHECKING:
-    from kf_trainer_core.informer import Subscription
+    from kf_trainer_core.informer import JobSubscription, Subscription
 
 
 class TrainJobFailedError(KFTrainerError):
@@ -152,7 +151,7 @@ class WaitGoal:
 def wait_program(
     namespace: str,
     goal: WaitGoal,
-    jobs: Subscription,
+    jobs: Subscription | JobSubscription,
     events: Subscription,
     waker: Any,
     *,
@@ -161,7 +160,8 @@ def wait_program(
 ) -> Program[tuple[Verdict, dict[str, Any]]]:
     """Wait on the shared informers until ``goal`` is judged; emit each new version of
     the job (for callbacks and progress). Polls by name only when the informer cannot
-    serve (listing forbidden)."""
+    serve (listing forbidden). ``jobs`` is a :class:`Subscription` or a
+    :class:`JobSubscription` (which moves to a per-name watch for foreign jobs)."""
     start = time.monotonic()
     seen = False  # the job was observed at all
     in_cache = False  # the shared informer has held it: its absence now means deleted
@@ -195,6 +195,10 @@ def wait_program(
                     if not seen:
                         raise
                     obj = None
+                if obj is not None:
+                    # A job outside the shared informer's selector (not made by this
+                    # suite) is followed by a watch on its name from here on.
+                    jobs.track(obj)
         if obj is not None or seen:
             if obj is not None:
                 seen = True
@@ -237,9 +241,7 @@ def conclude(
     job: TrainJob | None = None
     stuck: Failure | None = None
     if obj:
-        pods = (yield ListObjects(PODS, namespace, label_selector=pod_selector(goal.name))).get(
-            "items"
-        ) or []
+        pods = yield from job_pods(namespace, goal.name)
         job = to_trainjob(obj, pods)
         if failing_pod(pods) is not None:
             stuck = failure_of(obj, pods)

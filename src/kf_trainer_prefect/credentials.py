@@ -98,6 +98,9 @@ outputs = run_trainjob(spec, credentials=credentials)
         default=2.0, gt=0, description="Seconds between lists where watching is forbidden."
     )
     request_timeout: float = Field(default=30.0, gt=0, description="Seconds per API request.")
+    list_page_size: int = Field(
+        default=250, ge=1, le=5000, description="Objects per request when listing."
+    )
     state_dir: str | None = Field(
         default=None, description="Local backend: where jobs keep their state and logs."
     )
@@ -205,6 +208,7 @@ outputs = run_trainjob(spec, credentials=credentials)
             watch_timeout=self.watch_timeout,
             poll_interval=self.poll_interval,
             request_timeout=self.request_timeout,
+            list_page_size=self.list_page_size,
         )
         return _parse(KubernetesConfig, cluster)
 

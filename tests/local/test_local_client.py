@@ -640,3 +640,25 @@ def test_packages_without_venv_are_reported(client: TrainerClient, tmp_path: Pat
         "packages_to_install are not installed here" in line and "kftiny-absent" in line
         for line in client.get_job_logs(name)
     )
+
+
+def test_lists_are_paginated_like_a_clusters(client: TrainerClient) -> None:
+    from kf_trainer_core.k8s.calls import ListObjects
+    from kf_trainer_core.k8s.resources import TRAINJOBS
+
+    names = sorted(
+        client.submit(
+            TrainJobSpec(trainer=CustomTrainer(trivial), options=[Suspend()]), name=f"page-{i}"
+        ).job.name
+        for i in range(3)
+    )
+    assert sorted(j.name for j in client.list_jobs(page_size=1)) == names
+    first = client._run(single(ListObjects(TRAINJOBS, "local", limit=2)))
+    assert [o["metadata"]["name"] for o in first["items"]] == names[:2]
+    assert first["metadata"]["remainingItemCount"] == 1
+    token = first["metadata"]["continue"]
+    rest = client._run(single(ListObjects(TRAINJOBS, "local", limit=2, continue_token=token)))
+    assert [o["metadata"]["name"] for o in rest["items"]] == names[2:]
+    assert "continue" not in rest["metadata"]
+    for name in names:
+        client.delete_job(name)

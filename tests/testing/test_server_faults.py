@@ -260,3 +260,55 @@ async def test_async_client_sees_429_and_403(aapi: Any, bare_kube: KubeTestServe
     with pytest.raises(kubernetes_asyncio.client.ApiException) as exc:
         await v1.list_namespace()
     assert exc.value.status == 403
+
+
+def test_expired_continue_token_is_410_gone(api: Any, bare_kube: KubeTestServer) -> None:
+    v1 = kubernetes.client.CoreV1Api(api)
+    for i in range(5):
+        v1.create_namespaced_config_map("default", {"metadata": {"name": f"cm-{i}"}})
+    page = v1.list_namespaced_config_map("default", limit=2)
+    bare_kube.faults.expire_continue_tokens(1)
+    with pytest.raises(ApiException) as exc:
+        v1.list_namespaced_config_map("default", limit=2, _continue=page.metadata._continue)
+    assert exc.value.status == 410
+    body = status_of(exc.value)
+    assert body["reason"] == "Expired"
+    assert "continue parameter is too old" in body["message"]
+    # One token expired; the same one works again (the fault is used up), and a list
+    # without a token is never affected.
+    again = v1.list_namespaced_config_map("default", limit=2, _continue=page.metadata._continue)
+    assert [c.metadata.name for c in again.items] == ["cm-2", "cm-3"]
+    bare_kube.faults.expire_continue_tokens(None)
+    assert len(v1.list_namespaced_config_map("default").items) == 5
+    for _ in range(2):
+        with pytest.raises(ApiException):
+            v1.list_namespaced_config_map("default", limit=2, _continue=page.metadata._continue)
+    bare_kube.faults.clear()
+    v1.list_namespaced_config_map("default", limit=2, _continue=page.metadata._continue)
+
+
+def test_watch_by_name_and_label_sees_only_its_objects(api: Any, bare_kube: KubeTestServer) -> None:
+    v1 = kubernetes.client.CoreV1Api(api)
+    rv = v1.list_namespaced_config_map("default").metadata.resource_version
+    v1.create_namespaced_config_map("default", {"metadata": {"name": "other"}})
+    v1.create_namespaced_config_map("default", {"metadata": {"name": "mine"}})
+    v1.create_namespaced_config_map(
+        "default", {"metadata": {"name": "labelled", "labels": {"app": "x"}}}
+    )
+
+    def names(**selector: str) -> list[str]:
+        resp = v1.list_namespaced_config_map(
+            "default",
+            watch=True,
+            resource_version=rv,
+            timeout_seconds=1,
+            _preload_content=False,
+            **selector,
+        )
+        lines = [json.loads(line) for line in resp.data.splitlines() if line.strip()]
+        return [e["object"]["metadata"]["name"] for e in lines if e["type"] == "ADDED"]
+
+    assert names(field_selector="metadata.name=mine") == ["mine"]
+    assert names(label_selector="app=x") == ["labelled"]
+    listed = v1.list_namespaced_config_map("default", field_selector="metadata.name=mine")
+    assert [c.metadata.name for c in listed.items] == ["mine"]

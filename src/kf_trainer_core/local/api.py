@@ -49,6 +49,7 @@ from kf_trainer_core.local._common import (
 )
 from kf_trainer_core.local.liveness import check_supervisors
 from kf_trainer_core.local.logs import PENDING, LogFollower, read_log
+from kf_trainer_core.local.paging import paginate
 from kf_trainer_core.local.procs import JobLock, spawn_supervisor
 from kf_trainer_core.local.store import (
     CLUSTER_TRAINING_RUNTIMES,
@@ -194,7 +195,12 @@ class LocalApi:
             return self.get(_kind(call.resource), call.namespace, call.name)
         if isinstance(call, ListObjects):
             return self.list_objects(
-                _kind(call.resource), call.namespace, call.label_selector, call.field_selector
+                _kind(call.resource),
+                call.namespace,
+                call.label_selector,
+                call.field_selector,
+                limit=call.limit,
+                continue_token=call.continue_token,
             )
         if isinstance(call, Create):
             return self.create(_kind(call.resource), call.namespace, call.body)
@@ -265,6 +271,9 @@ class LocalApi:
         namespace: str | None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        *,
+        limit: int | None = None,
+        continue_token: str | None = None,
     ) -> JSON:
         selector = Selector.parse(
             namespace if kind.namespaced else None, label_selector, field_selector
@@ -281,10 +290,12 @@ class LocalApi:
                 for name, o in sorted(default_runtimes().items())
                 if name not in have and selector.matches(o)
             ]
+        meta: JSON = {"resourceVersion": str(rv)}
+        items, meta = paginate(items, meta, limit, continue_token)
         return {
             "apiVersion": kind.api_version,
             "kind": f"{kind.kind}List",
-            "metadata": {"resourceVersion": str(rv)},
+            "metadata": meta,
             "items": items,
         }
 

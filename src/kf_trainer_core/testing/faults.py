@@ -143,6 +143,7 @@ class FaultInjector:
         self._forbidden: list[ForbidRule] = []
         self._drop_after: int | None = None
         self._drop_probability = 0.0
+        self._expire_continue = 0  # continue tokens still to expire; -1: all
         self._random = random.Random(seed)
 
     # ------------------------------------------------------------- watch faults
@@ -182,6 +183,24 @@ class FaultInjector:
     def expire_resource_versions(self) -> None:
         """Compact the store: watches and lists from any older resourceVersion get 410."""
         self._require_server().store.compact()
+
+    def expire_continue_tokens(self, n: int | None = 1) -> None:
+        """The next ``n`` list requests that present a continue token get 410 Gone
+        ("The provided continue parameter is too old..."), as when etcd compacted past
+        the list's version between two pages (``None``: every one, until cleared)."""
+        with self._lock:
+            self._expire_continue = -1 if n is None else n
+
+    def take_continue_expiry(self) -> bool:
+        """Whether this continue token is to be answered as expired (consumes one)."""
+        if not self._expire_continue:
+            return False
+        with self._lock:
+            if self._expire_continue == 0:
+                return False
+            if self._expire_continue > 0:
+                self._expire_continue -= 1
+            return True
 
     # ------------------------------------------------------------- request faults
 
@@ -236,6 +255,7 @@ class FaultInjector:
             self._forbidden.clear()
             self._drop_after = None
             self._drop_probability = 0.0
+            self._expire_continue = 0
         if self._server is not None:
             self._server.logs.skew = timedelta(0)
 

@@ -561,6 +561,8 @@ class KubeTestServer:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._watchers: dict[Resource, set[_Watcher]] = {}
         self._open_watches = 0  # kept apart so other threads can read it safely
+        #: Response body bytes sent since start (a benchmark probe: what clients received).
+        self.bytes_sent = 0
         self._followers: set[_Follower] = set()
         self._fanned_rv = 0
         self._inbox: list[tuple[WatchEvent, JSON | None]] = []
@@ -972,6 +974,9 @@ class KubeTestServer:
         try:
             response = await self._serve(request, ctx)
             status = response.status
+            # Streams are written by now; a plain response is about to be.
+            body = getattr(response, "body", None)
+            self.bytes_sent += len(body) if isinstance(body, bytes) else response.body_length
             return response
         except StoreError as err:
             response = self._error_response(err)
@@ -1239,7 +1244,10 @@ class KubeTestServer:
                     "specifying resource version is not allowed when using continue"
                 )
             token_rv, start_after = _decode_continue(token)
-            if int(self.store.oldest_resource_version) > token_rv:
+            if (
+                int(self.store.oldest_resource_version) > token_rv
+                or self.faults.take_continue_expiry()
+            ):
                 raise StoreError.gone(
                     "The provided continue parameter is too old to display a consistent list "
                     "result. You can start a new list without the continue parameter, or use "
@@ -1248,33 +1256,26 @@ class KubeTestServer:
                     "list - objects that were created, modified, or deleted between the time "
                     "the first chunk was returned and now may show up in the list."
                 )
-            items, list_rv = self.store.list_at(
-                res,
-                route.namespace,
-                str(token_rv),
-                label_selector=label_selector,
-                field_selector=field_selector,
-            )
+            list_at: str | None = str(token_rv)
         elif rv and match == "Exact":
-            items, list_rv = self.store.list_at(
-                res,
-                route.namespace,
-                rv,
-                label_selector=label_selector,
-                field_selector=field_selector,
-            )
+            list_at = rv
         else:
             if rv and rv != "0":
                 self.store.check_not_older_than(rv)
-            items, list_rv = self.store.list(
-                res, route.namespace, label_selector=label_selector, field_selector=field_selector
-            )
-        if start_after is not None:
-            items = [o for o in items if _sort_key(o) > start_after]
+            list_at = None
+        # Only the page is copied out of the store (10,000 large objects listed 250 at a
+        # time would otherwise cost every page the whole namespace).
+        items, list_rv, remaining = self.store.page(
+            res,
+            route.namespace,
+            resource_version=list_at,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            after=start_after,
+            limit=limit,
+        )
         meta: JSON = {"resourceVersion": list_rv}
-        if limit is not None and limit > 0 and len(items) > limit:
-            remaining = len(items) - limit
-            items = items[:limit]
+        if remaining:
             meta["continue"] = _encode_continue(int(list_rv), _sort_key(items[-1]))
             meta["remainingItemCount"] = remaining
         if view is EVENTS_V1:
