@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Literal
 
-from kf_trainer_core import checks, ops
+from kf_trainer_core import checks, names, ops
 from kf_trainer_core.builder import BuiltTrainJob, build_trainjob, identity_text
 from kf_trainer_core.config import KubernetesConfig, LocalConfig, parse_backend
 from kf_trainer_core.cost import job_cost
@@ -325,13 +325,7 @@ class _Base:
         ident = identity_text(identity)
         assert ident is not None
         existing = yield from ops.jobs_for_identity(self.namespace, ident)
-        attempt = 0
-        if existing:
-            newest = existing[-1]
-            if fresh_after_failure and job_state(newest) is JobState.FAILED:
-                attempt = len(existing)
-            else:
-                attempt = len(existing) - 1
+        attempt = ops.choose_attempt(existing, fresh_after_failure)
         built = build_trainjob(
             spec, namespace=self.namespace, identity=ident, runtime=runtime, attempt=attempt
         )
@@ -488,6 +482,8 @@ class TrainerClient(_Base):
                 ops.read_logs(self.namespace, name, step, tail, strict=True)
             )
             return iter(lines)
+        # Checked now, not at the first line: the follow's program starts lazily.
+        names.require_job_name(name)
         return self._driver.iterate(ops.follow_logs(self.namespace, name, step, tail=tail or 1000))
 
     def get_job_events(self, name: str) -> list[Event]:

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable
 
 from kf_trainer_core._model import fix
+from kf_trainer_core.errors import KFTrainerError
 
 NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 CRD_MAX_LENGTH = 63
@@ -94,3 +95,38 @@ def name_from_identity(
     room = limit - len(suffix) - 1
     head = readable[:room].rstrip("-") or "tj"[:room]
     return f"{head}-{suffix}"
+
+
+class InvalidNameError(KFTrainerError, ValueError):
+    """A job name given to a client method (or a task, component or command built on
+    one) cannot name a TrainJob; raised before any request is made."""
+
+
+def require_job_name(name: object, argument: str = "name") -> str:
+    """``name`` when it can name an existing TrainJob, else :class:`InvalidNameError`
+    naming ``argument`` and the fix.
+
+    Every client operation on one job checks its name with this before its first
+    request: an empty name would otherwise reach the API as the *collection* URL
+    (``DELETE …/trainjobs/`` deletes every TrainJob of the namespace; a GET lists them).
+    """
+    if not isinstance(name, str):
+        raise InvalidNameError(
+            f"{argument}={name!r} is a {type(name).__name__}, not a TrainJob name. Fix: pass "
+            "the job's name as a string (submit() returns it as .job.name, train() as is)."
+        )
+    if not name.strip():
+        raise InvalidNameError(
+            f"{argument}={name!r} is empty: it names no TrainJob (sent as is, it would "
+            "address every TrainJob of the namespace). Fix: pass the job's name as submit() "
+            "or train() returned it; to act on several jobs use stop_unfinished(identity=...) "
+            "or label_selector=...."
+        )
+    if len(name) > CRD_MAX_LENGTH or not NAME_PATTERN.match(name):
+        raise InvalidNameError(
+            f"{argument}={name!r} is not a TrainJob name (lowercase letters, digits and '-', "
+            f"starting with a letter, ending alphanumeric, at most {CRD_MAX_LENGTH} "
+            "characters), so no such job can exist. Fix: pass the job's name as submit() or "
+            "train() returned it (list_jobs() shows the namespace's jobs)."
+        )
+    return name

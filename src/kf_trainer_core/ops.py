@@ -9,7 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kf_trainer_core import names
-from kf_trainer_core.builder import SPEC_HASH_ANNOTATION, BuiltTrainJob
+from kf_trainer_core.builder import (
+    ATTEMPT_ANNOTATION,
+    IDENTITY_ANNOTATION,
+    SPEC_HASH_ANNOTATION,
+    BuiltTrainJob,
+)
 from kf_trainer_core.errors import KFTrainerError, SpecError
 from kf_trainer_core.function import progress_from_log, result_from_log
 from kf_trainer_core.informer import slim_trainjob
@@ -49,6 +54,7 @@ from kf_trainer_core.status import (
     failure_of,
     job_events,
     job_state,
+    pod_recency,
     reports_in_log,
     result_from_pods,
     to_trainjob,
@@ -118,6 +124,11 @@ def get_runtime(
     name: str, kind: str, namespace: str
 ) -> Program[tuple[RuntimeInfo, dict[str, Any]]]:
     """Read a runtime; a missing one is a clear error naming what exists."""
+    if not isinstance(name, str) or not name.strip() or "/" in name:
+        raise ValueError(
+            f"runtime name {name!r} names no runtime. Fix: use a runtime's name, e.g. "
+            "'torch-distributed' (list_runtimes() shows those installed)."
+        )
     res = CLUSTER_TRAINING_RUNTIMES if kind == "ClusterTrainingRuntime" else TRAINING_RUNTIMES
     ns = None if res is CLUSTER_TRAINING_RUNTIMES else namespace
     try:
@@ -164,6 +175,7 @@ def get_job(
     status (only a job labelled for a Kueue queue costs more requests); with
     ``log_progress``, its progress read from node-0's log where no status server
     writes it (:func:`with_log_progress`)."""
+    names.require_job_name(name)
     if obj is None:
         obj = yield from get_object(namespace, name)
     pods = yield from job_pods(namespace, name)
@@ -179,6 +191,7 @@ def get_job(
 
 def get_object(namespace: str, name: str) -> Program[dict[str, Any]]:
     """The TrainJob object, or :class:`TrainJobNotFoundError`."""
+    names.require_job_name(name)
     try:
         obj: dict[str, Any] = yield Get(TRAINJOBS, namespace, name)
     except ApiError as err:
@@ -251,18 +264,65 @@ def submit(namespace: str, built: BuiltTrainJob) -> Program[Submitted]:
     raise SubmitError(f"TrainJob {namespace}/{built.name} kept being deleted and recreated")
 
 
+def attempt_of(obj: Mapping[str, Any]) -> int:
+    """The attempt number the builder wrote on a job (``0`` for the first attempt,
+    which carries no annotation)."""
+    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(ATTEMPT_ANNOTATION)
+    try:
+        return max(0, int(str(value))) if value is not None else 0
+    except ValueError:
+        return 0
+
+
 def jobs_for_identity(namespace: str, identity: str) -> Program[list[dict[str, Any]]]:
-    """All TrainJobs labelled with an orchestrator identity, oldest first."""
+    """All TrainJobs submitted for an orchestrator identity, by attempt number.
+
+    The label holds a digest of the identity; the annotation the identity itself, which
+    is checked so that another identity's jobs are never taken for ours."""
     listing = yield from list_all(TRAINJOBS, namespace, label_selector=identity_selector(identity))
-    items: list[dict[str, Any]] = listing["items"]
-    return sorted(
-        items, key=lambda o: str((o.get("metadata") or {}).get("creationTimestamp") or "")
-    )
+    items: list[dict[str, Any]] = [
+        o
+        for o in listing["items"]
+        if ((o.get("metadata") or {}).get("annotations") or {}).get(IDENTITY_ANNOTATION)
+        in (None, identity)
+    ]
+    return sorted(items, key=lambda o: (attempt_of(o), str(o["metadata"].get("name"))))
+
+
+def choose_attempt(existing: list[dict[str, Any]], fresh_after_failure: bool) -> int:
+    """The attempt a submit for an identity goes to, given the identity's jobs.
+
+    The attempt annotation is the truth, not creation times (one-second resolution: an
+    attempt that failed within a second of its successor's creation could pass for
+    the newest) nor the number of jobs (a deleted old attempt made a retry adopt a
+    failed one). So:
+
+    * a live attempt (not finished, not being deleted) is adopted — there is exactly
+      one live job per identity, however many retries run;
+    * otherwise the highest attempt decides: failed (and ``fresh_after_failure``)
+      means a fresh attempt numbered one higher; complete (or failed without
+      ``fresh_after_failure``) is adopted, its result kept; one being deleted is
+      submitted again under its number once it is gone.
+    """
+    if not existing:
+        return 0
+    live = [
+        o
+        for o in existing
+        if not job_state(o).terminal and not (o.get("metadata") or {}).get("deletionTimestamp")
+    ]
+    if live:
+        return max(attempt_of(o) for o in live)
+    newest = max(existing, key=attempt_of)
+    if fresh_after_failure and job_state(newest) is JobState.FAILED:
+        return attempt_of(newest) + 1
+    return attempt_of(newest)
 
 
 def delete(namespace: str, name: str, propagation: str = "Foreground") -> Program[bool]:
     """Delete the TrainJob (the Trainer and Kubernetes remove its JobSet and pods);
     ``False`` if it was already gone."""
+    names.require_job_name(name)
     try:
         yield Delete(TRAINJOBS, namespace, name, propagation=propagation)
     except ApiError as err:
@@ -274,6 +334,7 @@ def delete(namespace: str, name: str, propagation: str = "Foreground") -> Progra
 
 def set_suspended(namespace: str, name: str, suspended: bool) -> Program[TrainJob]:
     """Suspend (pods are removed, the job kept) or resume a job."""
+    names.require_job_name(name)
     try:
         obj = yield Patch(TRAINJOBS, namespace, name, {"spec": {"suspend": suspended}})
     except ApiError as err:
@@ -286,6 +347,7 @@ def set_suspended(namespace: str, name: str, suspended: bool) -> Program[TrainJo
 def cancel(namespace: str, name: str, action: str) -> Program[bool]:
     """Stop a job by ``action``: ``delete``, ``suspend`` (kept, resumable) or ``keep``
     (leave it running). ``True`` if something was done."""
+    names.require_job_name(name)
     if action == "keep":
         return False
     if action == "suspend":
@@ -319,6 +381,20 @@ def stop_unfinished(
         raise ValueError(
             "stop_unfinished() picks no job. Fix: pass a name, an identity or a label selector."
         )
+    # Each way of picking must pick something narrower than "every job": an empty name
+    # or selector would select the whole namespace.
+    if name is not None:
+        names.require_job_name(name)
+    if identity is not None and not identity.strip("/ "):
+        raise ValueError(
+            f"stop_unfinished(identity={identity!r}) names no identity. Fix: pass the "
+            "identity the job was submitted with, e.g. (dag_id, task_id, run_id)."
+        )
+    if label_selector is not None and not label_selector.strip():
+        raise ValueError(
+            "stop_unfinished(label_selector='') would select every TrainJob of the "
+            "namespace. Fix: pass a selector naming a label, e.g. 'team=a'."
+        )
     if action == "keep":
         return []
     if name is not None:
@@ -349,6 +425,7 @@ def stop_unfinished(
 def get_events(namespace: str, name: str) -> Program[list[Event]]:
     """Events of the TrainJob, its JobSet, Jobs and pods (one paginated list of the
     namespace's events; each page keeps only the job's)."""
+    names.require_job_name(name)
     listing = yield from list_all(EVENTS, namespace, where=lambda ev: bool(job_events(name, [ev])))
     return job_events(name, listing["items"])
 
@@ -367,9 +444,7 @@ def _pod_for_step(pods: list[dict[str, Any]], step: str) -> dict[str, Any] | Non
     matching = [p for p in pods if step_name(p, mpi) == step]
     if not matching:
         return None
-    return max(
-        matching, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or "")
-    )
+    return max(matching, key=pod_recency)
 
 
 def _started(pod: Mapping[str, Any], container: str) -> bool:
@@ -417,6 +492,7 @@ def read_logs(
 ) -> Program[list[str]]:
     """The log of one step now (empty if its pod has not started). ``strict``: a
     finished job without that step is a :class:`SpecError` naming its steps."""
+    names.require_job_name(name)
     pods = yield from job_pods(namespace, name)
     if strict and pods and _pod_for_step(pods, step) is None:
         yield from _refuse_missing_step(namespace, name, step, pods)
@@ -439,6 +515,47 @@ def _read_step_log(
     return str(text).splitlines()
 
 
+class _LogCursor:
+    """Where a log follow is: the node's timestamp of the last line emitted and how
+    many emitted lines carry exactly that timestamp. A resumed read (from that
+    timestamp: ``sinceTime`` is inclusive, and some kubelets round it down to the
+    second) starts with lines already emitted; :meth:`accept` drops those and keeps
+    every line after them, so nothing is repeated or lost."""
+
+    def __init__(self) -> None:
+        self.stamp: str | None = None
+        self.seen = 0
+        self._floor: Any = None
+        self._pass_stamp: str | None = None
+        self._pass_seen = 0
+        self._skipped = 0
+
+    def reset(self) -> None:
+        """A new container instance: its log starts over."""
+        self.__init__()  # type: ignore[misc]
+
+    def start_pass(self) -> None:
+        """A read from :attr:`stamp` begins."""
+        self._floor = parse_time(self.stamp) if self.stamp else None
+        self._pass_stamp, self._pass_seen, self._skipped = self.stamp, self.seen, 0
+
+    def accept(self, line: str) -> str | None:
+        """The line's text if it is new, else ``None``."""
+        stamp, text = _split_timestamp(line)
+        if stamp is not None and self._floor is not None:
+            if parse_time(stamp) < self._floor:
+                return None
+            if stamp == self._pass_stamp and self._skipped < self._pass_seen:
+                self._skipped += 1
+                return None
+        if stamp is not None:
+            if stamp == self.stamp:
+                self.seen += 1
+            else:
+                self.stamp, self.seen = stamp, 1
+        return text
+
+
 def follow_logs(
     namespace: str,
     name: str,
@@ -454,14 +571,15 @@ def follow_logs(
     as progress instead).
 
     Waits for a pending pod instead of returning nothing; after a dropped stream it
-    reconnects from the last line's timestamp and skips lines already emitted; replays
-    at most ``tail`` lines of history on the first connect.
+    resumes from the last line's own timestamp (the node's clock wrote it, so no clock
+    of ours is compared with it) and skips lines already emitted; replays at most
+    ``tail`` lines of history on the first connect. A stream that ends as the container
+    ends is followed by one read of what came after its last line: a stream cut at
+    that moment (an apiserver restart, a proxy timeout) would otherwise lose the end.
     """
-    import time
-
+    names.require_job_name(name)
     container = _container_for(step)
-    cursor: str | None = None  # timestamp of the last emitted line
-    seen_at_cursor = 0  # lines emitted with exactly that timestamp
+    cursor = _LogCursor()
     waited = 0.0
     pod_name: str | None = None
     while True:
@@ -485,15 +603,15 @@ def follow_logs(
             continue
         current = str(pod["metadata"]["name"])
         if pod_name is not None and current != pod_name:
-            cursor, seen_at_cursor = None, 0  # a new pod (restart): its log starts over
+            cursor.reset()  # a new pod (restart): its log starts over
         pod_name = current
         try:
             stream = yield OpenLogStream(
                 namespace,
                 current,
                 container,
-                since_time=cursor,
-                tail_lines=tail if cursor is None else None,
+                since_time=cursor.stamp,
+                tail_lines=tail if cursor.stamp is None else None,
                 timestamps=True,
             )
         except ApiError as err:
@@ -502,27 +620,14 @@ def follow_logs(
                 continue
             raise
         dropped = False
-        skip_before = parse_time(cursor) if cursor else None
-        skipped_at_cursor = 0
+        cursor.start_pass()
         try:
             while True:
                 raw = yield ReadLine(stream)
                 if raw is None:
                     break
-                stamp, text = _split_timestamp(raw.decode("utf-8", errors="replace").rstrip("\r"))
-                if stamp is not None and skip_before is not None:
-                    when = parse_time(stamp)
-                    if when < skip_before:
-                        continue
-                    if stamp == cursor and skipped_at_cursor < seen_at_cursor:
-                        skipped_at_cursor += 1
-                        continue
-                if stamp is not None:
-                    if stamp == cursor:
-                        seen_at_cursor += 1
-                    else:
-                        cursor, seen_at_cursor = stamp, 1
-                if not (hide_progress and PROGRESS_MARKER in text):
+                text = cursor.accept(raw.decode("utf-8", errors="replace").rstrip("\r"))
+                if text is not None and not (hide_progress and PROGRESS_MARKER in text):
                     yield Emit(text)
         except ApiError:
             dropped = True
@@ -538,8 +643,23 @@ def follow_logs(
             and phase in ("Succeeded", "Failed")
             and str(pod["metadata"]["name"]) == pod_name
         ):
+            try:
+                rest = yield ReadLog(
+                    namespace,
+                    pod_name,
+                    container,
+                    since_time=cursor.stamp,
+                    tail_lines=tail if cursor.stamp is None else None,
+                    timestamps=True,
+                )
+            except ApiError:
+                return  # the pod went meanwhile: nothing more to read
+            cursor.start_pass()
+            for line in str(rest).splitlines():
+                text = cursor.accept(line.rstrip("\r"))
+                if text is not None and not (hide_progress and PROGRESS_MARKER in text):
+                    yield Emit(text)
             return
-        _ = time  # keep the import local: programs stay importable without side effects
         yield Sleep(0.2 if not dropped else poll_interval)
 
 
@@ -613,6 +733,7 @@ def explain_failure(
 def explain(namespace: str, name: str, *, kueue: KueueProbe | None = None) -> Program[Failure]:
     """:func:`explain_failure` of the job called ``name`` as it is now (its Kueue
     evictions count as evidence, with a ``kueue`` probe)."""
+    names.require_job_name(name)
     obj = yield from get_object(namespace, name)
     queue = (
         (yield from lookup(namespace, obj, kueue, positions=False)) if kueue is not None else None

@@ -35,7 +35,13 @@ def identity_selector(identity: str | Sequence[str | int | None]) -> str:
 
 def labels_selector(labels: Mapping[str, str]) -> str:
     """An equality selector for ``labels`` (``key=value,...``); values must be valid
-    label values, which is checked here so that a bad one cannot widen the match."""
+    label values, which is checked here so that a bad one cannot widen the match. No
+    labels at all would select every object: refused."""
+    if not labels:
+        raise ValueError(
+            "no labels to select by: an empty selector selects every TrainJob of the "
+            "namespace. Fix: name at least one label."
+        )
     parts = []
     for key, value in sorted(labels.items()):
         if not _LABEL_VALUE.match(value) or len(value) > 63:

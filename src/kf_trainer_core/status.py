@@ -32,6 +32,7 @@ from kf_trainer_core.k8s.resources import (
     COMPLETION_INDEX_LABEL,
     JOB_INDEX_LABEL,
     REPLICATED_JOB_LABEL,
+    RESTART_ATTEMPT_LABEL,
 )
 from kf_trainer_core.kueue import QueueStatus
 from kf_trainer_core.runtimes import device_of
@@ -365,6 +366,31 @@ def _reason_and_code(status: Mapping[str, Any]) -> tuple[str | None, int | None]
     return None, None
 
 
+#: Phases by how late a pod of a step can be among pods created in the same second:
+#: a failed pod is replaced by a later one; a live one replaces nothing after it.
+_PHASE_RECENCY = {"Failed": 0, "Succeeded": 1}
+
+
+def pod_recency(pod: Mapping[str, Any]) -> tuple[int, str, int, str]:
+    """A sort key putting the newest pod of a step last: the JobSet restart attempt
+    it was made for, then its creation time — which has one-second resolution, so
+    ties are real after a fast failure — then live before finished, failed first, and
+    its name for a total order. Every "newest pod" choice uses it (steps, logs, the
+    function's result), so they never disagree."""
+    meta = pod.get("metadata") or {}
+    try:
+        restart = int(str((meta.get("labels") or {}).get(RESTART_ATTEMPT_LABEL, 0)))
+    except ValueError:
+        restart = 0
+    phase = str((pod.get("status") or {}).get("phase") or "")
+    return (
+        restart,
+        str(meta.get("creationTimestamp") or ""),
+        _PHASE_RECENCY.get(phase, 2),
+        str(meta.get("name") or ""),
+    )
+
+
 def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
     """Steps of a job from its pods, newest pod per step, in run order."""
     pods = list(pods)
@@ -374,9 +400,8 @@ def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
         name = step_name(pod, mpi)
         if name is None:
             continue
-        stamp = (pod.get("metadata") or {}).get("creationTimestamp") or ""
         held = newest.get(name)
-        if held is None or stamp >= ((held.get("metadata") or {}).get("creationTimestamp") or ""):
+        if held is None or pod_recency(pod) >= pod_recency(held):
             newest[name] = pod
     steps = []
     for name, pod in newest.items():
@@ -622,7 +647,7 @@ def trainer_pod(pods: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     candidates = [p for p in pods if step_name(p, mpi) == f"{names.NODE}-0"]
     if not candidates:
         return None
-    return max(candidates, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
+    return max(candidates, key=pod_recency)
 
 
 def result_from_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[bool, Any]:

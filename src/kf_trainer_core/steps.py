@@ -20,7 +20,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from kf_trainer_core import checks, ops
+from kf_trainer_core import checks, names, ops
 from kf_trainer_core.errors import KFTrainerError
 from kf_trainer_core.status import Failure, JobState, Step, TrainJob
 from kf_trainer_core.waiting import (
@@ -146,6 +146,7 @@ async def await_step(
     """
     from kf_trainer_core.client import AsyncTrainerClient
 
+    names.require_job_name(name)
     loop = asyncio.get_running_loop()
     start = loop.time()
     changed = asyncio.Event()

@@ -82,6 +82,7 @@ def wait_for_step(
     runtime lacks is a ``ValueError``. A failed job raises ``TrainJobFailedError`` or
     ``StepFailedError`` with the failing step.
     """
+    names.require_job_name(name)
     canonical = parse_step(step)
     wanted = STEPS[canonical]
     if not wanted:
@@ -168,6 +169,8 @@ def follow_logs_in_background(
     body keeps the caller's busy."""
     from kf_trainer_core.client import TrainerClient as _Client
 
+    # Here, not in the thread: there the error would become one line of the log.
+    names.require_job_name(name)
     stop = threading.Event()
     follower_client = _Client(client.config, namespace=client.namespace, retry=client.retry)
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from kf_trainer_core import names
 from kf_trainer_core.errors import KFTrainerError
 from kf_trainer_core.failures import (
     CapacityFailure,
@@ -179,6 +180,9 @@ class WaitGoal:
         startup_timeout: float | None = None,
         admission_timeout: float | None = None,
     ) -> WaitGoal:
+        """The goal of a wait; a name that cannot be a TrainJob's is refused here,
+        before the wait subscribes or reads anything."""
+        names.require_job_name(name)
         wanted = [status] if isinstance(status, (str, JobState)) else list(status)
         try:
             targets = frozenset(JobState(s) for s in wanted)

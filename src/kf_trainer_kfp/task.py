@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kf_trainer_core import task_ops
 from kf_trainer_core.builder import identity_text
+from kf_trainer_core.names import require_job_name
 from kf_trainer_core.ops import SpecConflictError
 from kf_trainer_core.spec import TrainJobSpec
 from kf_trainer_core.status import Failure, JobOutputs, TrainJob
@@ -382,7 +383,7 @@ def _submit(
 def _wait_step(
     inputs: Mapping[str, Any], artifacts: Mapping[str, Any], embedded: Mapping[str, Any]
 ) -> tuple[Any, ...]:
-    name = str(inputs["job_name"])
+    name = require_job_name(str(inputs["job_name"]), "job_name")
     step = task_ops.parse_step(str(inputs.get("step", "trainer")))
     timeout = inp.seconds(inputs.get("timeout_seconds"), "timeout_seconds")
     startup = inp.seconds(inputs.get("startup_timeout_seconds"), "startup_timeout_seconds")
@@ -424,7 +425,7 @@ def _outputs(
 ) -> tuple[Any, ...]:
     from kf_trainer_core.client import outputs
 
-    name = str(inputs["job_name"])
+    name = require_job_name(str(inputs["job_name"]), "job_name")
     timeout = inp.seconds(inputs.get("timeout_seconds"), "timeout_seconds")
     action = inp.cancel_action(str(inputs.get("on_cancel", "delete")))
     client = _client(inputs)
@@ -459,6 +460,7 @@ def _cancel(
             "set exactly one of job_name and task_name.",
         )
     if name:
+        require_job_name(name, "job_name")
         cancelled = [name] if task_ops.cancel_if_unfinished(client, name, action) else []
     else:
         ident = inp.identity(

@@ -170,8 +170,11 @@ def labelled(spec: TrainJobSpec, run: RunInfo) -> TrainJobSpec:
 
 
 def job_name_of(job: JobRef) -> str:
-    """The name of a job given as a name, a ``TrainJob`` or ``JobOutputs``."""
-    return job if isinstance(job, str) else job.name
+    """The name of a job given as a name, a ``TrainJob`` or ``JobOutputs``; an empty or
+    invalid name is refused here, before the task makes any request."""
+    from kf_trainer_core.names import require_job_name
+
+    return require_job_name(job if isinstance(job, str) else job.name, "job")
 
 
 def check_action(action: str) -> CancelAction:

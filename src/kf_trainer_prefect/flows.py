@@ -46,6 +46,11 @@ def stop_flow_run_trainjobs(
     from kf_trainer_core.selectors import labels_selector
 
     chosen = check_action(action)
+    if not isinstance(flow_run_id, str) or not flow_run_id.strip():
+        raise ValueError(
+            f"flow_run_id={flow_run_id!r} names no flow run. Fix: pass the flow run's id "
+            "(flow_run.id in a state hook)."
+        )
     if chosen == "keep":
         return []
     creds = load_credentials(credentials)

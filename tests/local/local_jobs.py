@@ -127,6 +127,25 @@ def kill_self() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def scripted(counter: str, plan: str = "fail,sleep") -> str:
+    """Run number i (counted in directory ``counter``) does the i-th action of ``plan``
+    (the last one repeats): ``fail``, ``sleep`` (a minute) or ``ok``."""
+    import os
+    import time
+
+    os.makedirs(counter, exist_ok=True)
+    n = len(os.listdir(counter))
+    with open(os.path.join(counter, f"run-{n}-{os.getpid()}"), "w"):
+        pass
+    actions = plan.split(",")
+    action = actions[min(n, len(actions) - 1)]
+    if action == "fail":
+        raise SystemExit(3)
+    if action == "sleep":
+        time.sleep(60)
+    return f"run {n}"
+
+
 def sleeper(seconds: float = 60) -> None:
     import time
 

@@ -20,6 +20,28 @@ from kf_trainer_core.k8s.resources import Resource
 T = TypeVar("T")
 
 
+def _require(value: object, what: str, call: str) -> None:
+    """The guard every call naming one object passes through: a missing name must never
+    become a request to the collection (``DELETE …/trainjobs/`` deletes them all, a GET
+    lists them). Programs check names with a friendlier message first; this is the
+    floor under all of them, for both transports and the local backend."""
+    if not isinstance(value, str) or not value or "/" in value or value in (".", ".."):
+        raise ValueError(
+            f"{call}: {what} {value!r} names no single object (an empty or partial name would "
+            "address the whole collection). Fix: pass the object's name."
+        )
+
+
+def _require_namespace(namespace: object, call: str) -> None:
+    """``None`` means cluster-scoped (or every namespace, for a list); an empty string
+    would silently mean the same — widening a list or a selection to every namespace."""
+    if namespace is not None and (not isinstance(namespace, str) or not namespace.strip()):
+        raise ValueError(
+            f"{call}: namespace {namespace!r} is empty (it would address every namespace). "
+            "Fix: pass the namespace, e.g. 'default'."
+        )
+
+
 @dataclass(frozen=True)
 class Get:
     """Read one object. Result: the object (a dict)."""
@@ -27,6 +49,10 @@ class Get:
     resource: Resource
     namespace: str | None
     name: str
+
+    def __post_init__(self) -> None:
+        _require(self.name, "name", "Get")
+        _require_namespace(self.namespace, "Get")
 
 
 @dataclass(frozen=True)
@@ -49,6 +75,9 @@ class ListObjects:
     limit: int | None = None
     continue_token: str | None = None
 
+    def __post_init__(self) -> None:
+        _require_namespace(self.namespace, "ListObjects")
+
 
 @dataclass(frozen=True)
 class Create:
@@ -58,6 +87,9 @@ class Create:
     namespace: str | None
     body: dict[str, Any] = field(hash=False)
     field_validation: str = "Strict"
+
+    def __post_init__(self) -> None:
+        _require_namespace(self.namespace, "Create")
 
 
 @dataclass(frozen=True)
@@ -70,6 +102,10 @@ class Patch:
     body: dict[str, Any] = field(hash=False)
     subresource: str | None = None
 
+    def __post_init__(self) -> None:
+        _require(self.name, "name", "Patch")
+        _require_namespace(self.namespace, "Patch")
+
 
 @dataclass(frozen=True)
 class Delete:
@@ -79,6 +115,10 @@ class Delete:
     namespace: str | None
     name: str
     propagation: str = "Foreground"
+
+    def __post_init__(self) -> None:
+        _require(self.name, "name", "Delete")
+        _require_namespace(self.namespace, "Delete")
 
 
 @dataclass(frozen=True)
@@ -93,6 +133,10 @@ class ReadLog:
     timestamps: bool = False
     limit_bytes: int | None = None
 
+    def __post_init__(self) -> None:
+        _require(self.pod, "pod", "ReadLog")
+        _require_namespace(self.namespace, "ReadLog")
+
 
 @dataclass(frozen=True)
 class OpenWatch:
@@ -106,6 +150,9 @@ class OpenWatch:
     timeout_seconds: int = 300
     bookmarks: bool = True
 
+    def __post_init__(self) -> None:
+        _require_namespace(self.namespace, "OpenWatch")
+
 
 @dataclass(frozen=True)
 class OpenLogStream:
@@ -117,6 +164,10 @@ class OpenLogStream:
     since_time: str | None = None
     tail_lines: int | None = None
     timestamps: bool = True
+
+    def __post_init__(self) -> None:
+        _require(self.pod, "pod", "OpenLogStream")
+        _require_namespace(self.namespace, "OpenLogStream")
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,19 @@ T = TypeVar("T")
 CallHook = Callable[[Any], None]
 
 
+def _close_all(streams: set[Any], *, abort: bool = False) -> None:
+    """Close ``streams`` (``abort``: break them without waiting on a reader in another
+    thread, and leave them listed for their run to close)."""
+    for stream in list(streams):
+        with contextlib.suppress(Exception):  # already broken: nothing to release
+            if abort and hasattr(stream, "abort"):
+                stream.abort()
+            else:
+                stream.close()
+    if not abort:
+        streams.clear()
+
+
 class SyncDriver:
     """Runs programs with blocking I/O."""
 
@@ -41,22 +54,19 @@ class SyncDriver:
         self.transport = transport
         self.policy = policy
         self.hook = hook
-        # Streams a program opened and has not closed: closed when it ends, however.
-        self._streams: set[Any] = set()
+        # Streams opened by the programs running now, each run's in a set of its own:
+        # a run closes only its own when it ends (a log follower iterating on this
+        # driver keeps its stream while other calls run and end), and
+        # ``close_streams`` reaches all of them.
+        self._runs: dict[int, set[Any]] = {}
 
     def close_streams(self, *, abort: bool = False) -> None:
-        """Close every stream a running program holds. From another thread, pass
-        ``abort``: the streams are broken without waiting on the reader."""
-        for stream in list(self._streams):
-            with contextlib.suppress(Exception):  # already broken: nothing to release
-                if abort and hasattr(stream, "abort"):
-                    stream.abort()
-                else:
-                    stream.close()
-        if not abort:
-            self._streams.clear()
+        """Close every stream the running programs hold (a shutdown). From another
+        thread, pass ``abort``: the streams are broken without waiting on the reader."""
+        for owned in list(self._runs.values()):
+            _close_all(owned, abort=abort)
 
-    def _perform(self, effect: Any) -> Any:
+    def _perform(self, effect: Any, owned: set[Any]) -> Any:
         if isinstance(effect, Sleep):
             time.sleep(effect.seconds)
             return None
@@ -65,7 +75,7 @@ class SyncDriver:
         if isinstance(effect, ReadLine):
             return self.transport.read_line(effect.stream)
         if isinstance(effect, CloseStream):
-            self._streams.discard(effect.stream)
+            owned.discard(effect.stream)
             effect.stream.close()
             return None
         renewed = False
@@ -76,7 +86,7 @@ class SyncDriver:
             try:
                 if isinstance(effect, (OpenWatch, OpenLogStream)):
                     stream = self.transport.open_stream(effect)
-                    self._streams.add(stream)
+                    owned.add(stream)
                     return stream
                 return self.transport.perform(effect)
             except ApiError as err:
@@ -94,6 +104,8 @@ class SyncDriver:
         generator's return value (``yield from`` gets it)."""
         value: Any = None
         error: BaseException | None = None
+        owned: set[Any] = set()
+        self._runs[id(owned)] = owned
         try:
             while True:
                 try:
@@ -105,12 +117,13 @@ class SyncDriver:
                     yield effect.value
                     continue
                 try:
-                    value = self._perform(effect)
+                    value = self._perform(effect, owned)
                 except ApiError as exc:
                     error = exc
         finally:
             program.close()
-            self.close_streams()
+            _close_all(owned)
+            self._runs.pop(id(owned), None)
 
     def run(self, program: Program[T], on_emit: Callable[[Any], None] | None = None) -> T:
         """Run ``program`` to its end and return its value."""
@@ -133,18 +146,16 @@ class AsyncDriver:
         self.transport = transport
         self.policy = policy
         self.hook = hook
-        # Streams a program opened and has not closed: closed when it ends, however.
-        self._streams: set[Any] = set()
+        # Each running program's streams, as in SyncDriver: a run closes only its own.
+        self._runs: dict[int, set[Any]] = {}
 
     def close_streams(self) -> None:
-        """Close every stream a running program holds (safe from another thread: a
+        """Close every stream the running programs hold (safe from another thread: a
         blocked read then returns)."""
-        for stream in list(self._streams):
-            with contextlib.suppress(Exception):  # already broken: nothing to release
-                stream.close()
-        self._streams.clear()
+        for owned in list(self._runs.values()):
+            _close_all(owned)
 
-    async def _perform(self, effect: Any) -> Any:
+    async def _perform(self, effect: Any, owned: set[Any]) -> Any:
         if isinstance(effect, Sleep):
             await asyncio.sleep(effect.seconds)
             return None
@@ -153,7 +164,7 @@ class AsyncDriver:
         if isinstance(effect, ReadLine):
             return await self.transport.read_line(effect.stream)
         if isinstance(effect, CloseStream):
-            self._streams.discard(effect.stream)
+            owned.discard(effect.stream)
             effect.stream.close()
             return None
         renewed = False
@@ -164,7 +175,7 @@ class AsyncDriver:
             try:
                 if isinstance(effect, (OpenWatch, OpenLogStream)):
                     stream = await self.transport.open_stream(effect)
-                    self._streams.add(stream)
+                    owned.add(stream)
                     return stream
                 return await self.transport.perform(effect)
             except ApiError as err:
@@ -181,6 +192,8 @@ class AsyncDriver:
         """Run ``program`` to its end and return its value."""
         value: Any = None
         error: BaseException | None = None
+        owned: set[Any] = set()
+        self._runs[id(owned)] = owned
         try:
             while True:
                 try:
@@ -193,17 +206,20 @@ class AsyncDriver:
                         on_emit(effect.value)
                     continue
                 try:
-                    value = await self._perform(effect)
+                    value = await self._perform(effect, owned)
                 except ApiError as exc:
                     error = exc
         finally:
             program.close()
-            self.close_streams()
+            _close_all(owned)
+            self._runs.pop(id(owned), None)
 
     async def iterate(self, program: Program[Any]) -> AsyncIterator[Any]:
         """Run ``program``, yielding what it emits."""
         value: Any = None
         error: BaseException | None = None
+        owned: set[Any] = set()
+        self._runs[id(owned)] = owned
         try:
             while True:
                 try:
@@ -215,9 +231,10 @@ class AsyncDriver:
                     yield effect.value
                     continue
                 try:
-                    value = await self._perform(effect)
+                    value = await self._perform(effect, owned)
                 except ApiError as exc:
                     error = exc
         finally:
             program.close()
-            self.close_streams()
+            _close_all(owned)
+            self._runs.pop(id(owned), None)

@@ -53,3 +53,5 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+#: How many times the JobSet was restarted when the pod was made (failure policy).
+RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import socket
 import threading
@@ -67,33 +68,18 @@ def plan(call: Any, request_timeout: float) -> Plan:
         read = (call.timeout_seconds + 30) if isinstance(call, OpenWatch) else None
         timeout = {"_preload_content": False, "_request_timeout": read}
     if isinstance(call, (ReadLog, OpenLogStream)):
-        kwargs = _opt(
-            container=call.container,
-            tail_lines=call.tail_lines,
-            since_seconds=_since_seconds(call.since_time),
-            timestamps=call.timestamps or None,
-            limit_bytes=getattr(call, "limit_bytes", None),
-            follow=True if isinstance(call, OpenLogStream) else None,
-        )
-        return Plan(
-            "core",
-            "read_namespaced_pod_log",
-            (call.pod, call.namespace),
-            {**kwargs, **timeout},
-            True,
-        )
+        return _log_plan(call, timeout)
     if isinstance(call, GetPath):
-        # The ApiClient's generic call (same signature in both libraries) for paths no
-        # typed method serves; authentication as for every other call.
+        # A path no typed method serves (an aggregated API's view): the ApiClient's
+        # generic request, as for logs, with the same authentication.
         return Plan(
-            "raw",
-            "call_api",
-            (call.path, "GET"),
+            "client",
+            "GET",
+            (call.path,),
             {
+                "path_params": {},
                 "query_params": list(call.query),
                 "header_params": {"Accept": "application/json"},
-                "auth_settings": ["BearerToken"],
-                "_return_http_data_only": True,
                 **timeout,
             },
         )
@@ -193,14 +179,87 @@ def _list_plan(res: Resource, ns: str | None, kwargs: dict[str, Any]) -> Plan:
     )
 
 
-def _since_seconds(since: str | None) -> int | None:
-    """The API's sinceTime is not exposed by the Python clients: ask for enough
-    seconds to cover it (callers drop lines older than their cursor)."""
-    if since is None:
-        return None
-    from kf_trainer_core.timeutil import parse_time
+def _log_plan(call: ReadLog | OpenLogStream, timeout: dict[str, Any]) -> Plan:
+    """A pod log read, through the client library's own ``ApiClient``.
 
-    return max(1, int(time.time() - parse_time(since).timestamp()) + 2)
+    The typed ``read_namespaced_pod_log`` offers ``sinceSeconds`` but not the API's
+    ``sinceTime``, and a resume point expressed in seconds before *now* is measured by
+    the kubelet against its own clock: with the node's clock ahead of ours, a resume
+    asked for from our clock starts after lines we never received (a 120 s skew lost
+    half of a log). ``sinceTime`` carries the last line's own timestamp (the node's
+    clock wrote it), so no clock is compared. The request is the same one the typed
+    method makes (path, Accept, BearerToken auth), with the query built here, sent by
+    :func:`_raw_get` (both generations of the sync library) or :func:`_araw_get`."""
+    follow = isinstance(call, OpenLogStream)
+    query: list[tuple[str, Any]] = [("container", call.container)]
+    if follow:
+        query.append(("follow", "true"))
+    if call.since_time is not None:
+        query.append(("sinceTime", call.since_time))
+    if call.tail_lines is not None:
+        query.append(("tailLines", call.tail_lines))
+    if call.timestamps:
+        query.append(("timestamps", "true"))
+    limit = getattr(call, "limit_bytes", None)
+    if limit is not None:
+        query.append(("limitBytes", limit))
+    return Plan(
+        "client",
+        "GET",
+        ("/api/v1/namespaces/{namespace}/pods/{name}/log",),
+        {
+            "path_params": {"namespace": call.namespace, "name": call.pod},
+            "query_params": query,
+            "header_params": {"Accept": "text/plain, application/json"},
+            **timeout,
+        },
+        True,
+    )
+
+
+def _raw_get(client: Any, http_method: str, path: str, **kw: Any) -> Any:
+    """Send a request the typed methods cannot express with the sync ``ApiClient``;
+    the unread response comes back, as typed methods return it without preloading.
+
+    ``kubernetes`` 35+ (openapi-generator 7) splits the work into ``param_serialize``
+    and ``call_api(method, url, ...)``; older releases have one ``call_api(path,
+    method, path_params=..., ...)``. Both apply the configured BearerToken auth."""
+    if hasattr(client, "param_serialize"):
+        request = client.param_serialize(
+            method=http_method,
+            resource_path=path,
+            path_params=kw["path_params"],
+            query_params=kw["query_params"],
+            header_params=kw["header_params"],
+            auth_settings=["BearerToken"],
+        )
+        return client.call_api(*request, _request_timeout=kw.get("_request_timeout")).response
+    return client.call_api(
+        path,
+        http_method,
+        path_params=kw["path_params"],
+        query_params=kw["query_params"],
+        header_params=kw["header_params"],
+        auth_settings=["BearerToken"],
+        _return_http_data_only=True,
+        _preload_content=False,
+        _request_timeout=kw.get("_request_timeout"),
+    )
+
+
+async def _araw_get(client: Any, http_method: str, path: str, **kw: Any) -> Any:
+    """:func:`_raw_get` for ``kubernetes_asyncio`` (one ``call_api`` in 30 to 36)."""
+    return await client.call_api(
+        path,
+        http_method,
+        path_params=kw["path_params"],
+        query_params=kw["query_params"],
+        header_params=kw["header_params"],
+        auth_settings=["BearerToken"],
+        _return_http_data_only=True,
+        _preload_content=False,
+        **({"_request_timeout": kw["_request_timeout"]} if kw.get("_request_timeout") else {}),
+    )
 
 
 def _decode(body: bytes, text: bool) -> Any:
@@ -277,7 +336,7 @@ class SyncTransport:
             self._apis = {
                 "custom": kubernetes.client.CustomObjectsApi(client),
                 "core": kubernetes.client.CoreV1Api(client),
-                "raw": client,
+                "client": client,
             }
             self._errors = (kubernetes.client.exceptions.ApiException,)
             self._conn_errors = (urllib3.exceptions.HTTPError, OSError)
@@ -285,7 +344,11 @@ class SyncTransport:
             old.close()
 
     def _invoke(self, p: Plan) -> Any:
-        method: Callable[..., Any] = getattr(self._apis[p.api], p.method)
+        method: Callable[..., Any] = (
+            functools.partial(_raw_get, self._apis["client"], p.method)
+            if p.api == "client"
+            else getattr(self._apis[p.api], p.method)
+        )
         kwargs = dict(p.kwargs)
         if p.content_type and self._content_type_kwarg is not False:
             kwargs["_content_type"] = p.content_type
@@ -435,7 +498,7 @@ class AsyncTransport:
         self._apis = {
             "custom": k8s.client.CustomObjectsApi(client),
             "core": k8s.client.CoreV1Api(client),
-            "raw": client,
+            "client": client,
         }
         if old is not None:
             await old.close()
@@ -457,7 +520,11 @@ class AsyncTransport:
         import aiohttp
         import kubernetes_asyncio as k8s
 
-        method = getattr(self._apis[p.api], p.method)
+        method = (
+            functools.partial(_araw_get, self._apis["client"], p.method)
+            if p.api == "client"
+            else getattr(self._apis[p.api], p.method)
+        )
         kwargs = dict(p.kwargs)
         if kwargs.get("_request_timeout") is None:
             kwargs.pop("_request_timeout", None)

@@ -47,6 +47,7 @@ from kf_trainer_core.local._common import (
     micro_now,
     now_iso,
 )
+from kf_trainer_core.local.liveness import check_supervisors
 from kf_trainer_core.local.logs import PENDING, LogFollower, read_log
 from kf_trainer_core.local.paging import paginate
 from kf_trainer_core.local.procs import JobLock, spawn_supervisor
@@ -251,6 +252,8 @@ class LocalApi:
         return default_runtimes().get(name)
 
     def get(self, kind: Kind, namespace: str | None, name: str) -> JSON:
+        if kind in (TRAINJOBS, PODS):
+            check_supervisors(self.paths, self.store)  # a dead one's job reads Failed
         if kind in (CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES):
             obj = self._runtime(kind, namespace, name)
         else:
@@ -278,6 +281,8 @@ class LocalApi:
         selector = Selector.parse(
             namespace if kind.namespaced else None, label_selector, field_selector
         )
+        if kind in (TRAINJOBS, PODS):
+            check_supervisors(self.paths, self.store)
         items, rv = self.store.select(kind, selector)
         if kind is CLUSTER_TRAINING_RUNTIMES:
             from kf_trainer_core.local.runtimes import default_runtimes
@@ -814,6 +819,7 @@ class WatchStream:
     ) -> None:
         self.store = Store(db, init_schema=False)
         self.db = str(db)
+        self.paths = Paths(Path(db).parent)
         self.kind = kind
         self.namespace = selector.namespace if kind.namespaced else None
         self.selector = selector
@@ -858,6 +864,10 @@ class WatchStream:
             return None
         # The reader is back with the buffer drained: it has taken in all it was given.
         self._ack()
+        if self.kind is TRAINJOBS:
+            # Waits watch here: a job whose supervisor died turns Failed in the change
+            # log that this stream reads next.
+            check_supervisors(self.paths, self.store)
         now = time.monotonic()
         if now >= self.deadline:
             self.close()

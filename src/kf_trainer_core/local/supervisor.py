@@ -61,6 +61,7 @@ from kf_trainer_core.local._common import (
     now_iso,
 )
 from kf_trainer_core.local.initializer import DEST_ENV, KIND_ENV
+from kf_trainer_core.local.liveness import die_with_parent, mark_supervising, unmark_supervising
 from kf_trainer_core.local.logs import LogWriter
 from kf_trainer_core.local.procs import JobLock, kill_tree, signal_all
 from kf_trainer_core.local.store import EVENTS, PODS, SECRETS, TRAINJOBS, Selector, Store, Tx
@@ -91,6 +92,10 @@ SECRET_RETRY_SECONDS = 1.0
 
 _CRASHED = (
     "the local supervisor of this job stopped while the pod ran (killed, or the machine restarted)"
+)
+_STOPPED = (
+    "the local supervisor of this job was stopped (SIGTERM, SIGINT: a shutdown) while the "
+    "pod ran; its processes were stopped"
 )
 
 
@@ -974,6 +979,9 @@ class Supervisor:
                         # A session per rank: its process group is the pod's to kill.
                         start_new_session=True,
                         close_fds=True,
+                        # ...and, being out of our group, it would outlive a SIGKILLed
+                        # supervisor: the kernel kills it with us (see local.liveness).
+                        preexec_fn=die_with_parent(),
                     )
                     pod.procs.append(proc)
                     reader = threading.Thread(
@@ -1186,9 +1194,15 @@ class Supervisor:
             self.purge()
             return outcome
         if outcome == "stopped":
-            # A shutdown: the processes go; the pods stay "Running", and the next
-            # client's reconcile finds them and fails the job with a clear message.
+            # A shutdown: the processes go, and the job says so now — waiting for a
+            # later client to notice left it "Running" in every waiting process.
             self._stop_pods(delete=False)
+            stale = [
+                p
+                for p in self._existing_pods()
+                if (p.get("status") or {}).get("phase") in ("Pending", "Running", None)
+            ]
+            self.recover(stale, _STOPPED)
             return outcome
         if outcome == "suspend":
             self._stop_pods(finished_nodes=True)
@@ -1251,9 +1265,9 @@ class Supervisor:
         if not self._suspended_condition():
             self.mark_suspended()
 
-    def recover(self, stale: list[JSON]) -> None:
-        """A previous supervisor died with pods running: stop what is left of them
-        and fail the job (the pods' nodes were lost)."""
+    def recover(self, stale: list[JSON], why: str = _CRASHED) -> None:
+        """A supervisor died (or was stopped) with pods running: stop what is left of
+        them and fail the job (the pods' nodes were lost); ``why`` goes on the pods."""
         kill_tree([], self.uid, grace=1.0)
         if self.runner is not None:
             self.runner.sweep(remove=True)
@@ -1273,7 +1287,7 @@ class Supervisor:
                                 terminated={
                                     "exitCode": 137,
                                     "reason": "Error",
-                                    "message": _CRASHED,
+                                    "message": why,
                                     "startedAt": now,
                                     "finishedAt": now,
                                 },
@@ -1283,6 +1297,15 @@ class Supervisor:
                 )
                 tx.put(PODS, pod)
                 first = first or (meta.get("labels") or {}).get(JOB_NAME_LABEL)
+                # The writer died with its supervisor: end the log, or its followers
+                # would wait for more forever.
+                for c in (pod.get("spec") or {}).get("containers") or []:
+                    path = self.paths.log_done(
+                        self.namespace, str(meta.get("name")), str(c.get("name"))
+                    )
+                    with contextlib.suppress(OSError):
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                        path.touch()
             message = f"{JS_FAILED[1]} (first failed job: {first or self.name})"
             self._jobset_event(tx, "Warning", JS_FAILED[0], message)
 
@@ -1424,6 +1447,9 @@ def main(argv: list[str] | None = None) -> int:
     gone = False
     try:
         lock.write_pid()
+        # Held with the lock: a marker left without a lock holder means this process
+        # was killed, which waiting clients then repair (see local.liveness).
+        mark_supervising(paths, uid)
         supervisor.run()
         gone = supervisor.store.get(TRAINJOBS, namespace, name) is None
     except Exception as exc:
@@ -1433,6 +1459,7 @@ def main(argv: list[str] | None = None) -> int:
         supervisor.crashed(exc)
         return 1
     finally:
+        unmark_supervising(paths, uid)
         lock.release(remove=gone)
         supervisor.store.close()
     return 0

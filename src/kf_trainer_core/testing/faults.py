@@ -13,9 +13,10 @@ import math
 import random
 import threading
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Protocol
 
-from kf_trainer_core.testing.store import Store, StoreError
+from kf_trainer_core.testing.store import PodLogs, Store, StoreError
 
 __all__ = ["VERBS", "FaultInjector", "ForbidRule", "status_for_code"]
 
@@ -45,10 +46,13 @@ class _Server(Protocol):
     """What the injector needs from the server (kept abstract to avoid an import cycle)."""
 
     store: Store
+    logs: PodLogs
 
     def restart(self, downtime: float = 0.0, *, abort: bool = False) -> None: ...
 
     def drop_watches(self, *, abort: bool = False) -> int: ...
+
+    def drop_log_streams(self, *, abort: bool = False) -> int: ...
 
 
 def status_for_code(
@@ -165,6 +169,17 @@ class FaultInjector:
             if seed is not None:
                 self._random.seed(seed)
 
+    def drop_log_streams(self, *, abort: bool = False) -> int:
+        """End every open log follow stream now (``abort=True`` resets the connection),
+        as a kubelet restart or a proxy timeout does. Returns how many were dropped."""
+        return self._require_server().drop_log_streams(abort=abort)
+
+    def skew_node_clock(self, seconds: float) -> None:
+        """Run the nodes' clock ``seconds`` ahead of this machine's (negative: behind):
+        log lines are stamped with it and ``sinceSeconds`` is measured against it, as
+        a kubelet on a node with a drifting clock does. ``clear()`` sets it back."""
+        self._require_server().logs.skew = timedelta(seconds=seconds)
+
     def expire_resource_versions(self) -> None:
         """Compact the store: watches and lists from any older resourceVersion get 410."""
         self._require_server().store.compact()
@@ -241,6 +256,8 @@ class FaultInjector:
             self._drop_after = None
             self._drop_probability = 0.0
             self._expire_continue = 0
+        if self._server is not None:
+            self._server.logs.skew = timedelta(0)
 
     # ------------------------------------------------------------- server side
 

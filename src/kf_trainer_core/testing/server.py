@@ -796,6 +796,18 @@ class KubeTestServer:
             f.close(abort=abort)
         return n
 
+    def drop_log_streams(self, *, abort: bool = False) -> int:
+        """End every open log follow stream (``abort``: reset the connection). Returns
+        how many were open."""
+
+        def run() -> int:
+            followers = list(self._followers)
+            for f in followers:
+                f.close(abort=abort)
+            return len(followers)
+
+        return self._on_loop(run) or 0
+
     def drop_watches(self, *, abort: bool = False) -> int:
         """End every open watch stream (``abort``: reset the connection instead of
         ending the stream cleanly). Returns how many were open."""
@@ -1767,7 +1779,8 @@ class KubeTestServer:
                 )
         since: datetime | None = None
         if since_seconds is not None:
-            since = datetime.now(timezone.utc) - timedelta(seconds=since_seconds)
+            # The kubelet measures it with its own clock, which stamps the lines too.
+            since = self.logs.now() - timedelta(seconds=since_seconds)
         elif since_time:
             since = _parse_time(since_time)
         if previous:

@@ -1484,6 +1484,14 @@ class PodLogs:
         self._streams: dict[_LogKey, _Stream] = {}
         self._previous: dict[_LogKey, _Stream] = {}
         self._listeners: dict[_LogKey, list[Callable[[], None]]] = {}
+        #: How far the nodes' clocks run ahead of this machine's (negative: behind).
+        #: Log lines are stamped, and ``sinceSeconds`` measured, with the node's
+        #: clock, as the kubelet does (see ``FaultInjector.skew_node_clock``).
+        self.skew = timedelta(0)
+
+    def now(self) -> datetime:
+        """The nodes' clock: what stamps a log line written now."""
+        return datetime.now(timezone.utc) + self.skew
 
     def _stream(self, key: _LogKey) -> _Stream:
         s = self._streams.get(key)
@@ -1506,7 +1514,7 @@ class PodLogs:
         parts = text.split("\n")
         if parts and parts[-1] == "" and len(parts) > 1:
             parts.pop()
-        base = (timestamp or datetime.now(timezone.utc)).astimezone(timezone.utc)
+        base = (timestamp or self.now()).astimezone(timezone.utc)
         key = (namespace, pod, container)
         with self._lock:
             s = self._stream(key)
