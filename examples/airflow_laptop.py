@@ -27,6 +27,8 @@ from typing import Any
 
 #: The connection's environment variable for a connection id (Airflow's convention).
 CONN_ENV = "AIRFLOW_CONN_{}"
+#: What :func:`configure` set up, for :func:`run`'s summary.
+_configured: dict[str, str] = {"conn_id": "kf_retraining"}
 
 
 def configure(conn_id: str, dags_folder: Path, home: Path | None = None) -> Path:
@@ -34,6 +36,7 @@ def configure(conn_id: str, dags_folder: Path, home: Path | None = None) -> Path
     ``conn_id`` on the local backend unless it is defined already."""
     if "airflow" in sys.modules:
         raise RuntimeError("configure() must run before Airflow is imported")
+    _configured["conn_id"] = conn_id
     home = (home or Path(".kf-trainer/airflow")).resolve()
     home.mkdir(parents=True, exist_ok=True)
     # Deferred tasks store their trigger's arguments encrypted: keep one key per home.
@@ -88,4 +91,36 @@ def run(dag: Any, argv: list[str] | None = None) -> int:
     print(f"\nDAG run {dag_run.run_id}: {dag_run.state}")
     for task_id, state in states.items():
         print(f"  {task_id:<22} {state}")
+    paths = _xcom(dag.dag_id, dag_run.run_id, "prepare")
+    if isinstance(paths, dict):
+        from retraining_ml import summary
+
+        conn = json.loads(os.environ.get(CONN_ENV.format(_configured["conn_id"].upper()), "{}"))
+        local = (conn.get("extra") or {}) if isinstance(conn, dict) else {}
+        print(
+            summary(
+                states.get("promote_model") == "success",
+                paths["registry"],
+                _xcom(dag.dag_id, dag_run.run_id, "train", "job_name"),
+                local.get("state_dir") if local.get("backend") == "local" else None,
+            )
+        )
     return 0 if str(dag_run.state) == "success" else 1
+
+
+def _xcom(dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
+    """One XCom of a finished run (``None`` if the task pushed none)."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        row = session.scalars(
+            select(XComModel).where(
+                XComModel.dag_id == dag_id,
+                XComModel.run_id == run_id,
+                XComModel.task_id == task_id,
+                XComModel.key == key,
+            )
+        ).first()
+        return None if row is None else row.value

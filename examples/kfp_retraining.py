@@ -47,7 +47,7 @@ from kfp.dsl import Input, Metrics, Model, Output
 from kf_trainer_kfp import ComponentImage, trainjob_component
 from retraining_jobs import JobProfile
 from retraining_jobs import profile as job_profile
-from retraining_ml import train
+from retraining_ml import summary, train
 
 HERE = Path(__file__).resolve().parent
 #: Where files go on this machine when the profile names no shared directory.
@@ -219,6 +219,21 @@ def run_locally(
     return str(run.output)
 
 
+def local_summary(decision: str, job: JobProfile, shared_dir: str | None = None) -> str:
+    """The closing lines of a local run (after KFP's own logging): promoted or not, the
+    promoted model and its metrics, the TrainJob and how to look at it."""
+    from kf_trainer_core.client import TrainerClient
+    from kf_trainer_core.config import LocalConfig
+
+    root = Path(shared_dir or job.root(LOCAL_DIR)).resolve()
+    state_dir = str(root / "trainjobs")
+    with TrainerClient(LocalConfig(state_dir=state_dir)) as client:
+        jobs = client.list_jobs()
+    stamps = [(str(j.creation_timestamp), j.name) for j in jobs]
+    name = max(stamps)[1] if stamps else None
+    return summary(decision == "promote", str(root / "registry"), name, state_dir)
+
+
 def schedule(
     client: Any,
     package: str,
@@ -253,8 +268,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend-config", default="{}", help="JSON (with --schedule)")
     args = parser.parse_args(argv)
     job = job_profile(args.profile)
+    if args.schedule and not (args.host or os.environ.get("KF_PIPELINES_ENDPOINT")):
+        parser.error(
+            "--schedule needs the KFP API endpoint: --host URL (or $KF_PIPELINES_ENDPOINT), "
+            "e.g. --host http://localhost:8888 after "
+            "`kubectl port-forward -n kubeflow svc/ml-pipeline-ui 8888:80`."
+        )
     if not (args.compile or args.schedule):
-        print(f"decision: {run_locally(args.day, job=job)}")
+        decision = run_locally(args.day, job=job)
+        print(f"decision: {decision}")
+        print(local_summary(decision, job))
         return 0
 
     from kfp import compiler
@@ -265,11 +288,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.schedule:
         import kfp
 
-        made = schedule(
-            kfp.Client(host=args.host),
-            package,
-            params={"backend_config": json.loads(args.backend_config)},
-        )
+        try:
+            made = schedule(
+                kfp.Client(host=args.host),
+                package,
+                params={"backend_config": json.loads(args.backend_config)},
+            )
+        except Exception as exc:  # the API's own errors are long; say what failed and why
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            print(
+                f"cannot create the recurring run at {args.host or '$KF_PIPELINES_ENDPOINT'}: "
+                f"{first}. Fix: check --host and that the KFP API answers there.",
+                file=sys.stderr,
+            )
+            return 1
         print(f"recurring run {made.recurring_run_id}: {CRON}")
     return 0
 

@@ -27,6 +27,11 @@ and serve it with those parameters::
     uv run --frozen python examples/prefect_retraining.py --serve \\
         --credentials gpu-cluster --profile cluster
 
+A local run sets what Prefect's temporary server needs on a small machine (see
+``LOCAL_PREFECT_ENV``); its TrainJobs stay in ``.kf-trainer/prefect/trainjobs``::
+
+    uv run --frozen kf-trainer --backend local --state-dir .kf-trainer/prefect/trainjobs jobs list
+
 A retried training task reattaches to its job instead of submitting another (one
 retried after the job *failed* submits a fresh attempt); cancelling the flow run
 deletes its unfinished TrainJobs.
@@ -42,12 +47,25 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from prefect import flow, task
-from prefect.runtime import flow_run as this_flow_run
+#: What Prefect's temporary server needs for a local run on a small machine, set before
+#: Prefect is imported (it reads its settings then): 20 s, Prefect's default start-up
+#: timeout, is not enough on 2 busy cores, and its telemetry prints a traceback when it
+#: cannot phone home. Settings of your own (environment, profile) win.
+LOCAL_PREFECT_ENV = {
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",
+}
+if not os.environ.get("PREFECT_API_URL"):
+    for _key, _value in LOCAL_PREFECT_ENV.items():
+        os.environ.setdefault(_key, _value)
 
-from kf_trainer_prefect import KubeflowTrainerCredentials, run_trainjob, stop_flow_run_trainjobs
-from retraining_jobs import profile as job_profile
-from retraining_ml import current_accuracy, day_of, evaluate, layout, prepare_data, promote, train
+from prefect import flow, task  # noqa: E402
+from prefect.runtime import flow_run as this_flow_run  # noqa: E402
+
+from kf_trainer_prefect import KubeflowTrainerCredentials, run_trainjob, stop_flow_run_trainjobs  # noqa: E402
+from retraining_jobs import profile as job_profile  # noqa: E402
+from retraining_ml import current_accuracy, day_of, evaluate, layout, prepare_data, promote, train  # noqa: E402
 
 #: Where files go on this machine when the profile names no shared directory.
 LOCAL_DIR = ".kf-trainer/prefect"
@@ -150,9 +168,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="local", help="local, cluster, or JSON")
     parser.add_argument("--serve", action="store_true", help="run daily at 03:00 UTC")
     args = parser.parse_args(argv)
-    # Without a configured server Prefect starts a temporary one for this process; its
-    # telemetry only adds noise (and SQLite lock contention) to a laptop run.
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     if args.serve:
         retraining.serve(
             name="kf-retraining-daily",

@@ -1,9 +1,16 @@
-"""The main job: prepare data → train as a TrainJob → evaluate → promote, on this
-machine with the local backend (no cluster), or on a cluster by configuration only.
+"""The main job: prepare data → train as a TrainJob → evaluate → promote.
+
+It runs on this machine with the local backend (no cluster), or on a cluster by
+configuration only:
 
     uv run --frozen python examples/quickstart.py                 # local processes
     KF_TRAINER_BACKEND='{"backend": "kubernetes", "namespace": "team-a"}' \\
         uv run --frozen python examples/quickstart.py --data-dir /mnt/shared/data
+
+A rerun with the same day and nodes reuses that day's finished job (nothing trains
+again); ``--fresh`` trains again. The jobs stay in ``.kf-trainer/quickstart/state``:
+
+    uv run --frozen kf-trainer --backend local --state-dir .kf-trainer/quickstart/state jobs list
 
 The training function and the rest of the ML live in ``retraining_ml.py``; this file is
 only the workflow, written with the core client that every orchestrator adapter uses.
@@ -17,30 +24,32 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kf_trainer_core.client import TrainerClient
-from kf_trainer_core.config import KubernetesConfig, LocalConfig
+from kf_trainer_core.config import LocalConfig
+from kf_trainer_core.ops import SpecConflictError
 from kf_trainer_core.spec import CustomTrainer, Labels, TrainJobSpec
 from retraining_ml import current_accuracy, evaluate, prepare_data, promote, train
 
 
-def backend(workdir: Path) -> KubernetesConfig | LocalConfig:
-    """The backend from ``KF_TRAINER_BACKEND`` (JSON), else local processes."""
+def backend(workdir: Path) -> dict[str, Any] | LocalConfig:
+    """The backend from ``KF_TRAINER_BACKEND`` (JSON, as ``kf-trainer`` reads it; the
+    client validates it), else local processes."""
     raw = os.environ.get("KF_TRAINER_BACKEND")
     if raw:
-        data = json.loads(raw)
-        return (
-            LocalConfig.parse(data)
-            if data.get("backend") == "local"
-            else KubernetesConfig.parse(data)
-        )
+        data: dict[str, Any] = json.loads(raw)
+        return data
     return LocalConfig(state_dir=str(workdir / "state"))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n", 1)[0].replace("\n", " "),
+        epilog="The jobs: kf-trainer --backend local --state-dir WORKDIR/state jobs list",
+    )
     parser.add_argument(
         "--workdir", default=".kf-trainer/quickstart", help="where data, models and job state go"
     )
@@ -50,7 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--day", type=int, default=int(time.time() // 86400) % 365, help="which day's data"
     )
-    parser.add_argument("--nodes", type=int, default=1)
+    parser.add_argument("--nodes", type=int, default=1, help="training nodes")
+    parser.add_argument(
+        "--fresh", action="store_true", help="train again even if this day was trained"
+    )
     args = parser.parse_args(argv)
 
     workdir = Path(args.workdir).resolve()
@@ -72,12 +84,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     client = TrainerClient(backend(workdir))
     print(f"2/4 train on {client.config.backend} backend, namespace {client.namespace}")
-    outputs = client.run(
-        spec,
-        identity=("quickstart", args.day),
-        on_log=lambda line: print(f"    | {line}"),
-        timeout=1800,
-    )
+    # The identity names what decides the job (day and nodes): a rerun with the same
+    # arguments reuses the finished job, other arguments train a job of their own.
+    identity = ("quickstart", args.day, f"nodes-{args.nodes}")
+    if args.fresh:
+        identity += (f"fresh-{time.time_ns()}",)
+    try:
+        outputs = client.run(
+            spec,
+            identity=identity,
+            on_log=lambda line: print(f"    | {line}"),
+            timeout=1800,
+        )
+    except SpecConflictError as exc:
+        # The training code changed since this day was trained: say how to go on.
+        print(f"    {exc}", file=sys.stderr)
+        again = " ".join(["--fresh", *(argv if argv is not None else sys.argv[1:])])
+        print(f"    Fix: uv run --frozen python {sys.argv[0]} {again}", file=sys.stderr)
+        return 2
     print(f"    job {outputs.name}: {outputs.status.value}, result {outputs.result}")
 
     metrics = evaluate(outputs.result["model_uri"], data_dir)
@@ -88,6 +112,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"4/4 promote: {promote(outputs.result['model_uri'], metrics, registry)}")
     else:
         print("4/4 keep the promoted model: the candidate is not better")
+    if isinstance(client.config, LocalConfig):
+        print(
+            f"jobs: kf-trainer --backend local --state-dir {client.config.state_dir} "
+            f"jobs get {outputs.name}"
+        )
     return 0
 
 

@@ -167,3 +167,27 @@ def promote(model_uri: str, metrics: dict[str, Any], registry_dir: str) -> dict[
     shutil.copyfile(model_uri, registry / "model.json")
     (registry / "metrics.json").write_text(json.dumps(metrics, sort_keys=True))
     return {"promoted": str(registry / "model.json"), **metrics}
+
+
+def summary(
+    promoted: bool, registry_dir: str, job: str | None = None, state_dir: str | None = None
+) -> str:
+    """The closing lines of an example run, after the orchestrator's own logging:
+    promoted or not, where the promoted model is and its metrics, and how to look at the
+    TrainJob (``state_dir``: the local backend's, for ``kf-trainer``)."""
+    registry = Path(registry_dir)
+    metrics_file = registry / "metrics.json"
+    metrics = json.loads(metrics_file.read_text()) if metrics_file.exists() else None
+    head = "promoted the candidate" if promoted else "kept the promoted model"
+    lines = ["", f"Summary: {head}"]
+    if metrics is not None:
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(metrics.items()))
+        lines.append(f"  model:   {registry / 'model.json'} ({shown})")
+    else:
+        lines.append("  model:   none promoted yet")
+    if job:
+        lines.append(f"  TrainJob {job}")
+        if state_dir:
+            look = f"kf-trainer --backend local --state-dir {state_dir} jobs get {job}"
+            lines.append(f"  see it:  {look}")
+    return "\n".join(lines)

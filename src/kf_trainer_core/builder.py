@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
+from kf_trainer_core import checks, names
 from kf_trainer_core import function as fn
-from kf_trainer_core import names
 from kf_trainer_core.errors import FieldProblem, SpecError
 from kf_trainer_core.runtimes import GPU_RESOURCE, MIG_PREFIX, RuntimeInfo
 from kf_trainer_core.spec import (
+    ANNOTATIONS_LIMIT,
     KUEUE_QUEUE_LABEL,
     ActiveDeadlineSeconds,
     Annotations,
@@ -71,6 +72,7 @@ _MAX_PROGRAM_BYTES = 128 * 1024
 _TRAINER_OWNED_CONTAINERS = {names.NODE, names.DATASET_INITIALIZER, names.MODEL_INITIALIZER}
 _RESOURCE_ALIASES = {"gpu": GPU_RESOURCE, "storage": "ephemeral-storage"}
 _STANDARD_RESOURCES = {"cpu", "memory", "gpu", "storage", "ephemeral-storage"}
+_ASCII_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -94,9 +96,42 @@ def identity_text(identity: str | Sequence[str | int | None] | None) -> str | No
     """The canonical text of an orchestrator identity (parts joined by '/')."""
     if identity is None:
         return None
-    if isinstance(identity, str):
-        return identity
-    return "/".join("" if p is None else str(p) for p in identity)
+    # Typed as text or a sequence, but callers (DAGs, flows, JSON) pass anything.
+    given: Any = identity
+    flat = isinstance(given, (str, bytes, bytearray)) or not isinstance(given, Sequence)
+    parts: Sequence[Any] = [given] if flat else given
+    bad = [p for p in parts if not _identity_part(p)]
+    if bad:
+        raise SpecError.single(
+            "identity",
+            "identity parts must be scalars (strings, numbers, ids, dates or None) with a "
+            f"stable text; got a {type(bad[0]).__name__}.",
+            "pass the orchestrator's ids, e.g. (dag_id, task_id, run_id, map_index); "
+            "turn other values into strings yourself.",
+        )
+    text = (
+        identity
+        if isinstance(identity, str)
+        else "/".join("" if p is None else str(p) for p in parts)
+    )
+    if not text.strip("/"):
+        raise SpecError.single(
+            "identity",
+            "the identity is empty.",
+            "pass the orchestrator's ids, e.g. (dag_id, task_id, run_id), or leave identity out.",
+        )
+    return text
+
+
+def _identity_part(part: Any) -> bool:
+    """Whether ``part`` has one stable text: containers (a dict's text depends on how it
+    was built) and objects printed as ``<... at 0x...>`` have not."""
+    if part is None or isinstance(part, (str, int, float)):
+        return True
+    if isinstance(part, (Mapping, Set, list, tuple, bytes, bytearray)):
+        return False
+    kind: Any = type(part)
+    return bool(kind.__str__ is not object.__str__ or kind.__repr__ is not object.__repr__)
 
 
 def identity_label_value(identity: str) -> str:
@@ -128,6 +163,8 @@ def build_trainjob(
     """
     if not isinstance(spec, TrainJobSpec):
         spec = TrainJobSpec.parse(spec)
+    if namespace is not None:
+        checks.check_namespace(namespace)
     rt = runtime or RuntimeInfo.guess(spec.runtime.name, spec.runtime.kind.value)
     problems: list[FieldProblem] = []
     warnings: list[str] = []
@@ -197,6 +234,15 @@ def build_trainjob(
     }
     digest = spec_hash(manifest)
     annotations[SPEC_HASH_ANNOTATION] = digest
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
+    if size > ANNOTATIONS_LIMIT:
+        raise SpecError.single(
+            "options.Annotations",
+            f"the TrainJob's annotations (with the identity the suite records) take "
+            f"{size // 1024} KiB; the API server allows {ANNOTATIONS_LIMIT // 1024} KiB.",
+            "annotate references to large data instead of the data, or shorten the identity.",
+            title="Cannot build the TrainJob",
+        )
     if not rt.observed and rt.name not in _known_names():
         warnings.append(
             f"runtime {rt.name!r} is not a default runtime and was not read from the cluster; "
@@ -413,51 +459,51 @@ def custom_trainer_command(trainer: CustomTrainer, rt: RuntimeInfo) -> list[str]
         )
     inner = "python" if rt.launcher == "mpirun" else rt.launcher
     folder = MPI_HOME if rt.launcher == "mpirun" else '"$(mktemp -d)"'
-    script = _launch_script(
-        name, inner, folder, trainer.packages_to_install, trainer.pip_index_urls
+    script = _launch_script(name, inner, folder, len(trainer.packages_to_install or ()))
+    # The program and pip's arguments are data after the script: bash never parses them.
+    pip = (
+        checks.pip_arguments(trainer.packages_to_install, trainer.pip_index_urls)
+        if trainer.packages_to_install
+        else []
     )
-    command = ["bash", "-c", script, "kf-trainer", program]
+    command = ["bash", "-c", script, "kf-trainer", program, *pip]
     if rt.launcher == "mpirun":
         return ["mpirun", "--hostfile", "/etc/mpi/hostfile", *command]
     return command
 
 
-def _launch_script(
-    func_name: str,
-    launcher: str,
-    folder: str,
-    packages: Sequence[str] | None,
-    index_urls: Sequence[str],
-) -> str:
-    lines = ["set -e"]
+def _launch_script(func_name: str, launcher: str, folder: str, packages: int) -> str:
+    """The ``bash -c`` script of a function's node. It holds no data of the user's:
+    the program arrives as ``$1`` and pip's arguments (index options, ``--``, the
+    requirements) as the rest, all passed on quoted, never expanded or parsed.
+    ``packages`` is how many requirements end the arguments (a number, for the log)."""
+    # The file name is for tracebacks only; an identifier checked to be plain ASCII
+    # word characters, so that nothing in it is special to bash.
+    stem = func_name if _ASCII_WORD.match(func_name) else "program"
+    lines = [
+        "set -e",
+        "# The program arrives as $1 and is written verbatim: nothing in it is expanded.",
+        f"prog={folder}/kf_trainer_{stem}.py",
+        'printf \'%s\' "$1" > "$prog"',
+        "shift",
+    ]
     if packages:
-        pkgs = " ".join(shlex.quote(p) for p in packages)
-        index = [f"--index-url {shlex.quote(index_urls[0])}"]
-        index += [f"--extra-index-url {shlex.quote(u)}" for u in index_urls[1:]]
         lines += [
             "# Install the requested packages: per user first (read-only site-packages),",
-            "# then system-wide (virtual environments refuse --user).",
+            "# then system-wide (virtual environments refuse --user). The arguments end",
+            "# pip's options with --, so every requirement is read as one.",
             'log="$(mktemp)"',
             "export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_BREAK_SYSTEM_PACKAGES=1",
             "python -m pip --version >/dev/null 2>&1 || python -m ensurepip --user >/dev/null 2>&1 "
             "|| python -m ensurepip >/dev/null 2>&1 || true",
-            f"pkgs=({pkgs})",
-            f"opts=({' '.join(index)})",
-            'if python -m pip install --quiet --no-warn-script-location --user "${opts[@]}" '
-            '"${pkgs[@]}" >"$log" 2>&1 || python -m pip install --quiet --no-warn-script-location '
-            '"${opts[@]}" "${pkgs[@]}" >>"$log" 2>&1; then',
-            '  echo "kf-trainer: installed ${pkgs[*]}"',
+            'if python -m pip install --quiet --no-warn-script-location --user "$@" >"$log" 2>&1 '
+            '|| python -m pip install --quiet --no-warn-script-location "$@" >>"$log" 2>&1; then',
+            f'  echo "kf-trainer: installed ${{*: -{int(packages)}}}"',
             "else",
-            '  echo "kf-trainer: pip install failed for ${pkgs[*]}" >&2; cat "$log" >&2; exit 1',
+            '  echo "kf-trainer: pip install failed" >&2; cat "$log" >&2; exit 1',
             "fi",
         ]
-    file_name = f"kf_trainer_{func_name}.py"
-    lines += [
-        "# The program arrives as $1 and is written verbatim: nothing in it is expanded.",
-        f"prog={folder}/{file_name}",
-        'printf \'%s\' "$1" > "$prog"',
-        f'exec ${{KF_TRAINER_LAUNCHER:-{launcher}}} "$prog"',
-    ]
+    lines.append(f'exec ${{KF_TRAINER_LAUNCHER:-{launcher}}} "$prog"')
     return "\n".join(lines) + "\n"
 
 

@@ -17,9 +17,10 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Literal
 
-from kf_trainer_core import ops
+from kf_trainer_core import checks, ops
 from kf_trainer_core.builder import BuiltTrainJob, build_trainjob, identity_text
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
+from kf_trainer_core.errors import SpecError
 from kf_trainer_core.informer import (
     AsyncInformer,
     AsyncWaker,
@@ -72,10 +73,32 @@ def _backend(
         return KubernetesConfig()
     if isinstance(backend, (KubernetesConfig, LocalConfig)):
         return backend
+    if not isinstance(backend, Mapping):
+        raise SpecError.single(
+            "backend",
+            f"a {type(backend).__name__} ({backend!r}) is not a backend configuration."
+            if isinstance(backend, str)
+            else f"a {type(backend).__name__} is not a backend configuration.",
+            "pass LocalConfig() or {'backend': 'local'} for this machine, "
+            "KubernetesConfig(...) or its dict for a cluster, or nothing for the default "
+            "kubeconfig.",
+            title="Invalid client configuration",
+        )
     data = dict(backend)
     return (
         LocalConfig.parse(data) if data.get("backend") == "local" else KubernetesConfig.parse(data)
     )
+
+
+def _required(spec: Any) -> Any:
+    if spec is None:
+        # train_spec() of nothing is a job without a trainer: never what was meant here.
+        raise SpecError.single(
+            "spec",
+            "no spec was given.",
+            "pass a TrainJobSpec (or its dict/JSON form), or call train(trainer=...).",
+        )
+    return spec
 
 
 class _Base:
@@ -90,7 +113,13 @@ class _Base:
         request_hook: CallHook | None = None,
     ) -> None:
         self.config = _backend(backend)
-        self.namespace = namespace or self.config.resolve_namespace()
+        if isinstance(self.config, KubernetesConfig):
+            # Both clients, before any request: a kubeconfig that is missing or broken.
+            self.config.check_usable()
+        if namespace is not None:
+            checks.check_namespace(namespace)
+        # The kubeconfig context's namespace is checked too: it names paths locally.
+        self.namespace = checks.check_namespace(namespace or self.config.resolve_namespace())
         self.retry = retry
         self.request_hook = request_hook
         self._runtime_cache: dict[tuple[str, str], RuntimeInfo] = {}
@@ -182,7 +211,7 @@ class _Base:
         name: str | None,
         identity: Identity | None,
     ) -> Program[BuiltTrainJob]:
-        spec = self._spec(spec, None, None, None, None)
+        spec = self._spec(_required(spec), None, None, None, None)
         runtime = yield from self._runtime_program(spec.runtime.name, spec.runtime.kind.value)
         return build_trainjob(
             spec, namespace=self.namespace, name=name, identity=identity, runtime=runtime
@@ -195,7 +224,7 @@ class _Base:
         identity: Identity | None,
         fresh_after_failure: bool,
     ) -> Program[ops.Submitted]:
-        spec = self._spec(spec, None, None, None, None)
+        spec = self._spec(_required(spec), None, None, None, None)
         runtime = yield from self._runtime_program(spec.runtime.name, spec.runtime.kind.value)
         if identity is not None and name is None:
             return (yield from self._identity_program(spec, runtime, identity, fresh_after_failure))
@@ -402,8 +431,12 @@ class TrainerClient(_Base):
     ) -> Iterator[str]:
         """Log lines of one step; with ``follow``, as they are written, waiting for a
         pending pod and resuming after dropped connections."""
+        checks.check_step(step)
+        checks.check_count(tail=tail)
         if not follow:
-            lines: list[str] = self._run(ops.read_logs(self.namespace, name, step, tail))
+            lines: list[str] = self._run(
+                ops.read_logs(self.namespace, name, step, tail, strict=True)
+            )
             return iter(lines)
         return self._driver.iterate(ops.follow_logs(self.namespace, name, step, tail=tail or 1000))
 
@@ -479,6 +512,9 @@ class TrainerClient(_Base):
         """Wait until the job reaches one of ``status``; return it with the function's
         return value. Raises TrainJobFailedError (with the reason, failing step, exit
         code and log tail), TrainJobCreationFailedError, TrainJobTimeoutError."""
+        checks.check_seconds(
+            timeout=timeout, polling_interval=polling_interval, startup_timeout=startup_timeout
+        )
         goal = WaitGoal.of(name, status, startup_timeout)
         with self._subscriptions(name) as (jobs, events, waker):
             verdict, obj = self._run(
@@ -526,11 +562,20 @@ class TrainerClient(_Base):
         on_update: Callable[[TrainJob], None] | None = None,
         on_submitted: Callable[[ops.Submitted], None] | None = None,
         fresh_after_failure: bool = True,
+        reuse_notice: bool = True,
     ) -> JobOutputs:
         """Submit (idempotently), stream one step's log to ``on_log``, wait, and return
-        the outputs — what an orchestrator task does. Raises as :meth:`wait` does."""
+        the outputs — what an orchestrator task does. Raises as :meth:`wait` does.
+
+        When the submit finds a job that had already finished (a rerun), ``on_log`` gets
+        "reusing the finished job …" instead of its log replayed as if it trained again;
+        callers that have just submitted the job themselves turn ``reuse_notice`` off."""
         import threading
 
+        # Settle the waiting and logging arguments before anything is submitted.
+        checks.check_seconds(timeout=timeout, startup_timeout=startup_timeout)
+        checks.check_step(log_step, "log_step")
+        checks.check_count(log_tail=log_tail)
         submitted = self.submit(
             spec, name=name, identity=identity, fresh_after_failure=fresh_after_failure
         )
@@ -539,7 +584,10 @@ class TrainerClient(_Base):
         job_name = submitted.job.name
         stop = threading.Event()
         follower = None
-        if on_log is not None:
+        notice = submitted.reuse_notice() if reuse_notice else None
+        if notice is not None and on_log is not None:
+            on_log(notice)
+        elif on_log is not None:
             sink = on_log
             # Its own driver over the same connection pool: drivers keep per-run state.
             driver = SyncDriver(self._driver.transport, self.retry, self.request_hook)
@@ -757,9 +805,13 @@ class AsyncTrainerClient(_Base):
         self, name: str, step: str = "node-0", follow: bool = False, *, tail: int | None = None
     ) -> AsyncIterator[str]:
         """Log lines of one step (see :meth:`TrainerClient.get_job_logs`)."""
+        checks.check_step(step)
+        checks.check_count(tail=tail)
         driver = await self._ensure_driver()
         if not follow:
-            for line in await self._run(ops.read_logs(self.namespace, name, step, tail)):
+            for line in await self._run(
+                ops.read_logs(self.namespace, name, step, tail, strict=True)
+            ):
                 yield line
             return
         async for line in driver.iterate(
@@ -829,6 +881,9 @@ class AsyncTrainerClient(_Base):
         startup_timeout: float | None = None,
     ) -> tuple[TrainJob, Any]:
         """See :meth:`TrainerClient.wait`."""
+        checks.check_seconds(
+            timeout=timeout, polling_interval=polling_interval, startup_timeout=startup_timeout
+        )
         goal = WaitGoal.of(name, status, startup_timeout)
         async with self._subscriptions(name) as (jobs, events, waker):
             verdict, obj = await self._run(
@@ -880,10 +935,14 @@ class AsyncTrainerClient(_Base):
         on_update: Callable[[TrainJob], None] | None = None,
         on_submitted: Callable[[ops.Submitted], None] | None = None,
         fresh_after_failure: bool = True,
+        reuse_notice: bool = True,
     ) -> JobOutputs:
         """See :meth:`TrainerClient.run`."""
         import asyncio
 
+        checks.check_seconds(timeout=timeout, startup_timeout=startup_timeout)
+        checks.check_step(log_step, "log_step")
+        checks.check_count(log_tail=log_tail)
         submitted = await self.submit(
             spec, name=name, identity=identity, fresh_after_failure=fresh_after_failure
         )
@@ -891,7 +950,10 @@ class AsyncTrainerClient(_Base):
             on_submitted(submitted)
         job_name = submitted.job.name
         follower = None
-        if on_log is not None:
+        notice = submitted.reuse_notice() if reuse_notice else None
+        if notice is not None and on_log is not None:
+            on_log(notice)
+        elif on_log is not None:
             sink = on_log
             driver = AsyncDriver(
                 (await self._ensure_driver()).transport, self.retry, self.request_hook

@@ -50,9 +50,9 @@ class SpecError(KFTrainerError, ValueError):
         super().__init__(self._render())
 
     @classmethod
-    def single(cls, field: str, problem: str, fix: str = "") -> SpecError:
+    def single(cls, field: str, problem: str, fix: str = "", *, title: str = "") -> SpecError:
         """An error about one field."""
-        return cls(FieldProblem(field, problem, fix))
+        return cls(FieldProblem(field, problem, fix), title=title)
 
     @property
     def fields(self) -> list[str]:
@@ -80,6 +80,12 @@ class SpecError(KFTrainerError, ValueError):
         self.title = state.get("title", self.title)
         self.root = state.get("root", "")
         self.args = (self._render(),)
+
+
+class ClusterConfigError(SpecError):
+    """The cluster credentials of a configuration could not be loaded (a context,
+    cluster or user the kubeconfig lacks, a failing exec plugin). The message has every
+    secret of the configuration cut out."""
 
 
 def join_problems(groups: Iterable[Sequence[FieldProblem]]) -> list[FieldProblem]:

@@ -18,12 +18,14 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
-from kf_trainer_core._model import fix
+from kf_trainer_core import checks
+from kf_trainer_core._model import did_you_mean, fix
 
 #: ``"package.module:function"`` references.
 REF_PATTERN = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 
-_FUTURE = re.compile(r"^from\s+__future__\s+import\b")
+#: A dotted path such as ``os.path.join``: a reference missing its ``:``.
+_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 
 #: Rank 0 of node 0 prints its return value on a line that starts with this marker, as
 #: a fallback for the termination message (MPI launchers, local runs, logs-only access).
@@ -36,6 +38,10 @@ TERMINATION_MESSAGE_LIMIT = 4096
 #: the same purpose overrides it for local runs and the test server's exec mode.
 TERMINATION_LOG_PATH = "/dev/termination-log"
 TERMINATION_LOG_ENV = "KF_TRAINER_TERMINATION_LOG"
+#: Set to ``ignore`` in the trainer's env to let a function whose return value is not
+#: JSON-serialisable succeed without a result (by default the job fails: a result that
+#: silently became ``None`` downstream is lost data).
+RESULT_NOT_JSON_ENV = "KF_TRAINER_RESULT_NOT_JSON"
 
 
 def _function_node(source: str, name: str | None) -> ast.FunctionDef:
@@ -133,6 +139,41 @@ def parse_source(source: str, name: str | None = None) -> tuple[str, str]:
     return node.name, source if name is not None else _strip_decorators(source, node)
 
 
+def refuse_dotted_path(text: str) -> None:
+    """``"os.path.join"`` is neither source nor a reference: say how to write it."""
+    if _DOTTED.match(text):
+        module, _, attr = text.rpartition(".")
+        raise ValueError(
+            fix(
+                f"{text!r} is neither function source nor a reference.",
+                f"write a reference as 'module:function', e.g. '{module}:{attr}'.",
+            )
+        )
+
+
+def call_problem(source: str, name: str, func_args: dict[str, Any] | None) -> str | None:
+    """Why ``name(**func_args)`` would fail with a ``TypeError`` in the pod because of
+    an argument the function does not take, or ``None``. (Required parameters missing
+    from func_args are not refused: orchestrators fill them in at run time.)"""
+    try:
+        node = _function_node(source, name)
+    except ValueError:
+        return None
+    args = node.args
+    given = set(func_args or {})
+    # Positional-only parameters cannot be given by keyword, as func_args are.
+    named = [a.arg for a in (*args.args, *args.kwonlyargs)]
+    unknown = sorted(given - set(named)) if args.kwarg is None else []
+    if unknown:
+        takes = ", ".join(named) or "no arguments"
+        hints = "".join(did_you_mean(u, named) for u in unknown)
+        return fix(
+            f"`{name}` takes no argument {', '.join(map(repr, unknown))} (it takes {takes}).",
+            f"drop it from func_args or add it to the function's parameters.{hints}",
+        )
+    return None
+
+
 def resolve_ref(ref: str) -> Callable[..., Any]:
     """Import the function named by ``"package.module:function"``."""
     module_name, _, attr = ref.partition(":")
@@ -166,15 +207,25 @@ def program_for(
     The arguments travel as a JSON literal decoded at run time, so values are never
     re-interpreted as code, and the program is the same bytes for the same inputs.
     """
-    args_json = json.dumps(func_args or {}, sort_keys=True, separators=(",", ":"))
+    # Every name pasted into the program is checked to be an identifier: nothing else
+    # of the caller's can become code here.
+    problem = checks.identifier_problem(name, "the function name")
     if import_ref is not None:
         module, _, attr = import_ref.partition(":")
+        problem = (
+            problem
+            or checks.module_path_problem(module, "the module of the reference")
+            or checks.identifier_problem(attr, "the function of the reference")
+        )
         body = f"from {module} import {attr} as {name}\n"
     else:
-        # The program opens with its own __future__ import, which must come first.
-        lines = (source or "").splitlines()
-        body = "\n".join(ln for ln in lines if not _FUTURE.match(ln)).rstrip("\n") + "\n"
-    return _PROGRAM_TEMPLATE.format(
+        # The source goes in byte for byte. Its own ``from __future__`` imports stay
+        # legal: only comments and the template's __future__ import come before it.
+        body = source or ""
+    if problem:
+        raise ValueError(problem)
+    args_json = json.dumps(func_args or {}, sort_keys=True, separators=(",", ":"))
+    program = _PROGRAM_TEMPLATE.format(
         function=body,
         name=name,
         args=repr(args_json),
@@ -182,12 +233,26 @@ def program_for(
         limit=TERMINATION_MESSAGE_LIMIT,
         log_env=repr(TERMINATION_LOG_ENV),
         log_path=repr(TERMINATION_LOG_PATH),
+        not_json_env=repr(RESULT_NOT_JSON_ENV),
     )
+    try:
+        compile(program, f"kf_trainer_{name}.py", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise ValueError(
+            fix(
+                f"the training program does not compile: {exc.msg} (line {exc.lineno}).",
+                "put `from __future__` imports first in the function's source, before any "
+                "docstring or code, and pass a complete `def`.",
+            )
+        ) from None
+    return program
 
 
-# The epilogue is generated code: it must run on any Python the image has (3.8+), use
-# only the standard library, and never fail a job that trained successfully because the
-# return value could not be reported.
+# The epilogue is generated code: it must run on any Python the image has (3.8+) and use
+# only the standard library. It never fails a job whose result was reported; a result
+# that cannot be reported at all (not JSON) fails the job with the type and the fix,
+# unless the user opted out, because every adapter would otherwise hand `None` on as if
+# the function had returned it.
 _PROGRAM_TEMPLATE = """\
 # Generated by kf-trainer-suite: the training function, then its call.
 # Annotations stay unevaluated: they may name types only the caller's module had.
@@ -208,9 +273,27 @@ def _kf_trainer_main():
     try:
         text = json.dumps(result, sort_keys=True, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
-        print("kf-trainer: the return value is not JSON-serialisable (%s); "
-              "it is not reported." % exc, file=sys.stderr)
-        return
+        kind = type(result)
+        what = kind.__qualname__
+        if kind.__module__ != "builtins":
+            what = kind.__module__ + "." + what
+        if os.environ.get({not_json_env}, "").strip().lower() == "ignore":
+            print("kf-trainer: the return value (%s) is not JSON-serialisable (%s); "
+                  "it is not reported (%s=ignore)." % (what, exc, {not_json_env}),
+                  file=sys.stderr, flush=True)
+            return
+        message = ("kf-trainer: the training function returned a %s that is not "
+                   "JSON-serialisable (%s), so it cannot be its result. Fix: return plain "
+                   "data (dict, list, str, int, float, bool, None), or write large or binary "
+                   "outputs to storage and return their URI; or set %s=ignore in the "
+                   "trainer's env to succeed without a result." % (what, exc, {not_json_env}))
+        print(message, file=sys.stderr, flush=True)
+        try:
+            with open(os.environ.get({log_env}) or {log_path}, "w") as fh:
+                fh.write(message[:{limit}])
+        except OSError:
+            pass
+        sys.exit(1)
     print({marker} + text, flush=True)
     if len(text.encode()) > {limit}:
         print("kf-trainer: the return value is %d bytes; the termination message keeps "

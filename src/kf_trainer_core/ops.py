@@ -10,7 +10,7 @@ from typing import Any
 
 from kf_trainer_core import names
 from kf_trainer_core.builder import SPEC_HASH_ANNOTATION, BuiltTrainJob
-from kf_trainer_core.errors import KFTrainerError
+from kf_trainer_core.errors import KFTrainerError, SpecError
 from kf_trainer_core.function import result_from_log
 from kf_trainer_core.informer import slim_trainjob
 from kf_trainer_core.k8s.calls import (
@@ -77,6 +77,19 @@ class Submitted:
     created: bool
     #: The raw object as the API returned it.
     obj: dict[str, Any]
+
+    def reuse_notice(self) -> str | None:
+        """What to tell the user when the submit found a job that has already finished
+        (a rerun under the same identity or name): its result is reused and nothing
+        trains again, so its log is not replayed as if it did. ``None`` otherwise."""
+        if self.created or not self.job.status.terminal:
+            return None
+        job = self.job
+        return (
+            f"[kf-trainer] reusing the finished job {job.namespace}/{job.name} "
+            f"({job.status.value}); nothing trains again and its log is not replayed "
+            f"(read it with: kf-trainer jobs logs {job.name} -n {job.namespace})"
+        )
 
 
 def pod_selector(job: str) -> str:
@@ -350,13 +363,41 @@ def _split_timestamp(line: str) -> tuple[str | None, str]:
     return None, line
 
 
+def _refuse_missing_step(
+    namespace: str, name: str, step: str, pods: list[dict[str, Any]]
+) -> Program[None]:
+    """A finished job has all the pods it will have: asking for a step it never ran is
+    a mistake to name (with the steps it has), not an empty log."""
+    from kf_trainer_core.status import _is_mpi, step_name
+
+    obj = yield Get(TRAINJOBS, namespace, name)
+    if not job_state(obj).terminal:
+        return None  # the step may not have started yet
+    mpi = _is_mpi(pods)
+    have = sorted({s for s in (step_name(p, mpi) for p in pods) if s})
+    raise SpecError.single(
+        "step",
+        f"TrainJob {name} has no step {step!r}; its steps are {', '.join(have)}.",
+        "ask for one of those.",
+        title="Invalid arguments",
+    )
+
+
 def read_logs(
-    namespace: str, name: str, step: str = "node-0", tail: int | None = None
+    namespace: str,
+    name: str,
+    step: str = "node-0",
+    tail: int | None = None,
+    *,
+    strict: bool = False,
 ) -> Program[list[str]]:
-    """The log of one step now (empty if its pod has not started)."""
+    """The log of one step now (empty if its pod has not started). ``strict``: a
+    finished job without that step is a :class:`SpecError` naming its steps."""
     pods = yield from job_pods(namespace, name)
     pod = _pod_for_step(pods, step)
     container = _container_for(step)
+    if pod is None and pods and strict:
+        yield from _refuse_missing_step(namespace, name, step, pods)
     if pod is None or not _started(pod, container):
         return []
     try:

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from kf_trainer_core import checks
 from kf_trainer_core import function as fn
 from kf_trainer_core._model import SpecModel, fix
 from kf_trainer_core.errors import FieldProblem, SpecError
@@ -37,11 +38,10 @@ DEFAULT_PATCH_MANAGER = "kf-trainer-suite/patch"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 MANAGED_BY_TRAINER = "trainer.kubeflow.org/trainjob-controller"
 MANAGED_BY_MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+#: The API server refuses objects whose annotations (keys and values) exceed 256 KiB.
+ANNOTATIONS_LIMIT = 256 * 1024
 
-# Kubernetes resource.Quantity (the apiserver's own regular expression, written out).
-_QUANTITY = re.compile(
-    r"^[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(\d+(\.\d*)?|\.\d+)))?$"
-)
+_QUANTITY = checks.QUANTITY
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -172,7 +172,7 @@ def _env_dict(value: Any) -> Any:
                 out[item["name"]] = item.get("value", "")
         return out
     if isinstance(value, dict):
-        return {k: (str(v) if isinstance(v, (int, float, bool)) else v) for k, v in value.items()}
+        return checks.env_values(value, allow_refs=True)
     return value
 
 
@@ -207,6 +207,17 @@ def _resources(value: dict[str, ResourceValue] | None) -> dict[str, ResourceValu
                 fix(
                     f"{key}: {qty!r} is not a Kubernetes quantity.",
                     "give e.g. 2, '500m', '16Gi' (no spaces; Gi not GB).",
+                )
+            )
+        if (low in {"gpu"} or low.startswith("mig-") or "/" in key) and not checks.whole_quantity(
+            qty
+        ):
+            raise ValueError(
+                fix(
+                    f"{key}: {qty!r} is not a whole number; GPUs and other extended resources "
+                    "are whole devices.",
+                    "request an integer count; for a fraction of a GPU request a MIG profile "
+                    "such as mig-1g.5gb: 1.",
                 )
             )
         if low.startswith("mig-") or key.startswith("nvidia.com/mig-"):
@@ -245,6 +256,7 @@ class TrainFunction(SpecModel):
         if isinstance(data, str):
             if fn.REF_PATTERN.match(data.strip()):
                 return {"ref": data.strip()}
+            fn.refuse_dotted_path(data.strip())
             name, source = fn.parse_source(data)
             return {"name": name, "source": source}
         return data
@@ -266,9 +278,19 @@ class TrainFunction(SpecModel):
                         "fix its form.",
                     )
                 )
-            attr = self.ref.rpartition(":")[2]
+            module, _, attr = self.ref.rpartition(":")
+            problem = checks.module_path_problem(module, "the module") or (
+                checks.identifier_problem(attr, "the function")
+            )
+            if problem:
+                raise SpecError.single("ref", *problem.split(checks.FIX, 1))
             if self.name is None:
                 object.__setattr__(self, "name", attr)
+            problem = checks.identifier_problem(self.name or "", "the name")
+            if problem:
+                # With embed=False the name is pasted into the program: it must be one
+                # Python identifier, or the job would fail (or worse) in the pod.
+                raise SpecError.single("name", *problem.split(checks.FIX, 1))
         else:
             assert self.source is not None
             name, source = fn.parse_source(self.source, self.name)
@@ -322,6 +344,15 @@ class _NodeTrainer(SpecModel):
                         "drop it; use num_nodes / num_proc_per_node to shape the job.",
                     )
                 )
+        checks.check_env(v)
+        return v
+
+    @field_validator("image", check_fields=False)
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        problem = checks.image_problem(v) if v is not None else None
+        if problem:
+            raise ValueError(problem)
         return v
 
 
@@ -352,7 +383,15 @@ class CustomTrainer(_NodeTrainer):
     def _args(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
         if v is not None:
             _check_json(v, "func_args")
+            problem = checks.token_problem(v, "func_args")
+            if problem:
+                raise ValueError(problem)
         return v
+
+    @field_validator("packages_to_install")
+    @classmethod
+    def _packages(cls, v: list[str] | None) -> list[str] | None:
+        return checks.each(v, checks.requirement_problem)
 
     @field_validator("pip_index_urls")
     @classmethod
@@ -361,7 +400,17 @@ class CustomTrainer(_NodeTrainer):
             raise ValueError(
                 fix("pip_index_urls is empty.", "leave it out to use PyPI, or list index URLs.")
             )
-        return v
+        return checks.each(v, checks.index_url_problem) or []
+
+    @model_validator(mode="after")
+    def _call(self) -> CustomTrainer:
+        # The function must take func_args: a mismatch would fail only in the pod.
+        if self.func.source is not None and self.func.name is not None:
+            problem = fn.call_problem(self.func.source, self.func.name, self.func_args)
+            if problem:
+                text, _, how = problem.partition(checks.FIX)
+                raise SpecError.single("func_args", text, how)
+        return self
 
     @field_validator("num_proc_per_node")
     @classmethod
@@ -527,11 +576,17 @@ class _Initializer(SpecModel):
             )
         return v
 
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_in(cls, v: Any) -> Any:
+        return checks.env_values(v, allow_refs=False) if isinstance(v, dict) else v
+
     @field_validator("env")
     @classmethod
     def _env(cls, v: dict[str, str] | None) -> dict[str, str] | None:
         for name in v or {}:
             _check_env_name(name)
+        checks.check_env(v)
         return v
 
 
@@ -748,6 +803,7 @@ class ContainerPatch(SpecModel):
                 raise ValueError(
                     fix(f"env {entry.get('name')!r} has neither value nor valueFrom.", "give one.")
                 )
+        checks.check_env({str(e.get("name")): e.get("value") for e in v or [] if "value" in e})
         return v
 
     @field_validator("volume_mounts")
@@ -877,6 +933,7 @@ class Labels(_Option):
     @field_validator("labels")
     @classmethod
     def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        checks.refuse_tokens(v, "a label value")  # first: the checks below quote the value
         for key, value in v.items():
             _check_label_key(key, "label")
             if len(value) > 63 or not _LABEL_VALUE.match(value):
@@ -906,7 +963,17 @@ class Annotations(_Option):
     def _ann(cls, v: dict[str, str]) -> dict[str, str]:
         for key in v:
             _check_label_key(key, "annotation")
-        return v
+        size = sum(len(k.encode()) + len(str(val).encode()) for k, val in v.items())
+        if size > ANNOTATIONS_LIMIT:
+            raise ValueError(
+                fix(
+                    f"the annotations take {size // 1024} KiB; the API server allows "
+                    f"{ANNOTATIONS_LIMIT // 1024} KiB of annotations per object in all.",
+                    "keep large data elsewhere (a ConfigMap, object storage) and annotate a "
+                    "reference to it.",
+                )
+            )
+        return checks.refuse_tokens(v, "an annotation value")
 
 
 class TrainerCommand(_Option):
@@ -920,6 +987,11 @@ class TrainerCommand(_Option):
             data["command"] = command
         super().__init__(**data)
 
+    @field_validator("command")
+    @classmethod
+    def _command(cls, v: list[str]) -> list[str]:
+        return checks.refuse_tokens(v, "the command")
+
 
 class TrainerArgs(_Option):
     """The trainer container's arguments (``CustomTrainerContainer`` only)."""
@@ -931,6 +1003,11 @@ class TrainerArgs(_Option):
         if args is not None:
             data["args"] = args
         super().__init__(**data)
+
+    @field_validator("args")
+    @classmethod
+    def _args(cls, v: list[str]) -> list[str]:
+        return checks.refuse_tokens(v, "the arguments")
 
 
 class ActiveDeadlineSeconds(_Option):

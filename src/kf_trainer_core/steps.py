@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from kf_trainer_core import ops
+from kf_trainer_core import checks, ops
 from kf_trainer_core.errors import KFTrainerError
 from kf_trainer_core.status import Failure, JobState, Step, TrainJob
 from kf_trainer_core.waiting import (
@@ -36,7 +35,6 @@ if TYPE_CHECKING:
 
 #: The states a step can be in: the phase of its newest pod.
 STEP_PHASES = ("Pending", "Running", "Succeeded", "Failed")
-_STEP_NAME = re.compile(r"^(dataset-initializer|model-initializer|node-\d+)$")
 # A step that got further than the state waited for has passed through it.
 _PROGRESS = {"Pending": 0, "Running": 1, "Succeeded": 2}
 
@@ -68,11 +66,9 @@ class StepGoal:
     @classmethod
     def of(cls, step: str, status: Iterable[str] | str = ("Succeeded",)) -> StepGoal:
         """Validate a step name and the wanted states; errors say what to write."""
-        if not _STEP_NAME.match(step):
-            raise ValueError(
-                f"unknown step {step!r}. Fix: use dataset-initializer, model-initializer "
-                "or node-<index> (node-0 is the first training node, or the MPI launcher)."
-            )
+        problem = checks.step_problem(step)
+        if problem:
+            raise ValueError(f"unknown step {step!r}. Fix: {problem.partition(checks.FIX)[2]}")
         wanted = [status] if isinstance(status, str) else list(status)
         bad = [s for s in wanted if s not in STEP_PHASES]
         if bad or not wanted:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kf_trainer_core import task_ops
+from kf_trainer_core._model import suggest_keywords
 from kf_trainer_core.builder import build_trainjob
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
 from kf_trainer_core.errors import FieldProblem, SpecError
@@ -171,6 +172,7 @@ def _identifier(name: str) -> str:
 # -------------------------------------------------------------------- factories
 
 
+@suggest_keywords
 def trainjob_launcher(
     *,
     component_image: ComponentImage | None = None,
@@ -210,6 +212,7 @@ def trainjob_launcher(
     return _make(source, func_name, component_image, "spec", params)
 
 
+@suggest_keywords
 def trainjob_component(
     func: Callable[..., Any] | str,
     *,
@@ -321,6 +324,7 @@ class StepComponents:
     cancel: Any
 
 
+@suggest_keywords
 def step_components(
     *,
     component_image: ComponentImage | None = None,

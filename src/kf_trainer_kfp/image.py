@@ -22,8 +22,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from importlib import metadata
 
+from kf_trainer_core import checks
+from kf_trainer_core.errors import FieldProblem, SpecError
+
 DISTRIBUTION = "kf-trainer-suite"
 DEFAULT_BASE_IMAGE = "python:3.11"
+
+
+def _split(problem: str) -> tuple[str, str]:
+    text, _, how = problem.partition(checks.FIX)
+    return text, how
 
 
 def _pinned() -> str:
@@ -44,6 +52,24 @@ class ComponentImage:
     packages_to_install: tuple[str, ...] = field(default_factory=lambda: (_pinned(),))
     pip_index_urls: tuple[str, ...] | None = None
     install_kfp_package: bool = True
+
+    def __post_init__(self) -> None:
+        # KFP installs these with pip in the launcher pod: only requirements and
+        # http(s) index URLs, as for a trainer's packages_to_install.
+        problems = [
+            FieldProblem(f"packages_to_install[{i}]", *_split(p))
+            for i, package in enumerate(self.packages_to_install)
+            for p in [checks.requirement_problem(package)]
+            if p
+        ]
+        problems += [
+            FieldProblem(f"pip_index_urls[{i}]", *_split(p))
+            for i, url in enumerate(self.pip_index_urls or ())
+            for p in [checks.index_url_problem(url)]
+            if p
+        ]
+        if problems:
+            raise SpecError(problems, root="ComponentImage")
 
     @classmethod
     def prebuilt(cls, image: str) -> ComponentImage:

@@ -595,6 +595,7 @@ def run_sync(
                     log_step=opts.log_step,
                     log_tail=opts.log_tail,
                     on_update=on_update,
+                    reuse_notice=False,  # announced above, as submitted or reattached
                 )
 
             result = supervisor.run(call, publisher.flush)
@@ -658,6 +659,7 @@ async def run_async(
                     log_step=opts.log_step,
                     log_tail=opts.log_tail,
                     on_update=on_update,
+                    reuse_notice=False,  # announced above, as submitted or reattached
                 ),
             )
         except BaseException as exc:

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from typing_extensions import ParamSpec
 
+from kf_trainer_core import checks
+from kf_trainer_core._model import unknown_arguments_error
 from kf_trainer_core.errors import SpecError
 from kf_trainer_core.spec import CustomTrainer, Initializer, RuntimeRef, TrainJobSpec
 from kf_trainer_prefect import _engine
@@ -272,5 +274,30 @@ class _Split:
         run = {k: rest.pop(k) for k in self._RUN if k in rest}
         if "on_cancel" in run:
             _engine.check_action(run["on_cancel"])
+        if run.get("namespace") is not None:
+            checks.check_namespace(run["namespace"])  # at decoration, not in the flow run
+        checks.check_seconds(timeout=run.get("timeout"), startup_timeout=run.get("startup_timeout"))
         self.run_options = RunOptions(**run)
         self.task_options = rest
+        _check_task_options(rest)
+
+
+_OWN_ARGUMENTS = (
+    "runtime",
+    "initializer",
+    "options",
+    "credentials",
+    *_Split._TRAINER,
+    *_Split._RUN,
+)
+
+
+def _check_task_options(options: Mapping[str, Any]) -> None:
+    """What is not ours goes to ``prefect.task``: a misspelt argument (``num_node``)
+    fails here, at decoration, with the spec's "did you mean" suggestion."""
+    from prefect import task
+
+    accepted = [p for p in inspect.signature(task).parameters if not p.startswith("_")]
+    unknown = [k for k in options if k not in accepted]
+    if unknown:
+        raise unknown_arguments_error(unknown, [*_OWN_ARGUMENTS, *accepted], where="trainjob_task")

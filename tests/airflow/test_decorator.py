@@ -82,3 +82,44 @@ def test_bad_trainer_settings_fail_when_the_dag_is_parsed() -> None:
         pytest.raises(SpecError, match="resources_per_node"),
     ):
         task.kubeflow_trainer(resources_per_node={"gpus": 1})(fit)("x")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "typo", "meant"),
+    [
+        ({"num_node": 2}, "num_node", "num_nodes"),
+        ({"packages_to_instal": ["numpy"]}, "packages_to_instal", "packages_to_install"),
+        ({"job_timout": 60}, "job_timout", "job_timeout"),
+        ({"deferable": True}, "deferable", "deferrable"),
+    ],
+)
+def test_misspelled_decorator_argument_suggests_the_right_one(
+    kwargs: dict[str, Any], typo: str, meant: str
+) -> None:
+    with (
+        DAG("unit3", schedule=None, start_date=datetime(2026, 1, 1)),
+        pytest.raises(
+            SpecError,
+            match=rf"@task\.kubeflow_trainer: {typo}: unknown argument\. Fix: .*Did you mean `{meant}`\?",
+        ),
+    ):
+        task.kubeflow_trainer(**kwargs)(fit)("x")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"job_timeout": "1h"}, r"job_timeout='1h' is not a duration\. Fix"),
+        ({"job_name": "My_Job"}, r"job_name: 'My_Job' is not a valid TrainJob name"),
+        ({"job_name": "x" * 49}, r"job_name: 'x{49}' has 49 characters.*at most 48"),
+        ({"log_step": "worker"}, r"log_step='worker': unknown step"),
+    ],
+)
+def test_bad_task_arguments_fail_when_the_dag_is_parsed(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    with (
+        DAG("unit4", schedule=None, start_date=datetime(2026, 1, 1)),
+        pytest.raises(ValueError, match=message),
+    ):
+        task.kubeflow_trainer(**kwargs)(fit)("x")

@@ -60,6 +60,25 @@ def test_failure_shows_the_training_error(
     text = capfd.readouterr().out
     assert "ValueError: loss diverged at lr=10.0" in text
     assert "failing step node-0" in text
+    # Said once in the log and once in the error's reason, not three times over (the
+    # streamed log, the error's log tail, a chained traceback repeating both).
+    assert text.count("ValueError: loss diverged at lr=10.0") == 2
+    assert "During handling of the above exception" not in text
+
+
+def test_failure_before_submission_logs_no_missing_xcom(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A task that fails before a job exists (here: a state directory that cannot be
+    created) reports that failure only; the extra link's XCom is there, empty."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv(CONN_ENV, connection_json(backend="local", state_dir=str(blocker / "state")))
+    run = run_dag("kf_train")
+    assert run.state == "failed"
+    text = capfd.readouterr().out
+    assert "XCom not found" not in text
+    assert run.xcom("train", "trainjob_url") == ""
 
 
 def test_decorator_and_mapping(local: TrainerClient) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from kf_trainer_airflow._args import DEFAULT_RESUME_GRACE
 from kf_trainer_airflow._spec import Verbatim
 from kf_trainer_airflow.operators.trainjob import TrainJobFailedException, TrainJobOperator
 from kf_trainer_core.client import TrainerClient
@@ -25,7 +26,10 @@ from kf_trainer_core.spec import (
     Annotations,
     CustomTrainer,
     CustomTrainerContainer,
+    HuggingFaceDatasetInitializer,
+    Initializer,
     Labels,
+    Name,
     TrainJobSpec,
 )
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
@@ -38,7 +42,7 @@ def train(lr: float = 0.1) -> dict[str, float]:
     return {"lr": lr}
 
 
-def jinja_looking() -> str:
+def jinja_looking(day: str = "") -> str:
     return "{{ not a template }} {% neither %} {# nor this #}"
 
 
@@ -103,6 +107,88 @@ def test_func_args_need_a_custom_trainer() -> None:
 def test_bad_arguments(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         op(trainer=CustomTrainer(train), **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        # Durations are numbers of seconds or timedeltas, never text.
+        ({"job_timeout": "1h"}, r"job_timeout='1h' is not a duration\. Fix: .*job_timeout=3600"),
+        ({"startup_timeout": "5m"}, r"startup_timeout='5m' is not a duration\. Fix"),
+        ({"wait_timeout": True}, r"wait_timeout=True is not a duration\. Fix"),
+        ({"job_timeout": -3}, r"job_timeout=-3\. Fix: give a positive number"),
+        ({"resume_grace": "soon"}, r"resume_grace='soon' is not a duration\. Fix"),
+        ({"resume_grace": -1}, r"resume_grace=-1\. Fix: give 0 or more seconds"),
+        # A name the API server would refuse.
+        (
+            {"job_name": "My_Job"},
+            r"job_name: 'My_Job' is not a valid TrainJob name.*Fix: use e\.g\. 'my-job'",
+        ),
+        ({"job_name": 7}, r"job_name=7 is not a string\. Fix"),
+        # One option instead of a list of them.
+        (
+            {"options": Labels({"team": "ml"})},
+            r"options is Labels, not a list of options\. Fix: .*options=\[Labels",
+        ),
+        ({"options": {"type": "Labels"}}, r"options is a mapping, not a list of options"),
+        # A step that does not exist.
+        (
+            {"log_step": "worker"},
+            r"log_step='worker': unknown step 'worker'\. Fix: use dataset-initializer",
+        ),
+        ({"log_tail": True}, r"log_tail=True\. Fix"),
+    ],
+)
+def test_bad_arguments_fail_when_the_dag_is_parsed(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        op(trainer=CustomTrainer(train), **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("name", "field", "limit"),
+    [
+        ("a" * 49, "job_name", 48),  # node pods: 63 - "-node-0-0-xxxxx"
+        ("a" * 64, "job_name", 63),
+    ],
+)
+def test_too_long_job_name_fails_when_the_dag_is_parsed(name: str, field: str, limit: int) -> None:
+    with pytest.raises(
+        ValueError, match=rf"{field}: '{name}' has {len(name)} characters.*at most {limit}"
+    ):
+        op(trainer=CustomTrainer(train), job_name=name)
+
+
+def test_too_long_name_option_fails_when_the_dag_is_parsed() -> None:
+    # With a dataset initializer the pods of the job's longest step set the limit.
+    with pytest.raises(SpecError, match=r"options\.Name: 'a{34}' has 34 characters.*at most 33"):
+        op(
+            runtime="torch-distributed-with-cache",
+            trainer=CustomTrainer(train),
+            initializer=Initializer(dataset=HuggingFaceDatasetInitializer(storage_uri="hf://x/y")),
+            options=[Name("a" * 34)],
+        )
+
+
+def test_misspelled_argument_suggests_the_right_one() -> None:
+    with pytest.raises(
+        SpecError, match=r"job_timout: unknown argument\. Fix: .*Did you mean `job_timeout`\?"
+    ):
+        op(trainer=CustomTrainer(train), job_timout=60)
+    with pytest.raises(SpecError, match=r"retrys.*Did you mean `retries`"):
+        op(trainer=CustomTrainer(train), retrys=2)  # BaseOperator's arguments count too
+
+
+def test_good_durations_and_templates_pass() -> None:
+    task = op(
+        trainer=CustomTrainer(train),
+        job_timeout=timedelta(hours=1),
+        startup_timeout=30,
+        resume_grace=0,
+        job_name="{{ dag_run.conf['name'] }}",
+        log_step="dataset-initializer",
+    )
+    assert (task.startup_timeout, task.resume_grace) == (30.0, 0.0)
+    assert op(trainer=CustomTrainer(train), options="{{ params.options }}").options
 
 
 def test_closures_fail_at_parse_time() -> None:
@@ -213,7 +299,7 @@ def test_kill_while_waiting_in_the_worker_deletes_the_job(
     assert not worker.is_alive()
     assert live(kube, name) is None
     assert isinstance(errors[0], TrainJobFailedException)
-    assert "was deleted" in str(errors[0])
+    assert "was deleted" in str(errors[0]) or "not found" in str(errors[0])
 
 
 def test_on_kill_suspend_and_keep(client: TrainerClient, kube: KubeTestServer) -> None:
@@ -321,3 +407,6 @@ def test_deferral_hands_the_trigger_a_connection_id(
     assert kwargs["on_kill_action"] == "suspend"
     assert kwargs["namespace"] == "default"
     assert info.value.method_name == "execute_complete"
+    # The trigger holds an early ending until resume_grace after this deferral.
+    assert kwargs["resume_grace"] == DEFAULT_RESUME_GRACE > 0
+    assert abs(kwargs["deferred_at"] - time.time()) < 60

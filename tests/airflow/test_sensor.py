@@ -11,10 +11,12 @@ import pytest
 from airflow.sdk import PokeReturnValue
 from airflow.sdk.exceptions import TaskDeferred
 
+from kf_trainer_airflow._args import DEFAULT_RESUME_GRACE
 from kf_trainer_airflow.operators.trainjob import TrainJobFailedException
 from kf_trainer_airflow.sensors.trainjob import TrainJobSensor
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import KubernetesConfig
+from kf_trainer_core.errors import SpecError
 from kf_trainer_core.spec import Annotations, CustomTrainer, TrainJobSpec
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 
@@ -53,6 +55,19 @@ def test_arguments_checked_at_parse_time() -> None:
     with pytest.raises(ValueError, match=r"unknown step status \['Complete'\]"):
         sensor("x", step="node-0", target_status="Complete")
     assert sensor("x", step="{{ params.step }}").step == "{{ params.step }}"
+
+
+def test_more_arguments_checked_at_parse_time() -> None:
+    with pytest.raises(ValueError, match=r"job_name: 'My_Job' is not a valid TrainJob name"):
+        sensor("My_Job")
+    with pytest.raises(ValueError, match=r"recheck_interval='30s' is not a duration\. Fix"):
+        sensor("x", recheck_interval="30s")
+    with pytest.raises(ValueError, match=r"resume_grace=-1\. Fix"):
+        sensor("x", resume_grace=-1)
+    with pytest.raises(SpecError, match=r"target_statu: unknown argument.*`target_status`"):
+        sensor("x", target_statu="Running")
+    templated = "{{ ti.xcom_pull('train', key='job_name') }}"
+    assert sensor(templated).job_name == templated
 
 
 def test_job_states(client: TrainerClient) -> None:
@@ -111,6 +126,8 @@ def test_deferrable_sensor_defers_only_when_needed(client: TrainerClient) -> Non
         "keep",  # a sensor never cancels a job it does not own
     )
     assert kwargs["timeout"] == 120.0
+    assert kwargs["resume_grace"] == DEFAULT_RESUME_GRACE
+    assert abs(kwargs["deferred_at"] - time.time()) < 60
 
 
 def test_execute_complete() -> None:

@@ -4,8 +4,10 @@ progress in the log, and cancelling only when the task is really killed."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -58,7 +60,14 @@ async def first_event(trigger: TrainJobTrigger, timeout: float = 30) -> dict[str
 
 
 def test_serialize_round_trip() -> None:
-    trigger = make("job-a", status=["Running"], step="node-1", startup_timeout=5.0)
+    trigger = make(
+        "job-a",
+        status=["Running"],
+        step="node-1",
+        startup_timeout=5.0,
+        deferred_at=1_800_000_000.5,
+        resume_grace=10.0,
+    )
     path, kwargs = trigger.serialize()
     assert path == "kf_trainer_airflow.triggers.trainjob.TrainJobTrigger"
     again = TrainJobTrigger(**kwargs)
@@ -69,6 +78,75 @@ def test_serialize_round_trip() -> None:
 def test_bad_on_kill_action() -> None:
     with pytest.raises(ValueError, match="on_kill_action='stop'"):
         make("x", on_kill_action="stop")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"timeout": "1h"}, r"timeout='1h' is not a duration\. Fix"),
+        ({"startup_timeout": -1}, r"startup_timeout=-1\. Fix"),
+        ({"recheck_interval": 0}, r"recheck_interval=0\. Fix"),
+        ({"resume_grace": -2}, r"resume_grace=-2\. Fix"),
+    ],
+)
+def test_bad_durations(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        make("x", **kwargs)
+
+
+# ------------------------------------------------------ the stale defer-exit race
+
+
+def test_hold_for_counts_from_the_deferral() -> None:
+    trigger = make("x", deferred_at=1000.0, resume_grace=10.0)
+    assert trigger.hold_for(now=1002.5) == 7.5  # ended 2.5 s after deferring
+    assert trigger.hold_for(now=1010.0) == 0.0  # late enough: at once
+    assert trigger.hold_for(now=1500.0) == 0.0
+    # A worker clock ahead of the triggerer's never holds longer than the grace.
+    assert trigger.hold_for(now=900.0) == 10.0
+    assert make("x", deferred_at=1000.0, resume_grace=0).hold_for(now=1000.0) == 0.0
+    assert make("x", resume_grace=10.0).hold_for(now=1000.0) == 0.0  # no deferral time
+
+
+async def test_an_early_ending_is_held_until_the_grace_has_passed(
+    client: TrainerClient, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = submit(client, "success", "t/grace")
+    # The trigger's clock says the job ended 0.5 s after the deferral, however slow
+    # this machine is: the event must wait the remaining second.
+    monkeypatch.setattr(trigger_module, "time", SimpleNamespace(time=lambda: 1000.5))
+    trigger = make(name, deferred_at=1000.0, resume_grace=1.5)
+    payload = await first_event(trigger)
+    assert payload["status"] == "success"
+    out = capfd.readouterr().out
+    assert (
+        f"TrainJob default/{name} ended 0.5s after the task deferred: reporting it in 1.0s" in out
+    )
+    # An ending past the grace, or with no grace, goes out at once.
+    again = make(name, deferred_at=990.0, resume_grace=1.5)
+    assert (await first_event(again))["status"] == "success"
+    assert "(resume_grace)" not in capfd.readouterr().out
+
+
+async def test_a_held_event_is_not_cancelled_by_a_kill(
+    client: TrainerClient, kube: KubeTestServer
+) -> None:
+    # Killed while holding: the job has ended, and stays (a cleared task collects it).
+    name = submit(client, "success", "t/grace-kill")
+    trigger = stated(name, "failed", deferred_at=time.time(), resume_grace=30.0)
+    task = asyncio.create_task(first_event(trigger))
+    for _ in range(200):
+        if exists(kube, name) and kube.store.get(TRAINJOBS, "default", name).get("status", {}).get(
+            "conditions"
+        ):
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await trigger.on_kill()
+    assert exists(kube, name)
 
 
 async def test_success_with_outputs_and_progress(
@@ -291,3 +369,31 @@ async def test_task_state_reads_the_api(monkeypatch: pytest.MonkeyPatch) -> None
     assert calls[0]["map_index"] == 2
     TI.map_index = -1
     assert await trigger.task_state() == "failed"
+
+
+async def test_first_trigger_warms_up_the_task_state_request(
+    client: TrainerClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A kill asks the API server for the task's state; the triggerer's first such request
+    # is slow (it builds Airflow's execution API in-process), so the first trigger of a
+    # process makes it when it starts, not when a user kills a task.
+    monkeypatch.setattr(trigger_module, "_API_WARMING", False)
+    asked: list[str] = []
+
+    class Counting(TrainJobTrigger):
+        async def task_state(self) -> str | None:
+            asked.append(self.job_name)
+            return "deferred"
+
+    class TI:
+        dag_id, task_id, run_id, map_index = "dag", "train", "run-1", -1
+
+    names = [submit(client, "success", f"t/warm/{i}") for i in range(2)]
+    triggers = []
+    for name in names:
+        trigger = Counting(job_name=name, namespace="default", kubeflow_trainer_conn_id="kf_test")
+        trigger.task_instance = TI()  # type: ignore[assignment]
+        triggers.append(trigger)
+    payloads = await asyncio.gather(*(first_event(t) for t in triggers))
+    assert {p["status"] for p in payloads} == {"success"}
+    assert asked == [names[0]]  # once per process, by the first trigger

@@ -63,8 +63,7 @@ def _resume_once_watched_by_name(server: KubeTestServer, name: str) -> threading
         for _ in range(1200):
             records = server.requests.records
             if any(
-                r.verb == "watch" and r.query.get("fieldSelector") == wanted
-                for r in records[seen:]
+                r.verb == "watch" and r.query.get("fieldSelector") == wanted for r in records[seen:]
             ):
                 server.store.patch(TRAINJOBS, "default", name, {"spec": {"suspend": False}})
                 return

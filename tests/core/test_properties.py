@@ -9,11 +9,15 @@ from hypothesis import strategies as st
 
 from kf_trainer_core import names
 from kf_trainer_core.builder import build_trainjob, render_yaml
+from kf_trainer_core.checks import CREDENTIAL_NAMES
 from kf_trainer_core.spec import TrainJobSpec
 
 SOURCE = "def train(**kw):\n    return kw\n"
 
-env_names = st.from_regex(r"\A[A-OQ-Z_][A-Z0-9_]{0,15}\Z")  # no PET_ prefix possible
+# No PET_ prefix possible; no credential variable (their clear values are refused).
+env_names = st.from_regex(r"\A[A-OQ-Z_][A-Z0-9_]{0,15}\Z").filter(
+    lambda n: n not in CREDENTIAL_NAMES
+)
 label_keys = st.from_regex(r"\A[a-z][a-z0-9-]{0,20}[a-z0-9]\Z")
 label_values = st.from_regex(r"\A([A-Za-z0-9]([-A-Za-z0-9_.]{0,30}[A-Za-z0-9])?)?\Z")
 json_values = st.recursive(
@@ -49,7 +53,16 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
             "num_nodes": draw(st.none() | st.integers(1, 64)),
             "resources_per_node": draw(
                 st.none()
-                | st.dictionaries(st.sampled_from(["cpu", "memory", "gpu", "storage"]), quantities)
+                | st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "cpu": quantities,
+                        "memory": quantities,
+                        "storage": quantities,
+                        # GPUs are whole devices.
+                        "gpu": st.integers(0, 64) | st.sampled_from(["1", "2e3", "8"]),
+                    },
+                )
             ),
             "env": draw(st.dictionaries(env_names, st.text(max_size=30), max_size=4)),
             "packages_to_install": draw(

@@ -101,16 +101,25 @@ def test_local_backend_promotes_then_keeps(
         promoted = registry(shared)
         assert promoted is not None
         assert promoted["day"] == DAY
-        # The same day again: the same data make the same model, which is not better.
-        again = run(dag, DAY, shared)
-        assert again["promote_model"] == "skipped"
-        assert again["keep_promoted"] == "success"
+        # The same day again, as `python examples/airflow_retraining.py` runs it: the
+        # same data make the same model, which is not better; the run ends with a
+        # summary, after Airflow's logging.
+        import airflow_laptop
+
+        code = airflow_laptop.run(dag, ["--day", str(DAY), "--shared-dir", str(shared)])
+        assert code == 0
         assert registry(shared) == promoted
         jobs = client.list_jobs()
         assert [j.status.value for j in jobs] == ["Complete", "Complete"]
         assert all(j.namespace == "local" for j in jobs)
+    out = capfd.readouterr().out
     # The training log reached the task log (the last lines, after the deferred wait).
-    assert "[node-0] epoch 20: loss=" in capfd.readouterr().out
+    assert "[node-0] epoch 20: loss=" in out
+    summary = out[out.rindex("Summary: ") :]
+    assert summary.startswith("Summary: kept the promoted model")
+    assert f"model:   {shared / 'registry' / 'model.json'} (accuracy=" in summary
+    assert f"--state-dir {state} jobs get " in summary
+    assert any(f"TrainJob {j.name}" in summary for j in jobs), summary
 
 
 def test_test_server_promotes_a_drifted_day(

@@ -50,8 +50,36 @@ def test_local_backend_promotes_then_keeps(
         jobs = client.list_jobs()
         assert len(jobs) == 2
         assert all(j.status.value == "Complete" for j in jobs)
+        # What `python examples/kfp_retraining.py` prints last, after KFP's logging.
+        from kfp_retraining import local_summary
+        from retraining_jobs import profile
+
+        summary = local_summary("keep", profile("local"), str(shared))
+        newest = max(jobs, key=lambda j: (str(j.creation_timestamp), j.name))
+        assert summary.splitlines()[1:] == [
+            "Summary: kept the promoted model",
+            f"  model:   {shared / 'registry' / 'model.json'} (accuracy={promoted['accuracy']}, "
+            f"day={DAY}, loss={promoted['loss']})",
+            f"  TrainJob {newest.name}",
+            f"  see it:  kf-trainer --backend local --state-dir {shared / 'trainjobs'} "
+            f"jobs get {newest.name}",
+        ]
     out = capsys.readouterr().out
     assert "keeping the promoted model: the candidate's accuracy" in out
+
+
+def test_schedule_without_a_host_says_what_is_needed(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kfp_retraining import main
+
+    monkeypatch.delenv("KF_PIPELINES_ENDPOINT", raising=False)
+    with pytest.raises(SystemExit) as exited:
+        main(["--schedule"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "--schedule needs the KFP API endpoint: --host URL" in err
+    assert "Traceback" not in err
 
 
 @pytest.mark.usefixtures("pythonpath")

@@ -38,8 +38,9 @@ FIT = "def fit(lr: float = 0.1):\n    return {'lr': lr}\n"
 
 
 def test_assemble_spec_merges_inputs() -> None:
+    fit = "def fit(lr: float = 0.1, epochs: int = 1):\n    return {'lr': lr}\n"
     base = TrainJobSpec(
-        trainer=CustomTrainer(FIT, func_args={"lr": 0.2}), options=[QueueName("a")]
+        trainer=CustomTrainer(fit, func_args={"lr": 0.2}), options=[QueueName("a")]
     ).to_json_dict()
     spec = inp.assemble_spec(
         base,

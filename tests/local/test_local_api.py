@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from local_jobs import report_env, trivial
+from local_jobs import trivial
 
 from kf_trainer_core import function
 from kf_trainer_core.builder import build_trainjob
@@ -314,10 +314,14 @@ def test_constants_match_the_generated_program() -> None:
     assert _common.RESULT_MARKER == function.RESULT_MARKER
 
 
+def takes_paths(out: str, keep: str, n: list[str]) -> None:
+    pass
+
+
 def test_function_command_is_recognised_and_workspace_paths_mapped() -> None:
     spec = TrainJobSpec(
         trainer=CustomTrainer(
-            report_env,
+            takes_paths,
             func_args={"out": "/workspace/ranks", "keep": "/workspaces/x", "n": ["/workspace"]},
             packages_to_install=["numpy>=1", "tqdm"],
         )
@@ -325,7 +329,7 @@ def test_function_command_is_recognised_and_workspace_paths_mapped() -> None:
     command = build_trainjob(spec).manifest["spec"]["trainer"]["command"]
     program = launch.parse_trainer(command, [])
     assert program.kind == "function"
-    assert program.func_name == "report_env"
+    assert program.func_name == "takes_paths"
     assert program.packages == ("numpy>=1", "tqdm")
     assert program.index_urls == ("https://pypi.org/simple",)
     mapped = launch.map_program_args(program.program, "/tmp/ws")

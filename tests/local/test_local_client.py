@@ -622,7 +622,7 @@ def test_use_venv_installs_packages_once(state_dir: Path, tmp_path: Path) -> Non
         pytest.skip("uv is not on PATH (the pip fallback is slow)")
     wheel = str(_tiny_wheel(tmp_path))
     with TrainerClient(LocalConfig(state_dir=str(state_dir), use_venv=True)) as client:
-        trainer = CustomTrainer(uses_tiny, packages_to_install=[wheel])
+        trainer = CustomTrainer(uses_tiny, packages_to_install=[f"kftiny @ {Path(wheel).as_uri()}"])
         first = client.train(trainer=trainer)
         _, result = client.wait(first, timeout=120)
         assert result["value"] == 42

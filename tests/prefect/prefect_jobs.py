@@ -21,3 +21,10 @@ def broken(message: str = "bad data") -> None:
     """Fails the way training code does: with an exception and a traceback."""
     print("loading data")
     raise RuntimeError(message)
+
+
+def dated() -> dict[str, object]:
+    """Returns something JSON cannot carry (a date): the task must fail, not pass None."""
+    import datetime
+
+    return {"trained_on": datetime.date(2024, 1, 1)}

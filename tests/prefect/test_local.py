@@ -12,7 +12,7 @@ from prefect_support import read_logs
 
 pytest.importorskip("kf_trainer_core.local")
 
-from prefect_jobs import add, broken, sleepy
+from prefect_jobs import add, broken, dated, sleepy
 
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
 from kf_trainer_core.status import JobOutputs, JobState, TrainJob
@@ -84,3 +84,19 @@ def test_local_failure_reports_its_reason(local: KubeflowTrainerCredentials) -> 
     failure = info.value.failure
     assert failure.exit_code not in (None, 0)
     assert any("RuntimeError: bad data" in line for line in failure.log_tail)
+
+
+def test_a_result_that_is_not_json_fails_the_task(local: KubeflowTrainerCredentials) -> None:
+    """Not ``None`` handed downstream as if the function had returned it: the task fails
+    with the type that JSON cannot carry and the fix."""
+    task = trainjob_task(credentials=local)(dated)
+
+    @flow
+    def train() -> object:
+        return task()
+
+    state = train(return_state=True)
+    with pytest.raises(TrainJobFailedError) as info:
+        state.result()
+    assert "Object of type date is not JSON serializable" in str(info.value)
+    assert "KF_TRAINER_RESULT_NOT_JSON=ignore" in str(info.value)

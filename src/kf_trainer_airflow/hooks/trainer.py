@@ -14,14 +14,16 @@ secrets masker, so they do not reach task logs.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from kf_trainer_airflow._compat import AirflowNotFoundException, BaseHook
+from kf_trainer_airflow._secrets import KUBECONFIG_SECRETS, credential_values, raw_secrets, scrub
 from kf_trainer_airflow.provider_info import CONN_FIELDS, CONN_TYPE, UI_FIELD_BEHAVIOUR
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
 from kf_trainer_core.errors import SpecError
@@ -51,16 +53,6 @@ _ALIASES = {
     "cluster_context": "context",
 }
 _LOCAL_KEYS = {"backend", "namespace", "state_dir", "use_venv", "on_missing_resources"}
-# Keys of a kubeconfig whose values are credentials.
-_KUBECONFIG_SECRETS = {
-    "token",
-    "password",
-    "client-key-data",
-    "access-token",
-    "refresh-token",
-    "id-token",
-    "client-secret",
-}
 
 
 class ConnectionConfigError(ValueError):
@@ -278,13 +270,15 @@ def secrets_of(config: BackendConfig) -> list[str]:
             found.append(secret.get_secret_value())
     try:
         document = config.kubeconfig_dict()
-    except ValueError:
+    except Exception:  # malformed YAML raises YAMLError, not ValueError: any type here
         document = None
+        if config.kubeconfig_content is not None:
+            found.extend(credential_values(config.kubeconfig_content.get_secret_value()))
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
             for key, value in node.items():
-                if key in _KUBECONFIG_SECRETS and isinstance(value, str) and value:
+                if key in KUBECONFIG_SECRETS and isinstance(value, str) and value:
                     found.append(value)
                 else:
                     walk(value)
@@ -294,6 +288,27 @@ def secrets_of(config: BackendConfig) -> list[str]:
 
     walk(document)
     return found
+
+
+def _readable(config: BackendConfig) -> None:
+    """Parse an inline kubeconfig now, where a failure is reported without its text
+    (later, the client's loader would raise the parser's error, which quotes it)."""
+    if isinstance(config, KubernetesConfig) and config.kubeconfig_content is not None:
+        config.kubeconfig_dict()
+
+
+def _describe(err: BaseException) -> str:
+    """An error's text without quotations of the input: a YAML error says where and
+    what, never the (possibly cut, so unmaskable) line it found."""
+    import yaml
+
+    if isinstance(err, yaml.MarkedYAMLError):
+        mark = err.problem_mark
+        at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        return f"the inline kubeconfig is not valid YAML or JSON ({at}{err.problem})"
+    if isinstance(err, yaml.YAMLError):
+        return "the inline kubeconfig is not valid YAML or JSON"
+    return f"{type(err).__name__}: {err}"
 
 
 def _mask(values: list[str]) -> None:
@@ -365,6 +380,8 @@ class KubeflowTrainerHook(BaseHook):
         return TrainerConnection(given)
 
     def _from_connection(self, conn: Connection | None) -> TrainerConnection:
+        """The connection parsed; its raw secrets never reach an error's text, whatever
+        goes wrong (register them with the masker first: see :meth:`_guarded`)."""
         if conn is None:
             return TrainerConnection(
                 KubernetesConfig(namespace=self.namespace) if self.namespace else KubernetesConfig()
@@ -409,8 +426,13 @@ class KubeflowTrainerHook(BaseHook):
             except AirflowNotFoundException:
                 if not self._missing_ok():
                     raise
-        found = self._from_connection(conn)
-        _mask(secrets_of(found.config))
+        secrets = self._raw_secrets(conn)
+        _mask(secrets)
+        with self._guarded(conn, secrets):
+            found = self._from_connection(conn)
+            parsed = secrets_of(found.config)
+            _readable(found.config)
+        _mask(parsed)
         return found
 
     async def asettings(self) -> TrainerConnection:
@@ -428,10 +450,44 @@ class KubeflowTrainerHook(BaseHook):
                 except AirflowNotFoundException:
                     if not self._missing_ok():
                         raise
-            found = self._from_connection(conn)
-            await _amask(secrets_of(found.config))
+            secrets = self._raw_secrets(conn)
+            await _amask(secrets)
+            with self._guarded(conn, secrets):
+                found = self._from_connection(conn)
+                parsed = secrets_of(found.config)
+                _readable(found.config)
+            await _amask(parsed)
         self.__dict__["settings"] = found
         return found
+
+    @staticmethod
+    def _raw_secrets(conn: Connection | None) -> list[str]:
+        if conn is None:
+            return []
+        try:
+            extra = json.loads(conn.extra) if conn.extra else {}
+        except ValueError:
+            extra = {}
+        return raw_secrets(conn.password, extra if isinstance(extra, dict) else {})
+
+    @contextlib.contextmanager
+    def _guarded(self, conn: Connection | None, secrets: list[str]) -> Iterator[None]:
+        """Errors while reading the connection, of any type, leave with their
+        credentials replaced by ``***`` (and without the original as their cause, whose
+        text would still hold them)."""
+        try:
+            yield
+        except ConnectionConfigError as err:
+            if any(s in str(err) for s in secrets):
+                raise ConnectionConfigError(scrub(str(err), secrets)) from None
+            raise
+        except Exception as err:
+            where = f"connection {conn.conn_id!r}" if conn is not None else "the connection"
+            text = scrub(_describe(err), secrets)
+            raise ConnectionConfigError(
+                f"{where} cannot be read ({text}). Fix: check its fields (an inline "
+                "kubeconfig must be a whole, valid YAML or JSON kubeconfig)."
+            ) from None
 
     async def _aconnection(self, conn_id: str) -> Connection:
         reader = getattr(self, "aget_connection", None)
@@ -485,9 +541,18 @@ class KubeflowTrainerHook(BaseHook):
             with self.get_client() as client:
                 runtimes = client.list_runtimes()
         except Exception as exc:
-            return False, f"{type(exc).__name__}: {exc}"
+            # Shown in the UI, where the masker does not reach: take credentials out here.
+            secrets = self._connection_secrets()
+            return False, scrub(_describe(exc), secrets)
         names = ", ".join(sorted(r.name for r in runtimes)) or "none"
         return True, f"Connected; runtimes: {names}"
+
+    def _connection_secrets(self) -> list[str]:
+        found = list(secrets_of(self.settings.config)) if "settings" in self.__dict__ else []
+        if self.kubeflow_trainer_conn_id and self._given is None:
+            with contextlib.suppress(Exception):  # no connection: nothing of it to hide
+                found += self._raw_secrets(self.get_connection(self.kubeflow_trainer_conn_id))
+        return sorted(set(found), key=len, reverse=True)
 
     # -- forms for Airflow < 3.2 (3.2+ reads provider_info's conn-fields) ----------
     @classmethod

@@ -23,11 +23,13 @@ Importing this module does not import the Kubernetes clients: DAG files import i
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, cast
 
+from kf_trainer_airflow import _args
 from kf_trainer_airflow._actions import ON_FINISH_ACTIONS, ON_KILL_ACTIONS
 from kf_trainer_airflow._compat import AirflowException, BaseOperator, ResumableJobMixin, conf
 from kf_trainer_airflow._progress import ProgressReporter
@@ -67,17 +69,6 @@ class TrainJobFailedException(AirflowException):
         self.job_name = job_name
         self.namespace = namespace
         self.failure = dict(failure) if failure else None
-
-
-def _seconds(value: float | timedelta | None, what: str) -> float | None:
-    if value is None:
-        return None
-    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if seconds <= 0:
-        raise ValueError(
-            f"{what}={value!r}. Fix: give a positive number of seconds or a timedelta."
-        )
-    return seconds
 
 
 class TrainJobOperator(ResumableJobMixin, BaseOperator):
@@ -124,6 +115,10 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         the connection's ``dashboard_url``).
     :param report_progress: log state changes and the trainer's progress and metrics.
     :param durable: Airflow 3.3+: keep the job's name in the task state store.
+    :param resume_grace: deferred waits: a job that ends sooner than this many seconds
+        after the task deferred is reported at that mark, so that Airflow has processed
+        the deferring worker's exit before the task resumes (Airflow 3.3 fails the task
+        otherwise: apache/airflow#72716). ``0`` reports at once.
     """
 
     template_fields: Sequence[str] = (
@@ -175,8 +170,11 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         fresh_after_failure: bool = True,
         dashboard_url: str | None = None,
         report_progress: bool = True,
+        resume_grace: float | timedelta = _args.DEFAULT_RESUME_GRACE,
         **kwargs: Any,
     ) -> None:
+        what = getattr(type(self), "custom_operator_name", None) or type(self).__name__
+        _args.unknown_arguments(type(self), kwargs, what)
         super().__init__(**kwargs)
         if on_kill_action not in ON_KILL_ACTIONS:
             raise ValueError(
@@ -187,8 +185,10 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
                 f"on_finish_action={on_finish_action!r}. Fix: use one of "
                 f"{', '.join(ON_FINISH_ACTIONS)}."
             )
-        if log_tail < 0:
+        if isinstance(log_tail, bool) or not isinstance(log_tail, int) or log_tail < 0:
             raise ValueError(f"log_tail={log_tail!r}. Fix: give 0 or more lines.")
+        _args.options_list(options)
+        _args.job_name(job_name)
         self.spec = template_form(spec, part="spec")
         self.runtime = template_form(runtime, part="runtime")
         self.trainer = template_form(trainer, part="trainer")
@@ -200,11 +200,13 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         self.kubeflow_trainer_conn_id = kubeflow_trainer_conn_id
         self.deferrable = deferrable
         self.wait_for_completion = wait_for_completion
-        self.startup_timeout = _seconds(startup_timeout, "startup_timeout")
+        self.startup_timeout = _args.seconds(startup_timeout, "startup_timeout")
         self.job_timeout = job_timeout
-        self.wait_timeout = _seconds(wait_timeout, "wait_timeout")
+        _args.seconds(job_timeout, "job_timeout")
+        self.wait_timeout = _args.seconds(wait_timeout, "wait_timeout")
+        self.resume_grace = _args.seconds(resume_grace, "resume_grace", zero=True) or 0.0
         self.get_logs = get_logs
-        self.log_step = log_step
+        self.log_step = _args.log_step(log_step)
         self.log_tail = log_tail
         self.on_kill_action = on_kill_action
         self.on_finish_action = on_finish_action
@@ -219,7 +221,30 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         if not self._templated():
             # Nothing left to render: a bad spec fails when the DAG is parsed, naming the
             # field and the fix, rather than when the task runs.
-            self.build_spec()
+            self._check_name(self.build_spec())
+
+    def _check_name(self, spec: TrainJobSpec) -> None:
+        """A fixed name (``job_name`` or a ``Name`` option) that is too long for the
+        job's pods fails now, as the builder would at submit time (the limit depends on
+        the job's steps)."""
+        from kf_trainer_core.spec import Name
+
+        if spec.option(Name) is None:
+            return
+        from kf_trainer_core.builder import build_trainjob
+        from kf_trainer_core.errors import FieldProblem, SpecError
+
+        try:
+            build_trainjob(spec, namespace=self.namespace)
+        except SpecError as err:
+            if not self.job_name:
+                raise
+            # The builder knows job_name as the Name option it became: say job_name.
+            problems = [
+                FieldProblem("job_name" if p.field == "options.Name" else p.field, p.problem, p.fix)
+                for p in err.problems
+            ]
+            raise SpecError(problems, title=err.title) from None
 
     def _templated(self) -> bool:
         return any(looks_templated(getattr(self, f)) for f in self.template_fields)
@@ -281,6 +306,9 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         self._outputs = None
         self._published = False
         self._result = None
+        # The extra link reads this key when the task ends, even when it failed before
+        # a job existed; an absent key is logged as an error ("XCom not found").
+        context["ti"].xcom_push(key=LINK_XCOM_KEY, value="")
         return self.execute_resumable(context)
 
     def submit_job(self, context: Context) -> str:
@@ -393,6 +421,8 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
                     timeout=self.wait_timeout,
                     on_kill_action=self.on_kill_action,
                     report_progress=self.report_progress,
+                    deferred_at=time.time(),
+                    resume_grace=self.resume_grace,
                 ),
                 method_name="execute_complete",
             )
@@ -400,7 +430,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         return self.get_job_result(name, context)
 
     def _wait_in_worker(self, name: str, context: Context) -> JobOutputs:
-        from kf_trainer_core.ops import SpecConflictError
+        from kf_trainer_core.ops import SpecConflictError, TrainJobNotFoundError
         from kf_trainer_core.waiting import (
             TrainJobDeletedError,
             TrainJobFailedError,
@@ -427,13 +457,16 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
                     log_tail=self.log_tail,
                     on_update=reporter if self.report_progress else None,
                     fresh_after_failure=False,
+                    reuse_notice=False,  # submit_job made it: its log is news
                 )
             except TrainJobFailedError as err:
                 self._failed(client, str(err), err.failure.model_dump(mode="json"))
             except TrainJobTimeoutError as err:
                 failure = err.failure.model_dump(mode="json") if err.failure else None
                 self._failed(client, str(err), failure)
-            except (TrainJobDeletedError, SpecConflictError) as err:
+            except (TrainJobDeletedError, TrainJobNotFoundError, SpecConflictError) as err:
+                # A job deleted under the wait (a kill, a user) may be seen as deleted or,
+                # when it is already gone when next read, as not found: the same ending.
                 self._failed(client, str(err), None, finish=False)
 
     def execute_complete(self, context: Context, event: Mapping[str, Any]) -> Any:
@@ -525,11 +558,19 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         self._log_events(client)
         if finish:
             self._finish(client, succeeded=False)
+        if failure and self.get_logs and self.log_tail:
+            # The task log already shows the job's log (streamed, or its tail after a
+            # deferred wait) and events: the error says why once, without them again.
+            from kf_trainer_core.status import Failure
+
+            brief = Failure.model_validate({**failure, "log_tail": [], "events": []})
+            message = f"{self._where} failed: {brief.describe()} (its log and events are above)"
         if not message.startswith("TrainJob "):
             message = f"TrainJob {message}"
+        # `from None`: the core's error said the same; a chained traceback repeats it.
         raise TrainJobFailedException(
             message, job_name=self._job_name, namespace=self._job_namespace, failure=failure
-        )
+        ) from None
 
     def _log_events(self, client: TrainerClient) -> None:
         """The job's events (its JobSet's, Jobs' and pods' too), oldest first: what

@@ -13,11 +13,13 @@ sensor with the reason. The sensor never cancels the job: it does not own it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from kf_trainer_airflow import _args
 from kf_trainer_airflow._compat import BaseSensorOperator, PokeReturnValue, conf
 from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
 from kf_trainer_airflow.operators.trainjob import TrainJobFailedException
@@ -54,6 +56,9 @@ class TrainJobSensor(BaseSensorOperator):
     :param kubeflow_trainer_conn_id: connection of the backend.
     :param deferrable: wait in the triggerer.
     :param recheck_interval: deferred step waits also re-read the job's pods this often.
+    :param resume_grace: deferred waits: an ending seen sooner than this many seconds
+        after the sensor deferred is reported at that mark (Airflow 3.3's stale
+        defer-exit race, apache/airflow#72716); ``0`` reports at once.
 
     The sensor's value (XCom) is the step (name, status, pod, exit code...) for step
     waits, the JobOutputs dict for a ``Complete`` job, else the job's name, namespace
@@ -74,16 +79,20 @@ class TrainJobSensor(BaseSensorOperator):
         kubeflow_trainer_conn_id: str | None = KubeflowTrainerHook.default_conn_name,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         recheck_interval: float = 30.0,
+        resume_grace: float | timedelta = _args.DEFAULT_RESUME_GRACE,
         **kwargs: Any,
     ) -> None:
+        _args.unknown_arguments(type(self), kwargs, type(self).__name__)
         super().__init__(**kwargs)
+        _args.job_name(job_name)
         self.job_name = job_name
         self.step = step
         self.target_status = _wanted(target_status, "Succeeded" if step else "Complete")
         self.namespace = namespace
         self.kubeflow_trainer_conn_id = kubeflow_trainer_conn_id
         self.deferrable = deferrable
-        self.recheck_interval = recheck_interval
+        self.recheck_interval = _args.seconds(recheck_interval, "recheck_interval") or 30.0
+        self.resume_grace = _args.seconds(resume_grace, "resume_grace", zero=True) or 0.0
         if step is None:
             known = [s.value for s in JobState]
             bad = [s for s in self.target_status if s not in known]
@@ -203,6 +212,8 @@ class TrainJobSensor(BaseSensorOperator):
                 timeout=float(self.timeout) if self.timeout else None,
                 on_kill_action="keep",
                 recheck_interval=self.recheck_interval,
+                deferred_at=time.time(),
+                resume_grace=self.resume_grace,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=float(self.timeout)) if self.timeout else None,

@@ -19,6 +19,9 @@ made in ``cleanup()``, which runs on every exit, restarts included.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib
+import time
 from collections.abc import AsyncIterator, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from kf_trainer_airflow._actions import ON_KILL_ACTIONS
+from kf_trainer_airflow._args import seconds
 from kf_trainer_airflow._progress import ProgressReporter
 from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
 
@@ -36,6 +40,13 @@ if TYPE_CHECKING:
 HAS_TRIGGER_ON_KILL = "on_kill" in BaseTrigger.__dict__
 
 _DEFERRED = "deferred"
+
+#: Whether this process has made its first task-state request (see ``_warm_up``).
+_API_WARMING = False
+# What a wait imports, heaviest first (the client of a kubernetes backend).
+_CLIENT_MODULES = ("kubernetes_asyncio", "kf_trainer_core.client", "kf_trainer_core.steps")
+# Background tasks are referenced until done (the event loop keeps weak references).
+_BACKGROUND: set[asyncio.Future[None]] = set()
 
 
 class TrainJobTrigger(BaseTrigger):
@@ -63,6 +74,11 @@ class TrainJobTrigger(BaseTrigger):
         or ``keep``.
     :param recheck_interval: step waits also re-read the job's pods this often.
     :param report_progress: log state changes and trainer progress.
+    :param deferred_at: when the task deferred (seconds since the epoch, the worker's
+        clock), for ``resume_grace``.
+    :param resume_grace: an event is not fired sooner than this many seconds after
+        ``deferred_at``: Airflow 3.3 fails a task that resumes before the scheduler has
+        processed its deferring worker's exit (apache/airflow#72716). ``0`` fires at once.
     """
 
     def __init__(
@@ -79,6 +95,8 @@ class TrainJobTrigger(BaseTrigger):
         on_kill_action: str = "delete",
         recheck_interval: float = 30.0,
         report_progress: bool = True,
+        deferred_at: float | None = None,
+        resume_grace: float = 0.0,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         if on_kill_action not in ON_KILL_ACTIONS:
@@ -91,11 +109,13 @@ class TrainJobTrigger(BaseTrigger):
         self.status = list(status)
         self.step = step
         self.step_status = list(step_status)
-        self.startup_timeout = startup_timeout
-        self.timeout = timeout
+        self.startup_timeout = seconds(startup_timeout, "startup_timeout")
+        self.timeout = seconds(timeout, "timeout")
         self.on_kill_action = on_kill_action
-        self.recheck_interval = recheck_interval
+        self.recheck_interval = seconds(recheck_interval, "recheck_interval") or 30.0
         self.report_progress = report_progress
+        self.deferred_at = None if deferred_at is None else float(deferred_at)
+        self.resume_grace = seconds(resume_grace, "resume_grace", zero=True) or 0.0
         self._fired = False
         self._kill: asyncio.Future[None] | None = None
 
@@ -114,6 +134,8 @@ class TrainJobTrigger(BaseTrigger):
                 "on_kill_action": self.on_kill_action,
                 "recheck_interval": self.recheck_interval,
                 "report_progress": self.report_progress,
+                "deferred_at": self.deferred_at,
+                "resume_grace": self.resume_grace,
             },
         )
 
@@ -132,11 +154,67 @@ class TrainJobTrigger(BaseTrigger):
 
     # -- running --------------------------------------------------------------------
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        self._warm_up()
         payload = await self._wait()
+        await self._hold()
         self._fired = True
         yield TriggerEvent(payload)  # type: ignore[no-untyped-call]
 
+    def hold_for(self, now: float | None = None) -> float:
+        """Seconds an event must still wait so that it fires no sooner than
+        ``resume_grace`` after the deferral (never more than ``resume_grace``, whatever
+        the clocks of the worker and the triggerer say)."""
+        if not self.resume_grace or self.deferred_at is None:
+            return 0.0
+        now = time.time() if now is None else now
+        return max(0.0, min(self.resume_grace, self.deferred_at + self.resume_grace - now))
+
+    async def _hold(self) -> None:
+        wait = self.hold_for()
+        if wait <= 0:
+            return
+        # The job ended within seconds of the deferral: resuming the task now could
+        # overtake the scheduler's processing of the deferring worker's exit, and
+        # Airflow 3.3 would fail the task for it (apache/airflow#72716).
+        self.log.info(
+            "%s ended %.1fs after the task deferred: reporting it in %.1fs (resume_grace)",
+            self._where,
+            self.resume_grace - wait,
+            wait,
+        )
+        await asyncio.sleep(wait)
+
+    def _warm_up(self) -> None:
+        """Make this process's first task-state request now, in the background.
+
+        A kill is only acted on after asking the API server for the task's state (a
+        trigger that merely moves to another triggerer must keep its job). The
+        triggerer answers such requests through an in-process copy of Airflow's
+        execution API, built on its first use: measured here, 7 to 30 s during which
+        the triggerer answers nothing — which was most of the time between a kill and
+        the job's deletion. Made when the first trigger starts, a kill later costs one
+        quick request."""
+        global _API_WARMING
+        if _API_WARMING or self.task_instance is None or not HAS_TRIGGER_ON_KILL:
+            return
+        _API_WARMING = True
+
+        async def ask() -> None:
+            try:
+                await self.task_state()
+            except Exception:  # a courtesy: the kill asks again and handles errors
+                self.log.debug("Warming up the task-state request failed", exc_info=True)
+
+        task = asyncio.ensure_future(ask())
+        _BACKGROUND.add(task)
+        task.add_done_callback(_BACKGROUND.discard)
+
     async def _wait(self) -> dict[str, Any]:
+        # The client's modules (kubernetes_asyncio...) are imported off the event loop:
+        # importing them on it blocked every trigger of the process, for seconds.
+        for module in _CLIENT_MODULES:
+            with contextlib.suppress(ImportError):  # the local backend needs no client
+                await asyncio.to_thread(importlib.import_module, module)
         from kf_trainer_core.client import outputs
         from kf_trainer_core.ops import TrainJobNotFoundError
         from kf_trainer_core.steps import StepFailedError, StepGoal, await_step

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kf_trainer_core.config import KubernetesConfig
+from kf_trainer_core.config import KubernetesConfig, loading_errors
 from kf_trainer_core.k8s.calls import (
     Create,
     Delete,
@@ -325,6 +325,12 @@ class SyncTransport:
 
 
 def _load_sync(cfg: KubernetesConfig, target: Any) -> None:
+    cfg.check_usable()
+    with loading_errors(cfg):
+        _load_sync_unchecked(cfg, target)
+
+
+def _load_sync_unchecked(cfg: KubernetesConfig, target: Any) -> None:
     import kubernetes
 
     mode = cfg.mode()
@@ -482,6 +488,12 @@ class AsyncTransport:
 
 
 async def _load_async(cfg: KubernetesConfig, target: Any) -> Any:
+    cfg.check_usable()
+    with loading_errors(cfg):
+        return await _load_async_unchecked(cfg, target)
+
+
+async def _load_async_unchecked(cfg: KubernetesConfig, target: Any) -> Any:
     import kubernetes_asyncio as k8s
 
     mode = cfg.mode()

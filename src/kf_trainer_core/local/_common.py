@@ -82,27 +82,42 @@ class Paths:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).expanduser().resolve()
 
+    def _under(self, *parts: str) -> Path:
+        """``root/part/...``, refusing any part that is not one plain name: the
+        parts come from object names and namespaces, and a delete removes the result."""
+        for part in parts:
+            if not part or part in (".", "..") or "/" in part or "\\" in part or "\0" in part:
+                raise ValueError(
+                    f"{part!r} cannot name a directory under the local state directory "
+                    "(it would leave it). Fix: use Kubernetes names (lowercase letters, "
+                    "digits and '-')."
+                )
+        path = self.root.joinpath(*parts)
+        if not path.resolve().is_relative_to(self.root):  # a symlink pointing out
+            raise ValueError(f"{path} leaves the local state directory {self.root}.")
+        return path
+
     @property
     def db(self) -> Path:
         return self.root / "state.db"
 
     def log_dir(self, namespace: str, pod: str) -> Path:
-        return self.root / "logs" / namespace / pod
+        return self._under("logs", namespace, pod)
 
     def log(self, namespace: str, pod: str, container: str) -> Path:
-        return self.log_dir(namespace, pod) / f"{container}.log"
+        return self._under("logs", namespace, pod, f"{container}.log")
 
     def log_done(self, namespace: str, pod: str, container: str) -> Path:
-        return self.log_dir(namespace, pod) / f"{container}.done"
+        return self._under("logs", namespace, pod, f"{container}.done")
 
     def workspace(self, namespace: str, name: str, uid: str) -> Path:
-        return self.root / "workspaces" / namespace / f"{name}-{uid[:8]}"
+        return self._under("workspaces", namespace, f"{name}-{uid[:8]}")
 
     def run_dir(self, uid: str) -> Path:
-        return self.root / "run" / uid
+        return self._under("run", uid)
 
     def lock(self, uid: str) -> Path:
-        return self.root / "locks" / f"{uid}.lock"
+        return self._under("locks", f"{uid}.lock")
 
     @property
     def venvs(self) -> Path:

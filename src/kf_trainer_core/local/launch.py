@@ -20,7 +20,6 @@ import importlib.util
 import json
 import os
 import re
-import shlex
 import socket
 import subprocess
 from dataclasses import dataclass, field
@@ -74,30 +73,37 @@ class Launch:
 
 
 def parse_trainer(command: list[str], args: list[str]) -> TrainerProgram:
-    """Recognise the suite's generated function command, else keep the argv."""
+    """Recognise the suite's generated function command, else keep the argv.
+
+    The command is ``bash -c <script> kf-trainer <program> [<pip arguments>]``; pip's
+    arguments are index options, ``--`` and the requirements (see
+    :func:`kf_trainer_core.checks.pip_arguments`)."""
     for i in range(len(command) - 4):
         if command[i : i + 2] == ["bash", "-c"] and command[i + 3] == "kf-trainer":
             script, program = command[i + 2], command[i + 4]
-            found = re.search(r"kf_trainer_(\w+)\.py", script)
+            found = re.search(r"kf_trainer_(\w+)\.py", script, re.ASCII)
+            packages, index_urls = _pip_arguments([*command[i + 5 :], *args])
             return TrainerProgram(
                 "function",
                 program=program,
                 func_name=found.group(1) if found else "program",
-                packages=tuple(_bash_array(script, "pkgs")),
-                index_urls=tuple(_index_urls(_bash_array(script, "opts"))),
+                packages=tuple(packages),
+                index_urls=tuple(index_urls),
             )
     return TrainerProgram("command", argv=(*command, *args))
 
 
-def _bash_array(script: str, name: str) -> list[str]:
-    found = re.search(rf"^{name}=\((.*)\)$", script, re.MULTILINE)
-    return shlex.split(found.group(1)) if found else []
-
-
-def _index_urls(opts: list[str]) -> list[str]:
-    return [
+def _pip_arguments(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``(requirements, index URLs)`` of pip's arguments: only what follows ``--`` is a
+    requirement, so nothing of a manifest's reaches pip as an option."""
+    if "--" not in argv:
+        return [], []
+    split = argv.index("--")
+    opts = argv[:split]
+    urls = [
         opts[i + 1] for i, o in enumerate(opts[:-1]) if o in ("--index-url", "--extra-index-url")
     ]
+    return argv[split + 1 :], urls
 
 
 def map_workspace(value: Any, workspace: str) -> Any:

@@ -77,7 +77,17 @@ def ensure_venv(
             _run([uv, "venv", "--quiet", "--python", python, str(root)], log, env)
             if packages:
                 _run(
-                    [uv, "pip", "install", "--python", str(venv_python(root)), *index, *packages],
+                    # "--": every package is a requirement, never an option.
+                    [
+                        uv,
+                        "pip",
+                        "install",
+                        "--python",
+                        str(venv_python(root)),
+                        *index,
+                        "--",
+                        *packages,
+                    ],
                     log,
                     env,
                 )
@@ -92,6 +102,7 @@ def ensure_venv(
                         "install",
                         "--disable-pip-version-check",
                         *index,
+                        "--",
                         *packages,
                     ],
                     log,

@@ -5,11 +5,16 @@
   delete their jobs (the trigger's ``on_kill`` in the triggerer; the operator's
   ``on_kill`` in the worker);
 - ``crash``: its first try's worker process dies right after submitting; the retry must
-  wait for that job rather than submit another.
+  wait for that job rather than submit another;
+- ``short``: six mapped deferred tasks whose jobs end 0 to 6 s after they defer, where
+  Airflow 3.3's stale defer-exit race (apache/airflow#72716) fails tasks unless
+  ``resume_grace`` holds the trigger's event; no retries. ``KF_LIVE_RESUME_GRACE``
+  overrides the grace (``0`` shows the race).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,8 +22,14 @@ from typing import Any
 from airflow.sdk import DAG
 from kf_dag_helpers import CONN_ID, double, scenario
 
+from kf_trainer_airflow._args import DEFAULT_RESUME_GRACE
 from kf_trainer_airflow.operators.trainjob import TrainJobOperator
 from kf_trainer_core.spec import CustomTrainer
+from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
+
+#: How long after submission (so after deferral, to within a second) each short job ends.
+SHORT_DURATIONS = (0.0, 1.0, 2.0, 3.0, 4.5, 6.0)
+GRACE = float(os.environ.get("KF_LIVE_RESUME_GRACE", DEFAULT_RESUME_GRACE))
 
 
 class DieAfterSubmit(TrainJobOperator):
@@ -47,10 +58,26 @@ with DAG(
     catchup=False,
     default_args={"retries": 0},
 ) as kf_live:
-    # The job starts a few seconds late so that its trigger fires well after this
-    # worker's defer-exit is processed: Airflow 3.3 fails a task whose resumed try is
-    # already running when that stale exit event arrives (apache/airflow#72716).
-    _op(TrainJobOperator, "deferred", '{"preset": "exec", "pending_delay": 6}', deferrable=True)
+    _op(TrainJobOperator, "deferred", "exec", deferrable=True, resume_grace=GRACE)
+    TrainJobOperator.partial(
+        task_id="short",
+        kubeflow_trainer_conn_id=CONN_ID,
+        trainer=CustomTrainer(double, func_args={"x": 1}),
+        deferrable=True,
+        resume_grace=GRACE,
+    ).expand(
+        options=[
+            [
+                {
+                    "type": "Annotations",
+                    "annotations": {
+                        SCENARIO_ANNOTATION: json.dumps({"preset": "success", "duration": d})
+                    },
+                }
+            ]
+            for d in SHORT_DURATIONS
+        ]
+    )
     _op(TrainJobOperator, "kill_deferred", "never-finish", deferrable=True)
     _op(TrainJobOperator, "kill_running", "never-finish", deferrable=False)
     _op(

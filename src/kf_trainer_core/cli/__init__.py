@@ -1,0 +1,98 @@
+"""``kf-trainer``: see, follow and manage TrainJobs from a terminal, and render or check
+spec files.
+
+    kf-trainer render spec.yaml                  # the TrainJob YAML a cluster would receive
+    kf-trainer check spec.yaml                   # validate only
+    kf-trainer run spec.yaml --identity nightly  # submit and follow to the end
+    kf-trainer jobs list --status Running        # jobs of the namespace
+    kf-trainer jobs logs NAME -f                 # follow node-0's log
+    kf-trainer jobs wait NAME                    # progress bar; exit 0/1 by outcome
+    kf-trainer --backend local jobs list         # jobs run on this machine
+
+Where jobs are comes from ``$KF_TRAINER_BACKEND`` (JSON) and ``--backend``,
+``--namespace/-n``, ``--context``, ``--kubeconfig``, ``--state-dir``. Exit codes and
+every command: docs/cli.md.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from importlib.metadata import PackageNotFoundError, version
+
+import click
+
+from kf_trainer_core.cli._errors import CliError, Exit, classify, one_line
+from kf_trainer_core.cli._where import where_options
+from kf_trainer_core.cli.jobs import jobs
+from kf_trainer_core.cli.runtimes import runtimes
+from kf_trainer_core.cli.specs import check, render, run
+
+__all__ = ["Exit", "cli", "main"]
+
+
+def _version() -> str:
+    try:
+        return version("kf-trainer-suite")
+    except PackageNotFoundError:  # pragma: no cover - running from a bare source tree
+        return "unknown"
+
+
+@click.group(
+    "kf-trainer",
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.version_option(_version(), "--version", prog_name="kf-trainer")
+@where_options
+def cli() -> None:
+    """See, follow and manage Kubeflow Trainer TrainJobs (on a cluster or this machine),
+    and render or check spec files. Docs: docs/cli.md."""
+
+
+cli.add_command(jobs)
+cli.add_command(runtimes)
+cli.add_command(run)
+cli.add_command(render)
+cli.add_command(check)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``kf-trainer`` command: the exit code (see :class:`Exit`)."""
+    debug = os.environ.get("KF_TRAINER_DEBUG", "") not in ("", "0")
+    try:
+        cli.main(args=argv, prog_name="kf-trainer", standalone_mode=False)
+    except click.exceptions.Exit as exc:  # --help, --version
+        return int(exc.exit_code)
+    except CliError as exc:
+        click.echo(f"kf-trainer: error: {one_line(exc.message)}", err=True)
+        return exc.code
+    except click.UsageError as exc:
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
+        click.echo(f"kf-trainer: error: {one_line(exc.format_message())}{hint}", err=True)
+        return int(Exit.BAD_INPUT)
+    except click.ClickException as exc:
+        click.echo(f"kf-trainer: error: {one_line(exc.format_message())}", err=True)
+        return int(Exit.BAD_INPUT)
+    except click.Abort:
+        click.echo("kf-trainer: interrupted", err=True)
+        return int(Exit.INTERRUPTED)
+    except KeyboardInterrupt:
+        click.echo("kf-trainer: interrupted", err=True)
+        return int(Exit.INTERRUPTED)
+    except Exception as exc:
+        code, message = classify(exc)
+        if debug:
+            traceback.print_exc()
+        if code is Exit.JOB_FAILED:
+            # A job's failure is an explanation (reason, step, exit code, log tail): keep
+            # its lines.
+            click.echo(f"kf-trainer: {message}", err=True)
+        else:
+            click.echo(f"kf-trainer: error: {one_line(message)}", err=True)
+        return int(code)
+    return int(Exit.OK)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""Exit codes of ``kf-trainer`` and the one-line messages its errors become.
+
+Every error a user can cause ends the command with one line on stderr that says what
+is wrong and how to fix it, and an exit code that scripts can tell apart. Tracebacks
+are shown only with ``KF_TRAINER_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import click
+
+
+class Exit(IntEnum):
+    """The exit codes (documented in docs/cli.md)."""
+
+    OK = 0
+    #: The job failed (``jobs wait``, ``run``) or did not reach the asked state.
+    JOB_FAILED = 1
+    #: Bad input: a usage error, an invalid spec, name, namespace or identity, a missing
+    #: file or one that is not YAML/JSON. Nothing was submitted.
+    BAD_INPUT = 2
+    #: The job (or runtime) does not exist.
+    NOT_FOUND = 3
+    #: A job of that name exists with a different spec, or the API refused the object.
+    CONFLICT = 4
+    #: ``--timeout`` passed before the job finished.
+    TIMEOUT = 5
+    #: The backend could not be reached or refused the credentials.
+    UNREACHABLE = 6
+    #: An unexpected error (a bug: please report it with ``KF_TRAINER_DEBUG=1``'s output).
+    INTERNAL = 10
+    #: Interrupted (Ctrl-C).
+    INTERRUPTED = 130
+
+
+class CliError(click.ClickException):
+    """An error the command reports in one line with its exit code."""
+
+    def __init__(self, message: str, code: Exit = Exit.BAD_INPUT) -> None:
+        super().__init__(message)
+        self.code = int(code)
+
+
+def classify(exc: BaseException) -> tuple[Exit, str]:
+    """The exit code and message of an exception raised by the core."""
+    from kf_trainer_core.errors import ClusterConfigError, SpecError
+    from kf_trainer_core.k8s.errors import ApiError
+    from kf_trainer_core.ops import SpecConflictError, SubmitError, TrainJobNotFoundError
+    from kf_trainer_core.waiting import (
+        TrainJobDeletedError,
+        TrainJobFailedError,
+        TrainJobTimeoutError,
+    )
+
+    if isinstance(exc, TrainJobFailedError):
+        return Exit.JOB_FAILED, str(exc)
+    if isinstance(exc, TrainJobTimeoutError):
+        return Exit.TIMEOUT, f"{exc} Fix: wait longer (--timeout) or look at `jobs get`."
+    if isinstance(exc, TrainJobDeletedError):
+        return Exit.NOT_FOUND, str(exc)
+    if isinstance(exc, TrainJobNotFoundError):
+        return Exit.NOT_FOUND, f"{exc} Fix: check the name and namespace with `jobs list`."
+    if isinstance(exc, SpecConflictError):
+        return Exit.CONFLICT, str(exc)
+    if isinstance(exc, SubmitError):
+        return Exit.CONFLICT, str(exc)
+    if isinstance(exc, ApiError):
+        return _api_error(exc)
+    if isinstance(exc, ClusterConfigError) or type(exc).__name__ == "ConfigException":
+        # The kubernetes client's kubeconfig errors (as the core reports them, secrets cut).
+        what = exc.problems[0].problem if isinstance(exc, ClusterConfigError) else f"{exc}."
+        return Exit.UNREACHABLE, (
+            f"cannot use the kubeconfig: {what} Fix: check --kubeconfig and --context "
+            "(or $KUBECONFIG), or use --backend local."
+        )
+    if isinstance(exc, (SpecError, ValueError, TypeError)):
+        # The core's bad-input errors are ValueErrors naming the field and the fix.
+        return Exit.BAD_INPUT, str(exc)
+    if isinstance(exc, FileNotFoundError):
+        return Exit.BAD_INPUT, f"{exc.filename or exc}: no such file. Fix: check the path."
+    if isinstance(exc, (ConnectionError, OSError)):
+        return Exit.UNREACHABLE, f"cannot reach the backend: {exc}"
+    return Exit.INTERNAL, (
+        f"unexpected {type(exc).__name__}: {exc} "
+        "(set KF_TRAINER_DEBUG=1 for the traceback and report it)"
+    )
+
+
+def _api_error(exc: object) -> tuple[Exit, str]:
+    from kf_trainer_core.k8s.errors import ApiError
+
+    assert isinstance(exc, ApiError)
+    if exc.code == 404:
+        return Exit.NOT_FOUND, f"{exc}. Fix: check the name and namespace with `jobs list`."
+    if exc.code in (409, 422, 400):
+        return Exit.CONFLICT, str(exc)
+    if exc.code in (401, 403):
+        return Exit.UNREACHABLE, (
+            f"{exc}. Fix: check the credentials of --kubeconfig/--context and that they may "
+            "read TrainJobs in this namespace."
+        )
+    if exc.code == 0:
+        return Exit.UNREACHABLE, (
+            f"cannot reach the API server: {exc}. Fix: check --kubeconfig/--context "
+            "(or use --backend local)."
+        )
+    return Exit.UNREACHABLE, str(exc)
+
+
+def one_line(text: str) -> str:
+    """``text`` with its first line kept whole and the rest joined (error messages)."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    return " ".join(lines)

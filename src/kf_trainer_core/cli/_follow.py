@@ -1,0 +1,95 @@
+"""Following a job to its end: a live progress bar on a terminal (fed by the job's
+state and the ``status.trainerStatus`` the training code reports), one line per change
+otherwise."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import click
+
+from kf_trainer_core.cli._output import duration, is_terminal
+from kf_trainer_core.status import JobState, TrainJob
+
+
+def _metrics(job: TrainJob) -> str:
+    if job.progress is None or not job.progress.metrics:
+        return ""
+    return " ".join(f"{k}={v}" for k, v in sorted(job.progress.metrics.items()))
+
+
+class Tracker:
+    """Shows each update of a job; a context manager (the bar ends with the block)."""
+
+    def __init__(self, name: str, *, live: bool | None = None) -> None:
+        self.name = name
+        self.live = is_terminal() if live is None else live
+        self._last: tuple[Any, ...] | None = None
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> Tracker:
+        if self.live:
+            from rich.progress import (
+                BarColumn,
+                Progress,
+                TaskProgressColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            self._progress = Progress(
+                TextColumn("[bold]{task.fields[job]}[/] {task.fields[state]:<9}"),
+                BarColumn(),
+                TaskProgressColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[metrics]}"),
+                transient=False,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task(
+                self.name, total=100, job=self.name, state="…", metrics=""
+            )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def update(self, job: TrainJob) -> None:
+        """Show ``job``'s state and progress if they changed."""
+        pct = job.progress.percentage if job.progress else None
+        if job.status is JobState.COMPLETE:
+            pct = 100
+        metrics = _metrics(job)
+        key = (job.status, pct, metrics)
+        if key == self._last:
+            return
+        self._last = key
+        if self._progress is not None:
+            self._progress.update(
+                self._task,
+                completed=pct or 0,
+                state=job.status.value,
+                metrics=metrics,
+            )
+            return
+        stamp = datetime.now().strftime("%H:%M:%S")
+        parts = [stamp, job.name, job.status.value]
+        if pct is not None:
+            parts.append(f"{pct}%")
+        if job.progress and job.progress.estimated_remaining_seconds is not None:
+            parts.append(f"eta={job.progress.estimated_remaining_seconds}s")
+        if metrics:
+            parts.append(metrics)
+        click.echo(" ".join(parts))
+
+
+def finished(job: TrainJob, result: Any) -> None:
+    """The closing line of a successful wait or run."""
+    took = duration(job.creation_timestamp, job.completion_timestamp)
+    click.echo(f"{job.namespace}/{job.name}: {job.status.value} in {took}")
+    if job.status is JobState.COMPLETE:
+        click.echo(f"result: {json.dumps(result)}")

@@ -1,0 +1,90 @@
+"""How ``kf-trainer`` prints: ``-o table`` (rich tables on a terminal, plain aligned
+columns otherwise, so that ``grep``/``awk`` and logs read them), ``-o json`` and
+``-o yaml`` (the data, stable keys, for scripts)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+import click
+import yaml
+
+from kf_trainer_core.timeutil import duration_text
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+FORMATS = ("table", "json", "yaml")
+
+
+def output_option(func: F) -> F:
+    """``-o/--output table|json|yaml``."""
+    return click.option(
+        "-o",
+        "--output",
+        type=click.Choice(FORMATS),
+        default="table",
+        show_default=True,
+        help="Output format.",
+    )(func)
+
+
+def is_terminal() -> bool:
+    return sys.stdout.isatty()
+
+
+def console() -> Any:
+    """A rich console on stdout (colours and boxes only on a terminal)."""
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True)
+
+
+def dump(data: Any, fmt: str) -> None:
+    """Print ``data`` as JSON or YAML."""
+    if fmt == "json":
+        click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+    else:
+        click.echo(yaml.safe_dump(data, sort_keys=False, default_flow_style=False).rstrip())
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str | None = None) -> None:
+    """A table: rich on a terminal, plain columns (two spaces apart) otherwise."""
+    if is_terminal():
+        from rich.table import Table
+
+        t = Table(title=title, box=None, header_style="bold", pad_edge=False)
+        for header in headers:
+            t.add_column(header, overflow="fold")
+        for row in rows:
+            t.add_row(*row)
+        console().print(t)
+        return
+    if title:
+        click.echo(title)
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=False)]
+    for row in (headers, *rows):
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip())
+
+
+def age(when: datetime | None, now: datetime | None = None) -> str:
+    """``3m 20s``-style time since ``when`` ("-" if unknown)."""
+    if when is None:
+        return "-"
+    now = now or datetime.now(timezone.utc)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    # Compact ("3m20s"): one word per cell, so that plain columns split on spaces.
+    return duration_text(max(0.0, (now - when).total_seconds())).replace(" ", "")
+
+
+def duration(start: datetime | None, end: datetime | None) -> str:
+    """How long a job ran (until now when it has not ended)."""
+    if start is None:
+        return "-"
+    return age(start, end) if end is not None else age(start)

@@ -1,0 +1,324 @@
+"""``kf-trainer jobs …``: list, inspect, follow, wait for and stop TrainJobs.
+
+Every job command lives under ``jobs`` (there are no top-level aliases): ``kf-trainer
+jobs logs NAME -f``. Reading commands take ``-o table|json|yaml``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from kf_trainer_core.cli._errors import CliError, Exit
+from kf_trainer_core.cli._output import age, dump, duration, output_option, table
+from kf_trainer_core.cli._where import check_identity, make_client, where_options
+from kf_trainer_core.status import JobState, TrainJob
+
+_STATES = [s.value for s in JobState]
+
+
+def _name(name: str) -> str:
+    """Refuse an empty or malformed job name before any request (an empty name must
+    never reach a URL, where it would address the whole collection)."""
+    from kf_trainer_core.names import name_problem
+
+    problem = name_problem(name)
+    if problem:
+        raise CliError(f"NAME: {problem}")
+    return name
+
+
+NAME = click.argument("name", callback=lambda _c, _p, v: _name(v))
+
+
+def progress_text(job: TrainJob) -> str:
+    """The job's own progress report (``status.trainerStatus``), e.g. ``40%``."""
+    if job.status is JobState.COMPLETE:
+        return "100%"  # a last report may predate the end (reports come every few seconds)
+    p = job.progress
+    return "-" if p is None or p.percentage is None else f"{p.percentage}%"
+
+
+def job_row(job: TrainJob) -> list[str]:
+    status = job.status.value + (" (deleting)" if job.deleting else "")
+    return [
+        job.name,
+        job.namespace,
+        status,
+        job.runtime,
+        str(job.num_nodes),
+        age(job.creation_timestamp),
+        duration(job.creation_timestamp, job.completion_timestamp),
+        progress_text(job),
+    ]
+
+
+JOB_HEADERS = ["NAME", "NAMESPACE", "STATUS", "RUNTIME", "NODES", "AGE", "DURATION", "PROGRESS"]
+
+
+@click.group("jobs")
+def jobs() -> None:
+    """List, inspect, follow, wait for and stop TrainJobs."""
+
+
+@jobs.command("list")
+@where_options
+@click.option("-l", "--selector", help="Label selector, e.g. team=ml,app!=x.")
+@click.option("--identity", help="Only the attempts submitted for this orchestrator identity.")
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice(_STATES, case_sensitive=False),
+    help="Only jobs in this state (repeatable).",
+)
+@click.option("--runtime", help="Only jobs of this runtime.")
+@output_option
+@click.pass_context
+def list_jobs(
+    ctx: click.Context,
+    selector: str | None,
+    identity: str | None,
+    statuses: tuple[str, ...],
+    runtime: str | None,
+    output: str,
+) -> None:
+    """Jobs of the namespace, newest first."""
+    from kf_trainer_core.selectors import identity_selector
+
+    check_identity(identity)
+    client = make_client(ctx)
+    parts = [selector] if selector else []
+    if identity is not None:
+        parts.append(identity_selector(identity))
+    found = client.list_jobs(runtime=runtime, label_selector=",".join(parts) or None)
+    wanted = {s.lower() for s in statuses}
+    found = [j for j in found if not wanted or j.status.value.lower() in wanted]
+    found.sort(key=lambda j: (j.creation_timestamp is None, j.creation_timestamp), reverse=True)
+    if output != "table":
+        dump([j.model_dump(mode="json") for j in found], output)
+        return
+    if not found:
+        click.echo(f"No TrainJobs in namespace {client.namespace}.", err=True)
+        return
+    table(JOB_HEADERS, [job_row(j) for j in found])
+
+
+def _details(client: Any, name: str) -> dict[str, Any]:
+    job = client.get_job(name)
+    data: dict[str, Any] = {"job": job.model_dump(mode="json")}
+    if job.status is JobState.COMPLETE:
+        data["outputs"] = client.get_job_outputs(name).model_dump(mode="json")
+    if job.status is JobState.FAILED or (job.failure is not None):
+        data["failure"] = client.explain_failure(name).model_dump(mode="json")
+    return data
+
+
+@jobs.command("get")
+@NAME
+@where_options
+@output_option
+@click.pass_context
+def get_job(ctx: click.Context, name: str, output: str) -> None:
+    """A job's steps, conditions, progress, metrics, result and, if it failed, why."""
+    from kf_trainer_core.status import Failure, JobOutputs
+
+    client = make_client(ctx)
+    data = _details(client, name)
+    if output != "table":
+        dump(data, output)
+        return
+    job = TrainJob.model_validate(data["job"])
+    outputs = JobOutputs.model_validate(data["outputs"]) if "outputs" in data else None
+    lines = [
+        ("Name", job.name),
+        ("Namespace", job.namespace),
+        ("Status", job.status.value + (" (deleting)" if job.deleting else "")),
+        ("Runtime", f"{job.runtime} ({job.runtime_kind})"),
+        ("Nodes", str(job.num_nodes)),
+        ("Created", str(job.creation_timestamp or "-")),
+        ("Duration", duration(job.creation_timestamp, job.completion_timestamp)),
+        ("Identity", job.identity or "-"),
+        ("Labels", ", ".join(f"{k}={v}" for k, v in sorted(job.labels.items())) or "-"),
+    ]
+    if job.progress is not None:
+        lines.append(("Progress", "; ".join(job.progress.summary()) or "-"))
+    width = max(len(k) for k, _ in lines)
+    for key, value in lines:
+        click.echo(f"{key + ':':<{width + 1}} {value}")
+    if job.steps:
+        click.echo("")
+        table(
+            ["STEP", "STATUS", "POD", "DEVICE", "REASON", "EXIT"],
+            [
+                [
+                    s.name,
+                    s.status or "-",
+                    s.pod_name,
+                    f"{s.device} x{s.device_count}",
+                    s.container_reason or "-",
+                    "-" if s.exit_code is None else str(s.exit_code),
+                ]
+                for s in job.steps
+            ],
+        )
+    if job.conditions:
+        click.echo("")
+        table(
+            ["CONDITION", "STATUS", "REASON", "MESSAGE"],
+            [
+                [
+                    str(c.get("type", "")),
+                    str(c.get("status", "")),
+                    str(c.get("reason") or "-"),
+                    str(c.get("message") or ""),
+                ]
+                for c in job.conditions
+            ],
+        )
+    if outputs is not None:
+        click.echo("")
+        if outputs.metrics:
+            click.echo("Metrics: " + ", ".join(f"{k}={v}" for k, v in outputs.metrics.items()))
+        import json
+
+        click.echo(f"Result:  {json.dumps(outputs.result)}")
+    if "failure" in data:
+        click.echo("")
+        click.echo("Failure: " + Failure.model_validate(data["failure"]).describe())
+
+
+@jobs.command("logs")
+@NAME
+@where_options
+@click.option("--step", default="node-0", show_default=True, help="Which step's log.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing lines as they are written.")
+@click.option("--tail", type=click.IntRange(min=0), help="Only the last N lines.")
+@click.pass_context
+def logs(ctx: click.Context, name: str, step: str, follow: bool, tail: int | None) -> None:
+    """One step's log (node-0 by default); with -f, until the step ends."""
+    client = make_client(ctx)
+    for line in client.get_job_logs(name, step=step, follow=follow, tail=tail):
+        click.echo(line)
+
+
+@jobs.command("events")
+@NAME
+@where_options
+@output_option
+@click.pass_context
+def events(ctx: click.Context, name: str, output: str) -> None:
+    """Events of the job, its JobSet, Jobs and pods, oldest first."""
+    client = make_client(ctx)
+    found = client.get_job_events(name)
+    if output != "table":
+        dump([e.model_dump(mode="json") for e in found], output)
+        return
+    if not found:
+        click.echo(f"No events for {client.namespace}/{name}.", err=True)
+        return
+    table(
+        ["AGE", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        [
+            [
+                age(e.event_time),
+                e.type,
+                e.reason,
+                f"{e.involved_object_kind}/{e.involved_object_name}",
+                e.message,
+            ]
+            for e in found
+        ],
+    )
+
+
+@jobs.command("wait")
+@NAME
+@where_options
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Give up after this many seconds (exit 5). Default: wait as long as it takes.",
+)
+@click.option(
+    "--for",
+    "goal",
+    type=click.Choice(["Complete", "Running", "Suspended"]),
+    default="Complete",
+    show_default=True,
+    help="The state to wait for.",
+)
+@click.pass_context
+def wait(ctx: click.Context, name: str, timeout: float | None, goal: str) -> None:
+    """Wait for the job to finish, with its progress; exit 0 if it completed, 1 if it
+    failed (the failure is explained)."""
+    from kf_trainer_core.cli._follow import Tracker, finished
+
+    client = make_client(ctx)
+    with Tracker(name) as tracker:
+        tracker.update(client.get_job(name))
+        job, result = client.wait(name, goal, timeout=timeout, callbacks=[tracker.update])
+        tracker.update(job)
+    finished(job, result)
+
+
+def _act(ctx: click.Context, name: str, verb: str, action: Any) -> None:
+    client = make_client(ctx)
+    done = action(client)
+    click.echo(f"{client.namespace}/{name}: {verb if done else 'nothing to do'}")
+
+
+@jobs.command("delete")
+@click.argument("names", nargs=-1, required=True)
+@where_options
+@click.pass_context
+def delete(ctx: click.Context, names: tuple[str, ...]) -> None:
+    """Delete jobs (their pods and JobSet go with them)."""
+    for name in names:
+        _name(name)
+    client = make_client(ctx)
+    missing = []
+    for name in names:
+        if client.delete_job(name):
+            click.echo(f"{client.namespace}/{name}: deleted")
+        else:
+            missing.append(name)
+    if missing:
+        raise CliError(
+            f"not found in namespace {client.namespace}: {', '.join(missing)}", Exit.NOT_FOUND
+        )
+
+
+@jobs.command("cancel")
+@NAME
+@where_options
+@click.option(
+    "--action",
+    type=click.Choice(["delete", "suspend", "keep"]),
+    default="delete",
+    show_default=True,
+    help="delete the job, suspend it (resumable), or keep it running.",
+)
+@click.pass_context
+def cancel(ctx: click.Context, name: str, action: str) -> None:
+    """Stop a job as an orchestrator's cancel would."""
+    _act(ctx, name, f"cancelled ({action})", lambda c: c.cancel_job(name, action))
+
+
+@jobs.command("suspend")
+@NAME
+@where_options
+@click.pass_context
+def suspend(ctx: click.Context, name: str) -> None:
+    """Suspend a job: its pods go, the job stays and can be resumed."""
+    _act(ctx, name, "suspended", lambda c: c.suspend_job(name))
+
+
+@jobs.command("resume")
+@NAME
+@where_options
+@click.pass_context
+def resume(ctx: click.Context, name: str) -> None:
+    """Resume a suspended job."""
+    _act(ctx, name, "resumed", lambda c: c.resume_job(name))

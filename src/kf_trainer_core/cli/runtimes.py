@@ -1,0 +1,68 @@
+"""``kf-trainer runtimes list|get``: the (Cluster)TrainingRuntimes jobs can use."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import click
+
+from kf_trainer_core.cli._output import dump, output_option, table
+from kf_trainer_core.cli._where import make_client, where_options
+
+
+def _data(info: Any) -> dict[str, Any]:
+    data = dataclasses.asdict(info)
+    data["replicated_jobs"] = list(info.replicated_jobs)
+    data["launcher"] = info.launcher
+    return data
+
+
+def _row(info: Any) -> list[str]:
+    device = f"{info.device or '-'} x{info.device_count or '-'}"
+    return [info.name, info.kind, info.framework, str(info.num_nodes), device, info.image or "-"]
+
+
+@click.group("runtimes")
+def runtimes() -> None:
+    """The runtimes jobs can name."""
+
+
+@runtimes.command("list")
+@where_options
+@output_option
+@click.pass_context
+def list_runtimes(ctx: click.Context, output: str) -> None:
+    """Cluster-wide and namespaced runtimes."""
+    found = make_client(ctx).list_runtimes()
+    if output != "table":
+        dump([_data(r) for r in found], output)
+        return
+    table(["NAME", "KIND", "FRAMEWORK", "NODES", "DEVICE", "IMAGE"], [_row(r) for r in found])
+
+
+@runtimes.command("get")
+@click.argument("name")
+@where_options
+@click.option(
+    "--kind",
+    type=click.Choice(["ClusterTrainingRuntime", "TrainingRuntime"]),
+    default="ClusterTrainingRuntime",
+    show_default=True,
+)
+@output_option
+@click.pass_context
+def get_runtime(ctx: click.Context, name: str, kind: str, output: str) -> None:
+    """One runtime: framework, steps, nodes, devices, image."""
+    info = make_client(ctx).get_runtime(name, kind)
+    data = _data(info)
+    if output != "table":
+        dump(data, output)
+        return
+    width = max(len(k) for k in data)
+    for key, value in data.items():
+        if isinstance(value, (list, tuple)):
+            value = ", ".join(map(str, value)) or "-"
+        elif isinstance(value, dict):
+            value = ", ".join(f"{k}={v}" for k, v in value.items()) or "-"
+        click.echo(f"{key + ':':<{width + 1}} {'-' if value is None else value}")

@@ -1,0 +1,156 @@
+"""``kf-trainer render|check|run SPEC``: spec files (YAML or JSON, ``-`` for stdin)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from kf_trainer_core.cli._errors import CliError, Exit
+from kf_trainer_core.cli._where import check_identity, check_namespace, make_client, where_options
+
+
+def load_spec(path: str) -> Any:
+    """Read and validate a spec file; a missing file or bad YAML/JSON is one line."""
+    from kf_trainer_core.spec import TrainJobSpec
+
+    if path == "-":
+        text = sys.stdin.read()
+    else:
+        file = Path(path)
+        if not file.is_file():
+            raise CliError(
+                f"{path}: no such spec file. Fix: check the path (YAML or JSON, '-' for stdin)."
+            )
+        text = file.read_text()
+    try:
+        data = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno}.") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise CliError(f"{path}: not valid YAML: {problem}{where}.") from None
+    if not isinstance(data, dict):
+        raise CliError(
+            f"{path}: a spec is a mapping (runtime, trainer, ...), not "
+            f"{type(data).__name__}. Fix: see examples/specs/quickstart.yaml."
+        )
+    return TrainJobSpec.parse(data)
+
+
+SPEC = click.argument("spec", metavar="SPEC")
+
+
+@click.command("render")
+@SPEC
+@click.option("-n", "--namespace", help="The manifest's namespace.")
+@click.option("--name", help="The job's name (default: generated).")
+@click.option("--identity", help="Orchestrator identity, e.g. dag/task/run.")
+@click.pass_context
+def render(
+    ctx: click.Context, spec: str, namespace: str | None, name: str | None, identity: str | None
+) -> None:
+    """Print the TrainJob YAML the cluster would receive for SPEC."""
+    from kf_trainer_core.builder import build_trainjob
+
+    if namespace is None:  # `kf-trainer -n team-a render …` means the same
+        namespace = ctx.find_root().meta.get("kf_where", {}).get("namespace")
+    if namespace is not None:
+        check_namespace(namespace)
+    check_identity(identity)
+    built = build_trainjob(load_spec(spec), namespace=namespace, name=name, identity=identity)
+    for warning in built.warnings:
+        click.echo(f"# warning: {warning}", err=True)
+    click.echo(built.yaml(), nl=False)
+
+
+@click.command("check")
+@SPEC
+@click.option("--name", help="Check with this job name.")
+def check(spec: str, name: str | None) -> None:
+    """Validate SPEC; exit 2 with the problems."""
+    from kf_trainer_core.builder import build_trainjob
+
+    built = build_trainjob(load_spec(spec), name=name)
+    click.echo(f"ok: {built.name} ({built.runtime.name}, spec hash {built.spec_hash[:12]})")
+
+
+@click.command("run")
+@SPEC
+@where_options
+@click.option("--name", help="The job's name (default: generated from the spec).")
+@click.option(
+    "--identity",
+    help="Submit idempotently under this identity: a rerun reattaches to its job.",
+)
+@click.option("--step", default="node-0", show_default=True, help="Which step's log to follow.")
+@click.option("--detach", is_flag=True, help="Submit and print the name; do not follow.")
+@click.option("--quiet", "-q", is_flag=True, help="Do not print the log.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Give up after this many seconds (exit 5; the job keeps running).",
+)
+@click.pass_context
+def run(
+    ctx: click.Context,
+    spec: str,
+    name: str | None,
+    identity: str | None,
+    step: str,
+    detach: bool,
+    quiet: bool,
+    timeout: float | None,
+) -> None:
+    """Submit SPEC and follow it to its end, as the client's run() does: the log on
+    stdout, state changes on stderr; exit 0 when it completes, 1 when it fails."""
+    from kf_trainer_core.cli._follow import finished
+    from kf_trainer_core.status import TrainJob
+
+    check_identity(identity)
+    parsed = load_spec(spec)
+    client = make_client(ctx)
+    if detach:
+        submitted = client.submit(parsed, name=name, identity=identity)
+        verb = "created" if submitted.created else "exists"
+        click.echo(f"{submitted.job.namespace}/{submitted.job.name}: {verb}")
+        return
+    seen: dict[str, str] = {}
+
+    def on_update(job: TrainJob) -> None:
+        parts = [job.status.value, *(job.progress.summary() if job.progress else [])]
+        text = ", ".join(parts)
+        if seen.get(job.name) != text:
+            seen[job.name] = text
+            click.echo(f"[kf-trainer] {job.namespace}/{job.name}: {text}", err=True)
+
+    def on_submitted(submitted: Any) -> None:
+        job = submitted.job
+        verb = "submitted" if submitted.created else "reattached to"
+        click.echo(f"[kf-trainer] {verb} {job.namespace}/{job.name}", err=True)
+
+    try:
+        out = client.run(
+            parsed,
+            name=name,
+            identity=identity,
+            timeout=timeout,
+            on_log=None if quiet else click.echo,
+            log_step=step,
+            on_update=on_update,
+            on_submitted=on_submitted,
+        )
+    except KeyboardInterrupt:
+        raise CliError(
+            "interrupted: the job keeps running. Fix: stop it with `kf-trainer jobs cancel "
+            "NAME`, or follow it again with `kf-trainer jobs wait NAME`.",
+            Exit.INTERRUPTED,
+        ) from None
+    job = client.get_job(out.name)
+    finished(job, out.result)
