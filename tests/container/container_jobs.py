@@ -48,3 +48,13 @@ def sleeper(seconds: float = 120) -> None:
 
     print("sleeping", flush=True)
     time.sleep(seconds)
+
+
+def reports_progress(steps: int = 3) -> dict[str, int]:
+    """Reports each step through the suite's reporter (carried in the program: the
+    image has no kf_trainer_core)."""
+    from kf_trainer_core.report import report
+
+    for step in range(steps):
+        report(progress=100 * (step + 1) / steps, metrics={"loss": 1 / (step + 1), "step": step})
+    return {"steps": steps}

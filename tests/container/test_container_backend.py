@@ -10,7 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from container_jobs import chatty, fail, gloo_all_reduce, read_dataset, sleeper, trivial
+from container_jobs import (
+    chatty,
+    fail,
+    gloo_all_reduce,
+    read_dataset,
+    reports_progress,
+    sleeper,
+    trivial,
+)
 
 from container_support import job_containers
 from kf_trainer_core.client import TrainerClient
@@ -107,6 +115,25 @@ def test_logs_per_step_and_result(client: TrainerClient, tmp_path: Path) -> None
         ]
     outputs = client.get_job_outputs(name)
     assert outputs.result == 3
+
+
+def test_progress_reported_in_a_container_reaches_the_jobs_status(
+    client: TrainerClient,
+) -> None:
+    # The supervisor reads the container's log as it reads a process's: the last report
+    # lands in status.trainerStatus (get_job reads no log), as on the local backend.
+    name = client.train(
+        runtime=PYTHON_RUNTIME,
+        trainer=CustomTrainer(
+            reports_progress, func_args={"steps": 3}, env={"KF_TRAINER_REPORT_INTERVAL": "0"}
+        ),
+    )
+    _, result = client.wait(name, timeout=120)
+    assert result == {"steps": 3}
+    progress = client.get_job(name).progress
+    assert progress is not None
+    assert progress.percentage == 100
+    assert progress.metrics["step"] == "2"
 
 
 def test_dataset_initializer_fills_the_shared_workspace(

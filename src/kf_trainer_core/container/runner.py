@@ -290,10 +290,7 @@ class ContainerRunner:
 
     @staticmethod
     def _line(pod: Any, raw: bytes) -> None:
-        line = raw.decode("utf-8", errors="replace").rstrip("\r")
-        pod.tail.append(line)
-        if pod.log is not None:
-            pod.log.write(line)
+        pod.take_line(raw.decode("utf-8", errors="replace").rstrip("\r"))
 
     def _wait(self, running: _Running, pod: Any) -> None:
         try:

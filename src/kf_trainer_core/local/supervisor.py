@@ -227,6 +227,19 @@ class PodRun:
     #: The container's id (``docker://…``) when a pod runner runs it, else "".
     runtime_id: str = ""
 
+    def take_line(self, line: str, prefix: str = "") -> None:
+        """One line of the pod's output, from a process or a container alike: kept for
+        failure messages, a progress report (report's marker) noted for the job's
+        status, and written to the pod's log."""
+        self.tail.append(line)
+        if MARKER in line:
+            status = parse_line(line)
+            if status is not None and "lastUpdatedTime" in status:
+                self.progress = status
+                self.progress_seq += 1
+        if self.log is not None:
+            self.log.write(prefix + line if prefix else line)
+
     @property
     def pgids(self) -> list[int]:
         return [p.pid for p in self.procs]
@@ -1417,14 +1430,7 @@ def _pump(proc: subprocess.Popen[bytes], pod: PodRun, prefix: str) -> None:
     assert pod.log is not None
     with proc.stdout:
         for raw in iter(proc.stdout.readline, b""):
-            line = raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r")
-            pod.tail.append(line)
-            if MARKER in line:
-                status = parse_line(line)
-                if status is not None and "lastUpdatedTime" in status:
-                    pod.progress = status
-                    pod.progress_seq += 1
-            pod.log.write(prefix + line if prefix else line)
+            pod.take_line(raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r"), prefix)
 
 
 def main(argv: list[str] | None = None) -> int:
