@@ -64,6 +64,9 @@ class Tracker:
         if job.status is JobState.COMPLETE:
             pct = 100
         metrics = _metrics(job)
+        # A job Kueue holds says why it waits (quota, position) instead of a bare state.
+        if job.queue is not None and not job.queue.admitted:
+            metrics = job.queue.line()
         key = (job.status, pct, metrics)
         if key == self._last:
             return

@@ -144,6 +144,10 @@ def get_job(ctx: click.Context, name: str, output: str) -> None:
     ]
     if job.progress is not None:
         lines.append(("Progress", "; ".join(job.progress.summary()) or "-"))
+    if job.queue is not None:
+        lines.append(("Queue", job.queue.line()))
+    if outputs is not None and outputs.cost_text():
+        lines.append(("Cost", outputs.cost_text()))
     width = max(len(k) for k, _ in lines)
     for key, value in lines:
         click.echo(f"{key + ':':<{width + 1}} {value}")
