@@ -136,7 +136,12 @@ class Failure(_Out):
         head = self.reason or "Failed"
         lines = [f"{head}: {self.message}" if self.message else head]
         if self.failure_class is not FailureClass.UNKNOWN:
-            why = f" — {self.classified_by}" if self.classified_by else ""
+            evidence = self.classified_by or ""
+            cause, _, raised = evidence.partition(" raised ")
+            if raised and raised in lines[0]:
+                # The reason already quotes the exception: a failure is said once.
+                evidence = f"{cause} raised the error above"
+            why = f" — {evidence}" if evidence else ""
             retry = "a retry may succeed" if self.retryable else "a retry will not help"
             lines.append(f"failure class: {self.failure_class.value}{why} ({retry})")
         if self.step:

@@ -116,3 +116,20 @@ def test_a_running_job_kueue_does_not_manage_reports_no_queue() -> None:
     waiting = run(suspended=True)  # held: Kueue has yet to create the Workload
     assert waiting is not None
     assert "waiting for Kueue to create the job's Workload" in waiting.line()  # type: ignore[attr-defined]
+
+
+def test_describe_says_a_raised_error_once() -> None:
+    from kf_trainer_core.status import Failure
+
+    raised = "ValueError: loss diverged at lr=10.0"
+    quoted = Failure(
+        reason="FailedJobs",
+        message=f"jobset failed ({raised})",
+        failure_class=FailureClass.USER_CODE,
+        classified_by=f"the training code raised {raised}",
+    )
+    assert quoted.describe().count(raised) == 1
+    assert "the training code raised the error above" in quoted.describe()
+    # Where the reason does not quote it, the class line is the one place it is said.
+    bare = quoted.model_copy(update={"message": "jobset failed"})
+    assert bare.describe().count(raised) == 1
