@@ -18,8 +18,6 @@ from decimal import Decimal
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from packaging.requirements import InvalidRequirement, Requirement
-
 from kf_trainer_core._model import FIX_MARK, fix
 from kf_trainer_core.errors import FieldProblem, SpecError
 
@@ -122,6 +120,10 @@ def requirement_problem(text: str) -> str | None:
             f"{text!r} is a pip option, not a requirement; options are not passed to pip.",
             "list requirement specifiers such as 'numpy>=1.26'; give indexes with pip_index_urls.",
         )
+    # packaging's grammar costs ~20 ms to import: paid by specs that install packages,
+    # not by every module that imports the checks (an Airflow DAG file among them).
+    from packaging.requirements import InvalidRequirement, Requirement
+
     try:
         Requirement(text)
     except InvalidRequirement:
