@@ -214,8 +214,14 @@ class InformerState:
         """Nobody waits on ``key`` any more: its finished objects become stubs."""
         if self.finished is None:
             return
-        for name, obj in list(self.cache.items()):
-            if not isinstance(obj, _Stub) and self.key(obj) == key and self.finished(obj):
+        # Keyed by name (TrainJobs): one lookup, not a scan of the cache per ending wait
+        # (a thousand waits ending together would cost a million comparisons).
+        names = [key] if self.key is by_name else list(self.cache)
+        for name in names:
+            obj = self.cache.get(name)
+            if obj is None or isinstance(obj, _Stub):
+                continue
+            if self.key(obj) == key and self.finished(obj):
                 self.cache[name] = _Stub.of(obj)
 
     def objects_for(self, key: str) -> list[dict[str, Any]]:
