@@ -30,6 +30,17 @@ if TYPE_CHECKING:
 # here: operator modules must stay cheap to import for the DAG processor.
 
 _JINJA = ("{{", "{%")
+#: The operator's arguments that :func:`assemble` turns into a spec.
+SPEC_ARGUMENTS = (
+    "spec",
+    "runtime",
+    "trainer",
+    "initializer",
+    "options",
+    "func_args",
+    "job_name",
+    "job_timeout",
+)
 
 
 class Verbatim:

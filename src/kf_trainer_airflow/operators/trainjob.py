@@ -33,7 +33,7 @@ from kf_trainer_airflow import _args
 from kf_trainer_airflow._actions import ON_FINISH_ACTIONS, ON_KILL_ACTIONS
 from kf_trainer_airflow._compat import AirflowException, BaseOperator, ResumableJobMixin, conf
 from kf_trainer_airflow._progress import ProgressReporter
-from kf_trainer_airflow._spec import assemble, looks_templated, template_form
+from kf_trainer_airflow._spec import SPEC_ARGUMENTS, assemble, looks_templated, template_form
 from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
 from kf_trainer_airflow.links.trainjob import LINK_XCOM_KEY, TrainJobLink
 
@@ -271,16 +271,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
     def build_spec(self) -> TrainJobSpec:
         """The :class:`TrainJobSpec` of the (rendered) arguments. Raises
         :class:`~kf_trainer_core.errors.SpecError` naming the field and the fix."""
-        return assemble(
-            spec=self.spec,
-            runtime=self.runtime,
-            trainer=self.trainer,
-            initializer=self.initializer,
-            options=self.options,
-            func_args=self.func_args,
-            job_name=self.job_name,
-            job_timeout=self.job_timeout,
-        )
+        return assemble(**{name: getattr(self, name) for name in SPEC_ARGUMENTS})
 
     def render_manifest(self) -> str:
         """The TrainJob YAML this task would submit, built without a cluster (the name
