@@ -69,7 +69,7 @@ def operator_lineage(
     inputs: Sequence[LineageDataset],
     outputs: Sequence[LineageDataset],
     run: Mapping[str, Any],
-) -> OperatorLineage:
+) -> OperatorLineage[Any, Any]:
     """The provider's ``OperatorLineage`` for the given data sets and run facet data."""
     return OperatorLineage(
         inputs=[InputDataset(d.namespace, d.name, facets=_facets(d)) for d in inputs],
@@ -93,7 +93,7 @@ def _uid(op: TrainJobOperator, name: str | None) -> str | None:
 
 def task_lineage(
     op: TrainJobOperator, stage: Literal["start", "complete", "failure"]
-) -> OperatorLineage:
+) -> OperatorLineage[Any, Any]:
     """The task's lineage at ``stage``: inputs from the spec's initializers, the output
     model from the function's returned ``model_uri`` (``complete`` only) and the
     TrainJob as a run facet."""
