@@ -156,23 +156,18 @@ def _make(
     return make_component(source, name, image or ComponentImage(), _preparer(kind, params))
 
 
-def _task_inputs(
-    backend_config: Backend,
-    namespace: str,
-    timeout_seconds: float,
-    startup_timeout_seconds: float,
-    admission_timeout_seconds: float,
-    on_cancel: str,
-    stream_logs: bool,
-) -> tuple[tuple[Param, ...], tuple[Param, ...]]:
-    """The backend and wait inputs with the factory's defaults, checked now."""
-    backend = backend_inputs(_backend_default(backend_config, namespace), namespace)
+def _task_inputs(factory_args: Mapping[str, Any]) -> tuple[tuple[Param, ...], tuple[Param, ...]]:
+    """The backend and wait inputs with the defaults a factory was given (its keyword
+    arguments: ``backend_config``, ``namespace``, ``timeout_seconds``...), checked now."""
+    args = factory_args
+    namespace = args["namespace"]
+    backend = backend_inputs(_backend_default(args["backend_config"], namespace), namespace)
     waits = wait_inputs(
-        timeout_seconds,
-        startup_timeout_seconds,
-        on_cancel,
-        stream_logs,
-        admission_timeout_seconds=admission_timeout_seconds,
+        args["timeout_seconds"],
+        args["startup_timeout_seconds"],
+        args["on_cancel"],
+        args["stream_logs"],
+        admission_timeout_seconds=args["admission_timeout_seconds"],
     )
     _check_constants("defaults", {p.name: p.default for p in waits}, lambda _v: True)
     return backend, waits
@@ -209,15 +204,7 @@ def trainjob_launcher(
     ``admission_timeout_seconds``, ``on_cancel``, ``stream_logs``. The keyword arguments
     here set those inputs' defaults.
     """
-    backend, waits = _task_inputs(
-        backend_config,
-        namespace,
-        timeout_seconds,
-        startup_timeout_seconds,
-        admission_timeout_seconds,
-        on_cancel,
-        stream_logs,
-    )
+    backend, waits = _task_inputs(locals())
     params = [*SPEC_INPUTS, *backend, *identity_inputs(), *waits]
     func_name = _identifier(name)
     source = render_function(
@@ -292,15 +279,7 @@ def trainjob_component(
         initializer=inp.jsonable(initializer) if initializer is not None else None,
         options=list(inp.jsonable(list(options))),
     )
-    backend, waits = _task_inputs(
-        backend_config,
-        namespace,
-        timeout_seconds,
-        startup_timeout_seconds,
-        admission_timeout_seconds,
-        on_cancel,
-        stream_logs,
-    )
+    backend, waits = _task_inputs(locals())
     common = [*backend, *identity_inputs(), *waits]
     taken = [p.name for p in common] + [a for a, _, _ in RESULT_ARTIFACTS]
     taken += [o for o, _ in RESULT_OUTPUTS]
@@ -362,15 +341,7 @@ def step_components(
 ) -> StepComponents:
     """Make the step-level components (see :class:`StepComponents`); the keyword
     arguments set the defaults of their inputs."""
-    backend, waits = _task_inputs(
-        backend_config,
-        namespace,
-        timeout_seconds,
-        startup_timeout_seconds,
-        admission_timeout_seconds,
-        on_cancel,
-        stream_logs,
-    )
+    backend, waits = _task_inputs(locals())
     job_name = Param("job_name", "str", REQUIRED, "Name of the TrainJob.")
     on_cancel_param = next(p for p in waits if p.name == "on_cancel")
 

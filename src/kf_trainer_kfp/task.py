@@ -369,10 +369,14 @@ def _stop_name(client: TrainerClient, name: str, action: inp.CancelAction) -> No
         say(f"TrainJob {name} left as it is ({action}, finished or gone)")
 
 
-def _named_job_clients(inputs: Mapping[str, Any], name: str) -> tuple[TrainerClient, TrainerClient]:
-    """The task's client and its clean-up client, for a task that waits on job ``name``."""
+def _waiting_on(
+    inputs: Mapping[str, Any], name: str
+) -> tuple[_Waits, TrainerClient, TrainerClient]:
+    """For a task that waits on job ``name``: its limits, its client and the clean-up
+    client."""
+    waits = _waits(inputs)
     client = _client(inputs)
-    return client, _cleanup_client(inputs, lambda c: c.get_job(name))
+    return waits, client, _cleanup_client(inputs, lambda c: c.get_job(name))
 
 
 def _finish_named(
@@ -418,8 +422,7 @@ def _wait_step(
 ) -> tuple[Any, ...]:
     name = require_job_name(str(inputs["job_name"]), "job_name")
     step = task_ops.parse_step(str(inputs.get("step", "trainer")))
-    waits = _waits(inputs)
-    client, cleanup = _named_job_clients(inputs, name)
+    waits, client, cleanup = _waiting_on(inputs, name)
     reporter = _Reporter()
     say(f"waiting for the {step} step of TrainJob {client.namespace}/{name}")
 
@@ -452,8 +455,7 @@ def _outputs(
     from kf_trainer_core.client import outputs
 
     name = require_job_name(str(inputs["job_name"]), "job_name")
-    waits = _waits(inputs)
-    client, cleanup = _named_job_clients(inputs, name)
+    waits, client, cleanup = _waiting_on(inputs, name)
 
     def work() -> JobOutputs:
         job, result = client.wait(name, timeout=waits.timeout)

@@ -33,7 +33,13 @@ from kf_trainer_airflow import _args
 from kf_trainer_airflow._actions import ON_FINISH_ACTIONS, ON_KILL_ACTIONS
 from kf_trainer_airflow._compat import AirflowException, BaseOperator, ResumableJobMixin, conf
 from kf_trainer_airflow._progress import ProgressReporter
-from kf_trainer_airflow._spec import SPEC_ARGUMENTS, assemble, looks_templated, template_form
+from kf_trainer_airflow._spec import (
+    SPEC_ARGUMENTS,
+    TEMPLATED_SPEC_ARGUMENTS,
+    assemble,
+    looks_templated,
+    template_form,
+)
 from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
 from kf_trainer_airflow.links.trainjob import LINK_XCOM_KEY, TrainJobLink
 
@@ -129,12 +135,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
     """
 
     template_fields: Sequence[str] = (
-        "spec",
-        "runtime",
-        "trainer",
-        "initializer",
-        "options",
-        "func_args",
+        *TEMPLATED_SPEC_ARGUMENTS,
         "job_name",
         "namespace",
         "dashboard_url",
