@@ -227,3 +227,53 @@ def test_without_the_provider_nothing_is_imported_and_nothing_breaks() -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("ok")
+
+
+DAG_TEST = """
+import sys
+sys.path[:0] = [{here!r}, {dags!r}]
+from dagtest import run_dag
+print("STATE", run_dag("kf_lineage").state)
+"""
+
+
+@pytest.mark.usefixtures("airflow_db")
+def test_a_dag_run_emits_the_facets(kf_conn: Path, kube: KubeTestServer, tmp_path: Path) -> None:
+    """Real Airflow, real provider: ``dag.test()`` in a process of its own (the provider
+    reads its transport when Airflow loads plugins) writes its events to a file."""
+    import os
+
+    events = tmp_path / "events.jsonl"
+    env = dict(os.environ)
+    env["AIRFLOW__OPENLINEAGE__TRANSPORT"] = json.dumps(
+        {"type": "file", "log_file_path": str(events), "append": True}
+    )
+    here = Path(__file__).resolve().parent
+    script = DAG_TEST.format(here=str(here), dags=str(here / "dags"))
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0 and "STATE success" in done.stdout, done.stderr[-3000:]
+    sent = [json.loads(line) for line in events.read_text().splitlines() if line.strip()]
+    task_events = [e for e in sent if e["job"]["name"] == "kf_lineage.train"]
+    by_type = {e["eventType"]: e for e in task_events}
+    assert {"START", "COMPLETE"} <= set(by_type)
+    start, complete = by_type["START"], by_type["COMPLETE"]
+    for event in (start, complete):
+        assert [(d["namespace"], d["name"]) for d in event["inputs"]] == [
+            ("s3://lake", "warehouse/sales/orders")
+        ]
+    assert [(d["namespace"], d["name"]) for d in complete["outputs"]] == [
+        ("s3://models", "orders-ranker/run-7")
+    ]
+    facet = complete["run"]["facets"]["kubeflow_trainjob"]
+    [job] = kube.store.list(TRAINJOBS, "default")[0]
+    assert facet["name"] == job["metadata"]["name"]
+    assert facet["uid"] == job["metadata"]["uid"]
+    assert facet["status"] == "Complete"
