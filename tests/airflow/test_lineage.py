@@ -97,7 +97,9 @@ HF_INPUTS = [
 
 
 def names(datasets: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
-    return [(d["namespace"], d["name"], d["facets"]["datasetType"]["datasetType"]) for d in datasets]
+    return [
+        (d["namespace"], d["name"], d["facets"]["datasetType"]["datasetType"]) for d in datasets
+    ]
 
 
 def test_facets_after_a_run(kf_conn: Path, kube: KubeTestServer) -> None:
@@ -110,7 +112,8 @@ def test_facets_after_a_run(kf_conn: Path, kube: KubeTestServer) -> None:
     assert start["outputs"] == []
     run = start["run_facets"]["kubeflow_trainjob"]
     assert (run["namespace"], run["runtime"], run["kind"]) == ("default", RUNTIME, "TrainJob")
-    assert "uid" not in run and "name" not in run  # not submitted yet
+    assert "uid" not in run
+    assert "name" not in run
 
     ti = FakeTI()
     out = task.execute({"ti": ti, "task_state_store": None})
@@ -161,7 +164,8 @@ def test_facets_of_a_failed_task(kf_conn: Path, kube: KubeTestServer) -> None:
     assert names(failed["inputs"]) == INPUTS
     assert failed["outputs"] == []
     facet = failed["run_facets"]["kubeflow_trainjob"]
-    assert facet["name"] == ti.xcoms["job_name"] and facet["uid"]
+    assert facet["name"] == ti.xcoms["job_name"]
+    assert facet["uid"]
 
 
 def test_the_decorator_shares_the_operators_facets() -> None:
@@ -259,7 +263,8 @@ def test_a_dag_run_emits_the_facets(kf_conn: Path, kube: KubeTestServer, tmp_pat
         timeout=600,
         check=False,
     )
-    assert done.returncode == 0 and "STATE success" in done.stdout, done.stderr[-3000:]
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "STATE success" in done.stdout, done.stderr[-3000:]
     sent = [json.loads(line) for line in events.read_text().splitlines() if line.strip()]
     task_events = [e for e in sent if e["job"]["name"] == "kf_lineage.train"]
     by_type = {e["eventType"]: e for e in task_events}

@@ -43,13 +43,20 @@ def train() -> dict[str, str]:
         ("s3://bucket", "dataset", "s3://bucket", "/"),
         ("gs://b/p/q", "model", "gs://b", "p/q"),
         ("hf://tatsu-lab/alpaca", "dataset", "https://huggingface.co", "datasets/tatsu-lab/alpaca"),
-        ("hf://meta-llama/Llama-3.2-1B", "model", "https://huggingface.co", "meta-llama/Llama-3.2-1B"),
+        (
+            "hf://meta-llama/Llama-3.2-1B",
+            "model",
+            "https://huggingface.co",
+            "meta-llama/Llama-3.2-1B",
+        ),
         ("pvc://models/run-7", "model", "pvc://team-a/models", "run-7"),
         ("file:///data/train", "dataset", "file", "/data/train"),
         ("hdfs://nn:8020/warehouse/t", "dataset", "hdfs://nn:8020", "/warehouse/t"),
     ],
 )
-def test_storage_uris_follow_the_naming_spec(uri: str, role: str, namespace: str, name: str) -> None:
+def test_storage_uris_follow_the_naming_spec(
+    uri: str, role: str, namespace: str, name: str
+) -> None:
     found = dataset_of_uri(uri, role=role, source="x", k8s_namespace="team-a")
     assert (found.namespace, found.name) == (namespace, name)
 
@@ -180,7 +187,8 @@ def test_the_builder_stamps_the_inputs_without_secrets_or_hash_change() -> None:
     built = build_trainjob(spec, namespace="team-a")
     annotations = built.manifest["metadata"]["annotations"]
     text = annotations[LINEAGE_INPUTS_ANNOTATION]
-    assert "s3cr3t-pass" not in text and "abcdef123" not in text
+    assert "s3cr3t-pass" not in text
+    assert "abcdef123" not in text
     assert json.loads(text) == [
         {
             "namespace": "https://data.example.com",
