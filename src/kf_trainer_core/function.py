@@ -227,7 +227,8 @@ def program_for(
     args_json = json.dumps(func_args or {}, sort_keys=True, separators=(",", ":"))
     program = _PROGRAM_TEMPLATE.format(
         function=body,
-        reporter=_reporter_prelude(body if import_ref is None else None),
+        reporter=_reporter_prelude(body if import_ref is None else None)
+        + _checkpoints_prelude(body if import_ref is None else ""),
         name=name,
         args=repr(args_json),
         marker=repr(RESULT_MARKER),
@@ -284,6 +285,45 @@ def _reporter_prelude(body: str | None) -> str:
 
 #: The in-function reporting module (:mod:`kf_trainer_core.report`).
 REPORT_MODULE = "kf_trainer_core.report"
+#: The in-function checkpoint helper (:mod:`kf_trainer_core.checkpoints`).
+CHECKPOINTS_MODULE = "kf_trainer_core.checkpoints"
+
+
+def _checkpoints_prelude(body: str) -> str:
+    """The code that makes :mod:`kf_trainer_core.checkpoints` importable in the pod,
+    for functions whose source names it (the program of any other function is the same
+    bytes as before). Like the reporter, the installed package wins."""
+    if CHECKPOINTS_MODULE not in body:
+        return ""
+    from kf_trainer_core import checkpoints
+
+    source = inspect.getsource(checkpoints)
+    return _CHECKPOINTS_TEMPLATE.format(module=repr(CHECKPOINTS_MODULE), source=repr(source))
+
+
+_CHECKPOINTS_TEMPLATE = """
+
+def _kf_trainer_checkpoints():
+    import sys
+    import types
+
+    try:
+        import kf_trainer_core.checkpoints
+    except ImportError:  # the image does not have kf-trainer-suite: use the copy below
+        package = sys.modules.get("kf_trainer_core")
+        if package is None:
+            package = types.ModuleType("kf_trainer_core")
+            package.__path__ = []
+            sys.modules["kf_trainer_core"] = package
+        module = types.ModuleType({module})
+        module.__file__ = "<kf-trainer program>"
+        sys.modules[{module}] = module
+        exec(compile({source}, "<kf_trainer_core.checkpoints>", "exec"), module.__dict__)
+        package.checkpoints = module
+
+
+_kf_trainer_checkpoints()
+"""
 
 _REPORTER_TEMPLATE = """\
 def _kf_trainer_reporter():

@@ -26,6 +26,7 @@ from pydantic import Field, field_validator, model_validator
 from kf_trainer_core import checks
 from kf_trainer_core import function as fn
 from kf_trainer_core._model import SpecModel, fix
+from kf_trainer_core.checkpoint_storage import Checkpoints
 from kf_trainer_core.errors import FieldProblem, SpecError
 
 DEFAULT_RUNTIME = "torch-distributed"
@@ -1101,7 +1102,8 @@ Option = Annotated[
     | RuntimePatch
     | Suspend
     | ManagedBy
-    | QueueName,
+    | QueueName
+    | Checkpoints,
     Field(discriminator="type"),
 ]
 
@@ -1113,6 +1115,7 @@ _SINGLE_OPTIONS = {
     "Suspend",
     "ManagedBy",
     "QueueName",
+    "Checkpoints",
 }
 
 
