@@ -208,19 +208,26 @@ def apply(
         trainer["env"] = [*(trainer.get("env") or []), *env]
     if option.pvc is None:
         return
-    pod_spec = {
-        "volumes": [{"name": VOLUME_NAME, "persistentVolumeClaim": {"claimName": option.pvc}}],
-        "containers": [
-            {"name": names.NODE, "volumeMounts": [{"name": VOLUME_NAME, "mountPath": option.mount_path}]}
-        ],
-    }
+    volumes = [{"name": VOLUME_NAME, "persistentVolumeClaim": {"claimName": option.pvc}}]
+    mounts = [{"name": VOLUME_NAME, "mountPath": option.mount_path}]
+    # The MPI launcher's container is named after its replicated job, like the node's.
     targets = [r for r in replicated_jobs if r in (names.NODE, "launcher")] or [names.NODE]
-    patch_jobs = []
-    for rjob in targets:
-        spec = {**pod_spec}
-        if rjob != names.NODE:  # the MPI launcher's container is named after it
-            spec["containers"] = [{**pod_spec["containers"][0], "name": rjob}]
-        patch_jobs.append({"name": rjob, "template": {"spec": {"template": {"spec": spec}}}})
+    patch_jobs = [
+        {
+            "name": rjob,
+            "template": {
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "volumes": volumes,
+                            "containers": [{"name": rjob, "volumeMounts": mounts}],
+                        }
+                    }
+                }
+            },
+        }
+        for rjob in targets
+    ]
     patches = body.setdefault("runtimePatches", [])
     if any(p.get("manager") == PATCH_MANAGER for p in patches):
         problems.append(
@@ -270,7 +277,7 @@ def option_of(job: Mapping[str, Any]) -> Checkpoints | None:
     for patch in spec.get("runtimePatches") or []:
         if patch.get("manager") != PATCH_MANAGER:
             continue
-        rjobs = (((patch.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec") or {})
+        rjobs = ((patch.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec") or {}
         for rjob in rjobs.get("replicatedJobs") or []:
             pod = (((rjob.get("template") or {}).get("spec") or {}).get("template") or {}).get(
                 "spec"

@@ -31,6 +31,7 @@ program carries its source into pods whose image does not have kf-trainer-suite.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -96,8 +97,8 @@ def step_of(path: str | os.PathLike[str]) -> int:
     match = _STEP.match(Path(path).name)
     if match is None:
         raise ValueError(
-            "%r is not a checkpoint name. Fix: name checkpoints step-<N>[.suffix] "
-            "(save() does)." % Path(path).name
+            f"{Path(path).name!r} is not a checkpoint name. "
+            "Fix: name checkpoints step-<N>[.suffix] (save() does)."
         )
     return int(match.group(1))
 
@@ -137,17 +138,17 @@ def save(
     directory.
     """
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise ValueError("step must be an integer >= 0 (got %r)." % (step,))
+        raise ValueError(f"step must be an integer >= 0 (got {step!r}).")
     if suffix and not _STEP.match("step-0" + suffix):
-        raise ValueError("suffix %r is not a plain file suffix. Fix: e.g. '.pt'." % suffix)
+        raise ValueError(f"suffix {suffix!r} is not a plain file suffix. Fix: e.g. '.pt'.")
     if not all_ranks and not _rank_zero():
         return None
     root = Path(directory) if directory is not None else checkpoint_dir()
     if root is None:
         return None
     root.mkdir(parents=True, exist_ok=True)
-    final = root / ("step-%010d%s" % (step, suffix))
-    tmp = root / (".tmp-%s-%s" % (uuid.uuid4().hex[:12], final.name))
+    final = root / f"step-{step:010d}{suffix}"
+    tmp = root / f".tmp-{uuid.uuid4().hex[:12]}-{final.name}"
     try:
         write(tmp)
         if tmp.is_file():
@@ -155,8 +156,8 @@ def save(
                 os.fsync(fh.fileno())
         elif not tmp.exists():
             raise FileNotFoundError(
-                "write(path) created nothing at %s. Fix: write the checkpoint to the path "
-                "it is given." % tmp
+                f"write(path) created nothing at {tmp}. Fix: write the checkpoint to the path "
+                "it is given."
             )
         _replace(tmp, final)
     finally:
@@ -192,7 +193,7 @@ def _replace(tmp: Path, final: Path) -> None:
     if tmp.is_dir() and final.exists():
         # A directory cannot replace another in one rename: move the old one aside
         # first (a rerun of a step after a resume writes it again).
-        aside = final.with_name(".tmp-old-%s-%s" % (uuid.uuid4().hex[:12], final.name))
+        aside = final.with_name(f".tmp-old-{uuid.uuid4().hex[:12]}-{final.name}")
         os.replace(final, aside)
         os.replace(tmp, final)
         _remove(aside)
@@ -204,10 +205,8 @@ def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
     else:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             path.unlink()
-        except FileNotFoundError:
-            pass
 
 
 def _fsync_dir(path: Path) -> None:
@@ -232,13 +231,13 @@ def identity_key(identity: str) -> str:
     distinct identities (a digest of the whole identity ends it)."""
     readable = _UNSAFE.sub("-", identity.lower()).strip("-.")[:60].strip("-.")
     digest = hashlib.sha256(identity.encode()).hexdigest()[:12]
-    return "%s-%s" % (readable, digest) if readable else digest
+    return f"{readable}-{digest}" if readable else digest
 
 
 def local_dir(state_dir: str | os.PathLike[str], namespace: str, identity: str) -> Path:
     """The identity's checkpoint directory under a local backend's state directory."""
     if not namespace or "/" in namespace or namespace in (".", ".."):
-        raise ValueError("%r is not a namespace." % namespace)
+        raise ValueError(f"{namespace!r} is not a namespace.")
     return Path(state_dir) / LOCAL_SUBDIR / namespace / identity_key(identity)
 
 
