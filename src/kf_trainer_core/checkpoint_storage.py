@@ -295,6 +295,28 @@ def option_of(job: Mapping[str, Any]) -> Checkpoints | None:
     return Checkpoints(pvc=pvc, uri=base, mount_path=mount)
 
 
+def locate_program(
+    namespace: str,
+    identity: str,
+    *,
+    state_dir: str | Path | None,
+    option: Checkpoints | None = None,
+) -> Program[tuple[CheckpointLocation, list[dict[str, Any]]]]:
+    """Where ``identity``'s checkpoints are, and the identity's TrainJobs (on a cluster
+    the option is read back from the newest job that used one, unless given)."""
+    from kf_trainer_core import ops
+
+    if not identity.strip("/ "):
+        raise ValueError(
+            "no identity was named. Fix: pass the identity the job was submitted with, "
+            "e.g. (dag_id, task_id, run_id)."
+        )
+    existing = yield from ops.jobs_for_identity(namespace, identity)
+    if option is None:
+        option = next((o for o in map(option_of, reversed(existing)) if o is not None), None)
+    return location(option, namespace, identity, state_dir=state_dir), existing
+
+
 def clean_program(
     namespace: str,
     identity: str,
@@ -309,15 +331,11 @@ def clean_program(
     Local and container backends: the identity's directory is removed. A cluster's
     volume or bucket cannot be reached from here: the error names the location to
     remove (and how)."""
-    from kf_trainer_core import ops
     from kf_trainer_core.status import job_state
 
-    if not identity.strip("/ "):
-        raise ValueError(
-            "clean_checkpoints() names no identity. Fix: pass the identity the job was "
-            "submitted with, e.g. (dag_id, task_id, run_id)."
-        )
-    existing = yield from ops.jobs_for_identity(namespace, identity)
+    loc, existing = yield from locate_program(
+        namespace, identity, state_dir=state_dir, option=option
+    )
     live = [o for o in existing if not job_state(o).terminal]
     if live and not force:
         running = ", ".join(str(o["metadata"]["name"]) for o in live)
@@ -326,9 +344,6 @@ def clean_program(
             "not finished and may still write them. Fix: wait for it or cancel it first "
             "(or pass force=True)."
         )
-    if option is None:
-        option = next((o for o in map(option_of, reversed(existing)) if o is not None), None)
-    loc = location(option, namespace, identity, state_dir=state_dir)
     if loc.local_path is not None:
         shutil.rmtree(loc.local_path, ignore_errors=True)
         return loc
@@ -342,5 +357,32 @@ def clean_program(
         f"the checkpoints of identity {identity!r} are at {loc.describe()}, which this "
         "client cannot reach (only the pods that mount the volume, or your storage "
         f"client, can). Fix: remove {loc.path or loc.uri} there, e.g. from a pod that "
-        f"mounts the claim; every attempt of the identity used it, no other identity did."
+        "mounts the claim; every attempt of the identity used it, no other identity did."
     )
+
+
+def checkpoints_program(
+    config: Any,
+    namespace: str,
+    identity: str,
+    option: Checkpoints | None,
+    clean: bool,
+    force: bool,
+) -> Program[CheckpointLocation]:
+    """The clients' ``checkpoint_location`` (``clean=False``) and ``clean_checkpoints``:
+    a local or container ``config`` keeps checkpoints under its state directory."""
+    from kf_trainer_core.config import LocalConfig
+
+    state = None
+    if isinstance(config, LocalConfig):
+        from kf_trainer_core.local.transport import state_dir_of
+
+        state = state_dir_of(config).resolve()
+    if clean:
+        return (
+            yield from clean_program(
+                namespace, identity, state_dir=state, option=option, force=force
+            )
+        )
+    loc, _ = yield from locate_program(namespace, identity, state_dir=state, option=option)
+    return loc
