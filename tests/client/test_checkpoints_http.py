@@ -83,7 +83,9 @@ def test_the_trainjob_and_its_pods_carry_the_identity_location(
     client: TrainerClient, server: KubeTestServer, tmp_path: Path
 ) -> None:
     identity = ("dag", "train", "run-1")
-    spec = _spec(steps=1).with_options(Checkpoints(pvc="team-ckpts", uri="s3://b/ckpts", mount_path=MOUNT))
+    spec = _spec(steps=1).with_options(
+        Checkpoints(pvc="team-ckpts", uri="s3://b/ckpts", mount_path=MOUNT)
+    )
     server.controller.default_scenario = Scenario(executor=kubelet(server, tmp_path, None))
     first = client.submit(spec, identity=identity).obj
     key = identity_key("dag/train/run-1")
@@ -142,7 +144,9 @@ def test_a_cluster_needs_a_claim_or_a_uri(client: TrainerClient, server: KubeTes
     assert client.list_jobs() == []  # nothing was submitted
 
 
-def test_cleaning_a_cluster_location_names_it(client: TrainerClient, server: KubeTestServer) -> None:
+def test_cleaning_a_cluster_location_names_it(
+    client: TrainerClient, server: KubeTestServer
+) -> None:
     server.controller.default_scenario = Scenario(name="success")
     identity = ("dag", "train", "run-9")
     client.run(_spec(steps=1), identity=identity, timeout=30)

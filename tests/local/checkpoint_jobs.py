@@ -28,4 +28,8 @@ def counting(steps: int = 8, stall_after: int = -1, ready: str = "") -> dict[str
                 with open(ready, "w") as fh:
                     fh.write(str(os.getpid()))
             time.sleep(600)
-    return {"resumed_from": start, "total": total, "dir": os.environ.get("KF_TRAINER_CHECKPOINT_DIR")}
+    return {
+        "resumed_from": start,
+        "total": total,
+        "dir": os.environ.get("KF_TRAINER_CHECKPOINT_DIR"),
+    }
