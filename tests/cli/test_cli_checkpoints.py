@@ -39,7 +39,8 @@ def test_where_and_clean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
             ).out
         )["path"]
     )
-    assert latest(day1) is not None and latest(day2) is not None
+    assert latest(day1) is not None
+    assert latest(day2) is not None
 
     cleaned = run_main(capsys, "jobs", "checkpoints", "clean", "nightly/train/day-1", *local)
     assert cleaned.code == 0, cleaned.err

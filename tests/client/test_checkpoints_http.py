@@ -24,7 +24,7 @@ from kf_trainer_core.testing.scenarios import PodContext, PodResult, Scenario
 from kf_trainer_core.testing.server import KubeTestServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "local"))
-from checkpoint_jobs import counting  # noqa: E402
+from checkpoint_jobs import counting
 
 MOUNT = "/mnt/ckpt"
 
@@ -92,7 +92,7 @@ def test_the_trainjob_and_its_pods_carry_the_identity_location(
     where = f"{MOUNT}/default/{key}"
     env = {e["name"]: e["value"] for e in first["spec"]["trainer"]["env"]}
     assert env == {DIR_ENV: where, URI_ENV: f"s3://b/ckpts/default/{key}/"}
-    (patch,) = [p for p in first["spec"]["runtimePatches"] if p["manager"] == PATCH_MANAGER]
+    (_patch,) = [p for p in first["spec"]["runtimePatches"] if p["manager"] == PATCH_MANAGER]
     client.wait(first["metadata"]["name"], timeout=30)
     # The pods: the claim mounted, the variable set (by the simulated Trainer).
     (pod,) = client._run(_pods(first["metadata"]["name"]))

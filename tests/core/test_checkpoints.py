@@ -71,18 +71,19 @@ def test_only_rank_zero_saves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 def test_without_a_location_the_helper_is_a_no_op(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ck.DIR_ENV, raising=False)
-    assert ck.checkpoint_dir() is None and ck.latest() is None
+    assert ck.checkpoint_dir() is None
+    assert ck.latest() is None
     assert ck.save_json(0, {}) is None
 
 
 def test_identity_keys_are_stable_distinct_and_one_segment() -> None:
     a = ck.identity_key("dag/train/scheduled__2026-01-01T00:00:00+00:00/-1")
     assert a == ck.identity_key("dag/train/scheduled__2026-01-01T00:00:00+00:00/-1")
-    assert "/" not in a and a.startswith("dag-train-scheduled__2026-01-01t00-00-00-00-00")
+    assert "/" not in a
+    assert a.startswith("dag-train-scheduled__2026-01-01t00-00-00-00-00")
     assert ck.identity_key("a/b") != ck.identity_key("a-b")  # same readable part
-    assert ck.identity_key("../..") == ck.identity_key("../..") and ".." not in ck.identity_key(
-        "../.."
-    )
+    assert ck.identity_key("../..") == ck.identity_key("../..")
+    assert ".." not in ck.identity_key("../..")
     assert ck.IDENTITY_ANNOTATION == builder.IDENTITY_ANNOTATION  # kept in step
 
 
@@ -126,7 +127,7 @@ def test_the_option_is_checked() -> None:
     env = TrainJobSpec(
         trainer=CustomTrainer(RESUMES, env={ck.DIR_ENV: "/x"}), options=[Checkpoints(pvc="a")]
     )
-    with pytest.raises(SpecError, match="trainer.env: KF_TRAINER_CHECKPOINT_DIR is set by"):
+    with pytest.raises(SpecError, match=r"trainer\.env: KF_TRAINER_CHECKPOINT_DIR is set by"):
         build_trainjob(env, identity="x")
 
 

@@ -62,7 +62,8 @@ def test_a_killed_job_resumes_from_its_last_checkpoint(
 
     # The retry of the infrastructure failure: the next attempt of the same identity.
     retry = client.submit(spec, identity=identity)
-    assert retry.created and retry.job.name != first.name
+    assert retry.created
+    assert retry.job.name != first.name
     job, result = client.wait(retry.job.name, timeout=60)
     assert job.status is JobState.COMPLETE
     where = ck.local_dir(state_dir.resolve(), client.namespace, "dag/train/run-1")
@@ -85,8 +86,10 @@ def test_clean_removes_only_that_identity_and_never_while_it_runs(
         assert job.status is JobState.COMPLETE
     kept = client.checkpoint_location(kept_id).local_path
     cleaned = client.checkpoint_location(cleaned_id).local_path
-    assert kept is not None and cleaned is not None
-    assert ck.latest(kept) is not None and ck.latest(cleaned) is not None  # not removed on success
+    assert kept is not None
+    assert cleaned is not None
+    assert ck.latest(kept) is not None
+    assert ck.latest(cleaned) is not None
 
     assert client.clean_checkpoints(cleaned_id).local_path == cleaned
     assert not cleaned.exists()
