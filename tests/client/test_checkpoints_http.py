@@ -95,7 +95,8 @@ def test_the_trainjob_and_its_pods_carry_the_identity_location(
     (_patch,) = [p for p in first["spec"]["runtimePatches"] if p["manager"] == PATCH_MANAGER]
     client.wait(first["metadata"]["name"], timeout=30)
     # The pods: the claim mounted, the variable set (by the simulated Trainer).
-    (pod,) = client._run(_pods(first["metadata"]["name"]))
+    pods, _ = server.store.list(PODS, "default")
+    (pod,) = [p for p in pods if p["metadata"]["name"].startswith(first["metadata"]["name"])]
     assert {"name": VOLUME_NAME, "persistentVolumeClaim": {"claimName": "team-ckpts"}} in pod[
         "spec"
     ]["volumes"]
@@ -107,12 +108,6 @@ def test_the_trainjob_and_its_pods_carry_the_identity_location(
     assert later.manifest["spec"]["trainer"]["env"] == first["spec"]["trainer"]["env"]
     other = client.build(spec, identity=("dag", "train", "run-2")).manifest
     assert other["spec"]["trainer"]["env"] != first["spec"]["trainer"]["env"]
-
-
-def _pods(name: str) -> Any:
-    from kf_trainer_core.ops import job_pods
-
-    return job_pods("default", name)
 
 
 def test_a_killed_pod_is_retried_from_the_last_checkpoint(
