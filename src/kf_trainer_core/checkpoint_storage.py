@@ -268,6 +268,15 @@ class CheckpointsInUseError(KFTrainerError):
     """An attempt of the identity has not finished: it may still write checkpoints."""
 
 
+class CheckpointsNotFoundError(KFTrainerError, LookupError):
+    """No checkpoint location is known for the identity (no job of it used one)."""
+
+
+class CheckpointsUnreachableError(KFTrainerError):
+    """The location is on a cluster's volume or in a bucket, out of this client's reach;
+    the message names it and how to remove it."""
+
+
 def option_of(job: Mapping[str, Any]) -> Checkpoints | None:
     """The :class:`Checkpoints` a TrainJob was built with, read back from its manifest
     (the volume of the suite's runtime patch and the trainer's env)."""
@@ -348,12 +357,12 @@ def clean_program(
         shutil.rmtree(loc.local_path, ignore_errors=True)
         return loc
     if loc.path is None and loc.uri is None:
-        raise KFTrainerError(
+        raise CheckpointsNotFoundError(
             f"no checkpoint location is known for identity {identity!r} in {namespace} "
             "(none of its TrainJobs used the Checkpoints option). Fix: pass the option the "
             "job used: clean_checkpoints(identity, checkpoints=Checkpoints(pvc=...))."
         )
-    raise KFTrainerError(
+    raise CheckpointsUnreachableError(
         f"the checkpoints of identity {identity!r} are at {loc.describe()}, which this "
         "client cannot reach (only the pods that mount the volume, or your storage "
         f"client, can). Fix: remove {loc.path or loc.uri} there, e.g. from a pod that "

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from kf_trainer_core.cli._errors import CliError, Exit
 from kf_trainer_core.cli._output import dump, output_option
 from kf_trainer_core.cli._where import check_identity, make_client, where_options
 
@@ -86,6 +87,17 @@ def clean(
     force: bool,
 ) -> None:
     """Remove the checkpoints of IDENTITY (every attempt's), and nothing else."""
+    from kf_trainer_core import checkpoint_storage as cs
+
     client = make_client(ctx)
-    loc = client.clean_checkpoints(identity, checkpoints=_option(pvc, uri, mount_path), force=force)
+    try:
+        loc = client.clean_checkpoints(
+            identity, checkpoints=_option(pvc, uri, mount_path), force=force
+        )
+    except cs.CheckpointsInUseError as exc:
+        raise CliError(str(exc), Exit.CONFLICT) from None
+    except cs.CheckpointsNotFoundError as exc:
+        raise CliError(str(exc), Exit.NOT_FOUND) from None
+    except cs.CheckpointsUnreachableError as exc:
+        raise CliError(str(exc), Exit.UNREACHABLE) from None
     click.echo(f"{loc.namespace} {identity}: removed {loc.describe()}")
