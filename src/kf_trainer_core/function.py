@@ -277,16 +277,8 @@ def _reporter_prelude(body: str | None) -> str:
     ``from kf_trainer_core.report import report`` works either way."""
     if body is not None and not uses_reporter(body):
         return "def _kf_trainer_reporter():\n    return None\n"
-    from kf_trainer_core import report
-
-    source = inspect.getsource(report)
-    return _REPORTER_TEMPLATE.format(module=repr(REPORT_MODULE), source=repr(source))
-
-
-#: The in-function reporting module (:mod:`kf_trainer_core.report`).
-REPORT_MODULE = "kf_trainer_core.report"
-#: The in-function checkpoint helper (:mod:`kf_trainer_core.checkpoints`).
-CHECKPOINTS_MODULE = "kf_trainer_core.checkpoints"
+    tail = "    module._enable()\n    return module\n"
+    return _carried_module("report", "_kf_trainer_reporter", tail)
 
 
 def _checkpoints_prelude(body: str) -> str:
@@ -295,20 +287,38 @@ def _checkpoints_prelude(body: str) -> str:
     bytes as before). Like the reporter, the installed package wins."""
     if CHECKPOINTS_MODULE not in body:
         return ""
-    from kf_trainer_core import checkpoints
-
-    source = inspect.getsource(checkpoints)
-    return _CHECKPOINTS_TEMPLATE.format(module=repr(CHECKPOINTS_MODULE), source=repr(source))
+    tail = "    return module\n\n\n_kf_trainer_checkpoints()\n"
+    return "\n\n" + _carried_module("checkpoints", "_kf_trainer_checkpoints", tail)
 
 
-_CHECKPOINTS_TEMPLATE = """
+def _carried_module(attr: str, func: str, tail: str) -> str:
+    """A function ``func`` that imports ``kf_trainer_core.<attr>``, or registers the
+    copy of its source the program carries, then runs ``tail``."""
+    from kf_trainer_core import checkpoints, report
 
-def _kf_trainer_checkpoints():
+    module = {"report": report, "checkpoints": checkpoints}[attr]
+    name = f"kf_trainer_core.{attr}"
+    return _CARRIED_TEMPLATE.format(
+        func=func,
+        attr=attr,
+        module=repr(name),
+        source=repr(inspect.getsource(module)),
+        tail=tail,
+    )
+
+
+#: The in-function reporting module (:mod:`kf_trainer_core.report`).
+REPORT_MODULE = "kf_trainer_core.report"
+#: The in-function checkpoint helper (:mod:`kf_trainer_core.checkpoints`).
+CHECKPOINTS_MODULE = "kf_trainer_core.checkpoints"
+
+_CARRIED_TEMPLATE = """\
+def {func}():
     import sys
     import types
 
     try:
-        import kf_trainer_core.checkpoints
+        import kf_trainer_core.{attr} as module
     except ImportError:  # the image does not have kf-trainer-suite: use the copy below
         package = sys.modules.get("kf_trainer_core")
         if package is None:
@@ -318,34 +328,9 @@ def _kf_trainer_checkpoints():
         module = types.ModuleType({module})
         module.__file__ = "<kf-trainer program>"
         sys.modules[{module}] = module
-        exec(compile({source}, "<kf_trainer_core.checkpoints>", "exec"), module.__dict__)
-        package.checkpoints = module
-
-
-_kf_trainer_checkpoints()
-"""
-
-_REPORTER_TEMPLATE = """\
-def _kf_trainer_reporter():
-    import sys
-    import types
-
-    try:
-        import kf_trainer_core.report as module
-    except ImportError:  # the image does not have kf-trainer-suite: use the copy below
-        package = sys.modules.get("kf_trainer_core")
-        if package is None:
-            package = types.ModuleType("kf_trainer_core")
-            package.__path__ = []
-            sys.modules["kf_trainer_core"] = package
-        module = types.ModuleType({module})
-        module.__file__ = "<kf-trainer program>"
-        sys.modules[{module}] = module
-        exec(compile({source}, "<kf_trainer_core.report>", "exec"), module.__dict__)
-        package.report = module
-    module._enable()
-    return module
-"""
+        exec(compile({source}, "<kf_trainer_core.{attr}>", "exec"), module.__dict__)
+        package.{attr} = module
+{tail}"""
 
 
 # The epilogue is generated code: it must run on any Python the image has (3.8+) and use
