@@ -27,7 +27,7 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import field_validator, model_validator
 
@@ -35,7 +35,9 @@ from kf_trainer_core import checkpoints as ck
 from kf_trainer_core import names
 from kf_trainer_core._model import SpecModel, fix
 from kf_trainer_core.errors import FieldProblem, KFTrainerError, SpecError
-from kf_trainer_core.k8s.calls import Program
+
+if TYPE_CHECKING:
+    from kf_trainer_core.k8s.calls import Program
 
 #: The runtime patch's ``manager``: the suite's checkpoint volume, nobody else's.
 PATCH_MANAGER = "kf-trainer-suite/checkpoints"
