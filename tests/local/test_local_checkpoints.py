@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 from checkpoint_jobs import counting
+from local_jobs import trivial
 
 from kf_trainer_core import checkpoints as ck
 from kf_trainer_core.checkpoint_storage import Checkpoints, CheckpointsInUseError
-from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
 from kf_trainer_core.failures import FailureClass
 from kf_trainer_core.local._common import POD_ENV
 from kf_trainer_core.local.procs import processes_of_job
@@ -102,6 +103,17 @@ def test_clean_removes_only_that_identity_and_never_while_it_runs(
         client.clean_checkpoints(("dag", "train", "busy"))
     client.cancel_job(running.name)
     assert ck.latest(kept) is not None
+
+
+async def test_the_async_client_finds_the_same_location(
+    client: TrainerClient, aclient: AsyncTrainerClient, state_dir: Path
+) -> None:
+    spec = TrainJobSpec(trainer=CustomTrainer(trivial))
+    client.wait(client.submit(spec, identity=("a", "b")).job.name, timeout=60)
+    where = await aclient.checkpoint_location(("a", "b"))
+    assert where == client.checkpoint_location(("a", "b"))
+    assert not (where.local_path or state_dir).exists()  # a job that saved nothing: no dir
+    assert (await aclient.clean_checkpoints(("a", "b"))).local_path == where.local_path
 
 
 def test_checkpoints_can_be_turned_off(client: TrainerClient) -> None:

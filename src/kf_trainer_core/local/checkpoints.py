@@ -17,13 +17,12 @@ from kf_trainer_core import checkpoints as ck
 
 
 def job_dir(state_dir: str | Path, namespace: str, job: dict[str, Any]) -> Path | None:
-    """The job's checkpoint directory on this machine (created), or ``None`` when the
-    job turned checkpoints off."""
+    """The job's checkpoint directory on this machine, or ``None`` when the job turned
+    checkpoints off. Not created here: the helper creates it when the function uses it,
+    so jobs that never checkpoint leave nothing behind."""
     if not ck.local_setting(job):
         return None
-    path = ck.local_dir(state_dir, namespace, ck.job_identity(job))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return ck.local_dir(state_dir, namespace, ck.job_identity(job))
 
 
 def trainer_env(state_dir: str | Path, namespace: str, job: dict[str, Any]) -> dict[str, str]:
@@ -40,6 +39,7 @@ def container_mount(environment: dict[str, str], namespace: str) -> tuple[str, s
     host = environment.get(ck.DIR_ENV)
     if not host:
         return None
+    Path(host).mkdir(parents=True, exist_ok=True)  # a bind mount needs its source
     inside = f"{ck.DEFAULT_MOUNT}/{namespace}/{Path(host).name}"
     environment[ck.DIR_ENV] = inside
     return host, inside
