@@ -275,8 +275,12 @@ class CheckpointsNotFoundError(KFTrainerError, LookupError):
 
 
 class CheckpointsUnreachableError(KFTrainerError):
-    """The location is on a cluster's volume or in a bucket, out of this client's reach;
-    the message names it and how to remove it."""
+    """The location is in a bucket (or on a claim the client was told not to clean with
+    a job), out of this client's reach; the message names it and how to remove it."""
+
+    def __init__(self, message: str, location: CheckpointLocation) -> None:
+        super().__init__(message)
+        self.location = location
 
 
 def option_of(job: Mapping[str, Any]) -> Checkpoints | None:
@@ -368,8 +372,51 @@ def clean_program(
         f"the checkpoints of identity {identity!r} are at {loc.describe()}, which this "
         "client cannot reach (only the pods that mount the volume, or your storage "
         f"client, can). Fix: remove {loc.path or loc.uri} there, e.g. from a pod that "
-        "mounts the claim; every attempt of the identity used it, no other identity did."
+        "mounts the claim; every attempt of the identity used it, no other identity did.",
+        loc,
     )
+
+
+#: The cleaning job reads what to remove from these (its trainer's env).
+CLEAN_PATH_ENV = "KF_TRAINER_CLEAN_PATH"
+CLEAN_MOUNT_ENV = "KF_TRAINER_CLEAN_MOUNT"
+
+
+def cleaning_job(loc: CheckpointLocation) -> tuple[Any, str] | None:
+    """On a cluster, a claim is reached by a pod that mounts it: the spec and identity of
+    a one-node TrainJob that mounts ``loc``'s claim and removes the identity's directory
+    (``None`` for a location without a claim: a bucket is the user's to clean)."""
+    if loc.pvc is None or loc.path is None:
+        return None
+    from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
+
+    mount = loc.path[: -len(f"/{loc.namespace}/{loc.key}")]
+    spec = TrainJobSpec(
+        trainer=CustomTrainer(
+            remove_checkpoints,
+            num_nodes=1,
+            env={CLEAN_PATH_ENV: loc.path, CLEAN_MOUNT_ENV: mount},
+        ),
+        options=[Checkpoints(pvc=loc.pvc, mount_path=mount)],
+    )
+    return spec, f"kf-trainer-suite/clean-checkpoints/{loc.namespace}/{loc.key}"
+
+
+def remove_checkpoints() -> dict[str, Any]:
+    """Runs in the cleaning job's pod: remove ``$KF_TRAINER_CLEAN_PATH``, which must be
+    a directory two levels under the mounted claim (``<mount>/<namespace>/<key>``)."""
+    import os
+    import shutil
+
+    path = os.path.realpath(os.environ["KF_TRAINER_CLEAN_PATH"])
+    mount = os.path.realpath(os.environ["KF_TRAINER_CLEAN_MOUNT"])
+    if os.path.dirname(os.path.dirname(path)) != mount:
+        raise ValueError(f"{path} is not an identity's directory under {mount}")
+    existed = os.path.isdir(path)
+    if existed:
+        shutil.rmtree(path)
+    print(f"removed {path}" if existed else f"{path} did not exist", flush=True)
+    return {"removed": path, "existed": existed}
 
 
 def checkpoints_program(

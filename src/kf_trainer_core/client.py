@@ -22,7 +22,9 @@ from kf_trainer_core.builder import BuiltTrainJob, build_trainjob, identity_text
 from kf_trainer_core.checkpoint_storage import (
     CheckpointLocation,
     Checkpoints,
+    CheckpointsUnreachableError,
     checkpoints_program,
+    cleaning_job,
     require_storage,
 )
 from kf_trainer_core.config import KubernetesConfig, LocalConfig, parse_backend
@@ -758,13 +760,27 @@ class TrainerClient(_Base):
         return loc
 
     def clean_checkpoints(
-        self, identity: Identity, *, checkpoints: Checkpoints | None = None, force: bool = False
+        self,
+        identity: Identity,
+        *,
+        checkpoints: Checkpoints | None = None,
+        force: bool = False,
+        timeout: float | None = 600,
     ) -> CheckpointLocation:
         """Remove the checkpoints every attempt of ``identity`` shared, and nothing else:
-        the only way they are deleted. Refused while an attempt runs (unless ``force``)."""
-        loc: CheckpointLocation = self._run(
-            self._checkpoints_program(identity, checkpoints, True, force)
-        )
+        the only way they are deleted. Refused while an attempt runs (unless ``force``).
+        On a cluster a one-node job that mounts the claim removes them (``timeout``)."""
+        try:
+            loc: CheckpointLocation = self._run(
+                self._checkpoints_program(identity, checkpoints, True, force)
+            )
+        except CheckpointsUnreachableError as exc:
+            job = cleaning_job(exc.location)
+            if job is None:
+                raise
+            done = self.run(job[0], identity=job[1], timeout=timeout, fresh_after_failure=True)
+            self.delete_job(done.name)  # the suite's own helper job, finished
+            return exc.location
         return loc
 
     def delete_job(self, name: str, *, propagation: str = "Foreground") -> bool:
@@ -1145,11 +1161,26 @@ class AsyncTrainerClient(_Base):
         return loc
 
     async def clean_checkpoints(
-        self, identity: Identity, *, checkpoints: Checkpoints | None = None, force: bool = False
+        self,
+        identity: Identity,
+        *,
+        checkpoints: Checkpoints | None = None,
+        force: bool = False,
+        timeout: float | None = 600,
     ) -> CheckpointLocation:
         """See :meth:`TrainerClient.clean_checkpoints`."""
         program = self._checkpoints_program(identity, checkpoints, True, force)
-        loc: CheckpointLocation = await self._run(program)
+        try:
+            loc: CheckpointLocation = await self._run(program)
+        except CheckpointsUnreachableError as exc:
+            job = cleaning_job(exc.location)
+            if job is None:
+                raise
+            done = await self.run(
+                job[0], identity=job[1], timeout=timeout, fresh_after_failure=True
+            )
+            await self.delete_job(done.name)
+            return exc.location
         return loc
 
     async def delete_job(self, name: str, *, propagation: str = "Foreground") -> bool:

@@ -12,10 +12,15 @@ from typing import Any
 
 import pytest
 
-from kf_trainer_core.checkpoint_storage import PATCH_MANAGER, VOLUME_NAME, Checkpoints
+from kf_trainer_core.checkpoint_storage import (
+    PATCH_MANAGER,
+    VOLUME_NAME,
+    Checkpoints,
+    CheckpointsUnreachableError,
+)
 from kf_trainer_core.checkpoints import DIR_ENV, URI_ENV, identity_key
-from kf_trainer_core.client import TrainerClient
-from kf_trainer_core.errors import KFTrainerError, SpecError
+from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.errors import SpecError
 from kf_trainer_core.failures import FailureClass, InfrastructureFailure
 from kf_trainer_core.k8s.resources import PODS
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
@@ -139,12 +144,46 @@ def test_a_cluster_needs_a_claim_or_a_uri(client: TrainerClient, server: KubeTes
     assert client.list_jobs() == []  # nothing was submitted
 
 
-def test_cleaning_a_cluster_location_names_it(
-    client: TrainerClient, server: KubeTestServer
+def test_cleaning_on_a_cluster_runs_a_job_that_mounts_the_claim(
+    client: TrainerClient, server: KubeTestServer, tmp_path: Path
 ) -> None:
+    server.controller.default_scenario = Scenario(executor=kubelet(server, tmp_path, None))
+    ids = [("dag", "train", "run-8"), ("dag", "train", "run-9")]
+    for identity in ids:
+        client.run(_spec(steps=2), identity=identity, timeout=30)
+    dirs = [tmp_path / "team-ckpts" / "default" / identity_key("/".join(i)) for i in ids]
+    assert all((d / "step-0000000001.json").exists() for d in dirs)
+
+    loc = client.clean_checkpoints(ids[0], timeout=30)
+    assert (loc.pvc, loc.path) == (
+        "team-ckpts",
+        f"{MOUNT}/default/{identity_key('dag/train/run-8')}",
+    )
+    assert not dirs[0].exists()
+    assert (dirs[1] / "step-0000000001.json").exists()  # another identity's stay
+    # The cleaning job was the suite's own: gone; the identities' jobs are kept.
+    assert len(client.list_jobs()) == 2
+    # Again: the location is already gone, which is no error.
+    assert client.clean_checkpoints(ids[0], timeout=30) == loc
+
+
+async def test_the_async_client_cleans_the_same_way(
+    aclient: AsyncTrainerClient, server: KubeTestServer, tmp_path: Path
+) -> None:
+    server.controller.default_scenario = Scenario(executor=kubelet(server, tmp_path, None))
+    identity = ("dag", "train", "async")
+    await aclient.run(_spec(steps=1), identity=identity, timeout=30)
+    where = tmp_path / "team-ckpts" / "default" / identity_key("dag/train/async")
+    assert where.is_dir()
+    loc = await aclient.clean_checkpoints(identity, timeout=30)
+    assert loc == await aclient.checkpoint_location(identity)
+    assert not where.exists()
+
+
+def test_a_bucket_is_named_not_cleaned(client: TrainerClient, server: KubeTestServer) -> None:
     server.controller.default_scenario = Scenario(name="success")
-    identity = ("dag", "train", "run-9")
-    client.run(_spec(steps=1), identity=identity, timeout=30)
-    with pytest.raises(KFTrainerError, match=f"remove {MOUNT}/default/") as err:
+    identity = ("dag", "train", "run-7")
+    spec = _spec(steps=1).with_options(Checkpoints(uri="s3://bucket/ckpts"))
+    client.run(spec, identity=identity, timeout=30)
+    with pytest.raises(CheckpointsUnreachableError, match="remove s3://bucket/ckpts/default/"):
         client.clean_checkpoints(identity)
-    assert "team-ckpts" in str(err.value)
