@@ -17,7 +17,8 @@ The training function reads ``$KF_TRAINER_CHECKPOINT_DIR`` (and
 
 Nothing here deletes anything unless asked: :func:`clean_program` (the clients'
 ``clean_checkpoints``, ``kf-trainer jobs checkpoints clean``) removes one identity's
-location, and refuses while an attempt of that identity still runs.
+location, and refuses while an attempt of that identity still runs; on a cluster the
+clients run :func:`cleaning_job`, a one-node job that mounts the claim.
 """
 
 from __future__ import annotations
@@ -344,8 +345,8 @@ def clean_program(
     ever deleted. Refused while an attempt is unfinished (``force`` overrides).
 
     Local and container backends: the identity's directory is removed. A cluster's
-    volume or bucket cannot be reached from here: the error names the location to
-    remove (and how)."""
+    volume or bucket cannot be reached from here: :class:`CheckpointsUnreachableError`
+    carries the location (the clients then clean a claim with :func:`cleaning_job`)."""
     from kf_trainer_core.status import job_state
 
     loc, existing = yield from locate_program(

@@ -91,7 +91,6 @@ async def test_async_wait_sees_a_killed_supervisor(
     with pytest.raises(TrainJobFailedError, match="killed"):
         await aclient.wait(name, timeout=30)
     wait_for(lambda: not processes_of_job(str(job.uid)), 10, "the job's processes")
-
     # Its log ends too (the writer died with the supervisor): a follow does not hang.
     async def follow() -> list[str]:
         return [line async for line in aclient.get_job_logs(name, follow=True)]
