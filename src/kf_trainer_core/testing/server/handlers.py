@@ -29,7 +29,6 @@ from kf_trainer_core.testing.server.routing import (
     EVENTS_V1,
     Ctx,
     Route,
-    core_event_to_v1,
     events_v1_field_selector,
 )
 from kf_trainer_core.testing.store import (
@@ -180,13 +179,17 @@ class HandlerMixin(ServerBase):
         if remaining:
             meta["continue"] = encode_continue(int(list_rv), sort_key(items[-1]))
             meta["remainingItemCount"] = remaining
-        if view is EVENTS_V1:
-            items = [core_event_to_v1(o) for o in items]
+        return self._list_body(route, meta, items)
+
+    def _list_body(self, route: Route, meta: JSON, items: list[JSON]) -> JSON:
+        """A ``<Kind>List`` of ``items`` as the route's view shows them."""
+        view = route.view
+        assert view is not None
         return {
             "kind": f"{view.kind}List",
             "apiVersion": view.api_version,
             "metadata": meta,
-            "items": items,
+            "items": [self._present(o, route) for o in items],
         }
 
     def _check_namespace(self, route: Route) -> None:
@@ -380,11 +383,5 @@ class HandlerMixin(ServerBase):
             except StoreError as err:
                 if err.code != 404:
                     raise
-        return self._json(
-            {
-                "kind": f"{view.kind}List",
-                "apiVersion": view.api_version,
-                "metadata": {"resourceVersion": self.store.current_resource_version},
-                "items": [self._present(o, route) for o in deleted],
-            }
-        )
+        meta = {"resourceVersion": self.store.current_resource_version}
+        return self._json(self._list_body(route, meta, deleted))
