@@ -31,6 +31,22 @@ JSON = dict[str, Any]
 _T = TypeVar("_T")
 
 
+class Stream:
+    """One open streaming response (a watch or a log follow), ended from the loop."""
+
+    def __init__(self) -> None:
+        self.wake = asyncio.Event()
+        self.closed = False
+        self.abort = False
+
+    def close(self, *, abort: bool = False) -> None:
+        """End the stream without writing what is still buffered (``abort``: reset
+        its connection instead of ending it cleanly)."""
+        self.closed = True
+        self.abort = self.abort or abort
+        self.wake.set()
+
+
 class ServerBase:
     """What the handlers, the watch fan-out and the log streams of
     :class:`~kf_trainer_core.testing.server.KubeTestServer` share (set up by its

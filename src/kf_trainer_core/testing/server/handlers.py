@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -23,6 +22,7 @@ from kf_trainer_core.testing.server.request import (
     int_param,
     method_not_allowed,
     read_body,
+    read_delete_options,
     validation_mode,
 )
 from kf_trainer_core.testing.server.routing import (
@@ -314,11 +314,7 @@ class HandlerMixin(ServerBase):
         assert route.name is not None
         if route.subresource is not None:
             raise method_not_allowed()
-        raw = await request.read()
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            raise StoreError.bad_request("the DeleteOptions could not be decoded") from None
+        body = await read_delete_options(request)
         policy, preconditions = delete_options(request, body)
         dry_run = dry_run_of(request.query, body)
         grace = int_param(request.query, "gracePeriodSeconds")
@@ -354,11 +350,7 @@ class HandlerMixin(ServerBase):
         res, view = route.res, route.view
         assert res is not None
         assert view is not None
-        raw = await request.read()
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            raise StoreError.bad_request("the DeleteOptions could not be decoded") from None
+        body = await read_delete_options(request)
         policy, _ = delete_options(request, body)
         dry_run = dry_run_of(request.query, body)
         items, _ = self.store.list(

@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from kf_trainer_core.testing.server.base import ServerBase
+from kf_trainer_core.testing.server.base import ServerBase, Stream
 from kf_trainer_core.testing.server.request import int_param, parse_time, truthy
 from kf_trainer_core.testing.server.routing import Ctx
 from kf_trainer_core.testing.store import PODS, StoreError
@@ -25,20 +25,12 @@ def _format_log_time(when: datetime) -> str:
     return text + "Z"
 
 
-class Follower:
+class Follower(Stream):
     """One open ``follow=true`` log stream."""
 
     def __init__(self, namespace: str, pod: str) -> None:
+        super().__init__()
         self.pod = (namespace, pod)
-        self.wake = asyncio.Event()
-        self.closed = False
-        self.abort = False
-
-    def close(self, *, abort: bool = False) -> None:
-        """End the stream (``abort``: reset its connection)."""
-        self.closed = True
-        self.abort = self.abort or abort
-        self.wake.set()
 
 
 class PodLogMixin(ServerBase):

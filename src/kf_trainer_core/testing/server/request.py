@@ -126,6 +126,15 @@ def delete_options(request: web.BaseRequest, body: Any) -> tuple[str, JSON | Non
     return str(policy or "Background"), preconditions
 
 
+async def read_delete_options(request: web.BaseRequest) -> Any:
+    """The DeleteOptions body of a delete (None when empty); 400 when malformed."""
+    raw = await request.read()
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:
+        raise StoreError.bad_request("the DeleteOptions could not be decoded") from None
+
+
 async def read_body(request: web.BaseRequest, yaml_ok: bool = False) -> Any:
     """The decoded body (YAML for apply patches); 400 when empty or malformed."""
     raw = await request.read()

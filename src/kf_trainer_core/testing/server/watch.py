@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from kf_trainer_core.k8s.selectors import FieldSelector, LabelSelector
-from kf_trainer_core.testing.server.base import ServerBase
+from kf_trainer_core.testing.server.base import ServerBase, Stream
 from kf_trainer_core.testing.server.request import dumps, int_param, truthy
 from kf_trainer_core.testing.server.routing import (
     EVENTS_V1,
@@ -51,7 +51,7 @@ class Encoded:
         return data
 
 
-class Watcher:
+class Watcher(Stream):
     """One open watch stream: filters, buffers and writes events in order."""
 
     def __init__(
@@ -65,6 +65,7 @@ class Watcher:
         start_rv: int,
         bookmarks: bool,
     ) -> None:
+        super().__init__()
         self.server = server
         self.res = res
         self.view = view
@@ -76,9 +77,6 @@ class Watcher:
         self.start_rv = start_rv
         self.bookmarks = bookmarks
         self.buffer: list[bytes] = []
-        self.wake = asyncio.Event()
-        self.closed = False
-        self.abort = False
         self.finish = False  # end once the buffer is written
         self.sent = 0
 
@@ -141,12 +139,6 @@ class Watcher:
             },
         }
         self.buffer.append(dumps(body) + b"\n")
-        self.wake.set()
-
-    def close(self, *, abort: bool = False) -> None:
-        """End the stream without writing what is still buffered."""
-        self.closed = True
-        self.abort = self.abort or abort
         self.wake.set()
 
 
