@@ -10,20 +10,9 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
+from kf_trainer_core.k8s import resources as k8s
 from kf_trainer_core.k8s.patch import json_copy
-from kf_trainer_core.k8s.resources import (
-    CLUSTER_TRAINING_RUNTIMES,
-    CONFIGMAPS,
-    EVENTS,
-    JOBSETS,
-    NAMESPACES,
-    PODS,
-    SECRETS,
-    SERVICEACCOUNTS,
-    TRAINING_RUNTIMES,
-    TRAINJOBS,
-    Resource,
-)
+from kf_trainer_core.k8s.resources import Resource
 from kf_trainer_core.k8s.status import StatusError
 from kf_trainer_core.kueue import WORKLOADS
 
@@ -36,25 +25,27 @@ StoreError = StatusError
 
 #: Every resource type the test server serves.
 RESOURCES: tuple[Resource, ...] = (
-    TRAINJOBS,
-    TRAINING_RUNTIMES,
-    CLUSTER_TRAINING_RUNTIMES,
-    JOBSETS,
-    PODS,
-    EVENTS,
-    SECRETS,
-    CONFIGMAPS,
-    NAMESPACES,
-    SERVICEACCOUNTS,
+    k8s.TRAINJOBS,
+    k8s.TRAINING_RUNTIMES,
+    k8s.CLUSTER_TRAINING_RUNTIMES,
+    k8s.JOBSETS,
+    k8s.PODS,
+    k8s.EVENTS,
+    k8s.SECRETS,
+    k8s.CONFIGMAPS,
+    k8s.NAMESPACES,
+    k8s.SERVICEACCOUNTS,
 )
 _BY_PATH: dict[tuple[str, str, str], Resource] = {
     (r.group, r.version, r.plural): r for r in RESOURCES
 }
 
 # Types whose CRD / registry enables the status subresource (the runtimes' CRDs do not).
-STATUS_SUBRESOURCE = frozenset({TRAINJOBS, JOBSETS, PODS, NAMESPACES, WORKLOADS})
+STATUS_SUBRESOURCE = frozenset({k8s.TRAINJOBS, k8s.JOBSETS, k8s.PODS, k8s.NAMESPACES, WORKLOADS})
 # Types without a desired state: the apiserver keeps no metadata.generation for them.
-NO_GENERATION = frozenset({EVENTS, SECRETS, CONFIGMAPS, SERVICEACCOUNTS, NAMESPACES})
+NO_GENERATION = frozenset(
+    {k8s.EVENTS, k8s.SECRETS, k8s.CONFIGMAPS, k8s.SERVICEACCOUNTS, k8s.NAMESPACES}
+)
 
 
 def resource_for(group: str, version: str, plural: str) -> Resource | None:
