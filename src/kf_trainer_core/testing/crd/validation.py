@@ -117,9 +117,11 @@ class Validation:
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             self._check_number(value, node, path, errors)
         elif isinstance(value, dict):
-            self._check_object(value, node, path, old, unchanged, errors)
+            self._check_object(value, node, path, errors)
+            self._walk_object(value, node, path, old, unchanged)
         elif isinstance(value, list):
-            self._check_array(value, node, path, old, unchanged, errors)
+            self._check_array(value, node, path, errors)
+            self._walk_array(value, node, path, old, unchanged)
         for combinator in ("allOf", "anyOf", "oneOf", "not"):
             if combinator in node.raw and not (combinator == "anyOf" and node.int_or_string):
                 self._check_combinator(combinator, value, node, path, errors)
@@ -200,21 +202,19 @@ class Validation:
         if least in raw and size < raw[least]:
             errors.append(_in_body(name, f"should have at least {raw[least]} {noun}", size))
 
+    @classmethod
     def _check_object(
-        self,
-        value: dict[str, Any],
-        node: Node,
-        path: PathT,
-        old: Any,
-        unchanged: bool,
-        errors: list[FieldError],
+        cls, value: dict[str, Any], node: Node, path: PathT, errors: list[FieldError]
     ) -> None:
         raw = node.raw
-        name = opath(path)
         for required in raw.get("required") or []:
             if required not in value:
                 errors.append(FieldError(opath((*path, required)), "Required value", "", OMIT))
-        self._check_size(raw, name, len(value), _OBJECT_LIMITS, errors)
+        cls._check_size(raw, opath(path), len(value), _OBJECT_LIMITS, errors)
+
+    def _walk_object(
+        self, value: dict[str, Any], node: Node, path: PathT, old: Any, unchanged: bool
+    ) -> None:
         old_map = old if isinstance(old, dict) else None
         for key in sorted(value):
             if not path and key == "metadata":
@@ -244,13 +244,7 @@ class Validation:
                 self.walk(meta[key], child, ("metadata", key), child_old, False)
 
     def _check_array(
-        self,
-        value: list[Any],
-        node: Node,
-        path: PathT,
-        old: Any,
-        unchanged: bool,
-        errors: list[FieldError],
+        self, value: list[Any], node: Node, path: PathT, errors: list[FieldError]
     ) -> None:
         raw = node.raw
         name = opath(path)
@@ -258,6 +252,10 @@ class Validation:
         if raw.get("uniqueItems") and len({canonical(v) for v in value}) != len(value):
             errors.append(_in_body(name, "shouldn't contain duplicates", value))
         self._check_list_type(value, node, path)
+
+    def _walk_array(
+        self, value: list[Any], node: Node, path: PathT, old: Any, unchanged: bool
+    ) -> None:
         items = node.items
         if items is None:
             return
