@@ -1,8 +1,8 @@
 """What a TrainJob shows in the Prefect UI: a progress bar, a table of steps and
 metrics, a markdown summary and a dashboard link.
 
-The builders here are pure (tested without a server); :class:`ArtifactPublisher` and
-:class:`AsyncArtifactPublisher` create and update the artifacts inside a task run.
+The builders here are pure (tested without a server); :class:`ArtifactPublisher`
+creates and updates the artifacts inside a task run.
 Everything shown comes from the job's status, steps, metrics, result and failure —
 never from the credentials, which the artifacts have no access to.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from kf_trainer_core.timeutil import duration_text
@@ -263,94 +263,15 @@ class _ProgressState:
 
 
 class ArtifactPublisher:
-    """Creates a job's artifacts from a synchronous task run."""
+    """Creates and updates a job's artifacts inside a task run (both faces of the tasks
+    run the same coroutines, so this is async only)."""
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
         self.progress = _ProgressState(enabled=enabled)
 
-    def link(self, job: TrainJob, link: str | None) -> None:
+    async def link(self, job: TrainJob, link: str | None) -> None:
         """Create the dashboard link artifact of a job, when a dashboard is configured."""
-        if not (self.enabled and link):
-            return
-        from prefect.artifacts import create_link_artifact
-
-        try:
-            create_link_artifact(
-                link=link,
-                link_text=f"TrainJob {job.namespace}/{job.name}",
-                key=artifact_key(job.name, "dashboard"),
-                description=f"TrainJob {job.namespace}/{job.name} in the dashboard",
-            )
-        except Exception as exc:
-            _log.warning("could not create the link artifact of %s: %s", job.name, exc)
-
-    def start(self, job: TrainJob, link: str | None) -> None:
-        """Create the progress artifact (and the dashboard link) of a submitted job."""
-        if not self.enabled:
-            return
-        from prefect.artifacts import create_progress_artifact
-
-        self.link(job, link)
-        try:
-            self.progress.observe(job)
-            self.progress.artifact_id = cast(
-                UUID,
-                create_progress_artifact(
-                    progress=self.progress.percentage,
-                    key=artifact_key(job.name, "progress"),
-                    description=self.progress.description,
-                ),
-            )
-            self.progress.pushed = (self.progress.percentage, self.progress.description)
-        except Exception as exc:
-            self.progress.failed(exc)
-
-    def flush(self) -> None:
-        """Push the latest progress, if it changed."""
-        state = self.progress
-        if not state.pending():
-            return
-        from prefect.artifacts import update_progress_artifact
-
-        wanted = (state.percentage, state.description)
-        try:
-            assert state.artifact_id is not None
-            update_progress_artifact(
-                artifact_id=state.artifact_id, progress=wanted[0], description=wanted[1]
-            )
-            state.pushed = wanted
-        except Exception as exc:
-            state.failed(exc)
-
-    def finish(self, job_name: str, markdown: str, rows: list[dict[str, Any]]) -> None:
-        """Create the summary and the steps-and-metrics table."""
-        if not self.enabled:
-            return
-        from prefect.artifacts import create_markdown_artifact, create_table_artifact
-
-        self.flush()
-        try:
-            create_markdown_artifact(
-                markdown=markdown,
-                key=artifact_key(job_name, "summary"),
-                description=f"TrainJob {job_name}",
-            )
-            if rows:
-                create_table_artifact(
-                    table=rows,
-                    key=artifact_key(job_name, "steps"),
-                    description=f"Steps and metrics of TrainJob {job_name}",
-                )
-        except Exception as exc:
-            _log.warning("could not create the artifacts of TrainJob %s: %s", job_name, exc)
-
-
-class AsyncArtifactPublisher(ArtifactPublisher):
-    """The same artifacts from an async task run."""
-
-    async def alink(self, job: TrainJob, link: str | None) -> None:
-        """See :meth:`ArtifactPublisher.link`."""
         if not (self.enabled and link):
             return
         from prefect.artifacts import acreate_link_artifact
@@ -365,13 +286,13 @@ class AsyncArtifactPublisher(ArtifactPublisher):
         except Exception as exc:
             _log.warning("could not create the link artifact of %s: %s", job.name, exc)
 
-    async def astart(self, job: TrainJob, link: str | None) -> None:
-        """See :meth:`ArtifactPublisher.start`."""
+    async def start(self, job: TrainJob, link: str | None) -> None:
+        """Create the progress artifact (and the dashboard link) of a submitted job."""
         if not self.enabled:
             return
         from prefect.artifacts import acreate_progress_artifact
 
-        await self.alink(job, link)
+        await self.link(job, link)
         try:
             self.progress.observe(job)
             self.progress.artifact_id = await acreate_progress_artifact(
@@ -383,8 +304,8 @@ class AsyncArtifactPublisher(ArtifactPublisher):
         except Exception as exc:
             self.progress.failed(exc)
 
-    async def aflush(self) -> None:
-        """See :meth:`ArtifactPublisher.flush`."""
+    async def flush(self) -> None:
+        """Push the latest progress, if it changed."""
         state = self.progress
         if not state.pending():
             return
@@ -400,13 +321,13 @@ class AsyncArtifactPublisher(ArtifactPublisher):
         except Exception as exc:
             state.failed(exc)
 
-    async def afinish(self, job_name: str, markdown: str, rows: list[dict[str, Any]]) -> None:
-        """See :meth:`ArtifactPublisher.finish`."""
+    async def finish(self, job_name: str, markdown: str, rows: list[dict[str, Any]]) -> None:
+        """Create the summary and the steps-and-metrics table."""
         if not self.enabled:
             return
         from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 
-        await self.aflush()
+        await self.flush()
         try:
             await acreate_markdown_artifact(
                 markdown=markdown,
