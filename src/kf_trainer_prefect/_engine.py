@@ -27,7 +27,11 @@ from uuid import UUID
 
 from kf_trainer_core.spec import Labels, Name, TrainJobSpec
 from kf_trainer_core.status import JobOutputs, JobState, TrainJob
-from kf_trainer_prefect._sync_face import TaskRunnerShutdown, interruption_cause
+from kf_trainer_prefect._sync_face import (
+    TaskRunnerShutdown,
+    interruption_cause,
+    runner_shutdown_cancels,
+)
 from kf_trainer_prefect.artifacts import (
     ArtifactPublisher,
     job_summary,
@@ -490,7 +494,7 @@ async def run(
         name=opts.name if prep.identity is None else None,
         identity=prep.identity,
     )
-    async with _client(creds, opts.namespace) as client, attempt:
+    async with runner_shutdown_cancels(), _client(creds, opts.namespace) as client, attempt:
         job = await _submit(client, prep, opts, attempt)
         await publisher.start(job, attempt.link)
         sink = _log_sink(prep.run.logger, job.name, opts.log_step) if opts.stream_logs else None
@@ -580,7 +584,7 @@ async def wait(job: JobRef, credentials: CredentialsLike | None, opts: WaitOptio
     creds = await aload_credentials(credentials)
     publisher = ArtifactPublisher(opts.artifacts)
     attempt = _Attempt(run, creds, opts.namespace, action, publisher, name=name)
-    async with _client(creds, opts.namespace) as client, attempt:
+    async with runner_shutdown_cancels(), _client(creds, opts.namespace) as client, attempt:
         current = await client.get_job(name)
         attempt.known(current)
         await publisher.start(current, None)
@@ -642,7 +646,7 @@ async def logs(
     creds = await aload_credentials(credentials)
     sink = _log_sink(run.logger, name, step)
     count = 0
-    async with _client(creds, namespace) as client:
+    async with runner_shutdown_cancels(), _client(creds, namespace) as client:
         async for line in client.get_job_logs(name, step, follow, tail=tail):
             sink(line)
             count += 1

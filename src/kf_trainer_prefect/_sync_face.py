@@ -1,5 +1,7 @@
-"""The sync face of the async tasks: a synchronous Prefect task runs the same coroutine
-as its async twin, on an event loop in a helper thread, and stays interruptible.
+"""How a task's coroutine is interrupted, the same way in both faces of the tasks.
+
+The sync face: a synchronous Prefect task runs the same coroutine as its async twin,
+on an event loop in a helper thread, and stays interruptible.
 
 Why not Prefect's own ``run_coro_as_sync``: it blocks its caller in one long wait, and
 Prefect delivers a synchronous task's timeout as an exception raised in the task's
@@ -18,7 +20,7 @@ import contextlib
 import contextvars
 import functools
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, TypeVar
 
 from typing_extensions import ParamSpec
@@ -29,8 +31,16 @@ T = TypeVar("T")
 #: How often the task's own thread wakes while its coroutine runs in the helper thread.
 _SLICE_SECONDS = 0.5
 
-_CURRENT: contextvars.ContextVar[InterruptibleRunner | None] = contextvars.ContextVar(
-    "kf_trainer_prefect_runner", default=None
+
+class _Cause:
+    """What interrupted a coroutine from outside, once something did."""
+
+    def __init__(self) -> None:
+        self.cause: BaseException | None = None
+
+
+_CAUSE: contextvars.ContextVar[_Cause | None] = contextvars.ContextVar(
+    "kf_trainer_prefect_cause", default=None
 )
 
 
@@ -48,32 +58,27 @@ class InterruptibleRunner:
     calling (task) thread stays interruptible; an interruption cancels the coroutine,
     waits for its clean-up, and is re-raised in the task's thread."""
 
-    def __init__(self) -> None:
-        #: What interrupted the task's thread, once something did.
-        self.cause: BaseException | None = None
-
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """The coroutine's result (or its exception), or the interruption."""
         loop = asyncio.new_event_loop()
         # Created here, the task copies this thread's context: the Prefect run, its
         # settings and logger are the coroutine's too, and so is this runner.
-        token = _CURRENT.set(self)
+        interruption = _Cause()
+        token = _CAUSE.set(interruption)
         try:
             task = loop.create_task(coro)
         finally:
-            _CURRENT.reset(token)
+            _CAUSE.reset(token)
         done = threading.Event()
         helper = threading.Thread(
             target=_drive, args=(loop, task, done), name="kf-trainer-prefect", daemon=True
         )
         helper.start()
-        shutdown = _runner_cancel_event()
         try:
             while not done.wait(_SLICE_SECONDS):
-                if shutdown is not None and shutdown.is_set():
-                    raise TaskRunnerShutdown("the flow's task runner is shutting down")
+                pass
         except BaseException as exc:
-            self.cause = exc
+            interruption.cause = interruption.cause or exc
             # RuntimeError: the loop closed in the meantime, there is nothing to cancel.
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(task.cancel)
@@ -107,10 +112,50 @@ def interruption_cause(exc: BaseException) -> BaseException:
     """What really stopped the coroutine: a cancellation sent by the sync face stands
     for the interruption that landed in the task's thread (a timeout, SIGTERM, Ctrl-C,
     the task runner's shutdown)."""
-    runner = _CURRENT.get()
-    if isinstance(exc, asyncio.CancelledError) and runner is not None and runner.cause:
-        return runner.cause
+    holder = _CAUSE.get()
+    if isinstance(exc, asyncio.CancelledError) and holder is not None and holder.cause:
+        return holder.cause
     return exc
+
+
+@contextlib.asynccontextmanager
+async def runner_shutdown_cancels() -> AsyncIterator[None]:
+    """Cancel the block's coroutine when the flow's task runner shuts down (its flow run
+    is being cancelled or has crashed), and raise :class:`TaskRunnerShutdown` for it
+    once the block's clean-up has run."""
+    event = _runner_cancel_event()
+    current = asyncio.current_task()
+    if event is None or current is None:
+        yield
+        return
+    outer = _CAUSE.get()
+    holder = outer if outer is not None else _Cause()
+    token = _CAUSE.set(holder) if outer is None else None
+    shutdown = TaskRunnerShutdown("the flow's task runner is shutting down")
+
+    async def watch() -> None:
+        while not event.is_set():
+            await asyncio.sleep(_SLICE_SECONDS)
+        if holder.cause is None:
+            holder.cause = shutdown
+            current.cancel()
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        yield
+    except asyncio.CancelledError:
+        if holder.cause is not shutdown:
+            raise
+        # The cancellation was ours: it ends here, as the shutdown (Python 3.11+ counts
+        # cancellations; 3.10 does not).
+        uncancel = getattr(current, "uncancel", None)
+        if uncancel is not None:
+            uncancel()
+        raise shutdown from None
+    finally:
+        watcher.cancel()
+        if token is not None:
+            _CAUSE.reset(token)
 
 
 def sync_face(fn: Callable[P, Coroutine[Any, Any, T]], name: str) -> Callable[P, T]:
