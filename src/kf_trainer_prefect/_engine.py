@@ -462,6 +462,16 @@ class _Prepared:
     spec: TrainJobSpec
     identity: Identity | None
 
+    def attempt(
+        self, creds: KubeflowTrainerCredentials, opts: RunOptions, shows: ArtifactPublisher | None
+    ) -> _Attempt:
+        """The hold on the job this task submits: known by name only when it has no
+        identity (a fixed name), else found by identity until the submit answers."""
+        name = opts.name if self.identity is None else None
+        return _Attempt(
+            self.run, creds, opts.namespace, self.action, shows, name=name, identity=self.identity
+        )
+
 
 def _prepare(spec: TrainJobSpec | Mapping[str, Any] | str, opts: RunOptions) -> _Prepared:
     run = current_run()
@@ -485,15 +495,7 @@ async def run(
     prep = _prepare(spec, opts)
     creds = await aload_credentials(credentials)
     publisher = ArtifactPublisher(opts.artifacts)
-    attempt = _Attempt(
-        prep.run,
-        creds,
-        opts.namespace,
-        prep.action,
-        publisher,
-        name=opts.name if prep.identity is None else None,
-        identity=prep.identity,
-    )
+    attempt = prep.attempt(creds, opts, publisher)
     async with runner_shutdown_cancels(), _client(creds, opts.namespace) as client, attempt:
         job = await _submit(client, prep, opts, attempt)
         await publisher.start(job, attempt.link)
@@ -532,15 +534,7 @@ async def submit(
     creds = await aload_credentials(credentials)
     # Interrupted mid-request, the job may exist without the task knowing it: the
     # attempt looks for it by identity.
-    attempt = _Attempt(
-        prep.run,
-        creds,
-        opts.namespace,
-        prep.action,
-        None,
-        name=opts.name if prep.identity is None else None,
-        identity=prep.identity,
-    )
+    attempt = prep.attempt(creds, opts, None)
     async with _client(creds, opts.namespace) as client, attempt:
         job = await _submit(client, prep, opts, attempt)
     await ArtifactPublisher(opts.artifacts).link(job, attempt.link)
