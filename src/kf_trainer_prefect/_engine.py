@@ -16,28 +16,37 @@ importing the tasks never imports a Kubernetes library.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
-from kf_trainer_core.spec import Labels, Name, TrainJobSpec
+from kf_trainer_core import interruptions
+from kf_trainer_core.interruptions import (
+    CancelAction,
+    Identity,
+    Interruption,
+    check_action,
+    past,
+)
+from kf_trainer_core.spec import Labels, TrainJobSpec
 from kf_trainer_core.status import JobOutputs, JobState, TrainJob
+from kf_trainer_core.task_jobs import (
+    announce,
+    bad_ending,
+    finished,
+    log_sink,
+    spec_of,
+    task_identity,
+)
 from kf_trainer_prefect._sync_face import (
     TaskRunnerShutdown,
     interruption_cause,
     runner_shutdown_cancels,
 )
-from kf_trainer_prefect.artifacts import (
-    ArtifactPublisher,
-    job_summary,
-    outputs_summary,
-    steps_table,
-)
+from kf_trainer_prefect.artifacts import ArtifactPublisher
 from kf_trainer_prefect.credentials import (
     CredentialsLike,
     KubeflowTrainerCredentials,
@@ -51,16 +60,12 @@ __all__ = ["FLOW_RUN_LABEL", "RunInfo", "TaskRunnerShutdown", "check_action", "d
 
 T = TypeVar("T")
 
-CancelAction = Literal["delete", "suspend", "keep"]
-Identity = str | Sequence[str | int | None]
 JobRef = TrainJob | JobOutputs | str
 Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
 
 #: The label that ties a TrainJob to the Prefect flow run that submitted it (the key
 #: Prefect's Kubernetes worker puts on its Jobs for the same purpose).
 FLOW_RUN_LABEL = "prefect.io/flow-run-id"
-
-_CANCEL_ACTIONS = ("delete", "suspend", "keep")
 
 
 # --------------------------------------------------------------------- run identity
@@ -113,21 +118,11 @@ def current_run() -> RunInfo:
     )
 
 
-def spec_of(spec: TrainJobSpec | Mapping[str, Any] | str) -> TrainJobSpec:
-    """The spec, validated: a bad field fails the task before anything is submitted."""
-    return spec if isinstance(spec, TrainJobSpec) else TrainJobSpec.parse(spec)
-
-
-def spec_digest(spec: TrainJobSpec) -> str:
-    """A digest of the spec's content, stable across processes and runs."""
-    text = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def identity_for(
     spec: TrainJobSpec, run: RunInfo, explicit: Identity | None, name: str | None
 ) -> Identity | None:
-    """The orchestrator identity of the job a task submits.
+    """The orchestrator identity of the job a task submits
+    (:func:`~kf_trainer_core.task_jobs.task_identity`).
 
     Prefect 3 gives every task run a random id and dynamic key, so neither survives the
     re-run of a crashed flow run; the flow run id, the task's name and the spec do. The
@@ -135,17 +130,13 @@ def identity_for(
     again after a task retry, a flow retry or a crash, and a failed job is followed by a
     fresh attempt. An explicit ``name`` (or ``Name`` option) is its own identity.
     """
-    if explicit is not None:
-        return explicit
-    if name is not None or spec.option(Name) is not None:
-        return None
-    digest = spec_digest(spec)
     task = run.task_name or "task"
+    scope: tuple[str, ...] | None = None
     if run.flow_run_id is not None:
-        return ("prefect", run.flow_run_id, task, digest)
-    if run.task_run_id is not None:
-        return ("prefect", "task-run", run.task_run_id, task, digest)
-    return None
+        scope = ("prefect", run.flow_run_id, task)
+    elif run.task_run_id is not None:
+        scope = ("prefect", "task-run", run.task_run_id, task)
+    return task_identity(spec, explicit, name, scope)
 
 
 def labelled(spec: TrainJobSpec, run: RunInfo) -> TrainJobSpec:
@@ -164,60 +155,20 @@ def job_name_of(job: JobRef) -> str:
     return require_job_name(job if isinstance(job, str) else job.name, "job")
 
 
-def check_action(action: str) -> CancelAction:
-    """Validate an ``on_cancel`` / ``action`` argument."""
-    if action not in _CANCEL_ACTIONS:
-        raise ValueError(
-            f"on_cancel={action!r} is not an action. Fix: use 'delete' (remove the job), "
-            "'suspend' (keep it, stopped and resumable) or 'keep' (leave it running)."
-        )
-    return action  # type: ignore[return-value]
-
-
-def _why(exc: BaseException) -> str:
-    signum = getattr(exc, "signal", None)
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    if not text and isinstance(signum, int):
-        text = f"signal {signum}"
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _past(action: str) -> str:
-    return {"delete": "Deleted", "suspend": "Suspended"}.get(action, action)
-
-
 # ---------------------------------------------------------------- interruptions
 
 
 def disposition(exc: BaseException, run: RunInfo, flow_cancelling: Callable[[], bool]) -> str:
-    """What an interruption means for the job the task was waiting on.
-
-    * ``"cancel"``: the task gives up on the job: its timeout, a flow run cancellation,
-      Ctrl-C, a job that can never start, or an error on the task's last attempt;
-    * ``"keep"``: someone comes back for it (a crash: re-running the flow run
-      reattaches; an error Prefect retries: the retry reattaches), or it has ended.
-    """
+    """What an interruption means for the job the task was waiting on
+    (:func:`kf_trainer_core.interruptions.disposition`): SIGTERM is how a runner cancels
+    a flow run, and also how infrastructure ends a process it evicts; only the flow
+    run's state tells them apart."""
     from prefect.exceptions import TerminationSignal
 
-    from kf_trainer_core.waiting import (
-        TrainJobCreationFailedError,
-        TrainJobDeletedError,
-        TrainJobFailedError,
+    signalled = isinstance(exc, (TerminationSignal, TaskRunnerShutdown))
+    return interruptions.disposition(
+        exc, final_attempt=run.final_attempt, signalled=signalled, cancelling=flow_cancelling
     )
-
-    if isinstance(exc, TrainJobCreationFailedError):
-        return "cancel"  # it would stay pending forever
-    if isinstance(exc, (TrainJobFailedError, TrainJobDeletedError)):
-        return "keep"
-    if isinstance(exc, (TerminationSignal, TaskRunnerShutdown)):
-        # SIGTERM is how a runner cancels a flow run, and also how infrastructure ends a
-        # process it evicts: only the flow run's state tells them apart.
-        return "cancel" if flow_cancelling() else "keep"
-    if isinstance(exc, (TimeoutError, asyncio.CancelledError, KeyboardInterrupt)):
-        return "cancel"
-    if isinstance(exc, Exception):
-        return "cancel" if run.final_attempt else "keep"
-    return "keep"
 
 
 def _cancelling_state(state: Any) -> bool:
@@ -238,66 +189,6 @@ async def flow_cancelling(run: RunInfo) -> bool:
         return False
 
 
-@dataclass
-class _Interruption:
-    """What was decided about a job when its task was interrupted."""
-
-    verdict: str
-    acted: list[str]
-    note: str | None
-
-
-def _note(action: CancelAction, verdict: str, exc: BaseException, acted: list[str]) -> str | None:
-    if verdict != "cancel":
-        if not isinstance(exc, Exception):
-            return f"The task stopped ({_why(exc)}); the job keeps running for a re-run."
-        return None
-    if acted:
-        return f"The task stopped ({_why(exc)}); the job was {_past(action).lower()}."
-    if action == "keep":
-        return f"The task stopped ({_why(exc)}); the job was left running (on_cancel='keep')."
-    return None
-
-
-def _pick(
-    verdict: str, name: str | None, identity: Identity | None, action: CancelAction
-) -> dict[str, Any] | None:
-    """The ``stop_unfinished`` arguments that pick the task's job, when the verdict is
-    to act on it: by name, or by identity when the task was interrupted before it
-    learnt the name."""
-    if verdict != "cancel" or action == "keep":
-        return None
-    if name is not None:
-        return {"name": name, "action": action}
-    if identity is not None:
-        return {"identity": identity, "action": action}
-    return None
-
-
-def _concluded(
-    exc: BaseException,
-    run: RunInfo,
-    verdict: str,
-    action: CancelAction,
-    name: str | None,
-    acted: list[str],
-) -> _Interruption:
-    """Log what the interruption did to the job, and say it for the summary."""
-    why = _why(exc)
-    if verdict == "cancel":
-        if action == "keep" and name:
-            run.logger.warning("Leaving TrainJob %s running (on_cancel='keep'): %s", name, why)
-        for target in acted:
-            run.logger.warning("%s TrainJob %s: %s", _past(action), target, why)
-    elif name is not None and not isinstance(exc, Exception):
-        run.logger.warning(
-            "TrainJob %s keeps running (%s); re-running this flow run reattaches to it.",
-            name,
-            why,
-        )
-    return _Interruption(verdict, acted, _note(action, verdict, exc, acted))
-
-
 async def interrupted(
     exc: BaseException,
     run: RunInfo,
@@ -306,27 +197,25 @@ async def interrupted(
     name: str | None,
     identity: Identity | None,
     action: CancelAction,
-) -> _Interruption:
+) -> Interruption:
     """Decide and apply what an interruption means for the job (never raises: the
     original exception is what the task reports). A job that has just finished is left
     alone: its result is there for a retry to collect."""
     from prefect.exceptions import TerminationSignal
-
-    from kf_trainer_core.client import AsyncTrainerClient
 
     exc = interruption_cause(exc)
     asks_state = isinstance(exc, (TerminationSignal, TaskRunnerShutdown))
     cancelling = await flow_cancelling(run) if asks_state else False
     verdict = disposition(exc, run, lambda: cancelling)
     acted: list[str] = []
-    if (pick := _pick(verdict, name, identity, action)) is not None:
+    if (pick := interruptions.pick(verdict, name, identity, action)) is not None:
         try:
             # A client of its own: the interrupted one may be in the middle of a request.
-            async with AsyncTrainerClient(creds.backend_config(), namespace=namespace) as client:
+            async with _client(creds, namespace) as client:
                 acted = await client.stop_unfinished(**pick)
         except Exception as err:
             run.logger.error("Could not stop TrainJob %s: %s", name or identity, err)
-    return _concluded(exc, run, verdict, action, name, acted)
+    return interruptions.concluded(exc, run.logger, verdict, action, name, acted)
 
 
 async def shielded(awaitable: Awaitable[T]) -> T:
@@ -373,7 +262,7 @@ class _Attempt:
         what = await interrupted(
             exc, self.run, self.creds, self.namespace, self.name, self.identity, self.action
         )
-        shown = _bad_ending(interruption_cause(exc), self.job, what.note, self.link)
+        shown = bad_ending(interruption_cause(exc), self.job, what.note, self.link)
         if self.publisher is not None and shown is not None:
             await self.publisher.finish(*shown)
 
@@ -383,58 +272,6 @@ def _client(creds: KubeflowTrainerCredentials, namespace: str | None) -> AsyncTr
     from kf_trainer_core.client import AsyncTrainerClient
 
     return AsyncTrainerClient(creds.backend_config(), namespace=namespace)
-
-
-def _log_sink(logger: Logger, job: str, step: str) -> Callable[[str], None]:
-    prefix = f"[{job}/{step}]"
-
-    def sink(line: str) -> None:
-        logger.info("%s %s", prefix, line)
-
-    return sink
-
-
-def _announce(logger: Logger, job: TrainJob, created: bool, link: str | None) -> None:
-    verb = "Submitted" if created else "Reattached to"
-    logger.info(
-        "%s TrainJob %s/%s (runtime %s, %s)%s",
-        verb,
-        job.namespace,
-        job.name,
-        job.runtime,
-        job.status.value,
-        f": {link}" if link else "",
-    )
-
-
-def _rows(outputs: JobOutputs) -> list[dict[str, Any]]:
-    return steps_table(list(outputs.steps), dict(outputs.metrics), outputs.cost())
-
-
-def _bad_ending(
-    exc: BaseException, known: TrainJob | None, note: str | None, link: str | None
-) -> tuple[str, str, list[dict[str, Any]]] | None:
-    """The summary and table of a job that ended badly, when there is a job to show."""
-    job = getattr(exc, "job", None) or known
-    if not isinstance(job, TrainJob):
-        return None
-    failure = getattr(exc, "failure", None)
-    metrics = dict(job.progress.metrics) if job.progress else {}
-    return (
-        job.name,
-        job_summary(job, failure=failure, note=note, link=link),
-        steps_table(list(job.steps), metrics),
-    )
-
-
-def _finished(logger: Logger, result: JobOutputs) -> None:
-    took = f" after {result.duration_seconds:.0f}s" if result.duration_seconds else ""
-    cost = result.cost_text()
-    took += f" ({cost})" if cost else ""
-    logger.info("TrainJob %s/%s is %s%s", result.namespace, result.name, result.status.value, took)
-    if result.metrics:
-        shown = ", ".join(f"{k}={v}" for k, v in sorted(result.metrics.items()))
-        logger.info("TrainJob %s/%s reported: %s", result.namespace, result.name, shown)
 
 
 @dataclass
@@ -499,7 +336,7 @@ async def run(
     async with runner_shutdown_cancels(), _client(creds, opts.namespace) as client, attempt:
         job = await _submit(client, prep, opts, attempt)
         await publisher.start(job, attempt.link)
-        sink = _log_sink(prep.run.logger, job.name, opts.log_step) if opts.stream_logs else None
+        sink = log_sink(prep.run.logger, job.name, opts.log_step) if opts.stream_logs else None
         result = await _with_progress(
             publisher,
             # This submit finds the job just submitted (running, or failed — which the
@@ -519,8 +356,8 @@ async def run(
                 reuse_notice=False,  # announced above, as submitted or reattached
             ),
         )
-    await publisher.finish(result.name, outputs_summary(result, link=attempt.link), _rows(result))
-    _finished(prep.run.logger, result)
+    await publisher.outputs(result, attempt.link)
+    finished(prep.run.logger, result)
     return result
 
 
@@ -551,7 +388,7 @@ async def _submit(
         fresh_after_failure=opts.fresh_after_failure,
     )
     attempt.known(submitted.job)
-    _announce(prep.run.logger, submitted.job, submitted.created, attempt.link)
+    announce(prep.run.logger, submitted.job, submitted.created, attempt.link)
     return submitted.job
 
 
@@ -593,8 +430,8 @@ async def wait(job: JobRef, credentials: CredentialsLike | None, opts: WaitOptio
             ),
         )
     result = outputs(reached, value)
-    await publisher.finish(result.name, outputs_summary(result, link=attempt.link), _rows(result))
-    _finished(run.logger, result)
+    await publisher.outputs(result, attempt.link)
+    finished(run.logger, result)
     return result
 
 
@@ -638,7 +475,7 @@ async def logs(
     run = current_run()
     name = job_name_of(job)
     creds = await aload_credentials(credentials)
-    sink = _log_sink(run.logger, name, step)
+    sink = log_sink(run.logger, name, step)
     count = 0
     async with runner_shutdown_cancels(), _client(creds, namespace) as client:
         async for line in client.get_job_logs(name, step, follow, tail=tail):
@@ -657,9 +494,7 @@ async def outputs(
         result = await client.get_job_outputs(name)
     if artifacts:
         link = creds.dashboard_link(result.namespace, result.name)
-        await ArtifactPublisher(True).finish(
-            result.name, outputs_summary(result, link=link), _rows(result)
-        )
+        await ArtifactPublisher(True).outputs(result, link)
     return result
 
 
@@ -673,5 +508,5 @@ async def cancel(
     creds = await aload_credentials(credentials)
     async with _client(creds, namespace) as client:
         done = await client.cancel_job(name, chosen)
-    run.logger.info("%s TrainJob %s", _past(chosen) if done else f"Nothing to {chosen} for", name)
+    run.logger.info("%s TrainJob %s", past(chosen) if done else f"Nothing to {chosen} for", name)
     return done

@@ -21,9 +21,10 @@ from kf_trainer_core.job_summary import (
     steps_table,
     summary_markdown,
 )
+from kf_trainer_core.task_jobs import outputs_rows
 
 if TYPE_CHECKING:
-    from kf_trainer_core.status import TrainJob
+    from kf_trainer_core.status import JobOutputs, TrainJob
 
 __all__ = [
     "ArtifactPublisher",
@@ -158,3 +159,7 @@ class ArtifactPublisher:
                 )
         except Exception as exc:
             _log.warning("could not create the artifacts of TrainJob %s: %s", job_name, exc)
+
+    async def outputs(self, result: JobOutputs, link: str | None) -> None:
+        """:meth:`finish` with the summary and table of a job's outputs."""
+        await self.finish(result.name, outputs_summary(result, link=link), outputs_rows(result))
