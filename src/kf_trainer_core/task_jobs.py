@@ -5,17 +5,21 @@ ended badly shows.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+from uuid import UUID
 
-from kf_trainer_core.job_summary import job_summary, steps_table
+from kf_trainer_core.job_summary import job_summary, progress_description, steps_table
 from kf_trainer_core.spec import Name, TrainJobSpec
 from kf_trainer_core.status import JobOutputs, TrainJob
 
 __all__ = [
+    "ProgressState",
     "announce",
     "bad_ending",
     "finished",
@@ -24,7 +28,10 @@ __all__ = [
     "spec_digest",
     "spec_of",
     "task_identity",
+    "with_updates",
 ]
+
+T = TypeVar("T")
 
 Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
 Identity = str | Sequence[str | int | None]
@@ -112,3 +119,68 @@ def bad_ending(
         job_summary(job, failure=failure, note=note, link=link),
         steps_table(list(job.steps), metrics),
     )
+
+
+async def with_updates(
+    start: Callable[[Callable[[TrainJob], None]], Awaitable[T]],
+    observe: Callable[[TrainJob], bool],
+    flush: Callable[[], Awaitable[None]],
+) -> T:
+    """Await the client call ``start(on_update)`` while pushing what ``observe`` finds
+    new: callbacks run inside the client's wait and cannot await, so a companion task
+    awaits ``flush()`` whenever there is news."""
+    news = asyncio.Event()
+
+    def on_update(update: TrainJob) -> None:
+        if observe(update):
+            news.set()
+
+    async def pump() -> None:
+        while True:
+            await news.wait()
+            news.clear()
+            await flush()
+
+    pumping = asyncio.ensure_future(pump())
+    try:
+        return await start(on_update)
+    finally:
+        pumping.cancel()
+
+
+@dataclass
+class ProgressState:
+    """The latest progress of a job seen (from any thread or callback) and what was
+    pushed to a progress display; ``log`` warns once when a push fails."""
+
+    artifact_id: UUID | None = None
+    percentage: float = 0.0
+    description: str = ""
+    pushed: tuple[float, str] | None = None
+    enabled: bool = True
+    warned: bool = field(default=False)
+    log: logging.Logger = field(default=logging.getLogger(__name__), repr=False)
+
+    def observe(self, job: TrainJob) -> bool:
+        """Record a job update; ``True`` if there is something new to push."""
+        if job.progress is not None and job.progress.percentage is not None:
+            self.percentage = float(max(0, min(100, job.progress.percentage)))
+        if job.status.value == "Complete":
+            self.percentage = 100.0
+        self.description = progress_description(job)
+        return self.pending()
+
+    def pending(self) -> bool:
+        """Whether there is progress not pushed yet."""
+        return (
+            self.enabled
+            and self.artifact_id is not None
+            and (self.percentage, self.description) != self.pushed
+        )
+
+    def failed(self, exc: Exception) -> None:
+        """A push failed: warn once (a display's hiccup must not fail the training)."""
+        # Artifacts are a view: a Prefect API hiccup must not fail the training.
+        if not self.warned:
+            self.log.warning("could not update the progress artifact: %s", exc)
+            self.warned = True

@@ -15,9 +15,8 @@ importing the tasks never imports a Kubernetes library.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -40,6 +39,7 @@ from kf_trainer_core.task_jobs import (
     log_sink,
     spec_of,
     task_identity,
+    with_updates,
 )
 from kf_trainer_prefect._sync_face import (
     TaskRunnerShutdown,
@@ -397,11 +397,14 @@ class WaitOptions:
     """How :func:`wait` waits (the task arguments)."""
 
     namespace: str | None = None
-    status: tuple[str, ...] = (JobState.COMPLETE.value,)
+    status: str | Sequence[str] = (JobState.COMPLETE.value,)
     timeout: float | None = None
     startup_timeout: float | None = None
     on_cancel: str = "delete"
     artifacts: bool = True
+
+    def __post_init__(self) -> None:
+        self.status = (self.status,) if isinstance(self.status, str) else tuple(self.status)
 
 
 async def wait(job: JobRef, credentials: CredentialsLike | None, opts: WaitOptions) -> JobOutputs:
@@ -435,30 +438,11 @@ async def wait(job: JobRef, credentials: CredentialsLike | None, opts: WaitOptio
     return result
 
 
-async def _with_progress(
-    publisher: ArtifactPublisher,
-    start: Callable[[Callable[[TrainJob], None]], Awaitable[T]],
-) -> T:
-    """Await the client call ``start(on_update)`` while pushing progress: callbacks run
-    inside the client's wait and cannot await, so a companion task pushes the latest
-    value whenever there is news."""
-    news = asyncio.Event()
-
-    def on_update(update: TrainJob) -> None:
-        if publisher.progress.observe(update):
-            news.set()
-
-    async def pump() -> None:
-        while True:
-            await news.wait()
-            news.clear()
-            await publisher.flush()
-
-    pumping = asyncio.ensure_future(pump())
-    try:
-        return await start(on_update)
-    finally:
-        pumping.cancel()
+def _with_progress(
+    publisher: ArtifactPublisher, start: Callable[[Callable[[TrainJob], None]], Awaitable[T]]
+) -> Awaitable[T]:
+    """``start(on_update)`` with the progress artifact pushed as updates come."""
+    return with_updates(start, publisher.progress.observe, publisher.flush)
 
 
 async def logs(

@@ -10,9 +10,7 @@ never from the credentials, which the artifacts have no access to.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from uuid import UUID
 
 from kf_trainer_core.job_summary import (
     job_summary,
@@ -21,7 +19,7 @@ from kf_trainer_core.job_summary import (
     steps_table,
     summary_markdown,
 )
-from kf_trainer_core.task_jobs import outputs_rows
+from kf_trainer_core.task_jobs import ProgressState, outputs_rows
 
 if TYPE_CHECKING:
     from kf_trainer_core.status import JobOutputs, TrainJob
@@ -45,47 +43,13 @@ def artifact_key(job: str, kind: str) -> str:
     return f"{job}-{kind}"
 
 
-@dataclass
-class _ProgressState:
-    """The latest progress seen (from any thread or callback) and what was pushed."""
-
-    artifact_id: UUID | None = None
-    percentage: float = 0.0
-    description: str = ""
-    pushed: tuple[float, str] | None = None
-    enabled: bool = True
-    warned: bool = field(default=False)
-
-    def observe(self, job: TrainJob) -> bool:
-        """Record a job update; ``True`` if there is something new to push."""
-        if job.progress is not None and job.progress.percentage is not None:
-            self.percentage = float(max(0, min(100, job.progress.percentage)))
-        if job.status.value == "Complete":
-            self.percentage = 100.0
-        self.description = progress_description(job)
-        return self.pending()
-
-    def pending(self) -> bool:
-        return (
-            self.enabled
-            and self.artifact_id is not None
-            and (self.percentage, self.description) != self.pushed
-        )
-
-    def failed(self, exc: Exception) -> None:
-        # Artifacts are a view: a Prefect API hiccup must not fail the training.
-        if not self.warned:
-            _log.warning("could not update the progress artifact: %s", exc)
-            self.warned = True
-
-
 class ArtifactPublisher:
     """Creates and updates a job's artifacts inside a task run (both faces of the tasks
     run the same coroutines, so this is async only)."""
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
-        self.progress = _ProgressState(enabled=enabled)
+        self.progress = ProgressState(enabled=enabled, log=_log)
 
     async def link(self, job: TrainJob, link: str | None) -> None:
         """Create the dashboard link artifact of a job, when a dashboard is configured."""

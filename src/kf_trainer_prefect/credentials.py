@@ -12,33 +12,24 @@ accepted wherever this block is, without prefect-kubernetes being a dependency.
 from __future__ import annotations
 
 import difflib
-import string
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from prefect.blocks.core import Block
 from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from kf_trainer_core.backend_fields import (
+    BACKENDS,
+    BackendConfig,
+    check_dashboard_url,
+    config_from_fields,
+    fields_of_config,
+    parse_config,
+)
 from kf_trainer_core.config import ContainerConfig, KubernetesConfig, LocalConfig
-from kf_trainer_core.errors import SpecError
 
 if TYPE_CHECKING:
     from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
-
-BackendConfig = KubernetesConfig | LocalConfig
-
-#: Fields that only mean something for a cluster.
-_KUBERNETES_FIELDS = (
-    "kubeconfig",
-    "kubeconfig_content",
-    "context",
-    "in_cluster",
-    "host",
-    "token",
-    "ca_cert",
-    "ca_cert_data",
-)
-_DASHBOARD_PLACEHOLDERS = frozenset({"namespace", "name"})
 
 
 class KubeflowTrainerCredentials(Block):
@@ -135,27 +126,7 @@ outputs = run_trainjob(spec, credentials=credentials)
     @field_validator("dashboard_url")
     @classmethod
     def _dashboard(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        if not value.startswith(("http://", "https://")):
-            raise ValueError(
-                f"dashboard_url {value!r} is not an http(s) URL. Fix: give a URL such as "
-                "https://kubeflow.example.com/trainjobs/{namespace}/{name}."
-            )
-        try:
-            fields = {f for _, f, _, _ in string.Formatter().parse(value) if f is not None}
-        except ValueError as exc:
-            raise ValueError(
-                f"dashboard_url has a malformed placeholder ({exc}). Fix: use {{namespace}} "
-                "and {name}; write other braces as {{ and }}."
-            ) from None
-        unknown = sorted(fields - _DASHBOARD_PLACEHOLDERS)
-        if unknown:
-            raise ValueError(
-                f"dashboard_url uses unknown placeholders {unknown}. Fix: use only "
-                "{namespace} and {name}."
-            )
-        return value
+        return check_dashboard_url(value)
 
     @model_validator(mode="after")
     def _consistent(self) -> KubeflowTrainerCredentials:
@@ -179,53 +150,12 @@ outputs = run_trainjob(spec, credentials=credentials)
         return self
 
     def backend_config(self) -> BackendConfig:
-        """The core's backend configuration for these credentials.
+        """The core's backend configuration for these credentials
+        (:func:`~kf_trainer_core.backend_fields.config_from_fields`).
 
         Raises ``ValueError`` naming the fields at fault and the fix.
         """
-        if self.container is not None and self.backend != "container":
-            raise ValueError(
-                f"container applies only to backend 'container', but backend is "
-                f"{self.backend!r}. Fix: clear it, or set backend to 'container'."
-            )
-        if self.backend in ("local", "container"):
-            stray = [f for f in _KUBERNETES_FIELDS if getattr(self, f) is not None]
-            if stray:
-                raise ValueError(
-                    f"{', '.join(stray)} {'applies' if len(stray) == 1 else 'apply'} only to "
-                    f"backend 'kubernetes', but backend is {self.backend!r}. Fix: clear "
-                    f"{'it' if len(stray) == 1 else 'them'}, or set backend to 'kubernetes'."
-                )
-            local: dict[str, Any] = {
-                "use_venv": self.use_venv,
-                "on_missing_resources": self.on_missing_resources,
-            }
-            for name in ("state_dir", "python"):
-                if getattr(self, name) is not None:
-                    local[name] = getattr(self, name)
-            if self.namespace is not None:
-                local["namespace"] = self.namespace
-            if self.backend == "container":
-                return _parse(ContainerConfig, {**local, **(self.container or {})})
-            return _parse(LocalConfig, local)
-        if self.state_dir is not None or self.python is not None or self.use_venv:
-            raise ValueError(
-                "state_dir, python and use_venv only apply to backend 'local', but backend "
-                "is 'kubernetes'. Fix: clear them, or set backend to 'local'."
-            )
-        cluster: dict[str, Any] = {
-            name: getattr(self, name)
-            for name in (*_KUBERNETES_FIELDS, "namespace")
-            if getattr(self, name) is not None
-        }
-        cluster.update(
-            verify_ssl=self.verify_ssl,
-            watch_timeout=self.watch_timeout,
-            poll_interval=self.poll_interval,
-            request_timeout=self.request_timeout,
-            list_page_size=self.list_page_size,
-        )
-        return _parse(KubernetesConfig, cluster)
+        return config_from_fields({name: getattr(self, name) for name in type(self).model_fields})
 
     def dashboard_link(self, namespace: str, name: str) -> str | None:
         """The dashboard URL of one job, if a dashboard is configured."""
@@ -274,23 +204,6 @@ def _json(value: Mapping[str, Any]) -> str:
     return json.dumps(dict(value), default=str)
 
 
-def _parse(
-    model: type[KubernetesConfig] | type[LocalConfig], data: dict[str, Any]
-) -> BackendConfig:
-    try:
-        parsed: BackendConfig = model.parse(data)
-        return parsed
-    except SpecError as exc:
-        # The block's fields have the config's names: report them without the model.
-        raise ValueError(
-            "; ".join(
-                f"{p.field + ': ' if p.field else ''}{p.problem}"
-                + (f" Fix: {p.fix}" if p.fix else "")
-                for p in exc.problems
-            )
-        ) from None
-
-
 def is_kubernetes_credentials(value: Any) -> bool:
     """Whether ``value`` looks like prefect-kubernetes' ``KubernetesCredentials`` or
     ``KubernetesClusterConfig`` (duck typing: prefect-kubernetes is optional)."""
@@ -317,30 +230,22 @@ def credentials_from(value: CredentialsLike | None) -> KubeflowTrainerCredential
     if isinstance(value, KubeflowTrainerCredentials):
         return value
     if isinstance(value, (KubernetesConfig, LocalConfig)):
-        return KubeflowTrainerCredentials(**_config_fields(value))
+        return KubeflowTrainerCredentials(**fields_of_config(value))
     if is_kubernetes_credentials(value):
         return KubeflowTrainerCredentials.from_kubernetes_credentials(value)
     if isinstance(value, Mapping):
         data = dict(value)
         if data.get("backend") == "container" and "container" not in data:
             # A ContainerConfig's flat form: its own settings go under `container`.
-            return KubeflowTrainerCredentials(**_config_fields(_parse(ContainerConfig, data)))
-        if "backend" not in data or data["backend"] in ("kubernetes", "local", "container"):
+            container = parse_config(ContainerConfig, data)
+            return KubeflowTrainerCredentials(**fields_of_config(container))
+        if "backend" not in data or data["backend"] in BACKENDS:
             return KubeflowTrainerCredentials(**data)
     raise TypeError(
         f"credentials of type {type(value).__name__} are not understood. Fix: pass a "
         "KubeflowTrainerCredentials block or its saved name, prefect-kubernetes' "
         "KubernetesCredentials, a KubernetesConfig/LocalConfig, or None."
     )
-
-
-def _config_fields(config: BackendConfig) -> dict[str, Any]:
-    data = {k: getattr(config, k) for k in type(config).model_fields}
-    if isinstance(config, ContainerConfig):
-        # The block keeps the container backend's own settings under `container`.
-        own = set(ContainerConfig.model_fields) - set(LocalConfig.model_fields)
-        data["container"] = {k: data.pop(k) for k in sorted(own) if data[k] is not None}
-    return {k: v for k, v in data.items() if v is not None}
 
 
 def load_credentials(value: CredentialsLike | None) -> KubeflowTrainerCredentials:

@@ -28,10 +28,11 @@ from typing_extensions import ParamSpec
 
 from kf_trainer_core import checks
 from kf_trainer_core._model import unknown_arguments_error
-from kf_trainer_core.errors import SpecError
-from kf_trainer_core.spec import CustomTrainer, Initializer, RuntimeRef, TrainJobSpec
+from kf_trainer_core.function_template import FunctionTemplate
+from kf_trainer_core.interruptions import CancelAction, check_action
+from kf_trainer_core.spec import Initializer, RuntimeRef
 from kf_trainer_prefect import _engine
-from kf_trainer_prefect._engine import CancelAction, RunOptions
+from kf_trainer_prefect._engine import RunOptions
 from kf_trainer_prefect._sync_face import sync_face
 from kf_trainer_prefect.credentials import CredentialsLike
 
@@ -44,55 +45,8 @@ R = TypeVar("R")
 __all__ = ["atrainjob_task", "trainjob_task"]
 
 
-class _Template:
-    """The job a decorated function runs, checked once at decoration time."""
-
-    def __init__(
-        self,
-        fn: Callable[..., Any],
-        runtime: str | RuntimeRef | None,
-        trainer: Mapping[str, Any],
-        initializer: Initializer | None,
-        options: list[Any] | None,
-    ) -> None:
-        self.signature = inspect.signature(fn)
-        for param in self.signature.parameters.values():
-            if param.kind in (param.POSITIONAL_ONLY, param.VAR_POSITIONAL):
-                raise SpecError.single(
-                    f"func.{param.name}",
-                    f"`{fn.__name__}` takes {param.name} positionally only; the pod calls "
-                    "the function with keyword arguments.",
-                    "make it an ordinary (or keyword-only) parameter.",
-                )
-        # Validates the function (self-contained, not async) and every trainer field now.
-        self.trainer = CustomTrainer(fn, **dict(trainer))
-        data: dict[str, Any] = {"trainer": self.trainer, "options": list(options or [])}
-        if runtime is not None:
-            data["runtime"] = runtime
-        if initializer is not None:
-            data["initializer"] = initializer
-        self.spec = TrainJobSpec(**data)
-
-    def spec_for(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TrainJobSpec:
-        """The spec for one call: the arguments become ``func_args``."""
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise SpecError.single(
-                "func_args", f"the call does not match the function: {exc}.", "fix the call."
-            ) from None
-        func_args: dict[str, Any] = {}
-        for key, value in bound.arguments.items():
-            param = self.signature.parameters[key]
-            if param.kind is param.VAR_KEYWORD:
-                func_args.update(value)
-            else:
-                func_args[key] = value
-        trainer = self.trainer.model_dump(mode="python")
-        trainer["func_args"] = func_args or None
-        return TrainJobSpec.parse(
-            {**self.spec.model_dump(mode="python"), "trainer": CustomTrainer.parse(trainer)}
-        )
+# The function's job, checked at decoration (the core's, shared by any adapter).
+_Template = FunctionTemplate
 
 
 def _task_options(fn: Callable[..., Any], task_options: dict[str, Any]) -> dict[str, Any]:
@@ -220,7 +174,7 @@ class _Split:
         }
         run = {k: rest.pop(k) for k in self._RUN if k in rest}
         if "on_cancel" in run:
-            _engine.check_action(run["on_cancel"])
+            check_action(run["on_cancel"])
         if run.get("namespace") is not None:
             checks.check_namespace(run["namespace"])  # at decoration, not in the flow run
         checks.check_seconds(timeout=run.get("timeout"), startup_timeout=run.get("startup_timeout"))

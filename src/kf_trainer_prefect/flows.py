@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from prefect import flow
 
+from kf_trainer_core.interruptions import CancelAction, check_action
 from kf_trainer_core.status import JobOutputs
-from kf_trainer_prefect._engine import FLOW_RUN_LABEL, CancelAction, check_action
+from kf_trainer_prefect._engine import FLOW_RUN_LABEL
 from kf_trainer_prefect.credentials import CredentialsLike, load_credentials
 
 __all__ = ["stop_flow_run_trainjobs", "trainjob_cleanup_hook", "trainjob_flow"]

@@ -31,10 +31,11 @@ from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
 from typing_extensions import ParamSpec
 
+from kf_trainer_core.interruptions import CancelAction, Identity
 from kf_trainer_core.spec import TrainJobSpec
 from kf_trainer_core.status import JobOutputs, TrainJob
 from kf_trainer_prefect import _engine
-from kf_trainer_prefect._engine import CancelAction, Identity, JobRef, RunOptions, WaitOptions
+from kf_trainer_prefect._engine import JobRef, RunOptions, WaitOptions
 from kf_trainer_prefect._sync_face import sync_face
 from kf_trainer_prefect.credentials import CredentialsLike
 
@@ -61,6 +62,11 @@ R = TypeVar("R")
 # Jobs are side effects made idempotent by their identity, not by Prefect's cache: a
 # cached result would skip the job without checking it, and credentials do not hash.
 _TASK_DEFAULTS: dict[str, Any] = {"cache_policy": NO_CACHE}
+
+
+def _options(arguments: dict[str, Any]) -> dict[str, Any]:
+    """A task's keyword arguments (its ``locals()`` on entry), for its options."""
+    return {k: v for k, v in arguments.items() if k not in ("spec", "job", "credentials")}
 
 
 def _faces(
@@ -96,44 +102,17 @@ async def _run(
     this task's log, keep a progress artifact current, wait for it, and return its
     outputs (status, steps, metrics, the training function's return value).
 
-    Args:
-        spec: a :class:`~kf_trainer_core.spec.TrainJobSpec` or its dict/JSON form.
-        credentials: where the job runs (see the module docs).
-        namespace: overrides the credentials' namespace.
-        name: a fixed job name (otherwise one is derived from the identity).
-        identity: overrides the identity derived from the flow run, task and spec.
-        timeout: give up after this many seconds (the job is then stopped per
-            ``on_cancel``); Prefect's ``timeout_seconds`` does the same.
-        startup_timeout: give up when the job has not started after this many
-            seconds (e.g. an image that cannot be pulled).
-        stream_logs: log ``log_step``'s lines into this task's log.
-        on_cancel: what a timeout or cancellation does to the job: ``"delete"``,
-            ``"suspend"`` or ``"keep"``.
-        artifacts: create the progress, table, summary and link artifacts.
-        fresh_after_failure: after a failed job, a retry submits a fresh attempt.
-        admission_timeout: give up when Kueue has not admitted the job (labelled
-            ``kueue.x-k8s.io/queue-name``) after this many seconds; the error says
-            what the queue waited for.
+    ``spec`` is a :class:`~kf_trainer_core.spec.TrainJobSpec` or its dict/JSON form;
+    ``credentials`` says where the job runs (see the module docs); every other
+    argument is described in docs/prefect.md (``run_trainjob``). A timeout
+    (``timeout``, or Prefect's ``timeout_seconds``) or cancellation stops the job per
+    ``on_cancel``: ``"delete"``, ``"suspend"`` or ``"keep"``.
 
     Raises:
         TrainJobFailedError: with the reason, failing step and pod, exit code and the
             last log lines; ``TrainJobCreationFailedError``, ``TrainJobTimeoutError``.
     """
-    options = RunOptions(
-        namespace=namespace,
-        name=name,
-        identity=identity,
-        timeout=timeout,
-        startup_timeout=startup_timeout,
-        stream_logs=stream_logs,
-        log_step=log_step,
-        log_tail=log_tail,
-        on_cancel=on_cancel,
-        artifacts=artifacts,
-        fresh_after_failure=fresh_after_failure,
-        admission_timeout=admission_timeout,
-    )
-    return await _engine.run(spec, credentials, options)
+    return await _engine.run(spec, credentials, RunOptions(**_options(locals())))
 
 
 run_trainjob, arun_trainjob = _faces(_run, "run-trainjob", "run_trainjob")
@@ -154,14 +133,7 @@ async def _submit(
     A retried task reattaches to the job it submitted before; after that job failed,
     it submits a fresh attempt (unless ``fresh_after_failure`` is off).
     """
-    options = RunOptions(
-        namespace=namespace,
-        name=name,
-        identity=identity,
-        fresh_after_failure=fresh_after_failure,
-        artifacts=artifacts,
-    )
-    return await _engine.submit(spec, credentials, options)
+    return await _engine.submit(spec, credentials, RunOptions(**_options(locals())))
 
 
 submit_trainjob, asubmit_trainjob = _faces(_submit, "submit-trainjob", "submit_trainjob")
@@ -183,15 +155,7 @@ async def _wait(
     current and return its outputs. Raises as :func:`run_trainjob` does; a timeout or
     cancellation of this task stops the job per ``on_cancel``. The async twin is
     ``await_trainjob`` (``await await_trainjob(job)``)."""
-    options = WaitOptions(
-        namespace=namespace,
-        status=(status,) if isinstance(status, str) else tuple(status),
-        timeout=timeout,
-        startup_timeout=startup_timeout,
-        on_cancel=on_cancel,
-        artifacts=artifacts,
-    )
-    return await _engine.wait(job, credentials, options)
+    return await _engine.wait(job, credentials, WaitOptions(**_options(locals())))
 
 
 wait_trainjob, await_trainjob = _faces(_wait, "wait-trainjob", "wait_trainjob")

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from kf_trainer_airflow._compat import AirflowNotFoundException, BaseHook
 from kf_trainer_airflow._secrets import KUBECONFIG_SECRETS, credential_values, raw_secrets, scrub
 from kf_trainer_airflow.provider_info import CONN_FIELDS, CONN_TYPE, UI_FIELD_BEHAVIOUR
+from kf_trainer_core.backend_fields import CONTAINER_FIELDS, problems_text
 from kf_trainer_core.config import ContainerConfig, KubernetesConfig, LocalConfig, parse_backend
 from kf_trainer_core.errors import SpecError
 
@@ -54,7 +55,7 @@ _ALIASES = {
 }
 _LOCAL_KEYS = {"backend", "namespace", "state_dir", "use_venv", "on_missing_resources"}
 # The container backend's settings (Extra keys; the connection's Host is the engine's).
-_CONTAINER_KEYS = set(ContainerConfig.model_fields) - set(LocalConfig.model_fields) - {"host"}
+_CONTAINER_KEYS = set(CONTAINER_FIELDS) - {"host"}
 
 
 class ConnectionConfigError(ValueError):
@@ -112,13 +113,7 @@ def _host_url(host: str) -> str:
 
 
 def _config_error(where: str, err: SpecError, names: Mapping[str, str]) -> ConnectionConfigError:
-    lines = []
-    for problem in err.problems:
-        field = names.get(problem.field, problem.field)
-        lines.append(
-            f"{field}: {problem.problem}" + (f" Fix: {problem.fix}" if problem.fix else "")
-        )
-    return ConnectionConfigError(f"{where}: " + "; ".join(lines))
+    return ConnectionConfigError(f"{where}: {problems_text(err, names)}")
 
 
 def parse_connection(
