@@ -11,8 +11,9 @@ error naming it and the fix, never silently dropped.
 
 from __future__ import annotations
 
+import difflib
 import string
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kf_trainer_core.config import ContainerConfig, KubernetesConfig, LocalConfig
@@ -24,6 +25,7 @@ __all__ = [
     "KUBERNETES_FIELDS",
     "BackendConfig",
     "check_dashboard_url",
+    "check_known_fields",
     "config_from_fields",
     "fields_of_config",
     "parse_config",
@@ -157,3 +159,20 @@ def check_dashboard_url(value: str | None) -> str | None:
             "{namespace} and {name}."
         )
     return value
+
+
+def check_known_fields(given: Iterable[str], known: Iterable[str]) -> None:
+    """Refuse fields that are not ``known`` (a misspelt setting must not be dropped
+    silently), suggesting the closest known name."""
+    unknown = sorted(given)
+    if not unknown:
+        return
+    names = sorted(known)
+    hints = [
+        f"{u} (did you mean {close[0]}?)" if close else u
+        for u in unknown
+        for close in [difflib.get_close_matches(u, names, n=1, cutoff=0.6)]
+    ]
+    raise ValueError(
+        f"unknown field(s) {', '.join(hints)}. Fix: use the block's fields: {', '.join(names)}."
+    )

@@ -12,7 +12,18 @@ from typing import Any
 from kf_trainer_core.errors import SpecError
 from kf_trainer_core.spec import CustomTrainer, Initializer, RuntimeRef, TrainJobSpec
 
-__all__ = ["FunctionTemplate"]
+__all__ = ["TRAINER_SETTINGS", "FunctionTemplate"]
+
+#: The ``CustomTrainer`` settings a decorator takes beside the function.
+TRAINER_SETTINGS = (
+    "num_nodes",
+    "resources_per_node",
+    "num_proc_per_node",
+    "packages_to_install",
+    "pip_index_urls",
+    "env",
+    "image",
+)
 
 
 class FunctionTemplate:

@@ -11,8 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from kf_trainer_core.client import AsyncTrainerClient
 
 __all__ = [
     "CancelAction",
@@ -24,6 +28,7 @@ __all__ = [
     "disposition",
     "past",
     "pick",
+    "settle",
 ]
 
 CancelAction = Literal["delete", "suspend", "keep"]
@@ -147,3 +152,25 @@ def concluded(
             why,
         )
     return Interruption(verdict, acted, _note(action, verdict, exc, acted))
+
+
+async def settle(
+    exc: BaseException,
+    verdict: str,
+    action: CancelAction,
+    name: str | None,
+    identity: Identity | None,
+    logger: Logger,
+    client: Callable[[], AbstractAsyncContextManager[AsyncTrainerClient]],
+) -> Interruption:
+    """Apply the verdict to the job (picked by :func:`pick`, stopped with a fresh
+    ``client()``), then log and word it (:func:`concluded`). Never raises: the
+    interruption is what the task reports."""
+    acted: list[str] = []
+    if (chosen := pick(verdict, name, identity, action)) is not None:
+        try:
+            async with client() as stopper:
+                acted = await stopper.stop_unfinished(**chosen)
+        except Exception as err:
+            logger.error("Could not stop TrainJob %s: %s", name or identity, err)
+    return concluded(exc, logger, verdict, action, name, acted)

@@ -26,7 +26,6 @@ from kf_trainer_core import interruptions
 from kf_trainer_core.interruptions import (
     CancelAction,
     Identity,
-    Interruption,
     check_action,
     past,
 )
@@ -189,35 +188,6 @@ async def flow_cancelling(run: RunInfo) -> bool:
         return False
 
 
-async def interrupted(
-    exc: BaseException,
-    run: RunInfo,
-    creds: KubeflowTrainerCredentials,
-    namespace: str | None,
-    name: str | None,
-    identity: Identity | None,
-    action: CancelAction,
-) -> Interruption:
-    """Decide and apply what an interruption means for the job (never raises: the
-    original exception is what the task reports). A job that has just finished is left
-    alone: its result is there for a retry to collect."""
-    from prefect.exceptions import TerminationSignal
-
-    exc = interruption_cause(exc)
-    asks_state = isinstance(exc, (TerminationSignal, TaskRunnerShutdown))
-    cancelling = await flow_cancelling(run) if asks_state else False
-    verdict = disposition(exc, run, lambda: cancelling)
-    acted: list[str] = []
-    if (pick := interruptions.pick(verdict, name, identity, action)) is not None:
-        try:
-            # A client of its own: the interrupted one may be in the middle of a request.
-            async with _client(creds, namespace) as client:
-                acted = await client.stop_unfinished(**pick)
-        except Exception as err:
-            run.logger.error("Could not stop TrainJob %s: %s", name or identity, err)
-    return interruptions.concluded(exc, run.logger, verdict, action, name, acted)
-
-
 async def shielded(awaitable: Awaitable[T]) -> T:
     """Await clean-up to its end while the task is being cancelled: inside a cancelled
     scope every await of the clean-up would be cancelled too."""
@@ -259,10 +229,26 @@ class _Attempt:
             await shielded(self._ended(exc))
 
     async def _ended(self, exc: BaseException) -> None:
-        what = await interrupted(
-            exc, self.run, self.creds, self.namespace, self.name, self.identity, self.action
+        """Decide and apply what the interruption means for the job (never raises: the
+        original exception is what the task reports). A job that has just finished is
+        left alone: its result is there for a retry to collect."""
+        from prefect.exceptions import TerminationSignal
+
+        exc = interruption_cause(exc)
+        asks_state = isinstance(exc, (TerminationSignal, TaskRunnerShutdown))
+        cancelling = await flow_cancelling(self.run) if asks_state else False
+        verdict = disposition(exc, self.run, lambda: cancelling)
+        # A client of its own: the interrupted one may be in the middle of a request.
+        what = await interruptions.settle(
+            exc,
+            verdict,
+            self.action,
+            self.name,
+            self.identity,
+            self.run.logger,
+            lambda: _client(self.creds, self.namespace),
         )
-        shown = bad_ending(interruption_cause(exc), self.job, what.note, self.link)
+        shown = bad_ending(exc, self.job, what.note, self.link)
         if self.publisher is not None and shown is not None:
             await self.publisher.finish(*shown)
 

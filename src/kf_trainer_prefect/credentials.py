@@ -11,7 +11,6 @@ accepted wherever this block is, without prefect-kubernetes being a dependency.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -22,6 +21,7 @@ from kf_trainer_core.backend_fields import (
     BACKENDS,
     BackendConfig,
     check_dashboard_url,
+    check_known_fields,
     config_from_fields,
     fields_of_config,
     parse_config,
@@ -132,18 +132,7 @@ outputs = run_trainjob(spec, credentials=credentials)
     def _consistent(self) -> KubeflowTrainerCredentials:
         # Blocks accept unknown fields (Prefect's choice, for stored documents); a
         # misspelt setting must not be dropped silently.
-        unknown = sorted(set(self.model_extra or {}) - {"block_type_slug"})
-        if unknown:
-            known = sorted(type(self).model_fields)
-            hints = [
-                f"{u} (did you mean {close[0]}?)" if close else u
-                for u in unknown
-                for close in [difflib.get_close_matches(u, known, n=1, cutoff=0.6)]
-            ]
-            raise ValueError(
-                f"unknown field(s) {', '.join(hints)}. Fix: use the block's fields: "
-                f"{', '.join(known)}."
-            )
+        check_known_fields(set(self.model_extra or {}) - {"block_type_slug"}, self.model_fields)
         # Settle every cross-field question now, where the block is saved, rather than
         # in the middle of a flow run.
         self.backend_config()

@@ -28,7 +28,7 @@ from typing_extensions import ParamSpec
 
 from kf_trainer_core import checks
 from kf_trainer_core._model import unknown_arguments_error
-from kf_trainer_core.function_template import FunctionTemplate
+from kf_trainer_core.function_template import TRAINER_SETTINGS, FunctionTemplate
 from kf_trainer_core.interruptions import CancelAction, check_action
 from kf_trainer_core.spec import Initializer, RuntimeRef
 from kf_trainer_prefect import _engine
@@ -142,15 +142,7 @@ def _decorator(fn: Callable[..., Any] | None, split: _Split, *, asynchronous: bo
 class _Split:
     """:func:`trainjob_task`'s keyword arguments sorted by where they go."""
 
-    _TRAINER = (
-        "num_nodes",
-        "resources_per_node",
-        "num_proc_per_node",
-        "packages_to_install",
-        "pip_index_urls",
-        "env",
-        "image",
-    )
+    _TRAINER = TRAINER_SETTINGS
     _RUN = (
         "namespace",
         "timeout",

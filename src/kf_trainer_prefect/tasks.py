@@ -11,15 +11,9 @@ async; the sync task runs the same coroutine (:mod:`kf_trainer_prefect._sync_fac
 
 Every task takes ``credentials``: a :class:`~kf_trainer_prefect.KubeflowTrainerCredentials`
 block or the name it was saved under, prefect-kubernetes' ``KubernetesCredentials``, or
-``None`` for the default cluster discovery.
-
-Submitting is idempotent: the job's identity is the flow run, the task's name and the
-spec, so a retried task (or a re-run of a crashed flow run) reattaches to its job, and
-one retried after the job *failed* submits a fresh attempt. (Two calls of one task
-with the same spec in one flow run therefore share a job: pass ``identity=`` to train
-twice.) A task timeout
-(``timeout_seconds``), a flow run cancellation or Ctrl-C deletes the job
-(``on_cancel="delete"``; or ``"suspend"``, or ``"keep"``).
+``None`` for the default cluster discovery. Submitting is idempotent, and a timeout or
+cancellation stops the job per ``on_cancel``: see docs/prefect.md, which describes
+every argument.
 """
 
 from __future__ import annotations
