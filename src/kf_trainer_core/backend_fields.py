@@ -28,6 +28,7 @@ __all__ = [
     "check_known_fields",
     "config_from_fields",
     "fields_of_config",
+    "flat_fields",
     "parse_config",
     "problems_text",
 ]
@@ -133,6 +134,20 @@ def fields_of_config(config: BackendConfig) -> dict[str, Any]:
             k: data.pop(k) for k in sorted(CONTAINER_FIELDS) if data[k] is not None
         }
     return {k: v for k, v in data.items() if v is not None}
+
+
+def flat_fields(value: object) -> dict[str, Any] | None:
+    """The flat fields of a backend config or of its dict form (a container config's
+    flat form puts its own settings under ``container``); ``None`` for anything else."""
+    if isinstance(value, (KubernetesConfig, LocalConfig)):
+        return fields_of_config(value)
+    if isinstance(value, Mapping):
+        data = dict(value)
+        if data.get("backend") == "container" and "container" not in data:
+            return fields_of_config(parse_config(ContainerConfig, data))
+        if "backend" not in data or data["backend"] in BACKENDS:
+            return data
+    return None
 
 
 def check_dashboard_url(value: str | None) -> str | None:

@@ -23,6 +23,7 @@ __all__ = [
     "announce",
     "bad_ending",
     "finished",
+    "job_name_of",
     "log_sink",
     "outputs_rows",
     "spec_digest",
@@ -63,6 +64,14 @@ def task_identity(
     if name is not None or spec.option(Name) is not None or scope is None:
         return None
     return (*scope, spec_digest(spec))
+
+
+def job_name_of(job: TrainJob | JobOutputs | str) -> str:
+    """The name of a job given as a name, a ``TrainJob`` or ``JobOutputs``; an empty or
+    invalid name is refused here, before the task makes any request."""
+    from kf_trainer_core.names import require_job_name
+
+    return require_job_name(job if isinstance(job, str) else job.name, "job")
 
 
 def log_sink(logger: Logger, job: str, step: str) -> Callable[[str], None]:

@@ -35,6 +35,7 @@ from kf_trainer_core.task_jobs import (
     announce,
     bad_ending,
     finished,
+    job_name_of,
     log_sink,
     spec_of,
     task_identity,
@@ -65,9 +66,6 @@ Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
 #: The label that ties a TrainJob to the Prefect flow run that submitted it (the key
 #: Prefect's Kubernetes worker puts on its Jobs for the same purpose).
 FLOW_RUN_LABEL = "prefect.io/flow-run-id"
-
-
-# --------------------------------------------------------------------- run identity
 
 
 @dataclass(frozen=True)
@@ -144,17 +142,6 @@ def labelled(spec: TrainJobSpec, run: RunInfo) -> TrainJobSpec:
     if run.flow_run_id is None:
         return spec
     return spec.with_options(Labels({FLOW_RUN_LABEL: run.flow_run_id}))
-
-
-def job_name_of(job: JobRef) -> str:
-    """The name of a job given as a name, a ``TrainJob`` or ``JobOutputs``; an empty or
-    invalid name is refused here, before the task makes any request."""
-    from kf_trainer_core.names import require_job_name
-
-    return require_job_name(job if isinstance(job, str) else job.name, "job")
-
-
-# ---------------------------------------------------------------- interruptions
 
 
 def disposition(exc: BaseException, run: RunInfo, flow_cancelling: Callable[[], bool]) -> str:
@@ -278,33 +265,23 @@ class RunOptions:
     admission_timeout: float | None = None
 
 
-@dataclass
-class _Prepared:
-    run: RunInfo
-    action: CancelAction
-    spec: TrainJobSpec
-    identity: Identity | None
-
-    def attempt(
-        self, creds: KubeflowTrainerCredentials, opts: RunOptions, shows: ArtifactPublisher | None
-    ) -> _Attempt:
-        """The hold on the job this task submits: known by name only when it has no
-        identity (a fixed name), else found by identity until the submit answers."""
-        name = opts.name if self.identity is None else None
-        return _Attempt(
-            self.run, creds, opts.namespace, self.action, shows, name=name, identity=self.identity
-        )
-
-
-def _prepare(spec: TrainJobSpec | Mapping[str, Any] | str, opts: RunOptions) -> _Prepared:
+async def _submitting(
+    spec: TrainJobSpec | Mapping[str, Any] | str,
+    credentials: CredentialsLike | None,
+    opts: RunOptions,
+    publisher: ArtifactPublisher | None,
+) -> tuple[_Attempt, TrainJobSpec]:
+    """The hold on the job a task submits (known by name only when it has no identity,
+    a fixed name; else found by identity until the submit answers) and the spec to
+    submit. Arguments and spec are checked before the credentials are loaded."""
     run = current_run()
     action = check_action(opts.on_cancel)
     parsed = spec_of(spec)
     identity = identity_for(parsed, run, opts.identity, opts.name)
-    return _Prepared(run, action, labelled(parsed, run), identity)
-
-
-# ------------------------------------------------------------------- operations
+    creds = await aload_credentials(credentials)
+    name = opts.name if identity is None else None
+    attempt = _Attempt(run, creds, opts.namespace, action, publisher, name, identity)
+    return attempt, labelled(parsed, run)
 
 
 async def run(
@@ -315,22 +292,20 @@ async def run(
     """Submit (or reattach to) the task's job, stream its log into the run logger, keep
     the progress artifact current, wait, and return the outputs; an interruption
     deletes, suspends or keeps the job per :func:`disposition` and ``on_cancel``."""
-    prep = _prepare(spec, opts)
-    creds = await aload_credentials(credentials)
     publisher = ArtifactPublisher(opts.artifacts)
-    attempt = prep.attempt(creds, opts, publisher)
-    async with runner_shutdown_cancels(), _client(creds, opts.namespace) as client, attempt:
-        job = await _submit(client, prep, opts, attempt)
+    attempt, labelled_spec = await _submitting(spec, credentials, opts, publisher)
+    logger = attempt.run.logger
+    async with runner_shutdown_cancels(), _client(attempt.creds, opts.namespace) as client, attempt:
+        job = await _submit(client, attempt, labelled_spec, opts)
         await publisher.start(job, attempt.link)
-        sink = log_sink(prep.run.logger, job.name, opts.log_step) if opts.stream_logs else None
-        result = await _with_progress(
-            publisher,
+        sink = log_sink(logger, job.name, opts.log_step) if opts.stream_logs else None
+        result = await with_updates(
             # This submit finds the job just submitted (running, or failed — which the
             # wait then reports): it never makes a second one.
             lambda on_update: client.run(
-                prep.spec,
+                labelled_spec,
                 name=opts.name,
-                identity=prep.identity,
+                identity=attempt.identity,
                 fresh_after_failure=False,
                 timeout=opts.timeout,
                 startup_timeout=opts.startup_timeout,
@@ -341,9 +316,11 @@ async def run(
                 on_update=on_update,
                 reuse_notice=False,  # announced above, as submitted or reattached
             ),
+            publisher.progress.observe,
+            publisher.flush,
         )
     await publisher.outputs(result, attempt.link)
-    finished(prep.run.logger, result)
+    finished(logger, result)
     return result
 
 
@@ -353,28 +330,26 @@ async def submit(
     opts: RunOptions,
 ) -> TrainJob:
     """Submit (or reattach to) the task's job and return it."""
-    prep = _prepare(spec, opts)
-    creds = await aload_credentials(credentials)
     # Interrupted mid-request, the job may exist without the task knowing it: the
     # attempt looks for it by identity.
-    attempt = prep.attempt(creds, opts, None)
-    async with _client(creds, opts.namespace) as client, attempt:
-        job = await _submit(client, prep, opts, attempt)
+    attempt, labelled_spec = await _submitting(spec, credentials, opts, None)
+    async with _client(attempt.creds, opts.namespace) as client, attempt:
+        job = await _submit(client, attempt, labelled_spec, opts)
     await ArtifactPublisher(opts.artifacts).link(job, attempt.link)
     return job
 
 
 async def _submit(
-    client: AsyncTrainerClient, prep: _Prepared, opts: RunOptions, attempt: _Attempt
+    client: AsyncTrainerClient, attempt: _Attempt, spec: TrainJobSpec, opts: RunOptions
 ) -> TrainJob:
     submitted = await client.submit(
-        prep.spec,
+        spec,
         name=opts.name,
-        identity=prep.identity,
+        identity=attempt.identity,
         fresh_after_failure=opts.fresh_after_failure,
     )
     attempt.known(submitted.job)
-    announce(prep.run.logger, submitted.job, submitted.created, attempt.link)
+    announce(attempt.run.logger, submitted.job, submitted.created, attempt.link)
     return submitted.job
 
 
@@ -408,8 +383,7 @@ async def wait(job: JobRef, credentials: CredentialsLike | None, opts: WaitOptio
         current = await client.get_job(name)
         attempt.known(current)
         await publisher.start(current, None)
-        reached, value = await _with_progress(
-            publisher,
+        reached, value = await with_updates(
             lambda on_update: client.wait(
                 name,
                 opts.status,
@@ -417,18 +391,13 @@ async def wait(job: JobRef, credentials: CredentialsLike | None, opts: WaitOptio
                 startup_timeout=opts.startup_timeout,
                 callbacks=[on_update],
             ),
+            publisher.progress.observe,
+            publisher.flush,
         )
     result = outputs(reached, value)
     await publisher.outputs(result, attempt.link)
     finished(run.logger, result)
     return result
-
-
-def _with_progress(
-    publisher: ArtifactPublisher, start: Callable[[Callable[[TrainJob], None]], Awaitable[T]]
-) -> Awaitable[T]:
-    """``start(on_update)`` with the progress artifact pushed as updates come."""
-    return with_updates(start, publisher.progress.observe, publisher.flush)
 
 
 async def logs(

@@ -11,6 +11,7 @@ accepted wherever this block is, without prefect-kubernetes being a dependency.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -18,15 +19,13 @@ from prefect.blocks.core import Block
 from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from kf_trainer_core.backend_fields import (
-    BACKENDS,
     BackendConfig,
     check_dashboard_url,
     check_known_fields,
     config_from_fields,
-    fields_of_config,
-    parse_config,
+    flat_fields,
 )
-from kf_trainer_core.config import ContainerConfig, KubernetesConfig, LocalConfig
+from kf_trainer_core.config import KubernetesConfig, LocalConfig
 
 if TYPE_CHECKING:
     from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
@@ -182,15 +181,9 @@ outputs = run_trainjob(spec, credentials=credentials)
                 "(KubernetesClusterConfig.from_file())."
             )
         return cls(
-            kubeconfig_content=SecretStr(_json(config)),
+            kubeconfig_content=SecretStr(json.dumps(dict(config), default=str)),
             context=getattr(cluster, "context_name", None) or None,
         )
-
-
-def _json(value: Mapping[str, Any]) -> str:
-    import json
-
-    return json.dumps(dict(value), default=str)
 
 
 def is_kubernetes_credentials(value: Any) -> bool:
@@ -218,18 +211,10 @@ def credentials_from(value: CredentialsLike | None) -> KubeflowTrainerCredential
         return KubeflowTrainerCredentials()
     if isinstance(value, KubeflowTrainerCredentials):
         return value
-    if isinstance(value, (KubernetesConfig, LocalConfig)):
-        return KubeflowTrainerCredentials(**fields_of_config(value))
     if is_kubernetes_credentials(value):
         return KubeflowTrainerCredentials.from_kubernetes_credentials(value)
-    if isinstance(value, Mapping):
-        data = dict(value)
-        if data.get("backend") == "container" and "container" not in data:
-            # A ContainerConfig's flat form: its own settings go under `container`.
-            container = parse_config(ContainerConfig, data)
-            return KubeflowTrainerCredentials(**fields_of_config(container))
-        if "backend" not in data or data["backend"] in BACKENDS:
-            return KubeflowTrainerCredentials(**data)
+    if (fields := flat_fields(value)) is not None:
+        return KubeflowTrainerCredentials(**fields)
     raise TypeError(
         f"credentials of type {type(value).__name__} are not understood. Fix: pass a "
         "KubeflowTrainerCredentials block or its saved name, prefect-kubernetes' "

@@ -49,14 +49,6 @@ __all__ = ["atrainjob_task", "trainjob_task"]
 _Template = FunctionTemplate
 
 
-def _task_options(fn: Callable[..., Any], task_options: dict[str, Any]) -> dict[str, Any]:
-    from prefect.cache_policies import NO_CACHE
-
-    options = {"name": fn.__name__, "cache_policy": NO_CACHE}
-    options.update(task_options)
-    return options
-
-
 @overload
 def trainjob_task(fn: Callable[P, R], /) -> Task[P, R]: ...
 
@@ -134,7 +126,9 @@ def _decorator(fn: Callable[..., Any] | None, split: _Split, *, asynchronous: bo
         # The task shows (and binds calls against) the training function's signature,
         # name and docstring; Prefect still sees `run` as sync or async by its code.
         functools.update_wrapper(run, func)
-        return task(run, **_task_options(func, split.task_options))
+        from prefect.cache_policies import NO_CACHE
+
+        return task(run, **{"name": func.__name__, "cache_policy": NO_CACHE, **split.task_options})
 
     return decorate if fn is None else decorate(fn)
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from prefect import flow
 
-from kf_trainer_core.interruptions import CancelAction, check_action
+from kf_trainer_core.interruptions import CancelAction, check_action, past
 from kf_trainer_core.status import JobOutputs
 from kf_trainer_prefect._engine import FLOW_RUN_LABEL
 from kf_trainer_prefect.credentials import CredentialsLike, load_credentials
@@ -85,10 +85,7 @@ def trainjob_cleanup_hook(
         )
         for name in stopped:
             logger.warning(
-                "%s TrainJob %s: the flow run is %s",
-                "Deleted" if action == "delete" else "Suspended",
-                name,
-                state.name or "over",
+                "%s TrainJob %s: the flow run is %s", past(action), name, state.name or "over"
             )
 
     return stop_trainjobs
