@@ -23,12 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
 from kf_trainer_core import interruptions
-from kf_trainer_core.interruptions import (
-    CancelAction,
-    Identity,
-    check_action,
-    past,
-)
+from kf_trainer_core.interruptions import CancelAction, Identity, check_action, past
 from kf_trainer_core.spec import Labels, TrainJobSpec
 from kf_trainer_core.status import JobOutputs, JobState, TrainJob
 from kf_trainer_core.task_jobs import (
@@ -92,11 +87,8 @@ def current_run() -> RunInfo:
 
     task_ctx = TaskRunContext.get()
     flow_ctx = FlowRunContext.get()
-    logger: Logger = (
-        get_run_logger()
-        if task_ctx is not None or flow_ctx is not None
-        else get_logger("kf_trainer_prefect")
-    )
+    in_run = task_ctx is not None or flow_ctx is not None
+    logger: Logger = get_run_logger() if in_run else get_logger("kf_trainer_prefect")
     flow_run_id: str | None = None
     if flow_ctx is not None and flow_ctx.flow_run is not None:
         flow_run_id = str(flow_ctx.flow_run.id)
@@ -157,10 +149,6 @@ def disposition(exc: BaseException, run: RunInfo, flow_cancelling: Callable[[], 
     )
 
 
-def _cancelling_state(state: Any) -> bool:
-    return bool(state is not None and (state.is_cancelling() or state.is_cancelled()))
-
-
 async def flow_cancelling(run: RunInfo) -> bool:
     """Whether the flow run is being cancelled (asked of the Prefect API)."""
     if run.flow_run_id is None:
@@ -169,10 +157,10 @@ async def flow_cancelling(run: RunInfo) -> bool:
 
     try:
         async with get_client() as client:
-            flow_run = await client.read_flow_run(UUID(run.flow_run_id))
-            return _cancelling_state(flow_run.state)
+            state = (await client.read_flow_run(UUID(run.flow_run_id))).state
     except Exception:
         return False
+    return bool(state is not None and (state.is_cancelling() or state.is_cancelled()))
 
 
 async def shielded(awaitable: Awaitable[T]) -> T:
@@ -402,15 +390,16 @@ async def wait(job: JobRef, credentials: CredentialsLike | None, opts: WaitOptio
 
 async def logs(
     job: JobRef,
-    credentials: CredentialsLike | None,
+    credentials: CredentialsLike | None = None,
     *,
-    namespace: str | None,
-    step: str,
-    follow: bool,
-    tail: int | None,
+    namespace: str | None = None,
+    step: str = "node-0",
+    follow: bool = True,
+    tail: int | None = None,
 ) -> int:
-    """Log one step's lines into the run logger (following them as they are written
-    when ``follow``); return how many were logged."""
+    """Log one step's lines (``node-0``, ``node-1``, ``dataset-initializer``...) into
+    this task's log; with ``follow``, as they are written, until the step ends. Returns
+    the number of lines logged."""
     run = current_run()
     name = job_name_of(job)
     creds = await aload_credentials(credentials)
@@ -424,9 +413,15 @@ async def logs(
 
 
 async def outputs(
-    job: JobRef, credentials: CredentialsLike | None, *, namespace: str | None, artifacts: bool
+    job: JobRef,
+    credentials: CredentialsLike | None = None,
+    *,
+    namespace: str | None = None,
+    artifacts: bool = False,
 ) -> JobOutputs:
-    """The job's outputs now (status, steps, metrics, the function's return value)."""
+    """A job's outputs now: status, steps, metrics and the training function's return
+    value (``None`` until it completes). With ``artifacts``, also its summary and
+    table."""
     name = job_name_of(job)
     creds = await aload_credentials(credentials)
     async with _client(creds, namespace) as client:
@@ -438,9 +433,14 @@ async def outputs(
 
 
 async def cancel(
-    job: JobRef, credentials: CredentialsLike | None, *, namespace: str | None, action: str
+    job: JobRef,
+    credentials: CredentialsLike | None = None,
+    *,
+    namespace: str | None = None,
+    action: CancelAction = "delete",
 ) -> bool:
-    """Delete, suspend or keep a job; ``True`` if something was done."""
+    """Stop a job: ``"delete"`` it (its pods go with it), ``"suspend"`` it (kept and
+    resumable) or ``"keep"`` it. ``True`` if something was done."""
     run = current_run()
     chosen = check_action(action)
     name = job_name_of(job)

@@ -155,56 +155,11 @@ async def _wait(
 wait_trainjob, await_trainjob = _faces(_wait, "wait-trainjob", "wait_trainjob")
 
 
-async def _logs(
-    job: JobRef,
-    credentials: CredentialsLike | None = None,
-    *,
-    namespace: str | None = None,
-    step: str = "node-0",
-    follow: bool = True,
-    tail: int | None = None,
-) -> int:
-    """Log one step's lines (``node-0``, ``node-1``, ``dataset-initializer``...) into
-    this task's log; with ``follow``, as they are written, until the step ends. Returns
-    the number of lines logged."""
-    return await _engine.logs(
-        job, credentials, namespace=namespace, step=step, follow=follow, tail=tail
-    )
-
-
+# The steps that hold no job: their coroutines are the engine's (signature, docstring).
 stream_trainjob_logs, astream_trainjob_logs = _faces(
-    _logs, "stream-trainjob-logs", "stream_trainjob_logs"
+    _engine.logs, "stream-trainjob-logs", "stream_trainjob_logs"
 )
-
-
-async def _outputs(
-    job: JobRef,
-    credentials: CredentialsLike | None = None,
-    *,
-    namespace: str | None = None,
-    artifacts: bool = False,
-) -> JobOutputs:
-    """A job's outputs now: status, steps, metrics and the training function's return
-    value (``None`` until it completes). With ``artifacts``, also its summary and
-    table."""
-    return await _engine.outputs(job, credentials, namespace=namespace, artifacts=artifacts)
-
-
 get_trainjob_outputs, aget_trainjob_outputs = _faces(
-    _outputs, "get-trainjob-outputs", "get_trainjob_outputs"
+    _engine.outputs, "get-trainjob-outputs", "get_trainjob_outputs"
 )
-
-
-async def _cancel(
-    job: JobRef,
-    credentials: CredentialsLike | None = None,
-    *,
-    namespace: str | None = None,
-    action: CancelAction = "delete",
-) -> bool:
-    """Stop a job: ``"delete"`` it (its pods go with it), ``"suspend"`` it (kept and
-    resumable) or ``"keep"`` it. ``True`` if something was done."""
-    return await _engine.cancel(job, credentials, namespace=namespace, action=action)
-
-
-cancel_trainjob, acancel_trainjob = _faces(_cancel, "cancel-trainjob", "cancel_trainjob")
+cancel_trainjob, acancel_trainjob = _faces(_engine.cancel, "cancel-trainjob", "cancel_trainjob")
