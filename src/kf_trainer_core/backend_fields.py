@@ -23,6 +23,7 @@ __all__ = [
     "BACKENDS",
     "CONTAINER_FIELDS",
     "KUBERNETES_FIELDS",
+    "LOCAL_FIELDS",
     "BackendConfig",
     "check_dashboard_url",
     "check_known_fields",

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from kf_trainer_airflow._compat import AirflowNotFoundException, BaseHook
 from kf_trainer_airflow._secrets import KUBECONFIG_SECRETS, credential_values, raw_secrets, scrub
 from kf_trainer_airflow.provider_info import CONN_FIELDS, CONN_TYPE, UI_FIELD_BEHAVIOUR
-from kf_trainer_core.backend_fields import CONTAINER_FIELDS, problems_text
+from kf_trainer_core.backend_fields import CONTAINER_FIELDS, LOCAL_FIELDS, problems_text
 from kf_trainer_core.config import ContainerConfig, KubernetesConfig, LocalConfig, parse_backend
 from kf_trainer_core.errors import SpecError
 
@@ -53,7 +53,8 @@ _ALIASES = {
     "kube_config": "kubeconfig",
     "cluster_context": "context",
 }
-_LOCAL_KEYS = {"backend", "namespace", "state_dir", "use_venv", "on_missing_resources"}
+# The local backend's fields (the core's rule; `python` is not a connection field).
+_LOCAL_KEYS = {"backend", "namespace", *LOCAL_FIELDS}
 # The container backend's settings (Extra keys; the connection's Host is the engine's).
 _CONTAINER_KEYS = set(CONTAINER_FIELDS) - {"host"}
 
