@@ -129,11 +129,10 @@ outputs = run_trainjob(spec, credentials=credentials)
 
     @model_validator(mode="after")
     def _consistent(self) -> KubeflowTrainerCredentials:
-        # Blocks accept unknown fields (Prefect's choice, for stored documents); a
-        # misspelt setting must not be dropped silently.
-        check_known_fields(set(self.model_extra or {}) - {"block_type_slug"}, self.model_fields)
-        # Settle every cross-field question now, where the block is saved, rather than
-        # in the middle of a flow run.
+        # Blocks accept unknown fields (Prefect's choice, for stored documents): not ours.
+        extra = set(self.model_extra or {}) - {"block_type_slug"}
+        check_known_fields(extra, type(self).model_fields)
+        # Settle every cross-field question where the block is saved, not in a flow run.
         self.backend_config()
         return self
 
