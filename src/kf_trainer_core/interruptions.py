@@ -137,8 +137,10 @@ def concluded(
     action: CancelAction,
     name: str | None,
     acted: list[str],
+    rerun: str = "re-running the task",
 ) -> Interruption:
-    """Log what the interruption did to the job, and say it for the summary."""
+    """Log what the interruption did to the job, and say it for the summary (``rerun``:
+    what, in the orchestrator's words, comes back for a job left running)."""
     why = describe(exc)
     if verdict == "cancel":
         if action == "keep" and name:
@@ -146,11 +148,7 @@ def concluded(
         for target in acted:
             logger.warning("%s TrainJob %s: %s", past(action), target, why)
     elif name is not None and not isinstance(exc, Exception):
-        logger.warning(
-            "TrainJob %s keeps running (%s); re-running this flow run reattaches to it.",
-            name,
-            why,
-        )
+        logger.warning("TrainJob %s keeps running (%s); %s reattaches to it.", name, why, rerun)
     return Interruption(verdict, acted, _note(action, verdict, exc, acted))
 
 
@@ -162,6 +160,7 @@ async def settle(
     identity: Identity | None,
     logger: Logger,
     client: Callable[[], AbstractAsyncContextManager[AsyncTrainerClient]],
+    rerun: str = "re-running the task",
 ) -> Interruption:
     """Apply the verdict to the job (picked by :func:`pick`, stopped with a fresh
     ``client()``), then log and word it (:func:`concluded`). Never raises: the
@@ -173,4 +172,4 @@ async def settle(
                 acted = await stopper.stop_unfinished(**chosen)
         except Exception as err:
             logger.error("Could not stop TrainJob %s: %s", name or identity, err)
-    return concluded(exc, logger, verdict, action, name, acted)
+    return concluded(exc, logger, verdict, action, name, acted, rerun)

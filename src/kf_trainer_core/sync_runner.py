@@ -1,7 +1,7 @@
 """A synchronous face for a coroutine that stays interruptible: how an orchestrator's
 synchronous task runs the same coroutine as its async twin.
 
-Why not one long blocking wait (``asyncio.run``, Prefect's ``run_coro_as_sync``):
+Why not one long blocking wait (``asyncio.run`` or an orchestrator's own helper):
 orchestrators deliver a synchronous task's timeout as an exception raised in the task's
 thread at its next Python instruction (Ctrl-C and SIGTERM land in the main thread the
 same way). So the task's thread waits here in short slices while the coroutine runs on

@@ -189,7 +189,7 @@ class ProgressState:
 
     def failed(self, exc: Exception) -> None:
         """A push failed: warn once (a display's hiccup must not fail the training)."""
-        # Artifacts are a view: a Prefect API hiccup must not fail the training.
+        # Progress is a view: a hiccup of the display's API must not fail the training.
         if not self.warned:
             self.log.warning("could not update the progress artifact: %s", exc)
             self.warned = True

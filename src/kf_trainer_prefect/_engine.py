@@ -222,6 +222,7 @@ class _Attempt:
             self.identity,
             self.run.logger,
             lambda: _client(self.creds, self.namespace),
+            rerun="re-running this flow run",
         )
         shown = bad_ending(exc, self.job, what.note, self.link)
         if self.publisher is not None and shown is not None:
