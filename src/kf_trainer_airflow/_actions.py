@@ -3,7 +3,9 @@ operator and the trigger without either importing the other)."""
 
 from __future__ import annotations
 
+from kf_trainer_core.interruptions import CANCEL_ACTIONS
+
 #: ``on_kill_action``: delete the job, suspend it (kept, without pods), or let it run.
-ON_KILL_ACTIONS = ("delete", "suspend", "keep")
+ON_KILL_ACTIONS = CANCEL_ACTIONS
 #: ``on_finish_action``: delete the job, delete it only when it succeeded, or keep it.
 ON_FINISH_ACTIONS = ("delete", "delete-succeeded", "keep")

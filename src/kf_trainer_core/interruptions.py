@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from kf_trainer_core.client import AsyncTrainerClient
 
 __all__ = [
+    "CANCEL_ACTIONS",
     "CancelAction",
     "Identity",
     "Interruption",
@@ -35,6 +36,8 @@ CancelAction = Literal["delete", "suspend", "keep"]
 Identity = str | Sequence[str | int | None]
 Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
 
+#: What a task may do to its job when it gives up on it: delete it, suspend it (kept,
+#: without pods), or leave it running.
 CANCEL_ACTIONS = ("delete", "suspend", "keep")
 
 
