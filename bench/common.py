@@ -51,6 +51,8 @@ class Settings:
     out: Path
     cache: Path
     log: list[str] = field(default_factory=list)
+    #: Job counts for "scale of waiting" (``--scale-counts``; default: 10, 100, 1,000).
+    scale_counts: list[int] | None = None
 
     def note(self, text: str) -> None:
         """Progress on stderr (benchmarks run for minutes; say what is happening)."""
@@ -494,6 +496,32 @@ def process_probe(pid: int) -> Any:
 def cpu_seconds(proc: Any) -> float:
     times = proc.cpu_times()
     return float(times.user + times.system)
+
+
+class CpuFollower:
+    """A process's CPU seconds, read every 50 ms from outside: the last reading survives
+    the process (a driver exits right after its result)."""
+
+    def __init__(self, proc: Any) -> None:
+        import threading
+
+        self._proc = proc
+        self.last = cpu_seconds(proc)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            try:
+                self.last = cpu_seconds(self._proc)
+            except Exception:  # the process ended: keep its last reading
+                return
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return self.last
 
 
 def latencies(returned: dict[str, float], completed: dict[str, float]) -> list[float]:
