@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -498,15 +498,23 @@ def cpu_seconds(proc: Any) -> float:
     return float(times.user + times.system)
 
 
-class CpuFollower:
-    """A process's CPU seconds, read every 50 ms from outside: the last reading survives
-    the process (a driver exits right after its result)."""
+class Follower:
+    """A reading of a process (its CPU seconds, its RSS), taken from outside every
+    50 ms and folded with ``fold`` (the latest, the peak): what was read survives the
+    process, which may end right after its result."""
 
-    def __init__(self, proc: Any) -> None:
+    def __init__(
+        self,
+        proc: Any,
+        read: Callable[[Any], float],
+        fold: Callable[[float, float], float] = lambda _old, new: new,
+    ) -> None:
         import threading
 
         self._proc = proc
-        self.last = cpu_seconds(proc)
+        self._read = read
+        self._fold = fold
+        self.value = read(proc)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -514,14 +522,14 @@ class CpuFollower:
     def _run(self) -> None:
         while not self._stop.wait(0.05):
             try:
-                self.last = cpu_seconds(self._proc)
-            except Exception:  # the process ended: keep its last reading
+                self.value = self._fold(self.value, self._read(self._proc))
+            except Exception:  # the process ended: keep what was read
                 return
 
     def stop(self) -> float:
         self._stop.set()
         self._thread.join()
-        return self.last
+        return self.value
 
 
 def latencies(returned: dict[str, float], completed: dict[str, float]) -> list[float]:

@@ -473,7 +473,11 @@ def section_scale(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
         "imposed on a shared machine. *CPU over completions*: the waiting process's and "
         "the test server's (with its simulated controller) CPU seconds from the resume to "
         "the last wait returning, with the 1-minute load average at the resume: on two "
-        "shared cores a latency is only as good as the CPU left to both.",
+        "shared cores a latency is only as good as the CPU left to both. At 1,000 waits "
+        "the server's share alone exceeds what two cores give over the 5 s of "
+        "completions, so the latency there is queueing: see [A thousand waits in one "
+        "process](docs/scale.md#a-thousand-waits-in-one-process) for what was measured "
+        "and fixed.",
         "",
         table(
             [

@@ -24,8 +24,8 @@ from bench.api_requests import SDK_POLL_SECONDS, SDK_REQUESTS_PER_POLL
 from bench.common import (
     JSON,
     BenchServer,
-    CpuFollower,
     DriverError,
+    Follower,
     Settings,
     cpu_seconds,
     driver,
@@ -125,9 +125,9 @@ def measure(
             requests = srv.count_in(t0, t1)
             # CPU over the completions, both sides (the server is this process): what
             # a wall-clock latency on a shared machine cannot show.
-            follower = CpuFollower(proc)
+            follower = Follower(proc, cpu_seconds)
             here = process_probe(os.getpid())
-            client0, server0 = follower.last, cpu_seconds(here)
+            client0, server0 = follower.value, cpu_seconds(here)
             load = os.getloadavg()[0]
             srv.resume(names)
             result = d.result(timeout=spread + 300)
