@@ -531,6 +531,26 @@ def scale_summary(section: JSON) -> list[list[str]]:
                 "no target",
             ]
         )
+    big = next((r for r in rows if r["jobs"] >= 1000 and "latency" in (r.get("ours") or {})), None)
+    if big:
+        o = big["ours"]
+        p95 = _num((o.get("latency") or {}).get("p95"))
+        cpu = o.get("completion_cpu_seconds") or {}
+        load = f", load {o['load_average']:.1f}" if "load_average" in o else ""
+        spent = (
+            f"; CPU over the completions: waiter {cpu['client']:.1f} s, test server "
+            f"{cpu['server']:.1f} s{load}"
+            if cpu
+            else ""
+        )
+        met = p95 is not None and p95 <= 0.050 and o["open_watches"] <= 4
+        out.append(
+            [
+                f"{big['jobs']} concurrent async waits: notice p95 ≤ 50 ms, a few watches",
+                f"p95 {secs(p95)}, {o['open_watches']} watches{spent}",
+                "**met**" if met else "**missed** (see Scale of waiting)",
+            ]
+        )
     if poll:
         p, o = poll["poll"], poll.get("ours") or {}
         if "idle_cpu_percent" in o:
