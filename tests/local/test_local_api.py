@@ -29,7 +29,7 @@ from kf_trainer_core.k8s.calls import (
 )
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import EVENTS, PODS, SECRETS, TRAINJOBS
-from kf_trainer_core.local import _common, api, launch, machine
+from kf_trainer_core.local import _common, launch, machine, watch
 from kf_trainer_core.local.logs import LogFollower, LogWriter, read_log
 from kf_trainer_core.local.store import LabelSelector, Store
 from kf_trainer_core.local.transport import LocalTransport
@@ -136,7 +136,7 @@ def test_watch_delivers_changes_in_order(transport: Any) -> None:
 def test_watch_from_zero_lists_first_and_sends_bookmarks(
     transport: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(api, "BOOKMARK_SECONDS", 0.1)
+    monkeypatch.setattr(watch, "BOOKMARK_SECONDS", 0.1)
     body = manifest("existing")
     body["spec"]["suspend"] = True
     transport.perform(Create(TRAINJOBS, "local", body))

@@ -118,3 +118,31 @@ def missing_resources(resources: Mapping[str, Any] | None, nodes: int) -> list[s
             has = f"{offered:g}"
         problems.append(f"the job asks for {key} {asked}; this machine has {has}")
     return problems
+
+
+def admit_resources(
+    resources: Any,
+    nodes: int,
+    on_missing_resources: str,
+    config: str,
+    causes: list[tuple[str, str, str]],
+    warnings: list[tuple[str, str]],
+) -> None:
+    """Admission of what ``nodes`` times ``resources`` ask of this machine: a 422 cause when
+    it lacks some and ``on_missing_resources`` is ``"fail"``, and a Warning event per
+    missing resource; ``config`` (``LocalConfig``, ``ContainerConfig``) names where the
+    fix goes."""
+    missing = missing_resources(resources, nodes)
+    if missing and on_missing_resources == "fail":
+        causes.append(
+            (
+                "spec.trainer.resourcesPerNode",
+                "FieldValueForbidden",
+                "Forbidden: "
+                + "; ".join(missing)
+                + ". Fix: ask for less, run on a cluster, or use "
+                f"{config}(on_missing_resources='warn') to run without them.",
+            )
+        )
+    for text in missing:
+        warnings.append(("InsufficientResources", f"{text}: running without it"))
