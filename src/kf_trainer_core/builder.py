@@ -20,6 +20,7 @@ import yaml
 from kf_trainer_core import checks, names
 from kf_trainer_core import function as fn
 from kf_trainer_core.errors import FieldProblem, SpecError
+from kf_trainer_core.k8s.trainjob import TRAINER_API, TRAINER_GROUP
 from kf_trainer_core.runtimes import GPU_RESOURCE, MIG_PREFIX, RuntimeInfo
 from kf_trainer_core.spec import (
     ANNOTATIONS_LIMIT,
@@ -46,11 +47,7 @@ from kf_trainer_core.spec import (
     TrainJobSpec,
 )
 
-GROUP = "trainer.kubeflow.org"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "TrainJob"
-PLURAL = "trainjobs"
 
 #: Labels and annotations the suite puts on every TrainJob it builds.
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -178,7 +175,7 @@ def build_trainjob(
     body: dict[str, Any] = {
         "runtimeRef": {
             "name": spec.runtime.name,
-            "apiGroup": GROUP,
+            "apiGroup": TRAINER_GROUP,
             "kind": spec.runtime.kind.value,
         },
     }
@@ -239,7 +236,7 @@ def build_trainjob(
     metadata["labels"] = labels
     metadata["annotations"] = annotations
     manifest: dict[str, Any] = {
-        "apiVersion": API_VERSION,
+        "apiVersion": TRAINER_API,
         "kind": KIND,
         "metadata": metadata,
         "spec": body,

@@ -44,9 +44,11 @@ def admit(
     else:
         engine.client.close()
     resources = trainer.get("resourcesPerNode") or node.get("resources")
-    machine.admit_resources(
-        resources, nodes, on_missing_resources, "ContainerConfig", causes, warnings
+    more_causes, more_warnings = machine.admit_resources(
+        resources, nodes, on_missing_resources, "ContainerConfig"
     )
+    causes += more_causes
+    warnings += more_warnings
     plan["container"] = {
         **settings,
         "trainer_image": str(image or ""),

@@ -143,18 +143,6 @@ def set_condition(
     conditions.append(new)
 
 
-def owner_reference(api_version: str, kind: str, name: str, uid: str) -> JSON:
-    """A controller owner reference (the garbage collector deletes with the owner)."""
-    return {
-        "apiVersion": api_version,
-        "kind": kind,
-        "name": name,
-        "uid": uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
 def object_reference(
     api_version: str,
     kind: str,
@@ -219,3 +207,10 @@ def new_event(
     if action:
         event["action"] = action
     return event
+
+
+def owner_reference(api_version: str, kind: str, name: str, uid: str) -> JSON:
+    """A controller owner reference (the garbage collector deletes with the owner)."""
+    ref = object_reference(api_version, kind, name, "", uid)
+    del ref["namespace"]  # owners are in the object's namespace
+    return {**ref, "controller": True, "blockOwnerDeletion": True}

@@ -103,3 +103,19 @@ def condition_true(obj: Mapping[str, Any], kind: str) -> bool:
 def is_finished(obj: Mapping[str, Any]) -> bool:
     """Whether a TrainJob is Complete or Failed (nothing changes it any more)."""
     return condition_true(obj, COMPLETE) or condition_true(obj, FAILED)
+
+
+def trainer_container(runtime: Mapping[str, Any]) -> dict[str, Any]:
+    """The trainer step's ``node`` container in a (Cluster)TrainingRuntime manifest —
+    the replicated job whose pod template carries the ancestor label — with the
+    command, args, image and resources a TrainJob inherits; ``{}`` if it has none."""
+    template = ((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for rjob in template.get("replicatedJobs") or []:
+        tmpl = rjob.get("template") or {}
+        if ANCESTOR_LABEL not in ((tmpl.get("metadata") or {}).get("labels") or {}):
+            continue
+        pod = ((tmpl.get("spec") or {}).get("template") or {}).get("spec") or {}
+        for container in pod.get("containers") or []:
+            if container.get("name") == NODE:
+                return dict(container)
+    return {}

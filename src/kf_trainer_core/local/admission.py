@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from kf_trainer_core.k8s.trainjob import trainer_container
 from kf_trainer_core.local import machine
 from kf_trainer_core.local.store import (
     CLUSTER_TRAINING_RUNTIMES,
@@ -92,7 +93,6 @@ def plan_trainjob(
     causes, and warnings ``(reason, message)`` for Warning events. ``runtime`` looks up
     a (Cluster)TrainingRuntime; ``container`` holds the container backend's settings
     (None: processes)."""
-    from kf_trainer_core.local.runtimes import trainer_container
     from kf_trainer_core.runtimes import RuntimeInfo
 
     spec = obj.get("spec") or {}
@@ -200,6 +200,10 @@ def plan_trainjob(
         )
     nodes = int(trainer.get("numNodes") or info.num_nodes or 1)
     resources = trainer.get("resourcesPerNode") or node.get("resources")
-    machine.admit_resources(resources, nodes, on_missing_resources, "LocalConfig", causes, warnings)
+    more_causes, more_warnings = machine.admit_resources(
+        resources, nodes, on_missing_resources, "LocalConfig"
+    )
+    causes += more_causes
+    warnings += more_warnings
     plan["warnings"] = [message for _, message in warnings]
     return plan, causes, warnings

@@ -152,25 +152,13 @@ class Kubelet:
         now = now_iso()
         pod.started_at = now
 
-        def running(obj: JSON) -> None:
-            obj.setdefault("status", {}).update(
-                {
-                    "phase": "Running",
-                    "podIP": "127.0.0.1",
-                    "conditions": pod_conditions(now, ready=True),
-                    "containerStatuses": [
-                        container_status(
-                            pod.container,
-                            pod.image,
-                            running_since=now,
-                            container_id=pod.container_id,
-                        )
-                    ],
-                }
-            )
-
+        running = {
+            "phase": "Running",
+            "podIP": "127.0.0.1",
+            "conditions": pod_conditions(now, ready=True),
+        }
         with self.store.write() as tx:
-            self.write_pod(tx, pod, running)
+            self.write_state(tx, pod, running, running_since=now)
             record.pod_event(tx, pod, "Normal", "Created", f"Created container: {pod.container}")
             record.pod_event(tx, pod, "Normal", "Started", f"Started container {pod.container}")
             record.write_jobs_status(tx)
@@ -212,6 +200,18 @@ class Kubelet:
             return
         fn(obj)
         pod.obj = tx.put(PODS, obj)
+
+    def write_state(self, tx: Tx, pod: PodRun, status: JSON, **state: Any) -> None:
+        """Update the pod's ``status`` (phase, conditions...) with its container's
+        state: ``running_since=`` a time, or ``terminated=`` how it ended."""
+
+        def fn(obj: JSON) -> None:
+            container = container_status(
+                pod.container, pod.image, container_id=pod.container_id, **state
+            )
+            obj.setdefault("status", {}).update({**status, "containerStatuses": [container]})
+
+        self.write_pod(tx, pod, fn)
 
     def set_waiting(self, tx: Tx, pod: PodRun, waiting: JSON) -> None:
         def fn(obj: JSON) -> None:
@@ -265,34 +265,22 @@ class Kubelet:
         now = now_iso()
         success = code == 0
 
-        def terminated(obj: JSON) -> None:
-            term: JSON = {
-                "exitCode": code,
-                "reason": reason,
-                "startedAt": pod.started_at or now,
-                "finishedAt": now,
-            }
-            if message:
-                term["message"] = message
-            obj.setdefault("status", {}).update(
-                {
-                    "phase": "Succeeded" if success else "Failed",
-                    "conditions": pod_conditions(
-                        now, ready=False, reason=POD_COMPLETED if success else POD_FAILED
-                    ),
-                    "containerStatuses": [
-                        container_status(
-                            pod.container,
-                            pod.image,
-                            terminated=term,
-                            container_id=pod.container_id,
-                        )
-                    ],
-                }
-            )
-
+        term: JSON = {
+            "exitCode": code,
+            "reason": reason,
+            "startedAt": pod.started_at or now,
+            "finishedAt": now,
+        }
+        if message:
+            term["message"] = message
+        status = {
+            "phase": "Succeeded" if success else "Failed",
+            "conditions": pod_conditions(
+                now, ready=False, reason=POD_COMPLETED if success else POD_FAILED
+            ),
+        }
         with self.store.write() as tx:
-            self.write_pod(tx, pod, terminated)
+            self.write_state(tx, pod, status, terminated=term)
             self.record.write_jobs_status(tx)
 
     def stop(

@@ -121,18 +121,14 @@ def missing_resources(resources: Mapping[str, Any] | None, nodes: int) -> list[s
 
 
 def admit_resources(
-    resources: Any,
-    nodes: int,
-    on_missing_resources: str,
-    config: str,
-    causes: list[tuple[str, str, str]],
-    warnings: list[tuple[str, str]],
-) -> None:
-    """Admission of what ``nodes`` times ``resources`` ask of this machine: a 422 cause when
-    it lacks some and ``on_missing_resources`` is ``"fail"``, and a Warning event per
-    missing resource; ``config`` (``LocalConfig``, ``ContainerConfig``) names where the
-    fix goes."""
+    resources: Any, nodes: int, on_missing_resources: str, config: str
+) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
+    """Admission of what ``nodes`` times ``resources`` ask of this machine: the 422
+    causes (one when it lacks some and ``on_missing_resources`` is ``"fail"``) and a
+    Warning ``(reason, message)`` per missing resource; ``config`` (``LocalConfig``,
+    ``ContainerConfig``) names where the fix goes."""
     missing = missing_resources(resources, nodes)
+    causes = []
     if missing and on_missing_resources == "fail":
         causes.append(
             (
@@ -144,5 +140,5 @@ def admit_resources(
                 f"{config}(on_missing_resources='warn') to run without them.",
             )
         )
-    for text in missing:
-        warnings.append(("InsufficientResources", f"{text}: running without it"))
+    warnings = [("InsufficientResources", f"{text}: running without it") for text in missing]
+    return causes, warnings
