@@ -54,9 +54,9 @@ COMPLETE = "Complete"
 FAILED = "Failed"
 
 #: (reason, message) of the TrainJob's conditions, as the Trainer writes them.
-TJ_SUSPENDED = ("Suspended", "TrainJob is suspended")
-TJ_RESUMED = ("Resumed", "TrainJob is resumed")
-TJ_DEADLINE = ("DeadlineExceeded", "TrainJob exceeded its active deadline")
+TRAINJOB_SUSPENDED = ("Suspended", "TrainJob is suspended")
+TRAINJOB_RESUMED = ("Resumed", "TrainJob is resumed")
+TRAINJOB_DEADLINE = ("DeadlineExceeded", "TrainJob exceeded its active deadline")
 #: The JobSet's (the TrainJob copies them into its Complete/Failed conditions).
 JS_COMPLETED = ("AllJobsCompleted", "jobset completed successfully")
 JS_FAILED = ("FailedJobs", "jobset failed due to one or more job failures")
@@ -65,6 +65,8 @@ JS_RESUMED = ("ResumeJobs", "jobset is resumed")
 #: The Job controller's.
 JOB_BACKOFF = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
 JOB_COMPLETE = ("CompletionsReached", "Reached expected number of succeeded pods")
+JOB_SUSPENDED = ("JobSuspended", "Job suspended")
+JOB_RESUMED = ("JobResumed", "Job resumed")
 
 #: The Warning event the Trainer emits when it cannot build a TrainJob's JobSet (the
 #: only trace such a job leaves: it gets no condition).

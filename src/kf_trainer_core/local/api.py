@@ -44,9 +44,9 @@ from kf_trainer_core.k8s.trainjob import (
     CREATION_FAILED_PREFIX,
     CREATION_FAILED_REASON,
     SUSPENDED,
-    TJ_SUSPENDED,
     TRAINER_API,
     TRAINER_COMPONENT,
+    TRAINJOB_SUSPENDED,
     is_finished,
 )
 from kf_trainer_core.local._common import Paths, now_iso
@@ -510,7 +510,7 @@ def _suspend_status(tx: Tx, obj: JSON) -> None:
     """Suspended=True on a job whose supervisor is not running."""
     status = dict(obj.get("status") or {})
     conditions = list(status.get("conditions") or [])
-    set_condition(conditions, SUSPENDED, "True", *TJ_SUSPENDED)
+    set_condition(conditions, SUSPENDED, "True", *TRAINJOB_SUSPENDED)
     status["conditions"] = conditions
     obj["status"] = status
     tx.put(TRAINJOBS, obj)

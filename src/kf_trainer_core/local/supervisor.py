@@ -40,9 +40,9 @@ from kf_trainer_core.k8s.trainjob import (
     JS_RESUMED,
     JS_SUSPENDED,
     SUSPENDED,
-    TJ_DEADLINE,
-    TJ_RESUMED,
-    TJ_SUSPENDED,
+    TRAINJOB_DEADLINE,
+    TRAINJOB_RESUMED,
+    TRAINJOB_SUSPENDED,
     jobset_failed_message,
 )
 from kf_trainer_core.local import launch
@@ -207,7 +207,7 @@ class JobSupervisor:
 
         with self.store.write() as tx:
             if record.suspended():
-                record.set_condition(tx, SUSPENDED, "False", *TJ_RESUMED)
+                record.set_condition(tx, SUSPENDED, "False", *TRAINJOB_RESUMED)
                 record.jobset_event(tx, "Normal", *JS_RESUMED)
             record.write_jobs_status(tx)
 
@@ -302,7 +302,7 @@ class JobSupervisor:
         kubelet.stop()
         with self.store.write() as tx:
             if outcome == "deadline":
-                reason, message = TJ_DEADLINE
+                reason, message = TRAINJOB_DEADLINE
             else:
                 pod = self.pods[outcome.split(":", 1)[1]]
                 record.job_event(tx, pod.rjob, "Warning", *JOB_BACKOFF)
@@ -319,7 +319,7 @@ class JobSupervisor:
         with self.store.write() as tx:
             if not record.suspended():
                 record.jobset_event(tx, "Normal", *JS_SUSPENDED)
-            record.set_condition(tx, SUSPENDED, "True", *TJ_SUSPENDED)
+            record.set_condition(tx, SUSPENDED, "True", *TRAINJOB_SUSPENDED)
             record.write_jobs_status(tx, suspended=True)
 
     def ensure_suspended(self) -> None:

@@ -1,81 +1,24 @@
-"""core/v1 Events and status conditions, as the simulated controllers record them."""
+"""core/v1 Events as the simulated controllers record them (shapes from
+:mod:`kf_trainer_core.k8s.objects`, which also holds ``set_condition`` and
+``owner_reference``)."""
 
 from __future__ import annotations
 
 import itertools
-import time
-from datetime import datetime, timezone
 
-from kf_trainer_core.testing.controller.state import JobSim, PodSim, Sim, safe
-from kf_trainer_core.testing.controller.vocab import (
+from kf_trainer_core.k8s.objects import new_event, object_reference
+from kf_trainer_core.k8s.trainjob import (
+    JOB_API,
     JOB_COMPONENT,
     JOBSET_API,
     JOBSET_COMPONENT,
-    JSON,
+    KUBELET,
     TRAINER_API,
     TRAINER_COMPONENT,
 )
+from kf_trainer_core.testing.controller.state import JobSim, PodSim, Sim, safe
+from kf_trainer_core.testing.controller.vocab import JSON
 from kf_trainer_core.testing.store import EVENTS, Store, format_timestamp
-
-
-def micro_now() -> str:
-    """The current time as ``metav1.MicroTime`` (how ``Event.eventTime`` serialises)."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def set_condition(
-    conditions: list[JSON],
-    type_: str,
-    status: str,
-    reason: str,
-    message: str,
-    *,
-    probe: bool = False,
-) -> None:
-    """``meta.SetStatusCondition``: the transition time moves only with the status.
-    ``probe`` adds the ``lastProbeTime`` that batch/v1 Job conditions carry."""
-    now = format_timestamp()
-    for cond in conditions:
-        if cond["type"] == type_:
-            if cond["status"] != status:
-                cond["status"] = status
-                cond["lastTransitionTime"] = now
-            cond["reason"], cond["message"] = reason, message
-            if probe:
-                cond["lastProbeTime"] = now
-            return
-    cond = {
-        "type": type_,
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": now,
-    }
-    if probe:
-        cond["lastProbeTime"] = now
-    conditions.append(cond)
-
-
-def owner_ref(api_version: str, kind: str, name: str, uid: str) -> JSON:
-    """A controller owner reference (what cascading deletion follows)."""
-    return {
-        "apiVersion": api_version,
-        "kind": kind,
-        "name": name,
-        "uid": uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
-def _involved(api_version: str, kind: str, name: str, namespace: str, uid: str) -> JSON:
-    return {
-        "apiVersion": api_version,
-        "kind": kind,
-        "name": name,
-        "namespace": namespace,
-        "uid": uid,
-    }
 
 
 class Recorder:
@@ -100,7 +43,7 @@ class Recorder:
     ) -> None:
         """Create a core/v1 Event (or bump ``count`` of an identical one in ``aggregate``,
         as the event recorder's correlator does)."""
-        now, micro = format_timestamp(), micro_now()
+        now = format_timestamp()
         key = (str(involved.get("uid")), reason, message)
         if aggregate is not None and key in aggregate:
 
@@ -110,30 +53,19 @@ class Recorder:
 
             if safe(self.store.mutate, EVENTS, namespace, aggregate[key], bump) is not None:
                 return
-        name = f"{involved.get('name')}.{time.time_ns() + next(self._seq):x}"
-        source: JSON = {"component": component}
-        if host:
-            source["host"] = host
-        event: JSON = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": namespace},
-            "involvedObject": involved,
-            "reason": reason,
-            "message": message,
-            "type": type_,
-            "count": 1,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "eventTime": micro,
-            "source": source,
-            "reportingComponent": component,
-            "reportingInstance": host or component,
-        }
-        if action:
-            event["action"] = action
+        event = new_event(
+            namespace,
+            involved,
+            type_,
+            reason,
+            message,
+            component,
+            host=host,
+            action=action,
+            seq=next(self._seq),
+        )
         if safe(self.store.create, EVENTS, event) is not None and aggregate is not None:
-            aggregate[key] = name
+            aggregate[key] = event["metadata"]["name"]
 
     def trainjob(
         self,
@@ -145,7 +77,7 @@ class Recorder:
         action: str | None = None,
         component: str = TRAINER_COMPONENT,
     ) -> None:
-        involved = _involved(TRAINER_API, "TrainJob", sim.name, sim.namespace, sim.uid)
+        involved = object_reference(TRAINER_API, "TrainJob", sim.name, sim.namespace, sim.uid)
         self.emit(
             sim.namespace,
             involved,
@@ -158,12 +90,12 @@ class Recorder:
         )
 
     def jobset(self, sim: Sim, type_: str, reason: str, message: str) -> None:
-        involved = _involved(JOBSET_API, "JobSet", sim.name, sim.namespace, sim.jobset_uid)
+        involved = object_reference(JOBSET_API, "JobSet", sim.name, sim.namespace, sim.jobset_uid)
         self.emit(sim.namespace, involved, type_, reason, message, JOBSET_COMPONENT)
 
     def job(self, job: JobSim, type_: str, reason: str, message: str) -> None:
         ns = job.sim.namespace
-        involved = _involved("batch/v1", "Job", job.name, ns, job.uid)
+        involved = object_reference(JOB_API, "Job", job.name, ns, job.uid)
         self.emit(ns, involved, type_, reason, message, JOB_COMPONENT)
 
     def pod(
@@ -174,10 +106,11 @@ class Recorder:
         message: str,
         *,
         container: JSON | None = None,
-        component: str = "kubelet",
+        component: str = KUBELET,
     ) -> None:
-        involved = _involved("v1", "Pod", pod.name, pod.namespace, pod.uid)
-        if container is not None:
-            involved["fieldPath"] = f"spec.containers{{{container.get('name')}}}"
-        host = pod.node if component == "kubelet" else None
+        field_path = f"spec.containers{{{container.get('name')}}}" if container else None
+        involved = object_reference(
+            "v1", "Pod", pod.name, pod.namespace, pod.uid, field_path=field_path
+        )
+        host = pod.node if component == KUBELET else None
         self.emit(pod.namespace, involved, type_, reason, message, component, host=host)

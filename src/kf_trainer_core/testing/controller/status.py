@@ -11,8 +11,9 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from kf_trainer_core.k8s.trainjob import COMPLETE
 from kf_trainer_core.testing.controller.state import JobSim, RJob, Sim, safe
-from kf_trainer_core.testing.controller.vocab import JOBS, JSON, TJ_COMPLETE
+from kf_trainer_core.testing.controller.vocab import JOBS, JSON
 from kf_trainer_core.testing.controller.worker import guarded
 from kf_trainer_core.testing.store import JOBSETS, TRAINJOBS, Resource, Store, json_copy
 
@@ -89,7 +90,7 @@ class StatusWriter:
         if sim.js_conditions:
             js_status["conditions"] = json_copy(sim.js_conditions)
         if sim.terminal:
-            js_status["terminalState"] = "Completed" if sim.terminal == TJ_COMPLETE else "Failed"
+            js_status["terminalState"] = "Completed" if sim.terminal == COMPLETE else "Failed"
         if js_status == sim.last_js_status:
             return
 
