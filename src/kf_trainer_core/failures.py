@@ -32,7 +32,6 @@ from enum import Enum
 from typing import Any, ClassVar
 
 from kf_trainer_core.errors import KFTrainerError, SpecError
-from kf_trainer_core.k8s.trainjob import CREATION_FAILED_REASON
 
 
 class FailureClass(str, Enum):
@@ -181,6 +180,8 @@ def classify(
     """The class of a failure and the evidence for it (one line), from the job's
     Failed condition (``reason``, ``message``), its failing container, all its pods,
     Kueue evictions (``(reason, message)``) and the failing step's log tail."""
+    from kf_trainer_core.k8s.trainjob import CREATION_FAILED_REASON
+
     pods = list(pods)
     if reason == CREATION_FAILED_REASON:
         return FailureClass.CONFIGURATION, f"the Trainer could not build the JobSet: {message}"

@@ -116,6 +116,8 @@ class JobRecord:
         uid: str = "",
         field_path: str | None = None,
     ) -> None:
+        """An Event about the job's ``kind`` object ``name`` (TrainJob, JobSet, Job or
+        Pod) from ``component``, created in ``tx``."""
         place = self.place
         api = {"TrainJob": TRAINER_API, "JobSet": JOBSET_API, "Job": JOB_API}.get(kind, "v1")
         uid = uid or {
@@ -126,19 +128,9 @@ class JobRecord:
         involved = object_reference(api, kind, name, place.namespace, uid, field_path=field_path)
         self._event_seq += 1
         host = place.host if component == KUBELET else None
-        tx.create(
-            EVENTS,
-            new_event(
-                place.namespace,
-                involved,
-                type_,
-                reason,
-                message,
-                component,
-                host=host,
-                seq=self._event_seq,
-            ),
-        )
+        what = (type_, reason, message, component)
+        event = new_event(place.namespace, involved, *what, host=host, seq=self._event_seq)
+        tx.create(EVENTS, event)
 
     def job_event(self, tx: Tx, rjob: str, type_: str, reason: str, message: str) -> None:
         name = self.place.job_name(rjob)

@@ -109,14 +109,6 @@ class JobSupervisor:
     def runner(self) -> PodRunner | None:
         return self.kubelet.runner
 
-    @property
-    def job(self) -> JSON:
-        return self.record.job
-
-    @property
-    def pods(self) -> dict[str, PodRun]:
-        return self.record.pods
-
     def control(self) -> str | None:
         """What happened since the last look: ``gone`` (the job or its uid), ``delete``,
         ``suspend``, ``deadline``, or ``stopped`` (this process got SIGTERM with no
@@ -195,7 +187,7 @@ class JobSupervisor:
         for rjob, pod in kept.items():
             if rjob in INITIALIZERS:
                 name = pod["metadata"]["name"]
-                self.pods[name] = PodRun(name, rjob, 0, rjob, "", pod, finished=True, exit_code=0)
+                record.pods[name] = PodRun(name, rjob, 0, rjob, "", pod, finished=True, exit_code=0)
 
         ads = spec.get("activeDeadlineSeconds")
         if isinstance(ads, (int, float)) and ads > 0:
@@ -304,7 +296,7 @@ class JobSupervisor:
             if outcome == "deadline":
                 reason, message = TRAINJOB_DEADLINE
             else:
-                pod = self.pods[outcome.split(":", 1)[1]]
+                pod = self.record.pods[outcome.split(":", 1)[1]]
                 record.job_event(tx, pod.rjob, "Warning", *JOB_BACKOFF)
                 reason = JS_FAILED[0]
                 message = jobset_failed_message(self.place.job_name(pod.rjob))
@@ -377,7 +369,7 @@ class JobSupervisor:
         """This supervisor failed (a bug, a full disk): no process of the job may
         outlive it, and the job says why instead of running forever."""
         with contextlib.suppress(Exception):
-            pgids = [g for p in self.pods.values() for g in p.pgids]
+            pgids = [g for p in self.record.pods.values() for g in p.pgids]
             kill_tree(pgids, self.uid, 2.0, self.kubelet.reap)
         if self.runner is not None:
             with contextlib.suppress(Exception):

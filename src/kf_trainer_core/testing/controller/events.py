@@ -28,44 +28,22 @@ class Recorder:
         self.store = store
         self._seq = itertools.count()
 
-    def emit(
-        self,
-        namespace: str,
-        involved: JSON,
-        type_: str,
-        reason: str,
-        message: str,
-        component: str,
-        *,
-        host: str | None = None,
-        action: str | None = None,
-        aggregate: dict[tuple[str, str, str], str] | None = None,
-    ) -> None:
-        """Create a core/v1 Event (or bump ``count`` of an identical one in ``aggregate``,
-        as the event recorder's correlator does)."""
-        now = format_timestamp()
-        key = (str(involved.get("uid")), reason, message)
+    def emit(self, event: JSON, aggregate: dict[tuple[str, str, str], str] | None = None) -> None:
+        """Create ``event`` — or bump ``count`` of an identical one in ``aggregate``, as
+        the event recorder's correlator does."""
+        meta, involved = event["metadata"], event["involvedObject"]
+        key = (str(involved.get("uid")), str(event["reason"]), str(event["message"]))
         if aggregate is not None and key in aggregate:
+            now = format_timestamp()
 
             def bump(obj: JSON) -> None:
                 obj["count"] = int(obj.get("count") or 1) + 1
                 obj["lastTimestamp"] = now
 
-            if safe(self.store.mutate, EVENTS, namespace, aggregate[key], bump) is not None:
+            if safe(self.store.mutate, EVENTS, meta["namespace"], aggregate[key], bump) is not None:
                 return
-        event = new_event(
-            namespace,
-            involved,
-            type_,
-            reason,
-            message,
-            component,
-            host=host,
-            action=action,
-            seq=next(self._seq),
-        )
         if safe(self.store.create, EVENTS, event) is not None and aggregate is not None:
-            aggregate[key] = event["metadata"]["name"]
+            aggregate[key] = str(meta["name"])
 
     def trainjob(
         self,
@@ -78,25 +56,20 @@ class Recorder:
         component: str = TRAINER_COMPONENT,
     ) -> None:
         involved = object_reference(TRAINER_API, "TrainJob", sim.name, sim.namespace, sim.uid)
-        self.emit(
-            sim.namespace,
-            involved,
-            type_,
-            reason,
-            message,
-            component,
-            action=action,
-            aggregate=sim.event_keys,
-        )
+        what = (type_, reason, message, component)
+        event = new_event(sim.namespace, involved, *what, action=action, seq=next(self._seq))
+        self.emit(event, aggregate=sim.event_keys)
 
     def jobset(self, sim: Sim, type_: str, reason: str, message: str) -> None:
         involved = object_reference(JOBSET_API, "JobSet", sim.name, sim.namespace, sim.jobset_uid)
-        self.emit(sim.namespace, involved, type_, reason, message, JOBSET_COMPONENT)
+        what = (type_, reason, message, JOBSET_COMPONENT)
+        self.emit(new_event(sim.namespace, involved, *what, seq=next(self._seq)))
 
     def job(self, job: JobSim, type_: str, reason: str, message: str) -> None:
         ns = job.sim.namespace
         involved = object_reference(JOB_API, "Job", job.name, ns, job.uid)
-        self.emit(ns, involved, type_, reason, message, JOB_COMPONENT)
+        what = (type_, reason, message, JOB_COMPONENT)
+        self.emit(new_event(ns, involved, *what, seq=next(self._seq)))
 
     def pod(
         self,
@@ -108,9 +81,14 @@ class Recorder:
         container: JSON | None = None,
         component: str = KUBELET,
     ) -> None:
-        field_path = f"spec.containers{{{container.get('name')}}}" if container else None
+        """An Event about ``pod`` (from the kubelet unless ``component`` says otherwise);
+        ``container`` points it at one of its containers."""
+        field_path = None
+        if container is not None:
+            field_path = f"spec.containers{{{container.get('name')}}}"
         involved = object_reference(
             "v1", "Pod", pod.name, pod.namespace, pod.uid, field_path=field_path
         )
         host = pod.node if component == KUBELET else None
-        self.emit(pod.namespace, involved, type_, reason, message, component, host=host)
+        what = (type_, reason, message, component)
+        self.emit(new_event(pod.namespace, involved, *what, host=host, seq=next(self._seq)))
