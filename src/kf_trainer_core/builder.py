@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from kf_trainer_core import checks, names
+from kf_trainer_core import checkpoint_storage, checks, names
 from kf_trainer_core import function as fn
 from kf_trainer_core.errors import FieldProblem, SpecError
 from kf_trainer_core.k8s.trainjob import TRAINER_API, TRAINER_GROUP
@@ -220,7 +220,20 @@ def build_trainjob(
     ident = identity_text(identity)
     named = f"{ident}/attempt-{attempt}" if ident is not None and attempt else ident
     content = {"spec": body, "labels": labels, "annotations": annotations}
+    ckpt = spec.option(checkpoint_storage.Checkpoints)
+    if ckpt is not None:  # a content-named job's name must depend on it too
+        content["checkpoints"] = ckpt.model_dump(mode="json")
     job_name = _job_name(spec, name, named, name_prefix, content, rt, problems)
+    checkpoint_storage.apply(
+        ckpt,
+        body,
+        annotations,
+        namespace=namespace,
+        identity=ident or job_name,
+        replicated_jobs=rt.replicated_jobs,
+        where="options.Checkpoints",
+        problems=problems,
+    )
     if ident is not None:
         labels[IDENTITY_LABEL] = identity_label_value(ident)
         annotations[IDENTITY_ANNOTATION] = ident

@@ -19,6 +19,14 @@ from typing import Any, Literal
 
 from kf_trainer_core import checks, names, ops
 from kf_trainer_core.builder import BuiltTrainJob, build_trainjob, identity_text
+from kf_trainer_core.checkpoint_storage import (
+    CheckpointLocation,
+    Checkpoints,
+    CheckpointsUnreachableError,
+    checkpoints_program,
+    cleaning_job,
+    require_storage,
+)
 from kf_trainer_core.config import KubernetesConfig, LocalConfig, parse_backend
 from kf_trainer_core.cost import job_cost
 from kf_trainer_core.errors import SpecError
@@ -272,6 +280,7 @@ class _Base:
         identity: Identity | None,
     ) -> Program[BuiltTrainJob]:
         spec = self._spec(_required(spec), None, None, None, None)
+        require_storage(spec, cluster=isinstance(self.config, KubernetesConfig))
         runtime = yield from self._runtime_program(spec.runtime.name, spec.runtime.kind.value)
         return build_trainjob(
             spec, namespace=self.namespace, name=name, identity=identity, runtime=runtime
@@ -285,6 +294,7 @@ class _Base:
         fresh_after_failure: bool,
     ) -> Program[ops.Submitted]:
         spec = self._spec(_required(spec), None, None, None, None)
+        require_storage(spec, cluster=isinstance(self.config, KubernetesConfig))
         runtime = yield from self._runtime_program(spec.runtime.name, spec.runtime.kind.value)
         if identity is not None and name is None:
             return (yield from self._identity_program(spec, runtime, identity, fresh_after_failure))
@@ -311,6 +321,13 @@ class _Base:
             name=name,
             identity=identity_text(identity),
             label_selector=label_selector,
+        )
+
+    def _checkpoints_program(
+        self, identity: Identity, option: Checkpoints | None, clean: bool, force: bool
+    ) -> Program[CheckpointLocation]:
+        return checkpoints_program(
+            self.config, self.namespace, identity_text(identity) or "", option, clean, force
         )
 
     def _identity_program(
@@ -733,6 +750,39 @@ class TrainerClient(_Base):
         done: list[str] = self._run(self._stop_program(name, identity, label_selector, action))
         return done
 
+    def checkpoint_location(
+        self, identity: Identity, *, checkpoints: Checkpoints | None = None
+    ) -> CheckpointLocation:
+        """Where every attempt of ``identity`` keeps its checkpoints (``docs/checkpoints.md``)."""
+        loc: CheckpointLocation = self._run(
+            self._checkpoints_program(identity, checkpoints, False, False)
+        )
+        return loc
+
+    def clean_checkpoints(
+        self,
+        identity: Identity,
+        *,
+        checkpoints: Checkpoints | None = None,
+        force: bool = False,
+        timeout: float | None = 600,
+    ) -> CheckpointLocation:
+        """Remove the checkpoints every attempt of ``identity`` shared, and nothing else:
+        the only way they are deleted. Refused while an attempt runs (unless ``force``).
+        On a cluster a one-node job that mounts the claim removes them (``timeout``)."""
+        try:
+            loc: CheckpointLocation = self._run(
+                self._checkpoints_program(identity, checkpoints, True, force)
+            )
+        except CheckpointsUnreachableError as exc:
+            job = cleaning_job(exc.location)
+            if job is None:
+                raise
+            done = self.run(job[0], identity=job[1], timeout=timeout, fresh_after_failure=True)
+            self.delete_job(done.name)  # the suite's own helper job, finished
+            return exc.location
+        return loc
+
     def delete_job(self, name: str, *, propagation: str = "Foreground") -> bool:
         """Delete the TrainJob (never only its JobSet); ``False`` if already gone."""
         deleted: bool = self._run(ops.delete(self.namespace, name, propagation))
@@ -1101,6 +1151,37 @@ class AsyncTrainerClient(_Base):
         program = self._stop_program(name, identity, label_selector, action)
         done: list[str] = await self._run(program)
         return done
+
+    async def checkpoint_location(
+        self, identity: Identity, *, checkpoints: Checkpoints | None = None
+    ) -> CheckpointLocation:
+        """See :meth:`TrainerClient.checkpoint_location`."""
+        program = self._checkpoints_program(identity, checkpoints, False, False)
+        loc: CheckpointLocation = await self._run(program)
+        return loc
+
+    async def clean_checkpoints(
+        self,
+        identity: Identity,
+        *,
+        checkpoints: Checkpoints | None = None,
+        force: bool = False,
+        timeout: float | None = 600,
+    ) -> CheckpointLocation:
+        """See :meth:`TrainerClient.clean_checkpoints`."""
+        program = self._checkpoints_program(identity, checkpoints, True, force)
+        try:
+            loc: CheckpointLocation = await self._run(program)
+        except CheckpointsUnreachableError as exc:
+            job = cleaning_job(exc.location)
+            if job is None:
+                raise
+            done = await self.run(
+                job[0], identity=job[1], timeout=timeout, fresh_after_failure=True
+            )
+            await self.delete_job(done.name)
+            return exc.location
+        return loc
 
     async def delete_job(self, name: str, *, propagation: str = "Foreground") -> bool:
         deleted: bool = await self._run(ops.delete(self.namespace, name, propagation))

@@ -24,6 +24,7 @@ from kf_trainer_core.k8s.objects import (
     generate_suffix,
     pod_conditions,
 )
+from kf_trainer_core.local import checkpoints as local_checkpoints
 from kf_trainer_core.local._common import INITIALIZERS, POD_ENV, TERMINATION_LOG_ENV, now_iso
 from kf_trainer_core.local.jobstatus import JobRecord
 from kf_trainer_core.local.liveness import die_with_parent
@@ -137,6 +138,11 @@ class Kubelet:
                     record.pod_event(tx, pod, "Warning", "Failed", f"Error: {error}")
             return
         pod.waiting_since = None
+        if pod.rjob not in INITIALIZERS:  # every attempt of the identity shares it
+            place = self.place
+            env_values.update(
+                local_checkpoints.trainer_env(place.paths.root, place.namespace, record.job)
+            )
         env = {**pod.env, **env_values}
         term = self.place.run_dir / f"{pod.name}.termination-log"
         with contextlib.suppress(FileNotFoundError):

@@ -28,10 +28,10 @@ unexpected exception is logged and the worker carries on.
 
 from __future__ import annotations
 
-from kf_trainer_core.testing.controller.runtimes import install_runtimes
 from kf_trainer_core.testing.controller.simulator import TrainerController
 from kf_trainer_core.testing.controller.vocab import JOBS, LAUNCHER_ENV, TORCH_MASTER_PORT
 from kf_trainer_core.testing.crd import find_upstream
+from kf_trainer_core.testing.runtimes import install_runtimes
 from kf_trainer_core.testing.scenarios import (
     PRESETS,
     SCENARIO_ANNOTATION,
