@@ -166,7 +166,7 @@ def _repair(paths: Paths, store: Store, uid: str) -> bool:
         if not record.load():
             kill_tree([], uid, grace=1.0)
             return False
-        supervisor.plan = plan
+        supervisor.kubelet.plan = plan
         if record.deleting:
             supervisor.purge()
             return True

@@ -28,7 +28,7 @@ import socket
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kf_trainer_core.k8s.objects import container_status
 from kf_trainer_core.k8s.trainjob import (
@@ -64,9 +64,6 @@ from kf_trainer_core.local.procs import JobLock, kill_tree
 from kf_trainer_core.local.purge import purge_job
 from kf_trainer_core.local.store import PODS, TRAINJOBS, Store
 
-if TYPE_CHECKING:
-    from kf_trainer_core.container.runner import PodRunner
-
 JSON = dict[str, Any]
 
 #: Seconds between looks at the job's row (a version check: one indexed SELECT).
@@ -96,19 +93,6 @@ class JobSupervisor:
         self.stop = threading.Event()
         self.deadline: float | None = None
 
-    @property
-    def plan(self) -> JSON:
-        """The job's run plan (the local API's admission wrote it)."""
-        return self.kubelet.plan
-
-    @plan.setter
-    def plan(self, value: JSON) -> None:
-        self.kubelet.plan = value
-
-    @property
-    def runner(self) -> PodRunner | None:
-        return self.kubelet.runner
-
     def control(self) -> str | None:
         """What happened since the last look: ``gone`` (the job or its uid), ``delete``,
         ``suspend``, ``deadline``, or ``stopped`` (this process got SIGTERM with no
@@ -131,13 +115,13 @@ class JobSupervisor:
         record = self.record
         if not record.load():
             return
-        self.plan = self.store.get_plan(self.uid) or {}
-        runtime = self.plan.get("runtime") or {}
+        self.kubelet.plan = self.store.get_plan(self.uid) or {}
+        runtime = self.kubelet.plan.get("runtime") or {}
         record.rjobs = list(runtime.get("replicated_jobs") or [NODE])
         if record.deleting:
             self.purge()
             return
-        if record.terminal() or self.plan.get("runtime_error"):
+        if record.terminal() or self.kubelet.plan.get("runtime_error"):
             return
         stale = record.unfinished_pods()
         if stale:
@@ -160,7 +144,7 @@ class JobSupervisor:
         record, place = self.record, self.place
         spec = record.spec
         trainer = dict(spec.get("trainer") or {})
-        runtime = dict(self.plan.get("runtime") or {})
+        runtime = dict(self.kubelet.plan.get("runtime") or {})
         policy = str(runtime.get("policy") or "torch")
         nnodes = int(trainer.get("numNodes") or runtime.get("num_nodes") or 1)
         init = dict(spec.get("initializer") or {})
@@ -217,7 +201,7 @@ class JobSupervisor:
             list(trainer.get("command") or runtime.get("command") or []),
             list(trainer.get("args") or runtime.get("args") or []),
         )
-        pods = trainer_pods(place, record.rjobs, self.plan, trainer, layout, nnodes, cwd)
+        pods = trainer_pods(place, record.rjobs, self.kubelet.plan, trainer, layout, nnodes, cwd)
         outcome = self.run_pods(pods, prepare=program)
         return self.finish(outcome or "complete")
 
@@ -228,9 +212,9 @@ class JobSupervisor:
         outcome (``failed:<pod>``, ``delete``, ``suspend``, ...)."""
         kubelet = self.kubelet
         kubelet.create(pods)
-        if prepare is not None and self.runner is None:
+        if prepare is not None and self.kubelet.runner is None:
             try:
-                prepare_trainer(self.place, self.plan, pods, prepare)
+                prepare_trainer(self.place, self.kubelet.plan, pods, prepare)
             except Exception as exc:  # e.g. a venv that cannot be built: the nodes fail
                 for pod in pods:
                     pod.start_error = (
@@ -315,9 +299,9 @@ class JobSupervisor:
             record.write_jobs_status(tx, suspended=True)
 
     def ensure_suspended(self) -> None:
-        if self.runner is not None:
+        if self.kubelet.runner is not None:
             # Containers outlive a supervisor that died while suspending: none may run.
-            self.runner.sweep(remove=True)
+            self.kubelet.runner.sweep(remove=True)
         if not self.record.suspended():
             self.mark_suspended()
 
@@ -371,9 +355,9 @@ class JobSupervisor:
         with contextlib.suppress(Exception):
             pgids = [g for p in self.record.pods.values() for g in p.pgids]
             kill_tree(pgids, self.uid, 2.0, self.kubelet.reap)
-        if self.runner is not None:
+        if self.kubelet.runner is not None:
             with contextlib.suppress(Exception):
-                self.runner.sweep(remove=True)
+                self.kubelet.runner.sweep(remove=True)
         message = f"the local supervisor failed: {type(exc).__name__}: {exc}"
         with contextlib.suppress(Exception), self.store.write() as tx:
             self.record.set_condition(tx, FAILED, "True", JS_FAILED[0], message)
