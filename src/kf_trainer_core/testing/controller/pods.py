@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from typing import Any
 
 from kf_trainer_core.function import RESULT_MARKER
 from kf_trainer_core.k8s.objects import container_status
@@ -63,34 +64,21 @@ def qos_class(pspec: JSON) -> str:
     return "Burstable" if any_set else "BestEffort"
 
 
-def container_status_of(
-    c: JSON,
-    *,
-    waiting: JSON | None = None,
-    running_since: str | None = None,
-    terminated: JSON | None = None,
-) -> JSON:
-    """Container ``c``'s ``containerStatuses`` entry: waiting, running since, or
-    terminated; once it ran it has the pulled image's digest and a containerd id."""
+def container_status_of(c: JSON, **state: Any) -> JSON:
+    """Container ``c``'s ``containerStatuses`` entry in ``state`` (``waiting=``,
+    ``running_since=`` or ``terminated=``, as :func:`container_status` takes them); once
+    it ran it has the pulled image's digest and a containerd id."""
     image = str(c.get("image") or "")
     name = str(c.get("name"))
-    image_id = container_id = ""
-    if running_since is not None or terminated is not None:
+    ran: dict[str, Any] = {"image_id": "", "container_id": ""}
+    if state.get("running_since") is not None or state.get("terminated") is not None:
         digest = hashlib.sha256(image.encode()).hexdigest()
-        image_id = f"{full_image(image).rsplit(':', 1)[0]}@sha256:{digest}"
-        container_id = (
-            "containerd://"
-            + hashlib.sha256(f"{name}{running_since}{random.random()}".encode()).hexdigest()
-        )
-    return container_status(
-        name,
-        image,
-        waiting=waiting,
-        running_since=running_since,
-        terminated=terminated,
-        container_id=container_id,
-        image_id=image_id,
-    )
+        seed = f"{name}{state.get('running_since')}{random.random()}"
+        ran = {
+            "image_id": f"{full_image(image).rsplit(':', 1)[0]}@sha256:{digest}",
+            "container_id": "containerd://" + hashlib.sha256(seed.encode()).hexdigest(),
+        }
+    return container_status(name, image, **ran, **state)
 
 
 # ------------------------------------------------------------------ scripted log lines
