@@ -21,6 +21,7 @@ from kf_trainer_core import checkpoint_storage, checks, names
 from kf_trainer_core import function as fn
 from kf_trainer_core.errors import FieldProblem, SpecError
 from kf_trainer_core.k8s.trainjob import TRAINER_API, TRAINER_GROUP
+from kf_trainer_core.lineage import LINEAGE_INPUTS_ANNOTATION, inputs_annotation
 from kf_trainer_core.runtimes import GPU_RESOURCE, MIG_PREFIX, RuntimeInfo
 from kf_trainer_core.spec import (
     ANNOTATIONS_LIMIT,
@@ -47,7 +48,12 @@ from kf_trainer_core.spec import (
     TrainJobSpec,
 )
 
+#: The TrainJob's API (from :mod:`kf_trainer_core.k8s.trainjob`, named here as before).
+GROUP = TRAINER_GROUP
+VERSION = TRAINER_API.rsplit("/", 1)[1]
+API_VERSION = TRAINER_API
 KIND = "TrainJob"
+PLURAL = "trainjobs"
 
 #: Labels and annotations the suite puts on every TrainJob it builds.
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -248,6 +254,10 @@ def build_trainjob(
         metadata["namespace"] = namespace
     metadata["labels"] = labels
     metadata["annotations"] = annotations
+    # Derived from the initializers (already in the spec): kept out of the spec hash.
+    lineage = inputs_annotation(spec, k8s_namespace=namespace)
+    if lineage is not None:
+        annotations[LINEAGE_INPUTS_ANNOTATION] = lineage
     manifest: dict[str, Any] = {
         "apiVersion": TRAINER_API,
         "kind": KIND,
@@ -289,11 +299,13 @@ def _known_names() -> set[str]:
 
 def spec_hash(manifest: Mapping[str, Any]) -> str:
     """A stable digest of what a TrainJob asks for: its spec, labels and annotations
-    (less the hash itself). Two builds of the same spec share it; any change that would
-    make a different job changes it."""
+    (less the hash itself and the lineage derived from the spec). Two builds of the same
+    spec share it; any change that would make a different job changes it."""
     meta = manifest.get("metadata") or {}
     annotations = {
-        k: v for k, v in (meta.get("annotations") or {}).items() if k != SPEC_HASH_ANNOTATION
+        k: v
+        for k, v in (meta.get("annotations") or {}).items()
+        if k not in (SPEC_HASH_ANNOTATION, LINEAGE_INPUTS_ANNOTATION)
     }
     payload = {
         "spec": manifest.get("spec") or {},
