@@ -143,27 +143,16 @@ def set_condition(
     conditions.append(new)
 
 
-def object_reference(
-    api_version: str,
-    kind: str,
-    name: str,
-    namespace: str,
-    uid: str,
-    *,
-    field_path: str | None = None,
-) -> JSON:
-    """An Event's ``involvedObject``; ``field_path`` points into it
-    (``spec.containers{node}``)."""
-    ref: JSON = {
+def object_reference(api_version: str, kind: str, name: str, namespace: str, uid: str) -> JSON:
+    """An Event's ``involvedObject`` (a ``fieldPath`` may point into it:
+    ``spec.containers{node}``)."""
+    return {
         "apiVersion": api_version,
         "kind": kind,
         "name": name,
         "namespace": namespace,
         "uid": uid,
     }
-    if field_path:
-        ref["fieldPath"] = field_path
-    return ref
 
 
 def new_event(

@@ -125,7 +125,9 @@ class JobRecord:
             "JobSet": sub_uid(place.uid, "jobset"),
             "Job": sub_uid(place.uid, name),
         }.get(kind, "")
-        involved = object_reference(api, kind, name, place.namespace, uid, field_path=field_path)
+        involved = object_reference(api, kind, name, place.namespace, uid)
+        if field_path:
+            involved["fieldPath"] = field_path
         self._event_seq += 1
         host = place.host if component == KUBELET else None
         what = (type_, reason, message, component)

@@ -69,11 +69,10 @@ class Kubelet:
             from kf_trainer_core.container.runner import ContainerRunner
 
             place = self.place
+            where = {"namespace": place.namespace, "name": place.name, "uid": place.uid}
             self._runner = ContainerRunner(
                 dict(self.plan["container"]),
-                namespace=place.namespace,
-                name=place.name,
-                uid=place.uid,
+                **where,
                 workspace=place.workspace,
                 run_dir=place.run_dir,
                 cwd=self.cwd(),

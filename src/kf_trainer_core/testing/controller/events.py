@@ -83,12 +83,9 @@ class Recorder:
     ) -> None:
         """An Event about ``pod`` (from the kubelet unless ``component`` says otherwise);
         ``container`` points it at one of its containers."""
-        field_path = None
+        involved = object_reference("v1", "Pod", pod.name, pod.namespace, pod.uid)
         if container is not None:
-            field_path = f"spec.containers{{{container.get('name')}}}"
-        involved = object_reference(
-            "v1", "Pod", pod.name, pod.namespace, pod.uid, field_path=field_path
-        )
+            involved["fieldPath"] = f"spec.containers{{{container.get('name')}}}"
         host = pod.node if component == KUBELET else None
         what = (type_, reason, message, component)
         self.emit(new_event(pod.namespace, involved, *what, host=host, seq=next(self._seq)))
