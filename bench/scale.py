@@ -16,6 +16,7 @@ rate is computed (1,000 jobs x 4 requests / 2 s), not imposed on a shared machin
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from bench.common import (
     JSON,
     BenchServer,
     DriverError,
+    Follower,
     Settings,
     cpu_seconds,
     driver,
@@ -50,7 +52,7 @@ SIDES = [
 
 def run(settings: Settings, srv: BenchServer, workdir: Path) -> JSON:
     """Measure each side at each job count."""
-    counts = [20] if settings.quick else [10, 100, 1000]
+    counts = settings.scale_counts or ([20] if settings.quick else [10, 100, 1000])
     window = 2.0 if settings.quick else 10.0
     spread = 2.0 if settings.quick else 5.0
     sides = SIDES if not settings.quick else SIDES[:2]
@@ -121,8 +123,16 @@ def measure(
             t1 = time.time()
             cpu1 = cpu_seconds(proc)
             requests = srv.count_in(t0, t1)
+            # CPU over the completions, both sides (the server is this process): what
+            # a wall-clock latency on a shared machine cannot show.
+            follower = Follower(proc, cpu_seconds)
+            here = process_probe(os.getpid())
+            client0, server0 = follower.value, cpu_seconds(here)
+            load = os.getloadavg()[0]
             srv.resume(names)
             result = d.result(timeout=spread + 300)
+            server_cpu = cpu_seconds(here) - server0
+            client_cpu = follower.stop() - client0
     except DriverError as exc:
         return {"error": str(exc)}
     values = latencies(result["returned"], srv.clock.completed)
@@ -137,6 +147,8 @@ def measure(
         "idle_cpu_percent": 100 * (cpu1 - cpu0) / (t1 - t0),
         "idle_requests_per_second": requests / (t1 - t0),
         "latency": summary(values),
+        "completion_cpu_seconds": {"client": client_cpu, "server": server_cpu},
+        "load_average": load,
         "errors": len(result["errors"]),
         "error_sample": list(result["errors"].values())[:3],
     }
