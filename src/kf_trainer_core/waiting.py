@@ -260,6 +260,7 @@ def wait_program(
     polling_interval: float = 2.0,
     tracker: QueueTracker | None = None,
     log_progress_interval: float | None = None,
+    sink: Callable[[Any], None] | None = None,
 ) -> Program[tuple[Verdict, dict[str, Any]]]:
     """Wait on the shared informers until ``goal`` is judged; emit each new version of
     the job (for callbacks and progress) as :class:`Observed`. Polls by name only when
@@ -271,7 +272,8 @@ def wait_program(
     waits for changes. A running job whose function reports in its log, on a cluster
     without a status server (no ``trainerStatus``), has its log read every
     ``log_progress_interval`` seconds of running (``None``: never); what it reports is
-    emitted as the job's ``trainerStatus``."""
+    emitted as the job's ``trainerStatus``. ``sink``: where the emits go (else to the
+    driver's ``on_emit``)."""
     start = time.monotonic()
     log_status: dict[str, Any] | None = None
     log_due: float | None = None  # when the log is read next
@@ -342,7 +344,7 @@ def wait_program(
                 key = (version, json.dumps(log_status, sort_keys=True))
                 if news or key != last_shown:
                     last_shown = key
-                    yield Emit(Observed(shown, tracker.status if tracker else None))
+                    yield Emit(Observed(shown, tracker.status if tracker else None), to=sink)
             verdict = goal.judge(
                 obj,
                 [] if events.unavailable else events.objects(),
