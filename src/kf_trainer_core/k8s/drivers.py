@@ -97,7 +97,7 @@ class AsyncDriverProtocol(Protocol):
 
     def iterate(self, program: Program[Any]) -> AsyncIterator[Any]: ...
 
-    def close_streams(self) -> None: ...
+    def close_streams(self, *, abort: bool = False) -> None: ...
 
 
 def _close_all(streams: set[Any], *, abort: bool = False) -> None:
@@ -142,7 +142,7 @@ class _Run(Generic[T]):
     driver's outcome back. Emits with a sink, stream closes, retries and renewals are
     handled here, so the drivers differ only in how they perform I/O."""
 
-    def __init__(self, program: Program[T], driver: _DriverBase) -> None:
+    def __init__(self, program: Program[T], driver: _DriverBase[Any]) -> None:
         self.program = program
         self.driver = driver
         self.owned: set[Any] = set()  # streams opened by this run
@@ -233,8 +233,17 @@ class _Run(Generic[T]):
             self._error = err
 
 
-class _DriverBase:
-    def __init__(self, policy: RetryPolicy, hook: CallHook | None) -> None:
+TransportT = TypeVar("TransportT", SyncTransportProtocol, AsyncTransportProtocol)
+
+
+class _DriverBase(Generic[TransportT]):
+    def __init__(
+        self,
+        transport: TransportT,
+        policy: RetryPolicy = DEFAULT_POLICY,
+        hook: CallHook | None = None,
+    ) -> None:
+        self.transport: TransportT = transport
         self.policy = policy
         self.hook = hook
         # Streams opened by the programs running now, each run's in a set of its own:
@@ -243,24 +252,16 @@ class _DriverBase:
         # ``close_streams`` reaches all of them.
         self._runs: dict[int, set[Any]] = {}
 
-
-class SyncDriver(_DriverBase):
-    """Runs programs with blocking I/O."""
-
-    def __init__(
-        self,
-        transport: SyncTransportProtocol,
-        policy: RetryPolicy = DEFAULT_POLICY,
-        hook: CallHook | None = None,
-    ) -> None:
-        super().__init__(policy, hook)
-        self.transport = transport
-
     def close_streams(self, *, abort: bool = False) -> None:
         """Close every stream the running programs hold (a shutdown). From another
-        thread, pass ``abort``: the streams are broken without waiting on the reader."""
+        thread, pass ``abort``: the streams are broken without waiting on the reader
+        (an async driver's streams: a blocked read then returns)."""
         for owned in list(self._runs.values()):
             _close_all(owned, abort=abort)
+
+
+class SyncDriver(_DriverBase[SyncTransportProtocol]):
+    """Runs programs with blocking I/O."""
 
     def _perform(self, effect: Any) -> Any:
         try:
@@ -337,23 +338,8 @@ class _Done:
     value: Any
 
 
-class AsyncDriver(_DriverBase):
+class AsyncDriver(_DriverBase[AsyncTransportProtocol]):
     """Runs the same programs inside an event loop."""
-
-    def __init__(
-        self,
-        transport: AsyncTransportProtocol,
-        policy: RetryPolicy = DEFAULT_POLICY,
-        hook: CallHook | None = None,
-    ) -> None:
-        super().__init__(policy, hook)
-        self.transport = transport
-
-    def close_streams(self) -> None:
-        """Close every stream the running programs hold (safe from another thread: a
-        blocked read then returns)."""
-        for owned in list(self._runs.values()):
-            _close_all(owned)
 
     async def _perform(self, effect: Any) -> Any:
         try:
