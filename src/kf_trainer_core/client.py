@@ -32,6 +32,7 @@ from kf_trainer_core.builder import BuiltTrainJob, build_trainjob, identity_text
 from kf_trainer_core.client_base import ClientBase, Identity
 from kf_trainer_core.config import LocalConfig
 from kf_trainer_core.cost import job_cost
+from kf_trainer_core.errors import TrainJobFailedError
 from kf_trainer_core.informer import (
     AsyncInformer,
     AsyncWaker,
@@ -60,7 +61,6 @@ from kf_trainer_core.status import (
 )
 from kf_trainer_core.waiting import (
     LOG_PROGRESS_INTERVAL,
-    TrainJobFailedError,
     WaitGoal,
     conclude,
     job_emitter,
@@ -138,7 +138,7 @@ class _Operations(ClientBase):
         found again by that identity: a retry after a crash reattaches to it, a retry
         after a failed job submits a fresh attempt (unless ``fresh_after_failure`` is
         off). Without one, a job of the same name and spec is adopted and a different
-        spec under that name raises :class:`~kf_trainer_core.ops.SpecConflictError`.
+        spec under that name raises :class:`~kf_trainer_core.errors.SpecConflictError`.
         """
         spec = self._given_spec(spec)
         runtime = yield from self._runtime_program(spec.runtime.name, spec.runtime.kind.value)

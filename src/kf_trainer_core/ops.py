@@ -15,7 +15,7 @@ from kf_trainer_core.builder import (
     SPEC_HASH_ANNOTATION,
     BuiltTrainJob,
 )
-from kf_trainer_core.errors import KFTrainerError, SpecError
+from kf_trainer_core.errors import SpecConflictError, SpecError, SubmitError, TrainJobNotFoundError
 from kf_trainer_core.function import progress_from_log, result_from_log
 from kf_trainer_core.informer import slim_trainjob
 from kf_trainer_core.k8s.calls import (
@@ -67,19 +67,6 @@ FAILURE_LOG_LINES = 40
 #: Lines at the end of node-0's log searched for the result and the last progress (the
 #: generated program prints both last).
 PROGRESS_LOG_TAIL = 200
-
-
-class TrainJobNotFoundError(KFTrainerError, LookupError):
-    """No TrainJob of that name in the namespace."""
-
-
-class SpecConflictError(KFTrainerError):
-    """A TrainJob of the same name exists with a different spec: adopting it would run
-    something other than what was asked."""
-
-
-class SubmitError(KFTrainerError):
-    """The API refused the TrainJob (its message names the fields)."""
 
 
 @dataclass(frozen=True)

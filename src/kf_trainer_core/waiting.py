@@ -10,18 +10,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from kf_trainer_core import names
-from kf_trainer_core.errors import KFTrainerError
-from kf_trainer_core.failures import (
-    CapacityFailure,
-    ConfigurationFailure,
+from kf_trainer_core.errors import (
     FailureClass,
-    InfrastructureFailure,
-    UserCodeFailure,
+    TrainJobAdmissionTimeoutError,
+    TrainJobCreationFailedError,
+    TrainJobDeletedError,
+    TrainJobNotFoundError,
+    TrainJobTimeoutError,
+    failed_error,
 )
 from kf_trainer_core.k8s.calls import Await, Emit, Program
 from kf_trainer_core.kueue import QueueStatus, QueueTracker, queue_name
 from kf_trainer_core.ops import (
-    TrainJobNotFoundError,
     explain_failure,
     get_object,
     job_pods,
@@ -44,102 +44,6 @@ from kf_trainer_core.status import (
 
 if TYPE_CHECKING:
     from kf_trainer_core.informer import JobSubscription, Subscription
-
-
-class TrainJobFailedError(KFTrainerError):
-    """The job failed; ``failure`` says why (reason, step, pod, exit code, log tail)."""
-
-    def __init__(self, job: TrainJob | None, failure: Failure) -> None:
-        self.job = job
-        self.failure = failure
-        name = f"{job.namespace}/{job.name}" if job else "TrainJob"
-        super().__init__(f"{name} failed: {failure.describe()}")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.job, self.failure))
-
-    @property
-    def failure_class(self) -> FailureClass:
-        """The failure's class (see :mod:`kf_trainer_core.failures`); the subclasses
-        below carry it as a class attribute too, for exception-matching rules."""
-        return self.failure.failure_class
-
-
-class TrainJobInfrastructureError(InfrastructureFailure, TrainJobFailedError):
-    """The job failed for the platform's sake (eviction, preemption, node loss,
-    registry trouble): a retry may succeed."""
-
-
-class TrainJobCapacityError(CapacityFailure, TrainJobFailedError):
-    """The job failed for want of capacity (out of memory, deadline)."""
-
-
-class TrainJobConfigurationError(ConfigurationFailure, TrainJobFailedError):
-    """The job failed because of how it is configured (image, runtime, secret)."""
-
-
-class TrainJobUserCodeError(UserCodeFailure, TrainJobFailedError):
-    """The training code failed (a traceback or a non-zero exit)."""
-
-
-class TrainJobCreationFailedError(ConfigurationFailure, TrainJobFailedError):
-    """The Trainer could not build the job's JobSet (a ``TrainJobResourcesCreationFailed``
-    event): the job would stay pending forever."""
-
-
-_FAILED_ERRORS: dict[FailureClass, type[TrainJobFailedError]] = {
-    FailureClass.INFRASTRUCTURE: TrainJobInfrastructureError,
-    FailureClass.CAPACITY: TrainJobCapacityError,
-    FailureClass.CONFIGURATION: TrainJobConfigurationError,
-    FailureClass.USER_CODE: TrainJobUserCodeError,
-}
-
-
-def failed_error(job: TrainJob | None, failure: Failure) -> TrainJobFailedError:
-    """The error for a failed job: the subclass of :class:`TrainJobFailedError` that
-    matches the failure's class (all of them are ``TrainJobFailedError``)."""
-    return _FAILED_ERRORS.get(failure.failure_class, TrainJobFailedError)(job, failure)
-
-
-class TrainJobTimeoutError(KFTrainerError, TimeoutError):
-    """The job did not reach the wanted state in time."""
-
-    def __init__(
-        self, message: str, job: TrainJob | None = None, failure: Failure | None = None
-    ) -> None:
-        self.job = job
-        self.failure = failure
-        super().__init__(message if failure is None else f"{message}\n{failure.describe()}")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.args[0].split("\n", 1)[0], self.job, self.failure))
-
-    @property
-    def failure_class(self) -> FailureClass:
-        """What kept the job from getting there: the stuck pod's class, else unknown."""
-        return self.failure.failure_class if self.failure else FailureClass.UNKNOWN
-
-
-class TrainJobAdmissionTimeoutError(CapacityFailure, TrainJobTimeoutError):
-    """Kueue did not admit the job in time (``admission_timeout``). ``queue`` says what
-    the queue was waiting for (pending reason and message, position)."""
-
-    def __init__(
-        self,
-        message: str,
-        job: TrainJob | None = None,
-        failure: Failure | None = None,
-        queue: QueueStatus | None = None,
-    ) -> None:
-        self.queue = queue
-        super().__init__(message, job, failure)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.args[0].split("\n", 1)[0], self.job, self.failure, self.queue))
-
-
-class TrainJobDeletedError(KFTrainerError):
-    """The job was deleted while being waited for."""
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kf_trainer_core import task_ops
 from kf_trainer_core.builder import identity_text
+from kf_trainer_core.errors import (
+    SpecConflictError,
+    StepFailedError,
+    TrainJobFailedError,
+    TrainJobTimeoutError,
+)
 from kf_trainer_core.names import require_job_name
-from kf_trainer_core.ops import SpecConflictError
 from kf_trainer_core.spec import TrainJobSpec
 from kf_trainer_core.status import Failure, JobOutputs, TrainJob
-from kf_trainer_core.steps import StepFailedError
-from kf_trainer_core.waiting import TrainJobFailedError, TrainJobTimeoutError
 from kf_trainer_kfp import inputs as inp
 from kf_trainer_kfp import summary
 
@@ -260,7 +263,8 @@ def _classified(run: Callable[[], T]) -> T:
     evidence, exit code) and ends the process with that class's exit code
     (:data:`~kf_trainer_core.failures.EXIT_CODES`), so a pipeline's exit handler or
     retry policy can tell infrastructure from configuration or user code."""
-    from kf_trainer_core.failures import EXIT_CODES, FailureClass, failure_class_of
+    from kf_trainer_core.errors import FailureClass
+    from kf_trainer_core.failures import EXIT_CODES, failure_class_of
 
     try:
         return run()

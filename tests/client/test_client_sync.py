@@ -11,8 +11,15 @@ from train_functions import train_linear
 
 from kf_trainer_core.builder import IDENTITY_LABEL
 from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.errors import (
+    SpecConflictError,
+    SubmitError,
+    TrainJobCreationFailedError,
+    TrainJobFailedError,
+    TrainJobNotFoundError,
+    TrainJobTimeoutError,
+)
 from kf_trainer_core.k8s.calls import Create, ListObjects, OpenWatch
-from kf_trainer_core.ops import SpecConflictError, SubmitError, TrainJobNotFoundError
 from kf_trainer_core.spec import (
     Annotations,
     CustomTrainer,
@@ -23,11 +30,6 @@ from kf_trainer_core.spec import (
 from kf_trainer_core.status import JobState
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer
-from kf_trainer_core.waiting import (
-    TrainJobCreationFailedError,
-    TrainJobFailedError,
-    TrainJobTimeoutError,
-)
 
 
 def spec(

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from kfp import dsl
 
-from kf_trainer_core.failures import EXIT_CODES, FailureClass
+from kf_trainer_core.errors import FailureClass, failed_error
+from kf_trainer_core.failures import EXIT_CODES
 from kf_trainer_core.spec import Annotations, CustomTrainer, TrainJobSpec
 from kf_trainer_core.status import Failure
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
-from kf_trainer_core.waiting import failed_error
 from kf_trainer_kfp import ComponentImage, trainjob_launcher
 from kf_trainer_kfp.task import _classified
 

@@ -117,7 +117,7 @@ class TrainJobSensor(BaseSensorOperator):
 
     # -- poking -----------------------------------------------------------------------
     def poke(self, context: Context) -> bool | PokeReturnValue:
-        from kf_trainer_core.ops import TrainJobNotFoundError
+        from kf_trainer_core.errors import TrainJobNotFoundError
 
         with self.hook.get_client() as client:
             try:

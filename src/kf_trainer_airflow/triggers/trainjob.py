@@ -221,13 +221,14 @@ class TrainJobTrigger(BaseTrigger):
             with contextlib.suppress(ImportError):  # the local backend needs no client
                 await asyncio.to_thread(importlib.import_module, module)
         from kf_trainer_core.client import outputs
-        from kf_trainer_core.ops import TrainJobNotFoundError
-        from kf_trainer_core.steps import StepFailedError, StepGoal, await_step
-        from kf_trainer_core.waiting import (
+        from kf_trainer_core.errors import (
+            StepFailedError,
             TrainJobDeletedError,
             TrainJobFailedError,
+            TrainJobNotFoundError,
             TrainJobTimeoutError,
         )
+        from kf_trainer_core.steps import StepGoal, await_step
 
         base: dict[str, Any] = {"job_name": self.job_name, "namespace": self.namespace}
         try:
