@@ -444,9 +444,9 @@ def _load_sync_unchecked(cfg: KubernetesConfig, target: Any) -> None:
         _explicit(cfg, target, "authorization")
     elif mode == "in-cluster":
         kubernetes.config.load_incluster_config(client_configuration=target)
-    elif cfg.kubeconfig_content is not None:
+    elif (document := cfg.kubeconfig_dict()) is not None:  # inline, or several merged
         kubernetes.config.load_kube_config_from_dict(
-            cfg.kubeconfig_dict(), context=cfg.context, client_configuration=target
+            document, context=cfg.context, client_configuration=target
         )
     else:
         kubernetes.config.load_kube_config(
@@ -600,9 +600,10 @@ async def _load_async_unchecked(cfg: KubernetesConfig, target: Any) -> Any:
     if mode == "in-cluster":
         k8s.config.load_incluster_config(client_configuration=target)  # type: ignore[no-untyped-call]
         return None
-    if cfg.kubeconfig_content is not None:
+    document = cfg.kubeconfig_dict()  # inline, or several files merged
+    if document is not None:
         return await k8s.config.load_kube_config_from_dict(
-            cfg.kubeconfig_dict(), context=cfg.context, client_configuration=target
+            document, context=cfg.context, client_configuration=target
         )
     return await k8s.config.load_kube_config(
         config_file=cfg.kubeconfig, context=cfg.context, client_configuration=target
