@@ -542,6 +542,19 @@ class _LogCursor:
                 self.stamp, self.seen = stamp, 1
         return text
 
+    def shown(self, line: str, hide_progress: bool) -> str | None:
+        """The line's text if it is new and to be shown, else ``None``."""
+        text = self.accept(line.rstrip("\r"))
+        return None if text is None or (hide_progress and PROGRESS_MARKER in text) else text
+
+    def resume(self, tail: int | None) -> dict[str, Any]:
+        """Where a read starts: after the last line emitted, else ``tail`` lines back."""
+        return {
+            "since_time": self.stamp,
+            "tail_lines": tail if self.stamp is None else None,
+            "timestamps": True,
+        }
+
 
 def follow_logs(
     namespace: str,
@@ -593,14 +606,7 @@ def follow_logs(
             cursor.reset()  # a new pod (restart): its log starts over
         pod_name = current
         try:
-            stream = yield OpenLogStream(
-                namespace,
-                current,
-                container,
-                since_time=cursor.stamp,
-                tail_lines=tail if cursor.stamp is None else None,
-                timestamps=True,
-            )
+            stream = yield OpenLogStream(namespace, current, container, **cursor.resume(tail))
         except ApiError as err:
             if err.code in (400, 404):
                 yield Sleep(poll_interval)
@@ -613,8 +619,8 @@ def follow_logs(
                 raw = yield ReadLine(stream)
                 if raw is None:
                     break
-                text = cursor.accept(raw.decode("utf-8", errors="replace").rstrip("\r"))
-                if text is not None and not (hide_progress and PROGRESS_MARKER in text):
+                text = cursor.shown(raw.decode("utf-8", errors="replace"), hide_progress)
+                if text is not None:
                     yield Emit(text)
         except ApiError:
             dropped = True
@@ -631,20 +637,13 @@ def follow_logs(
             and str(pod["metadata"]["name"]) == pod_name
         ):
             try:
-                rest = yield ReadLog(
-                    namespace,
-                    pod_name,
-                    container,
-                    since_time=cursor.stamp,
-                    tail_lines=tail if cursor.stamp is None else None,
-                    timestamps=True,
-                )
+                rest = yield ReadLog(namespace, pod_name, container, **cursor.resume(tail))
             except ApiError:
                 return  # the pod went meanwhile: nothing more to read
             cursor.start_pass()
             for line in str(rest).splitlines():
-                text = cursor.accept(line.rstrip("\r"))
-                if text is not None and not (hide_progress and PROGRESS_MARKER in text):
+                text = cursor.shown(line, hide_progress)
+                if text is not None:
                     yield Emit(text)
             return
         yield Sleep(0.2 if not dropped else poll_interval)

@@ -190,12 +190,7 @@ def wait_program(
     while True:
         elapsed = time.monotonic() - start
         if jobs.unavailable:
-            try:
-                obj = yield from get_object(namespace, goal.name)
-            except TrainJobNotFoundError:
-                if not seen:
-                    raise
-                obj = None
+            obj = yield from _read_job(namespace, goal.name, seen)
         elif jobs.synced:
             cached = jobs.objects()
             if cached:
@@ -208,12 +203,7 @@ def wait_program(
                 # Until the watch catches up, read by name now and then; a 404 after a
                 # sighting means the job was deleted.
                 fetched_at = time.monotonic()
-                try:
-                    obj = yield from get_object(namespace, goal.name)
-                except TrainJobNotFoundError:
-                    if not seen:
-                        raise
-                    obj = None
+                obj = yield from _read_job(namespace, goal.name, seen)
                 if obj is not None:
                     # A job outside the shared informer's selector (not made by this
                     # suite) is followed by a watch on its name from here on.
@@ -277,6 +267,17 @@ def wait_program(
             # A queued job's position changes without the TrainJob changing.
             step = max(refresh, 0.05) if step is None else min(step, max(refresh, 0.05))
         yield Await(waker, step)
+
+
+def _read_job(namespace: str, name: str, seen: bool) -> Program[dict[str, Any] | None]:
+    """The job read by name; ``None`` when it is gone after having been seen (a 404
+    before any sighting is an error: a wrong name fails rather than waits)."""
+    try:
+        return (yield from get_object(namespace, name))
+    except TrainJobNotFoundError:
+        if not seen:
+            raise
+        return None
 
 
 @dataclass(frozen=True)
