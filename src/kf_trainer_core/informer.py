@@ -33,6 +33,7 @@ from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE, list_pages
 from kf_trainer_core.k8s.resources import Resource
 from kf_trainer_core.k8s.retry import RetryPolicy
+from kf_trainer_core.k8s.selectors import LabelSelector
 
 log = logging.getLogger(__name__)
 
@@ -84,13 +85,12 @@ def slim_trainjob(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def label_predicate(selector: str | None) -> Callable[[Mapping[str, Any]], bool]:
-    """Whether an object matches an equality label selector (``a=b,c=d``), as the
-    server decides it: lets a wait tell that a job lies outside a narrowed informer."""
-    wanted = [t.partition("=")[::2] for t in (selector or "").split(",") if "=" in t]
+    """Whether an object matches a label selector, as the server decides it: lets a
+    wait tell that a job lies outside a narrowed informer."""
+    parsed = LabelSelector.parse(selector)
 
     def matches(obj: Mapping[str, Any]) -> bool:
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        return all(labels.get(k.strip()) == v.strip() for k, v in wanted)
+        return parsed.matches((obj.get("metadata") or {}).get("labels"))
 
     return matches
 

@@ -1,6 +1,8 @@
 """Label selectors for finding TrainJobs again: every attempt submitted for one
 orchestrator identity, or every job an orchestrator run labelled as its own.
 
+(The selector grammar itself, parsed and matched, is :mod:`kf_trainer_core.k8s.selectors`.)
+
 Orchestrator adapters use these when they must act on jobs whose names they may not
 know — a task interrupted between submitting and learning the name, or a flow run
 cancelled from outside while its tasks were waiting.
@@ -8,7 +10,6 @@ cancelled from outside while its tasks were waiting.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 from kf_trainer_core.builder import (
@@ -18,12 +19,11 @@ from kf_trainer_core.builder import (
     identity_label_value,
     identity_text,
 )
+from kf_trainer_core.k8s.selectors import valid_label_value
 
 #: Every TrainJob this suite creates carries this label: the shared informer of waits
 #: watches only these, so jobs made by others cost a wait nothing.
 SUITE_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
-
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
 def identity_selector(identity: str | Sequence[str | int | None]) -> str:
@@ -44,7 +44,7 @@ def labels_selector(labels: Mapping[str, str]) -> str:
         )
     parts = []
     for key, value in sorted(labels.items()):
-        if not _LABEL_VALUE.match(value) or len(value) > 63:
+        if not valid_label_value(value):
             raise ValueError(f"{value!r} is not a valid label value for {key!r}")
         parts.append(f"{key}={value}")
     return ",".join(parts)

@@ -18,18 +18,53 @@ Standard library only: the supervisor imports this module on every job start.
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kf_trainer_core.k8s.errors import status_body
+from kf_trainer_core.k8s.patch import apply_merge_patch
+from kf_trainer_core.k8s.resources import (
+    CLUSTER_TRAINING_RUNTIMES,
+    EVENTS,
+    PODS,
+    SECRETS,
+    TRAINING_RUNTIMES,
+    TRAINJOBS,
+    Resource,
+)
+from kf_trainer_core.k8s.selectors import FieldSelector, LabelSelector, field_value
+from kf_trainer_core.k8s.status import StatusError
 from kf_trainer_core.local._common import now_iso
+
+__all__ = [
+    "CLUSTER_TRAINING_RUNTIMES",
+    "EVENTS",
+    "KINDS",
+    "PODS",
+    "SECRETS",
+    "TRAINING_RUNTIMES",
+    "TRAINJOBS",
+    "Change",
+    "FieldSelector",
+    "Kind",
+    "LabelSelector",
+    "Selector",
+    "StatusError",
+    "Store",
+    "Tx",
+    "already_exists",
+    "bad_request",
+    "field_value",
+    "gone",
+    "invalid",
+    "merge_patch",
+    "not_found",
+]
 
 JSON = dict[str, Any]
 
@@ -58,202 +93,22 @@ _SCHEMA = (
 )
 
 
-@dataclass(frozen=True)
-class Kind:
-    """A resource type as the store keys it (mirrors :class:`k8s.resources.Resource`
-    without importing the client side)."""
-
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool = True
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def qualified(self) -> str:
-        """``plural.group``, as the apiserver names a resource in messages."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
-
-
-TRAINJOBS = Kind("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob")
-TRAINING_RUNTIMES = Kind("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime")
-CLUSTER_TRAINING_RUNTIMES = Kind(
-    "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime", False
-)
-PODS = Kind("", "v1", "pods", "Pod")
-EVENTS = Kind("", "v1", "events", "Event")
-SECRETS = Kind("", "v1", "secrets", "Secret")
+#: A resource type as the store keys it: the suite's one definition.
+Kind = Resource
 KINDS = {
     k.plural: k
     for k in (TRAINJOBS, TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES, PODS, EVENTS, SECRETS)
 }
 
-
-# ------------------------------------------------------------------------ errors
-
-
-class StatusError(Exception):
-    """A failure the API answers with a ``metav1.Status``; the transports turn it
-    into :class:`~kf_trainer_core.k8s.errors.ApiError` with that body."""
-
-    def __init__(self, code: int, reason: str, message: str, details: JSON | None = None):
-        super().__init__(message)
-        self.code, self.reason, self.message, self.details = code, reason, message, details
-
-    def status(self) -> JSON:
-        """The body, shaped as the apiserver sends it."""
-        return status_body(self.code, self.reason, self.message, self.details)
-
-
-def _details(kind: Kind, name: str) -> JSON:
-    # NotFound / AlreadyExists name the resource (plural) in details.kind.
-    d: JSON = {"name": name}
-    if kind.group:
-        d["group"] = kind.group
-    d["kind"] = kind.plural
-    return d
-
-
-def not_found(kind: Kind, name: str) -> StatusError:
-    return StatusError(
-        404, "NotFound", f'{kind.qualified} "{name}" not found', _details(kind, name)
-    )
-
-
-def already_exists(kind: Kind, name: str) -> StatusError:
-    return StatusError(
-        409, "AlreadyExists", f'{kind.qualified} "{name}" already exists', _details(kind, name)
-    )
-
-
-def bad_request(message: str) -> StatusError:
-    return StatusError(400, "BadRequest", message)
-
-
-def gone(message: str) -> StatusError:
-    return StatusError(410, "Expired", message)
-
-
-def invalid(kind: Kind, name: str, causes: list[tuple[str, str, str]]) -> StatusError:
-    """``422 Invalid``; ``causes`` are ``(field, reason, message)``."""
-    parts = [f"{f}: {m}" for f, _, m in causes]
-    text = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
-    return StatusError(
-        422,
-        "Invalid",
-        f'{kind.kind}{"." + kind.group if kind.group else ""} "{name}" is invalid: {text}',
-        {
-            "name": name,
-            **({"group": kind.group} if kind.group else {}),
-            "kind": kind.kind,
-            "causes": [{"reason": r, "message": m, "field": f} for f, r, m in causes],
-        },
-    )
-
-
-# --------------------------------------------------------------------- selectors
-
-_SET_TERM = re.compile(r"^(\S+)\s+(in|notin)\s*\((.*)\)$")
-
-
-def _split_terms(text: str) -> list[str]:
-    # Commas separate requirements, except inside the parentheses of in/notin sets.
-    terms, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            terms.append(text[start:i].strip())
-            start = i + 1
-    terms.append(text[start:].strip())
-    return [t for t in terms if t]
-
-
-@dataclass(frozen=True)
-class LabelSelector:
-    """``a=b,c!=d,e in (f,g),h notin (i),j,!k``."""
-
-    terms: tuple[tuple[str, str, frozenset[str]], ...] = ()
-
-    @classmethod
-    def parse(cls, text: str | None) -> LabelSelector:
-        terms: list[tuple[str, str, frozenset[str]]] = []
-        for term in _split_terms(text or ""):
-            if term.startswith("!"):
-                terms.append((term[1:].strip(), "!", frozenset()))
-            elif m := _SET_TERM.match(term):
-                values = frozenset(v.strip() for v in m.group(3).split(","))
-                terms.append((m.group(1), m.group(2), values))
-            elif "!=" in term:
-                key, _, value = term.partition("!=")
-                terms.append((key.strip(), "notin", frozenset({value.strip()})))
-            elif "=" in term:
-                key, _, value = term.replace("==", "=").partition("=")
-                terms.append((key.strip(), "in", frozenset({value.strip()})))
-            elif re.match(r"^[\w./-]+$", term):
-                terms.append((term, "exists", frozenset()))
-            else:
-                raise bad_request(f"unable to parse requirement: {term!r}")
-        return cls(tuple(terms))
-
-    def matches(self, labels: dict[str, str] | None) -> bool:
-        labels = labels or {}
-        for key, op, values in self.terms:
-            present = key in labels
-            if op == "exists" and not present:
-                return False
-            if op == "!" and present:
-                return False
-            if op == "in" and (not present or labels[key] not in values):
-                return False
-            # notin / != match objects without the label, as Kubernetes does.
-            if op == "notin" and present and labels[key] in values:
-                return False
-        return True
-
-
-def field_value(obj: JSON, path: str) -> str:
-    """The value of a field selector's path in ``obj``, as text."""
-    cur: Any = obj
-    for part in path.split("."):
-        if not isinstance(cur, dict):
-            return ""
-        cur = cur.get(part)
-    if cur is None:
-        return ""
-    if isinstance(cur, bool):
-        return "true" if cur else "false"
-    return str(cur)
-
-
-@dataclass(frozen=True)
-class FieldSelector:
-    """``metadata.name=x,involvedObject.kind=TrainJob,status.phase!=Running``."""
-
-    terms: tuple[tuple[str, bool, str], ...] = ()
-
-    @classmethod
-    def parse(cls, text: str | None) -> FieldSelector:
-        terms: list[tuple[str, bool, str]] = []
-        for term in _split_terms(text or ""):
-            if "!=" in term:
-                key, _, value = term.partition("!=")
-                terms.append((key.strip(), False, value.strip()))
-            elif "=" in term:
-                key, _, value = term.replace("==", "=").partition("=")
-                terms.append((key.strip(), True, value.strip()))
-            else:
-                raise bad_request(f"invalid selector: {text!r}; can't understand {term!r}")
-        return cls(tuple(terms))
-
-    def matches(self, obj: JSON) -> bool:
-        return all((field_value(obj, f) == v) == eq for f, eq, v in self.terms)
+# The registry's failures, worded as the apiserver words them (one vocabulary with the
+# test server: :class:`~kf_trainer_core.k8s.status.StatusError`).
+not_found = StatusError.not_found
+already_exists = StatusError.already_exists
+bad_request = StatusError.bad_request
+gone = StatusError.gone
+invalid = StatusError.invalid
+#: RFC 7386 JSON merge patch (a new value; the inputs are left alone).
+merge_patch = apply_merge_patch
 
 
 @dataclass(frozen=True)
@@ -261,33 +116,22 @@ class Selector:
     """Namespace, labels and fields: what a list or a watch selects."""
 
     namespace: str | None = None
-    labels: LabelSelector = LabelSelector()
-    fields: FieldSelector = FieldSelector()
+    labels: LabelSelector = field(default_factory=LabelSelector)
+    fields: FieldSelector = field(default_factory=FieldSelector)
 
     @classmethod
     def parse(
         cls, namespace: str | None, label_selector: str | None, field_selector: str | None
     ) -> Selector:
+        """Parse the query's selectors (400 in the apiserver's words when malformed)."""
         return cls(
             namespace, LabelSelector.parse(label_selector), FieldSelector.parse(field_selector)
         )
 
     def matches(self, obj: JSON) -> bool:
+        """Whether ``obj`` is selected by its labels and fields."""
         meta = obj.get("metadata") or {}
         return self.labels.matches(meta.get("labels")) and self.fields.matches(obj)
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch (a new value; the inputs are left alone)."""
-    if not isinstance(patch, dict):
-        return json.loads(json.dumps(patch))
-    result: JSON = json.loads(json.dumps(target)) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
 
 
 def _dump(obj: Any) -> str:
@@ -507,18 +351,12 @@ class Store:
             horizon = int(
                 tx.conn.execute("SELECT value FROM meta WHERE key = 'horizon'").fetchone()[0]
             )
-            if namespace is None:
-                rows = tx.conn.execute(
-                    "SELECT rv, type, namespace, data FROM changes "
-                    "WHERE resource = ? AND rv > ? ORDER BY rv LIMIT ?",
-                    (kind.plural, after, limit),
-                ).fetchall()
-            else:
-                rows = tx.conn.execute(
-                    "SELECT rv, type, namespace, data FROM changes "
-                    "WHERE resource = ? AND namespace = ? AND rv > ? ORDER BY rv LIMIT ?",
-                    (kind.plural, namespace, after, limit),
-                ).fetchall()
+            # An empty namespace never matches: None means every namespace.
+            rows = tx.conn.execute(
+                "SELECT rv, type, namespace, data FROM changes WHERE resource = ? "
+                "AND (? IS NULL OR namespace = ?) AND rv > ? ORDER BY rv LIMIT ?",
+                (kind.plural, namespace, namespace, after, limit),
+            ).fetchall()
             current = tx.current_rv()
         return [Change(int(r[0]), r[1], r[2], r[3]) for r in rows], current, horizon
 

@@ -38,6 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from kf_trainer_core.k8s.errors import status_body
 from kf_trainer_core.k8s.resources import TRAINJOBS
 from kf_trainer_core.report import CA_CERT_ENV, TOKEN_ENV, URL_ENV
 from kf_trainer_core.testing.store import Admission, Store, StoreError
@@ -316,15 +317,7 @@ class StatusServer:
 
 
 def _failure(code: int, reason: str, message: str) -> tuple[int, JSON]:
-    return code, {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
+    return code, status_body(code, reason, message)
 
 
 def _handler_for(server: StatusServer) -> type[BaseHTTPRequestHandler]:

@@ -1,0 +1,310 @@
+"""Running a pod's container for real: a local subprocess (``executor="exec"``) or a
+custom executor function, with the container's environment resolved as the kubelet
+would (``env``, ``envFrom``, ``$(VAR)`` expansion, field references, the status
+server's projected files)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kf_trainer_core.function import TERMINATION_LOG_ENV, TERMINATION_MESSAGE_LIMIT
+from kf_trainer_core.report import URL_ENV
+from kf_trainer_core.testing.controller.jobset import container
+from kf_trainer_core.testing.controller.state import PodSim, Run
+from kf_trainer_core.testing.controller.vocab import JSON, LAUNCHER_ENV
+from kf_trainer_core.testing.scenarios import PodContext, PodResult
+from kf_trainer_core.testing.store import CONFIGMAPS, SECRETS, Resource
+
+if TYPE_CHECKING:
+    from kf_trainer_core.testing.controller.cluster import Cluster
+
+_log = logging.getLogger(__name__)
+
+Executor = Callable[[PodContext], PodResult]
+
+
+class Runner:
+    """Starts, reads and stops real runs; their ends go back to the worker."""
+
+    def __init__(self, cx: Cluster) -> None:
+        self.cx = cx
+        self._runs: set[Run] = set()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def start(self, pod: PodSim, executor: Executor | None) -> None:
+        """Run ``pod``'s main container: ``executor`` in a thread, or (None) its command
+        as a subprocess (trainer pods only)."""
+        sim, rjob = pod.job.sim, pod.job.rjob
+        if executor is None and rjob.kind != "trainer":
+            return
+        workdir = Path(tempfile.mkdtemp(prefix=f"kf-sim-{pod.name}-"))
+        run = Run(pod=pod, workdir=workdir, termination_log=workdir / "termination-log")
+        pod.run = run
+        self._runs.add(run)
+        ctx = self._pod_context(pod, run)
+        self.cx.worker.run_started()
+        if executor is not None:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=32, thread_name_prefix="kf-sim-executor"
+                )
+            self._pool.submit(self._executor_thread, run, ctx, executor)
+            return
+        argv = [*ctx.command, *ctx.args]
+        if not ctx.command:
+            self._log(
+                run,
+                "kf-trainer-suite simulator: exec mode needs the container's "
+                "command; the image's entrypoint cannot run here",
+            )
+            self._finished(run, 128, "StartError", "exec mode: the container has no command")
+            return
+        env = {**os.environ, **ctx.env}
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                bufsize=1,
+                errors="replace",
+                start_new_session=True,  # own process group: killpg takes the whole tree
+            )
+        except OSError as exc:
+            message = f'exec: "{argv[0]}": {exc.strerror or exc}'
+            self._log(run, message)
+            self._finished(run, 128, "StartError", message)
+            return
+        run.proc = proc
+        threading.Thread(
+            target=self._exec_reader, args=(run,), daemon=True, name=f"kf-sim-exec-{pod.name}"
+        ).start()
+        _log.debug("exec %s/%s: %s", sim.namespace, pod.name, argv)
+
+    def stop(self, run: Run) -> None:
+        """Cancel a run (its late log lines are dropped) and kill its process group."""
+        with run.lock:
+            run.cancelled.set()
+        proc = run.proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        self._runs.discard(run)
+
+    def stop_all(self) -> None:
+        for run in list(self._runs):
+            self.stop(run)
+        self._runs.clear()
+
+    def shutdown(self) -> None:
+        """Stop the executor threads' pool (running executors are not waited for)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    # ------------------------------------------------------------------ run threads
+
+    def _finished(self, run: Run, code: int, reason: str | None, message: str | None) -> None:
+        self.cx.worker.run_finished(partial(self._done, run, code, reason, message))
+
+    def _exec_reader(self, run: Run) -> None:
+        proc = run.proc
+        code, message = 1, None
+        try:
+            assert proc is not None
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                self._log(run, line.rstrip("\n"))
+            code = proc.wait()
+            if code < 0:
+                code = 128 - code  # killed by signal N: the runtime reports 128+N
+            message = _read_termination_log(run.termination_log)
+        except Exception:
+            _log.exception("exec run of %s failed", run.pod.name)
+        finally:
+            self._finished(run, code, None, message)
+
+    def _executor_thread(self, run: Run, ctx: PodContext, executor: Executor) -> None:
+        code: int = 1
+        reason: str | None = "Error"
+        message: str | None = None
+        try:
+            result: Any = executor(ctx)
+            if not isinstance(result, PodResult):
+                result = PodResult(exit_code=int(result) if isinstance(result, int) else 0)
+            code, reason, message = result.exit_code, result.reason, result.termination_message
+            if message is None:
+                message = _read_termination_log(run.termination_log)
+        except Exception as exc:
+            for line in traceback.format_exc().rstrip().split("\n"):
+                self._log(run, line)
+            code, reason, message = 1, "Error", f"{type(exc).__name__}: {exc}"
+        finally:
+            self._finished(run, code, reason, message)
+
+    def _log(self, run: Run, text: str) -> None:
+        # Called from reader/executor threads: the lock orders it against the kill.
+        with run.lock:
+            if run.cancelled.is_set():
+                return
+            pod = run.pod
+            self.cx.logs.append(pod.namespace, pod.name, pod.main, text)
+            pod.tail.extend(text.split("\n"))
+
+    def _done(self, run: Run, code: int, reason: str | None, message: str | None) -> None:
+        already_cancelled = run.cancelled.is_set()
+        with run.lock:
+            run.cancelled.set()  # late ctx.log() calls from stray threads are dropped
+        self._runs.discard(run)
+        shutil.rmtree(run.workdir, ignore_errors=True)
+        pod = run.pod
+        if already_cancelled or pod.run is not run or not pod.active:
+            return
+        pod.run = None
+        reason = reason or ("Completed" if code == 0 else "Error")
+        self.cx.kubelet.finish(pod, code, reason, message)
+
+    # ------------------------------------------------------------------ the environment
+
+    def _pod_context(self, pod: PodSim, run: Run) -> PodContext:
+        sim, job, rjob = pod.job.sim, pod.job, pod.job.rjob
+        main = container(pod.containers, pod.main) or pod.containers[0]
+        env: dict[str, str] = {}
+        for src in main.get("envFrom") or []:
+            env.update(self._env_from(sim.namespace, src))
+        for e in main.get("env") or []:
+            if not isinstance(e, dict) or not e.get("name"):
+                continue
+            if "value" in e:
+                env[str(e["name"])] = expand(str(e.get("value") or ""), env)
+            elif isinstance(e.get("valueFrom"), dict):
+                value = self._value_from(pod, e["valueFrom"])
+                if value is not None:
+                    env[str(e["name"])] = value
+        status_server = self.cx.status_server
+        if status_server is not None and rjob.kind == "trainer" and URL_ENV in env:
+            # The projected token and CA certificate, where a local process finds them.
+            env.update(status_server.exec_env(run.workdir, sim.namespace, sim.name))
+        env["JOB_COMPLETION_INDEX"] = str(pod.index)
+        env[LAUNCHER_ENV] = "python"
+        env[TERMINATION_LOG_ENV] = str(run.termination_log)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        command = [expand(str(a), env) for a in main.get("command") or []]
+        args = [expand(str(a), env) for a in main.get("args") or []]
+        return PodContext(
+            namespace=sim.namespace,
+            pod=pod.name,
+            container=pod.main,
+            trainjob=sim.name,
+            replicated_job=rjob.name,
+            step=rjob.ancestor or rjob.name,
+            kind=rjob.kind,
+            job_index=job.index,
+            completion_index=pod.index,
+            image=str(main.get("image") or ""),
+            command=command,
+            args=args,
+            env=env,
+            workdir=run.workdir,
+            termination_log=run.termination_log,
+            cancelled=run.cancelled,
+            _emit=partial(self._log, run),
+        )
+
+    def _value_from(self, pod: PodSim, source: JSON) -> str | None:
+        if isinstance(source.get("fieldRef"), dict):
+            return _field_ref(pod, str(source["fieldRef"].get("fieldPath") or ""))
+        ref = source.get("secretKeyRef") or source.get("configMapKeyRef")
+        if isinstance(ref, dict):
+            res = SECRETS if "secretKeyRef" in source else CONFIGMAPS
+            obj = self.cx.store.try_get(res, pod.namespace, str(ref.get("name")))
+            if obj is None:
+                return None
+            return object_data(res, obj).get(str(ref.get("key")))
+        return None  # resourceFieldRef, fileKeyRef: not simulated
+
+    def _env_from(self, ns: str, src: JSON) -> dict[str, str]:
+        prefix = str(src.get("prefix") or "")
+        for key, res in (("secretRef", SECRETS), ("configMapRef", CONFIGMAPS)):
+            ref = src.get(key)
+            if isinstance(ref, dict):
+                obj = self.cx.store.try_get(res, ns, str(ref.get("name")))
+                if obj is not None:
+                    return {prefix + k: v for k, v in object_data(res, obj).items()}
+        return {}
+
+
+def _field_ref(pod: PodSim, path: str) -> str | None:
+    m = re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path)
+    if m:
+        source = pod.labels if m.group(1) == "labels" else pod.annotations
+        return source.get(m.group(2), "")
+    simple = {
+        "metadata.name": pod.name,
+        "metadata.namespace": pod.namespace,
+        "metadata.uid": pod.uid,
+        "spec.nodeName": pod.node,
+        "spec.serviceAccountName": str(pod.spec.get("serviceAccountName")),
+        "status.podIP": pod.ip,
+        "status.hostIP": pod.host_ip,
+    }
+    return simple.get(path)
+
+
+_VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes ``$(VAR)`` expansion: defined variables are replaced, ``$$`` escapes,
+    unknown references stay as written."""
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name = m.group(1)
+        return env[name] if name in env else m.group(0)
+
+    return _VAR_REF.sub(sub, text)
+
+
+def object_data(res: Resource, obj: JSON) -> dict[str, str]:
+    """A Secret's (decoded) or a ConfigMap's data."""
+    out: dict[str, str] = {}
+    if res == SECRETS:
+        for k, v in (obj.get("data") or {}).items():
+            try:
+                out[str(k)] = base64.b64decode(str(v)).decode(errors="replace")
+            except ValueError:
+                continue
+        out.update({str(k): str(v) for k, v in (obj.get("stringData") or {}).items()})
+    else:
+        out.update({str(k): str(v) for k, v in (obj.get("data") or {}).items()})
+    return out
+
+
+def _read_termination_log(path: Path) -> str | None:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if not data:
+        return None
+    return data[:TERMINATION_MESSAGE_LIMIT].decode(errors="ignore")

@@ -1,0 +1,480 @@
+"""A stand-in for the scheduler and the kubelets: pod phases, container states, image
+pulls, Events, logs, and the scripted run of a container (its scenario step)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING
+
+from kf_trainer_core.function import TERMINATION_MESSAGE_LIMIT
+from kf_trainer_core.testing.controller.jobset import container, names
+from kf_trainer_core.testing.controller.pods import (
+    container_status,
+    default_logs,
+    fmt,
+    full_image,
+    placeholders,
+    pod_conditions,
+    truncate_bytes,
+)
+from kf_trainer_core.testing.controller.state import PodSim, Sim, safe
+from kf_trainer_core.testing.controller.vocab import JSON, SIM_NODES
+from kf_trainer_core.testing.scenarios import evict_pod_status
+from kf_trainer_core.testing.store import PODS, TRAINJOBS, format_timestamp
+
+if TYPE_CHECKING:
+    from kf_trainer_core.testing.controller.cluster import Cluster
+
+_UNSCHEDULABLE = (
+    "0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are "
+    "available: 4 No preemption victims found for incoming pod."
+)
+_DEADLINE = "Pod was active on the node longer than the specified deadline"
+
+
+class Kubelet:
+    """Drives each pod from ``Pending`` to ``Succeeded``/``Failed`` as its step says."""
+
+    def __init__(self, cx: Cluster) -> None:
+        self.cx = cx
+        self._node_seq = itertools.count()
+        self._ip_seq = itertools.count()
+
+    def _after(self, pod: PodSim, delay: float, fn: Callable[[], None]) -> None:
+        self.cx.worker.after(delay, pod.job.sim.token, fn)
+
+    # ------------------------------------------------------------------ scheduling
+
+    def admit(self, pod: PodSim) -> None:
+        """A new pod: schedule it (after the scenario's unschedulable time)."""
+        unschedulable = pod.job.sim.scenario.unschedulable_for
+        if unschedulable > 0:
+            self._unschedulable(pod)
+            self._after(pod, unschedulable, partial(self._schedule, pod))
+        else:
+            self._schedule(pod)
+
+    def _unschedulable(self, pod: PodSim) -> None:
+        now = format_timestamp()
+
+        def fn(obj: JSON) -> None:
+            obj["status"] = {
+                "phase": "Pending",
+                "qosClass": (obj.get("status") or {}).get("qosClass", "BestEffort"),
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": _UNSCHEDULABLE,
+                        "lastProbeTime": None,
+                        "lastTransitionTime": now,
+                    }
+                ],
+            }
+
+        self.write(pod, fn)
+        self.cx.events.pod(
+            pod, "Warning", "FailedScheduling", _UNSCHEDULABLE, component="default-scheduler"
+        )
+
+    def _schedule(self, pod: PodSim) -> None:
+        if not pod.active:
+            return
+        n = next(self._node_seq) % SIM_NODES
+        pod.node = f"kf-sim-node-{n}"
+        pod.host_ip = f"172.18.0.{n + 2}"
+        now = format_timestamp()
+        pod.scheduled_at = now
+        pod.waiting = {"reason": "ContainerCreating"}
+
+        def fn(obj: JSON) -> None:
+            obj["spec"]["nodeName"] = pod.node
+            status = obj.setdefault("status", {})
+            status.update(
+                {
+                    "phase": "Pending",
+                    "hostIP": pod.host_ip,
+                    "hostIPs": [{"ip": pod.host_ip}],
+                    "startTime": now,
+                    "conditions": pod_conditions(
+                        now,
+                        scheduled=True,
+                        initialized=True,
+                        ready=False,
+                        ready_reason="ContainersNotReady",
+                        not_ready=names(pod.containers),
+                    ),
+                    "containerStatuses": [
+                        container_status(c, waiting={"reason": "ContainerCreating"})
+                        for c in pod.containers
+                    ],
+                }
+            )
+
+        self.write(pod, fn, spec_too=True)
+        sim = pod.job.sim
+        events = self.cx.events
+        events.pod(
+            pod,
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned {sim.namespace}/{pod.name} to {pod.node}",
+            component="default-scheduler",
+        )
+        for c in pod.containers:
+            events.pod(pod, "Normal", "Pulling", f'Pulling image "{c.get("image")}"', container=c)
+        step = pod.job.rjob.step
+        delay = step.pending_delay if step.pending_delay is not None else sim.scenario.pending_delay
+        if step.outcome == "image-pull":
+            self._after(pod, delay, partial(self._pull_failed, pod))
+        else:
+            self._after(pod, delay, partial(self._start, pod))
+
+    # ------------------------------------------------------------------ image pulls
+
+    def _pull_failed(self, pod: PodSim) -> None:
+        if not pod.active:
+            return
+        sim = pod.job.sim
+        main = container(pod.containers, pod.main) or pod.containers[0]
+        image = str(main.get("image") or "")
+        err = (
+            f'failed to pull and unpack image "{full_image(image)}": failed to resolve reference '
+            f'"{full_image(image)}": {full_image(image)}: not found'
+        )
+        full = f"rpc error: code = NotFound desc = {err}"
+        events = self.cx.events
+        events.pod(
+            pod, "Warning", "Failed", f'Failed to pull image "{image}": {full}', container=main
+        )
+        events.pod(pod, "Warning", "Failed", "Error: ErrImagePull", container=main)
+        self._set_waiting(pod, main, {"reason": "ErrImagePull", "message": full})
+        self._after(
+            pod,
+            sim.scenario.pending_delay or 0.01,
+            partial(self._pull_backoff, pod, main, image, full),
+        )
+        fail_after = pod.job.rjob.step.image_pull_fail_after
+        if fail_after is not None:
+            self._after(pod, fail_after, partial(self._pull_give_up, pod))
+
+    def _pull_backoff(self, pod: PodSim, main: JSON, image: str, err: str) -> None:
+        if not pod.active:
+            return
+        events = self.cx.events
+        events.pod(pod, "Normal", "BackOff", f'Back-off pulling image "{image}"', container=main)
+        events.pod(pod, "Warning", "Failed", "Error: ImagePullBackOff", container=main)
+        self._set_waiting(
+            pod,
+            main,
+            {
+                "reason": "ImagePullBackOff",
+                "message": f'Back-off pulling image "{image}": ErrImagePull: {err}',
+            },
+        )
+
+    def _set_waiting(self, pod: PodSim, main: JSON, waiting: JSON) -> None:
+        pod.waiting = waiting
+
+        def fn(obj: JSON) -> None:
+            status = obj.setdefault("status", {})
+            status["containerStatuses"] = [
+                container_status(
+                    c,
+                    waiting=waiting
+                    if c is main or c.get("name") == main.get("name")
+                    else {"reason": "ContainerCreating"},
+                )
+                for c in pod.containers
+            ]
+
+        self.write(pod, fn)
+
+    def _pull_give_up(self, pod: PodSim) -> None:
+        # A pod stuck pulling is failed by its deadline (activeDeadlineSeconds on the pod,
+        # or a queueing system's wait-for-pods-ready timeout).
+        if not pod.active:
+            return
+        now = format_timestamp()
+
+        def fn(obj: JSON) -> None:
+            status = obj.setdefault("status", {})
+            status.update(
+                {
+                    "phase": "Failed",
+                    "reason": "DeadlineExceeded",
+                    "message": _DEADLINE,
+                    "conditions": pod_conditions(
+                        now,
+                        scheduled=True,
+                        initialized=True,
+                        ready=False,
+                        ready_reason="PodFailed",
+                        not_ready=[],
+                    ),
+                }
+            )
+
+        pod.phase = "Failed"
+        self.write(pod, fn)
+        self.cx.events.pod(pod, "Normal", "DeadlineExceeded", _DEADLINE)
+        self._close_logs(pod)
+        self.cx.status.mark(pod.job.sim, pod.job)
+        self.cx.job_ctl.pod_done(pod, success=False)
+
+    # ------------------------------------------------------------------ running
+
+    def _start(self, pod: PodSim) -> None:
+        if not pod.active:
+            return
+        cx = self.cx
+        sim, job = pod.job.sim, pod.job
+        for c in pod.containers:
+            image = str(c.get("image") or "")
+            took = random.randint(300, 2500)
+            cx.events.pod(
+                pod,
+                "Normal",
+                "Pulled",
+                f'Successfully pulled image "{image}" in {took}ms ({took}ms including '
+                f"waiting). Image size: {random.randint(50, 9000) * 1_000_000} bytes.",
+                container=c,
+            )
+            cx.events.pod(
+                pod, "Normal", "Created", f"Created container: {c.get('name')}", container=c
+            )
+            cx.events.pod(
+                pod, "Normal", "Started", f"Started container {c.get('name')}", container=c
+            )
+        now = format_timestamp()
+        pod.phase, pod.started, pod.ready, pod.started_at, pod.waiting = (
+            "Running",
+            True,
+            True,
+            now,
+            None,
+        )
+        n = next(self._ip_seq)
+        pod.ip = f"10.244.{n // 250 % 250}.{n % 250 + 2}"
+
+        def fn(obj: JSON) -> None:
+            status = obj.setdefault("status", {})
+            status.update(
+                {
+                    "phase": "Running",
+                    "podIP": pod.ip,
+                    "podIPs": [{"ip": pod.ip}],
+                    "conditions": pod_conditions(now, scheduled=True, initialized=True, ready=True),
+                    "containerStatuses": [
+                        container_status(c, running_since=now) for c in pod.containers
+                    ],
+                }
+            )
+            if pod.spec.get("initContainers"):
+                status["initContainerStatuses"] = [
+                    container_status(
+                        c,
+                        terminated={
+                            "exitCode": 0,
+                            "reason": "Completed",
+                            "startedAt": now,
+                            "finishedAt": now,
+                        },
+                    )
+                    for c in pod.spec["initContainers"]
+                ]
+
+        self.write(pod, fn)
+        cx.status.mark(sim, job)
+        cx.job_ctl.check_startup(sim)  # e.g. an MPI launcher waits for its nodes to be Ready
+        self._run(pod)
+
+    def _run(self, pod: PodSim) -> None:
+        sim, rjob = pod.job.sim, pod.job.rjob
+        sc, step = sim.scenario, rjob.step
+        if callable(sc.executor):
+            self.cx.runner.start(pod, sc.executor)
+            return
+        if rjob.kind == "server":
+            self._schedule_logs(pod, default_logs(pod, "serve"), 0.0)
+            return  # serves (sshd) until the JobSet is done
+        if sc.executor == "exec" and rjob.kind == "trainer":
+            self.cx.runner.start(pod, None)
+            return
+        outcome = step.outcome or "succeed"
+        duration = float(step.duration or 0.0)
+        if outcome in ("fail", "oom", "evicted"):
+            ranks = [r for r in step.ranks or [0] if r < rjob.completions] or [0]
+            if pod.index not in ranks or pod.job.index != 0:
+                outcome = "hang"  # a healthy rank waits on its failed peer
+        lines = step.logs if step.logs is not None else default_logs(pod, outcome)
+        if step.logs is not None:
+            lines = [fmt(line, placeholders(pod)) for line in lines]
+        self._schedule_logs(pod, lines, duration)
+        trainer_rank0 = pod.is_rank0 and rjob.kind == "trainer"
+        if trainer_rank0 and sc.progress:
+            n = len(sc.progress)
+            for i, update in enumerate(sc.progress):
+                self._after(pod, duration * (i + 1) / (n + 1), partial(self._progress, sim, update))
+        if outcome == "succeed":
+            message = step.message
+            if message is None and trainer_rank0:
+                message = sc.termination_message
+            self._after(pod, duration, partial(self.finish, pod, 0, "Completed", message))
+        elif outcome in ("fail", "oom"):
+            code = int(step.exit_code if step.exit_code is not None else 1)
+            reason = "OOMKilled" if outcome == "oom" else "Error"
+            self._after(pod, duration, partial(self.finish, pod, code, reason, step.message))
+        elif outcome == "evicted":
+            self._after(pod, duration, partial(self.finish, pod, 137, "Error", None, evicted=True))
+        # never-finish / hang: runs until killed
+
+    def _schedule_logs(self, pod: PodSim, lines: list[str], duration: float) -> None:
+        if not lines:
+            return
+        n = len(lines)
+        batches: dict[float, list[str]] = {}
+        for i, line in enumerate(lines):
+            batches.setdefault(duration * i / n, []).append(line)
+        for offset, batch in batches.items():
+            text = "\n".join(batch)
+            if offset <= 0:
+                self._log_lines(pod, text)
+            else:
+                self._after(pod, offset, partial(self._log_lines, pod, text))
+
+    def _log_lines(self, pod: PodSim, text: str) -> None:
+        if not pod.active or pod.logs_closed:
+            return
+        self.cx.logs.append(pod.namespace, pod.name, pod.main, text)
+        pod.tail.extend(text.split("\n"))
+
+    def _progress(self, sim: Sim, update: tuple[int | None, int | None, dict[str, str]]) -> None:
+        if sim.state != "active" or sim.terminal or sim.suspended:
+            return
+        pct, remaining, metrics = update
+        status: JSON = {"lastUpdatedTime": format_timestamp()}
+        if pct is not None:
+            status["progressPercentage"] = pct
+        if remaining is not None:
+            status["estimatedRemainingSeconds"] = remaining
+        if metrics:
+            status["metrics"] = [{"name": k, "value": v} for k, v in metrics.items()]
+
+        def fn(obj: JSON) -> None:
+            obj.setdefault("status", {})["trainerStatus"] = status
+
+        store = self.cx.store
+        safe(store.mutate, TRAINJOBS, sim.namespace, sim.name, fn, subresource="status")
+
+    # ------------------------------------------------------------------ ending
+
+    def finish(
+        self,
+        pod: PodSim,
+        exit_code: int,
+        reason: str,
+        message: str | None,
+        *,
+        evicted: bool = False,
+    ) -> None:
+        """The main container exited with ``exit_code``: the pod's terminal phase."""
+        if not pod.active or pod.phase != "Running":
+            return
+        run = pod.run
+        if run is not None:
+            self.cx.runner.stop(run)
+            pod.run = None
+        main = container(pod.containers, pod.main) or pod.containers[0]
+        if (
+            message is None
+            and exit_code != 0
+            and main.get("terminationMessagePolicy") == "FallbackToLogsOnError"
+        ):
+            # The kubelet falls back to the log tail: at most 80 lines / 2048 bytes.
+            message = truncate_bytes("\n".join(list(pod.tail)[-80:]), 2048)
+        if message is not None:
+            message = truncate_bytes(message, TERMINATION_MESSAGE_LIMIT)
+        self._close_logs(pod)
+        now = format_timestamp()
+        success = exit_code == 0
+        pod.phase = "Succeeded" if success else "Failed"
+        pod.ready = False
+        terminal_reason = "PodCompleted" if success else "PodFailed"
+
+        def fn(obj: JSON) -> None:
+            status = obj.setdefault("status", {})
+            statuses = []
+            for c in pod.containers:
+                term: JSON = {
+                    "exitCode": exit_code if c is main else 0,
+                    "reason": reason if c is main else "Completed",
+                    "startedAt": pod.started_at or now,
+                    "finishedAt": now,
+                }
+                if c is main and message:
+                    term["message"] = message
+                statuses.append(container_status(c, terminated=term))
+            status.update(
+                {
+                    "phase": pod.phase,
+                    "conditions": pod_conditions(
+                        now,
+                        scheduled=True,
+                        initialized=True,
+                        ready=False,
+                        ready_reason=terminal_reason,
+                        not_ready=[],
+                    ),
+                    "containerStatuses": statuses,
+                }
+            )
+            if evicted:
+                evict_pod_status(status, now)
+
+        self.write(pod, fn)
+        self.cx.status.mark(pod.job.sim, pod.job)
+        self.cx.job_ctl.pod_done(pod, success)
+
+    def kill(self, pod: PodSim, *, delete: bool) -> None:
+        """Stop a pod: its containers are killed (Killing events), logs end, and
+        (``delete``) the pod object goes."""
+        if not pod.alive:
+            return
+        cx = self.cx
+        was_running = pod.active and pod.started
+        pod.alive = False
+        if pod.run is not None:
+            cx.runner.stop(pod.run)
+            pod.run = None
+        if was_running:
+            for c in pod.containers:
+                cx.events.pod(
+                    pod, "Normal", "Killing", f"Stopping container {c.get('name')}", container=c
+                )
+        self._close_logs(pod)
+        job = pod.job
+        if job.pods.get(pod.index) is pod:
+            del job.pods[pod.index]
+        key = (job.sim.namespace, pod.name)
+        if cx.pods.get(key) is pod:
+            del cx.pods[key]
+        if delete:
+            safe(cx.store.delete, PODS, job.sim.namespace, pod.name)
+        cx.status.mark(job.sim, job)
+
+    def _close_logs(self, pod: PodSim) -> None:
+        if pod.logs_closed:
+            return
+        pod.logs_closed = True
+        for c in pod.containers:
+            self.cx.logs.close(pod.namespace, pod.name, str(c.get("name")))
+
+    def write(self, pod: PodSim, fn: Callable[[JSON], None], *, spec_too: bool = False) -> None:
+        """Change the pod object (its status; ``spec_too``: the whole object)."""
+        subresource = "*" if spec_too else "status"
+        safe(self.cx.store.mutate, PODS, pod.namespace, pod.name, fn, subresource=subresource)

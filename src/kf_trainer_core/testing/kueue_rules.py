@@ -1,0 +1,365 @@
+"""What the simulated Kueue decides, as pure functions over plain objects.
+
+:mod:`kf_trainer_core.testing.kueue` owns the store, the thread and the order of events;
+this module holds the rules it applies — quantities, queue order, quota shortfall and its
+messages, preemption victims, and the Workload status each decision writes — so each can
+be read (and tested) without a server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from kf_trainer_core.k8s.resources import TRAINJOBS
+from kf_trainer_core.kueue import JOB_UID_LABEL, QUEUE_NAME_LABEL, WORKLOADS
+
+JSON = dict[str, Any]
+#: Writes a decision into a Workload's ``status`` at time ``now``.
+StatusChange = Callable[[JSON, str], None]
+
+#: The label that names a WorkloadPriorityClass for a job.
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+#: The one pod set a TrainJob's Workload has in the simulation.
+POD_SET = "node"
+_NO_RESERVATION = ("NoReservation", "The workload has no reservation")
+_SUFFIX = {
+    "m": Decimal("0.001"),
+    "k": Decimal(1000),
+    "M": Decimal(1000) ** 2,
+    "G": Decimal(1000) ** 3,
+    "T": Decimal(1000) ** 4,
+    "Ki": Decimal(1024),
+    "Mi": Decimal(1024) ** 2,
+    "Gi": Decimal(1024) ** 3,
+    "Ti": Decimal(1024) ** 4,
+}
+
+
+def parse_quantity(text: Any) -> Decimal:
+    """A Kubernetes quantity (``"4"``, ``"500m"``, ``"8Gi"``) as a number."""
+    raw = str(text).strip()
+    for suffix in sorted(_SUFFIX, key=len, reverse=True):
+        if raw.endswith(suffix) and raw[: -len(suffix)]:
+            return Decimal(raw[: -len(suffix)]) * _SUFFIX[suffix]
+    return Decimal(raw)
+
+
+def format_quantity(value: Decimal, resource: str) -> str:
+    """A quantity as Kueue prints it in messages: whole numbers plain, fractions in
+    milli-units, memory in the largest binary unit that divides it."""
+    if resource in ("memory", "ephemeral-storage"):
+        for suffix in ("Ti", "Gi", "Mi", "Ki"):
+            unit = _SUFFIX[suffix]
+            if value >= unit and value % unit == 0:
+                return f"{value / unit:f}".rstrip("0").rstrip(".") + suffix
+    if value == value.to_integral_value():
+        return str(int(value))
+    return f"{int(value * 1000)}m"
+
+
+@dataclass
+class ClusterQueue:
+    """A ClusterQueue of the simulation: one flavor with a nominal quota per resource."""
+
+    name: str
+    quota: dict[str, Decimal]
+    flavor: str = "default-flavor"
+    #: Preempt lower-priority admitted Workloads of this queue to admit a higher one
+    #: (Kueue's ``preemption.withinClusterQueue: LowerPriority``).
+    preempt_lower_priority: bool = False
+    #: ``stopPolicy: Hold``: admits nothing (pending Workloads are Inadmissible).
+    stopped: bool = False
+    usage: dict[str, Decimal] = field(default_factory=dict)
+
+    def fits(self, request: dict[str, Decimal], usage: dict[str, Decimal]) -> bool:
+        """Whether ``request`` fits in the quota on top of ``usage``."""
+        return all(
+            usage.get(k, Decimal(0)) + v <= self.quota.get(k, Decimal(-1))
+            for k, v in request.items()
+        )
+
+    def shortfall(self, request: dict[str, Decimal]) -> str | None:
+        """Kueue's message for why ``request`` does not fit now, or None when it does."""
+        problems = []
+        for res_name, amount in sorted(request.items()):
+            if amount == 0:
+                continue
+            nominal = self.quota.get(res_name)
+            if nominal is None:
+                problems.append(f"resource {res_name} unavailable in ClusterQueue")
+                continue
+            if amount > nominal:
+                problems.append(
+                    f"insufficient quota for {res_name} in flavor {self.flavor}, request > "
+                    f"maximum capacity ({format_quantity(amount, res_name)} > "
+                    f"{format_quantity(nominal, res_name)})"
+                )
+                continue
+            free = nominal - self.usage.get(res_name, Decimal(0))
+            if amount > free:
+                problems.append(
+                    f"insufficient unused quota for {res_name} in flavor {self.flavor}, "
+                    f"{format_quantity(amount - free, res_name)} more needed"
+                )
+        if not problems:
+            return None
+        return f"couldn't assign flavors to pod set {POD_SET}: " + ", ".join(problems)
+
+
+# --------------------------------------------------------------------- reading objects
+
+
+def is_true(obj: JSON, kind: str) -> bool:
+    """Whether ``obj`` has condition ``kind`` with status True."""
+    return any(
+        c.get("type") == kind and c.get("status") == "True"
+        for c in (obj.get("status") or {}).get("conditions") or []
+    )
+
+
+def priority(wl: JSON) -> int:
+    return int((wl.get("spec") or {}).get("priority") or 0)
+
+
+def queue_order(wl: JSON) -> tuple[int, str, str]:
+    """Kueue's best-effort FIFO: higher priority first, then older, then by name."""
+    meta = wl["metadata"]
+    return (-priority(wl), str(meta.get("creationTimestamp") or ""), meta["name"])
+
+
+def local_queue_of(wl: JSON) -> tuple[str, str]:
+    """The ``(namespace, LocalQueue)`` a Workload was submitted to."""
+    return wl["metadata"]["namespace"], str((wl.get("spec") or {}).get("queueName") or "")
+
+
+def admitted_to(wl: JSON) -> str | None:
+    """The ClusterQueue holding quota for ``wl``, if it holds any."""
+    if not is_true(wl, "QuotaReserved"):
+        return None
+    return ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue")
+
+
+def request_of(wl: JSON) -> dict[str, Decimal]:
+    """The total resources a Workload asks for, over its pod sets."""
+    total: dict[str, Decimal] = {}
+    for ps in (wl.get("spec") or {}).get("podSets") or []:
+        count = int(ps.get("count") or 1)
+        for c in ((ps.get("template") or {}).get("spec") or {}).get("containers") or []:
+            for k, v in ((c.get("resources") or {}).get("requests") or {}).items():
+                total[k] = total.get(k, Decimal(0)) + parse_quantity(v) * count
+    return total
+
+
+def finished_condition(job: JSON) -> JSON | None:
+    """The TrainJob's True ``Complete`` or ``Failed`` condition, if it has finished."""
+    conds = (job.get("status") or {}).get("conditions") or []
+    return next(
+        (c for c in conds if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"),
+        None,
+    )
+
+
+# --------------------------------------------------------------------- making objects
+
+
+def workload_name(job: str, uid: str) -> str:
+    """Kueue's name for a TrainJob's Workload: kind, name and a hash of the UID."""
+    digest = hashlib.sha256(uid.encode()).hexdigest()[:5]
+    return f"trainjob-{job}-{digest}"[:253]
+
+
+def workload_for(job: JSON, priority_classes: dict[str, int]) -> JSON:
+    """The Workload Kueue's TrainJob integration makes for a labelled ``job``: one pod set
+    of ``numNodes`` pods requesting ``resourcesPerNode``, owned by the job."""
+    meta = job["metadata"]
+    labels = meta.get("labels") or {}
+    trainer = (job.get("spec") or {}).get("trainer") or {}
+    res = trainer.get("resourcesPerNode") or {}
+    per_pod = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+    requests = {k: format_quantity(parse_quantity(v), k) for k, v in per_pod.items()}
+    pclass = labels.get(PRIORITY_CLASS_LABEL)
+    container = {"name": "node", "resources": {"requests": requests}}
+    spec: JSON = {
+        "queueName": labels[QUEUE_NAME_LABEL],
+        "active": True,
+        "priority": priority_classes.get(pclass, 0) if pclass else 0,
+        "podSets": [
+            {
+                "name": POD_SET,
+                "count": int(trainer.get("numNodes") or 1),
+                "template": {"spec": {"containers": [container]}},
+            }
+        ],
+    }
+    if pclass:
+        spec["priorityClassRef"] = {
+            "group": "kueue.x-k8s.io",
+            "kind": "WorkloadPriorityClass",
+            "name": pclass,
+        }
+    owner = {
+        "apiVersion": TRAINJOBS.api_version,
+        "kind": "TrainJob",
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    return {
+        "apiVersion": WORKLOADS.api_version,
+        "kind": "Workload",
+        "metadata": {
+            "name": workload_name(meta["name"], str(meta["uid"])),
+            "labels": {JOB_UID_LABEL: str(meta["uid"])},
+            "ownerReferences": [owner],
+        },
+        "spec": spec,
+    }
+
+
+def pending_item(wl: JSON, position_in_cq: int, position_in_lq: int) -> JSON:
+    """One ``PendingWorkload`` of the visibility API's summary."""
+    meta = wl["metadata"]
+    return {
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "creationTimestamp": meta.get("creationTimestamp"),
+            "ownerReferences": meta.get("ownerReferences") or [],
+        },
+        "priority": priority(wl),
+        "localQueueName": str((wl.get("spec") or {}).get("queueName") or ""),
+        "positionInClusterQueue": position_in_cq,
+        "positionInLocalQueue": position_in_lq,
+    }
+
+
+# --------------------------------------------------------------------- decisions
+
+
+def choose_victims(
+    wl: JSON, cq: ClusterQueue, request: dict[str, Decimal], everyone: Iterable[JSON]
+) -> tuple[list[JSON], dict[str, Decimal]] | None:
+    """The lower-priority Workloads of ``cq`` (lowest, oldest first) whose eviction makes
+    room for ``wl``, and the usage after it; None when even all of them would not."""
+    mine = priority(wl)
+    victims = sorted(
+        (
+            w
+            for w in everyone
+            if admitted_to(w) == cq.name and not is_true(w, "Finished") and priority(w) < mine
+        ),
+        key=lambda w: (priority(w), str(w["metadata"].get("creationTimestamp") or "")),
+    )
+    usage = dict(cq.usage)
+    chosen = []
+    for victim in victims:
+        if cq.fits(request, usage):
+            break
+        chosen.append(victim)
+        for k, v in request_of(victim).items():
+            usage[k] = usage.get(k, Decimal(0)) - v
+    return (chosen, usage) if cq.fits(request, usage) else None
+
+
+def _condition(type_: str, status: bool, reason: str, message: str, now: str) -> JSON:
+    return {
+        "type": type_,
+        "status": "True" if status else "False",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": now,
+    }
+
+
+def set_condition(status: JSON, type_: str, ok: bool, reason: str, message: str, now: str) -> None:
+    """Replace the condition of that type, keeping its transition time when its
+    status does not change (as ``meta.SetStatusCondition`` does)."""
+    cond = _condition(type_, ok, reason, message, now)
+    conds = status.setdefault("conditions", [])
+    for i, old in enumerate(conds):
+        if old.get("type") == type_:
+            if old.get("status") == cond["status"]:
+                cond["lastTransitionTime"] = old.get("lastTransitionTime")
+            conds[i] = cond
+            return
+    conds.append(cond)
+
+
+def is_pending_with(wl: JSON, reason: str, message: str) -> bool:
+    """Whether ``wl`` already says it is pending for exactly this reason."""
+    return any(
+        c.get("type") == "QuotaReserved"
+        and c.get("status") == "False"
+        and c.get("reason") == reason
+        and c.get("message") == message
+        for c in (wl.get("status") or {}).get("conditions") or []
+    )
+
+
+def pending(reason: str, message: str) -> StatusChange:
+    """Not admitted: ``QuotaReserved=False`` with Kueue's reason and message."""
+
+    def change(st: JSON, now: str) -> None:
+        set_condition(st, "QuotaReserved", False, reason, message, now)
+        set_condition(st, "Admitted", False, *_NO_RESERVATION, now)
+
+    return change
+
+
+def admitted(cq: ClusterQueue, request: dict[str, Decimal], count: int) -> StatusChange:
+    """Admitted into ``cq``: the admission, ``QuotaReserved`` and ``Admitted``, and any
+    earlier eviction or preemption no longer current."""
+
+    def change(st: JSON, now: str) -> None:
+        st["admission"] = {
+            "clusterQueue": cq.name,
+            "podSetAssignments": [
+                {
+                    "name": POD_SET,
+                    "flavors": dict.fromkeys(request, cq.flavor),
+                    "resourceUsage": {k: format_quantity(v, k) for k, v in request.items()},
+                    "count": count,
+                }
+            ],
+        }
+        reserved = f"Quota reserved in ClusterQueue {cq.name}"
+        set_condition(st, "QuotaReserved", True, "QuotaReserved", reserved, now)
+        set_condition(st, "Admitted", True, "Admitted", "The workload is admitted", now)
+        for c in st.get("conditions") or []:
+            if c.get("type") in ("Evicted", "Preempted") and c.get("status") == "True":
+                c.update(status="False", lastTransitionTime=now)
+
+    return change
+
+
+def evicted(reason: str, message: str, preemption_reason: str | None = None) -> StatusChange:
+    """Evicted (and, with ``preemption_reason``, preempted): quota released, requeued."""
+
+    def change(st: JSON, now: str) -> None:
+        st.pop("admission", None)
+        set_condition(st, "Evicted", True, reason, message, now)
+        if preemption_reason is not None:
+            set_condition(st, "Preempted", True, preemption_reason, message, now)
+        set_condition(st, "QuotaReserved", False, "Pending", message, now)
+        set_condition(st, "Admitted", False, *_NO_RESERVATION, now)
+        set_condition(st, "Requeued", True, reason, message, now)
+        state = st.setdefault("requeueState", {})
+        state["count"] = int(state.get("count") or 0) + 1
+
+    return change
+
+
+def finished(done: JSON) -> StatusChange:
+    """The TrainJob finished with condition ``done``: the Workload is Finished."""
+    reason = "Succeeded" if done["type"] == "Complete" else "Failed"
+    message = str(done.get("message") or f"Job {done['type'].lower()}")
+
+    def change(st: JSON, now: str) -> None:
+        set_condition(st, "Finished", True, reason, message, now)
+
+    return change

@@ -1,0 +1,219 @@
+"""Pod logs as the kubelet serves them through the apiserver: container choice,
+``previous``, ``tailLines``, ``limitBytes``, ``sinceSeconds``/``sinceTime``,
+``timestamps`` and ``follow`` streams that end with the container or the pod."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from aiohttp import web
+
+from kf_trainer_core.testing.server.base import ServerBase, Stream
+from kf_trainer_core.testing.server.request import int_param, parse_time, truthy
+from kf_trainer_core.testing.server.routing import Ctx
+from kf_trainer_core.testing.store import PODS, StoreError
+
+JSON = dict[str, Any]
+
+
+def _format_log_time(when: datetime) -> str:
+    # Go's RFC3339Nano: fractional seconds without trailing zeros.
+    text = when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f").rstrip("0").rstrip(".")
+    return text + "Z"
+
+
+class Follower(Stream):
+    """One open ``follow=true`` log stream."""
+
+    def __init__(self, namespace: str, pod: str) -> None:
+        super().__init__()
+        self.pod = (namespace, pod)
+
+
+class PodLogMixin(ServerBase):
+    """The ``pods/log`` subresource of :class:`~kf_trainer_core.testing.server.KubeTestServer`."""
+
+    def drop_log_streams(self, *, abort: bool = False) -> int:
+        """End every open log follow stream (``abort``: reset the connection). Returns
+        how many were open."""
+
+        def run() -> int:
+            followers = list(self._followers)
+            for f in followers:
+                f.close(abort=abort)
+            return len(followers)
+
+        return self._on_loop(run) or 0
+
+    async def _pod_log(self, request: web.BaseRequest, ctx: Ctx) -> web.StreamResponse:
+        route = ctx.route
+        if route.res is not PODS or route.name is None or route.namespace is None:
+            raise StoreError.path_not_found()
+        ns, name = route.namespace, route.name
+        query = request.query
+        pod = self.store.get(PODS, ns, name)
+        container = self._log_container(pod, query.get("container"))
+        previous = truthy(query.get("previous"))
+        follow = truthy(query.get("follow"))
+        timestamps = truthy(query.get("timestamps"))
+        tail = int_param(query, "tailLines")
+        limit = int_param(query, "limitBytes")
+        since_seconds = int_param(query, "sinceSeconds")
+        since_time = query.get("sinceTime")
+        if since_seconds is not None and since_time:
+            raise StoreError(
+                422,
+                "Invalid",
+                'PodLogOptions "" is invalid: sinceSeconds: Forbidden: at most one of '
+                "`sinceTime` or `sinceSeconds` may be specified",
+            )
+        for key, value in (
+            ("tailLines", tail),
+            ("limitBytes", limit),
+            ("sinceSeconds", since_seconds),
+        ):
+            if value is not None and (value < 0 or (key != "tailLines" and value < 1)):
+                raise StoreError(
+                    422,
+                    "Invalid",
+                    f'PodLogOptions "" is invalid: {key}: Invalid value: {value}: must be '
+                    "greater than 0",
+                )
+        since: datetime | None = None
+        if since_seconds is not None:
+            # The kubelet measures it with its own clock, which stamps the lines too.
+            since = self.logs.now() - timedelta(seconds=since_seconds)
+        elif since_time:
+            since = parse_time(since_time)
+        if previous:
+            if not self.logs.has_previous(ns, name, container):
+                raise StoreError.bad_request(
+                    f'previous terminated container "{container}" in pod "{name}" not found'
+                )
+            follow = False
+        else:
+            self._check_container_started(pod, container)
+
+        def render(lines: list[tuple[datetime, str]]) -> bytes:
+            if timestamps:
+                return "".join(f"{_format_log_time(t)} {line}\n" for t, line in lines).encode()
+            return "".join(f"{line}\n" for _, line in lines).encode()
+
+        if not follow:
+            lines = self.logs.lines(ns, name, container, since=since, tail=tail, previous=previous)
+            data = render(lines)
+            if limit is not None:
+                data = data[:limit]
+            return web.Response(body=data, content_type="text/plain")
+
+        follower = Follower(ns, name)
+        loop = asyncio.get_running_loop()
+
+        def wake() -> None:  # writer's thread
+            with contextlib.suppress(RuntimeError):  # the loop already closed
+                loop.call_soon_threadsafe(follower.wake.set)
+
+        unlisten = self.logs.listen(ns, name, container, wake)
+        self._followers.add(follower)
+        response = web.StreamResponse(status=200)
+        response.content_type = "text/plain"
+        response.headers["Cache-Control"] = "no-cache, private"
+        try:
+            lines, closed = self.logs.read_from(ns, name, container, 0)
+            index = len(lines)
+            if since is not None:
+                lines = [(t, line) for t, line in lines if t >= since]
+            if tail is not None:
+                lines = lines[-tail:] if tail > 0 else []
+            await response.prepare(request)
+            self._record(request, ctx, 200)
+            budget = limit
+            while True:
+                data = render(lines)
+                if budget is not None:
+                    data = data[:budget]
+                    budget -= len(data)
+                if data:
+                    await response.write(data)
+                if closed or follower.closed or budget == 0:
+                    break
+                follower.wake.clear()
+                lines, closed = self.logs.read_from(ns, name, container, index)
+                index += len(lines)
+                if lines or closed:
+                    continue
+                if not self.store.exists(PODS, ns, name):
+                    break  # the pod is gone: its log stream ends
+                await follower.wake.wait()
+                lines, closed = self.logs.read_from(ns, name, container, index)
+                index += len(lines)
+            if follower.abort and request.transport is not None:
+                request.transport.abort()
+                return response
+            await response.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            unlisten()
+            self._followers.discard(follower)
+        return response
+
+    @staticmethod
+    def _log_container(pod: JSON, requested: str | None) -> str:
+        spec = pod.get("spec") or {}
+        name = pod["metadata"]["name"]
+        containers = [c.get("name") for c in spec.get("containers") or []]
+        init = [c.get("name") for c in spec.get("initContainers") or []]
+        ephemeral = [c.get("name") for c in spec.get("ephemeralContainers") or []]
+        if not requested:
+            if len(containers) == 1:
+                return str(containers[0])
+            message = (
+                f"a container name must be specified for pod {name}, choose one of: "
+                f"[{' '.join(containers)}]"
+            )
+            if init:
+                message += f" or one of the init containers: [{' '.join(init)}]"
+            raise StoreError.bad_request(message)
+        if requested not in containers + init + ephemeral:
+            raise StoreError.bad_request(f"container {requested} is not valid for pod {name}")
+        return requested
+
+    def _check_container_started(self, pod: JSON, container: str) -> None:
+        status = pod.get("status") or {}
+        name = pod["metadata"]["name"]
+        for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
+            for cs in status.get(key) or []:
+                if cs.get("name") != container:
+                    continue
+                state = cs.get("state") or {}
+                if "running" in state or "terminated" in state:
+                    return
+                waiting = state.get("waiting")
+                if waiting is not None:
+                    raise StoreError.bad_request(
+                        _waiting_message(
+                            container, name, waiting.get("reason") or "ContainerCreating"
+                        )
+                    )
+                return
+        if status.get("phase") in ("Running", "Succeeded", "Failed"):
+            return
+        ns = pod["metadata"].get("namespace", "")
+        if self.logs.read_from(ns, name, container, 0)[0]:
+            return  # no status yet, but the container evidently wrote logs
+        raise StoreError.bad_request(_waiting_message(container, name, "ContainerCreating"))
+
+
+def _waiting_message(container: str, pod: str, reason: str) -> str:
+    # The kubelet's wording for the common image failures.
+    if reason == "ErrImagePull":
+        detail = "image can't be pulled"
+    elif reason == "ImagePullBackOff":
+        detail = "trying and failing to pull image"
+    else:
+        detail = reason
+    return f'container "{container}" in pod "{pod}" is waiting to start: {detail}'

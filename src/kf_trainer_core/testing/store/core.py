@@ -1,0 +1,464 @@
+"""Writes of the store, with the generic registry's rules: create (names,
+``generateName``, system metadata), update and the status subresource, patches,
+read-modify-write, and deletion with finalizers and owner-reference cascades."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kf_trainer_core.k8s.patch import (
+    apply_json_patch,
+    apply_merge_patch,
+    apply_strategic_merge_patch,
+    go_json_type,
+    json_copy,
+)
+from kf_trainer_core.k8s.resources import NAMESPACES, Resource
+from kf_trainer_core.testing.store.reads import StoreReads
+from kf_trainer_core.testing.store.registry import (
+    DNS1123_SUBDOMAIN,
+    GENERATE_CHARS,
+    JSON,
+    NO_GENERATION,
+    STATUS_SUBRESOURCE,
+    Admission,
+    Key,
+    StoreError,
+    copy_obj,
+    ensure_meta,
+    format_timestamp,
+)
+
+
+class Store(StoreReads):
+    """Thread-safe (one RLock) object store with a single global, monotonically increasing
+    resourceVersion (stringified int), like etcd behind an apiserver.
+
+    Every method returns deep copies; objects held inside are never mutated in place,
+    so history entries and watch events can share them safely.
+    """
+
+    # ---------------------------------------------------------------- writes
+
+    def create(
+        self,
+        res: Resource,
+        obj: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        admission: Admission | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Store a new object: sets uid, resourceVersion, creationTimestamp,
+        generation=1 and namespace; honours ``generateName``. 409 AlreadyExists when an
+        object of that name exists, 422 when the name is missing or malformed.
+        ``admission`` may rewrite or reject the object (the server's CRD validation);
+        ``dry_run`` does everything but store it."""
+        # apiVersion and kind lead, as the apiserver serialises them.
+        new: JSON = {"apiVersion": res.api_version, "kind": res.kind, **json_copy(obj)}
+        meta = ensure_meta(new)
+        if res.namespaced:
+            ns = namespace or meta.get("namespace") or ""
+            if not ns:
+                raise StoreError.bad_request("the namespace of the object is required")
+            meta["namespace"] = ns
+        else:
+            meta.pop("namespace", None)
+            ns = ""
+        with self.lock:
+            bucket = self._bucket(res)
+            if not meta.get("name") and meta.get("generateName"):
+                meta["name"] = self._generate_name(bucket, ns, str(meta["generateName"]))
+            name = meta.get("name")
+            if not name:
+                raise StoreError.invalid(
+                    res,
+                    "",
+                    [
+                        (
+                            "metadata.name",
+                            "FieldValueRequired",
+                            "Required value: name or generateName is required",
+                        )
+                    ],
+                )
+            self._check_name(res, str(name))
+            key = (ns, str(name))
+            if key in bucket:
+                raise StoreError.already_exists(res, str(name))
+            for system in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
+                meta.pop(system, None)
+            meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = format_timestamp()
+            if res not in NO_GENERATION:
+                meta["generation"] = 1
+            else:
+                meta.pop("generation", None)
+            if admission is not None:
+                new = admission(res, new, None, None)
+            if dry_run:
+                new["metadata"].pop("resourceVersion", None)
+                return copy_obj(new)
+            self._commit(res, key, None, new, "ADDED")
+        self._dispatch()
+        return copy_obj(new)
+
+    @staticmethod
+    def _generate_name(bucket: dict[Key, JSON], ns: str, prefix: str) -> str:
+        for _ in range(100):
+            name = prefix + "".join(random.choices(GENERATE_CHARS, k=5))
+            if (ns, name) not in bucket:
+                return name
+        raise StoreError(500, "InternalError", "could not generate a unique name")
+
+    @staticmethod
+    def _check_name(res: Resource, name: str) -> None:
+        if len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+            raise StoreError.invalid(
+                res,
+                name,
+                [
+                    (
+                        "metadata.name",
+                        "FieldValueInvalid",
+                        f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of '
+                        "lower case alphanumeric characters, '-' or '.', and must start and end "
+                        "with an alphanumeric character (e.g. 'example.com', regex used for "
+                        "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*"
+                        "[a-z0-9])?)*')",
+                    )
+                ],
+            )
+
+    def update(
+        self,
+        res: Resource,
+        obj: dict[str, Any],
+        *,
+        subresource: str | None = None,
+        check_rv: bool = True,
+        admission: Admission | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Replace an object (PUT).
+
+        With ``check_rv`` a resourceVersion in ``obj`` that differs from the stored one
+        gives 409 Conflict (none at all means an unconditional update, as the apiserver
+        allows). ``subresource="status"`` changes only ``status``; ``None`` ignores
+        ``status`` for types with a status subresource; ``"*"`` (in-process callers only)
+        writes both. ``metadata.generation`` grows when anything but metadata/status
+        changes. A write that changes nothing does not bump the resourceVersion.
+        ``admission`` and ``dry_run`` as for :meth:`create`.
+        """
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        with self.lock:
+            old = self._bucket(res).get(self._key(res, meta.get("namespace"), name))
+            if old is None:
+                raise StoreError.not_found(res, name)
+            stale = str(meta.get("resourceVersion") or old["metadata"]["resourceVersion"])
+            if check_rv and stale != old["metadata"]["resourceVersion"]:
+                raise StoreError.conflict(
+                    res,
+                    name,
+                    "the object has been modified; please apply your changes to the "
+                    "latest version and try again",
+                )
+            result = self._replace(res, old, json_copy(obj), subresource, admission, dry_run)
+        self._dispatch()
+        return copy_obj(result)
+
+    def _replace(
+        self,
+        res: Resource,
+        old: JSON,
+        new: JSON,
+        subresource: str | None,
+        admission: Admission | None = None,
+        dry_run: bool = False,
+    ) -> JSON:
+        """Apply the registry's update strategy and commit; caller holds the lock."""
+        old_meta = old["metadata"]
+        if subresource == "status":
+            # Only status moves; everything else stays as stored.
+            merged = {k: v for k, v in old.items() if k != "status"}
+            if "status" in new:
+                merged["status"] = new["status"]
+            new = json_copy(merged)
+        else:
+            if subresource is None and res in STATUS_SUBRESOURCE:
+                new.pop("status", None)
+                if "status" in old:
+                    new["status"] = json_copy(old["status"])
+            new.setdefault("apiVersion", res.api_version)
+            new.setdefault("kind", res.kind)
+            meta = ensure_meta(new)
+            # System-owned metadata cannot be changed by clients.
+            for system in (
+                "uid",
+                "creationTimestamp",
+                "namespace",
+                "name",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+            ):
+                if system in old_meta:
+                    meta[system] = old_meta[system]
+                else:
+                    meta.pop(system, None)
+        if admission is not None:
+            new = admission(res, new, old, subresource)
+        if subresource != "status":
+            meta = new["metadata"]
+            if res not in NO_GENERATION:
+                ignore = ("metadata", "status")
+                before = {k: v for k, v in old.items() if k not in ignore}
+                after = {k: v for k, v in new.items() if k not in ignore}
+                if before != after:
+                    meta["generation"] = int(old_meta.get("generation", 1)) + 1
+        ensure_meta(new)["resourceVersion"] = old_meta["resourceVersion"]
+        if new == old or dry_run:
+            # No-op writes do not reach etcd: no new version, no event.
+            return new
+        key = self._key(res, old_meta.get("namespace"), old_meta["name"])
+        meta = new["metadata"]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            # The last finalizer went away: the pending deletion completes now.
+            self._remove(res, key, new, "Background")
+            return new
+        self._commit(res, key, old, new, "MODIFIED")
+        return new
+
+    def patch(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        *,
+        patch_type: str = "merge",
+        subresource: str | None = None,
+        admission: Admission | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Patch an object. ``patch_type``: ``merge`` (RFC 7386), ``json`` (RFC 6902),
+        ``strategic`` (merge, lists of named objects merge by name) or ``apply``
+        (server-side apply, approximated as create-or-merge). A resourceVersion in the
+        patched metadata acts as a precondition (409 when stale). ``admission`` and
+        ``dry_run`` as for :meth:`create`."""
+        if patch_type == "apply":
+            return self._apply(res, namespace, name, patch, subresource, admission, dry_run)
+        with self.lock:
+            old = self._bucket(res).get(self._key(res, namespace, name))
+            if old is None:
+                raise StoreError.not_found(res, name)
+            # A body of the wrong JSON type does not decode: 400, in the apiserver's words.
+            if patch_type in ("merge", "strategic") and not isinstance(patch, dict):
+                raise StoreError.bad_request(
+                    f"json: cannot unmarshal {go_json_type(patch)} into Go value of type "
+                    "map[string]interface {}"
+                )
+            if patch_type == "json" and not isinstance(patch, list):
+                raise StoreError.bad_request(
+                    f"json: cannot unmarshal {go_json_type(patch)} into Go value of type "
+                    "jsonpatch.Patch"
+                )
+            try:
+                if patch_type == "merge":
+                    new = apply_merge_patch(old, patch)
+                elif patch_type == "strategic":
+                    new = apply_strategic_merge_patch(old, patch)
+                elif patch_type == "json":
+                    new = apply_json_patch(old, patch)
+                else:
+                    raise StoreError(
+                        415, "UnsupportedMediaType", f"unsupported patch type {patch_type!r}"
+                    )
+            except ValueError as exc:
+                raise StoreError(422, "Invalid", str(exc)) from None
+            if not isinstance(new, dict):
+                raise StoreError(422, "Invalid", "the patch did not produce an object")
+            new_meta = ensure_meta(new)
+            if new_meta.get("resourceVersion") not in (None, old["metadata"]["resourceVersion"]):
+                raise StoreError.conflict(
+                    res,
+                    name,
+                    "the object has been modified; please apply your changes to the latest "
+                    "version and try again",
+                )
+            result = self._replace(res, old, new, subresource, admission, dry_run)
+        self._dispatch()
+        return copy_obj(result)
+
+    def _apply(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        subresource: str | None,
+        admission: Admission | None,
+        dry_run: bool,
+    ) -> JSON:
+        if not isinstance(patch, dict):
+            raise StoreError.bad_request("an apply patch must be an object")
+        if subresource is None and self.try_get(res, namespace, name) is None:
+            body = json_copy(patch)
+            ensure_meta(body)["name"] = name
+            try:
+                return self.create(
+                    res, body, namespace=namespace, admission=admission, dry_run=dry_run
+                )
+            except StoreError as exc:
+                if exc.reason != "AlreadyExists":
+                    raise
+        return self.patch(
+            res,
+            namespace,
+            name,
+            patch,
+            subresource=subresource,
+            admission=admission,
+            dry_run=dry_run,
+        )
+
+    def mutate(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        fn: Callable[[dict[str, Any]], None],
+        *,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        """Read-modify-write under the lock: ``fn`` mutates a copy in place. The same
+        rules as :meth:`update` apply (``subresource="status"`` for status changes, ``"*"``
+        for both); no resourceVersion check since nothing can interleave."""
+        with self.lock:
+            old = self._bucket(res).get(self._key(res, namespace, name))
+            if old is None:
+                raise StoreError.not_found(res, name)
+            new = json_copy(old)
+            fn(new)
+            result = self._replace(res, old, new, subresource)
+        self._dispatch()
+        return copy_obj(result)
+
+    def delete(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        *,
+        propagation: str = "Background",
+        preconditions: dict[str, Any] | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Delete an object and return its last state.
+
+        Dependents (``metadata.ownerReferences[].uid`` == its uid) are deleted
+        recursively; ``Orphan`` strips the owner reference from them instead;
+        ``Foreground`` marks the owner (deletionTimestamp + ``foregroundDeletion``
+        finalizer), deletes dependents, then the owner. An object with other finalizers
+        only gets a deletionTimestamp; it goes once an update removes the last one.
+        ``preconditions`` (``uid``/``resourceVersion``) give 409 Conflict on mismatch.
+        ``dry_run`` checks and returns the object without deleting it.
+        """
+        if propagation not in ("Background", "Foreground", "Orphan"):
+            raise StoreError.bad_request(
+                f'propagationPolicy: Unsupported value: "{propagation}": supported values: '
+                '"Foreground", "Background", "Orphan"'
+            )
+        with self.lock:
+            key = self._key(res, namespace, name)
+            old = self._bucket(res).get(key)
+            if old is None:
+                raise StoreError.not_found(res, name)
+            for field_name in ("uid", "resourceVersion"):
+                want = (preconditions or {}).get(field_name)
+                if want and str(want) != str(old["metadata"].get(field_name)):
+                    raise StoreError.conflict(
+                        res,
+                        name,
+                        f"Precondition failed: {field_name.capitalize()} in precondition: "
+                        f"{want}, {field_name.capitalize()} in object meta: "
+                        f"{old['metadata'].get(field_name)}",
+                    )
+            if dry_run:
+                return copy_obj(old)
+            result = self._delete_locked(res, key, old, propagation)
+        self._dispatch()
+        return copy_obj(result)
+
+    def _delete_locked(self, res: Resource, key: Key, old: JSON, propagation: str) -> JSON:
+        meta = old["metadata"]
+        finalizers = list(meta.get("finalizers") or [])
+        if meta.get("deletionTimestamp") and propagation != "Foreground":
+            return old  # already being deleted: nothing more to do
+        if propagation == "Foreground" and self._owners.get(meta["uid"]):
+            marked = copy_obj(old)
+            mm = marked["metadata"]
+            mm.setdefault("deletionTimestamp", format_timestamp())
+            mm["deletionGracePeriodSeconds"] = 0
+            if "foregroundDeletion" not in finalizers:
+                mm["finalizers"] = [*finalizers, "foregroundDeletion"]
+                self._commit(res, key, old, marked, "MODIFIED")
+            for dres, dkey in sorted(
+                self._owners.get(meta["uid"], set()), key=lambda d: (d[0].plural, d[1])
+            ):
+                dep = self._bucket(dres).get(dkey)
+                if dep is not None:
+                    self._delete_locked(dres, dkey, dep, "Foreground")
+            current = self._bucket(res)[key]
+            done = copy_obj(current)
+            done["metadata"]["finalizers"] = [
+                f for f in done["metadata"].get("finalizers", []) if f != "foregroundDeletion"
+            ]
+            if not done["metadata"]["finalizers"]:
+                del done["metadata"]["finalizers"]
+                self._remove(res, key, done, "Background")
+            else:
+                self._commit(res, key, current, done, "MODIFIED")
+            return done
+        if finalizers:
+            marked = copy_obj(old)
+            marked["metadata"]["deletionTimestamp"] = format_timestamp()
+            marked["metadata"]["deletionGracePeriodSeconds"] = 0
+            self._commit(res, key, old, marked, "MODIFIED")
+            return marked
+        gone = copy_obj(old)
+        gone["metadata"].setdefault("deletionTimestamp", format_timestamp())
+        gone["metadata"].setdefault("deletionGracePeriodSeconds", 0)
+        self._remove(res, key, gone, propagation)
+        return gone
+
+    def _remove(self, res: Resource, key: Key, last: JSON, propagation: str) -> None:
+        """Remove the object (DELETED event), then handle its dependents."""
+        self._commit(res, key, self._bucket(res)[key], last, "DELETED")
+        uid = last["metadata"]["uid"]
+        dependents = sorted(self._owners.pop(uid, set()), key=lambda d: (d[0].plural, d[1]))
+        if res == NAMESPACES:
+            # Deleting a namespace deletes everything in it.
+            for other, bucket in self._data.items():
+                if other.namespaced:
+                    dependents.extend((other, k) for k in sorted(bucket) if k[0] == key[1])
+        for dres, dkey in dependents:
+            dep = self._bucket(dres).get(dkey)
+            if dep is None:
+                continue
+            if propagation == "Orphan":
+                freed = json_copy(dep)
+                refs = [
+                    r for r in freed["metadata"].get("ownerReferences", []) if r.get("uid") != uid
+                ]
+                if refs:
+                    freed["metadata"]["ownerReferences"] = refs
+                else:
+                    freed["metadata"].pop("ownerReferences", None)
+                self._commit(dres, dkey, dep, freed, "MODIFIED")
+            else:
+                self._delete_locked(dres, dkey, dep, "Background")

@@ -1,0 +1,249 @@
+"""Reads of the store: gets, lists (now, or at an earlier version rebuilt from
+history), pages with continue tokens, and the snapshots watches start from."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import builtins
+import json
+from typing import Any
+
+from kf_trainer_core.k8s.patch import json_copy
+from kf_trainer_core.k8s.resources import Resource
+from kf_trainer_core.k8s.selectors import FieldSelector, LabelSelector
+from kf_trainer_core.testing.store.base import StoreBase
+from kf_trainer_core.testing.store.registry import (
+    JSON,
+    Key,
+    StoreError,
+    WatchEvent,
+    copy_obj,
+    parse_rv,
+    sort_key,
+)
+
+
+def encode_continue(rv: int, key: tuple[str, str]) -> str:
+    """The continue token of a list at ``rv`` that stopped after object ``key``."""
+    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": list(key)}).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_continue(token: str) -> tuple[int, tuple[str, str]]:
+    """``(rv, key)`` of a continue token; 400 when it is not one."""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        data = json.loads(raw)
+        ns, name = data["start"]
+        return int(data["rv"]), (str(ns), str(name))
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        raise StoreError.bad_request(
+            f'continue: Invalid value: "{token}": continue key is not valid'
+        ) from None
+
+
+class StoreReads(StoreBase):
+    """Everything that reads the store (under its lock, handing out copies)."""
+
+    def get(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any]:
+        """The object; :class:`StoreError` 404 when absent."""
+        obj = self.try_get(res, namespace, name)
+        if obj is None:
+            raise StoreError.not_found(res, name)
+        return obj
+
+    def try_get(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """The object, or None when absent."""
+        with self.lock:
+            obj = self._bucket(res).get(self._key(res, namespace, name))
+            return copy_obj(obj) if obj is not None else None
+
+    def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[builtins.list[dict[str, Any]], str]:
+        """Objects sorted by (namespace, name), and the list's resourceVersion.
+        ``namespace=None`` lists every namespace."""
+        ls = LabelSelector.parse(label_selector)
+        fs = FieldSelector.parse(field_selector, res)
+        with self.lock:
+            items = self._select(self._bucket(res), res, namespace, ls, fs)
+            return [json_copy(o) for o in items], str(self._rv)
+
+    def list_at(
+        self,
+        res: Resource,
+        namespace: str | None,
+        resource_version: str,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[builtins.list[dict[str, Any]], str]:
+        """The list as it was at ``resource_version`` (``resourceVersionMatch=Exact``),
+        rebuilt from history; 410 when that version was compacted, 504-style
+        ``Timeout`` when it lies in the future."""
+        ls = LabelSelector.parse(label_selector)
+        fs = FieldSelector.parse(field_selector, res)
+        target = parse_rv(resource_version)
+        with self.lock:
+            if target > self._rv:
+                raise self._too_large(target)
+            if target < self._horizon:
+                raise StoreError.gone(f"too old resource version: {target} ({self._horizon})")
+            items = self._select(self._state_at(res, target), res, namespace, ls, fs)
+            return [json_copy(o) for o in items], str(target)
+
+    def page(
+        self,
+        res: Resource,
+        namespace: str | None,
+        *,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int | None = None,
+    ) -> tuple[builtins.list[dict[str, Any]], str, int]:
+        """One page of a list — objects after the (namespace, name) key ``after``, at
+        most ``limit`` — at ``resource_version`` (None: now). Returns the page, the
+        list's version and how many objects remain after it. Only the page is copied:
+        paging through a namespace of 10,000 large objects costs each page its size."""
+        ls = LabelSelector.parse(label_selector)
+        fs = FieldSelector.parse(field_selector, res)
+        with self.lock:
+            if resource_version is None:
+                state, list_rv = self._bucket(res), str(self._rv)
+            else:
+                target = parse_rv(resource_version)
+                if target > self._rv:
+                    raise self._too_large(target)
+                if target < self._horizon:
+                    raise StoreError.gone(f"too old resource version: {target} ({self._horizon})")
+                state = self._state_at(res, target)
+                list_rv = str(target)
+            items = self._select(state, res, namespace, ls, fs)
+            if after is not None:
+                items = [o for o in items if sort_key(o) > after]
+            remaining = 0
+            if limit is not None and limit > 0 and len(items) > limit:
+                remaining = len(items) - limit
+                items = items[:limit]
+            return [json_copy(o) for o in items], list_rv, remaining
+
+    def _state_at(self, res: Resource, target: int) -> dict[Key, JSON]:
+        # The bucket as it was at ``target``: today's, with later changes undone.
+        state = dict(self._bucket(res))
+        for entry in reversed(self._history):
+            if entry.rv <= target:
+                break
+            if entry.event.resource != res:
+                continue
+            key = self._key(res, entry.namespace, entry.event.object["metadata"]["name"])
+            if entry.previous is None:
+                state.pop(key, None)
+            else:
+                state[key] = entry.previous
+        return state
+
+    def _too_large(self, target: int) -> StoreError:
+        return StoreError(
+            504,
+            "Timeout",
+            f"Too large resource version: {target}, current: {self._rv}",
+            {
+                "causes": [
+                    {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+                ],
+                "retryAfterSeconds": 1,
+            },
+            retry_after=1,
+        )
+
+    def check_not_older_than(self, resource_version: str) -> None:
+        """``resourceVersionMatch=NotOlderThan``: the store is never behind, so only a
+        version from the future fails (the apiserver answers 504 after waiting)."""
+        target = parse_rv(resource_version)
+        with self.lock:
+            if target > self._rv:
+                raise self._too_large(target)
+
+    @staticmethod
+    def _select(
+        bucket: dict[Key, JSON],
+        res: Resource,
+        namespace: str | None,
+        ls: LabelSelector,
+        fs: FieldSelector,
+    ) -> builtins.list[JSON]:
+        out: builtins.list[tuple[Key, JSON]] = []
+        for key, obj in bucket.items():
+            if namespace and res.namespaced and key[0] != namespace:
+                continue
+            if not ls.empty and not ls.matches(obj["metadata"].get("labels")):
+                continue
+            if not fs.empty and not fs.matches(obj):
+                continue
+            out.append((key, obj))
+        out.sort(key=lambda kv: kv[0])
+        return [o for _, o in out]
+
+    def exists(self, res: Resource, namespace: str | None, name: str) -> bool:
+        """Whether the object exists (no copy made)."""
+        with self.lock:
+            return self._key(res, namespace, name) in self._bucket(res)
+
+    def count(self, res: Resource, namespace: str | None = None) -> int:
+        """How many objects of ``res`` exist (in ``namespace``, or all)."""
+        with self.lock:
+            bucket = self._bucket(res)
+            if not namespace or not res.namespaced:
+                return len(bucket)
+            return sum(1 for k in bucket if k[0] == namespace)
+
+    def events_since(
+        self, res: Resource, resource_version: str, namespace: str | None = None
+    ) -> builtins.list[WatchEvent]:
+        """Changes to ``res`` (in ``namespace``, or all) after ``resource_version``, for
+        watch replay. 410 Gone ("too old resource version: X (Y)") when that version was
+        compacted."""
+        events, _ = self.watch_snapshot(res, namespace, resource_version)
+        return [e._replace(object=copy_obj(e.object)) for e in events]
+
+    def watch_snapshot(
+        self, res: Resource, namespace: str | None, resource_version: str | None
+    ) -> tuple[builtins.list[WatchEvent], int]:
+        """Atomically: the events a new watch starts with, and the version after which
+        live events continue. ``resource_version`` ``None``/``""``/``"0"`` gives
+        synthetic ADDED events for the current state; otherwise the replayed history.
+        Objects are not copied: never mutate them."""
+        changes, start = self.replay(res, namespace, resource_version)
+        return [event for event, _ in changes], start
+
+    def replay(
+        self, res: Resource, namespace: str | None, resource_version: str | None
+    ) -> tuple[builtins.list[tuple[WatchEvent, JSON | None]], int]:
+        """:meth:`watch_snapshot` with each event's previous object (uncopied)."""
+        with self.lock:
+            if resource_version in (None, "", "0"):
+                ls, fs = LabelSelector(), FieldSelector()
+                items = self._select(self._bucket(res), res, namespace, ls, fs)
+                return [(WatchEvent("ADDED", res, o), None) for o in items], self._rv
+            target = parse_rv(str(resource_version))
+            if target < self._horizon:
+                raise StoreError.gone(f"too old resource version: {target} ({self._horizon})")
+            out: builtins.list[tuple[WatchEvent, JSON | None]] = []
+            for entry in reversed(self._history):
+                if entry.rv <= target:
+                    break
+                if entry.event.resource != res:
+                    continue
+                if namespace and res.namespaced and entry.namespace != namespace:
+                    continue
+                out.append((entry.event, entry.previous))
+            out.reverse()
+            return out, max(self._rv, target)
