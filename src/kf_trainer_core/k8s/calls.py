@@ -122,14 +122,20 @@ class Delete(_Addressed):
 
 
 @dataclass(frozen=True)
-class ReadLog(_Addressed):
-    """Read a container's log. Result: the text."""
+class _ContainerLog(_Addressed):
+    """A call on one container's log."""
 
     _names = "pod"
 
     namespace: str
     pod: str
     container: str
+
+
+@dataclass(frozen=True)
+class ReadLog(_ContainerLog):
+    """Read a container's log. Result: the text."""
+
     tail_lines: int | None = None
     since_time: str | None = None
     timestamps: bool = False
@@ -150,14 +156,9 @@ class OpenWatch(_Addressed):
 
 
 @dataclass(frozen=True)
-class OpenLogStream(_Addressed):
+class OpenLogStream(_ContainerLog):
     """Open a following log stream. Result: a stream handle for :class:`ReadLine`."""
 
-    _names = "pod"
-
-    namespace: str
-    pod: str
-    container: str
     since_time: str | None = None
     tail_lines: int | None = None
     timestamps: bool = True

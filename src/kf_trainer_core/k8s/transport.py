@@ -236,30 +236,28 @@ def _raw_get(client: Any, http_method: str, path: str, **kw: Any) -> Any:
         )
         return client.call_api(*request, _request_timeout=kw.get("_request_timeout")).response
     return client.call_api(
-        path,
-        http_method,
-        path_params=kw["path_params"],
-        query_params=kw["query_params"],
-        header_params=kw["header_params"],
-        auth_settings=["BearerToken"],
-        _return_http_data_only=True,
-        _preload_content=False,
-        _request_timeout=kw.get("_request_timeout"),
+        path, http_method, **_one_call(kw), _request_timeout=kw.get("_request_timeout")
     )
+
+
+def _one_call(kw: dict[str, Any]) -> dict[str, Any]:
+    """The keywords of the one-call ``call_api(path, method, ...)`` of ``kubernetes``
+    before 35 and of ``kubernetes_asyncio``: the unread response, BearerToken auth."""
+    return {
+        "path_params": kw["path_params"],
+        "query_params": kw["query_params"],
+        "header_params": kw["header_params"],
+        "auth_settings": ["BearerToken"],
+        "_return_http_data_only": True,
+        "_preload_content": False,
+    }
 
 
 async def _araw_get(client: Any, http_method: str, path: str, **kw: Any) -> Any:
     """:func:`_raw_get` for ``kubernetes_asyncio`` (one ``call_api`` in 30 to 36)."""
+    timeout = kw.get("_request_timeout")
     return await client.call_api(
-        path,
-        http_method,
-        path_params=kw["path_params"],
-        query_params=kw["query_params"],
-        header_params=kw["header_params"],
-        auth_settings=["BearerToken"],
-        _return_http_data_only=True,
-        _preload_content=False,
-        **({"_request_timeout": kw["_request_timeout"]} if kw.get("_request_timeout") else {}),
+        path, http_method, **_one_call(kw), **({"_request_timeout": timeout} if timeout else {})
     )
 
 
