@@ -361,7 +361,7 @@ class _Operations(ClientBase):
         identity = f"runtime-packages/{runtime}/{time.time_ns()}"
         name = yield from self._train(spec=spec, identity=identity)
         yield from self._wait(name, timeout=timeout)
-        return (yield from self._logs(name, "node-0", False, None))  # type: ignore[no-any-return]
+        return (yield from ops.read_logs(self.namespace, name, "node-0", None, strict=True))
 
     # -- cancelling -------------------------------------------------------------
     def _cancel_job(self, name: str, action: CancelAction = "delete") -> Program[bool]:
