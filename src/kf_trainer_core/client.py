@@ -15,6 +15,7 @@ differ only in the driver, the informers and the waker they bring.
 from __future__ import annotations
 
 import functools
+import inspect
 import time
 from collections.abc import (
     AsyncIterator,
@@ -402,10 +403,17 @@ class _Operations(ClientBase):
         return ops.set_suspended(self.namespace, name, False)
 
 
-def _named(method: Callable[..., Any], factory: Callable[..., Any]) -> None:
+def _named(method: Callable[..., Any], factory: Callable[..., Any], owner: str) -> None:
     # The operation's name without the program's underscore: how it shows in help().
     method.__name__ = factory.__name__.lstrip("_").replace("run_job", "run")
-    method.__qualname__ = method.__name__
+    method.__qualname__ = f"{owner}.{method.__name__}"
+    # What the method returns is what the program returns (help() and IDEs show it).
+    sig = inspect.signature(factory)
+    result = sig.return_annotation
+    if isinstance(result, str) and result.startswith("Program[") and result.endswith("]"):
+        method.__signature__ = sig.replace(  # type: ignore[attr-defined]
+            return_annotation=result[len("Program[") : -1]
+        )
 
 
 def _blocking(
@@ -417,7 +425,7 @@ def _blocking(
     def method(self: TrainerClient, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return self._run(factory(self, *args, **kwargs))
 
-    _named(method, factory)
+    _named(method, factory, "TrainerClient")
     return method
 
 
@@ -430,7 +438,7 @@ def _awaiting(
     async def method(self: AsyncTrainerClient, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return await self._run(factory(self, *args, **kwargs))
 
-    _named(method, factory)
+    _named(method, factory, "AsyncTrainerClient")
     return method
 
 
