@@ -180,7 +180,11 @@ class _Run(Generic[T]):
                 return effect
             error, self._error = self._error, None
             try:
-                effect = self.program.throw(error) if error else self.program.send(self._value)
+                effect = (
+                    self.program.throw(error)
+                    if error is not None
+                    else self.program.send(self._value)
+                )
             except StopIteration as stop:
                 self.result = stop.value
                 return None
@@ -190,9 +194,9 @@ class _Run(Generic[T]):
             elif isinstance(effect, CloseStream):
                 self.owned.discard(effect.stream)
                 effect.stream.close()
-            else:
-                if isinstance(effect, (Sleep, Await, ReadLine, Emit, Spawn, Join)):
-                    return effect
+            elif isinstance(effect, (Sleep, Await, ReadLine, Emit, Spawn, Join)):
+                return effect
+            else:  # an API call: retried and renewed here until it settles
                 self._call, self._attempt, self._renewed = effect, 0, False
                 self._hook(effect)
                 return effect
