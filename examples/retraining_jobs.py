@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from kf_trainer_core.checkpoint_storage import Checkpoints
 from kf_trainer_core.spec import CustomTrainer, Labels, TrainJobSpec
 from kf_trainer_core.volumes import mount_pvc
 
@@ -53,6 +54,9 @@ class JobProfile(BaseModel):
     #: A ReadWriteMany PersistentVolumeClaim mounted at ``shared_dir`` in the training
     #: pods (cluster only).
     volume_claim: str | None = None
+    #: A PersistentVolumeClaim for checkpoints (cluster only): every attempt of a run
+    #: resumes from the last one (the local backend keeps them in its state directory).
+    checkpoint_claim: str | None = None
     #: More TrainJob options in their JSON form, e.g.
     #: ``[{"type": "QueueName", "queue": "team-a"}]`` for a Kueue queue.
     options: list[dict[str, Any]] = Field(default_factory=list)
@@ -83,6 +87,8 @@ class JobProfile(BaseModel):
         chosen: list[Any] = [Labels(PART_OF)]
         if self.volume_claim and self.shared_dir:
             chosen.append(mount_pvc(self.volume_claim, self.shared_dir))
+        if self.checkpoint_claim:
+            chosen.append(Checkpoints(pvc=self.checkpoint_claim))
         return [o.to_json_dict() for o in chosen] + [dict(o) for o in self.options]
 
     def spec(self, func: Callable[..., Any], func_args: Mapping[str, Any]) -> TrainJobSpec:
@@ -103,13 +109,15 @@ LOCAL = JobProfile()
 
 #: Two nodes with four GPUs each (``torchrun`` starts one process per GPU and the
 #: training function averages gradients across all of them); data and models on the
-#: ReadWriteMany claim ``retraining-data``, mounted at ``/mnt/shared``.
+#: ReadWriteMany claim ``retraining-data``, mounted at ``/mnt/shared``; checkpoints on
+#: the claim ``retraining-checkpoints`` (ReadWriteMany too: every node reads them).
 CLUSTER = JobProfile(
     runtime="torch-distributed",
     num_nodes=2,
     resources_per_node={"gpu": 4, "cpu": 16, "memory": "64Gi"},
     shared_dir="/mnt/shared/retraining",
     volume_claim="retraining-data",
+    checkpoint_claim="retraining-checkpoints",
 )
 
 PROFILES = {"local": LOCAL, "cluster": CLUSTER}

@@ -76,6 +76,10 @@ def train(data_dir: str, model_dir: str, lr: float = 0.5, epochs: int = 30) -> d
     import os
     from pathlib import Path
 
+    # Every attempt of this run (a retry after a lost node) shares one checkpoint
+    # directory: resume from its last checkpoint instead of starting over.
+    from kf_trainer_core.checkpoints import latest, load_json, save_json, step_of
+
     # Progress and loss reach every orchestrator (status server, or the node's log);
     # rank 0 reports, other ranks' calls do nothing.
     from kf_trainer_core.report import report, track
@@ -88,6 +92,11 @@ def train(data_dir: str, model_dir: str, lr: float = 0.5, epochs: int = 30) -> d
     # Each rank trains on its shard; gradients are averaged when torch can do it.
     shard = slice(rank, None, world)
     xs, ys = xs[shard], ys[shard]
+    last = latest()
+    start = step_of(last) + 1 if last else 0
+    state = load_json(last) if last else {"w": [0.0] * len(xs[0]), "b": 0.0}
+    if last and rank == 0:
+        print(f"resuming at epoch {start} from {last.name}", flush=True)
     try:
         import torch
         import torch.distributed as dist
@@ -100,9 +109,9 @@ def train(data_dir: str, model_dir: str, lr: float = 0.5, epochs: int = 30) -> d
             dist.init_process_group("gloo")
         x = torch.tensor(xs)
         y = torch.tensor(ys)
-        w = torch.zeros(x.shape[1], requires_grad=True)
-        b = torch.zeros(1, requires_grad=True)
-        for epoch in track(range(epochs)):
+        w = torch.tensor(state["w"], requires_grad=True)
+        b = torch.tensor([state["b"]], requires_grad=True)
+        for epoch in track(range(start, epochs)):
             loss = torch.nn.functional.binary_cross_entropy_with_logits(x @ w + b, y)
             grads = torch.autograd.grad(loss, [w, b])
             if distributed:
@@ -113,9 +122,14 @@ def train(data_dir: str, model_dir: str, lr: float = 0.5, epochs: int = 30) -> d
                 w -= lr * grads[0]
                 b -= lr * grads[1]
             report(metrics={"loss": round(loss.item(), 5), "epoch": epoch + 1})
+            if epoch % 10 == 9:  # rank 0 writes it, atomically
+                save_json(epoch, {"w": w.tolist(), "b": float(b.item())}, keep=2)
             if rank == 0 and epoch % 10 == 0:
                 print(f"epoch {epoch}: loss={loss.item():.4f}", flush=True)
-        weights, bias, final = w.detach().tolist(), float(b.item()), float(loss.item())
+        with torch.no_grad():
+            logits = x @ w + b
+            final = float(torch.nn.functional.binary_cross_entropy_with_logits(logits, y))
+        weights, bias = w.detach().tolist(), float(b.item())
         if distributed:
             dist.destroy_process_group()
     else:
@@ -123,14 +137,16 @@ def train(data_dir: str, model_dir: str, lr: float = 0.5, epochs: int = 30) -> d
 
         x = np.array(xs)
         y = np.array(ys)
-        w = np.zeros(x.shape[1])
-        b = 0.0
-        for epoch in track(range(epochs)):
+        w = np.array(state["w"])
+        b = float(state["b"])
+        for epoch in track(range(start, epochs)):
             p = 1 / (1 + np.exp(-(x @ w + b)))
             w -= lr * x.T @ (p - y) / len(y)
             b -= lr * float(np.mean(p - y))
             loss = -np.mean(y * np.log(p + 1e-9) + (1 - y) * np.log(1 - p + 1e-9))
             report(metrics={"loss": round(float(loss), 5), "epoch": epoch + 1})
+            if epoch % 10 == 9:
+                save_json(epoch, {"w": w.tolist(), "b": b}, keep=2)
             if rank == 0 and epoch % 10 == 0:
                 print(f"epoch {epoch}: loss={loss:.4f}", flush=True)
         p = 1 / (1 + np.exp(-(x @ w + b)))

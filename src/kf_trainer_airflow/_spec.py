@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 # here: operator modules must stay cheap to import for the DAG processor.
 
 _JINJA = ("{{", "{%")
+#: The operator's spec arguments that are templated (also its first template fields).
+TEMPLATED_SPEC_ARGUMENTS = ("spec", "runtime", "trainer", "initializer", "options", "func_args")
+#: The operator's arguments that :func:`assemble` turns into a spec.
+SPEC_ARGUMENTS = (*TEMPLATED_SPEC_ARGUMENTS, "job_name", "job_timeout")
 
 
 class Verbatim:

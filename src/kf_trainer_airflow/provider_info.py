@@ -15,6 +15,28 @@ PACKAGE_NAME = "kf-trainer-suite"
 INTEGRATION = "Kubeflow Trainer"
 CONN_TYPE = "kubeflow_trainer"
 
+
+def _field(
+    label: str,
+    *,
+    description: str | None = None,
+    kind: str = "string",
+    fmt: str | None = None,
+    default: Any = None,
+) -> dict[str, Any]:
+    """One optional field of the connection form (``conn-fields`` schema)."""
+    schema: dict[str, Any] = {"type": [kind, "null"]}
+    if fmt is not None:
+        schema["format"] = fmt
+    if default is not None:
+        schema["default"] = default
+    field: dict[str, Any] = {"label": label}
+    if description is not None:
+        field["description"] = description
+    field["schema"] = schema
+    return field
+
+
 #: Connection fields stored in ``Connection.extra`` (also used by the hook to refuse
 #: misspelt keys). ``format: password`` makes Airflow mask the value in the form.
 CONN_FIELDS: dict[str, dict[str, Any]] = {
@@ -30,60 +52,55 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
             "default": "kubernetes",
         },
     },
-    "namespace": {
-        "label": "Namespace",
-        "description": "Namespace of the TrainJobs (default: the kubeconfig context's, "
-        "the service account's, else 'default').",
-        "schema": {"type": ["string", "null"]},
-    },
-    "kubeconfig_path": {
-        "label": "Kubeconfig path",
-        "description": "Path of a kubeconfig file on the workers and triggerers.",
-        "schema": {"type": ["string", "null"]},
-    },
-    "kubeconfig": {
-        "label": "Kubeconfig (inline)",
-        "description": "A whole kubeconfig document (YAML or JSON). It holds credentials: "
-        "it is stored encrypted and masked in logs.",
-        "schema": {"type": ["string", "null"], "format": "password"},
-    },
-    "context": {
-        "label": "Kubeconfig context",
-        "description": "Context of the kubeconfig to use (default: its current context).",
-        "schema": {"type": ["string", "null"]},
-    },
-    "in_cluster": {
-        "label": "In-cluster service account",
-        "description": "Use the pod's service account (Airflow running in the cluster).",
-        "schema": {"type": ["boolean", "null"]},
-    },
-    "ca_cert": {
-        "label": "CA certificate path",
-        "description": "With Host and Token: path of the API server's CA bundle.",
-        "schema": {"type": ["string", "null"]},
-    },
-    "ca_cert_data": {
-        "label": "CA certificate (PEM)",
-        "description": "With Host and Token: the API server's CA certificate itself.",
-        "schema": {"type": ["string", "null"], "format": "password"},
-    },
-    "verify_ssl": {
-        "label": "Verify TLS",
-        "description": "Check the API server's certificate (leave on outside tests).",
-        "schema": {"type": ["boolean", "null"], "default": True},
-    },
-    "state_dir": {
-        "label": "Local state directory",
-        "description": "Local backend only: where jobs keep their state and logs, shared by "
+    "namespace": _field(
+        "Namespace",
+        description="Namespace of the TrainJobs (default: the kubeconfig context's, the service "
+        "account's, else 'default').",
+    ),
+    "kubeconfig_path": _field(
+        "Kubeconfig path", description="Path of a kubeconfig file on the workers and triggerers."
+    ),
+    "kubeconfig": _field(
+        "Kubeconfig (inline)",
+        description="A whole kubeconfig document (YAML or JSON). It holds credentials: it is "
+        "stored encrypted and masked in logs.",
+        fmt="password",
+    ),
+    "context": _field(
+        "Kubeconfig context",
+        description="Context of the kubeconfig to use (default: its current context).",
+    ),
+    "in_cluster": _field(
+        "In-cluster service account",
+        description="Use the pod's service account (Airflow running in the cluster).",
+        kind="boolean",
+    ),
+    "ca_cert": _field(
+        "CA certificate path",
+        description="With Host and Token: path of the API server's CA bundle.",
+    ),
+    "ca_cert_data": _field(
+        "CA certificate (PEM)",
+        description="With Host and Token: the API server's CA certificate itself.",
+        fmt="password",
+    ),
+    "verify_ssl": _field(
+        "Verify TLS",
+        description="Check the API server's certificate (leave on outside tests).",
+        kind="boolean",
+        default=True,
+    ),
+    "state_dir": _field(
+        "Local state directory",
+        description="Local backend only: where jobs keep their state and logs, shared by "
         "workers and triggerers on the same machine.",
-        "schema": {"type": ["string", "null"]},
-    },
-    "dashboard_url": {
-        "label": "Dashboard URL template",
-        "description": "Link shown on tasks, with {namespace} and {name}, e.g. "
+    ),
+    "dashboard_url": _field(
+        "Dashboard URL template",
+        description="Link shown on tasks, with {namespace} and {name}, e.g. "
         "https://kubeflow.example.com/trainer/{namespace}/{name}",
-        "schema": {"type": ["string", "null"], "format": "url"},
-    },
+        fmt="url",
+    ),
 }
 
 #: The standard connection fields this type uses, relabelled; the rest are hidden.
@@ -107,6 +124,10 @@ def _version() -> str:
         return "0.0.0"
 
 
+def _modules(module: str) -> list[dict[str, Any]]:
+    return [{"integration-name": INTEGRATION, "python-modules": [module]}]
+
+
 def get_provider_info() -> dict[str, Any]:
     """The provider's metadata, in the shape of Airflow's ``provider_info`` schema."""
     return {
@@ -123,30 +144,10 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["software"],
             }
         ],
-        "operators": [
-            {
-                "integration-name": INTEGRATION,
-                "python-modules": ["kf_trainer_airflow.operators.trainjob"],
-            }
-        ],
-        "sensors": [
-            {
-                "integration-name": INTEGRATION,
-                "python-modules": ["kf_trainer_airflow.sensors.trainjob"],
-            }
-        ],
-        "hooks": [
-            {
-                "integration-name": INTEGRATION,
-                "python-modules": ["kf_trainer_airflow.hooks.trainer"],
-            }
-        ],
-        "triggers": [
-            {
-                "integration-name": INTEGRATION,
-                "python-modules": ["kf_trainer_airflow.triggers.trainjob"],
-            }
-        ],
+        "operators": _modules("kf_trainer_airflow.operators.trainjob"),
+        "sensors": _modules("kf_trainer_airflow.sensors.trainjob"),
+        "hooks": _modules("kf_trainer_airflow.hooks.trainer"),
+        "triggers": _modules("kf_trainer_airflow.triggers.trainjob"),
         "connection-types": [
             {
                 "hook-class-name": "kf_trainer_airflow.hooks.trainer.KubeflowTrainerHook",

@@ -17,9 +17,10 @@ from typing import Any
 
 import yaml
 
-from kf_trainer_core import checks, names
+from kf_trainer_core import checkpoint_storage, checks, names
 from kf_trainer_core import function as fn
 from kf_trainer_core.errors import FieldProblem, SpecError
+from kf_trainer_core.lineage import LINEAGE_INPUTS_ANNOTATION, inputs_annotation
 from kf_trainer_core.runtimes import GPU_RESOURCE, MIG_PREFIX, RuntimeInfo
 from kf_trainer_core.spec import (
     ANNOTATIONS_LIMIT,
@@ -223,7 +224,20 @@ def build_trainjob(
     ident = identity_text(identity)
     named = f"{ident}/attempt-{attempt}" if ident is not None and attempt else ident
     content = {"spec": body, "labels": labels, "annotations": annotations}
+    ckpt = spec.option(checkpoint_storage.Checkpoints)
+    if ckpt is not None:  # a content-named job's name must depend on it too
+        content["checkpoints"] = ckpt.model_dump(mode="json")
     job_name = _job_name(spec, name, named, name_prefix, content, rt, problems)
+    checkpoint_storage.apply(
+        ckpt,
+        body,
+        annotations,
+        namespace=namespace,
+        identity=ident or job_name,
+        replicated_jobs=rt.replicated_jobs,
+        where="options.Checkpoints",
+        problems=problems,
+    )
     if ident is not None:
         labels[IDENTITY_LABEL] = identity_label_value(ident)
         annotations[IDENTITY_ANNOTATION] = ident
@@ -238,6 +252,10 @@ def build_trainjob(
         metadata["namespace"] = namespace
     metadata["labels"] = labels
     metadata["annotations"] = annotations
+    # Derived from the initializers (already in the spec): kept out of the spec hash.
+    lineage = inputs_annotation(spec, k8s_namespace=namespace)
+    if lineage is not None:
+        annotations[LINEAGE_INPUTS_ANNOTATION] = lineage
     manifest: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -279,11 +297,13 @@ def _known_names() -> set[str]:
 
 def spec_hash(manifest: Mapping[str, Any]) -> str:
     """A stable digest of what a TrainJob asks for: its spec, labels and annotations
-    (less the hash itself). Two builds of the same spec share it; any change that would
-    make a different job changes it."""
+    (less the hash itself and the lineage derived from the spec). Two builds of the same
+    spec share it; any change that would make a different job changes it."""
     meta = manifest.get("metadata") or {}
     annotations = {
-        k: v for k, v in (meta.get("annotations") or {}).items() if k != SPEC_HASH_ANNOTATION
+        k: v
+        for k, v in (meta.get("annotations") or {}).items()
+        if k not in (SPEC_HASH_ANNOTATION, LINEAGE_INPUTS_ANNOTATION)
     }
     payload = {
         "spec": manifest.get("spec") or {},

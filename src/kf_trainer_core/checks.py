@@ -154,6 +154,34 @@ def index_url_problem(url: str) -> str | None:
     )
 
 
+#: Query parameters that carry a credential or a pre-signed grant (S3, GCS, Azure SAS,
+#: OAuth): a URI with one would hand that grant to anyone who can read the TrainJob.
+_CREDENTIAL_PARAMS = re.compile(
+    r"^(x-amz-(signature|credential|security-token)|x-goog-(signature|credential)|sig|"
+    r"signature|token|access_token|api_?key|key|password|secret)$",
+    re.IGNORECASE,
+)
+
+
+def uri_credentials_problem(uri: str, field: str) -> str | None:
+    """Why ``uri`` would put a credential into the manifest (a password in its user info,
+    a signature or token in its query), or ``None``. Never quotes the URI."""
+    try:
+        parts = urlsplit(uri)
+        has_password = parts.password is not None
+    except ValueError:
+        return None  # not a URI: the field's own checks say so
+    names = [item.split("=", 1)[0] for item in parts.query.split("&") if item]
+    if not has_password and not any(_CREDENTIAL_PARAMS.match(n) for n in names):
+        return None
+    where = "a password in its user info" if has_password else "a credential in its query"
+    return fix(
+        f"{field} carries {where}, which would be stored in clear text in the TrainJob.",
+        "write the URI without it and give the credential through secret_ref='<secret>' "
+        "(or the initializer's env from a Secret).",
+    )
+
+
 def pip_arguments(packages: Iterable[str], index_urls: Iterable[str]) -> list[str]:
     """pip's arguments for installing ``packages``: index options, then ``--`` so that
     pip reads every later argument as a requirement, never as an option."""

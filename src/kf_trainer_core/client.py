@@ -30,6 +30,13 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from kf_trainer_core import checks, ops
 from kf_trainer_core.builder import BuiltTrainJob, build_trainjob, identity_text
+from kf_trainer_core.checkpoint_storage import (
+    CheckpointLocation,
+    Checkpoints,
+    CheckpointsUnreachableError,
+    checkpoints_program,
+    cleaning_job,
+)
 from kf_trainer_core.client_base import ClientBase, Identity
 from kf_trainer_core.config import LocalConfig
 from kf_trainer_core.cost import job_cost
@@ -390,6 +397,43 @@ class _Operations(ClientBase):
             label_selector=label_selector,
         )
 
+    # -- checkpoints ------------------------------------------------------------
+    def _checkpoint_location(
+        self, identity: Identity, *, checkpoints: Checkpoints | None = None
+    ) -> Program[CheckpointLocation]:
+        """Where every attempt of ``identity`` keeps its checkpoints (``docs/checkpoints.md``)."""
+        ident = identity_text(identity) or ""
+        return checkpoints_program(self.config, self.namespace, ident, checkpoints, False, False)
+
+    def _clean_checkpoints(
+        self,
+        identity: Identity,
+        *,
+        checkpoints: Checkpoints | None = None,
+        force: bool = False,
+        timeout: float | None = 600,
+    ) -> Program[CheckpointLocation]:
+        """Remove the checkpoints every attempt of ``identity`` shared, and nothing else:
+        the only way they are deleted. Refused while an attempt runs (unless ``force``).
+        On a cluster a one-node job that mounts the claim removes them (``timeout``)."""
+        ident = identity_text(identity) or ""
+        try:
+            return (
+                yield from checkpoints_program(
+                    self.config, self.namespace, ident, checkpoints, True, force
+                )
+            )
+        except CheckpointsUnreachableError as exc:
+            location = exc.location
+            job = cleaning_job(location)
+            if job is None:
+                raise
+        done = yield from self._run_job(
+            job[0], identity=job[1], timeout=timeout, fresh_after_failure=True
+        )
+        yield from self._delete_job(done.name)  # the suite's own helper job, finished
+        return location
+
     def _delete_job(self, name: str, *, propagation: str = "Foreground") -> Program[bool]:
         """Delete the TrainJob (never only its JobSet); ``False`` if already gone."""
         return ops.delete(self.namespace, name, propagation)
@@ -506,6 +550,8 @@ class TrainerClient(_Operations):
     get_runtime_packages = _blocking(_Operations._get_runtime_packages)
     cancel_job = _blocking(_Operations._cancel_job)
     stop_unfinished = _blocking(_Operations._stop_unfinished)
+    checkpoint_location = _blocking(_Operations._checkpoint_location)
+    clean_checkpoints = _blocking(_Operations._clean_checkpoints)
     delete_job = _blocking(_Operations._delete_job)
     suspend_job = _blocking(_Operations._suspend_job)
     resume_job = _blocking(_Operations._resume_job)
@@ -581,6 +627,8 @@ class AsyncTrainerClient(_Operations):
     get_runtime_packages = _awaiting(_Operations._get_runtime_packages)
     cancel_job = _awaiting(_Operations._cancel_job)
     stop_unfinished = _awaiting(_Operations._stop_unfinished)
+    checkpoint_location = _awaiting(_Operations._checkpoint_location)
+    clean_checkpoints = _awaiting(_Operations._clean_checkpoints)
     delete_job = _awaiting(_Operations._delete_job)
     suspend_job = _awaiting(_Operations._suspend_job)
     resume_job = _awaiting(_Operations._resume_job)

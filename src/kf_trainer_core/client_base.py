@@ -12,6 +12,7 @@ from typing import Any
 
 from kf_trainer_core import checks, names, ops
 from kf_trainer_core.builder import build_trainjob, identity_text
+from kf_trainer_core.checkpoint_storage import require_storage
 from kf_trainer_core.config import KubernetesConfig, LocalConfig, parse_backend
 from kf_trainer_core.errors import SpecError
 from kf_trainer_core.informer import (
@@ -223,9 +224,11 @@ class ClientBase:
             runtime=runtime, trainer=trainer, initializer=initializer, options=options
         )
 
-    @classmethod
-    def _given_spec(cls, spec: TrainJobSpec | Mapping[str, Any] | str | None) -> TrainJobSpec:
-        return cls._spec(_required(spec), None, None, None, None)
+    def _given_spec(self, spec: TrainJobSpec | Mapping[str, Any] | str | None) -> TrainJobSpec:
+        """The spec to build or submit, checked for what this backend needs of it."""
+        given = self._spec(_required(spec), None, None, None, None)
+        require_storage(given, cluster=isinstance(self.config, KubernetesConfig))
+        return given
 
     def _runtime_program(self, name: str, kind: str) -> Program[RuntimeInfo]:
         """A runtime as the cluster has it, read once per client."""

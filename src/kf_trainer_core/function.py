@@ -227,7 +227,8 @@ def program_for(
     args_json = json.dumps(func_args or {}, sort_keys=True, separators=(",", ":"))
     program = _PROGRAM_TEMPLATE.format(
         function=body,
-        reporter=_reporter_prelude(body if import_ref is None else None),
+        reporter=_reporter_prelude(body if import_ref is None else None)
+        + _checkpoints_prelude(body if import_ref is None else ""),
         name=name,
         args=repr(args_json),
         marker=repr(RESULT_MARKER),
@@ -276,22 +277,48 @@ def _reporter_prelude(body: str | None) -> str:
     ``from kf_trainer_core.report import report`` works either way."""
     if body is not None and not uses_reporter(body):
         return "def _kf_trainer_reporter():\n    return None\n"
-    from kf_trainer_core import report
+    tail = "    module._enable()\n    return module\n"
+    return _carried_module("report", "_kf_trainer_reporter", tail)
 
-    source = inspect.getsource(report)
-    return _REPORTER_TEMPLATE.format(module=repr(REPORT_MODULE), source=repr(source))
+
+def _checkpoints_prelude(body: str) -> str:
+    """The code that makes :mod:`kf_trainer_core.checkpoints` importable in the pod,
+    for functions whose source names it (the program of any other function is the same
+    bytes as before). Like the reporter, the installed package wins."""
+    if CHECKPOINTS_MODULE not in body:
+        return ""
+    tail = "    return module\n\n\n_kf_trainer_checkpoints()\n"
+    return "\n\n" + _carried_module("checkpoints", "_kf_trainer_checkpoints", tail)
+
+
+def _carried_module(attr: str, func: str, tail: str) -> str:
+    """A function ``func`` that imports ``kf_trainer_core.<attr>``, or registers the
+    copy of its source the program carries, then runs ``tail``."""
+    from kf_trainer_core import checkpoints, report
+
+    module = {"report": report, "checkpoints": checkpoints}[attr]
+    name = f"kf_trainer_core.{attr}"
+    return _CARRIED_TEMPLATE.format(
+        func=func,
+        attr=attr,
+        module=repr(name),
+        source=repr(inspect.getsource(module)),
+        tail=tail,
+    )
 
 
 #: The in-function reporting module (:mod:`kf_trainer_core.report`).
 REPORT_MODULE = "kf_trainer_core.report"
+#: The in-function checkpoint helper (:mod:`kf_trainer_core.checkpoints`).
+CHECKPOINTS_MODULE = "kf_trainer_core.checkpoints"
 
-_REPORTER_TEMPLATE = """\
-def _kf_trainer_reporter():
+_CARRIED_TEMPLATE = """\
+def {func}():
     import sys
     import types
 
     try:
-        import kf_trainer_core.report as module
+        import kf_trainer_core.{attr} as module
     except ImportError:  # the image does not have kf-trainer-suite: use the copy below
         package = sys.modules.get("kf_trainer_core")
         if package is None:
@@ -301,11 +328,9 @@ def _kf_trainer_reporter():
         module = types.ModuleType({module})
         module.__file__ = "<kf-trainer program>"
         sys.modules[{module}] = module
-        exec(compile({source}, "<kf_trainer_core.report>", "exec"), module.__dict__)
-        package.report = module
-    module._enable()
-    return module
-"""
+        exec(compile({source}, "<kf_trainer_core.{attr}>", "exec"), module.__dict__)
+        package.{attr} = module
+{tail}"""
 
 
 # The epilogue is generated code: it must run on any Python the image has (3.8+) and use

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from kf_trainer_core._model import SpecModel
+from kf_trainer_core.checkpoint_storage import Checkpoints
 from kf_trainer_core.errors import FieldProblem, SpecError
 from kf_trainer_core.spec_common import (
     ANNOTATIONS_LIMIT,
@@ -222,6 +223,7 @@ __all__ = [
     "ActiveDeadlineSeconds",
     "Annotations",
     "BuiltinTrainer",
+    "Checkpoints",
     "ContainerPatch",
     "CustomTrainer",
     "CustomTrainerContainer",

@@ -36,6 +36,15 @@ class _Initializer(SpecModel):
     secret_ref: str | None = None
     env: dict[str, str] | None = None
 
+    @field_validator("storage_uri", mode="before")
+    @classmethod
+    def _no_credentials(cls, v: Any) -> Any:
+        # Before every other check, so that no later message quotes a credential.
+        problem = checks.uri_credentials_problem(v, "storage_uri") if isinstance(v, str) else None
+        if problem:
+            raise ValueError(problem)
+        return v
+
     @field_validator("storage_uri")
     @classmethod
     def _uri(cls, v: str) -> str:

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator
 
 from kf_trainer_core import checks
 from kf_trainer_core._model import SpecModel, fix
+from kf_trainer_core.checkpoint_storage import Checkpoints
 from kf_trainer_core.spec_common import (
     ANNOTATIONS_LIMIT,
     DEFAULT_PATCH_MANAGER,
@@ -344,7 +345,8 @@ Option = Annotated[
     | RuntimePatch
     | Suspend
     | ManagedBy
-    | QueueName,
+    | QueueName
+    | Checkpoints,
     Field(discriminator="type"),
 ]
 
@@ -356,4 +358,5 @@ SINGLE_OPTIONS = {
     "Suspend",
     "ManagedBy",
     "QueueName",
+    "Checkpoints",
 }

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -71,6 +72,7 @@ def wait_for_step(
     timeout: float | None = None,
     startup_timeout: float | None = None,
     callbacks: Iterable[Callable[[TrainJob], None]] | None = None,
+    admission_timeout: float | None = None,
 ) -> tuple[TrainJob, Any]:
     """Wait until ``step`` of job ``name`` has finished; return the job (with its
     steps) and, once the whole job is complete, the function's return value.
@@ -80,15 +82,33 @@ def wait_for_step(
     (:func:`kf_trainer_core.steps.await_step`); ``"initializer"`` waits for each one
     the job's runtime has and returns at once when it has none; an initializer the
     runtime lacks is a ``ValueError``. A failed job raises ``TrainJobFailedError`` or
-    ``StepFailedError`` with the failing step.
+    ``StepFailedError`` with the failing step. ``admission_timeout``: fail when Kueue has
+    not admitted the job by then (an initializer step first waits for admission).
     """
     names.require_job_name(name)
     canonical = parse_step(step)
     wanted = STEPS[canonical]
     if not wanted:
         return client.wait(
-            name, timeout=timeout, startup_timeout=startup_timeout, callbacks=callbacks
+            name,
+            timeout=timeout,
+            startup_timeout=startup_timeout,
+            admission_timeout=admission_timeout,
+            callbacks=callbacks,
         )
+    if admission_timeout is not None:
+        # A queued job's initializers wait for admission too: the client's wait knows
+        # Kueue (what the queue waits for); the step wait below only knows pods.
+        started = time.monotonic()
+        client.wait(
+            name,
+            ("Running", "Complete"),
+            timeout=timeout,
+            admission_timeout=admission_timeout,
+            callbacks=callbacks,
+        )
+        if timeout is not None:
+            timeout = max(timeout - (time.monotonic() - started), 0.0)
     job = client.get_job(name)
     runtime = client.get_runtime(job.runtime, job.runtime_kind)
     present = [r for r in wanted if r in runtime.replicated_jobs]

@@ -107,6 +107,7 @@ def wait_inputs(
     startup_timeout_seconds: float = 0.0,
     on_cancel: str = "delete",
     stream_logs: bool = True,
+    admission_timeout_seconds: float = 0.0,
 ) -> tuple[Param, ...]:
     """How the task waits, and what happens to the job when the task is stopped."""
     return (
@@ -121,6 +122,14 @@ def wait_inputs(
             "float",
             float(startup_timeout_seconds),
             "Fail when the job has not started (pods scheduled and running) by then; 0: no limit.",
+        ),
+        Param(
+            "admission_timeout_seconds",
+            "float",
+            float(admission_timeout_seconds),
+            "Fail when Kueue has not admitted the job (labelled kueue.x-k8s.io/queue-name) "
+            "by then, saying what the queue waits for; 0: no limit. Queueing does not use "
+            "up the startup timeout.",
         ),
         Param(
             "on_cancel",

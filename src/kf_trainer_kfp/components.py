@@ -86,7 +86,7 @@ def _check_constants(kind: str, args: Mapping[str, Any], constant: Callable[[Any
     if "backend_config" in known:
         ns = known.get("namespace", "")
         inp.backend_config(known["backend_config"], namespace=ns or "", environ={})
-    for field in ("timeout_seconds", "startup_timeout_seconds"):
+    for field in ("timeout_seconds", "startup_timeout_seconds", "admission_timeout_seconds"):
         if field in known:
             inp.seconds(known[field], field)
     for field in ("on_cancel", "action"):
@@ -98,15 +98,7 @@ def _check_constants(kind: str, args: Mapping[str, Any], constant: Callable[[Any
         except ValueError as err:
             raise _as_spec_error("step", err) from None
     if kind == "spec" and all(n in known for n in _SPEC_INPUT_NAMES if n in args):
-        inp.assemble_spec(
-            known.get("spec"),
-            runtime=known.get("runtime", ""),
-            trainer=known.get("trainer"),
-            initializer=known.get("initializer"),
-            options=known.get("options"),
-            func_args=known.get("func_args"),
-            num_nodes=int(known.get("num_nodes") or 0),
-        )
+        inp.spec_of_inputs(known)
 
 
 _PLACEHOLDERS = {
@@ -164,6 +156,23 @@ def _make(
     return make_component(source, name, image or ComponentImage(), _preparer(kind, params))
 
 
+def _task_inputs(factory_args: Mapping[str, Any]) -> tuple[tuple[Param, ...], tuple[Param, ...]]:
+    """The backend and wait inputs with the defaults a factory was given (its keyword
+    arguments: ``backend_config``, ``namespace``, ``timeout_seconds``...), checked now."""
+    args = factory_args
+    namespace = args["namespace"]
+    backend = backend_inputs(_backend_default(args["backend_config"], namespace), namespace)
+    waits = wait_inputs(
+        args["timeout_seconds"],
+        args["startup_timeout_seconds"],
+        args["on_cancel"],
+        args["stream_logs"],
+        admission_timeout_seconds=args["admission_timeout_seconds"],
+    )
+    _check_constants("defaults", {p.name: p.default for p in waits}, lambda _v: True)
+    return backend, waits
+
+
 def _identifier(name: str) -> str:
     text = re.sub(r"\W+", "_", name.strip()).strip("_") or "trainjob"
     return f"trainjob_{text}" if text[0].isdigit() else text
@@ -183,6 +192,7 @@ def trainjob_launcher(
     on_cancel: str = "delete",
     stream_logs: bool = True,
     name: str = "launch_trainjob",
+    admission_timeout_seconds: float = 0.0,
 ) -> Any:
     """The general launcher: one task that submits a TrainJob, streams its node-0 log,
     waits for it and reports its outputs.
@@ -190,16 +200,12 @@ def trainjob_launcher(
     Inputs: ``spec`` (a whole ``TrainJobSpec`` as JSON, or the object itself when the
     pipeline passes a constant), ``runtime``, ``trainer``, ``initializer``,
     ``options``, ``func_args``, ``num_nodes``; ``backend_config``, ``namespace``;
-    ``job_key``; ``timeout_seconds``, ``startup_timeout_seconds``, ``on_cancel``,
-    ``stream_logs``. The keyword arguments here set those inputs' defaults.
+    ``job_key``; ``timeout_seconds``, ``startup_timeout_seconds``,
+    ``admission_timeout_seconds``, ``on_cancel``, ``stream_logs``. The keyword arguments
+    here set those inputs' defaults.
     """
-    params = [
-        *SPEC_INPUTS,
-        *backend_inputs(_backend_default(backend_config, namespace), namespace),
-        *identity_inputs(),
-        *wait_inputs(timeout_seconds, startup_timeout_seconds, on_cancel, stream_logs),
-    ]
-    _check_constants("defaults", {p.name: p.default for p in params}, lambda _v: True)
+    backend, waits = _task_inputs(locals())
+    params = [*SPEC_INPUTS, *backend, *identity_inputs(), *waits]
     func_name = _identifier(name)
     source = render_function(
         func_name,
@@ -234,6 +240,7 @@ def trainjob_component(
     stream_logs: bool = True,
     component_image: ComponentImage | None = None,
     name: str | None = None,
+    admission_timeout_seconds: float = 0.0,
 ) -> Any:
     """A component that runs ``func`` as a TrainJob (a ``CustomTrainer``).
 
@@ -272,12 +279,8 @@ def trainjob_component(
         initializer=inp.jsonable(initializer) if initializer is not None else None,
         options=list(inp.jsonable(list(options))),
     )
-    common = [
-        *backend_inputs(_backend_default(backend_config, namespace), namespace),
-        *identity_inputs(),
-        *wait_inputs(timeout_seconds, startup_timeout_seconds, on_cancel, stream_logs),
-    ]
-    _check_constants("defaults", {p.name: p.default for p in common}, lambda _v: True)
+    backend, waits = _task_inputs(locals())
+    common = [*backend, *identity_inputs(), *waits]
     taken = [p.name for p in common] + [a for a, _, _ in RESULT_ARTIFACTS]
     taken += [o for o, _ in RESULT_OUTPUTS]
     params = function_params(params_source, fn_name, taken)
@@ -334,12 +337,11 @@ def step_components(
     startup_timeout_seconds: float = 0.0,
     on_cancel: str = "delete",
     stream_logs: bool = True,
+    admission_timeout_seconds: float = 0.0,
 ) -> StepComponents:
     """Make the step-level components (see :class:`StepComponents`); the keyword
     arguments set the defaults of their inputs."""
-    backend = backend_inputs(_backend_default(backend_config, namespace), namespace)
-    waits = wait_inputs(timeout_seconds, startup_timeout_seconds, on_cancel, stream_logs)
-    _check_constants("defaults", {p.name: p.default for p in waits}, lambda _v: True)
+    backend, waits = _task_inputs(locals())
     job_name = Param("job_name", "str", REQUIRED, "Name of the TrainJob.")
     on_cancel_param = next(p for p in waits if p.name == "on_cancel")
 

@@ -127,6 +127,20 @@ def assemble_spec(
     return parsed
 
 
+def spec_of_inputs(values: Mapping[str, Any]) -> TrainJobSpec:
+    """The spec a task's spec inputs (``spec``, ``runtime``, ``trainer``,
+    ``initializer``, ``options``, ``func_args``, ``num_nodes``) describe."""
+    return assemble_spec(
+        values.get("spec"),
+        runtime=values.get("runtime", ""),
+        trainer=values.get("trainer"),
+        initializer=values.get("initializer"),
+        options=values.get("options"),
+        func_args=values.get("func_args"),
+        num_nodes=int(values.get("num_nodes") or 0),
+    )
+
+
 def backend_config(
     value: Mapping[str, Any] | None,
     *,

@@ -17,6 +17,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kf_trainer_core import task_ops
@@ -182,14 +183,25 @@ def _spec(inputs: Mapping[str, Any], embedded: Mapping[str, Any]) -> TrainJobSpe
         # function's arguments are this task's inputs.
         args = {name: inputs[name] for name in embedded.get("func_params", [])}
         return inp.assemble_spec(embedded["spec"], func_args=args)
-    return inp.assemble_spec(
-        inputs.get("spec"),
-        runtime=inputs.get("runtime", ""),
-        trainer=inputs.get("trainer"),
-        initializer=inputs.get("initializer"),
-        options=inputs.get("options"),
-        func_args=inputs.get("func_args"),
-        num_nodes=int(inputs.get("num_nodes") or 0),
+    return inp.spec_of_inputs(inputs)
+
+
+@dataclass(frozen=True)
+class _Waits:
+    """How long a task waits (``None``: no limit) and what stopping it does to the job."""
+
+    timeout: float | None
+    startup: float | None
+    admission: float | None
+    action: inp.CancelAction
+
+
+def _waits(inputs: Mapping[str, Any]) -> _Waits:
+    return _Waits(
+        timeout=inp.seconds(inputs.get("timeout_seconds"), "timeout_seconds"),
+        startup=inp.seconds(inputs.get("startup_timeout_seconds"), "startup_timeout_seconds"),
+        admission=inp.seconds(inputs.get("admission_timeout_seconds"), "admission_timeout_seconds"),
+        action=inp.cancel_action(str(inputs.get("on_cancel", "delete"))),
     )
 
 
@@ -319,9 +331,7 @@ def _launch(
 ) -> tuple[Any, ...]:
     spec = _spec(inputs, embedded)
     ident = _identity(inputs)
-    timeout = inp.seconds(inputs.get("timeout_seconds"), "timeout_seconds")
-    startup = inp.seconds(inputs.get("startup_timeout_seconds"), "startup_timeout_seconds")
-    action = inp.cancel_action(str(inputs.get("on_cancel", "delete")))
+    waits = _waits(inputs)
     client = _client(inputs)
     cleanup = _cleanup_client(inputs, lambda c: _warm_runtime(c, spec))
     reporter = _Reporter()
@@ -331,8 +341,9 @@ def _launch(
         out: JobOutputs = client.run(
             spec,
             identity=ident,
-            timeout=timeout,
-            startup_timeout=startup,
+            timeout=waits.timeout,
+            startup_timeout=waits.startup,
+            admission_timeout=waits.admission,
             on_log=_log_line if inputs.get("stream_logs", True) else None,
             on_update=reporter.update,
         )
@@ -341,8 +352,8 @@ def _launch(
     out = _finish_or_explain(
         artifacts,
         work,
-        lambda: _stop_identity(cleanup, ident, action),
-        lambda: task_ops.cancel_identity(cleanup, ident, action),
+        lambda: _stop_identity(cleanup, ident, waits.action),
+        lambda: task_ops.cancel_identity(cleanup, ident, waits.action),
     )
     return _report(artifacts, out)
 
@@ -360,6 +371,32 @@ def _stop_name(client: TrainerClient, name: str, action: inp.CancelAction) -> No
         say(f"{action}: {name}")
     else:
         say(f"TrainJob {name} left as it is ({action}, finished or gone)")
+
+
+def _waiting_on(
+    inputs: Mapping[str, Any], name: str
+) -> tuple[_Waits, TrainerClient, TrainerClient]:
+    """For a task that waits on job ``name``: its limits, its client and the clean-up
+    client."""
+    waits = _waits(inputs)
+    client = _client(inputs)
+    return waits, client, _cleanup_client(inputs, lambda c: c.get_job(name))
+
+
+def _finish_named(
+    artifacts: Mapping[str, Any],
+    work: Callable[[], T],
+    cleanup: TrainerClient,
+    name: str,
+    action: inp.CancelAction,
+) -> T:
+    """:func:`_finish_or_explain` for a task that waits on a job by name."""
+    return _finish_or_explain(
+        artifacts,
+        work,
+        lambda: _stop_name(cleanup, name, action),
+        lambda: [name] if task_ops.cancel_if_unfinished(cleanup, name, action) else [],
+    )
 
 
 def _submit(
@@ -389,11 +426,7 @@ def _wait_step(
 ) -> tuple[Any, ...]:
     name = require_job_name(str(inputs["job_name"]), "job_name")
     step = task_ops.parse_step(str(inputs.get("step", "trainer")))
-    timeout = inp.seconds(inputs.get("timeout_seconds"), "timeout_seconds")
-    startup = inp.seconds(inputs.get("startup_timeout_seconds"), "startup_timeout_seconds")
-    action = inp.cancel_action(str(inputs.get("on_cancel", "delete")))
-    client = _client(inputs)
-    cleanup = _cleanup_client(inputs, lambda c: c.get_job(name))
+    waits, client, cleanup = _waiting_on(inputs, name)
     reporter = _Reporter()
     say(f"waiting for the {step} step of TrainJob {client.namespace}/{name}")
 
@@ -408,18 +441,14 @@ def _wait_step(
                 client,
                 name,
                 step,
-                timeout=timeout,
-                startup_timeout=startup,
+                timeout=waits.timeout,
+                startup_timeout=waits.startup,
+                admission_timeout=waits.admission,
                 callbacks=[reporter.update],
             )
         return job
 
-    job = _finish_or_explain(
-        artifacts,
-        work,
-        lambda: _stop_name(cleanup, name, action),
-        lambda: [name] if task_ops.cancel_if_unfinished(cleanup, name, action) else [],
-    )
+    job = _finish_named(artifacts, work, cleanup, name, waits.action)
     say(f"the {step} step of TrainJob {job.namespace}/{job.name} is done ({job.status.value})")
     return job.name, job.namespace, job.status.value
 
@@ -430,21 +459,13 @@ def _outputs(
     from kf_trainer_core.client import outputs
 
     name = require_job_name(str(inputs["job_name"]), "job_name")
-    timeout = inp.seconds(inputs.get("timeout_seconds"), "timeout_seconds")
-    action = inp.cancel_action(str(inputs.get("on_cancel", "delete")))
-    client = _client(inputs)
-    cleanup = _cleanup_client(inputs, lambda c: c.get_job(name))
+    waits, client, cleanup = _waiting_on(inputs, name)
 
     def work() -> JobOutputs:
-        job, result = client.wait(name, timeout=timeout)
+        job, result = client.wait(name, timeout=waits.timeout)
         return outputs(job, result)
 
-    out = _finish_or_explain(
-        artifacts,
-        work,
-        lambda: _stop_name(cleanup, name, action),
-        lambda: [name] if task_ops.cancel_if_unfinished(cleanup, name, action) else [],
-    )
+    out = _finish_named(artifacts, work, cleanup, name, waits.action)
     return _report(artifacts, out)
 
 

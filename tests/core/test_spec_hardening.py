@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from kf_trainer_core import checks, function
+from kf_trainer_core import spec as spec_module
 from kf_trainer_core.builder import build_trainjob, custom_trainer_command
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
 from kf_trainer_core.errors import SpecError
@@ -408,3 +409,34 @@ def test_pip_receives_the_requirements_after_its_options_end(tmp_path: Path) -> 
         "numpy>=1",
         "x @ https://h/x.whl",
     ]
+
+
+# --------------------------------------------------- credentials inside storage URIs
+
+_CREDENTIAL_URIS = [
+    ("DatasetInitializer", "https://alice:hunter2-pw@data.example.com/train.csv"),
+    ("DatasetInitializer", "https://acct.blob.core.windows.net/c/d.parquet?sv=2024&sig=SIGVALUE"),
+    ("ModelInitializer", "https://bucket.s3.amazonaws.com/m.bin?X-Amz-Signature=SIGVALUE"),
+    ("ModelInitializer", "https://storage.googleapis.com/b/m?X-Goog-Credential=SIGVALUE"),
+    ("S3DatasetInitializer", "s3://bucket/data?token=SIGVALUE"),
+]
+
+
+@pytest.mark.parametrize(("kind", "uri"), _CREDENTIAL_URIS)
+def test_a_storage_uri_that_carries_a_credential_is_refused_without_quoting_it(
+    kind: str, uri: str
+) -> None:
+    # The URI would land in the TrainJob's initializer spec, readable by anyone who can read
+    # the job: refused before submission, and the message never repeats the secret.
+    with pytest.raises(SpecError) as err:
+        getattr(spec_module, kind)(storage_uri=uri)
+    text = str(err.value)
+    assert err.value.fields == [f"{kind}.storage_uri"]
+    assert "secret_ref" in text
+    assert "SIGVALUE" not in text
+    assert "hunter2" not in text
+
+
+def test_a_storage_uri_with_a_harmless_query_is_accepted() -> None:
+    init = spec_module.DatasetInitializer(storage_uri="https://data.example.com/d.csv?version=3")
+    assert init.storage_uri.endswith("version=3")

@@ -73,6 +73,7 @@ def test_function_component_ir(tmp_path: Path) -> None:
     assert params["epochs"]["parameterType"] == "NUMBER_INTEGER"
     assert params["backend_config"]["parameterType"] == "STRUCT"
     assert params["timeout_seconds"]["defaultValue"] == 0.0
+    assert params["admission_timeout_seconds"]["defaultValue"] == 0.0
     assert params["pipeline_run_id"]["defaultValue"] == dsl.PIPELINE_JOB_ID_PLACEHOLDER
     outputs = comp["outputDefinitions"]
     assert {k: v["artifactType"]["schemaTitle"] for k, v in outputs["artifacts"].items()} == {
@@ -133,7 +134,9 @@ def test_components_load_back(tmp_path: Path) -> None:
 
 
 def test_launcher_takes_spec_models_and_json(tmp_path: Path) -> None:
-    launch = trainjob_launcher(timeout_seconds=3600, on_cancel="suspend")
+    launch = trainjob_launcher(
+        timeout_seconds=3600, on_cancel="suspend", admission_timeout_seconds=600
+    )
 
     @dsl.pipeline
     def pipe2(runtime: str = "torch-distributed") -> None:
@@ -147,6 +150,7 @@ def test_launcher_takes_spec_models_and_json(tmp_path: Path) -> None:
     assert task["runtime"]["componentInputParameter"] == "runtime"
     params = ir["components"]["comp-launch-trainjob"]["inputDefinitions"]["parameters"]
     assert params["timeout_seconds"]["defaultValue"] == 3600.0
+    assert params["admission_timeout_seconds"]["defaultValue"] == 600.0
     assert params["on_cancel"]["defaultValue"] == "suspend"
 
 

@@ -9,12 +9,15 @@ from typing import Any
 import pytest
 from kfp import dsl
 
-from kf_trainer_core.errors import FailureClass, failed_error
+from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.errors import FailureClass, SpecError, failed_error
 from kf_trainer_core.failures import EXIT_CODES
-from kf_trainer_core.spec import Annotations, CustomTrainer, TrainJobSpec
+from kf_trainer_core.kueue import QUEUE_NAME_LABEL
+from kf_trainer_core.spec import Annotations, CustomTrainer, Labels, TrainJobSpec
 from kf_trainer_core.status import Failure
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
-from kf_trainer_kfp import ComponentImage, trainjob_launcher
+from kf_trainer_core.testing.server import KubeTestServer
+from kf_trainer_kfp import ComponentImage, step_components, trainjob_launcher
 from kf_trainer_kfp.task import _classified
 
 HERE = ComponentImage.current_environment()
@@ -73,3 +76,62 @@ def test_evicted_job_exits_as_infrastructure(
     assert "Evicted" in out
     summary = next(local_kfp.rglob("launch-trainjob/summary")).read_text()
     assert "failure class: infrastructure" in summary
+
+
+def test_admission_timeout_fails_a_queued_job_as_capacity(
+    local_kfp: Path,
+    backend: dict[str, Any],
+    server: KubeTestServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sim = server.install_kueue()
+    sim.add_cluster_queue("gpus", {"nvidia.com/gpu": 4})
+    sim.add_local_queue("default", "team-a", "gpus")
+    launch = trainjob_launcher(backend_config=backend, component_image=HERE, on_cancel="keep")
+    queued = TrainJobSpec(
+        trainer=CustomTrainer(
+            "def fit():\n    return 1\n", num_nodes=1, resources_per_node={"gpu": 8}
+        ),
+        options=[Labels({QUEUE_NAME_LABEL: "team-a"})],
+    )
+
+    @dsl.pipeline
+    def pipe() -> None:
+        launch(spec=queued, admission_timeout_seconds=1.5)
+
+    with pytest.raises(RuntimeError):
+        pipe()
+    out = capsys.readouterr().out
+    assert "was not admitted by Kueue (queue team-a) within 1.5s" in out
+    assert "request > maximum capacity (8 > 4)" in out
+    assert f"failure class: capacity; exiting with code {EXIT_CODES[FailureClass.CAPACITY]}" in out
+
+
+def test_step_wait_takes_the_admission_timeout(
+    local_kfp: Path,
+    backend: dict[str, Any],
+    server: KubeTestServer,
+    client: TrainerClient,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sim = server.install_kueue()
+    sim.add_cluster_queue("gpus", {"nvidia.com/gpu": 4})
+    sim.add_local_queue("default", "team-a", "gpus")
+    queued = TrainJobSpec(
+        trainer=CustomTrainer(
+            "def fit():\n    return 1\n", num_nodes=1, resources_per_node={"gpu": 8}
+        ),
+        options=[Labels({QUEUE_NAME_LABEL: "team-a"})],
+    )
+    name = client.submit(queued, identity="kfp/admission").job.name
+    steps = step_components(backend_config=backend, component_image=HERE, on_cancel="keep")
+    with pytest.raises(RuntimeError):
+        steps.wait_for_step(job_name=name, step="trainer", admission_timeout_seconds=1.5)
+    out = capsys.readouterr().out
+    assert "was not admitted by Kueue (queue team-a) within 1.5s" in out
+    assert "failure class: capacity" in out
+
+
+def test_a_negative_admission_timeout_fails_when_the_pipeline_is_defined() -> None:
+    with pytest.raises(SpecError, match="admission_timeout_seconds"):
+        trainjob_launcher(admission_timeout_seconds=-1)

@@ -148,6 +148,15 @@ def state_of(pod: dict[str, Any], container: str = "node") -> dict[str, Any]:
     raise AssertionError(f"no status for {container}")
 
 
+def waiting_reason(pod: dict[str, Any], container: str = "node") -> str | None:
+    """The container's waiting reason; None also before the kubelet has reported it (a
+    pod is created without container statuses, as on a real cluster)."""
+    for cs in pod["status"].get("containerStatuses") or []:
+        if cs["name"] == container:
+            return cs["state"].get("waiting", {}).get("reason")
+    return None
+
+
 # ------------------------------------------------------------------------- success
 
 
@@ -369,7 +378,7 @@ def test_image_pull_error_stays_pending(cluster: Cluster) -> None:
             (
                 p
                 for p in cluster.pods("pull")
-                if state_of(p).get("waiting", {}).get("reason") == "ImagePullBackOff"
+                if waiting_reason(p) == "ImagePullBackOff"
             ),
             None,
         )

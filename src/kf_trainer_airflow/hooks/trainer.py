@@ -54,16 +54,7 @@ _ALIASES = {
 }
 _LOCAL_KEYS = {"backend", "namespace", "state_dir", "use_venv", "on_missing_resources"}
 # The container backend's settings (Extra keys; the connection's Host is the engine's).
-_CONTAINER_KEYS = {
-    "engine",
-    "image",
-    "initializer_image",
-    "pull_policy",
-    "auto_remove",
-    "mounts",
-    "env",
-    "apply_resource_limits",
-}
+_CONTAINER_KEYS = set(ContainerConfig.model_fields) - set(LocalConfig.model_fields) - {"host"}
 
 
 class ConnectionConfigError(ValueError):

@@ -33,7 +33,13 @@ from kf_trainer_airflow import _args
 from kf_trainer_airflow._actions import ON_FINISH_ACTIONS, ON_KILL_ACTIONS
 from kf_trainer_airflow._compat import AirflowException, BaseOperator, ResumableJobMixin, conf
 from kf_trainer_airflow._progress import ProgressReporter
-from kf_trainer_airflow._spec import assemble, looks_templated, template_form
+from kf_trainer_airflow._spec import (
+    SPEC_ARGUMENTS,
+    TEMPLATED_SPEC_ARGUMENTS,
+    assemble,
+    looks_templated,
+    template_form,
+)
 from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
 from kf_trainer_airflow.links.trainjob import LINK_XCOM_KEY, TrainJobLink
 
@@ -129,12 +135,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
     """
 
     template_fields: Sequence[str] = (
-        "spec",
-        "runtime",
-        "trainer",
-        "initializer",
-        "options",
-        "func_args",
+        *TEMPLATED_SPEC_ARGUMENTS,
         "job_name",
         "namespace",
         "dashboard_url",
@@ -235,6 +236,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         self._outputs: JobOutputs | None = None
         self._published = False
         self._result: tuple[Any] | None = None
+        self._job_uid: str | None = None
         if not self._templated():
             # Nothing left to render: a bad spec fails when the DAG is parsed, naming the
             # field and the fix, rather than when the task runs.
@@ -270,16 +272,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
     def build_spec(self) -> TrainJobSpec:
         """The :class:`TrainJobSpec` of the (rendered) arguments. Raises
         :class:`~kf_trainer_core.errors.SpecError` naming the field and the fix."""
-        return assemble(
-            spec=self.spec,
-            runtime=self.runtime,
-            trainer=self.trainer,
-            initializer=self.initializer,
-            options=self.options,
-            func_args=self.func_args,
-            job_name=self.job_name,
-            job_timeout=self.job_timeout,
-        )
+        return assemble(**{name: getattr(self, name) for name in SPEC_ARGUMENTS})
 
     def render_manifest(self) -> str:
         """The TrainJob YAML this task would submit, built without a cluster (the name
@@ -320,6 +313,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
     # -- the task ---------------------------------------------------------------------
     def execute(self, context: Context) -> Any:
         self._job_name = None
+        self._job_uid = None
         self._outputs = None
         self._published = False
         self._result = None
@@ -343,6 +337,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
             )
             job = submitted.job
             self._job_name, self._job_namespace = job.name, job.namespace
+            self._job_uid = job.uid
             if submitted.created:
                 self.log.info(
                     "Submitted %s (runtime %s, %d node(s))", self._where, job.runtime, job.num_nodes
@@ -562,7 +557,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
             self._result = ({"job_name": name, "namespace": self._job_namespace},)
             return self._result[0]
         with self._client() as client:
-            outputs = self._outputs or client.get_job_outputs(name)
+            outputs = self._outputs = self._outputs or client.get_job_outputs(name)
             self._finish(client, succeeded=True)
         cost = outputs.cost_text()
         self.log.info(
@@ -586,6 +581,26 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
     def task_result(self, outputs: JobOutputs) -> Any:
         """The task's return value (``return_value`` XCom): the JobOutputs dict."""
         return outputs.model_dump(mode="json")
+
+    # -- lineage (called by the OpenLineage provider when it is installed) -------------
+    def get_openlineage_facets_on_start(self) -> Any:
+        """OpenLineage: the job's inputs (its initializers' storage) and the TrainJob."""
+        from kf_trainer_airflow.lineage import task_lineage
+
+        return task_lineage(self, "start")
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: inputs, the model the function returned under ``model_uri``,
+        and the TrainJob (with its uid and final state)."""
+        from kf_trainer_airflow.lineage import task_lineage
+
+        return task_lineage(self, "complete")
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """OpenLineage: inputs and the TrainJob of a failed task (no outputs)."""
+        from kf_trainer_airflow.lineage import task_lineage
+
+        return task_lineage(self, "failure")
 
     # -- endings ----------------------------------------------------------------------
     def _failed(

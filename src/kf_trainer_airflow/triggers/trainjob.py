@@ -248,45 +248,29 @@ class TrainJobTrigger(BaseTrigger):
                         recheck_interval=self.recheck_interval,
                         callbacks=[reporter],
                     )
-                    return {
-                        **base,
-                        "status": "success",
-                        "job_status": job.status.value,
-                        "step": step.model_dump(mode="json"),
-                    }
-                job, result = await client.wait(
-                    self.job_name,
-                    self.status,
-                    timeout=self.timeout,
-                    startup_timeout=self.startup_timeout,
-                    admission_timeout=self.admission_timeout,
-                    callbacks=[reporter],
-                )
-                return {
-                    **base,
-                    "status": "success",
-                    "job_status": job.status.value,
-                    "outputs": outputs(job, result).model_dump(mode="json"),
-                }
-        except (TrainJobFailedError, StepFailedError) as err:
-            failure = err.failure.model_dump(mode="json") if err.failure else None
+                    reached = {"step": step.model_dump(mode="json")}
+                else:
+                    job, result = await client.wait(
+                        self.job_name,
+                        self.status,
+                        timeout=self.timeout,
+                        startup_timeout=self.startup_timeout,
+                        admission_timeout=self.admission_timeout,
+                        callbacks=[reporter],
+                    )
+                    reached = {"outputs": outputs(job, result).model_dump(mode="json")}
+                return {**base, "status": "success", "job_status": job.status.value, **reached}
+        except (TrainJobFailedError, StepFailedError, TrainJobTimeoutError) as err:
+            timed_out = isinstance(err, TrainJobTimeoutError)
             message = str(err)
-            if not message.startswith("TrainJob "):  # the core says "<ns>/<name> failed: ..."
+            if not timed_out and not message.startswith("TrainJob "):
+                # The core says "<ns>/<name> failed: ...".
                 message = f"TrainJob {message}"
             return {
                 **base,
-                "status": "failed",
+                "status": "timeout" if timed_out else "failed",
                 "message": message,
-                "failure": failure,
-                "failure_class": _class_of(err),
-            }
-        except TrainJobTimeoutError as err:
-            failure = err.failure.model_dump(mode="json") if err.failure else None
-            return {
-                **base,
-                "status": "timeout",
-                "message": str(err),
-                "failure": failure,
+                "failure": err.failure.model_dump(mode="json") if err.failure else None,
                 "failure_class": _class_of(err),
             }
         except (TrainJobDeletedError, TrainJobNotFoundError) as err:

@@ -7,6 +7,7 @@ spec files.
     kf-trainer jobs list --status Running        # jobs of the namespace
     kf-trainer jobs logs NAME -f                 # follow node-0's log
     kf-trainer jobs wait NAME                    # progress bar; exit 0/1 by outcome
+    kf-trainer jobs checkpoints clean IDENTITY   # remove an identity's checkpoints
     kf-trainer --backend local jobs list         # jobs run on this machine
 
 Where jobs are comes from ``$KF_TRAINER_BACKEND`` (JSON) and ``--backend``,
@@ -25,6 +26,7 @@ import click
 
 from kf_trainer_core.cli._errors import CliError, Exit, classify, one_line
 from kf_trainer_core.cli._where import where_options
+from kf_trainer_core.cli.checkpoints import checkpoints
 from kf_trainer_core.cli.jobs import jobs
 from kf_trainer_core.cli.runtimes import runtimes
 from kf_trainer_core.cli.specs import check, render, run
@@ -50,6 +52,7 @@ def cli() -> None:
     and render or check spec files. Docs: docs/cli.md."""
 
 
+jobs.add_command(checkpoints)
 cli.add_command(jobs)
 cli.add_command(runtimes)
 cli.add_command(run)

@@ -29,6 +29,7 @@ from kf_trainer_core.local._common import (
     TERMINATION_LOG_ENV,
     WORKSPACE_ENV,
 )
+from kf_trainer_core.local.checkpoints import container_mount
 from kf_trainer_core.local.initializer import DEST_ENV, KIND_ENV
 
 JSON = dict[str, Any]
@@ -248,6 +249,9 @@ class ContainerRunner:
             slots = pod.shape.nnodes * pod.shape.nproc
             hostfile.write_text(f"127.0.0.1 slots={slots}\n")
             mounts.append(Mount(MPI_HOSTFILE, str(hostfile), type="bind", read_only=True))
+        checkpoints = None if initializer else container_mount(environment, self.namespace)
+        if checkpoints is not None:
+            mounts.append(Mount(checkpoints[1], checkpoints[0], type="bind"))
         for item in self.settings.get("mounts") or []:
             parts = str(item).split(":")
             mounts.append(Mount(parts[1], parts[0], type="bind", read_only=parts[2:] == ["ro"]))

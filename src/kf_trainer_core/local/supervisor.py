@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kf_trainer_core.local import checkpoints as local_checkpoints
 from kf_trainer_core.local import launch
 from kf_trainer_core.local._common import (
     ANCESTOR_LABEL,
@@ -969,6 +970,10 @@ class Supervisor:
                     self._pod_event(tx, pod, "Warning", "Failed", f"Error: {error}")
             return
         pod.waiting_since = None
+        if pod.rjob not in INITIALIZERS:  # every attempt of the identity shares it
+            env_values.update(
+                local_checkpoints.trainer_env(self.paths.root, self.namespace, self.job)
+            )
         env = {**pod.env, **env_values}
         term = self.run_dir / f"{pod.name}.termination-log"
         with contextlib.suppress(FileNotFoundError):
