@@ -147,3 +147,28 @@ def unknown_arguments(cls: type, given: Iterable[str], what: str) -> None:
         for name in unknown
     ]
     raise SpecError(problems, title=f"Invalid arguments of {what}")
+
+
+def operator_choices(
+    on_kill_action: Any, on_finish_action: Any, log_tail: Any, fail_fast_on: Any
+) -> None:
+    """The operator's enumerated arguments: each one of its accepted values."""
+    from kf_trainer_airflow._actions import ON_FINISH_ACTIONS, ON_KILL_ACTIONS
+
+    if on_kill_action not in ON_KILL_ACTIONS:
+        raise ValueError(
+            f"on_kill_action={on_kill_action!r}. Fix: use one of {', '.join(ON_KILL_ACTIONS)}."
+        )
+    if on_finish_action not in ON_FINISH_ACTIONS:
+        raise ValueError(
+            f"on_finish_action={on_finish_action!r}. Fix: use one of "
+            f"{', '.join(ON_FINISH_ACTIONS)}."
+        )
+    if isinstance(log_tail, bool) or not isinstance(log_tail, int) or log_tail < 0:
+        raise ValueError(f"log_tail={log_tail!r}. Fix: give 0 or more lines.")
+    if isinstance(fail_fast_on, str) or not set(fail_fast_on) <= {"configuration"}:
+        raise ValueError(
+            f"fail_fast_on={fail_fast_on!r}. Fix: use ('configuration',) (the default) "
+            "or () — other failure classes are a retry_policy's to decide "
+            "(kf_trainer_airflow.failures.TrainJobRetryPolicy)."
+        )

@@ -1,11 +1,11 @@
 """What the tasks do inside a Prefect run: identity, submission, waiting, logs,
 artifacts, and what happens to the job when the task is interrupted.
 
-The decisions (the job's identity, what an interruption means, which jobs to stop, what
-the summary says) are plain functions written once; the ``*_sync`` / ``*_async`` pairs
-only carry them over the sync or the async client. They differ where Prefect does: a
-sync task waits in a helper thread so that its own thread stays interruptible, an async
-task pushes progress from a companion task and shields its clean-up from cancellation.
+Written once, async: the async tasks await these coroutines and the sync tasks run the
+very same ones through :mod:`kf_trainer_prefect._sync_face`, so an interruption (a
+timeout, a flow run cancellation, Ctrl-C, a crash) meets one clean-up in both faces:
+the coroutine is cancelled, and :class:`_Attempt` decides and applies what that means
+for the job, shielded from the cancellation.
 
 Kubernetes knowledge stays in :mod:`kf_trainer_core`; this module only translates
 Prefect's lifecycle (run identity, timeouts, cancellation, crashes, retries, logger,
@@ -16,21 +16,24 @@ importing the tasks never imports a Kubernetes library.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import hashlib
 import json
 import logging
-import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from uuid import UUID
 
 from kf_trainer_core.spec import Labels, Name, TrainJobSpec
 from kf_trainer_core.status import JobOutputs, JobState, TrainJob
+from kf_trainer_prefect._sync_face import (
+    TaskRunnerShutdown,
+    interruption_cause,
+    runner_shutdown_cancels,
+)
 from kf_trainer_prefect.artifacts import (
     ArtifactPublisher,
-    AsyncArtifactPublisher,
     job_summary,
     outputs_summary,
     steps_table,
@@ -39,8 +42,12 @@ from kf_trainer_prefect.credentials import (
     CredentialsLike,
     KubeflowTrainerCredentials,
     aload_credentials,
-    load_credentials,
 )
+
+if TYPE_CHECKING:
+    from kf_trainer_core.client import AsyncTrainerClient
+
+__all__ = ["FLOW_RUN_LABEL", "RunInfo", "TaskRunnerShutdown", "check_action", "disposition"]
 
 T = TypeVar("T")
 
@@ -53,27 +60,7 @@ Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
 #: Prefect's Kubernetes worker puts on its Jobs for the same purpose).
 FLOW_RUN_LABEL = "prefect.io/flow-run-id"
 
-#: How often a synchronous task's own thread wakes while the client waits in a helper
-#: thread: Prefect delivers timeouts to worker threads as an exception raised at the
-#: next Python instruction, so that thread must not sit inside one long blocking call.
-_SLICE_SECONDS = 0.5
-#: How long an abandoned helper gets to notice that its job is gone or suspended.
-_ABANDON_JOIN_SECONDS = 5.0
-
 _CANCEL_ACTIONS = ("delete", "suspend", "keep")
-
-
-class _Abandoned(Exception):
-    """Raised inside a helper's callbacks to end a wait the task has given up on."""
-
-
-class TaskRunnerShutdown(BaseException):
-    """The flow's task runner is shutting down (its flow run is being cancelled or has
-    crashed) while this task waited in one of its worker threads.
-
-    A ``BaseException``, like Prefect's own cancellation: the task does not fail, it
-    stops; its job is stopped too only if the flow run is being cancelled.
-    """
 
 
 # --------------------------------------------------------------------- run identity
@@ -237,21 +224,8 @@ def _cancelling_state(state: Any) -> bool:
     return bool(state is not None and (state.is_cancelling() or state.is_cancelled()))
 
 
-def flow_cancelling_sync(run: RunInfo) -> bool:
+async def flow_cancelling(run: RunInfo) -> bool:
     """Whether the flow run is being cancelled (asked of the Prefect API)."""
-    if run.flow_run_id is None:
-        return False
-    from prefect.client.orchestration import get_client
-
-    try:
-        with get_client(sync_client=True) as client:
-            return _cancelling_state(client.read_flow_run(UUID(run.flow_run_id)).state)
-    except Exception:
-        return False
-
-
-async def flow_cancelling_async(run: RunInfo) -> bool:
-    """See :func:`flow_cancelling_sync`."""
     if run.flow_run_id is None:
         return False
     from prefect.client.orchestration import get_client
@@ -324,7 +298,7 @@ def _concluded(
     return _Interruption(verdict, acted, _note(action, verdict, exc, acted))
 
 
-def interrupted_sync(
+async def interrupted(
     exc: BaseException,
     run: RunInfo,
     creds: KubeflowTrainerCredentials,
@@ -336,40 +310,18 @@ def interrupted_sync(
     """Decide and apply what an interruption means for the job (never raises: the
     original exception is what the task reports). A job that has just finished is left
     alone: its result is there for a retry to collect."""
-    from kf_trainer_core.client import TrainerClient
-
-    verdict = disposition(exc, run, lambda: flow_cancelling_sync(run))
-    acted: list[str] = []
-    if (pick := _pick(verdict, name, identity, action)) is not None:
-        try:
-            # A client of its own: the interrupted one may be in use by a helper thread.
-            with TrainerClient(creds.backend_config(), namespace=namespace) as client:
-                acted = client.stop_unfinished(**pick)
-        except Exception as err:
-            run.logger.error("Could not stop TrainJob %s: %s", name or identity, err)
-    return _concluded(exc, run, verdict, action, name, acted)
-
-
-async def interrupted_async(
-    exc: BaseException,
-    run: RunInfo,
-    creds: KubeflowTrainerCredentials,
-    namespace: str | None,
-    name: str | None,
-    identity: Identity | None,
-    action: CancelAction,
-) -> _Interruption:
-    """See :func:`interrupted_sync`."""
     from prefect.exceptions import TerminationSignal
 
     from kf_trainer_core.client import AsyncTrainerClient
 
+    exc = interruption_cause(exc)
     asks_state = isinstance(exc, (TerminationSignal, TaskRunnerShutdown))
-    cancelling = await flow_cancelling_async(run) if asks_state else False
+    cancelling = await flow_cancelling(run) if asks_state else False
     verdict = disposition(exc, run, lambda: cancelling)
     acted: list[str] = []
     if (pick := _pick(verdict, name, identity, action)) is not None:
         try:
+            # A client of its own: the interrupted one may be in the middle of a request.
             async with AsyncTrainerClient(creds.backend_config(), namespace=namespace) as client:
                 acted = await client.stop_unfinished(**pick)
         except Exception as err:
@@ -387,83 +339,56 @@ async def shielded(awaitable: Awaitable[T]) -> T:
     return value
 
 
-# ------------------------------------------------------------------- supervision
+@dataclass
+class _Attempt:
+    """A task's hold on one job, as an ``async with`` block: what its clean-up needs
+    when the block is interrupted (the job as far as it is known, where it runs, what
+    ``on_cancel`` says), and that clean-up, the same for both faces."""
+
+    run: RunInfo
+    creds: KubeflowTrainerCredentials
+    namespace: str | None
+    action: CancelAction
+    publisher: ArtifactPublisher | None
+    name: str | None = None
+    identity: Identity | None = None
+    job: TrainJob | None = None
+    link: str | None = None
+
+    def known(self, job: TrainJob) -> None:
+        """The task now knows its job (submitted, reattached or looked up)."""
+        self.job, self.name = job, job.name
+        self.link = self.creds.dashboard_link(job.namespace, job.name)
+
+    async def __aenter__(self) -> _Attempt:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc is not None:
+            await shielded(self._ended(exc))
+
+    async def _ended(self, exc: BaseException) -> None:
+        what = await interrupted(
+            exc, self.run, self.creds, self.namespace, self.name, self.identity, self.action
+        )
+        shown = _bad_ending(interruption_cause(exc), self.job, what.note, self.link)
+        if self.publisher is not None and shown is not None:
+            await self.publisher.finish(*shown)
 
 
-class Supervisor:
-    """Runs a blocking client call in a helper thread while the task's own thread stays
-    interruptible (Prefect timeouts, SIGTERM and Ctrl-C land there) and flushes
-    progress.
+def _client(creds: KubeflowTrainerCredentials, namespace: str | None) -> AsyncTrainerClient:
+    # Made inside the running loop, as the async client requires.
+    from kf_trainer_core.client import AsyncTrainerClient
 
-    The helper sees the task's context (the Prefect run, its settings and logger). When
-    the task's thread is interrupted, :attr:`stop` is set and the exception propagates;
-    the helper's callbacks then end its wait at the job's next change (its deletion or
-    suspension), and :meth:`abandon` gives it a moment to do so.
-    """
-
-    def __init__(self) -> None:
-        self.stop = threading.Event()
-        self._helper: threading.Thread | None = None
-        self._shutdown = _runner_cancel_event()
-
-    def run(self, call: Callable[[], T], flush: Callable[[], None] = lambda: None) -> T:
-        ctx = contextvars.copy_context()
-        done = threading.Event()
-        box: dict[str, Any] = {}
-
-        def target() -> None:
-            try:
-                box["value"] = ctx.run(call)
-            except BaseException as exc:
-                box["error"] = exc
-            finally:
-                done.set()
-
-        self._helper = threading.Thread(target=target, name="kf-trainer-prefect", daemon=True)
-        self._helper.start()
-        try:
-            while not done.wait(_SLICE_SECONDS):
-                flush()
-                if self._shutdown is not None and self._shutdown.is_set():
-                    raise TaskRunnerShutdown("the flow's task runner is shutting down")
-        except BaseException:
-            self.stop.set()
-            raise
-        flush()
-        if "error" in box:
-            raise box["error"]
-        value: T = box["value"]
-        return value
-
-    def abandon(self, wait: bool) -> None:
-        """Let an interrupted helper end; wait briefly when its job is going away."""
-        self.stop.set()
-        if wait and self._helper is not None:
-            self._helper.join(_ABANDON_JOIN_SECONDS)
+    return AsyncTrainerClient(creds.backend_config(), namespace=namespace)
 
 
-def _runner_cancel_event() -> threading.Event | None:
-    """The event a flow's thread-pool task runner sets for this task run when it shuts
-    down (``cancel_all``): how a task in a worker thread learns that its flow run is
-    going down. Prefect keeps these events privately, so this is best effort; the flow
-    hooks (:mod:`kf_trainer_prefect.flows`) are the guarantee."""
-    from prefect.context import FlowRunContext, TaskRunContext
-
-    task_ctx = TaskRunContext.get()
-    flow_ctx = FlowRunContext.get()
-    if task_ctx is None or flow_ctx is None:
-        return None
-    events = getattr(flow_ctx.task_runner, "_cancel_events", None)
-    event = events.get(task_ctx.task_run.id) if isinstance(events, dict) else None
-    return event if isinstance(event, threading.Event) else None
-
-
-def _log_sink(logger: Logger, job: str, step: str, stop: threading.Event | None) -> Any:
+def _log_sink(logger: Logger, job: str, step: str) -> Callable[[str], None]:
     prefix = f"[{job}/{step}]"
 
     def sink(line: str) -> None:
-        if stop is not None and stop.is_set():
-            return
         logger.info("%s %s", prefix, line)
 
     return sink
@@ -512,12 +437,9 @@ def _finished(logger: Logger, result: JobOutputs) -> None:
         logger.info("TrainJob %s/%s reported: %s", result.namespace, result.name, shown)
 
 
-# ----------------------------------------------------------------------- options
-
-
 @dataclass
 class RunOptions:
-    """How :func:`run_sync` / :func:`run_async` run one job (the task arguments)."""
+    """How :func:`run` runs one job (the task arguments)."""
 
     namespace: str | None = None
     name: str | None = None
@@ -540,6 +462,16 @@ class _Prepared:
     spec: TrainJobSpec
     identity: Identity | None
 
+    def attempt(
+        self, creds: KubeflowTrainerCredentials, opts: RunOptions, shows: ArtifactPublisher | None
+    ) -> _Attempt:
+        """The hold on the job this task submits: known by name only when it has no
+        identity (a fixed name), else found by identity until the submit answers."""
+        name = opts.name if self.identity is None else None
+        return _Attempt(
+            self.run, creds, opts.namespace, self.action, shows, name=name, identity=self.identity
+        )
+
 
 def _prepare(spec: TrainJobSpec | Mapping[str, Any] | str, opts: RunOptions) -> _Prepared:
     run = current_run()
@@ -549,10 +481,10 @@ def _prepare(spec: TrainJobSpec | Mapping[str, Any] | str, opts: RunOptions) -> 
     return _Prepared(run, action, labelled(parsed, run), identity)
 
 
-# --------------------------------------------------------------------------- run
+# ------------------------------------------------------------------- operations
 
 
-def run_sync(
+async def run(
     spec: TrainJobSpec | Mapping[str, Any] | str,
     credentials: CredentialsLike | None,
     opts: RunOptions,
@@ -560,142 +492,114 @@ def run_sync(
     """Submit (or reattach to) the task's job, stream its log into the run logger, keep
     the progress artifact current, wait, and return the outputs; an interruption
     deletes, suspends or keeps the job per :func:`disposition` and ``on_cancel``."""
-    from kf_trainer_core.client import TrainerClient
-
     prep = _prepare(spec, opts)
-    creds = load_credentials(credentials)
+    creds = await aload_credentials(credentials)
     publisher = ArtifactPublisher(opts.artifacts)
-    supervisor = Supervisor()
-    job: TrainJob | None = None
-    link: str | None = None
-    with TrainerClient(creds.backend_config(), namespace=opts.namespace) as client:
-        try:
-            submitted = client.submit(
+    attempt = prep.attempt(creds, opts, publisher)
+    async with runner_shutdown_cancels(), _client(creds, opts.namespace) as client, attempt:
+        job = await _submit(client, prep, opts, attempt)
+        await publisher.start(job, attempt.link)
+        sink = _log_sink(prep.run.logger, job.name, opts.log_step) if opts.stream_logs else None
+        result = await _with_progress(
+            publisher,
+            # This submit finds the job just submitted (running, or failed — which the
+            # wait then reports): it never makes a second one.
+            lambda on_update: client.run(
                 prep.spec,
                 name=opts.name,
                 identity=prep.identity,
-                fresh_after_failure=opts.fresh_after_failure,
-            )
-            job = submitted.job
-            link = creds.dashboard_link(job.namespace, job.name)
-            _announce(prep.run.logger, job, submitted.created, link)
-            publisher.start(job, link)
-            name = job.name
-            stop = supervisor.stop
-
-            def on_update(update: TrainJob) -> None:
-                if stop.is_set():
-                    raise _Abandoned(name)
-                publisher.progress.observe(update)
-
-            def call() -> JobOutputs:
-                # This submit finds the job just submitted (running, or failed — which
-                # the wait then reports): it never makes a second one.
-                return client.run(
-                    prep.spec,
-                    name=opts.name,
-                    identity=prep.identity,
-                    fresh_after_failure=False,
-                    timeout=opts.timeout,
-                    startup_timeout=opts.startup_timeout,
-                    admission_timeout=opts.admission_timeout,
-                    on_log=_log_sink(prep.run.logger, name, opts.log_step, stop)
-                    if opts.stream_logs
-                    else None,
-                    log_step=opts.log_step,
-                    log_tail=opts.log_tail,
-                    on_update=on_update,
-                    reuse_notice=False,  # announced above, as submitted or reattached
-                )
-
-            result = supervisor.run(call, publisher.flush)
-        except BaseException as exc:
-            what = interrupted_sync(
-                exc,
-                prep.run,
-                creds,
-                opts.namespace,
-                job.name if job else (opts.name if prep.identity is None else None),
-                prep.identity,
-                prep.action,
-            )
-            supervisor.abandon(wait=bool(what.acted))
-            shown = _bad_ending(exc, job, what.note, link)
-            if shown is not None:
-                publisher.finish(*shown)
-            raise
-    publisher.finish(result.name, outputs_summary(result, link=link), _rows(result))
+                fresh_after_failure=False,
+                timeout=opts.timeout,
+                startup_timeout=opts.startup_timeout,
+                admission_timeout=opts.admission_timeout,
+                on_log=sink,
+                log_step=opts.log_step,
+                log_tail=opts.log_tail,
+                on_update=on_update,
+                reuse_notice=False,  # announced above, as submitted or reattached
+            ),
+        )
+    await publisher.finish(result.name, outputs_summary(result, link=attempt.link), _rows(result))
     _finished(prep.run.logger, result)
     return result
 
 
-async def run_async(
+async def submit(
     spec: TrainJobSpec | Mapping[str, Any] | str,
     credentials: CredentialsLike | None,
     opts: RunOptions,
-) -> JobOutputs:
-    """The async twin of :func:`run_sync`, on the async client (made in this loop)."""
-    from kf_trainer_core.client import AsyncTrainerClient
-
+) -> TrainJob:
+    """Submit (or reattach to) the task's job and return it."""
     prep = _prepare(spec, opts)
     creds = await aload_credentials(credentials)
-    publisher = AsyncArtifactPublisher(opts.artifacts)
-    job: TrainJob | None = None
-    link: str | None = None
-    async with AsyncTrainerClient(creds.backend_config(), namespace=opts.namespace) as client:
-        try:
-            submitted = await client.submit(
-                prep.spec,
-                name=opts.name,
-                identity=prep.identity,
-                fresh_after_failure=opts.fresh_after_failure,
-            )
-            job = submitted.job
-            link = creds.dashboard_link(job.namespace, job.name)
-            _announce(prep.run.logger, job, submitted.created, link)
-            await publisher.astart(job, link)
-            result = await _with_progress(
-                publisher,
-                lambda on_update: client.run(
-                    prep.spec,
-                    name=opts.name,
-                    identity=prep.identity,
-                    fresh_after_failure=False,
-                    timeout=opts.timeout,
-                    startup_timeout=opts.startup_timeout,
-                    admission_timeout=opts.admission_timeout,
-                    on_log=_log_sink(prep.run.logger, job.name, opts.log_step, None)
-                    if opts.stream_logs and job is not None
-                    else None,
-                    log_step=opts.log_step,
-                    log_tail=opts.log_tail,
-                    on_update=on_update,
-                    reuse_notice=False,  # announced above, as submitted or reattached
-                ),
-            )
-        except BaseException as exc:
-            await shielded(
-                _async_bad_ending(
-                    exc,
-                    prep.run,
-                    creds,
-                    opts.namespace,
-                    job.name if job else (opts.name if prep.identity is None else None),
-                    prep.identity,
-                    prep.action,
-                    job,
-                    publisher,
-                    link,
-                )
-            )
-            raise
-    await publisher.afinish(result.name, outputs_summary(result, link=link), _rows(result))
-    _finished(prep.run.logger, result)
+    # Interrupted mid-request, the job may exist without the task knowing it: the
+    # attempt looks for it by identity.
+    attempt = prep.attempt(creds, opts, None)
+    async with _client(creds, opts.namespace) as client, attempt:
+        job = await _submit(client, prep, opts, attempt)
+    await ArtifactPublisher(opts.artifacts).link(job, attempt.link)
+    return job
+
+
+async def _submit(
+    client: AsyncTrainerClient, prep: _Prepared, opts: RunOptions, attempt: _Attempt
+) -> TrainJob:
+    submitted = await client.submit(
+        prep.spec,
+        name=opts.name,
+        identity=prep.identity,
+        fresh_after_failure=opts.fresh_after_failure,
+    )
+    attempt.known(submitted.job)
+    _announce(prep.run.logger, submitted.job, submitted.created, attempt.link)
+    return submitted.job
+
+
+@dataclass
+class WaitOptions:
+    """How :func:`wait` waits (the task arguments)."""
+
+    namespace: str | None = None
+    status: tuple[str, ...] = (JobState.COMPLETE.value,)
+    timeout: float | None = None
+    startup_timeout: float | None = None
+    on_cancel: str = "delete"
+    artifacts: bool = True
+
+
+async def wait(job: JobRef, credentials: CredentialsLike | None, opts: WaitOptions) -> JobOutputs:
+    """Wait (event-driven) until the job reaches one of ``opts.status``, with the
+    progress artifact kept current; return its outputs."""
+    from kf_trainer_core.client import outputs
+
+    run = current_run()
+    action = check_action(opts.on_cancel)
+    name = job_name_of(job)
+    creds = await aload_credentials(credentials)
+    publisher = ArtifactPublisher(opts.artifacts)
+    attempt = _Attempt(run, creds, opts.namespace, action, publisher, name=name)
+    async with runner_shutdown_cancels(), _client(creds, opts.namespace) as client, attempt:
+        current = await client.get_job(name)
+        attempt.known(current)
+        await publisher.start(current, None)
+        reached, value = await _with_progress(
+            publisher,
+            lambda on_update: client.wait(
+                name,
+                opts.status,
+                timeout=opts.timeout,
+                startup_timeout=opts.startup_timeout,
+                callbacks=[on_update],
+            ),
+        )
+    result = outputs(reached, value)
+    await publisher.finish(result.name, outputs_summary(result, link=attempt.link), _rows(result))
+    _finished(run.logger, result)
     return result
 
 
 async def _with_progress(
-    publisher: AsyncArtifactPublisher,
+    publisher: ArtifactPublisher,
     start: Callable[[Callable[[TrainJob], None]], Awaitable[T]],
 ) -> T:
     """Await the client call ``start(on_update)`` while pushing progress: callbacks run
@@ -711,7 +615,7 @@ async def _with_progress(
         while True:
             await news.wait()
             news.clear()
-            await publisher.aflush()
+            await publisher.flush()
 
     pumping = asyncio.ensure_future(pump())
     try:
@@ -720,212 +624,7 @@ async def _with_progress(
         pumping.cancel()
 
 
-async def _async_bad_ending(
-    exc: BaseException,
-    run: RunInfo,
-    creds: KubeflowTrainerCredentials,
-    namespace: str | None,
-    name: str | None,
-    identity: Identity | None,
-    action: CancelAction,
-    job: TrainJob | None,
-    publisher: AsyncArtifactPublisher,
-    link: str | None,
-) -> None:
-    what = await interrupted_async(exc, run, creds, namespace, name, identity, action)
-    shown = _bad_ending(exc, job, what.note, link)
-    if shown is not None:
-        await publisher.afinish(*shown)
-
-
-# ------------------------------------------------------------------------ submit
-
-
-def submit_sync(
-    spec: TrainJobSpec | Mapping[str, Any] | str,
-    credentials: CredentialsLike | None,
-    opts: RunOptions,
-) -> TrainJob:
-    """Submit (or reattach to) the task's job and return it."""
-    from kf_trainer_core.client import TrainerClient
-
-    prep = _prepare(spec, opts)
-    creds = load_credentials(credentials)
-    publisher = ArtifactPublisher(opts.artifacts)
-    with TrainerClient(creds.backend_config(), namespace=opts.namespace) as client:
-        try:
-            submitted = client.submit(
-                prep.spec,
-                name=opts.name,
-                identity=prep.identity,
-                fresh_after_failure=opts.fresh_after_failure,
-            )
-        except BaseException as exc:
-            # Interrupted mid-request, the job may exist without the task knowing it.
-            interrupted_sync(
-                exc,
-                prep.run,
-                creds,
-                opts.namespace,
-                opts.name if prep.identity is None else None,
-                prep.identity,
-                prep.action,
-            )
-            raise
-    job = submitted.job
-    link = creds.dashboard_link(job.namespace, job.name)
-    _announce(prep.run.logger, job, submitted.created, link)
-    publisher.link(job, link)
-    return job
-
-
-async def submit_async(
-    spec: TrainJobSpec | Mapping[str, Any] | str,
-    credentials: CredentialsLike | None,
-    opts: RunOptions,
-) -> TrainJob:
-    """See :func:`submit_sync`."""
-    from kf_trainer_core.client import AsyncTrainerClient
-
-    prep = _prepare(spec, opts)
-    creds = await aload_credentials(credentials)
-    publisher = AsyncArtifactPublisher(opts.artifacts)
-    async with AsyncTrainerClient(creds.backend_config(), namespace=opts.namespace) as client:
-        try:
-            submitted = await client.submit(
-                prep.spec,
-                name=opts.name,
-                identity=prep.identity,
-                fresh_after_failure=opts.fresh_after_failure,
-            )
-        except BaseException as exc:
-            await shielded(
-                interrupted_async(
-                    exc,
-                    prep.run,
-                    creds,
-                    opts.namespace,
-                    opts.name if prep.identity is None else None,
-                    prep.identity,
-                    prep.action,
-                )
-            )
-            raise
-    job = submitted.job
-    link = creds.dashboard_link(job.namespace, job.name)
-    _announce(prep.run.logger, job, submitted.created, link)
-    await publisher.alink(job, link)
-    return job
-
-
-# -------------------------------------------------------------------------- wait
-
-
-@dataclass
-class WaitOptions:
-    """How :func:`wait_sync` / :func:`wait_async` wait (the task arguments)."""
-
-    namespace: str | None = None
-    status: tuple[str, ...] = (JobState.COMPLETE.value,)
-    timeout: float | None = None
-    startup_timeout: float | None = None
-    on_cancel: str = "delete"
-    artifacts: bool = True
-
-
-def wait_sync(job: JobRef, credentials: CredentialsLike | None, opts: WaitOptions) -> JobOutputs:
-    """Wait (event-driven) until the job reaches one of ``opts.status``, with the
-    progress artifact kept current; return its outputs."""
-    from kf_trainer_core.client import TrainerClient, outputs
-
-    run = current_run()
-    action = check_action(opts.on_cancel)
-    name = job_name_of(job)
-    creds = load_credentials(credentials)
-    publisher = ArtifactPublisher(opts.artifacts)
-    supervisor = Supervisor()
-    link: str | None = None
-    current: TrainJob | None = None
-    with TrainerClient(creds.backend_config(), namespace=opts.namespace) as client:
-        try:
-            current = client.get_job(name)
-            link = creds.dashboard_link(current.namespace, current.name)
-            publisher.start(current, None)
-            stop = supervisor.stop
-
-            def on_update(update: TrainJob) -> None:
-                if stop.is_set():
-                    raise _Abandoned(name)
-                publisher.progress.observe(update)
-
-            reached, value = supervisor.run(
-                lambda: client.wait(
-                    name,
-                    opts.status,
-                    timeout=opts.timeout,
-                    startup_timeout=opts.startup_timeout,
-                    callbacks=[on_update],
-                ),
-                publisher.flush,
-            )
-        except BaseException as exc:
-            what = interrupted_sync(exc, run, creds, opts.namespace, name, None, action)
-            supervisor.abandon(wait=bool(what.acted))
-            shown = _bad_ending(exc, current, what.note, link)
-            if shown is not None:
-                publisher.finish(*shown)
-            raise
-    result = outputs(reached, value)
-    publisher.finish(result.name, outputs_summary(result, link=link), _rows(result))
-    _finished(run.logger, result)
-    return result
-
-
-async def wait_async(
-    job: JobRef, credentials: CredentialsLike | None, opts: WaitOptions
-) -> JobOutputs:
-    """See :func:`wait_sync`."""
-    from kf_trainer_core.client import AsyncTrainerClient, outputs
-
-    run = current_run()
-    action = check_action(opts.on_cancel)
-    name = job_name_of(job)
-    creds = await aload_credentials(credentials)
-    publisher = AsyncArtifactPublisher(opts.artifacts)
-    link: str | None = None
-    current: TrainJob | None = None
-    async with AsyncTrainerClient(creds.backend_config(), namespace=opts.namespace) as client:
-        try:
-            current = await client.get_job(name)
-            link = creds.dashboard_link(current.namespace, current.name)
-            await publisher.astart(current, None)
-            reached, value = await _with_progress(
-                publisher,
-                lambda on_update: client.wait(
-                    name,
-                    opts.status,
-                    timeout=opts.timeout,
-                    startup_timeout=opts.startup_timeout,
-                    callbacks=[on_update],
-                ),
-            )
-        except BaseException as exc:
-            await shielded(
-                _async_bad_ending(
-                    exc, run, creds, opts.namespace, name, None, action, current, publisher, link
-                )
-            )
-            raise
-    result = outputs(reached, value)
-    await publisher.afinish(result.name, outputs_summary(result, link=link), _rows(result))
-    _finished(run.logger, result)
-    return result
-
-
-# ---------------------------------------------------------------- logs, outputs
-
-
-def logs_sync(
+async def logs(
     job: JobRef,
     credentials: CredentialsLike | None,
     *,
@@ -936,119 +635,43 @@ def logs_sync(
 ) -> int:
     """Log one step's lines into the run logger (following them as they are written
     when ``follow``); return how many were logged."""
-    from kf_trainer_core.client import TrainerClient
-
-    run = current_run()
-    name = job_name_of(job)
-    creds = load_credentials(credentials)
-    supervisor = Supervisor()
-    sink = _log_sink(run.logger, name, step, supervisor.stop)
-    count = 0
-
-    def call() -> int:
-        nonlocal count
-        for line in client.get_job_logs(name, step, follow, tail=tail):
-            if supervisor.stop.is_set():
-                break
-            sink(line)
-            count += 1
-        return count
-
-    with TrainerClient(creds.backend_config(), namespace=namespace) as client:
-        try:
-            return supervisor.run(call)
-        except BaseException:
-            supervisor.abandon(wait=False)
-            raise
-
-
-async def logs_async(
-    job: JobRef,
-    credentials: CredentialsLike | None,
-    *,
-    namespace: str | None,
-    step: str,
-    follow: bool,
-    tail: int | None,
-) -> int:
-    """See :func:`logs_sync`."""
-    from kf_trainer_core.client import AsyncTrainerClient
-
     run = current_run()
     name = job_name_of(job)
     creds = await aload_credentials(credentials)
-    sink = _log_sink(run.logger, name, step, None)
+    sink = _log_sink(run.logger, name, step)
     count = 0
-    async with AsyncTrainerClient(creds.backend_config(), namespace=namespace) as client:
+    async with runner_shutdown_cancels(), _client(creds, namespace) as client:
         async for line in client.get_job_logs(name, step, follow, tail=tail):
             sink(line)
             count += 1
     return count
 
 
-def outputs_sync(
+async def outputs(
     job: JobRef, credentials: CredentialsLike | None, *, namespace: str | None, artifacts: bool
 ) -> JobOutputs:
     """The job's outputs now (status, steps, metrics, the function's return value)."""
-    from kf_trainer_core.client import TrainerClient
-
-    name = job_name_of(job)
-    creds = load_credentials(credentials)
-    with TrainerClient(creds.backend_config(), namespace=namespace) as client:
-        result = client.get_job_outputs(name)
-    if artifacts:
-        link = creds.dashboard_link(result.namespace, result.name)
-        ArtifactPublisher(True).finish(
-            result.name, outputs_summary(result, link=link), _rows(result)
-        )
-    return result
-
-
-async def outputs_async(
-    job: JobRef, credentials: CredentialsLike | None, *, namespace: str | None, artifacts: bool
-) -> JobOutputs:
-    """See :func:`outputs_sync`."""
-    from kf_trainer_core.client import AsyncTrainerClient
-
     name = job_name_of(job)
     creds = await aload_credentials(credentials)
-    async with AsyncTrainerClient(creds.backend_config(), namespace=namespace) as client:
+    async with _client(creds, namespace) as client:
         result = await client.get_job_outputs(name)
     if artifacts:
         link = creds.dashboard_link(result.namespace, result.name)
-        await AsyncArtifactPublisher(True).afinish(
+        await ArtifactPublisher(True).finish(
             result.name, outputs_summary(result, link=link), _rows(result)
         )
     return result
 
 
-def cancel_sync(
+async def cancel(
     job: JobRef, credentials: CredentialsLike | None, *, namespace: str | None, action: str
 ) -> bool:
     """Delete, suspend or keep a job; ``True`` if something was done."""
-    from kf_trainer_core.client import TrainerClient
-
-    run = current_run()
-    chosen = check_action(action)
-    name = job_name_of(job)
-    creds = load_credentials(credentials)
-    with TrainerClient(creds.backend_config(), namespace=namespace) as client:
-        done = client.cancel_job(name, chosen)
-    run.logger.info("%s TrainJob %s", _past(chosen) if done else f"Nothing to {chosen} for", name)
-    return done
-
-
-async def cancel_async(
-    job: JobRef, credentials: CredentialsLike | None, *, namespace: str | None, action: str
-) -> bool:
-    """See :func:`cancel_sync`."""
-    from kf_trainer_core.client import AsyncTrainerClient
-
     run = current_run()
     chosen = check_action(action)
     name = job_name_of(job)
     creds = await aload_credentials(credentials)
-    async with AsyncTrainerClient(creds.backend_config(), namespace=namespace) as client:
+    async with _client(creds, namespace) as client:
         done = await client.cancel_job(name, chosen)
     run.logger.info("%s TrainJob %s", _past(chosen) if done else f"Nothing to {chosen} for", name)
     return done

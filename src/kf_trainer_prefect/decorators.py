@@ -32,6 +32,7 @@ from kf_trainer_core.errors import SpecError
 from kf_trainer_core.spec import CustomTrainer, Initializer, RuntimeRef, TrainJobSpec
 from kf_trainer_prefect import _engine
 from kf_trainer_prefect._engine import CancelAction, RunOptions
+from kf_trainer_prefect._sync_face import sync_face
 from kf_trainer_prefect.credentials import CredentialsLike
 
 if TYPE_CHECKING:
@@ -134,64 +135,17 @@ def trainjob_task(
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
 
-def trainjob_task(
-    fn: Callable[..., Any] | None = None,
-    /,
-    *,
-    runtime: str | RuntimeRef | None = None,
-    num_nodes: int | None = None,
-    resources_per_node: Mapping[str, Any] | None = None,
-    num_proc_per_node: int | None = None,
-    packages_to_install: list[str] | None = None,
-    pip_index_urls: list[str] | None = None,
-    env: Mapping[str, Any] | None = None,
-    image: str | None = None,
-    initializer: Initializer | None = None,
-    options: list[Any] | None = None,
-    credentials: CredentialsLike | None = None,
-    namespace: str | None = None,
-    timeout: float | None = None,
-    startup_timeout: float | None = None,
-    stream_logs: bool = True,
-    log_tail: int = 1000,
-    on_cancel: CancelAction = "delete",
-    artifacts: bool = True,
-    fresh_after_failure: bool = True,
-    **task_options: Any,
-) -> Any:
+def trainjob_task(fn: Callable[..., Any] | None = None, /, **kwargs: Any) -> Any:
     """Make a Prefect task that runs ``fn`` as a ``CustomTrainer`` TrainJob (``fn`` on
     every node, with the call's arguments) and returns ``fn``'s return value.
 
     The trainer arguments are the SDK's ``CustomTrainer`` fields; ``credentials`` to
     ``fresh_after_failure`` are :func:`~kf_trainer_prefect.run_trainjob`'s; other
     keywords (``retries``, ``timeout_seconds``, ``tags``, ``name``...) go to
-    :func:`prefect.task`. Use it bare (``@trainjob_task``) or with arguments.
+    :func:`prefect.task`. Use it bare (``@trainjob_task``) or with arguments (the
+    overloads above list them).
     """
-    split = _Split(
-        {
-            "runtime": runtime,
-            "num_nodes": num_nodes,
-            "resources_per_node": resources_per_node,
-            "num_proc_per_node": num_proc_per_node,
-            "packages_to_install": packages_to_install,
-            "pip_index_urls": pip_index_urls,
-            "env": env,
-            "image": image,
-            "initializer": initializer,
-            "options": options,
-            "credentials": credentials,
-            "namespace": namespace,
-            "timeout": timeout,
-            "startup_timeout": startup_timeout,
-            "stream_logs": stream_logs,
-            "log_tail": log_tail,
-            "on_cancel": on_cancel,
-            "artifacts": artifacts,
-            "fresh_after_failure": fresh_after_failure,
-            **task_options,
-        }
-    )
-    return _decorator(fn, split, asynchronous=False)
+    return _decorator(fn, _Split(kwargs), asynchronous=False)
 
 
 @overload
@@ -216,20 +170,13 @@ def _decorator(fn: Callable[..., Any] | None, split: _Split, *, asynchronous: bo
         from prefect import task
 
         template = _Template(func, split.runtime, split.trainer, split.initializer, split.options)
-        run: Callable[..., Any]
-        if asynchronous:
 
-            async def run(*args: Any, **kwargs: Any) -> Any:
-                spec = template.spec_for(args, kwargs)
-                outputs = await _engine.run_async(spec, split.credentials, split.run_options)
-                return outputs.result
+        async def arun(*args: Any, **kwargs: Any) -> Any:
+            spec = template.spec_for(args, kwargs)
+            outputs = await _engine.run(spec, split.credentials, split.run_options)
+            return outputs.result
 
-        else:
-
-            def run(*args: Any, **kwargs: Any) -> Any:
-                spec = template.spec_for(args, kwargs)
-                return _engine.run_sync(spec, split.credentials, split.run_options).result
-
+        run = arun if asynchronous else sync_face(arun, func.__name__)
         # The task shows (and binds calls against) the training function's signature,
         # name and docstring; Prefect still sees `run` as sync or async by its code.
         functools.update_wrapper(run, func)

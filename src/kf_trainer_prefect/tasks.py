@@ -1,7 +1,8 @@
 """Prefect tasks for TrainJobs: one that does everything (:func:`run_trainjob`) and the
 steps it is made of, for flows that want them apart. Each has an async twin with an
 ``a`` prefix, as Prefect's own integrations do; both are ordinary Prefect tasks, so
-``.submit()``, ``.map()`` and ``.with_options()`` work on either.
+``.submit()``, ``.map()`` and ``.with_options()`` work on either. Each is written once,
+async; the sync task runs the same coroutine (:mod:`kf_trainer_prefect._sync_face`).
 
 >>> @flow
 ... def nightly():
@@ -23,16 +24,18 @@ twice.) A task timeout
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
 
-from prefect import task
+from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
+from typing_extensions import ParamSpec
 
 from kf_trainer_core.spec import TrainJobSpec
 from kf_trainer_core.status import JobOutputs, TrainJob
 from kf_trainer_prefect import _engine
 from kf_trainer_prefect._engine import CancelAction, Identity, JobRef, RunOptions, WaitOptions
+from kf_trainer_prefect._sync_face import sync_face
 from kf_trainer_prefect.credentials import CredentialsLike
 
 __all__ = [
@@ -51,10 +54,8 @@ __all__ = [
 ]
 
 SpecLike = TrainJobSpec | Mapping[str, Any] | str
-
-
-def _statuses(status: str | Sequence[str]) -> tuple[str, ...]:
-    return (status,) if isinstance(status, str) else tuple(status)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 # Jobs are side effects made idempotent by their identity, not by Prefect's cache: a
@@ -62,8 +63,19 @@ def _statuses(status: str | Sequence[str]) -> tuple[str, ...]:
 _TASK_DEFAULTS: dict[str, Any] = {"cache_policy": NO_CACHE}
 
 
-@task(name="run-trainjob", **_TASK_DEFAULTS)
-def run_trainjob(
+def _faces(
+    fn: Callable[P, Coroutine[Any, Any, R]], name: str, sync_name: str
+) -> tuple[Task[P, R], Task[P, Coroutine[Any, Any, R]]]:
+    """The sync task and its async twin, both Prefect tasks called ``name``, from one
+    coroutine function."""
+    fn.__name__ = fn.__qualname__ = f"a{sync_name}"
+    return (
+        task(name=name, **_TASK_DEFAULTS)(sync_face(fn, sync_name)),
+        task(name=name, **_TASK_DEFAULTS)(fn),
+    )
+
+
+async def _run(
     spec: SpecLike,
     credentials: CredentialsLike | None = None,
     *,
@@ -107,67 +119,27 @@ def run_trainjob(
         TrainJobFailedError: with the reason, failing step and pod, exit code and the
             last log lines; ``TrainJobCreationFailedError``, ``TrainJobTimeoutError``.
     """
-    return _engine.run_sync(
-        spec,
-        credentials,
-        RunOptions(
-            namespace=namespace,
-            name=name,
-            identity=identity,
-            timeout=timeout,
-            startup_timeout=startup_timeout,
-            stream_logs=stream_logs,
-            log_step=log_step,
-            log_tail=log_tail,
-            on_cancel=on_cancel,
-            artifacts=artifacts,
-            fresh_after_failure=fresh_after_failure,
-            admission_timeout=admission_timeout,
-        ),
+    options = RunOptions(
+        namespace=namespace,
+        name=name,
+        identity=identity,
+        timeout=timeout,
+        startup_timeout=startup_timeout,
+        stream_logs=stream_logs,
+        log_step=log_step,
+        log_tail=log_tail,
+        on_cancel=on_cancel,
+        artifacts=artifacts,
+        fresh_after_failure=fresh_after_failure,
+        admission_timeout=admission_timeout,
     )
+    return await _engine.run(spec, credentials, options)
 
 
-@task(name="run-trainjob", **_TASK_DEFAULTS)
-async def arun_trainjob(
-    spec: SpecLike,
-    credentials: CredentialsLike | None = None,
-    *,
-    namespace: str | None = None,
-    name: str | None = None,
-    identity: Identity | None = None,
-    timeout: float | None = None,
-    startup_timeout: float | None = None,
-    stream_logs: bool = True,
-    log_step: str = "node-0",
-    log_tail: int = 1000,
-    on_cancel: CancelAction = "delete",
-    artifacts: bool = True,
-    fresh_after_failure: bool = True,
-    admission_timeout: float | None = None,
-) -> JobOutputs:
-    """The async twin of :func:`run_trainjob`."""
-    return await _engine.run_async(
-        spec,
-        credentials,
-        RunOptions(
-            namespace=namespace,
-            name=name,
-            identity=identity,
-            timeout=timeout,
-            startup_timeout=startup_timeout,
-            stream_logs=stream_logs,
-            log_step=log_step,
-            log_tail=log_tail,
-            on_cancel=on_cancel,
-            artifacts=artifacts,
-            fresh_after_failure=fresh_after_failure,
-            admission_timeout=admission_timeout,
-        ),
-    )
+run_trainjob, arun_trainjob = _faces(_run, "run-trainjob", "run_trainjob")
 
 
-@task(name="submit-trainjob", **_TASK_DEFAULTS)
-def submit_trainjob(
+async def _submit(
     spec: SpecLike,
     credentials: CredentialsLike | None = None,
     *,
@@ -182,46 +154,20 @@ def submit_trainjob(
     A retried task reattaches to the job it submitted before; after that job failed,
     it submits a fresh attempt (unless ``fresh_after_failure`` is off).
     """
-    return _engine.submit_sync(
-        spec,
-        credentials,
-        RunOptions(
-            namespace=namespace,
-            name=name,
-            identity=identity,
-            fresh_after_failure=fresh_after_failure,
-            artifacts=artifacts,
-        ),
+    options = RunOptions(
+        namespace=namespace,
+        name=name,
+        identity=identity,
+        fresh_after_failure=fresh_after_failure,
+        artifacts=artifacts,
     )
+    return await _engine.submit(spec, credentials, options)
 
 
-@task(name="submit-trainjob", **_TASK_DEFAULTS)
-async def asubmit_trainjob(
-    spec: SpecLike,
-    credentials: CredentialsLike | None = None,
-    *,
-    namespace: str | None = None,
-    name: str | None = None,
-    identity: Identity | None = None,
-    fresh_after_failure: bool = True,
-    artifacts: bool = True,
-) -> TrainJob:
-    """The async twin of :func:`submit_trainjob`."""
-    return await _engine.submit_async(
-        spec,
-        credentials,
-        RunOptions(
-            namespace=namespace,
-            name=name,
-            identity=identity,
-            fresh_after_failure=fresh_after_failure,
-            artifacts=artifacts,
-        ),
-    )
+submit_trainjob, asubmit_trainjob = _faces(_submit, "submit-trainjob", "submit_trainjob")
 
 
-@task(name="wait-trainjob", **_TASK_DEFAULTS)
-def wait_trainjob(
+async def _wait(
     job: JobRef,
     credentials: CredentialsLike | None = None,
     *,
@@ -235,50 +181,23 @@ def wait_trainjob(
     """Wait for a job (a name or what :func:`submit_trainjob` returned) to reach one of
     ``status``, on the shared watch rather than by polling; keep its progress artifact
     current and return its outputs. Raises as :func:`run_trainjob` does; a timeout or
-    cancellation of this task stops the job per ``on_cancel``."""
-    return _engine.wait_sync(
-        job,
-        credentials,
-        WaitOptions(
-            namespace=namespace,
-            status=_statuses(status),
-            timeout=timeout,
-            startup_timeout=startup_timeout,
-            on_cancel=on_cancel,
-            artifacts=artifacts,
-        ),
+    cancellation of this task stops the job per ``on_cancel``. The async twin is
+    ``await_trainjob`` (``await await_trainjob(job)``)."""
+    options = WaitOptions(
+        namespace=namespace,
+        status=(status,) if isinstance(status, str) else tuple(status),
+        timeout=timeout,
+        startup_timeout=startup_timeout,
+        on_cancel=on_cancel,
+        artifacts=artifacts,
     )
+    return await _engine.wait(job, credentials, options)
 
 
-@task(name="wait-trainjob", **_TASK_DEFAULTS)
-async def await_trainjob(
-    job: JobRef,
-    credentials: CredentialsLike | None = None,
-    *,
-    namespace: str | None = None,
-    status: str | Sequence[str] = ("Complete",),
-    timeout: float | None = None,
-    startup_timeout: float | None = None,
-    on_cancel: CancelAction = "delete",
-    artifacts: bool = True,
-) -> JobOutputs:
-    """The async twin of :func:`wait_trainjob` (``await await_trainjob(job)``)."""
-    return await _engine.wait_async(
-        job,
-        credentials,
-        WaitOptions(
-            namespace=namespace,
-            status=_statuses(status),
-            timeout=timeout,
-            startup_timeout=startup_timeout,
-            on_cancel=on_cancel,
-            artifacts=artifacts,
-        ),
-    )
+wait_trainjob, await_trainjob = _faces(_wait, "wait-trainjob", "wait_trainjob")
 
 
-@task(name="stream-trainjob-logs", **_TASK_DEFAULTS)
-def stream_trainjob_logs(
+async def _logs(
     job: JobRef,
     credentials: CredentialsLike | None = None,
     *,
@@ -290,29 +209,17 @@ def stream_trainjob_logs(
     """Log one step's lines (``node-0``, ``node-1``, ``dataset-initializer``...) into
     this task's log; with ``follow``, as they are written, until the step ends. Returns
     the number of lines logged."""
-    return _engine.logs_sync(
+    return await _engine.logs(
         job, credentials, namespace=namespace, step=step, follow=follow, tail=tail
     )
 
 
-@task(name="stream-trainjob-logs", **_TASK_DEFAULTS)
-async def astream_trainjob_logs(
-    job: JobRef,
-    credentials: CredentialsLike | None = None,
-    *,
-    namespace: str | None = None,
-    step: str = "node-0",
-    follow: bool = True,
-    tail: int | None = None,
-) -> int:
-    """The async twin of :func:`stream_trainjob_logs`."""
-    return await _engine.logs_async(
-        job, credentials, namespace=namespace, step=step, follow=follow, tail=tail
-    )
+stream_trainjob_logs, astream_trainjob_logs = _faces(
+    _logs, "stream-trainjob-logs", "stream_trainjob_logs"
+)
 
 
-@task(name="get-trainjob-outputs", **_TASK_DEFAULTS)
-def get_trainjob_outputs(
+async def _outputs(
     job: JobRef,
     credentials: CredentialsLike | None = None,
     *,
@@ -322,23 +229,15 @@ def get_trainjob_outputs(
     """A job's outputs now: status, steps, metrics and the training function's return
     value (``None`` until it completes). With ``artifacts``, also its summary and
     table."""
-    return _engine.outputs_sync(job, credentials, namespace=namespace, artifacts=artifacts)
+    return await _engine.outputs(job, credentials, namespace=namespace, artifacts=artifacts)
 
 
-@task(name="get-trainjob-outputs", **_TASK_DEFAULTS)
-async def aget_trainjob_outputs(
-    job: JobRef,
-    credentials: CredentialsLike | None = None,
-    *,
-    namespace: str | None = None,
-    artifacts: bool = False,
-) -> JobOutputs:
-    """The async twin of :func:`get_trainjob_outputs`."""
-    return await _engine.outputs_async(job, credentials, namespace=namespace, artifacts=artifacts)
+get_trainjob_outputs, aget_trainjob_outputs = _faces(
+    _outputs, "get-trainjob-outputs", "get_trainjob_outputs"
+)
 
 
-@task(name="cancel-trainjob", **_TASK_DEFAULTS)
-def cancel_trainjob(
+async def _cancel(
     job: JobRef,
     credentials: CredentialsLike | None = None,
     *,
@@ -347,16 +246,7 @@ def cancel_trainjob(
 ) -> bool:
     """Stop a job: ``"delete"`` it (its pods go with it), ``"suspend"`` it (kept and
     resumable) or ``"keep"`` it. ``True`` if something was done."""
-    return _engine.cancel_sync(job, credentials, namespace=namespace, action=action)
+    return await _engine.cancel(job, credentials, namespace=namespace, action=action)
 
 
-@task(name="cancel-trainjob", **_TASK_DEFAULTS)
-async def acancel_trainjob(
-    job: JobRef,
-    credentials: CredentialsLike | None = None,
-    *,
-    namespace: str | None = None,
-    action: CancelAction = "delete",
-) -> bool:
-    """The async twin of :func:`cancel_trainjob`."""
-    return await _engine.cancel_async(job, credentials, namespace=namespace, action=action)
+cancel_trainjob, acancel_trainjob = _faces(_cancel, "cancel-trainjob", "cancel_trainjob")

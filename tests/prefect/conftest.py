@@ -30,3 +30,12 @@ def k8s(creds: KubeflowTrainerCredentials) -> Iterator[TrainerClient]:
     """A client for looking at the jobs the flows made."""
     with creds.get_client() as client:
         yield client
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _client_libraries_imported() -> None:
+    """Both faces of the tasks run on the async client: import its Kubernetes library
+    once, up front (the ``k8s`` fixture does the same for the sync one). Its first import
+    takes seconds on a busy machine, and the tests' short task timeouts must time the
+    task, not that import."""
+    import kubernetes_asyncio.client  # noqa: F401

@@ -28,7 +28,9 @@ from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.status import JobOutputs, JobState, TrainJob
 from kf_trainer_prefect import (
     KubeflowTrainerCredentials,
+    arun_trainjob,
     run_trainjob,
+    stream_trainjob_logs,
     submit_trainjob,
     trainjob_cleanup_hook,
     wait_trainjob,
@@ -256,6 +258,80 @@ def test_hook_stops_the_jobs_of_tasks_in_worker_threads(
     assert sum(" keeps running (TaskRunnerShutdown" in line for line in logs) == 2
     for job in jobs:
         assert f"Deleted TrainJob {job.name}: the flow run is Crashed" in logs
+
+
+def test_async_tasks_in_worker_threads_stop_when_the_runner_shuts_down(
+    creds: KubeflowTrainerCredentials,
+    k8s: TrainerClient,
+    sigterm_when: Callable[..., threading.Thread],
+) -> None:
+    # The async face learns of the task runner's shutdown as the sync face does (it
+    # used to wait on, unaware, until the hook deleted its job under it).
+    cleanup = trainjob_cleanup_hook(creds)
+
+    @flow(on_crashed=[cleanup], on_cancellation=[cleanup])
+    def sweep() -> list[Any]:
+        futures = arun_trainjob.map(
+            [spec(NEVER, nodes=1), spec(NEVER, nodes=2)], unmapped(creds), on_cancel="keep"
+        )
+        return futures.result()
+
+    jobs: list[TrainJob] = []
+    sigterm_when(running_job(k8s, 2), before=lambda: jobs.extend(k8s.list_jobs()))
+    with pytest.raises(TerminationSignal):
+        sweep()
+    assert len(jobs) == 2
+    eventually(lambda: live(k8s) == [], "the hook deleted both jobs")
+    logs = read_logs(jobs[0].labels[FLOW_RUN_LABEL])
+    assert sum(" keeps running (TaskRunnerShutdown" in line for line in logs) == 2
+
+
+# ------------------------------------------------- the sync face leaves nothing behind
+
+
+def helpers() -> list[threading.Thread]:
+    """The threads in which sync tasks run their coroutines."""
+    return [t for t in threading.enumerate() if t.name == "kf-trainer-prefect" and t.is_alive()]
+
+
+def test_interrupted_log_stream_leaves_no_helper(
+    creds: KubeflowTrainerCredentials, k8s: TrainerClient
+) -> None:
+    # A job whose log is written at once, then stays quiet while it runs on.
+    quiet = spec('{"preset": "never-finish", "duration": 0.5}')
+    follow = stream_trainjob_logs.with_options(timeout_seconds=3.0)
+
+    @flow
+    def tail() -> int:
+        job = submit_trainjob(quiet, creds)
+        return follow(job, creds, follow=True)
+
+    assert helpers() == []
+    state = tail(return_state=True)
+    assert state.is_failed()
+    # The stream was closed before the task ended: no helper is left following it.
+    assert helpers() == []
+    (job,) = k8s.list_jobs()
+    k8s.delete_job(job.name)
+
+
+def test_interrupted_run_that_keeps_its_job_leaves_no_helper(
+    creds: KubeflowTrainerCredentials, k8s: TrainerClient
+) -> None:
+    timed = run_trainjob.with_options(timeout_seconds=2.5)
+
+    @flow
+    def train() -> JobOutputs:
+        return timed(spec(NEVER), creds, on_cancel="keep")
+
+    assert helpers() == []
+    state = train(return_state=True)
+    assert state.is_failed()
+    (job,) = k8s.list_jobs()
+    assert job.status is JobState.RUNNING
+    # The job runs on (on_cancel="keep"), but the task stopped waiting for it.
+    assert helpers() == []
+    k8s.delete_job(job.name)
 
 
 def test_ready_made_flow_stops_its_job_when_cancelled(

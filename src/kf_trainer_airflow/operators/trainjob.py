@@ -27,10 +27,9 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from kf_trainer_airflow import _args
-from kf_trainer_airflow._actions import ON_FINISH_ACTIONS, ON_KILL_ACTIONS
 from kf_trainer_airflow._compat import AirflowException, BaseOperator, ResumableJobMixin, conf
 from kf_trainer_airflow._progress import ProgressReporter
 from kf_trainer_airflow._spec import (
@@ -42,6 +41,7 @@ from kf_trainer_airflow._spec import (
 )
 from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
 from kf_trainer_airflow.links.trainjob import LINK_XCOM_KEY, TrainJobLink
+from kf_trainer_airflow.operators import _endings
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -52,8 +52,6 @@ if TYPE_CHECKING:
 
 #: Job states in which a retry waits for the job instead of submitting another.
 ACTIVE_STATES = ("Created", "Running", "Suspended")
-#: At most this many of a failed job's events go to the task log.
-MAX_EVENTS = 50
 #: What the XCom keys besides ``return_value`` hold.
 XCOM_KEYS = ("job_name", "namespace", "status", "steps", "metrics", "result", "cost")
 
@@ -186,17 +184,9 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         what = getattr(type(self), "custom_operator_name", None) or type(self).__name__
         _args.unknown_arguments(type(self), kwargs, what)
         super().__init__(**kwargs)
-        if on_kill_action not in ON_KILL_ACTIONS:
-            raise ValueError(
-                f"on_kill_action={on_kill_action!r}. Fix: use one of {', '.join(ON_KILL_ACTIONS)}."
-            )
-        if on_finish_action not in ON_FINISH_ACTIONS:
-            raise ValueError(
-                f"on_finish_action={on_finish_action!r}. Fix: use one of "
-                f"{', '.join(ON_FINISH_ACTIONS)}."
-            )
-        if isinstance(log_tail, bool) or not isinstance(log_tail, int) or log_tail < 0:
-            raise ValueError(f"log_tail={log_tail!r}. Fix: give 0 or more lines.")
+        if not isinstance(fail_fast_on, str):
+            fail_fast_on = tuple(fail_fast_on)  # read once: it may be an iterator
+        _args.operator_choices(on_kill_action, on_finish_action, log_tail, fail_fast_on)
         _args.options_list(options)
         _args.job_name(job_name)
         self.spec = template_form(spec, part="spec")
@@ -213,12 +203,6 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         self.startup_timeout = _args.seconds(startup_timeout, "startup_timeout")
         self.admission_timeout = _args.seconds(admission_timeout, "admission_timeout")
         self.fail_fast_on = tuple(fail_fast_on)
-        if isinstance(fail_fast_on, str) or not set(self.fail_fast_on) <= {"configuration"}:
-            raise ValueError(
-                f"fail_fast_on={fail_fast_on!r}. Fix: use ('configuration',) (the default) "
-                "or () — other failure classes are a retry_policy's to decide "
-                "(kf_trainer_airflow.failures.TrainJobRetryPolicy)."
-            )
         self.job_timeout = job_timeout
         _args.seconds(job_timeout, "job_timeout")
         self.wait_timeout = _args.seconds(wait_timeout, "wait_timeout")
@@ -476,7 +460,8 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
                     reuse_notice=False,  # submit_job made it: its log is news
                 )
             except TrainJobFailedError as err:
-                self._failed(
+                _endings.fail(
+                    self,
                     client,
                     str(err),
                     err.failure.model_dump(mode="json"),
@@ -484,11 +469,11 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
                 )
             except TrainJobTimeoutError as err:
                 failure = err.failure.model_dump(mode="json") if err.failure else None
-                self._failed(client, str(err), failure, failure_class=failure_class_of(err))
+                _endings.fail(self, client, str(err), failure, failure_class=failure_class_of(err))
             except (TrainJobDeletedError, TrainJobNotFoundError, SpecConflictError) as err:
                 # A job deleted under the wait (a kill, a user) may be seen as deleted or,
                 # when it is already gone when next read, as not found: the same ending.
-                self._failed(client, str(err), None, finish=False)
+                _endings.fail(self, client, str(err), None, finish_job=False)
 
     def execute_complete(self, context: Context, event: Mapping[str, Any]) -> Any:
         """Resume after the trigger fired: publish the outputs, or fail with the
@@ -514,37 +499,23 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
                 ) from None
             with client:
                 if self.get_logs and self.log_tail:
-                    self._print_log_tail(client)
+                    _endings.print_log_tail(self, client)
                 finish = status in ("failed", "timeout")
-                self._failed(
+                _endings.fail(
+                    self,
                     client,
                     message,
                     event.get("failure"),
-                    finish=finish,
+                    finish_job=finish,
                     failure_class=event.get("failure_class"),
                 )
         if self.get_logs and self.log_tail:
             with self._client() as client:
-                self._print_log_tail(client)
+                _endings.print_log_tail(self, client)
         from kf_trainer_core.status import JobOutputs
 
         self._outputs = JobOutputs.model_validate(event["outputs"])
         return self.get_job_result(self._job_name, context)
-
-    def _print_log_tail(self, client: TrainerClient) -> None:
-        try:
-            lines = list(
-                client.get_job_logs(str(self._job_name), self.log_step, tail=self.log_tail)
-            )
-        except Exception as exc:  # the log is a courtesy: never fail the task for it
-            self.log.warning("Could not read the log of %s: %s", self._where, exc)
-            return
-        if lines:
-            self.log.info(
-                "Last %d log lines of %s, step %s:", len(lines), self._where, self.log_step
-            )
-            for line in lines:
-                self.log.info("[%s] %s", self.log_step, line)
 
     def get_job_result(self, external_id: Any, context: Context) -> Any:
         """Publish the outputs (XCom) and return the task's value (once per try)."""
@@ -558,7 +529,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
             return self._result[0]
         with self._client() as client:
             outputs = self._outputs = self._outputs or client.get_job_outputs(name)
-            self._finish(client, succeeded=True)
+            _endings.finish(self, client, succeeded=True)
         cost = outputs.cost_text()
         self.log.info(
             "%s is %s%s%s",
@@ -601,67 +572,6 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         from kf_trainer_airflow.lineage import task_lineage
 
         return task_lineage(self, "failure")
-
-    # -- endings ----------------------------------------------------------------------
-    def _failed(
-        self,
-        client: TrainerClient,
-        message: str,
-        failure: Mapping[str, Any] | None,
-        *,
-        finish: bool = True,
-        failure_class: Any = None,
-    ) -> NoReturn:
-        from kf_trainer_airflow.failures import failed_exception
-
-        self._log_events(client)
-        if finish:
-            self._finish(client, succeeded=False)
-        if failure and self.get_logs and self.log_tail:
-            # The task log already shows the job's log (streamed, or its tail after a
-            # deferred wait) and events: the error says why once, without them again.
-            from kf_trainer_core.status import Failure
-
-            brief = Failure.model_validate({**failure, "log_tail": [], "events": []})
-            message = f"{self._where} failed: {brief.describe()} (its log and events are above)"
-        if not message.startswith("TrainJob "):
-            message = f"TrainJob {message}"
-        # A type per failure class (for retry policies); configuration fails fast.
-        # `from None`: the core's error said the same; a chained traceback repeats it.
-        raise failed_exception(
-            message,
-            job_name=self._job_name,
-            namespace=self._job_namespace,
-            failure=failure,
-            failure_class=failure_class,
-            fail_fast_on=getattr(self, "fail_fast_on", ("configuration",)),
-        ) from None
-
-    def _log_events(self, client: TrainerClient) -> None:
-        """The job's events (its JobSet's, Jobs' and pods' too), oldest first: what
-        ``kubectl describe`` would show, in the task log."""
-        try:
-            events = client.get_job_events(str(self._job_name))
-        except Exception as exc:  # the failure is reported either way
-            self.log.warning("Could not read the events of %s: %s", self._where, exc)
-            return
-        if not events:
-            return
-        shown = events[-MAX_EVENTS:]
-        self.log.error("Events of %s (%d of %d):", self._where, len(shown), len(events))
-        for event in shown:
-            stamp = event.event_time.isoformat() if event.event_time else "-"
-            self.log.error("  %s %s", stamp, event.line())
-
-    def _finish(self, client: TrainerClient, *, succeeded: bool) -> None:
-        action = self.on_finish_action
-        if action == "keep" or (action == "delete-succeeded" and not succeeded):
-            return
-        try:
-            if client.delete_job(str(self._job_name)):
-                self.log.info("Deleted %s (on_finish_action=%s)", self._where, action)
-        except Exception as exc:  # the task's outcome is decided: report, do not mask it
-            self.log.warning("Could not delete %s: %s", self._where, exc)
 
     def on_kill(self) -> None:
         """The task is being killed while it waits in the worker: stop the job."""

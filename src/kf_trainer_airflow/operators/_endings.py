@@ -1,0 +1,97 @@
+"""How a :class:`~kf_trainer_airflow.operators.trainjob.TrainJobOperator` task ends: the
+job's events and log tail in the task log, ``on_finish_action``, and the exception a
+failure raises (one type per failure class, for retry policies).
+
+Importing this module imports nothing of the Kubernetes clients (DAG files import the
+operator, which imports this).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from kf_trainer_airflow.operators.trainjob import TrainJobOperator
+    from kf_trainer_core.client import TrainerClient
+
+#: At most this many of a failed job's events go to the task log.
+MAX_EVENTS = 50
+
+
+def print_log_tail(op: TrainJobOperator, client: TrainerClient) -> None:
+    """The last ``log_tail`` lines of the job's ``log_step``, into the task log."""
+    try:
+        lines = list(client.get_job_logs(str(op._job_name), op.log_step, tail=op.log_tail))
+    except Exception as exc:  # the log is a courtesy: never fail the task for it
+        op.log.warning("Could not read the log of %s: %s", op._where, exc)
+        return
+    if lines:
+        op.log.info("Last %d log lines of %s, step %s:", len(lines), op._where, op.log_step)
+        for line in lines:
+            op.log.info("[%s] %s", op.log_step, line)
+
+
+def fail(
+    op: TrainJobOperator,
+    client: TrainerClient,
+    message: str,
+    failure: Mapping[str, Any] | None,
+    *,
+    finish_job: bool = True,
+    failure_class: Any = None,
+) -> NoReturn:
+    """Log the job's events, apply ``on_finish_action`` and raise the failure."""
+    from kf_trainer_airflow.failures import failed_exception
+
+    log_events(op, client)
+    if finish_job:
+        finish(op, client, succeeded=False)
+    if failure and op.get_logs and op.log_tail:
+        # The task log already shows the job's log (streamed, or its tail after a
+        # deferred wait) and events: the error says why once, without them again.
+        from kf_trainer_core.status import Failure
+
+        brief = Failure.model_validate({**failure, "log_tail": [], "events": []})
+        message = f"{op._where} failed: {brief.describe()} (its log and events are above)"
+    if not message.startswith("TrainJob "):
+        message = f"TrainJob {message}"
+    # A type per failure class (for retry policies); configuration fails fast.
+    # `from None`: the core's error said the same; a chained traceback repeats it.
+    raise failed_exception(
+        message,
+        job_name=op._job_name,
+        namespace=op._job_namespace,
+        failure=failure,
+        failure_class=failure_class,
+        fail_fast_on=getattr(op, "fail_fast_on", ("configuration",)),
+    ) from None
+
+
+def log_events(op: TrainJobOperator, client: TrainerClient) -> None:
+    """The job's events (its JobSet's, Jobs' and pods' too), oldest first: what
+    ``kubectl describe`` would show, in the task log."""
+    try:
+        events = client.get_job_events(str(op._job_name))
+    except Exception as exc:  # the failure is reported either way
+        op.log.warning("Could not read the events of %s: %s", op._where, exc)
+        return
+    if not events:
+        return
+    shown = events[-MAX_EVENTS:]
+    op.log.error("Events of %s (%d of %d):", op._where, len(shown), len(events))
+    for event in shown:
+        stamp = event.event_time.isoformat() if event.event_time else "-"
+        op.log.error("  %s %s", stamp, event.line())
+
+
+def finish(op: TrainJobOperator, client: TrainerClient, *, succeeded: bool) -> None:
+    """``on_finish_action``: delete the ended job, or keep it."""
+    action = op.on_finish_action
+    if action == "keep" or (action == "delete-succeeded" and not succeeded):
+        return
+    try:
+        if client.delete_job(str(op._job_name)):
+            op.log.info("Deleted %s (on_finish_action=%s)", op._where, action)
+    except Exception as exc:  # the task's outcome is decided: report, do not mask it
+        op.log.warning("Could not delete %s: %s", op._where, exc)
