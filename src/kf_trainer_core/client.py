@@ -7,7 +7,7 @@ idempotent and event-driven, over a real cluster or this machine.
 >>> client.get_job_outputs(name).result                       # the function's return
 
 Every operation is written once, as a program of :class:`_Operations` (built from
-:mod:`kf_trainer_core.ops` and :mod:`kf_trainer_core.waiting`); each client's method is
+:mod:`kf_trainer_core.programs`); each client's method is
 that program run by its driver (:func:`_blocking`, :func:`_awaiting`). The two clients
 differ only in the driver, the informers and the waker they bring.
 """
@@ -28,7 +28,7 @@ from collections.abc import (
 )
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
-from kf_trainer_core import checks, ops
+from kf_trainer_core import checks
 from kf_trainer_core.builder import BuiltTrainJob, build_trainjob, identity_text
 from kf_trainer_core.checkpoint_storage import (
     CheckpointLocation,
@@ -57,6 +57,18 @@ from kf_trainer_core.k8s.drivers import (
     SyncDriver,
     SyncTransportProtocol,
 )
+from kf_trainer_core.programs.cancel import cancel, delete, set_suspended, stop_unfinished
+from kf_trainer_core.programs.logs import follow_logs, read_logs
+from kf_trainer_core.programs.outcome import explain, get_job, outputs_of
+from kf_trainer_core.programs.reads import get_events, get_object, list_jobs, list_runtimes
+from kf_trainer_core.programs.submit import Submitted, submit
+from kf_trainer_core.programs.wait import (
+    LOG_PROGRESS_INTERVAL,
+    WaitGoal,
+    conclude,
+    job_emitter,
+    wait_program,
+)
 from kf_trainer_core.runtimes import RuntimeInfo
 from kf_trainer_core.spec import TrainJobSpec
 from kf_trainer_core.status import (
@@ -66,13 +78,6 @@ from kf_trainer_core.status import (
     JobState,
     Progress,
     TrainJob,
-)
-from kf_trainer_core.waiting import (
-    LOG_PROGRESS_INTERVAL,
-    WaitGoal,
-    conclude,
-    job_emitter,
-    wait_program,
 )
 
 Callback = Callable[[TrainJob], None]
@@ -110,7 +115,7 @@ class _Operations(ClientBase):
     # -- runtimes ----------------------------------------------------------------
     def _list_runtimes(self) -> Program[list[RuntimeInfo]]:
         """Cluster-wide and namespaced runtimes."""
-        return ops.list_runtimes(self.namespace)
+        return list_runtimes(self.namespace)
 
     def _get_runtime(self, name: str, kind: str = "ClusterTrainingRuntime") -> Program[RuntimeInfo]:
         """One runtime (cached for this client)."""
@@ -139,7 +144,7 @@ class _Operations(ClientBase):
         name: str | None = None,
         identity: Identity | None = None,
         fresh_after_failure: bool = True,
-    ) -> Program[ops.Submitted]:
+    ) -> Program[Submitted]:
         """Create the TrainJob, idempotently.
 
         With an ``identity`` (e.g. ``(dag_id, task_id, run_id, map_index)``) the job is
@@ -155,7 +160,7 @@ class _Operations(ClientBase):
         built = build_trainjob(
             spec, namespace=self.namespace, name=name, identity=identity, runtime=runtime
         )
-        return (yield from ops.submit(self.namespace, built))
+        return (yield from submit(self.namespace, built))
 
     def _train(
         self,
@@ -188,29 +193,29 @@ class _Operations(ClientBase):
         """Jobs of the namespace (optionally of one runtime), with their steps. Read
         ``page_size`` jobs a request (default: the config's ``list_page_size``)."""
         size = page_size or self._page_size
-        jobs = yield from ops.list_jobs(self.namespace, label_selector, size)
+        jobs = yield from list_jobs(self.namespace, label_selector, size)
         return [j for j in jobs if runtime is None or j.runtime == runtime]
 
     def _get_job(self, name: str, *, log_progress: bool = False) -> Program[TrainJob]:
         """One job with its steps (and its Kueue queue status when Kueue queues it).
         With ``log_progress``, a job that reports in its log on a cluster without a
         status server gets its progress from there."""
-        return ops.get_job(self.namespace, name, kueue=self._kueue(), log_progress=log_progress)
+        return get_job(self.namespace, name, kueue=self._kueue(), log_progress=log_progress)
 
     def _get_job_events(self, name: str) -> Program[list[Event]]:
         """Events of the job, its JobSet, Jobs and pods."""
-        return ops.get_events(self.namespace, name)
+        return get_events(self.namespace, name)
 
     def _get_job_outputs(self, name: str) -> Program[JobOutputs]:
         """Status, steps, metrics and the function's return value."""
-        obj = yield from ops.get_object(self.namespace, name)
-        job, result, _ = yield from ops.outputs_of(self.namespace, obj, kueue=self._kueue())
+        obj = yield from get_object(self.namespace, name)
+        job, result, _ = yield from outputs_of(self.namespace, obj, kueue=self._kueue())
         return outputs(job, result)
 
     def _explain_failure(self, name: str) -> Program[Failure]:
         """Why a job failed (or is stuck): its Failed condition, failing step and pod,
         container reason and exit code, warning events and its last log lines."""
-        return ops.explain(self.namespace, name, kueue=self._kueue())
+        return explain(self.namespace, name, kueue=self._kueue())
 
     # -- waiting ----------------------------------------------------------------
     def _wait(
@@ -293,7 +298,7 @@ class _Operations(ClientBase):
         log_step: str = "node-0",
         log_tail: int = 1000,
         on_update: Callable[[TrainJob], None] | None = None,
-        on_submitted: Callable[[ops.Submitted], None] | None = None,
+        on_submitted: Callable[[Submitted], None] | None = None,
         fresh_after_failure: bool = True,
         reuse_notice: bool = True,
         on_progress: Callable[[Progress], None] | None = None,
@@ -330,9 +335,7 @@ class _Operations(ClientBase):
             # Beside the wait; stopped with the run when it ends otherwise than below
             # (timeouts and cancellation do not wait for logs).
             follower = yield Spawn(
-                ops.follow_logs(
-                    self.namespace, job_name, log_step, tail=log_tail, hide_progress=True
-                ),
+                follow_logs(self.namespace, job_name, log_step, tail=log_tail, hide_progress=True),
                 on_emit=sink,
                 on_error=ended,
                 name=f"kf-logs-{job_name}",
@@ -369,13 +372,13 @@ class _Operations(ClientBase):
         identity = f"runtime-packages/{runtime}/{time.time_ns()}"
         name = yield from self._train(spec=spec, identity=identity)
         yield from self._wait(name, timeout=timeout)
-        return (yield from ops.read_logs(self.namespace, name, "node-0", None, strict=True))
+        return (yield from read_logs(self.namespace, name, "node-0", None, strict=True))
 
     # -- cancelling -------------------------------------------------------------
     def _cancel_job(self, name: str, action: CancelAction = "delete") -> Program[bool]:
         """Stop a job: ``delete`` it (pods and JobSet go with it), ``suspend`` it (kept,
         resumable) or ``keep`` it running. ``True`` if something was done."""
-        return ops.cancel(self.namespace, name, action)
+        return cancel(self.namespace, name, action)
 
     def _stop_unfinished(
         self,
@@ -389,7 +392,7 @@ class _Operations(ClientBase):
         ``identity`` (every attempt submitted for it: how a task killed before it learnt
         its job's name stops that job) or by ``label_selector``; return the names acted
         on. Finished jobs are left alone, their results kept for a retry to collect."""
-        return ops.stop_unfinished(
+        return stop_unfinished(
             self.namespace,
             action,
             name=name,
@@ -436,15 +439,15 @@ class _Operations(ClientBase):
 
     def _delete_job(self, name: str, *, propagation: str = "Foreground") -> Program[bool]:
         """Delete the TrainJob (never only its JobSet); ``False`` if already gone."""
-        return ops.delete(self.namespace, name, propagation)
+        return delete(self.namespace, name, propagation)
 
     def _suspend_job(self, name: str) -> Program[TrainJob]:
         """Suspend: the pods go, the job stays and can be resumed."""
-        return ops.set_suspended(self.namespace, name, True)
+        return set_suspended(self.namespace, name, True)
 
     def _resume_job(self, name: str) -> Program[TrainJob]:
         """Resume a suspended job."""
-        return ops.set_suspended(self.namespace, name, False)
+        return set_suspended(self.namespace, name, False)
 
 
 def _named(method: Callable[..., Any], factory: Callable[..., Any], owner: str) -> None:

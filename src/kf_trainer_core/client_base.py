@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from kf_trainer_core import checks, names, ops
+from kf_trainer_core import checks, names
 from kf_trainer_core.builder import build_trainjob, identity_text
 from kf_trainer_core.checkpoint_storage import require_storage
 from kf_trainer_core.config import KubernetesConfig, LocalConfig, parse_backend
@@ -31,6 +31,9 @@ from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE
 from kf_trainer_core.k8s.resources import EVENTS, TRAINJOBS
 from kf_trainer_core.k8s.retry import DEFAULT_POLICY, RetryPolicy
 from kf_trainer_core.kueue import KueueProbe, QueueTracker, probe_for
+from kf_trainer_core.programs.logs import follow_logs, read_logs
+from kf_trainer_core.programs.reads import get_runtime
+from kf_trainer_core.programs.submit import Submitted, choose_attempt, jobs_for_identity, submit
 from kf_trainer_core.runtimes import RuntimeInfo
 from kf_trainer_core.selectors import SUITE_SELECTOR
 from kf_trainer_core.spec import TrainJobSpec, train_spec
@@ -234,7 +237,7 @@ class ClientBase:
         """A runtime as the cluster has it, read once per client."""
         key = (name, kind)
         if key not in self._runtime_cache:
-            info, _ = yield from ops.get_runtime(name, kind, self.namespace)
+            info, _ = yield from get_runtime(name, kind, self.namespace)
             self._runtime_cache[key] = info
         return self._runtime_cache[key]
 
@@ -244,17 +247,17 @@ class ClientBase:
         runtime: RuntimeInfo | None,
         identity: Identity,
         fresh_after_failure: bool,
-    ) -> Program[ops.Submitted]:
+    ) -> Program[Submitted]:
         """Submit for an orchestrator identity: reattach to its job, or — when the last
         attempt failed and ``fresh_after_failure`` — submit the next attempt."""
         ident = identity_text(identity)
         assert ident is not None
-        existing = yield from ops.jobs_for_identity(self.namespace, ident)
-        attempt = ops.choose_attempt(existing, fresh_after_failure)
+        existing = yield from jobs_for_identity(self.namespace, ident)
+        attempt = choose_attempt(existing, fresh_after_failure)
         built = build_trainjob(
             spec, namespace=self.namespace, identity=ident, runtime=runtime, attempt=attempt
         )
-        return (yield from ops.submit(self.namespace, built))
+        return (yield from submit(self.namespace, built))
 
     def _logs(self, name: str, step: str, follow: bool, tail: int | None) -> Program[Any]:
         """The program of ``get_job_logs``: a read that returns the lines, or a follow
@@ -262,6 +265,6 @@ class ClientBase:
         checks.check_step(step)
         checks.check_count(tail=tail)
         if not follow:
-            return ops.read_logs(self.namespace, name, step, tail, strict=True)
+            return read_logs(self.namespace, name, step, tail, strict=True)
         names.require_job_name(name)
-        return ops.follow_logs(self.namespace, name, step, tail=tail or 1000)
+        return follow_logs(self.namespace, name, step, tail=tail or 1000)

@@ -214,13 +214,13 @@ def test_missing_job(client: TrainerClient) -> None:
 
 def test_server_rejection_names_the_field(client: TrainerClient, server: KubeTestServer) -> None:
     # A manifest the builder would never make, sent as a raw spec: the API answers 422.
-    from kf_trainer_core import ops
     from kf_trainer_core.builder import build_trainjob
+    from kf_trainer_core.programs.submit import submit
 
     built = build_trainjob(spec(None))
     built.manifest["spec"]["trainer"]["numNodes"] = "many"
     with pytest.raises(SubmitError, match=r"spec\.trainer\.numNodes"):
-        client._run(ops.submit(client.namespace, built))
+        client._run(submit(client.namespace, built))
 
 
 def test_watch_forbidden_falls_back_to_polling(

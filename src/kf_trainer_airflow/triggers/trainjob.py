@@ -44,7 +44,7 @@ _DEFERRED = "deferred"
 #: Whether this process has made its first task-state request (see ``_warm_up``).
 _API_WARMING = False
 # What a wait imports, heaviest first (the client of a kubernetes backend).
-_CLIENT_MODULES = ("kubernetes_asyncio", "kf_trainer_core.client", "kf_trainer_core.steps")
+_CLIENT_MODULES = ("kubernetes_asyncio", "kf_trainer_core.client", "kf_trainer_core.step_waits")
 # Background tasks are referenced until done (the event loop keeps weak references).
 _BACKGROUND: set[asyncio.Future[None]] = set()
 
@@ -228,7 +228,7 @@ class TrainJobTrigger(BaseTrigger):
             TrainJobNotFoundError,
             TrainJobTimeoutError,
         )
-        from kf_trainer_core.steps import StepGoal, await_step
+        from kf_trainer_core.step_waits import StepGoal, await_step
 
         base: dict[str, Any] = {"job_name": self.job_name, "namespace": self.namespace}
         try:

@@ -21,13 +21,9 @@ from kf_trainer_core.errors import (
 )
 from kf_trainer_core.k8s.calls import Await, Emit, Program
 from kf_trainer_core.kueue import QueueStatus, QueueTracker, queue_name
-from kf_trainer_core.ops import (
-    explain_failure,
-    get_object,
-    job_pods,
-    outputs_of,
-    with_log_progress,
-)
+from kf_trainer_core.programs.logs import with_log_progress
+from kf_trainer_core.programs.outcome import explain_failure, outputs_of
+from kf_trainer_core.programs.reads import get_object, job_pods
 from kf_trainer_core.status import (
     CREATION_FAILED_REASON,
     Failure,
