@@ -56,13 +56,19 @@ class _Addressed:
 
 
 @dataclass(frozen=True)
-class Get(_Addressed):
-    """Read one object. Result: the object (a dict)."""
+class _OneObject(_Addressed):
+    """A call on one object of a resource type."""
 
     _names = "name"
+
     resource: Resource
     namespace: str | None
     name: str
+
+
+@dataclass(frozen=True)
+class Get(_OneObject):
+    """Read one object. Result: the object (a dict)."""
 
 
 @dataclass(frozen=True)
@@ -97,27 +103,17 @@ class Create(_Addressed):
 
 
 @dataclass(frozen=True)
-class Patch(_Addressed):
+class Patch(_OneObject):
     """Merge-patch an object (or its ``status`` subresource)."""
 
-    _names = "name"
-
-    resource: Resource
-    namespace: str | None
-    name: str
     body: dict[str, Any] = field(hash=False)
     subresource: str | None = None
 
 
 @dataclass(frozen=True)
-class Delete(_Addressed):
+class Delete(_OneObject):
     """Delete an object. Result: the API's answer (object or Status)."""
 
-    _names = "name"
-
-    resource: Resource
-    namespace: str | None
-    name: str
     propagation: str = "Foreground"
 
 
