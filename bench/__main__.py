@@ -46,6 +46,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--out", type=Path, default=REPO, help="where BENCHMARKS.md and bench/ go (default: repo)"
     )
     parser.add_argument(
+        "--scale-counts",
+        type=lambda text: [int(n) for n in text.split(",")],
+        help="job counts for 'scale' (comma-separated; default 10,100,1000)",
+    )
+    parser.add_argument(
         "--cache",
         type=Path,
         default=REPO / ".bench-cache",
@@ -57,7 +62,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     out: Path = args.out.resolve()
-    settings = Settings(quick=args.quick, out=out, cache=args.cache.resolve())
+    settings = Settings(
+        quick=args.quick, out=out, cache=args.cache.resolve(), scale_counts=args.scale_counts
+    )
     results_path = out / "bench" / "results.json"
     results: JSON = {}
     if args.only and results_path.exists():
@@ -68,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     command = "uv run python -m bench" + (" --quick" if args.quick else "")
     if args.only:
         command += f" --only {args.only}"
+    if args.scale_counts:
+        command += " --scale-counts " + ",".join(map(str, args.scale_counts))
     if not args.only or "machine" not in results:
         results["machine"] = machine_facts(settings)
         results["command"] = command

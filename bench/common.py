@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -51,6 +51,8 @@ class Settings:
     out: Path
     cache: Path
     log: list[str] = field(default_factory=list)
+    #: Job counts for "scale of waiting" (``--scale-counts``; default: 10, 100, 1,000).
+    scale_counts: list[int] | None = None
 
     def note(self, text: str) -> None:
         """Progress on stderr (benchmarks run for minutes; say what is happening)."""
@@ -494,6 +496,40 @@ def process_probe(pid: int) -> Any:
 def cpu_seconds(proc: Any) -> float:
     times = proc.cpu_times()
     return float(times.user + times.system)
+
+
+class Follower:
+    """A reading of a process (its CPU seconds, its RSS), taken from outside every
+    50 ms and folded with ``fold`` (the latest, the peak): what was read survives the
+    process, which may end right after its result."""
+
+    def __init__(
+        self,
+        proc: Any,
+        read: Callable[[Any], float],
+        fold: Callable[[float, float], float] = lambda _old, new: new,
+    ) -> None:
+        import threading
+
+        self._proc = proc
+        self._read = read
+        self._fold = fold
+        self.value = read(proc)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            try:
+                self.value = self._fold(self.value, self._read(self._proc))
+            except Exception:  # the process ended: keep what was read
+                return
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return self.value
 
 
 def latencies(returned: dict[str, float], completed: dict[str, float]) -> list[float]:

@@ -31,6 +31,7 @@ from bench.common import (
     NAMESPACE,
     BenchServer,
     DriverError,
+    Follower,
     Settings,
     driver,
     latencies,
@@ -105,32 +106,6 @@ def _settled(srv: BenchServer, since: float, side: str, deadline: float) -> None
     time.sleep(0.5)
 
 
-class _RssSampler:
-    """The waiting process's RSS, sampled from outside every 50 ms: its peak while it
-    lists, watches and waits (a process's own peak counter also holds its imports)."""
-
-    def __init__(self, pid: int) -> None:
-        import threading
-
-        self.peak = 0
-        self._proc = process_probe(pid)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.05):
-            try:
-                self.peak = max(self.peak, int(self._proc.memory_info().rss))
-            except Exception:  # the process ended
-                return
-
-    def stop(self) -> int:
-        self._stop.set()
-        self._thread.join()
-        return self.peak
-
-
 def measure(
     srv: BenchServer, workdir: Path, settings: Settings, key: str, side: str, mode: str, n: int
 ) -> JSON:
@@ -150,11 +125,11 @@ def measure(
         with driver(side, mode, config, workdir, settings) as d:
             d.wait_ready(timeout=600)
             # READY comes after the driver took its "before" RSS: sample from here on.
-            sampler = _RssSampler(d.pid)
+            sampler = Follower(process_probe(d.pid), lambda p: p.memory_info().rss, max)
             _settled(srv, start, side, time.time() + 300)
             srv.resume(names)
             result: dict[str, Any] = d.result(timeout=600)
-            peak = sampler.stop()
+            peak = int(sampler.stop())
     except DriverError as exc:
         return {"error": str(exc)}
     end = time.time()

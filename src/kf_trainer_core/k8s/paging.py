@@ -65,8 +65,13 @@ def list_pages(
             if restart is not None:
                 restart()
             continue
-        keep(list(page.get("items") or []))
+        items = list(page.get("items") or [])
         meta = dict(page.get("metadata") or {})
+        # Not referenced while the next page is read: one page of full objects alive at
+        # a time, not two.
+        del page
+        keep(items)
+        del items
         token = meta.get("continue") or None
         if token is None:
             return meta
