@@ -140,7 +140,7 @@ def classify(
     """The class of a failure and the evidence for it (one line), from the job's
     Failed condition (``reason``, ``message``), its failing container, all its pods,
     Kueue evictions (``(reason, message)``) and the failing step's log tail."""
-    from kf_trainer_core.status import CREATION_FAILED_REASON
+    from kf_trainer_core.k8s.trainjob import CREATION_FAILED_REASON
 
     pods = list(pods)
     if reason == CREATION_FAILED_REASON:

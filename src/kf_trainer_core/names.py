@@ -17,6 +17,12 @@ from collections.abc import Iterable
 from kf_trainer_core._model import fix
 from kf_trainer_core.errors import InvalidNameError
 
+# The steps' names, where the name limits come from (kept importable from here).
+from kf_trainer_core.k8s.trainjob import DATASET_INITIALIZER as DATASET_INITIALIZER
+from kf_trainer_core.k8s.trainjob import LAUNCHER as LAUNCHER
+from kf_trainer_core.k8s.trainjob import MODEL_INITIALIZER as MODEL_INITIALIZER
+from kf_trainer_core.k8s.trainjob import NODE as NODE
+
 NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 CRD_MAX_LENGTH = 63
 
@@ -24,11 +30,6 @@ CRD_MAX_LENGTH = 63
 _POD_SUFFIX = len("-") + len("-0-0-") + 5
 #: The longest name usable whatever the runtime (its steps include dataset-initializer).
 SAFE_MAX_LENGTH = CRD_MAX_LENGTH - _POD_SUFFIX - len("dataset-initializer")
-
-DATASET_INITIALIZER = "dataset-initializer"
-MODEL_INITIALIZER = "model-initializer"
-NODE = "node"
-LAUNCHER = "launcher"
 
 
 def max_name_length(replicated_jobs: Iterable[str]) -> int:
