@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 
 from kf_trainer_core._model import fix
-from kf_trainer_core.errors import KFTrainerError
+from kf_trainer_core.errors import InvalidNameError
 
 # The steps' names, where the name limits come from (kept importable from here).
 from kf_trainer_core.k8s.trainjob import DATASET_INITIALIZER as DATASET_INITIALIZER
@@ -96,11 +96,6 @@ def name_from_identity(
     room = limit - len(suffix) - 1
     head = readable[:room].rstrip("-") or "tj"[:room]
     return f"{head}-{suffix}"
-
-
-class InvalidNameError(KFTrainerError, ValueError):
-    """A job name given to a client method (or a task, component or command built on
-    one) cannot name a TrainJob; raised before any request is made."""
 
 
 def require_job_name(name: object, argument: str = "name") -> str:

@@ -26,7 +26,8 @@ from kf_trainer_core.builder import (
     PROGRESS_FROM_LOG,
     SPEC_HASH_ANNOTATION,
 )
-from kf_trainer_core.failures import FailureClass, classify
+from kf_trainer_core.errors import FailureClass
+from kf_trainer_core.failures import classify
 from kf_trainer_core.function import parse_result
 from kf_trainer_core.k8s.resources import (
     COMPLETION_INDEX_LABEL,

@@ -199,7 +199,7 @@ def disposition(exc: BaseException, run: RunInfo, flow_cancelling: Callable[[], 
     """
     from prefect.exceptions import TerminationSignal
 
-    from kf_trainer_core.waiting import (
+    from kf_trainer_core.errors import (
         TrainJobCreationFailedError,
         TrainJobDeletedError,
         TrainJobFailedError,

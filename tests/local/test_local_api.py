@@ -17,6 +17,7 @@ from kf_trainer_core import function
 from kf_trainer_core.builder import build_trainjob
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import LocalConfig
+from kf_trainer_core.errors import TrainJobTimeoutError
 from kf_trainer_core.k8s.calls import (
     Create,
     Delete,
@@ -34,7 +35,6 @@ from kf_trainer_core.local.logs import LogFollower, LogWriter, read_log
 from kf_trainer_core.local.store import LabelSelector, Store
 from kf_trainer_core.local.transport import LocalTransport
 from kf_trainer_core.spec import CustomTrainer, SecretKeyRef, TrainJobSpec
-from kf_trainer_core.waiting import TrainJobTimeoutError
 
 
 @pytest.fixture
