@@ -64,7 +64,7 @@ def log_step(value: Any) -> str:
     if value == "node-0":
         return "node-0"
     # The core's step grammar (imported only for non-default steps: parsing stays cheap).
-    from kf_trainer_core.steps import StepGoal
+    from kf_trainer_core.step_waits import StepGoal
 
     if not isinstance(value, str):
         raise ValueError(

@@ -24,15 +24,14 @@ try:
 except ImportError:  # pragma: no cover - Airflow before the task SDK
     from airflow.exceptions import AirflowFailException  # type: ignore[no-redef]
 
-from kf_trainer_core.failures import (
-    DEFAULT_RETRY_ON,
+from kf_trainer_core.errors import (
     CapacityFailure,
     ConfigurationFailure,
     FailureClass,
     InfrastructureFailure,
     UserCodeFailure,
-    failure_class_of,
 )
+from kf_trainer_core.failures import DEFAULT_RETRY_ON, failure_class_of
 
 if TYPE_CHECKING:
     from kf_trainer_airflow.operators.trainjob import TrainJobFailedException

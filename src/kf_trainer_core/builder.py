@@ -20,6 +20,7 @@ import yaml
 from kf_trainer_core import checkpoint_storage, checks, names
 from kf_trainer_core import function as fn
 from kf_trainer_core.errors import FieldProblem, SpecError
+from kf_trainer_core.k8s.trainjob import TRAINER_API, TRAINER_GROUP
 from kf_trainer_core.lineage import LINEAGE_INPUTS_ANNOTATION, inputs_annotation
 from kf_trainer_core.runtimes import GPU_RESOURCE, MIG_PREFIX, RuntimeInfo
 from kf_trainer_core.spec import (
@@ -47,9 +48,10 @@ from kf_trainer_core.spec import (
     TrainJobSpec,
 )
 
-GROUP = "trainer.kubeflow.org"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
+#: The TrainJob's API (from :mod:`kf_trainer_core.k8s.trainjob`, named here as before).
+GROUP = TRAINER_GROUP
+VERSION = TRAINER_API.rsplit("/", 1)[1]
+API_VERSION = TRAINER_API
 KIND = "TrainJob"
 PLURAL = "trainjobs"
 
@@ -179,7 +181,7 @@ def build_trainjob(
     body: dict[str, Any] = {
         "runtimeRef": {
             "name": spec.runtime.name,
-            "apiGroup": GROUP,
+            "apiGroup": TRAINER_GROUP,
             "kind": spec.runtime.kind.value,
         },
     }
@@ -257,7 +259,7 @@ def build_trainjob(
     if lineage is not None:
         annotations[LINEAGE_INPUTS_ANNOTATION] = lineage
     manifest: dict[str, Any] = {
-        "apiVersion": API_VERSION,
+        "apiVersion": TRAINER_API,
         "kind": KIND,
         "metadata": metadata,
         "spec": body,

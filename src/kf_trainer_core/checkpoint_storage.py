@@ -320,14 +320,14 @@ def locate_program(
 ) -> Program[tuple[CheckpointLocation, list[dict[str, Any]]]]:
     """Where ``identity``'s checkpoints are, and the identity's TrainJobs (on a cluster
     the option is read back from the newest job that used one, unless given)."""
-    from kf_trainer_core import ops
+    from kf_trainer_core.programs.submit import jobs_for_identity
 
     if not identity.strip("/ "):
         raise ValueError(
             "no identity was named. Fix: pass the identity the job was submitted with, "
             "e.g. (dag_id, task_id, run_id)."
         )
-    existing = yield from ops.jobs_for_identity(namespace, identity)
+    existing = yield from jobs_for_identity(namespace, identity)
     if option is None:
         option = next((o for o in map(option_of, reversed(existing)) if o is not None), None)
     return location(option, namespace, identity, state_dir=state_dir), existing

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -103,31 +103,39 @@ class KubernetesConfig(SpecModel):
         return self
 
     def kubeconfig_dict(self) -> dict[str, Any] | None:
-        """The inline kubeconfig parsed, if one is set."""
-        if self.kubeconfig_content is None:
+        """The kubeconfig as a document when it is not one file the client library
+        reads itself: the inline one, or several files of ``$KUBECONFIG`` merged as
+        kubectl merges them (see :func:`merge_kubeconfigs`). ``None``: one file."""
+        if self.kubeconfig_content is not None:
+            return _kubeconfig_mapping(
+                self.kubeconfig_content.get_secret_value(), "kubeconfig_content"
+            )
+        files = [p for p in self.kubeconfig_files() if p.is_file()]
+        if len(files) < 2:
             return None
-        return _kubeconfig_mapping(self.kubeconfig_content.get_secret_value(), "kubeconfig_content")
+        field = _ENV_FIELD
+        return merge_kubeconfigs((p, _kubeconfig_mapping(_read(p, field), field)) for p in files)
+
+    def kubeconfig_files(self) -> list[Path]:
+        """The kubeconfig files in effect, in order: ``kubeconfig``, else every file
+        listed in ``$KUBECONFIG`` (kubectl reads them all), else ``~/.kube/config``."""
+        if self.kubeconfig:
+            return [Path(self.kubeconfig).expanduser()]
+        listed = os.environ.get("KUBECONFIG", "").split(os.pathsep)
+        return [Path(p).expanduser() for p in listed if p] or [Path("~/.kube/config").expanduser()]
 
     def kubeconfig_path(self) -> Path:
-        """The kubeconfig file used when no inline one is set: ``kubeconfig``, else
-        the first file of ``$KUBECONFIG``, else ``~/.kube/config``."""
-        path = (
-            self.kubeconfig or os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]
-        )
-        return Path(path or "~/.kube/config").expanduser()
+        """The first kubeconfig file in effect that exists (else the first listed)."""
+        files = self.kubeconfig_files()
+        return next((p for p in files if p.is_file()), files[0])
 
     def check_usable(self) -> None:
         """Refuse, naming the field, what cannot reach a cluster before any request:
         a kubeconfig file that does not exist or does not parse."""
         if self.mode() != "kubeconfig" or self.kubeconfig_content is not None:
             return
-        if self.kubeconfig:
-            field, paths = "kubeconfig", [self.kubeconfig_path()]
-        else:
-            # $KUBECONFIG may list several files; the client library merges those that exist.
-            field = "kubeconfig ($KUBECONFIG or ~/.kube/config)"
-            listed = os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)
-            paths = [Path(p).expanduser() for p in listed if p] or [self.kubeconfig_path()]
+        field = "kubeconfig" if self.kubeconfig else _ENV_FIELD
+        paths = self.kubeconfig_files()
         existing = [p for p in paths if p.is_file()]
         if not existing:
             shown = ", ".join(repr(str(p)) for p in paths)
@@ -149,12 +157,9 @@ class KubernetesConfig(SpecModel):
             return "in-cluster"
         if self.kubeconfig or self.kubeconfig_content:
             return "kubeconfig"
-        default = Path(
-            os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]
-        ).expanduser()
         if (
             self.in_cluster is None
-            and not default.exists()
+            and not any(p.exists() for p in self.kubeconfig_files())
             and (SERVICE_ACCOUNT_DIR / "token").exists()
         ):
             return "in-cluster"
@@ -296,6 +301,51 @@ def _host_problem(host: str) -> str | None:
         f"host {host!r} is not an http(s) URL of an API server.",
         f"write the URL with its scheme, e.g. {example!r}.",
     )
+
+
+_ENV_FIELD = "kubeconfig ($KUBECONFIG or ~/.kube/config)"
+#: Fields of a kubeconfig that name files, relative to the kubeconfig that holds them.
+_FILE_FIELDS = {
+    "clusters": ("cluster", ("certificate-authority",)),
+    "users": ("user", ("client-certificate", "client-key", "tokenFile")),
+}
+
+
+def merge_kubeconfigs(documents: Iterable[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
+    """Merge kubeconfig files as kubectl does for a multi-path ``$KUBECONFIG``: the
+    first file to set a value wins — a cluster, context or user of a given name, the
+    ``current-context``, any other top-level key. Relative file paths are resolved
+    against the directory of the file that holds them (as kubectl does), since the
+    merged document has no directory of its own."""
+    merged: dict[str, Any] = {"clusters": [], "contexts": [], "users": []}
+    for path, doc in documents:
+        for key, value in doc.items():
+            if key in ("clusters", "contexts", "users"):
+                seen = {item.get("name") for item in merged[key]}
+                for item in value or []:
+                    if isinstance(item, dict) and item.get("name") not in seen:
+                        seen.add(item.get("name"))
+                        merged[key].append(_absolute(key, item, path.parent))
+            elif key not in merged and value not in (None, ""):
+                merged[key] = value
+    return merged
+
+
+def _absolute(kind: str, item: dict[str, Any], base: Path) -> dict[str, Any]:
+    inner_key, fields = _FILE_FIELDS.get(kind, ("", ()))
+    inner = item.get(inner_key)
+    if not isinstance(inner, dict):
+        return item
+    fixed = dict(inner)
+    for name in fields:
+        value = fixed.get(name)
+        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+            fixed[name] = str(base / value)
+    exec_ = fixed.get("exec")
+    command = exec_.get("command") if isinstance(exec_, dict) else None
+    if isinstance(command, str) and "/" in command and not Path(command).is_absolute():
+        fixed["exec"] = {**exec_, "command": str(base / command)}  # type: ignore[dict-item]
+    return {**item, inner_key: fixed}
 
 
 def _context_namespace(cfg: KubernetesConfig) -> str | None:

@@ -1,14 +1,24 @@
-"""Errors raised by kf-trainer-suite.
+"""Every public error of kf-trainer-suite (API failures aside: they are
+:class:`~kf_trainer_core.k8s.errors.ApiError`, with the HTTP status).
 
 Every error a user can cause carries the field it is about and the fix, so that a bad
 DAG or flow fails at parse or submit time with a message that says what to change.
+Errors about a job's outcome derive from the failure-class markers
+(:class:`InfrastructureFailure`, :class:`CapacityFailure`, :class:`ConfigurationFailure`,
+:class:`UserCodeFailure`; see :mod:`kf_trainer_core.failures`), so that
+exception-matching retry rules can tell them apart.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from enum import Enum
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from kf_trainer_core.kueue import QueueStatus
+    from kf_trainer_core.status import Failure, TrainJob
 
 
 class KFTrainerError(Exception):
@@ -98,3 +108,182 @@ def join_problems(groups: Iterable[Sequence[FieldProblem]]) -> list[FieldProblem
                 seen.add(p)
                 out.append(p)
     return out
+
+
+# --------------------------------------------------------------- names and submits
+
+
+class InvalidNameError(KFTrainerError, ValueError):
+    """A job name given to a client method (or a task, component or command built on
+    one) cannot name a TrainJob; raised before any request is made."""
+
+
+class TrainJobNotFoundError(KFTrainerError, LookupError):
+    """No TrainJob of that name in the namespace."""
+
+
+class SpecConflictError(KFTrainerError):
+    """A TrainJob of the same name exists with a different spec: adopting it would run
+    something other than what was asked."""
+
+
+class SubmitError(KFTrainerError):
+    """The API refused the TrainJob (its message names the fields)."""
+
+
+# ------------------------------------------------------------------ failure classes
+
+
+class FailureClass(str, Enum):
+    """The class of a failure (see the module's documentation)."""
+
+    INFRASTRUCTURE = "infrastructure"
+    CAPACITY = "capacity"
+    CONFIGURATION = "configuration"
+    USER_CODE = "user-code"
+    UNKNOWN = "unknown"
+
+    @property
+    def retryable(self) -> bool:
+        """Whether a plain retry may help (only infrastructure trouble, by default)."""
+        return self is FailureClass.INFRASTRUCTURE
+
+
+class ClassifiedFailure(KFTrainerError):
+    """Base of the per-class marker types; ``failure_class`` says which."""
+
+    failure_class: ClassVar[FailureClass] = FailureClass.UNKNOWN
+
+
+class InfrastructureFailure(ClassifiedFailure):
+    """The platform failed the job (eviction, preemption, node loss, registry or API
+    server trouble): retrying is reasonable."""
+
+    failure_class = FailureClass.INFRASTRUCTURE
+
+
+class CapacityFailure(ClassifiedFailure):
+    """The job does not fit (out of memory, deadline, unschedulable, not admitted)."""
+
+    failure_class = FailureClass.CAPACITY
+
+
+class ConfigurationFailure(ClassifiedFailure):
+    """The job as written cannot run (missing image, bad runtime or spec)."""
+
+    failure_class = FailureClass.CONFIGURATION
+
+
+class UserCodeFailure(ClassifiedFailure):
+    """The training code failed (a traceback, a non-zero exit)."""
+
+    failure_class = FailureClass.USER_CODE
+
+
+# ----------------------------------------------------------------- a job's outcome
+
+
+class _JobProblem(KFTrainerError):
+    """An error about one job: a message, the job as last seen, and the failure that
+    explains it (its description follows the message)."""
+
+    def __init__(
+        self, message: str, job: TrainJob | None = None, failure: Failure | None = None
+    ) -> None:
+        self.job = job
+        self.failure = failure
+        super().__init__(message if failure is None else f"{message}\n{failure.describe()}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.args[0].split("\n", 1)[0], self.job, self.failure))
+
+
+class TrainJobFailedError(KFTrainerError):
+    """The job failed; ``failure`` says why (reason, step, pod, exit code, log tail)."""
+
+    def __init__(self, job: TrainJob | None, failure: Failure) -> None:
+        self.job = job
+        self.failure = failure
+        name = f"{job.namespace}/{job.name}" if job else "TrainJob"
+        super().__init__(f"{name} failed: {failure.describe()}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.job, self.failure))
+
+    @property
+    def failure_class(self) -> FailureClass:
+        """The failure's class (see :mod:`kf_trainer_core.failures`); the subclasses
+        below carry it as a class attribute too, for exception-matching rules."""
+        return self.failure.failure_class
+
+
+class TrainJobInfrastructureError(InfrastructureFailure, TrainJobFailedError):
+    """The job failed for the platform's sake (eviction, preemption, node loss,
+    registry trouble): a retry may succeed."""
+
+
+class TrainJobCapacityError(CapacityFailure, TrainJobFailedError):
+    """The job failed for want of capacity (out of memory, deadline)."""
+
+
+class TrainJobConfigurationError(ConfigurationFailure, TrainJobFailedError):
+    """The job failed because of how it is configured (image, runtime, secret)."""
+
+
+class TrainJobUserCodeError(UserCodeFailure, TrainJobFailedError):
+    """The training code failed (a traceback or a non-zero exit)."""
+
+
+class TrainJobCreationFailedError(ConfigurationFailure, TrainJobFailedError):
+    """The Trainer could not build the job's JobSet (a ``TrainJobResourcesCreationFailed``
+    event): the job would stay pending forever."""
+
+
+_FAILED_ERRORS: dict[FailureClass, type[TrainJobFailedError]] = {
+    FailureClass.INFRASTRUCTURE: TrainJobInfrastructureError,
+    FailureClass.CAPACITY: TrainJobCapacityError,
+    FailureClass.CONFIGURATION: TrainJobConfigurationError,
+    FailureClass.USER_CODE: TrainJobUserCodeError,
+}
+
+
+def failed_error(job: TrainJob | None, failure: Failure) -> TrainJobFailedError:
+    """The error for a failed job: the subclass of :class:`TrainJobFailedError` that
+    matches the failure's class (all of them are ``TrainJobFailedError``)."""
+    return _FAILED_ERRORS.get(failure.failure_class, TrainJobFailedError)(job, failure)
+
+
+class TrainJobTimeoutError(_JobProblem, TimeoutError):
+    """The job did not reach the wanted state in time."""
+
+    @property
+    def failure_class(self) -> FailureClass:
+        """What kept the job from getting there: the stuck pod's class, else unknown."""
+        return self.failure.failure_class if self.failure else FailureClass.UNKNOWN
+
+
+class TrainJobAdmissionTimeoutError(CapacityFailure, TrainJobTimeoutError):
+    """Kueue did not admit the job in time (``admission_timeout``). ``queue`` says what
+    the queue was waiting for (pending reason and message, position)."""
+
+    def __init__(
+        self,
+        message: str,
+        job: TrainJob | None = None,
+        failure: Failure | None = None,
+        queue: QueueStatus | None = None,
+    ) -> None:
+        self.queue = queue
+        super().__init__(message, job, failure)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.args[0].split("\n", 1)[0], self.job, self.failure, self.queue))
+
+
+class TrainJobDeletedError(KFTrainerError):
+    """The job was deleted while being waited for."""
+
+
+class StepFailedError(_JobProblem):
+    """The step failed, or the job ended without the step reaching the wanted state.
+    ``failure`` explains the job's failure when there is one."""

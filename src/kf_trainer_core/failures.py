@@ -28,26 +28,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from enum import Enum
-from typing import Any, ClassVar
+from typing import Any
 
-from kf_trainer_core.errors import KFTrainerError, SpecError
-
-
-class FailureClass(str, Enum):
-    """The class of a failure (see the module's documentation)."""
-
-    INFRASTRUCTURE = "infrastructure"
-    CAPACITY = "capacity"
-    CONFIGURATION = "configuration"
-    USER_CODE = "user-code"
-    UNKNOWN = "unknown"
-
-    @property
-    def retryable(self) -> bool:
-        """Whether a plain retry may help (only infrastructure trouble, by default)."""
-        return self is FailureClass.INFRASTRUCTURE
-
+from kf_trainer_core.errors import (
+    ClassifiedFailure,
+    FailureClass,
+    KFTrainerError,
+    SpecConflictError,
+    SpecError,
+    SubmitError,
+    TrainJobNotFoundError,
+)
 
 #: Process exit codes per class (``sysexits.h`` where one fits), for runners that only
 #: see an exit status (a KFP component): an exit handler or a retry policy can tell
@@ -62,37 +53,6 @@ EXIT_CODES: dict[FailureClass, int] = {
 
 #: Classes a ready-made retry policy retries.
 DEFAULT_RETRY_ON: frozenset[FailureClass] = frozenset({FailureClass.INFRASTRUCTURE})
-
-
-class ClassifiedFailure(KFTrainerError):
-    """Base of the per-class marker types; ``failure_class`` says which."""
-
-    failure_class: ClassVar[FailureClass] = FailureClass.UNKNOWN
-
-
-class InfrastructureFailure(ClassifiedFailure):
-    """The platform failed the job (eviction, preemption, node loss, registry or API
-    server trouble): retrying is reasonable."""
-
-    failure_class = FailureClass.INFRASTRUCTURE
-
-
-class CapacityFailure(ClassifiedFailure):
-    """The job does not fit (out of memory, deadline, unschedulable, not admitted)."""
-
-    failure_class = FailureClass.CAPACITY
-
-
-class ConfigurationFailure(ClassifiedFailure):
-    """The job as written cannot run (missing image, bad runtime or spec)."""
-
-    failure_class = FailureClass.CONFIGURATION
-
-
-class UserCodeFailure(ClassifiedFailure):
-    """The training code failed (a traceback, a non-zero exit)."""
-
-    failure_class = FailureClass.USER_CODE
 
 
 #: Pod ``status.reason`` values that mean the platform removed the pod.
@@ -180,7 +140,7 @@ def classify(
     """The class of a failure and the evidence for it (one line), from the job's
     Failed condition (``reason``, ``message``), its failing container, all its pods,
     Kueue evictions (``(reason, message)``) and the failing step's log tail."""
-    from kf_trainer_core.status import CREATION_FAILED_REASON
+    from kf_trainer_core.k8s.trainjob import CREATION_FAILED_REASON
 
     pods = list(pods)
     if reason == CREATION_FAILED_REASON:
@@ -243,8 +203,6 @@ def failure_class_of(exc: BaseException) -> FailureClass | None:
         return FailureClass.UNKNOWN
     if isinstance(exc, SpecError):
         return FailureClass.CONFIGURATION
-    from kf_trainer_core.ops import SpecConflictError, SubmitError, TrainJobNotFoundError
-
     if isinstance(exc, (SubmitError, SpecConflictError, TrainJobNotFoundError)):
         return FailureClass.CONFIGURATION
     if isinstance(exc, KFTrainerError):

@@ -78,7 +78,7 @@ def disposition(
     ``signalled``: ``exc`` is a termination signal (or a runner's shutdown), which both
     a cancellation and an eviction send: only ``cancelling()`` tells them apart.
     """
-    from kf_trainer_core.waiting import (
+    from kf_trainer_core.errors import (
         TrainJobCreationFailedError,
         TrainJobDeletedError,
         TrainJobFailedError,

@@ -15,7 +15,13 @@ import re
 from collections.abc import Iterable
 
 from kf_trainer_core._model import fix
-from kf_trainer_core.errors import KFTrainerError
+from kf_trainer_core.errors import InvalidNameError
+
+# The steps' names, where the name limits come from (kept importable from here).
+from kf_trainer_core.k8s.trainjob import DATASET_INITIALIZER as DATASET_INITIALIZER
+from kf_trainer_core.k8s.trainjob import LAUNCHER as LAUNCHER
+from kf_trainer_core.k8s.trainjob import MODEL_INITIALIZER as MODEL_INITIALIZER
+from kf_trainer_core.k8s.trainjob import NODE as NODE
 
 NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 CRD_MAX_LENGTH = 63
@@ -24,11 +30,6 @@ CRD_MAX_LENGTH = 63
 _POD_SUFFIX = len("-") + len("-0-0-") + 5
 #: The longest name usable whatever the runtime (its steps include dataset-initializer).
 SAFE_MAX_LENGTH = CRD_MAX_LENGTH - _POD_SUFFIX - len("dataset-initializer")
-
-DATASET_INITIALIZER = "dataset-initializer"
-MODEL_INITIALIZER = "model-initializer"
-NODE = "node"
-LAUNCHER = "launcher"
 
 
 def max_name_length(replicated_jobs: Iterable[str]) -> int:
@@ -95,11 +96,6 @@ def name_from_identity(
     room = limit - len(suffix) - 1
     head = readable[:room].rstrip("-") or "tj"[:room]
     return f"{head}-{suffix}"
-
-
-class InvalidNameError(KFTrainerError, ValueError):
-    """A job name given to a client method (or a task, component or command built on
-    one) cannot name a TrainJob; raised before any request is made."""
 
 
 def require_job_name(name: object, argument: str = "name") -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from kf_trainer_core import names
+from kf_trainer_core.k8s.trainjob import FRAMEWORK_LABEL, trainer_container
 
 Launcher = Literal["torchrun", "mpirun", "python"]
 
@@ -24,8 +25,6 @@ _DEVICE_RESOURCES = (
     ("huawei.com/Ascend910", "npu"),
     ("amd.com/gpu", "gpu"),
 )
-ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
-FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
 
 
 @dataclass(frozen=True)
@@ -83,18 +82,9 @@ class RuntimeInfo:
         )
         labels = dict(meta.get("labels") or {})
         rjobs = ((spec.get("template") or {}).get("spec") or {}).get("replicatedJobs") or []
-        image: str | None = None
-        device: str | None = None
-        count: str | None = None
-        for rjob in rjobs:
-            tmpl = rjob.get("template") or {}
-            if ANCESTOR_LABEL not in ((tmpl.get("metadata") or {}).get("labels") or {}):
-                continue
-            pod = ((tmpl.get("spec") or {}).get("template") or {}).get("spec") or {}
-            for container in pod.get("containers") or []:
-                if container.get("name") == names.NODE:
-                    image = container.get("image")
-                    device, count = device_of(container.get("resources"))
+        node = trainer_container(obj)
+        image: str | None = node.get("image")
+        device, count = device_of(node.get("resources")) if node else (None, None)
         procs = (
             (policy_spec.get(policy) or {}).get("numProcPerNode")
             if policy in ("torch", "mpi")

@@ -26,7 +26,8 @@ from kf_trainer_core.builder import (
     PROGRESS_FROM_LOG,
     SPEC_HASH_ANNOTATION,
 )
-from kf_trainer_core.failures import FailureClass, classify
+from kf_trainer_core.errors import FailureClass
+from kf_trainer_core.failures import classify
 from kf_trainer_core.function import parse_result
 from kf_trainer_core.k8s.resources import (
     COMPLETION_INDEX_LABEL,
@@ -34,12 +35,14 @@ from kf_trainer_core.k8s.resources import (
     REPLICATED_JOB_LABEL,
     RESTART_ATTEMPT_LABEL,
 )
+
+# Re-exported: the client and the failure classes read it from here.
+from kf_trainer_core.k8s.trainjob import CREATION_FAILED_REASON as CREATION_FAILED_REASON
+from kf_trainer_core.k8s.trainjob import condition, condition_true
 from kf_trainer_core.kueue import QueueStatus
 from kf_trainer_core.runtimes import device_of
 from kf_trainer_core.timeutil import duration_text
 
-#: The Warning event the Trainer emits when it cannot build a TrainJob's JobSet.
-CREATION_FAILED_REASON = "TrainJobResourcesCreationFailed"
 #: Waiting reasons that will not resolve by themselves while a pod is pending.
 STUCK_WAITING_REASONS = frozenset(
     {
@@ -255,27 +258,14 @@ class JobOutputs(_Out):
 # ---------------------------------------------------------------------- derivation
 
 
-def condition(obj: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
-    """The condition of ``kind`` in a TrainJob, if present."""
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            return dict(cond)
-    return None
-
-
-def _true(obj: Mapping[str, Any], kind: str) -> bool:
-    cond = condition(obj, kind)
-    return bool(cond and cond.get("status") == "True")
-
-
 def job_state(obj: Mapping[str, Any]) -> JobState:
     """The state of a TrainJob object, without looking at its pods."""
-    if _true(obj, "Failed"):
+    if condition_true(obj, "Failed"):
         return JobState.FAILED
-    if _true(obj, "Complete"):
+    if condition_true(obj, "Complete"):
         return JobState.COMPLETE
     # Suspended=False (reason Resumed) stays in the list after a resume: only True counts.
-    if _true(obj, "Suspended"):
+    if condition_true(obj, "Suspended"):
         return JobState.SUSPENDED
     jobs = (obj.get("status") or {}).get("jobsStatus") or []
     # A Job counts pending pods as `active`; only `ready` pods are running. Finished

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kf_trainer_core import task_ops
+from kf_trainer_core import task_helpers
 from kf_trainer_core._model import suggest_keywords
 from kf_trainer_core.builder import build_trainjob
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
@@ -94,7 +94,7 @@ def _check_constants(kind: str, args: Mapping[str, Any], constant: Callable[[Any
             inp.cancel_action(str(known[field]))
     if "step" in known:
         try:
-            task_ops.parse_step(str(known["step"]))
+            task_helpers.parse_step(str(known["step"]))
         except ValueError as err:
             raise _as_spec_error("step", err) from None
     if kind == "spec" and all(n in known for n in _SPEC_INPUT_NAMES if n in args):

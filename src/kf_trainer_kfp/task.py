@@ -20,14 +20,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kf_trainer_core import task_ops
+from kf_trainer_core import task_helpers
 from kf_trainer_core.builder import identity_text
+from kf_trainer_core.errors import (
+    SpecConflictError,
+    StepFailedError,
+    TrainJobFailedError,
+    TrainJobTimeoutError,
+)
 from kf_trainer_core.names import require_job_name
-from kf_trainer_core.ops import SpecConflictError
 from kf_trainer_core.spec import TrainJobSpec
 from kf_trainer_core.status import Failure, JobOutputs, TrainJob
-from kf_trainer_core.steps import StepFailedError
-from kf_trainer_core.waiting import TrainJobFailedError, TrainJobTimeoutError
 from kf_trainer_kfp import inputs as inp
 from kf_trainer_kfp import summary
 
@@ -272,7 +275,8 @@ def _classified(run: Callable[[], T]) -> T:
     evidence, exit code) and ends the process with that class's exit code
     (:data:`~kf_trainer_core.failures.EXIT_CODES`), so a pipeline's exit handler or
     retry policy can tell infrastructure from configuration or user code."""
-    from kf_trainer_core.failures import EXIT_CODES, FailureClass, failure_class_of
+    from kf_trainer_core.errors import FailureClass
+    from kf_trainer_core.failures import EXIT_CODES, failure_class_of
 
     try:
         return run()
@@ -349,13 +353,13 @@ def _launch(
         artifacts,
         work,
         lambda: _stop_identity(cleanup, ident, waits.action),
-        lambda: task_ops.cancel_identity(cleanup, ident, waits.action),
+        lambda: task_helpers.cancel_identity(cleanup, ident, waits.action),
     )
     return _report(artifacts, out)
 
 
 def _stop_identity(client: TrainerClient, ident: tuple[str, ...], action: inp.CancelAction) -> None:
-    stopped = task_ops.cancel_identity(client, ident, action)
+    stopped = task_helpers.cancel_identity(client, ident, action)
     if stopped:
         say(f"{action}: {', '.join(stopped)}")
     else:
@@ -363,7 +367,7 @@ def _stop_identity(client: TrainerClient, ident: tuple[str, ...], action: inp.Ca
 
 
 def _stop_name(client: TrainerClient, name: str, action: inp.CancelAction) -> None:
-    if task_ops.cancel_if_unfinished(client, name, action):
+    if task_helpers.cancel_if_unfinished(client, name, action):
         say(f"{action}: {name}")
     else:
         say(f"TrainJob {name} left as it is ({action}, finished or gone)")
@@ -391,7 +395,7 @@ def _finish_named(
         artifacts,
         work,
         lambda: _stop_name(cleanup, name, action),
-        lambda: [name] if task_ops.cancel_if_unfinished(cleanup, name, action) else [],
+        lambda: [name] if task_helpers.cancel_if_unfinished(cleanup, name, action) else [],
     )
 
 
@@ -421,19 +425,21 @@ def _wait_step(
     inputs: Mapping[str, Any], artifacts: Mapping[str, Any], embedded: Mapping[str, Any]
 ) -> tuple[Any, ...]:
     name = require_job_name(str(inputs["job_name"]), "job_name")
-    step = task_ops.parse_step(str(inputs.get("step", "trainer")))
+    step = task_helpers.parse_step(str(inputs.get("step", "trainer")))
     waits, client, cleanup = _waiting_on(inputs, name)
     reporter = _Reporter()
     say(f"waiting for the {step} step of TrainJob {client.namespace}/{name}")
 
     def work() -> TrainJob:
         follow = (
-            task_ops.follow_logs_in_background(client, name, task_ops.LOG_STEP[step], _log_line)
+            task_helpers.follow_logs_in_background(
+                client, name, task_helpers.LOG_STEP[step], _log_line
+            )
             if inputs.get("stream_logs", True)
             else contextlib.nullcontext()
         )
         with follow:
-            job, _ = task_ops.wait_for_step(
+            job, _ = task_helpers.wait_for_step(
                 client,
                 name,
                 step,
@@ -482,12 +488,12 @@ def _cancel(
         )
     if name:
         require_job_name(name, "job_name")
-        cancelled = [name] if task_ops.cancel_if_unfinished(client, name, action) else []
+        cancelled = [name] if task_helpers.cancel_if_unfinished(client, name, action) else []
     else:
         ident = inp.identity(
             str(inputs.get(inp.RUN_ID_INPUT, "")), task, str(inputs.get("job_key", ""))
         )
-        cancelled = task_ops.cancel_identity(client, ident, action)
+        cancelled = task_helpers.cancel_identity(client, ident, action)
     say(f"{action}: {', '.join(cancelled) or 'nothing unfinished'}")
     return (cancelled,)
 

@@ -117,7 +117,11 @@ def test_dashboard_url() -> None:
     ("extra", "fields", "expected"),
     [
         ({"kubeconfig_pth": "/k"}, {}, r"unknown extra field `kubeconfig_pth`.*kubeconfig_path"),
-        ({"backend": "slurm"}, {}, r"`backend` is 'slurm'. Fix: use 'kubernetes', 'local' or 'container'"),
+        (
+            {"backend": "slurm"},
+            {},
+            r"`backend` is 'slurm'. Fix: use 'kubernetes', 'local' or 'container'",
+        ),
         ({"backend": "local"}, {"host": "h"}, r"backend 'local' does not use host"),
         ({"state_dir": "/s"}, {}, r"`state_dir` only applies to backend 'local'"),
         ({}, {"password": "t"}, r"bearer token \(password\) needs the API server URL"),

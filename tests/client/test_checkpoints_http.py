@@ -20,8 +20,7 @@ from kf_trainer_core.checkpoint_storage import (
 )
 from kf_trainer_core.checkpoints import DIR_ENV, URI_ENV, identity_key
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
-from kf_trainer_core.errors import SpecError
-from kf_trainer_core.failures import FailureClass, InfrastructureFailure
+from kf_trainer_core.errors import FailureClass, InfrastructureFailure, SpecError
 from kf_trainer_core.k8s.resources import PODS
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
 from kf_trainer_core.status import JobState

@@ -11,13 +11,17 @@ from train_functions import train_linear
 
 from kf_trainer_core.client import AsyncTrainerClient
 from kf_trainer_core.config import KubernetesConfig
+from kf_trainer_core.errors import (
+    SpecConflictError,
+    TrainJobCreationFailedError,
+    TrainJobFailedError,
+    TrainJobNotFoundError,
+)
 from kf_trainer_core.informer import open_watch_count
 from kf_trainer_core.k8s.calls import Create, OpenWatch
-from kf_trainer_core.ops import SpecConflictError, TrainJobNotFoundError
 from kf_trainer_core.spec import Annotations, CustomTrainer, Name, Suspend, TrainJobSpec
 from kf_trainer_core.status import JobState
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
-from kf_trainer_core.waiting import TrainJobCreationFailedError, TrainJobFailedError
 
 
 def spec(scenario: str | None = None, *options: Any, nodes: int = 1) -> TrainJobSpec:

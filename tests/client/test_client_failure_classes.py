@@ -11,25 +11,22 @@ import pytest
 from train_functions import train_linear
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
-from kf_trainer_core.failures import (
+from kf_trainer_core.errors import (
     CapacityFailure,
     ConfigurationFailure,
     FailureClass,
     InfrastructureFailure,
+    TrainJobCreationFailedError,
+    TrainJobFailedError,
+    TrainJobTimeoutError,
     UserCodeFailure,
-    failure_class_of,
-    should_retry,
 )
+from kf_trainer_core.failures import failure_class_of, should_retry
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.spec import Annotations, CustomTrainer, TrainJobSpec
 from kf_trainer_core.status import JobState
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION, Scenario
 from kf_trainer_core.testing.server import KubeTestServer
-from kf_trainer_core.waiting import (
-    TrainJobCreationFailedError,
-    TrainJobFailedError,
-    TrainJobTimeoutError,
-)
 
 
 def spec(scenario: str | None = None) -> TrainJobSpec:

@@ -11,8 +11,15 @@ from train_functions import train_linear
 
 from kf_trainer_core.builder import IDENTITY_LABEL
 from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.errors import (
+    SpecConflictError,
+    SubmitError,
+    TrainJobCreationFailedError,
+    TrainJobFailedError,
+    TrainJobNotFoundError,
+    TrainJobTimeoutError,
+)
 from kf_trainer_core.k8s.calls import Create, ListObjects, OpenWatch
-from kf_trainer_core.ops import SpecConflictError, SubmitError, TrainJobNotFoundError
 from kf_trainer_core.spec import (
     Annotations,
     CustomTrainer,
@@ -23,11 +30,6 @@ from kf_trainer_core.spec import (
 from kf_trainer_core.status import JobState
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer
-from kf_trainer_core.waiting import (
-    TrainJobCreationFailedError,
-    TrainJobFailedError,
-    TrainJobTimeoutError,
-)
 
 
 def spec(
@@ -212,13 +214,13 @@ def test_missing_job(client: TrainerClient) -> None:
 
 def test_server_rejection_names_the_field(client: TrainerClient, server: KubeTestServer) -> None:
     # A manifest the builder would never make, sent as a raw spec: the API answers 422.
-    from kf_trainer_core import ops
     from kf_trainer_core.builder import build_trainjob
+    from kf_trainer_core.programs.submit import submit
 
     built = build_trainjob(spec(None))
     built.manifest["spec"]["trainer"]["numNodes"] = "many"
     with pytest.raises(SubmitError, match=r"spec\.trainer\.numNodes"):
-        client._run(ops.submit(client.namespace, built))
+        client._run(submit(client.namespace, built))
 
 
 def test_watch_forbidden_falls_back_to_polling(

@@ -66,6 +66,7 @@ def test_core_on_python_310() -> None:
         "kubernetes",
         "kubernetes_asyncio",
         "cel-python",
+        "jsonpatch",
         "pytest",
         "pytest-asyncio",
         "hypothesis",

@@ -3,6 +3,7 @@ sight."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,63 @@ def test_kubeconfig_context_is_honoured(kube: KubeTestServer, tmp_path: Path) ->
     assert cfg.resolve_namespace() == "team-a"
     with TrainerClient(cfg) as client:
         assert client.list_runtimes()
+
+
+def test_every_kubeconfig_file_of_the_env_is_merged(
+    kube: KubeTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``KUBECONFIG=a:b`` is read as kubectl reads it: every file, the first to set a
+    value winning (here the context and its namespace come from the first file, the
+    cluster, user and current-context from the second; the second's own version of the
+    context, and the current-context of a third, lose)."""
+    full = yaml.safe_load(kube.kubeconfig(tmp_path / "full", namespace="team-b").read_text())
+    (context,) = full["contexts"]
+    first = {"apiVersion": "v1", "kind": "Config"}
+    first["contexts"] = [{**context, "context": {**context["context"], "namespace": "team-a"}}]
+    third = {**full, "current-context": "elsewhere", "clusters": [], "users": []}
+    paths = []
+    for i, doc in enumerate((first, full, third)):
+        paths.append(tmp_path / f"kc{i}")
+        paths[-1].write_text(yaml.safe_dump(doc))
+    missing = tmp_path / "absent"
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join(str(p) for p in [missing, *paths]))
+    cfg = KubernetesConfig()
+    cfg.check_usable()
+    assert cfg.resolve_namespace() == "team-a"
+    with TrainerClient(cfg) as client:
+        assert client.namespace == "team-a"
+        assert client.list_runtimes()
+
+
+async def test_every_kubeconfig_file_is_merged_async(
+    kube: KubeTestServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first file's current-context wins (the client libraries' own merge would
+    # take the last one's, a context that exists nowhere).
+    full = yaml.safe_load(kube.kubeconfig(tmp_path / "full").read_text())
+    users_only = {"users": full.pop("users"), "current-context": "elsewhere"}
+    (tmp_path / "a").write_text(yaml.safe_dump(full))
+    (tmp_path / "b").write_text(yaml.safe_dump(users_only))
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'a'}{os.pathsep}{tmp_path / 'b'}")
+    async with AsyncTrainerClient(KubernetesConfig()) as client:
+        assert await client.list_runtimes()
+
+
+def test_merged_kubeconfig_paths_stay_relative_to_their_file(tmp_path: Path) -> None:
+    from kf_trainer_core.config import merge_kubeconfigs
+
+    a, b = tmp_path / "a" / "config", tmp_path / "b" / "config"
+    doc_a = {"clusters": [{"name": "c", "cluster": {"certificate-authority": "ca.crt"}}]}
+    doc_b = {
+        "clusters": [{"name": "c", "cluster": {"certificate-authority": "other.crt"}}],
+        "users": [{"name": "u", "user": {"client-key": "k.pem", "exec": {"command": "./bin/x"}}}],
+        "current-context": "ctx",
+    }
+    merged = merge_kubeconfigs([(a, doc_a), (b, doc_b)])
+    assert merged["clusters"] == [
+        {"name": "c", "cluster": {"certificate-authority": str(a.parent / "ca.crt")}}
+    ]
+    user = merged["users"][0]["user"]
+    assert user["client-key"] == str(b.parent / "k.pem")
+    assert user["exec"]["command"] == str(b.parent / "bin/x")
+    assert merged["current-context"] == "ctx"

@@ -98,7 +98,7 @@ async def test_async_follow_resumes_from_the_nodes_clock(
 
 
 def test_a_resumed_read_skips_exactly_what_was_emitted() -> None:
-    from kf_trainer_core.ops import _LogCursor
+    from kf_trainer_core.programs.logs import _LogCursor
 
     t1, t2 = "2026-01-01T00:00:01.000000000Z", "2026-01-01T00:00:02.000000000Z"
     cursor = _LogCursor()

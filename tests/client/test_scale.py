@@ -200,7 +200,7 @@ def test_foreign_job_is_waited_on_by_name(
 def test_foreign_job_failure_and_deletion_are_seen(
     kube: KubeTestServer, k8s_config: KubernetesConfig
 ) -> None:
-    from kf_trainer_core.waiting import TrainJobDeletedError, TrainJobFailedError
+    from kf_trainer_core.errors import TrainJobDeletedError, TrainJobFailedError
 
     _foreign(kube, "sdk-fails", "fail")
     _foreign(kube, "sdk-deleted", "never-finish")

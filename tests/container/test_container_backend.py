@@ -23,11 +23,11 @@ from container_jobs import (
 from container_support import job_containers
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import ContainerConfig
+from kf_trainer_core.errors import SubmitError, TrainJobFailedError
 from kf_trainer_core.local import workspace_of
 from kf_trainer_core.local._common import Paths
 from kf_trainer_core.local.api import LocalApi
 from kf_trainer_core.local.procs import JobLock
-from kf_trainer_core.ops import SubmitError
 from kf_trainer_core.spec import (
     CustomTrainer,
     CustomTrainerContainer,
@@ -37,7 +37,6 @@ from kf_trainer_core.spec import (
     TrainJobSpec,
 )
 from kf_trainer_core.status import JobState
-from kf_trainer_core.waiting import TrainJobFailedError
 
 #: A runtime whose launcher is plain ``python``: function jobs that need no torch.
 PYTHON_RUNTIME = "jax-distributed"

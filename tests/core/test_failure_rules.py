@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from kf_trainer_core.failures import FailureClass, classify
+from kf_trainer_core.errors import FailureClass
+from kf_trainer_core.failures import classify
 from kf_trainer_core.kueue import queue_status
 
 

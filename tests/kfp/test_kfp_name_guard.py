@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kf_trainer_core.names import InvalidNameError
+from kf_trainer_core.errors import InvalidNameError
 from kf_trainer_core.testing.server import KubeTestServer
 from kf_trainer_kfp.task import run_component
 

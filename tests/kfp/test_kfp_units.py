@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kf_trainer_core import task_ops
+from kf_trainer_core import task_helpers
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
 from kf_trainer_core.errors import SpecError
@@ -237,12 +237,12 @@ def _job(client: TrainerClient, scenario: str, identity: str, **spec: Any) -> st
 
 
 def test_parse_step() -> None:
-    assert task_ops.parse_step("Training") == "trainer"
-    assert task_ops.parse_step("node-0") == "trainer"
-    assert task_ops.parse_step("init") == "initializer"
-    assert task_ops.parse_step("dataset-initializer") == "dataset-initializer"
+    assert task_helpers.parse_step("Training") == "trainer"
+    assert task_helpers.parse_step("node-0") == "trainer"
+    assert task_helpers.parse_step("init") == "initializer"
+    assert task_helpers.parse_step("dataset-initializer") == "dataset-initializer"
     with pytest.raises(ValueError, match="Fix: use 'initializer'"):
-        task_ops.parse_step("evaluation")
+        task_helpers.parse_step("evaluation")
 
 
 def test_wait_for_initializers_while_training_runs(client: TrainerClient) -> None:
@@ -256,7 +256,7 @@ def test_wait_for_initializers_while_training_runs(client: TrainerClient) -> Non
         ),
     )
     seen: list[JobState] = []
-    job, result = task_ops.wait_for_step(
+    job, result = task_helpers.wait_for_step(
         client, name, "initializer", timeout=60, callbacks=[lambda j: seen.append(j.status)]
     )
     assert job.status is not JobState.COMPLETE
@@ -265,20 +265,20 @@ def test_wait_for_initializers_while_training_runs(client: TrainerClient) -> Non
     assert step.status == "Succeeded"
     assert result is None
     with pytest.raises(ValueError, match=r"no model-initializer step.*Fix:"):
-        task_ops.wait_for_step(client, name, "model-initializer")
+        task_helpers.wait_for_step(client, name, "model-initializer")
     client.delete_job(name)
 
 
 def test_wait_for_initializer_without_one_returns(client: TrainerClient) -> None:
     name = _job(client, "never-finish", "steps/none")
-    job, _ = task_ops.wait_for_step(client, name, "initializer", timeout=30)
+    job, _ = task_helpers.wait_for_step(client, name, "initializer", timeout=30)
     assert job.name == name
     client.delete_job(name)
 
 
 def test_wait_for_the_trainer_step_is_the_job(client: TrainerClient) -> None:
     name = _job(client, "success", "steps/trainer")
-    job, result = task_ops.wait_for_step(client, name, "trainer", timeout=30)
+    job, result = task_helpers.wait_for_step(client, name, "trainer", timeout=30)
     assert job.status is JobState.COMPLETE
     assert result == {"epochs": 3, "loss": 0.1289}
 
@@ -287,18 +287,18 @@ def test_cancel_identity_leaves_finished_jobs(client: TrainerClient) -> None:
     done = _job(client, "success", "kfp/run/train")
     client.wait(done, timeout=30)
     running = _job(client, "never-finish", "kfp/run/other")
-    assert task_ops.cancel_identity(client, "kfp/run/train") == []
-    assert task_ops.cancel_identity(client, "kfp/run/other", "keep") == []
-    assert task_ops.cancel_identity(client, "kfp/run/other") == [running]
-    assert not task_ops.cancel_if_unfinished(client, done)
+    assert task_helpers.cancel_identity(client, "kfp/run/train") == []
+    assert task_helpers.cancel_identity(client, "kfp/run/other", "keep") == []
+    assert task_helpers.cancel_identity(client, "kfp/run/other") == [running]
+    assert not task_helpers.cancel_if_unfinished(client, done)
     assert client.get_job(done).status is JobState.COMPLETE
-    assert not task_ops.cancel_if_unfinished(client, "no-such-job")
+    assert not task_helpers.cancel_if_unfinished(client, "no-such-job")
 
 
 def test_follow_logs_in_background(client: TrainerClient) -> None:
     name = _job(client, "success", "steps/logs")
     lines: list[str] = []
-    with task_ops.follow_logs_in_background(client, name, "node-0", lines.append):
+    with task_helpers.follow_logs_in_background(client, name, "node-0", lines.append):
         client.wait(name, timeout=30)
     assert "Training finished." in lines
 

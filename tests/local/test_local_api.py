@@ -17,6 +17,7 @@ from kf_trainer_core import function
 from kf_trainer_core.builder import build_trainjob
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import LocalConfig
+from kf_trainer_core.errors import TrainJobTimeoutError
 from kf_trainer_core.k8s.calls import (
     Create,
     Delete,
@@ -29,12 +30,11 @@ from kf_trainer_core.k8s.calls import (
 )
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import EVENTS, PODS, SECRETS, TRAINJOBS
-from kf_trainer_core.local import _common, api, launch, machine
+from kf_trainer_core.local import _common, launch, machine, watch
 from kf_trainer_core.local.logs import LogFollower, LogWriter, read_log
 from kf_trainer_core.local.store import LabelSelector, Store
 from kf_trainer_core.local.transport import LocalTransport
 from kf_trainer_core.spec import CustomTrainer, SecretKeyRef, TrainJobSpec
-from kf_trainer_core.waiting import TrainJobTimeoutError
 
 
 @pytest.fixture
@@ -136,7 +136,7 @@ def test_watch_delivers_changes_in_order(transport: Any) -> None:
 def test_watch_from_zero_lists_first_and_sends_bookmarks(
     transport: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(api, "BOOKMARK_SECONDS", 0.1)
+    monkeypatch.setattr(watch, "BOOKMARK_SECONDS", 0.1)
     body = manifest("existing")
     body["spec"]["suspend"] = True
     transport.perform(Create(TRAINJOBS, "local", body))
@@ -312,6 +312,25 @@ def test_constants_match_the_generated_program() -> None:
     assert _common.TERMINATION_LOG_ENV == function.TERMINATION_LOG_ENV
     assert _common.TERMINATION_MESSAGE_LIMIT == function.TERMINATION_MESSAGE_LIMIT
     assert _common.RESULT_MARKER == function.RESULT_MARKER
+
+
+def test_pending_pod_has_the_kubelets_conditions(tmp_path: Path) -> None:
+    """The local pod is written with the shapes the test server's kubelet uses: the
+    not-ready reason sits on Ready/ContainersReady only (it used to sit on
+    PodReadyToStartContainers too), and the name ends in the apiserver's alphabet."""
+    from kf_trainer_core.k8s.objects import GENERATE_NAME_CHARS
+    from kf_trainer_core.local.pods import JobPlace, pod_object
+
+    place = JobPlace(
+        _common.Paths(tmp_path), "ns", "job", "0" * 8 + "-0000-4000-8000-" + "0" * 12, "h"
+    )
+    obj = pod_object(place, ["node"], "node", 0, {"name": "node", "image": "img"})
+    conditions = {c["type"]: c for c in obj["status"]["conditions"]}
+    assert conditions["Ready"]["reason"] == "ContainersNotReady"
+    assert conditions["ContainersReady"]["reason"] == "ContainersNotReady"
+    assert "reason" not in conditions["PodReadyToStartContainers"]
+    assert obj["metadata"]["name"].startswith("job-node-0-0-")
+    assert set(obj["metadata"]["name"][-5:]) <= set(GENERATE_NAME_CHARS)
 
 
 def takes_paths(out: str, keep: str, n: list[str]) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from local_jobs import scripted
 
 from kf_trainer_core.client import TrainerClient
-from kf_trainer_core.ops import attempt_of
+from kf_trainer_core.programs.submit import attempt_of
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
 from kf_trainer_core.status import JobState
 

@@ -16,7 +16,7 @@ from local_jobs import trivial
 from kf_trainer_core import checkpoints as ck
 from kf_trainer_core.checkpoint_storage import Checkpoints, CheckpointsInUseError
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
-from kf_trainer_core.failures import FailureClass
+from kf_trainer_core.errors import FailureClass
 from kf_trainer_core.local._common import POD_ENV
 from kf_trainer_core.local.procs import processes_of_job
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec

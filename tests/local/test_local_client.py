@@ -30,9 +30,14 @@ from local_jobs import (
 
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import LocalConfig
+from kf_trainer_core.errors import (
+    SubmitError,
+    TrainJobCreationFailedError,
+    TrainJobFailedError,
+    TrainJobNotFoundError,
+)
 from kf_trainer_core.local import install_runtime, workspace_of
 from kf_trainer_core.local.api import LocalApi
-from kf_trainer_core.ops import SubmitError, TrainJobNotFoundError
 from kf_trainer_core.runtimes import DEFAULT_RUNTIMES
 from kf_trainer_core.spec import (
     ActiveDeadlineSeconds,
@@ -49,7 +54,6 @@ from kf_trainer_core.spec import (
     TrainJobSpec,
 )
 from kf_trainer_core.status import JobState, TrainJob
-from kf_trainer_core.waiting import TrainJobCreationFailedError, TrainJobFailedError
 
 # ---------------------------------------------------------------------------- runtimes
 

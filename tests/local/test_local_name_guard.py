@@ -11,7 +11,7 @@ from local_jobs import sleeper, trivial
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
 from kf_trainer_core.config import LocalConfig
-from kf_trainer_core.names import InvalidNameError
+from kf_trainer_core.errors import InvalidNameError
 from kf_trainer_core.spec import CustomTrainer
 from kf_trainer_core.status import JobState
 

@@ -22,12 +22,12 @@ from local_jobs import sleeper, spawn_tree
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
 from kf_trainer_core.config import LocalConfig
+from kf_trainer_core.errors import TrainJobFailedError
 from kf_trainer_core.local import workspace_of
 from kf_trainer_core.local._common import Paths
 from kf_trainer_core.local.procs import JobLock, processes_of_job
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
 from kf_trainer_core.status import JobState
-from kf_trainer_core.waiting import TrainJobFailedError
 
 
 def _supervisor_pid(config: LocalConfig, uid: str) -> int:
@@ -91,6 +91,7 @@ async def test_async_wait_sees_a_killed_supervisor(
     with pytest.raises(TrainJobFailedError, match="killed"):
         await aclient.wait(name, timeout=30)
     wait_for(lambda: not processes_of_job(str(job.uid)), 10, "the job's processes")
+
     # Its log ends too (the writer died with the supervisor): a follow does not hang.
     async def follow() -> list[str]:
         return [line async for line in aclient.get_job_logs(name, follow=True)]

@@ -14,9 +14,9 @@ pytest.importorskip("kf_trainer_core.local")
 
 from prefect_jobs import add, broken, dated, sleepy
 
+from kf_trainer_core.errors import TrainJobFailedError
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
 from kf_trainer_core.status import JobOutputs, JobState, TrainJob
-from kf_trainer_core.waiting import TrainJobFailedError
 from kf_trainer_prefect import (
     KubeflowTrainerCredentials,
     run_trainjob,

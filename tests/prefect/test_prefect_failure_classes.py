@@ -10,7 +10,7 @@ from prefect_support import read_artifacts, spec
 
 from kf_trainer_core.builder import ATTEMPT_ANNOTATION
 from kf_trainer_core.client import TrainerClient
-from kf_trainer_core.failures import FailureClass
+from kf_trainer_core.errors import FailureClass
 from kf_trainer_core.status import JobOutputs, JobState
 from kf_trainer_core.testing.scenarios import Scenario
 from kf_trainer_core.testing.server import KubeTestServer

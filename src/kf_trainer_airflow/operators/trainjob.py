@@ -345,7 +345,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
     ) -> None:
         # A fixed name cannot take an attempt suffix: make room for the fresh attempt.
         from kf_trainer_core.builder import identity_text
-        from kf_trainer_core.ops import TrainJobNotFoundError
+        from kf_trainer_core.errors import TrainJobNotFoundError
 
         try:
             job = client.get_job(name)
@@ -379,7 +379,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
 
     def get_job_status(self, external_id: Any, context: Context) -> str:
         """The stored job's state (``NotFound`` when it is gone)."""
-        from kf_trainer_core.ops import TrainJobNotFoundError
+        from kf_trainer_core.errors import TrainJobNotFoundError
 
         with self._client() as client:
             try:
@@ -427,13 +427,14 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         return self.get_job_result(name, context)
 
     def _wait_in_worker(self, name: str, context: Context) -> JobOutputs:
-        from kf_trainer_core.failures import failure_class_of
-        from kf_trainer_core.ops import SpecConflictError, TrainJobNotFoundError
-        from kf_trainer_core.waiting import (
+        from kf_trainer_core.errors import (
+            SpecConflictError,
             TrainJobDeletedError,
             TrainJobFailedError,
+            TrainJobNotFoundError,
             TrainJobTimeoutError,
         )
+        from kf_trainer_core.failures import failure_class_of
 
         step = self.log_step
 

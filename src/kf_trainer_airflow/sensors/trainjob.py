@@ -105,7 +105,7 @@ class TrainJobSensor(BaseSensorOperator):
             self._goal()  # a misspelt step fails when the DAG is parsed
 
     def _goal(self) -> Any:
-        from kf_trainer_core.steps import StepGoal
+        from kf_trainer_core.step_waits import StepGoal
 
         assert self.step is not None
         return StepGoal.of(self.step, self.target_status)
@@ -117,7 +117,7 @@ class TrainJobSensor(BaseSensorOperator):
 
     # -- poking -----------------------------------------------------------------------
     def poke(self, context: Context) -> bool | PokeReturnValue:
-        from kf_trainer_core.ops import TrainJobNotFoundError
+        from kf_trainer_core.errors import TrainJobNotFoundError
 
         with self.hook.get_client() as client:
             try:
@@ -174,7 +174,7 @@ class TrainJobSensor(BaseSensorOperator):
     def _failure(
         self, client: TrainerClient, job: TrainJob, message: str
     ) -> TrainJobFailedException:
-        from kf_trainer_core.steps import explain_failure
+        from kf_trainer_core.step_waits import explain_failure
 
         failure = None
         if job.status is JobState.FAILED:

@@ -44,7 +44,7 @@ _DEFERRED = "deferred"
 #: Whether this process has made its first task-state request (see ``_warm_up``).
 _API_WARMING = False
 # What a wait imports, heaviest first (the client of a kubernetes backend).
-_CLIENT_MODULES = ("kubernetes_asyncio", "kf_trainer_core.client", "kf_trainer_core.steps")
+_CLIENT_MODULES = ("kubernetes_asyncio", "kf_trainer_core.client", "kf_trainer_core.step_waits")
 # Background tasks are referenced until done (the event loop keeps weak references).
 _BACKGROUND: set[asyncio.Future[None]] = set()
 
@@ -221,13 +221,14 @@ class TrainJobTrigger(BaseTrigger):
             with contextlib.suppress(ImportError):  # the local backend needs no client
                 await asyncio.to_thread(importlib.import_module, module)
         from kf_trainer_core.client import outputs
-        from kf_trainer_core.ops import TrainJobNotFoundError
-        from kf_trainer_core.steps import StepFailedError, StepGoal, await_step
-        from kf_trainer_core.waiting import (
+        from kf_trainer_core.errors import (
+            StepFailedError,
             TrainJobDeletedError,
             TrainJobFailedError,
+            TrainJobNotFoundError,
             TrainJobTimeoutError,
         )
+        from kf_trainer_core.step_waits import StepGoal, await_step
 
         base: dict[str, Any] = {"job_name": self.job_name, "namespace": self.namespace}
         try:

@@ -45,14 +45,17 @@ class CliError(click.ClickException):
 
 def classify(exc: BaseException) -> tuple[Exit, str]:
     """The exit code and message of an exception raised by the core."""
-    from kf_trainer_core.errors import ClusterConfigError, SpecError
-    from kf_trainer_core.k8s.errors import ApiError
-    from kf_trainer_core.ops import SpecConflictError, SubmitError, TrainJobNotFoundError
-    from kf_trainer_core.waiting import (
+    from kf_trainer_core.errors import (
+        ClusterConfigError,
+        SpecConflictError,
+        SpecError,
+        SubmitError,
         TrainJobDeletedError,
         TrainJobFailedError,
+        TrainJobNotFoundError,
         TrainJobTimeoutError,
     )
+    from kf_trainer_core.k8s.errors import ApiError
 
     if isinstance(exc, TrainJobFailedError):
         return Exit.JOB_FAILED, str(exc)

@@ -44,20 +44,11 @@ def admit(
     else:
         engine.client.close()
     resources = trainer.get("resourcesPerNode") or node.get("resources")
-    missing = machine.missing_resources(resources, nodes)
-    if missing and on_missing_resources == "fail":
-        causes.append(
-            (
-                "spec.trainer.resourcesPerNode",
-                "FieldValueForbidden",
-                "Forbidden: "
-                + "; ".join(missing)
-                + ". Fix: ask for less, run on a cluster, or use "
-                "ContainerConfig(on_missing_resources='warn') to run without them.",
-            )
-        )
-    for text in missing:
-        warnings.append(("InsufficientResources", f"{text}: running without it"))
+    more_causes, more_warnings = machine.admit_resources(
+        resources, nodes, on_missing_resources, "ContainerConfig"
+    )
+    causes += more_causes
+    warnings += more_warnings
     plan["container"] = {
         **settings,
         "trainer_image": str(image or ""),

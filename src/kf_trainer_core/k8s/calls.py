@@ -11,9 +11,9 @@ cannot drift apart. API failures are thrown into the program as
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from kf_trainer_core.k8s.resources import Resource
 
@@ -42,17 +42,33 @@ def _require_namespace(namespace: object, call: str) -> None:
         )
 
 
+class _Addressed:
+    """Every call that addresses objects checks, when it is made, its namespace and
+    (``_names``: the field naming one object) its name — see :func:`_require`."""
+
+    _names: ClassVar[str | None] = None
+
+    def __post_init__(self) -> None:
+        call = type(self).__name__
+        if self._names is not None:
+            _require(getattr(self, self._names), self._names, call)
+        _require_namespace(getattr(self, "namespace"), call)  # noqa: B009 (set by subclasses)
+
+
 @dataclass(frozen=True)
-class Get:
-    """Read one object. Result: the object (a dict)."""
+class _OneObject(_Addressed):
+    """A call on one object of a resource type."""
+
+    _names = "name"
 
     resource: Resource
     namespace: str | None
     name: str
 
-    def __post_init__(self) -> None:
-        _require(self.name, "name", "Get")
-        _require_namespace(self.namespace, "Get")
+
+@dataclass(frozen=True)
+class Get(_OneObject):
+    """Read one object. Result: the object (a dict)."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +81,7 @@ class GetPath:
 
 
 @dataclass(frozen=True)
-class ListObjects:
+class ListObjects(_Addressed):
     """List objects. Result: the list object (``items``, ``metadata.resourceVersion``)."""
 
     resource: Resource
@@ -75,12 +91,9 @@ class ListObjects:
     limit: int | None = None
     continue_token: str | None = None
 
-    def __post_init__(self) -> None:
-        _require_namespace(self.namespace, "ListObjects")
-
 
 @dataclass(frozen=True)
-class Create:
+class Create(_Addressed):
     """Create an object, unknown fields rejected (``fieldValidation=Strict``)."""
 
     resource: Resource
@@ -88,58 +101,45 @@ class Create:
     body: dict[str, Any] = field(hash=False)
     field_validation: str = "Strict"
 
-    def __post_init__(self) -> None:
-        _require_namespace(self.namespace, "Create")
-
 
 @dataclass(frozen=True)
-class Patch:
+class Patch(_OneObject):
     """Merge-patch an object (or its ``status`` subresource)."""
 
-    resource: Resource
-    namespace: str | None
-    name: str
     body: dict[str, Any] = field(hash=False)
     subresource: str | None = None
 
-    def __post_init__(self) -> None:
-        _require(self.name, "name", "Patch")
-        _require_namespace(self.namespace, "Patch")
-
 
 @dataclass(frozen=True)
-class Delete:
+class Delete(_OneObject):
     """Delete an object. Result: the API's answer (object or Status)."""
 
-    resource: Resource
-    namespace: str | None
-    name: str
     propagation: str = "Foreground"
-
-    def __post_init__(self) -> None:
-        _require(self.name, "name", "Delete")
-        _require_namespace(self.namespace, "Delete")
 
 
 @dataclass(frozen=True)
-class ReadLog:
-    """Read a container's log. Result: the text."""
+class _ContainerLog(_Addressed):
+    """A call on one container's log."""
+
+    _names = "pod"
 
     namespace: str
     pod: str
     container: str
+
+
+@dataclass(frozen=True)
+class ReadLog(_ContainerLog):
+    """Read a container's log. Result: the text."""
+
     tail_lines: int | None = None
     since_time: str | None = None
     timestamps: bool = False
     limit_bytes: int | None = None
 
-    def __post_init__(self) -> None:
-        _require(self.pod, "pod", "ReadLog")
-        _require_namespace(self.namespace, "ReadLog")
-
 
 @dataclass(frozen=True)
-class OpenWatch:
+class OpenWatch(_Addressed):
     """Open a watch stream. Result: a stream handle for :class:`ReadLine`."""
 
     resource: Resource
@@ -150,24 +150,14 @@ class OpenWatch:
     timeout_seconds: int = 300
     bookmarks: bool = True
 
-    def __post_init__(self) -> None:
-        _require_namespace(self.namespace, "OpenWatch")
-
 
 @dataclass(frozen=True)
-class OpenLogStream:
+class OpenLogStream(_ContainerLog):
     """Open a following log stream. Result: a stream handle for :class:`ReadLine`."""
 
-    namespace: str
-    pod: str
-    container: str
     since_time: str | None = None
     tail_lines: int | None = None
     timestamps: bool = True
-
-    def __post_init__(self) -> None:
-        _require(self.pod, "pod", "OpenLogStream")
-        _require_namespace(self.namespace, "OpenLogStream")
 
 
 @dataclass(frozen=True)
@@ -203,13 +193,36 @@ class Await:
 
 @dataclass(frozen=True)
 class Emit:
-    """Hand a value to whoever iterates the program (log lines, progress)."""
+    """Hand a value to whoever iterates the program (log lines, progress), or to ``to``
+    when the program names its own sink."""
 
     value: Any = field(hash=False, compare=False)
+    to: Callable[[Any], None] | None = field(default=None, hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Spawn:
+    """Start ``program`` beside this one (a thread or a task); its emits go to
+    ``on_emit``, an exception it ends with to ``on_error`` (else it is lost with it).
+    Result: a handle for :class:`Join`. A child still running when its parent's run
+    ends is stopped then: nothing spawned outlives the program that spawned it."""
+
+    program: Any = field(hash=False, compare=False)
+    on_emit: Callable[[Any], None] | None = field(default=None, hash=False, compare=False)
+    on_error: Callable[[Exception], None] | None = field(default=None, hash=False, compare=False)
+    name: str = "kf-child"
+
+
+@dataclass(frozen=True)
+class Join:
+    """Give a spawned program up to ``timeout`` seconds to end, then stop it."""
+
+    child: Any = field(hash=False, compare=False)
+    timeout: float | None = None
 
 
 Call = Get | GetPath | ListObjects | Create | Patch | Delete | ReadLog | OpenWatch | OpenLogStream
-Effect = Call | ReadLine | CloseStream | Sleep | Await | Emit
+Effect = Call | ReadLine | CloseStream | Sleep | Await | Emit | Spawn | Join
 
 #: A program yields effects, receives their results and returns ``T``.
 Program = Generator[Effect, Any, T]

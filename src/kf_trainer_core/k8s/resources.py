@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The pods' labels, importable from here too (they are Trainer facts: k8s/trainjob).
+from kf_trainer_core.k8s.trainjob import COMPLETION_INDEX_LABEL as COMPLETION_INDEX_LABEL
+from kf_trainer_core.k8s.trainjob import JOB_INDEX_LABEL as JOB_INDEX_LABEL
+from kf_trainer_core.k8s.trainjob import JOBSET_NAME_LABEL as JOBSET_NAME_LABEL
+from kf_trainer_core.k8s.trainjob import REPLICATED_JOB_LABEL as REPLICATED_JOB_LABEL
+from kf_trainer_core.k8s.trainjob import RESTART_ATTEMPT_LABEL as RESTART_ATTEMPT_LABEL
+
 
 @dataclass(frozen=True)
 class Resource:
@@ -47,11 +54,3 @@ SECRETS = Resource("", "v1", "secrets", "Secret")
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
-
-#: Labels the JobSet and Job controllers put on every pod of a TrainJob.
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
-JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
-COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
-#: How many times the JobSet was restarted when the pod was made (failure policy).
-RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"

@@ -22,6 +22,7 @@ from typing import Any
 
 from kf_trainer_core.config import KubernetesConfig, loading_errors
 from kf_trainer_core.k8s.calls import (
+    Call,
     Create,
     Delete,
     Get,
@@ -59,7 +60,7 @@ def _opt(**kw: Any) -> dict[str, Any]:
     return {k: v for k, v in kw.items() if v is not None}
 
 
-def plan(call: Any, request_timeout: float) -> Plan:
+def plan(call: Call, request_timeout: float) -> Plan:
     """Map a call onto the client libraries' typed methods (same names in both)."""
     timeout: dict[str, Any] = {"_preload_content": False, "_request_timeout": request_timeout}
     if isinstance(call, (OpenWatch, OpenLogStream)):
@@ -235,30 +236,28 @@ def _raw_get(client: Any, http_method: str, path: str, **kw: Any) -> Any:
         )
         return client.call_api(*request, _request_timeout=kw.get("_request_timeout")).response
     return client.call_api(
-        path,
-        http_method,
-        path_params=kw["path_params"],
-        query_params=kw["query_params"],
-        header_params=kw["header_params"],
-        auth_settings=["BearerToken"],
-        _return_http_data_only=True,
-        _preload_content=False,
-        _request_timeout=kw.get("_request_timeout"),
+        path, http_method, **_one_call(kw), _request_timeout=kw.get("_request_timeout")
     )
+
+
+def _one_call(kw: dict[str, Any]) -> dict[str, Any]:
+    """The keywords of the one-call ``call_api(path, method, ...)`` of ``kubernetes``
+    before 35 and of ``kubernetes_asyncio``: the unread response, BearerToken auth."""
+    return {
+        "path_params": kw["path_params"],
+        "query_params": kw["query_params"],
+        "header_params": kw["header_params"],
+        "auth_settings": ["BearerToken"],
+        "_return_http_data_only": True,
+        "_preload_content": False,
+    }
 
 
 async def _araw_get(client: Any, http_method: str, path: str, **kw: Any) -> Any:
     """:func:`_raw_get` for ``kubernetes_asyncio`` (one ``call_api`` in 30 to 36)."""
+    timeout = kw.get("_request_timeout")
     return await client.call_api(
-        path,
-        http_method,
-        path_params=kw["path_params"],
-        query_params=kw["query_params"],
-        header_params=kw["header_params"],
-        auth_settings=["BearerToken"],
-        _return_http_data_only=True,
-        _preload_content=False,
-        **({"_request_timeout": kw["_request_timeout"]} if kw.get("_request_timeout") else {}),
+        path, http_method, **_one_call(kw), **({"_request_timeout": timeout} if timeout else {})
     )
 
 
@@ -266,6 +265,39 @@ def _decode(body: bytes, text: bool) -> Any:
     if text:
         return body.decode("utf-8", errors="replace")
     return json.loads(body) if body else {}
+
+
+def _bind(apis: dict[str, Any], p: Plan, raw: Callable[..., Any]) -> Callable[..., Any]:
+    """The method that serves ``p``: a typed API method, or ``raw`` (a generic request
+    through the ApiClient) for paths no typed method serves."""
+    if p.api == "client":
+        return functools.partial(raw, apis["client"], p.method)
+    method: Callable[..., Any] = getattr(apis[p.api], p.method)
+    return method
+
+
+def _from_exception(exc: Any) -> ApiError:
+    """The ApiError for a client library's ``ApiException`` (both libraries' shape)."""
+    return ApiError.from_response(exc.status or 0, exc.body, exc.headers, exc.reason or "")
+
+
+def _unreachable(exc: BaseException) -> ApiError:
+    """A connection that failed below HTTP: status 0, retryable."""
+    return ApiError(0, type(exc).__name__, str(exc))
+
+
+def _status_error(response: Any, body: Any) -> ApiError:
+    return ApiError.from_response(response.status, body, response.headers, response.reason or "")
+
+
+def _explicit(cfg: KubernetesConfig, target: Any, key: str) -> None:
+    """Host, token and CA of an explicit configuration; ``key``: where the library
+    looks the token up (the prefix included, as its kubeconfig loader stores it)."""
+    target.host = cfg.host
+    if cfg.token is not None:
+        target.api_key = {key: f"Bearer {cfg.token.get_secret_value()}"}
+    target.verify_ssl = cfg.verify_ssl
+    target.ssl_ca_cert = _ca_file(cfg)
 
 
 # --------------------------------------------------------------------------- sync
@@ -344,11 +376,7 @@ class SyncTransport:
             old.close()
 
     def _invoke(self, p: Plan) -> Any:
-        method: Callable[..., Any] = (
-            functools.partial(_raw_get, self._apis["client"], p.method)
-            if p.api == "client"
-            else getattr(self._apis[p.api], p.method)
-        )
+        method = _bind(self._apis, p, _raw_get)
         kwargs = dict(p.kwargs)
         if p.content_type and self._content_type_kwarg is not False:
             kwargs["_content_type"] = p.content_type
@@ -363,12 +391,9 @@ class SyncTransport:
                 del kwargs["_content_type"]
                 response = method(*p.args, **kwargs)
         except self._errors as exc:
-            api_exc: Any = exc
-            raise ApiError.from_response(
-                api_exc.status or 0, api_exc.body, api_exc.headers, api_exc.reason or ""
-            ) from None
+            raise _from_exception(exc) from None
         except self._conn_errors as exc:
-            raise ApiError(0, type(exc).__name__, str(exc)) from None
+            raise _unreachable(exc) from None
         # Unloaded responses are not status-checked by every client version (37 and
         # kubernetes_asyncio return 4xx/5xx as they are): check here, the same for all.
         if not 200 <= response.status <= 299:
@@ -376,12 +401,10 @@ class SyncTransport:
                 body = response.data
             finally:
                 response.release_conn()
-            raise ApiError.from_response(
-                response.status, body, response.headers, response.reason or ""
-            )
+            raise _status_error(response, body)
         return response
 
-    def perform(self, call: Any) -> Any:
+    def perform(self, call: Call) -> Any:
         """Perform one call; JSON answers come back as dicts, logs as text."""
         p = plan(call, self.config.request_timeout)
         response = self._invoke(p)
@@ -397,7 +420,7 @@ class SyncTransport:
         try:
             return stream.readline()
         except self._conn_errors as exc:
-            raise ApiError(0, type(exc).__name__, str(exc)) from None
+            raise _unreachable(exc) from None
 
     def close(self) -> None:
         if self._client is not None:
@@ -415,18 +438,13 @@ def _load_sync_unchecked(cfg: KubernetesConfig, target: Any) -> None:
 
     mode = cfg.mode()
     if mode == "explicit":
-        target.host = cfg.host
-        if cfg.token is not None:
-            # As the kubeconfig loader stores it: prefix included, under the key that
-            # every client version (30 to 37) looks up.
-            target.api_key = {"authorization": f"Bearer {cfg.token.get_secret_value()}"}
-        target.verify_ssl = cfg.verify_ssl
-        target.ssl_ca_cert = _ca_file(cfg)
+        # The key that every client version (30 to 37) looks up.
+        _explicit(cfg, target, "authorization")
     elif mode == "in-cluster":
         kubernetes.config.load_incluster_config(client_configuration=target)
-    elif cfg.kubeconfig_content is not None:
+    elif (document := cfg.kubeconfig_dict()) is not None:  # inline, or several merged
         kubernetes.config.load_kube_config_from_dict(
-            cfg.kubeconfig_dict(), context=cfg.context, client_configuration=target
+            document, context=cfg.context, client_configuration=target
         )
     else:
         kubernetes.config.load_kube_config(
@@ -520,11 +538,7 @@ class AsyncTransport:
         import aiohttp
         import kubernetes_asyncio as k8s
 
-        method = (
-            functools.partial(_araw_get, self._apis["client"], p.method)
-            if p.api == "client"
-            else getattr(self._apis[p.api], p.method)
-        )
+        method = _bind(self._apis, p, _araw_get)
         kwargs = dict(p.kwargs)
         if kwargs.get("_request_timeout") is None:
             kwargs.pop("_request_timeout", None)
@@ -533,22 +547,18 @@ class AsyncTransport:
         try:
             response = await method(*p.args, **kwargs)
         except k8s.client.exceptions.ApiException as exc:
-            raise ApiError.from_response(
-                exc.status or 0, exc.body, exc.headers, exc.reason or ""
-            ) from None
+            raise _from_exception(exc) from None
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            raise ApiError(0, type(exc).__name__, str(exc)) from None
+            raise _unreachable(exc) from None
         if not 200 <= response.status <= 299:
             try:
                 body = await response.read()
             finally:
                 response.release()
-            raise ApiError.from_response(
-                response.status, body, response.headers, response.reason or ""
-            )
+            raise _status_error(response, body)
         return response
 
-    async def perform(self, call: Any) -> Any:
+    async def perform(self, call: Call) -> Any:
         p = plan(call, self.config.request_timeout)
         response = await self._invoke(p)
         try:
@@ -565,7 +575,7 @@ class AsyncTransport:
         try:
             return await stream.readline()
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            raise ApiError(0, type(exc).__name__, str(exc)) from None
+            raise _unreachable(exc) from None
 
     async def close(self) -> None:
         if self._client is not None:
@@ -583,18 +593,15 @@ async def _load_async_unchecked(cfg: KubernetesConfig, target: Any) -> Any:
 
     mode = cfg.mode()
     if mode == "explicit":
-        target.host = cfg.host
-        if cfg.token is not None:
-            target.api_key = {"BearerToken": f"Bearer {cfg.token.get_secret_value()}"}
-        target.verify_ssl = cfg.verify_ssl
-        target.ssl_ca_cert = _ca_file(cfg)
+        _explicit(cfg, target, "BearerToken")
         return None
     if mode == "in-cluster":
         k8s.config.load_incluster_config(client_configuration=target)  # type: ignore[no-untyped-call]
         return None
-    if cfg.kubeconfig_content is not None:
+    document = cfg.kubeconfig_dict()  # inline, or several files merged
+    if document is not None:
         return await k8s.config.load_kube_config_from_dict(
-            cfg.kubeconfig_dict(), context=cfg.context, client_configuration=target
+            document, context=cfg.context, client_configuration=target
         )
     return await k8s.config.load_kube_config(
         config_file=cfg.kubeconfig, context=cfg.context, client_configuration=target

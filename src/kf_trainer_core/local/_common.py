@@ -1,5 +1,5 @@
 """What every part of the local backend shares: where things live in the state
-directory, timestamps, and the environment variables that connect the supervisor with
+directory, log timestamps, and the environment variables that connect the supervisor with
 the processes it runs.
 
 This module is imported by the supervisor, whose start-up time is part of every job's
@@ -14,6 +14,30 @@ import re
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+
+# The Trainer's vocabulary and the object shapes, shared with the rest of the suite
+# (standard library only, so importing them here costs the supervisor nothing).
+from kf_trainer_core.k8s.objects import micro_now, now_iso
+from kf_trainer_core.k8s.trainjob import (
+    ANCESTOR_LABEL,
+    COMPLETION_INDEX_LABEL,
+    DATASET_INITIALIZER,
+    FRAMEWORK_LABEL,
+    INITIALIZERS,
+    JOB_GLOBAL_INDEX_LABEL,
+    JOB_INDEX_LABEL,
+    JOB_NAME_LABEL,
+    JOBSET_API,
+    JOBSET_NAME_LABEL,
+    LAUNCHER,
+    MODEL_INITIALIZER,
+    NODE,
+    REPLICATED_JOB_LABEL,
+    REPLICATED_JOB_REPLICAS_LABEL,
+    RESTART_ATTEMPT_LABEL,
+    TRAINER_API,
+    TRAINER_GROUP,
+)
 
 #: Where jobs persist unless ``LocalConfig.state_dir`` says otherwise.
 STATE_DIR_ENV = "KF_TRAINER_STATE_DIR"
@@ -35,31 +59,6 @@ JOB_UID_ENV = "KF_TRAINER_LOCAL_JOB_UID"
 POD_ENV = "KF_TRAINER_LOCAL_POD"
 #: The supervisor restores the submitter's PYTHONPATH from this before starting ranks.
 ORIGINAL_PYTHONPATH_ENV = "KF_TRAINER_LOCAL_PYTHONPATH"
-
-# Labels and annotations of TrainJob pods (JobSet, Job and Trainer controllers).
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
-REPLICATED_JOB_REPLICAS_LABEL = "jobset.sigs.k8s.io/replicatedjob-replicas"
-JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
-JOB_GLOBAL_INDEX_LABEL = "jobset.sigs.k8s.io/job-global-index"
-RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
-COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
-FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
-
-TRAINER_GROUP = "trainer.kubeflow.org"
-TRAINER_API = "trainer.kubeflow.org/v1alpha1"
-JOBSET_API = "jobset.x-k8s.io/v1alpha2"
-
-DATASET_INITIALIZER = "dataset-initializer"
-MODEL_INITIALIZER = "model-initializer"
-NODE = "node"
-LAUNCHER = "launcher"
-INITIALIZERS = (DATASET_INITIALIZER, MODEL_INITIALIZER)
-
-#: The apiserver's alphabet for generated name suffixes (no vowels, no look-alikes).
-NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
 
 def default_state_dir() -> Path:
@@ -127,16 +126,6 @@ class Paths:
 # ---------------------------------------------------------------------- timestamps
 
 
-def now_iso() -> str:
-    """RFC 3339 to the second, as ``metav1.Time`` serialises."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def micro_now() -> str:
-    """``metav1.MicroTime``, as ``Event.eventTime`` serialises."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def format_stamp(ns: int) -> str:
     """A log timestamp (RFC 3339 with nanoseconds), fixed width so that the text
     order is the time order."""
@@ -164,3 +153,27 @@ def parse_stamp(text: str) -> int:
         offset = sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
     when = datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
     return (int(when.timestamp()) - offset) * 1_000_000_000 + int(fraction)
+
+
+__all__ = [
+    "ANCESTOR_LABEL",
+    "COMPLETION_INDEX_LABEL",
+    "DATASET_INITIALIZER",
+    "FRAMEWORK_LABEL",
+    "INITIALIZERS",
+    "JOBSET_API",
+    "JOBSET_NAME_LABEL",
+    "JOB_GLOBAL_INDEX_LABEL",
+    "JOB_INDEX_LABEL",
+    "JOB_NAME_LABEL",
+    "LAUNCHER",
+    "MODEL_INITIALIZER",
+    "NODE",
+    "REPLICATED_JOB_LABEL",
+    "REPLICATED_JOB_REPLICAS_LABEL",
+    "RESTART_ATTEMPT_LABEL",
+    "TRAINER_API",
+    "TRAINER_GROUP",
+    "micro_now",
+    "now_iso",
+]

@@ -19,13 +19,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import signal
-import sys
-import threading
 import time
-import weakref
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -39,16 +34,25 @@ from kf_trainer_core.k8s.calls import (
     Patch,
     ReadLog,
 )
-from kf_trainer_core.local import machine
-from kf_trainer_core.local._common import (
-    NAME_CHARS,
-    TRAINER_API,
-    Paths,
-    micro_now,
-    now_iso,
+from kf_trainer_core.k8s.objects import (
+    generate_suffix,
+    new_event,
+    object_reference,
+    set_condition,
 )
+from kf_trainer_core.k8s.trainjob import (
+    CREATION_FAILED_PREFIX,
+    CREATION_FAILED_REASON,
+    SUSPENDED,
+    TRAINER_API,
+    TRAINER_COMPONENT,
+    TRAINJOB_SUSPENDED,
+    is_finished,
+)
+from kf_trainer_core.local._common import Paths, now_iso
+from kf_trainer_core.local.admission import plan_trainjob, validate_trainjob
 from kf_trainer_core.local.liveness import check_supervisors
-from kf_trainer_core.local.logs import PENDING, LogFollower, read_log
+from kf_trainer_core.local.logs import LogFollower, read_log
 from kf_trainer_core.local.paging import paginate
 from kf_trainer_core.local.procs import JobLock, spawn_supervisor
 from kf_trainer_core.local.store import (
@@ -64,42 +68,22 @@ from kf_trainer_core.local.store import (
     Store,
     Tx,
     bad_request,
-    gone,
     invalid,
     merge_patch,
     not_found,
 )
+from kf_trainer_core.local.watch import POLL_SECONDS as POLL_SECONDS  # the transport's
+from kf_trainer_core.local.watch import STREAMS, WatchStream
 
 JSON = dict[str, Any]
 
-#: How often a stream looks for news (the change log, a growing log file).
-POLL_SECONDS = 0.05
-#: A watch sends a BOOKMARK (its current version) when quiet this long.
-BOOKMARK_SECONDS = 2.0
 #: How long a delete waits for the job's supervisor to stop it and clean up before
 #: it kills the supervisor.
 DELETE_WAIT_SECONDS = 30.0
 #: How long a read waits for this process's watches to deliver what it returns.
 CATCH_UP_SECONDS = 0.5
-
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_SPEC_FIELDS = frozenset(
-    {
-        "runtimeRef",
-        "initializer",
-        "trainer",
-        "labels",
-        "annotations",
-        "podSpecOverrides",
-        "podTemplateOverrides",
-        "runtimePatches",
-        "suspend",
-        "managedBy",
-        "activeDeadlineSeconds",
-    }
-)
-_CREATION_FAILED = "TrainJobResourcesCreationFailed"
-_CREATION_FAILED_PREFIX = "TrainJob resources reconciliation failed: "
+#: The source of the Warning events of the local backend's own admission.
+LOCAL_COMPONENT = "kf-trainer-local"
 
 # State directories reconciled by this process (orphaned jobs restarted once).
 _reconciled: set[str] = set()
@@ -112,55 +96,15 @@ def _kind(resource: Any) -> Kind:
     return kind
 
 
-def _terminal(obj: JSON) -> bool:
-    return any(
-        c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-        for c in (obj.get("status") or {}).get("conditions") or []
-    )
-
-
-def _is_function_command(command: list[str]) -> bool:
-    return any(
-        command[i : i + 2] == ["bash", "-c"] and command[i + 3] == "kf-trainer"
-        for i in range(len(command) - 4)
-    )
-
-
-def new_event(
-    namespace: str, involved: JSON, type_: str, reason: str, message: str, component: str
-) -> JSON:
-    """A core/v1 Event object."""
-    now = now_iso()
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {
-            "name": f"{involved.get('name')}.{time.time_ns():x}",
-            "namespace": namespace,
-        },
-        "involvedObject": involved,
-        "reason": reason,
-        "message": message,
-        "type": type_,
-        "count": 1,
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "eventTime": micro_now(),
-        "source": {"component": component},
-        "reportingComponent": component,
-        "reportingInstance": component,
-    }
-
-
 def _trainjob_ref(obj: JSON) -> JSON:
     meta = obj.get("metadata") or {}
-    return {
-        "apiVersion": TRAINER_API,
-        "kind": "TrainJob",
-        "name": meta.get("name"),
-        "namespace": meta.get("namespace"),
-        "uid": meta.get("uid"),
-    }
+    return object_reference(
+        TRAINER_API,
+        "TrainJob",
+        str(meta.get("name")),
+        str(meta.get("namespace")),
+        str(meta.get("uid")),
+    )
 
 
 class LocalApi:
@@ -346,9 +290,7 @@ class LocalApi:
                 )
             meta["namespace"] = ns
         if not meta.get("name") and meta.get("generateName"):
-            import random
-
-            meta["name"] = str(meta["generateName"]) + "".join(random.choices(NAME_CHARS, k=5))
+            meta["name"] = str(meta["generateName"]) + generate_suffix()
         name = str(meta.get("name") or "")
         if not name:
             raise invalid(
@@ -419,164 +361,19 @@ class LocalApi:
 
     # ------------------------------------------------------------------ TrainJobs
 
-    def _plan(self, obj: JSON) -> tuple[JSON, list[tuple[str, str, str]], list[tuple[str, str]]]:
-        """Admission: what the supervisor needs to know, the 422 causes, and warnings
-        ``(reason, message)`` for Warning events."""
-        from kf_trainer_core.local.runtimes import trainer_container
-        from kf_trainer_core.runtimes import RuntimeInfo
-
-        spec = obj.get("spec") or {}
-        meta = obj["metadata"]
-        ref = spec.get("runtimeRef") or {}
-        rt_kind_name = str(ref.get("kind") or "ClusterTrainingRuntime")
-        rt_kind = (
-            TRAINING_RUNTIMES if rt_kind_name == "TrainingRuntime" else CLUSTER_TRAINING_RUNTIMES
-        )
-        rt_name = str(ref.get("name") or "")
-        trainer = spec.get("trainer") or {}
-        plan: JSON = {
-            "python": self.python or sys.executable,
-            "use_venv": self.use_venv,
-            "cwd": os.getcwd(),
-            "warnings": [],
-            "runtime_error": None,
-        }
-        causes: list[tuple[str, str, str]] = []
-        warnings: list[tuple[str, str]] = []
-        manifest = None
-        if rt_kind_name in ("ClusterTrainingRuntime", "TrainingRuntime"):
-            manifest = self._runtime(rt_kind, meta.get("namespace"), rt_name)
-        if manifest is None:
-            if rt_kind is TRAINING_RUNTIMES:
-                why = (
-                    "TrainingRuntime specified in TrainJob is not found: "
-                    f'{TRAINING_RUNTIMES.qualified} "{rt_name}" not found'
-                )
-            else:
-                why = (
-                    "not found ClusterTrainingRuntime specified in TrainJob: "
-                    f'{CLUSTER_TRAINING_RUNTIMES.qualified} "{rt_name}" not found'
-                )
-            plan["runtime_error"] = why
-            return plan, causes, warnings
-        info = RuntimeInfo.from_manifest(manifest)
-        node = trainer_container(manifest)
-        plan["runtime"] = {
-            "name": info.name,
-            "kind": info.kind,
-            "policy": info.policy,
-            "framework": info.framework,
-            "replicated_jobs": list(info.replicated_jobs),
-            "num_nodes": info.num_nodes,
-            "num_proc_per_node": info.num_proc_per_node,
-            "command": list(node.get("command") or []),
-            "args": list(node.get("args") or []),
-            "image": node.get("image"),
-        }
-        command = list(trainer.get("command") or node.get("command") or [])
-        if info.framework == "torchtune" or command[:2] == ["tune", "run"]:
-            causes.append(
-                (
-                    "spec.trainer",
-                    "FieldValueForbidden",
-                    "Forbidden: a BuiltinTrainer (TorchTune recipes on runtime "
-                    f"{info.name!r}) needs a Kubeflow Trainer cluster: the local backend runs "
-                    "CustomTrainer and CustomTrainerContainer jobs only. Fix: run it with "
-                    "KubernetesConfig, or train with a CustomTrainer on 'torch-distributed'.",
-                )
-            )
-            return plan, causes, warnings
-        if self.container is not None:
-            from kf_trainer_core.container.admission import admit
-
-            admit(
-                self.container,
-                plan,
-                runtime_name=str(info.name),
-                node=node,
-                trainer=trainer,
-                nodes=int(trainer.get("numNodes") or info.num_nodes or 1),
-                on_missing_resources=self.on_missing_resources,
-                causes=causes,
-                warnings=warnings,
-            )
-            plan["warnings"] = [message for _, message in warnings]
-            return plan, causes, warnings
-        if not command:
-            causes.append(
-                (
-                    "spec.trainer.command",
-                    "FieldValueRequired",
-                    "Required value: the local backend cannot run an image's entrypoint. Fix: "
-                    "give the command with the TrainerCommand option (TrainerArgs for its "
-                    "arguments).",
-                )
-            )
-        image = trainer.get("image")
-        if command and not _is_function_command(command):
-            what = f"image {image!r}" if image else "the runtime's image"
-            warnings.append(
-                (
-                    "ImageNotUsed",
-                    f"the local backend runs the command {command[0]!r} on this machine: "
-                    f"{what} is not used",
-                )
-            )
-        elif image:
-            warnings.append(
-                (
-                    "ImageNotUsed",
-                    f"image {image!r} is not used: the function runs in "
-                    f"{plan['python']} on this machine",
-                )
-            )
-        nodes = int(trainer.get("numNodes") or info.num_nodes or 1)
-        resources = trainer.get("resourcesPerNode") or node.get("resources")
-        missing = machine.missing_resources(resources, nodes)
-        if missing and self.on_missing_resources == "fail":
-            causes.append(
-                (
-                    "spec.trainer.resourcesPerNode",
-                    "FieldValueForbidden",
-                    "Forbidden: "
-                    + "; ".join(missing)
-                    + ". Fix: ask for less, run on a cluster, or use "
-                    "LocalConfig(on_missing_resources='warn') to run without them.",
-                )
-            )
-        for text in missing:
-            warnings.append(("InsufficientResources", f"{text}: running without it"))
-        plan["warnings"] = [message for _, message in warnings]
-        return plan, causes, warnings
-
     def create_trainjob(self, namespace: str, obj: JSON) -> JSON:
         meta = obj["metadata"]
         name = str(meta["name"])
-        if len(name) > 63 or not _NAME.match(name):
-            raise invalid(
-                TRAINJOBS,
-                name,
-                [
-                    (
-                        "metadata.name",
-                        "FieldValueInvalid",
-                        f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of '
-                        "lower case alphanumeric characters or '-', and must start and end "
-                        "with an alphanumeric character (at most 63 characters)",
-                    )
-                ],
-            )
-        spec = obj.get("spec")
-        if not isinstance(spec, dict):
-            raise invalid(TRAINJOBS, name, [("spec", "FieldValueRequired", "Required value")])
-        unknown = sorted(set(spec) - _SPEC_FIELDS)
-        if unknown:
-            raise bad_request(
-                "strict decoding error: "
-                + ", ".join(f'unknown field "spec.{field}"' for field in unknown)
-            )
+        spec = validate_trainjob(obj)
         obj.pop("status", None)
-        plan, causes, warnings = self._plan(obj)
+        plan, causes, warnings = plan_trainjob(
+            obj,
+            runtime=self._runtime,
+            python=self.python,
+            use_venv=self.use_venv,
+            container=self.container,
+            on_missing_resources=self.on_missing_resources,
+        )
         if causes:
             raise invalid(TRAINJOBS, name, causes)
         with self.store.write() as tx:
@@ -586,8 +383,7 @@ class LocalApi:
             ref = _trainjob_ref(created)
             for reason, message in warnings:
                 tx.create(
-                    EVENTS,
-                    new_event(namespace, ref, "Warning", reason, message, "kf-trainer-local"),
+                    EVENTS, new_event(namespace, ref, "Warning", reason, message, LOCAL_COMPONENT)
                 )
             if plan["runtime_error"]:
                 # The Trainer cannot build the JobSet: the job stays, with this event.
@@ -597,9 +393,9 @@ class LocalApi:
                         namespace,
                         ref,
                         "Warning",
-                        _CREATION_FAILED,
-                        _CREATION_FAILED_PREFIX + str(plan["runtime_error"]),
-                        "trainer-trainjob-controller",
+                        CREATION_FAILED_REASON,
+                        CREATION_FAILED_PREFIX + str(plan["runtime_error"]),
+                        TRAINER_COMPONENT,
                     ),
                 )
         result: JSON = json.loads(json.dumps(created))
@@ -614,7 +410,7 @@ class LocalApi:
     def _suspend_changed(self, obj: JSON, suspended: bool) -> None:
         meta = obj.get("metadata") or {}
         namespace, name, uid = str(meta["namespace"]), str(meta["name"]), str(meta["uid"])
-        if _terminal(obj):
+        if is_finished(obj):
             return
         plan = self.store.get_plan(uid) or {}
         if plan.get("runtime_error"):
@@ -630,7 +426,7 @@ class LocalApi:
                 current = tx.get(TRAINJOBS, namespace, name)
                 if current is None or (current.get("metadata") or {}).get("uid") != uid:
                     return
-                if not (current.get("spec") or {}).get("suspend") or _terminal(current):
+                if not (current.get("spec") or {}).get("suspend") or is_finished(current):
                     return
                 _suspend_status(tx, current)
         finally:
@@ -656,7 +452,7 @@ class LocalApi:
         """Have the job's processes stopped and everything it owns removed, and return
         when that is done: by its supervisor when one runs (nudged with SIGTERM; it
         sees the deletionTimestamp), else here."""
-        from kf_trainer_core.local.supervisor import purge_job
+        from kf_trainer_core.local.purge import purge_job
 
         lock = JobLock(self.paths, uid)
         deadline = time.monotonic() + DELETE_WAIT_SECONDS
@@ -694,7 +490,7 @@ class LocalApi:
         for obj in jobs:
             meta = obj.get("metadata") or {}
             uid = str(meta.get("uid") or "")
-            if not uid or _terminal(obj):
+            if not uid or is_finished(obj):
                 continue
             plan = self.store.get_plan(uid)
             if plan is None or plan.get("runtime_error"):
@@ -714,23 +510,7 @@ def _suspend_status(tx: Tx, obj: JSON) -> None:
     """Suspended=True on a job whose supervisor is not running."""
     status = dict(obj.get("status") or {})
     conditions = list(status.get("conditions") or [])
-    now = now_iso()
-    for cond in conditions:
-        if cond.get("type") == "Suspended":
-            if cond.get("status") != "True":
-                cond["status"], cond["lastTransitionTime"] = "True", now
-            cond["reason"], cond["message"] = "Suspended", "TrainJob is suspended"
-            break
-    else:
-        conditions.append(
-            {
-                "type": "Suspended",
-                "status": "True",
-                "reason": "Suspended",
-                "message": "TrainJob is suspended",
-                "lastTransitionTime": now,
-            }
-        )
+    set_condition(conditions, SUSPENDED, "True", *TRAINJOB_SUSPENDED)
     status["conditions"] = conditions
     obj["status"] = status
     tx.put(TRAINJOBS, obj)
@@ -761,158 +541,3 @@ def _success(kind: Kind, name: str, uid: str) -> JSON:
         "status": "Success",
         "details": details,
     }
-
-
-# ------------------------------------------------------------------------ streams
-
-
-class _Streams:
-    """The watch streams open in this process, so that a read can wait until they
-    have delivered what it returns (see :meth:`LocalApi.get`)."""
-
-    def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.open: weakref.WeakSet[WatchStream] = weakref.WeakSet()
-
-    def catch_up(self, db: str, kind: Kind, namespace: str | None, rv: int, timeout: float) -> None:
-        """Wait (at most ``timeout``) until every open watch of ``kind`` covering
-        ``namespace`` has handed out everything up to version ``rv`` and its reader
-        came back for more — that is, took it in."""
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                lagging = [
-                    s
-                    for s in self.open
-                    if s.db == db
-                    and s.kind is kind
-                    and not s.closed
-                    and (s.namespace is None or namespace is None or s.namespace == namespace)
-                    and s.acked < rv
-                ]
-                if not lagging:
-                    return
-                for stream in lagging:
-                    stream.wake.set()
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return
-                self.cond.wait(min(remaining, POLL_SECONDS))
-
-
-STREAMS = _Streams()
-
-
-class WatchStream:
-    """A watch: ``{"type", "object"}`` JSON lines from the change log after a version,
-    BOOKMARKs when quiet, an ERROR 410 when that version was pruned; it ends after
-    ``timeout_seconds``, as the apiserver ends a watch."""
-
-    def __init__(
-        self,
-        db: Path,
-        kind: Kind,
-        selector: Selector,
-        resource_version: str | None,
-        timeout_seconds: int,
-        bookmarks: bool,
-    ) -> None:
-        self.store = Store(db, init_schema=False)
-        self.db = str(db)
-        self.paths = Paths(Path(db).parent)
-        self.kind = kind
-        self.namespace = selector.namespace if kind.namespaced else None
-        self.selector = selector
-        self.bookmarks = bookmarks
-        self.deadline = time.monotonic() + max(1, timeout_seconds)
-        self.buffer: deque[bytes] = deque()
-        self.closed = False
-        self.last_sent = time.monotonic()
-        #: Set to poll now instead of after the interval (a reader waits for us).
-        self.wake = threading.Event()
-        #: Every change up to this version was handed out and taken in by the reader.
-        self.acked = 0
-        if resource_version in (None, "", "0"):
-            # "Any version": the current objects as ADDED, then what follows.
-            items, rv = self.store.select(kind, selector)
-            self.buffer.extend(_line("ADDED", item) for item in items)
-            self.cursor = rv
-        else:
-            try:
-                self.cursor = int(str(resource_version))
-            except ValueError:
-                self.store.close()
-                raise bad_request(
-                    f'resourceVersion: Invalid value: "{resource_version}": must be an integer'
-                ) from None
-            self.acked = self.cursor
-        with STREAMS.cond:
-            STREAMS.open.add(self)
-
-    def _ack(self) -> None:
-        if self.cursor > self.acked:
-            with STREAMS.cond:
-                self.acked = self.cursor
-                STREAMS.cond.notify_all()
-
-    def poll(self) -> bytes | None:
-        """The next line, ``None`` at the end, or :data:`PENDING`."""
-        if self.buffer:
-            self.last_sent = time.monotonic()
-            return self.buffer.popleft()
-        if self.closed:
-            return None
-        # The reader is back with the buffer drained: it has taken in all it was given.
-        self._ack()
-        if self.kind is TRAINJOBS:
-            # Waits watch here: a job whose supervisor died turns Failed in the change
-            # log that this stream reads next.
-            check_supervisors(self.paths, self.store)
-        now = time.monotonic()
-        if now >= self.deadline:
-            self.close()
-            return None
-        limit = 500
-        changes, current, horizon = self.store.changes(
-            self.kind, self.namespace, self.cursor, limit
-        )
-        if self.cursor < horizon:
-            err = gone(f"too old resource version: {self.cursor} ({horizon})")
-            self.close()
-            return _line("ERROR", err.status())
-        for change in changes:
-            obj = json.loads(change.data)
-            if self.selector.matches(obj):
-                self.buffer.append(_line(change.type, obj))
-        if len(changes) >= limit:
-            self.cursor = changes[-1].rv
-        else:
-            self.cursor = max(current, self.cursor)
-        if self.buffer:
-            self.last_sent = now
-            return self.buffer.popleft()
-        self._ack()  # nothing of ours up to the cursor
-        if self.bookmarks and now - self.last_sent >= BOOKMARK_SECONDS:
-            self.last_sent = now
-            return _line(
-                "BOOKMARK",
-                {
-                    "apiVersion": self.kind.api_version,
-                    "kind": self.kind.kind,
-                    "metadata": {"resourceVersion": str(self.cursor)},
-                },
-            )
-        return PENDING
-
-    def close(self) -> None:
-        with STREAMS.cond:
-            STREAMS.open.discard(self)
-            STREAMS.cond.notify_all()
-        if not self.closed:
-            self.closed = True
-            with contextlib.suppress(Exception):
-                self.store.close()
-
-
-def _line(kind: str, obj: JSON) -> bytes:
-    return json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode()

@@ -150,7 +150,7 @@ def _repair(paths: Paths, store: Store, uid: str) -> bool:
     """Bring job ``uid``, whose supervisor died, to an honest state (the caller holds
     its lock): its processes stopped, and the job Failed with the reason on its pods —
     or purged if it was being deleted, or Suspended if it was being suspended."""
-    from kf_trainer_core.local.supervisor import Supervisor
+    from kf_trainer_core.local.supervisor import JobSupervisor
 
     plan = store.get_plan(uid)
     if plan is None:
@@ -160,26 +160,23 @@ def _repair(paths: Paths, store: Store, uid: str) -> bool:
     if namespace is None or name is None:
         kill_tree([], uid, grace=1.0)
         return False
-    supervisor = Supervisor(paths, namespace, name, uid)
+    supervisor = JobSupervisor(paths, namespace, name, uid)
+    record = supervisor.record
     try:
-        if not supervisor._load():
+        if not record.load():
             kill_tree([], uid, grace=1.0)
             return False
-        supervisor.plan = plan
-        if (supervisor.job.get("metadata") or {}).get("deletionTimestamp"):
+        supervisor.kubelet.plan = plan
+        if record.deleting:
             supervisor.purge()
             return True
         kill_tree([], uid, grace=1.0)
-        if supervisor._terminal():
+        if record.terminal():
             return False
-        if supervisor.spec.get("suspend"):
+        if record.spec.get("suspend"):
             supervisor.ensure_suspended()
             return True
-        stale = [
-            p
-            for p in supervisor._existing_pods()
-            if (p.get("status") or {}).get("phase") in ("Pending", "Running", None)
-        ]
+        stale = record.unfinished_pods()
         supervisor.recover(stale, KILLED)
         return True
     finally:

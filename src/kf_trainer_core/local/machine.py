@@ -118,3 +118,27 @@ def missing_resources(resources: Mapping[str, Any] | None, nodes: int) -> list[s
             has = f"{offered:g}"
         problems.append(f"the job asks for {key} {asked}; this machine has {has}")
     return problems
+
+
+def admit_resources(
+    resources: Any, nodes: int, on_missing_resources: str, config: str
+) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
+    """Admission of what ``nodes`` times ``resources`` ask of this machine: the 422
+    causes (one when it lacks some and ``on_missing_resources`` is ``"fail"``) and a
+    Warning ``(reason, message)`` per missing resource; ``config`` (``LocalConfig``,
+    ``ContainerConfig``) names where the fix goes."""
+    missing = missing_resources(resources, nodes)
+    causes = []
+    if missing and on_missing_resources == "fail":
+        causes.append(
+            (
+                "spec.trainer.resourcesPerNode",
+                "FieldValueForbidden",
+                "Forbidden: "
+                + "; ".join(missing)
+                + ". Fix: ask for less, run on a cluster, or use "
+                f"{config}(on_missing_resources='warn') to run without them.",
+            )
+        )
+    warnings = [("InsufficientResources", f"{text}: running without it") for text in missing]
+    return causes, warnings

@@ -122,24 +122,23 @@ def spawn_supervisor(paths: Paths, namespace: str, name: str, uid: str, cwd: str
 # ------------------------------------------------------------------ killing trees
 
 
-def _alive(pid: int) -> bool:
+def _answers(kill: Callable[[int, int], None], target: int, *, if_denied: bool) -> bool:
+    """Whether a process (``os.kill``) or group (``os.killpg``) exists: signal 0."""
     try:
-        os.kill(pid, 0)
+        kill(target, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        return if_denied
     return True
+
+
+def _alive(pid: int) -> bool:
+    return _answers(os.kill, pid, if_denied=True)
 
 
 def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return False
-    return True
+    return _answers(os.killpg, pgid, if_denied=False)
 
 
 def _zombie(pid: int) -> bool:

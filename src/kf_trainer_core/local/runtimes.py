@@ -106,20 +106,3 @@ def default_runtimes() -> dict[str, JSON]:
     import json
 
     return {name: json.loads(text) for name, text in _defaults().items()}
-
-
-def trainer_container(manifest: JSON) -> JSON:
-    """The trainer step's ``node`` container in a runtime manifest (command, args,
-    image, resources that a TrainJob inherits), or ``{}``."""
-    rjobs = (((manifest.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
-        "replicatedJobs"
-    ) or []
-    for rjob in rjobs:
-        tmpl = rjob.get("template") or {}
-        if ANCESTOR_LABEL not in ((tmpl.get("metadata") or {}).get("labels") or {}):
-            continue
-        pod = ((tmpl.get("spec") or {}).get("template") or {}).get("spec") or {}
-        for container in pod.get("containers") or []:
-            if container.get("name") == NODE:
-                return dict(container)
-    return {}

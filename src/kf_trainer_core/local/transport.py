@@ -11,9 +11,11 @@ import asyncio
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kf_trainer_core.k8s.calls import Call, OpenLogStream, OpenWatch
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.local._common import default_state_dir
 from kf_trainer_core.local.api import POLL_SECONDS, LocalApi
@@ -57,6 +59,14 @@ def _api_error(exc: Exception) -> ApiError:
     return ApiError(503, "ServiceUnavailable", f"local state store busy: {exc}")
 
 
+def _poll(stream: Any) -> Any:
+    """The stream's next line, ``None`` at its end, or ``PENDING``."""
+    try:
+        return stream.poll()
+    except sqlite3.OperationalError as exc:
+        raise _api_error(exc) from None
+
+
 class LocalTransport:
     """Performs calls against a local state directory (see :mod:`kf_trainer_core.local`).
     Thread-safe: an orchestrator's log-follow thread may share it."""
@@ -86,25 +96,23 @@ class LocalTransport:
         if old is not None:
             old.close()
 
-    def perform(self, call: Any) -> Any:
-        try:
-            return self.api.perform(call)
-        except (StatusError, sqlite3.OperationalError) as exc:
-            raise _api_error(exc) from None
+    def perform(self, call: Call) -> Any:
+        return self._answer(self.api.perform, call)
 
-    def open_stream(self, call: Any) -> Any:
+    def open_stream(self, call: OpenWatch | OpenLogStream) -> Any:
+        return self._answer(self.api.open_stream, call)
+
+    @staticmethod
+    def _answer(method: Callable[[Any], Any], call: Any) -> Any:
         try:
-            return self.api.open_stream(call)
+            return method(call)
         except (StatusError, sqlite3.OperationalError) as exc:
             raise _api_error(exc) from None
 
     def read_line(self, stream: Any) -> bytes | None:
         """The next line, waiting for it (``None``: the stream ended)."""
         while True:
-            try:
-                item = stream.poll()
-            except sqlite3.OperationalError as exc:
-                raise _api_error(exc) from None
+            item = _poll(stream)
             if item is not PENDING:
                 return item  # type: ignore[no-any-return]
             wake = getattr(stream, "wake", None)
@@ -130,18 +138,15 @@ class AsyncLocalTransport:
     async def connect(self) -> None:
         await asyncio.to_thread(self._sync.connect)
 
-    async def perform(self, call: Any) -> Any:
+    async def perform(self, call: Call) -> Any:
         return await asyncio.to_thread(self._sync.perform, call)
 
-    async def open_stream(self, call: Any) -> Any:
+    async def open_stream(self, call: OpenWatch | OpenLogStream) -> Any:
         return await asyncio.to_thread(self._sync.open_stream, call)
 
     async def read_line(self, stream: Any) -> bytes | None:
         while True:
-            try:
-                item = stream.poll()
-            except sqlite3.OperationalError as exc:
-                raise _api_error(exc) from None
+            item = _poll(stream)
             if item is not PENDING:
                 return item  # type: ignore[no-any-return]
             wake = getattr(stream, "wake", None)

@@ -5,40 +5,40 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import random
 import time
 from functools import partial
 from typing import TYPE_CHECKING
 
-from kf_trainer_core.testing.controller.events import owner_ref, set_condition
+from kf_trainer_core.k8s.objects import generate_suffix, owner_reference, set_condition
+from kf_trainer_core.k8s.trainjob import (
+    ANCESTOR_LABEL,
+    COMPLETE,
+    COMPLETION_INDEX_LABEL,
+    CONTROLLER_UID_LABEL,
+    FAILED,
+    JOB_API,
+    JOB_BACKOFF,
+    JOB_COMPLETE,
+    JOB_GLOBAL_INDEX_LABEL,
+    JOB_INDEX_LABEL,
+    JOB_KEY_LABEL,
+    JOB_NAME_LABEL,
+    JOB_SUSPENDED,
+    JOBSET_API,
+    JOBSET_NAME_LABEL,
+    JOBSET_UID_LABEL,
+    JS_COMPLETED,
+    JS_FAILED,
+    REPLICATED_JOB_LABEL,
+    REPLICATED_JOB_REPLICAS_LABEL,
+    RESTART_ATTEMPT_LABEL,
+    SUSPENDED,
+    jobset_failed_message,
+)
 from kf_trainer_core.testing.controller.jobset import upsert_env
 from kf_trainer_core.testing.controller.pods import pull_policy, qos_class
 from kf_trainer_core.testing.controller.state import JobSim, PodSim, RJob, Sim, safe
-from kf_trainer_core.testing.controller.vocab import (
-    ANCESTOR,
-    COMPLETION_INDEX_PATH,
-    JOB_BACKOFF,
-    JOB_COMPLETE,
-    JOBS,
-    JOBSET_API,
-    JS_COMPLETED,
-    JS_FAILED,
-    JSON,
-    L_COMPLETION_INDEX,
-    L_CONTROLLER_UID,
-    L_JOB_GLOBAL_INDEX,
-    L_JOB_INDEX,
-    L_JOB_KEY,
-    L_JOB_NAME,
-    L_JOBSET,
-    L_JOBSET_UID,
-    L_RESTART,
-    L_RJOB,
-    L_RJOB_REPLICAS,
-    NAME_CHARS,
-    TJ_COMPLETE,
-    TJ_FAILED,
-)
+from kf_trainer_core.testing.controller.vocab import COMPLETION_INDEX_PATH, JOBS, JSON
 from kf_trainer_core.testing.store import PODS, StoreError, format_timestamp, json_copy
 
 if TYPE_CHECKING:
@@ -126,7 +126,9 @@ class JobController:
                 "namespace": sim.namespace,
                 "labels": labels,
                 "annotations": annotations,
-                "ownerReferences": [owner_ref(JOBSET_API, "JobSet", sim.name, sim.jobset_uid)],
+                "ownerReferences": [
+                    owner_reference(JOBSET_API, "JobSet", sim.name, sim.jobset_uid)
+                ],
             },
             "spec": jspec,
         }
@@ -142,9 +144,7 @@ class JobController:
         rjob.jobs.append(job)
         cx.jobs[(sim.namespace, job.name)] = job
         if suspended:
-            set_condition(
-                job.conditions, "Suspended", "True", "JobSuspended", "Job suspended", probe=True
-            )
+            set_condition(job.conditions, SUSPENDED, "True", *JOB_SUSPENDED, probe=True)
         else:
             job.start_time = format_timestamp()
             self.fill_job(job)
@@ -268,9 +268,7 @@ class JobController:
         failed = [j for j in sim.live_jobs() if j.finished == "Failed"]
         if failed:
             first = min(failed, key=lambda j: j.failed_at)
-            reason, message = JS_FAILED
-            detail = f"{message} (first failed job: {first.name})"
-            self._finish_jobset(sim, "Failed", reason, detail)
+            self._finish_jobset(sim, "Failed", JS_FAILED[0], jobset_failed_message(first.name))
             return
         targets = [r for r in sim.rjobs if not sim.success_targets or r.name in sim.success_targets]
         if sim.success_operator == "Any":
@@ -289,7 +287,7 @@ class JobController:
 
     def _finish_jobset(self, sim: Sim, outcome: str, reason: str, message: str) -> None:
         cx = self.cx
-        sim.terminal = TJ_COMPLETE if outcome == "Completed" else TJ_FAILED
+        sim.terminal = COMPLETE if outcome == "Completed" else FAILED
         sim.state = "finished"
         sim.end()
         set_condition(sim.js_conditions, outcome, "True", reason, message)
@@ -318,18 +316,18 @@ class JobController:
         labels: dict[str, str] = {
             **(pmeta.get("labels") or {}),
             **jobset_labels,
-            L_CONTROLLER_UID: job.uid,
+            CONTROLLER_UID_LABEL: job.uid,
             "controller-uid": job.uid,
-            L_JOB_NAME: job.name,
+            JOB_NAME_LABEL: job.name,
             "job-name": job.name,
-            L_COMPLETION_INDEX: str(index),
+            COMPLETION_INDEX_LABEL: str(index),
         }
         if rjob.ancestor:
-            labels[ANCESTOR] = rjob.ancestor
+            labels[ANCESTOR_LABEL] = rjob.ancestor
         annotations: dict[str, str] = {
             **(pmeta.get("annotations") or {}),
             **jobset_labels,
-            L_COMPLETION_INDEX: str(index),
+            COMPLETION_INDEX_LABEL: str(index),
         }
         _pod_defaults(pspec)
         pspec["hostname"] = f"{job.name}-{index}"
@@ -342,16 +340,14 @@ class JobController:
                 "namespace": sim.namespace,
                 "labels": labels,
                 "annotations": annotations,
-                "ownerReferences": [owner_ref("batch/v1", "Job", job.name, job.uid)],
+                "ownerReferences": [owner_reference(JOB_API, "Job", job.name, job.uid)],
             },
             "spec": pspec,
             "status": {"phase": "Pending", "qosClass": qos_class(pspec)},
         }
         created: JSON | None = None
         for _ in range(5):
-            obj["metadata"]["name"] = f"{job.name}-{index}-" + "".join(
-                random.choices(NAME_CHARS, k=5)
-            )
+            obj["metadata"]["name"] = f"{job.name}-{index}-{generate_suffix()}"
             try:
                 created = cx.store.create(PODS, obj)
                 break
@@ -404,12 +400,12 @@ def _jobset_labels(job: JobSim) -> dict[str, str]:
     sim = job.sim
     key = hashlib.sha1(f"{sim.namespace}/{job.name}".encode()).hexdigest()
     return {
-        L_JOBSET: sim.name,
-        L_RJOB: job.rjob.name,
-        L_RJOB_REPLICAS: str(job.rjob.replicas),
-        L_JOB_INDEX: str(job.index),
-        L_JOB_GLOBAL_INDEX: str(job.global_index),
-        L_RESTART: "0",
-        L_JOB_KEY: key,
-        L_JOBSET_UID: sim.jobset_uid,
+        JOBSET_NAME_LABEL: sim.name,
+        REPLICATED_JOB_LABEL: job.rjob.name,
+        REPLICATED_JOB_REPLICAS_LABEL: str(job.rjob.replicas),
+        JOB_INDEX_LABEL: str(job.index),
+        JOB_GLOBAL_INDEX_LABEL: str(job.global_index),
+        RESTART_ATTEMPT_LABEL: "0",
+        JOB_KEY_LABEL: key,
+        JOBSET_UID_LABEL: sim.jobset_uid,
     }

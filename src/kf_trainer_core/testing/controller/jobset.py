@@ -13,17 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kf_trainer_core.testing.controller.events import owner_ref
+from kf_trainer_core.k8s.objects import owner_reference
+from kf_trainer_core.k8s.trainjob import ANCESTOR_LABEL, INITIALIZERS, JOBSET_API, TRAINER_API
 from kf_trainer_core.testing.controller.state import BuildError, Built, RJob, Sim
-from kf_trainer_core.testing.controller.vocab import (
-    ANCESTOR,
-    COMPLETION_INDEX_PATH,
-    INITIALIZERS,
-    JOBSET_API,
-    JSON,
-    TORCH_MASTER_PORT,
-    TRAINER_API,
-)
+from kf_trainer_core.testing.controller.vocab import COMPLETION_INDEX_PATH, JSON, TORCH_MASTER_PORT
 from kf_trainer_core.testing.store import (
     CONFIGMAPS,
     SECRETS,
@@ -124,7 +117,7 @@ def _shape_replicated_job(rj: JSON, p: _Policy, sim: Sim, status_server: Any) ->
     ptmpl: JSON = jspec.setdefault("template", {})
     pspec: JSON = ptmpl.setdefault("spec", {})
     containers: list[JSON] = pspec.setdefault("containers", [])
-    ancestor = (jmeta.get("labels") or {}).get(ANCESTOR)
+    ancestor = (jmeta.get("labels") or {}).get(ANCESTOR_LABEL)
     count = int(jspec.get("parallelism") or 1)
     rj.setdefault("replicas", 1)
     if ancestor == "trainer":
@@ -207,7 +200,7 @@ def _replicated_jobs(rjob_specs: list[JSON], sim: Sim, kind: str, rt_name: str) 
         name = str(rj.get("name"))
         jt = rj["template"]
         jspec = jt["spec"]
-        ancestor = (jt["metadata"].get("labels") or {}).get(ANCESTOR)
+        ancestor = (jt["metadata"].get("labels") or {}).get(ANCESTOR_LABEL)
         if ancestor == "trainer":
             kind_ = "trainer"
         elif ancestor in INITIALIZERS:
@@ -263,7 +256,7 @@ def _jobset_object(
     metadata: JSON = {
         "name": sim.name,
         "namespace": sim.namespace,
-        "ownerReferences": [owner_ref(TRAINER_API, "TrainJob", sim.name, sim.uid)],
+        "ownerReferences": [owner_reference(TRAINER_API, "TrainJob", sim.name, sim.uid)],
     }
     if labels:
         metadata["labels"] = labels
@@ -320,7 +313,7 @@ def mpi_objects(
     sim: Sim, rjob_specs: list[JSON], launcher_as_node: bool, nproc: str
 ) -> list[tuple[Resource, JSON]]:
     """The MPI plugin's SSH-auth Secret and hostfile ConfigMap, owned by the TrainJob."""
-    owner = [owner_ref(TRAINER_API, "TrainJob", sim.name, sim.uid)]
+    owner = [owner_reference(TRAINER_API, "TrainJob", sim.name, sim.uid)]
     lines: list[str] = []
     for rj in rjob_specs:
         rname = rj.get("name")

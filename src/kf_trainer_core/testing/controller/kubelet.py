@@ -10,14 +10,21 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from kf_trainer_core.function import TERMINATION_MESSAGE_LIMIT
+from kf_trainer_core.k8s.objects import (
+    CONTAINER_CREATING,
+    CONTAINERS_NOT_READY,
+    POD_COMPLETED,
+    POD_FAILED,
+    pod_conditions,
+)
+from kf_trainer_core.k8s.trainjob import SCHEDULER
 from kf_trainer_core.testing.controller.jobset import container, names
 from kf_trainer_core.testing.controller.pods import (
-    container_status,
+    container_status_of,
     default_logs,
     fmt,
     full_image,
     placeholders,
-    pod_conditions,
     truncate_bytes,
 )
 from kf_trainer_core.testing.controller.state import PodSim, Sim, safe
@@ -77,9 +84,7 @@ class Kubelet:
             }
 
         self.write(pod, fn)
-        self.cx.events.pod(
-            pod, "Warning", "FailedScheduling", _UNSCHEDULABLE, component="default-scheduler"
-        )
+        self.cx.events.pod(pod, "Warning", "FailedScheduling", _UNSCHEDULABLE, component=SCHEDULER)
 
     def _schedule(self, pod: PodSim) -> None:
         if not pod.active:
@@ -89,7 +94,7 @@ class Kubelet:
         pod.host_ip = f"172.18.0.{n + 2}"
         now = format_timestamp()
         pod.scheduled_at = now
-        pod.waiting = {"reason": "ContainerCreating"}
+        pod.waiting = {"reason": CONTAINER_CREATING}
 
         def fn(obj: JSON) -> None:
             obj["spec"]["nodeName"] = pod.node
@@ -105,11 +110,11 @@ class Kubelet:
                         scheduled=True,
                         initialized=True,
                         ready=False,
-                        ready_reason="ContainersNotReady",
+                        reason=CONTAINERS_NOT_READY,
                         not_ready=names(pod.containers),
                     ),
                     "containerStatuses": [
-                        container_status(c, waiting={"reason": "ContainerCreating"})
+                        container_status_of(c, waiting={"reason": CONTAINER_CREATING})
                         for c in pod.containers
                     ],
                 }
@@ -123,7 +128,7 @@ class Kubelet:
             "Normal",
             "Scheduled",
             f"Successfully assigned {sim.namespace}/{pod.name} to {pod.node}",
-            component="default-scheduler",
+            component=SCHEDULER,
         )
         for c in pod.containers:
             events.pod(pod, "Normal", "Pulling", f'Pulling image "{c.get("image")}"', container=c)
@@ -183,11 +188,11 @@ class Kubelet:
         def fn(obj: JSON) -> None:
             status = obj.setdefault("status", {})
             status["containerStatuses"] = [
-                container_status(
+                container_status_of(
                     c,
                     waiting=waiting
                     if c is main or c.get("name") == main.get("name")
-                    else {"reason": "ContainerCreating"},
+                    else {"reason": CONTAINER_CREATING},
                 )
                 for c in pod.containers
             ]
@@ -213,7 +218,7 @@ class Kubelet:
                         scheduled=True,
                         initialized=True,
                         ready=False,
-                        ready_reason="PodFailed",
+                        reason=POD_FAILED,
                         not_ready=[],
                     ),
                 }
@@ -270,13 +275,13 @@ class Kubelet:
                     "podIPs": [{"ip": pod.ip}],
                     "conditions": pod_conditions(now, scheduled=True, initialized=True, ready=True),
                     "containerStatuses": [
-                        container_status(c, running_since=now) for c in pod.containers
+                        container_status_of(c, running_since=now) for c in pod.containers
                     ],
                 }
             )
             if pod.spec.get("initContainers"):
                 status["initContainerStatuses"] = [
-                    container_status(
+                    container_status_of(
                         c,
                         terminated={
                             "exitCode": 0,
@@ -404,7 +409,7 @@ class Kubelet:
         success = exit_code == 0
         pod.phase = "Succeeded" if success else "Failed"
         pod.ready = False
-        terminal_reason = "PodCompleted" if success else "PodFailed"
+        terminal_reason = POD_COMPLETED if success else POD_FAILED
 
         def fn(obj: JSON) -> None:
             status = obj.setdefault("status", {})
@@ -418,7 +423,7 @@ class Kubelet:
                 }
                 if c is main and message:
                     term["message"] = message
-                statuses.append(container_status(c, terminated=term))
+                statuses.append(container_status_of(c, terminated=term))
             status.update(
                 {
                     "phase": pod.phase,
@@ -427,7 +432,7 @@ class Kubelet:
                         scheduled=True,
                         initialized=True,
                         ready=False,
-                        ready_reason=terminal_reason,
+                        reason=terminal_reason,
                         not_ready=[],
                     ),
                     "containerStatuses": statuses,

@@ -1,12 +1,15 @@
-"""Pod vocabulary of the simulated kubelet: conditions, container statuses, QoS class,
-image names, and the log lines a scripted container prints (pure functions)."""
+"""Pod vocabulary of the simulated kubelet: container statuses with image digests and
+container ids, QoS class, image names, and the log lines a scripted container prints
+(pure functions; the shared shapes are in :mod:`kf_trainer_core.k8s.objects`)."""
 
 from __future__ import annotations
 
 import hashlib
 import random
+from typing import Any
 
 from kf_trainer_core.function import RESULT_MARKER
+from kf_trainer_core.k8s.objects import container_status
 from kf_trainer_core.testing.controller.state import PodSim
 from kf_trainer_core.testing.controller.vocab import JSON, TORCH_MASTER_PORT
 
@@ -61,72 +64,21 @@ def qos_class(pspec: JSON) -> str:
     return "Burstable" if any_set else "BestEffort"
 
 
-def pod_conditions(
-    now: str,
-    *,
-    scheduled: bool,
-    initialized: bool,
-    ready: bool,
-    ready_reason: str | None = None,
-    not_ready: list[str] | None = None,
-) -> list[JSON]:
-    """The five pod conditions a kubelet reports."""
-
-    def cond(type_: str, ok: bool, reason: str | None = None, message: str | None = None) -> JSON:
-        c: JSON = {
-            "type": type_,
-            "status": "True" if ok else "False",
-            "lastProbeTime": None,
-            "lastTransitionTime": now,
-        }
-        if not ok and reason:
-            c["reason"] = reason
-            if message:
-                c["message"] = message
-        return c
-
-    msg = f"containers with unready status: [{' '.join(not_ready)}]" if not_ready else None
-    return [
-        cond("PodReadyToStartContainers", ready or ready_reason in ("PodCompleted", "PodFailed")),
-        cond("Initialized", initialized),
-        cond("Ready", ready, ready_reason, msg),
-        cond("ContainersReady", ready, ready_reason, msg),
-        cond("PodScheduled", scheduled),
-    ]
-
-
-def container_status(
-    c: JSON,
-    *,
-    waiting: JSON | None = None,
-    running_since: str | None = None,
-    terminated: JSON | None = None,
-) -> JSON:
-    """One ``containerStatuses`` entry: waiting, running since, or terminated."""
+def container_status_of(c: JSON, **state: Any) -> JSON:
+    """Container ``c``'s ``containerStatuses`` entry in ``state`` (``waiting=``,
+    ``running_since=`` or ``terminated=``, as :func:`container_status` takes them); once
+    it ran it has the pulled image's digest and a containerd id."""
     image = str(c.get("image") or "")
     name = str(c.get("name"))
-    status: JSON = {
-        "name": name,
-        "image": image,
-        "imageID": "",
-        "ready": running_since is not None,
-        "restartCount": 0,
-        "started": running_since is not None,
-    }
-    if running_since is not None or terminated is not None:
+    ran: dict[str, Any] = {"image_id": "", "container_id": ""}
+    if state.get("running_since") is not None or state.get("terminated") is not None:
         digest = hashlib.sha256(image.encode()).hexdigest()
-        status["imageID"] = f"{full_image(image).rsplit(':', 1)[0]}@sha256:{digest}"
-        status["containerID"] = (
-            "containerd://"
-            + hashlib.sha256(f"{name}{running_since}{random.random()}".encode()).hexdigest()
-        )
-    if waiting is not None:
-        status["state"] = {"waiting": waiting}
-    elif terminated is not None:
-        status["state"] = {"terminated": terminated}
-    else:
-        status["state"] = {"running": {"startedAt": running_since}}
-    return status
+        seed = f"{name}{state.get('running_since')}{random.random()}"
+        ran = {
+            "image_id": f"{full_image(image).rsplit(':', 1)[0]}@sha256:{digest}",
+            "container_id": "containerd://" + hashlib.sha256(seed.encode()).hexdigest(),
+        }
+    return container_status(name, image, **ran, **state)
 
 
 # ------------------------------------------------------------------ scripted log lines

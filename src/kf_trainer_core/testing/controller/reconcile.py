@@ -10,34 +10,26 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from kf_trainer_core.testing.controller.events import set_condition
-from kf_trainer_core.testing.controller.jobset import build_jobset
-from kf_trainer_core.testing.controller.state import (
-    BuildError,
-    Built,
-    Sim,
-    create_or_replace,
-    safe,
-)
-from kf_trainer_core.testing.controller.vocab import (
+from kf_trainer_core.k8s.objects import set_condition
+from kf_trainer_core.k8s.trainjob import (
+    COMPLETE,
     CREATION_FAILED_PREFIX,
-    E_CREATION_FAILED,
+    CREATION_FAILED_REASON,
+    FAILED,
+    JOB_RESUMED,
+    JOB_SUSPENDED,
     JS_RESUMED,
     JS_SUSPENDED,
-    JSON,
-    M_DEADLINE,
-    M_RESUMED,
-    M_SUSPENDED,
-    MULTIKUEUE,
-    R_DEADLINE,
-    R_NOT_SUPPORTED,
-    R_RESUMED,
-    R_SUSPENDED,
-    TJ_COMPLETE,
-    TJ_FAILED,
-    TJ_SUSPENDED,
+    RUNTIME_NOT_SUPPORTED_REASON,
+    SUSPENDED,
     TRAINER_GROUP,
+    TRAINJOB_DEADLINE,
+    TRAINJOB_RESUMED,
+    TRAINJOB_SUSPENDED,
 )
+from kf_trainer_core.testing.controller.jobset import build_jobset
+from kf_trainer_core.testing.controller.state import BuildError, Built, Sim, create_or_replace, safe
+from kf_trainer_core.testing.controller.vocab import JSON, MULTIKUEUE
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION, Scenario
 from kf_trainer_core.testing.store import (
     CLUSTER_TRAINING_RUNTIMES,
@@ -145,7 +137,7 @@ class TrainJobReconciler:
         finished = [
             c
             for c in (obj.get("status") or {}).get("conditions") or []
-            if c.get("type") in (TJ_COMPLETE, TJ_FAILED) and c.get("status") == "True"
+            if c.get("type") in (COMPLETE, FAILED) and c.get("status") == "True"
         ]
         if finished:
             # Seen finished (a controller restart): the Trainer never touches it again.
@@ -168,9 +160,13 @@ class TrainJobReconciler:
         if group != TRAINER_GROUP or kind not in ("ClusterTrainingRuntime", "TrainingRuntime"):
             # Only the runtime registry lookup fails this way: a Failed condition.
             gk = f"{kind}.{group}" if group else kind
-            sim.state, sim.terminal = "finished", TJ_FAILED
+            sim.state, sim.terminal = "finished", FAILED
             set_condition(
-                sim.tj_conditions, TJ_FAILED, "True", R_NOT_SUPPORTED, f"unsupported runtime: {gk}"
+                sim.tj_conditions,
+                FAILED,
+                "True",
+                RUNTIME_NOT_SUPPORTED_REASON,
+                f"unsupported runtime: {gk}",
             )
             self.cx.status.mark(sim)
             return
@@ -184,9 +180,9 @@ class TrainJobReconciler:
             text = str(exc)
             message = f"{CREATION_FAILED_PREFIX}{text[:950]}" + (" ..." if len(text) > 950 else "")
             events = self.cx.events
-            events.trainjob(sim, "Warning", E_CREATION_FAILED, message, action="Reconciling")
+            events.trainjob(sim, "Warning", CREATION_FAILED_REASON, message, action="Reconciling")
             if suspended:
-                set_condition(sim.tj_conditions, TJ_SUSPENDED, "True", R_SUSPENDED, M_SUSPENDED)
+                set_condition(sim.tj_conditions, SUSPENDED, "True", *TRAINJOB_SUSPENDED)
             self.cx.status.mark(sim)
             return
         self._launch(sim, built)
@@ -242,8 +238,8 @@ class TrainJobReconciler:
                 if not rjob.depends_on:
                     cx.job_ctl.start_rjob(sim, rjob, suspended=True)
             cx.events.jobset(sim, "Normal", *JS_SUSPENDED)
-            set_condition(sim.js_conditions, "Suspended", "True", *JS_SUSPENDED)
-            set_condition(sim.tj_conditions, TJ_SUSPENDED, "True", R_SUSPENDED, M_SUSPENDED)
+            set_condition(sim.js_conditions, SUSPENDED, "True", *JS_SUSPENDED)
+            set_condition(sim.tj_conditions, SUSPENDED, "True", *TRAINJOB_SUSPENDED)
         else:
             cx.job_ctl.check_startup(sim)
             self._arm_run_timers(sim)
@@ -283,8 +279,8 @@ class TrainJobReconciler:
     def _deadline_hit(self, sim: Sim) -> None:
         if sim.state != "active" or sim.terminal or sim.suspended:
             return
-        sim.terminal, sim.state = TJ_FAILED, "finished"
-        set_condition(sim.tj_conditions, TJ_FAILED, "True", R_DEADLINE, M_DEADLINE)
+        sim.terminal, sim.state = FAILED, "finished"
+        set_condition(sim.tj_conditions, FAILED, "True", *TRAINJOB_DEADLINE)
         sim.end()
         # The Trainer deletes the JobSet; the cascade takes Jobs and pods with it.
         self.cx.job_ctl.drop_all(sim)
@@ -307,15 +303,13 @@ class TrainJobReconciler:
                 cx.kubelet.kill(pod, delete=True)
             job.suspended = True
             job.start_time = None
-            set_condition(
-                job.conditions, "Suspended", "True", "JobSuspended", "Job suspended", probe=True
-            )
+            set_condition(job.conditions, SUSPENDED, "True", *JOB_SUSPENDED, probe=True)
             cx.events.job(job, "Normal", "Suspended", "Job suspended")
             cx.status.mark(sim, job)
         self._patch_jobset_suspend(sim, True)
-        set_condition(sim.js_conditions, "Suspended", "True", *JS_SUSPENDED)
+        set_condition(sim.js_conditions, SUSPENDED, "True", *JS_SUSPENDED)
         cx.events.jobset(sim, "Normal", *JS_SUSPENDED)
-        set_condition(sim.tj_conditions, TJ_SUSPENDED, "True", R_SUSPENDED, M_SUSPENDED)
+        set_condition(sim.tj_conditions, SUSPENDED, "True", *TRAINJOB_SUSPENDED)
         if sim.auto_suspended and sim.scenario.resume_after is not None:
             cx.worker.after(sim.scenario.resume_after, sim.life, partial(self._auto_resume, sim))
         cx.status.mark(sim)
@@ -325,7 +319,7 @@ class TrainJobReconciler:
         sim.suspended = False
         sim.new_run()
         self._patch_jobset_suspend(sim, False)
-        set_condition(sim.js_conditions, "Suspended", "False", *JS_RESUMED)
+        set_condition(sim.js_conditions, SUSPENDED, "False", *JS_RESUMED)
         cx.events.jobset(sim, "Normal", *JS_RESUMED)
         now = format_timestamp()
         for job in sim.live_jobs():
@@ -333,14 +327,12 @@ class TrainJobReconciler:
                 continue
             job.suspended = False
             job.start_time = now
-            set_condition(
-                job.conditions, "Suspended", "False", "JobResumed", "Job resumed", probe=True
-            )
+            set_condition(job.conditions, SUSPENDED, "False", *JOB_RESUMED, probe=True)
             cx.events.job(job, "Normal", "Resumed", "Job resumed")
             cx.job_ctl.fill_job(job)
             cx.status.mark(sim, job)
         # The deadline counts from the resume (the Suspended=False transition time).
-        set_condition(sim.tj_conditions, TJ_SUSPENDED, "False", R_RESUMED, M_RESUMED)
+        set_condition(sim.tj_conditions, SUSPENDED, "False", *TRAINJOB_RESUMED)
         cx.job_ctl.check_startup(sim)
         self._arm_run_timers(sim)
         cx.status.mark(sim)

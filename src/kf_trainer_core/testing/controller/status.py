@@ -11,8 +11,9 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from kf_trainer_core.k8s.trainjob import COMPLETE
 from kf_trainer_core.testing.controller.state import JobSim, RJob, Sim, safe
-from kf_trainer_core.testing.controller.vocab import JOBS, JSON, TJ_COMPLETE
+from kf_trainer_core.testing.controller.vocab import JOBS, JSON
 from kf_trainer_core.testing.controller.worker import guarded
 from kf_trainer_core.testing.store import JOBSETS, TRAINJOBS, Resource, Store, json_copy
 
@@ -89,7 +90,7 @@ class StatusWriter:
         if sim.js_conditions:
             js_status["conditions"] = json_copy(sim.js_conditions)
         if sim.terminal:
-            js_status["terminalState"] = "Completed" if sim.terminal == TJ_COMPLETE else "Failed"
+            js_status["terminalState"] = "Completed" if sim.terminal == COMPLETE else "Failed"
         if js_status == sim.last_js_status:
             return
 
@@ -104,24 +105,23 @@ class StatusWriter:
         return written is not None
 
     def _write_job_status(self, job: JobSim) -> None:
+        # Counts and times appear only once they are non-zero / set, as the Job
+        # controller writes them.
+        optional = {
+            "active": job.active_count,
+            "succeeded": len(job.succeeded),
+            "completedIndexes": index_ranges(job.succeeded) if job.succeeded else None,
+            "failed": job.failed,
+            "startTime": job.start_time,
+            "completionTime": job.completion_time,
+            "conditions": json_copy(job.conditions) if job.conditions else None,
+        }
         status: JSON = {
             "ready": job.ready_count,
             "terminating": 0,
             "uncountedTerminatedPods": {},
+            **{key: value for key, value in optional.items() if value},
         }
-        if job.active_count:
-            status["active"] = job.active_count
-        if job.succeeded:
-            status["succeeded"] = len(job.succeeded)
-            status["completedIndexes"] = index_ranges(job.succeeded)
-        if job.failed:
-            status["failed"] = job.failed
-        if job.start_time:
-            status["startTime"] = job.start_time
-        if job.completion_time:
-            status["completionTime"] = job.completion_time
-        if job.conditions:
-            status["conditions"] = json_copy(job.conditions)
 
         def fn(obj: JSON) -> None:
             obj["status"] = status

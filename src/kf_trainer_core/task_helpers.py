@@ -2,7 +2,7 @@
 
 - :func:`wait_for_step` waits, from synchronous code, for a *group* of steps — the
   initializers, or the whole training — so that a pipeline can show initialization and
-  training as separate nodes (one step at a time is :mod:`kf_trainer_core.steps`);
+  training as separate nodes (one step at a time is :mod:`kf_trainer_core.step_waits`);
 - :func:`cancel_identity` stops whatever an orchestrator identity started, for the
   moment a task is killed before it learnt its job's name;
 - :func:`cancel_if_unfinished` stops a job unless it already finished;
@@ -79,7 +79,7 @@ def wait_for_step(
 
     ``step="trainer"`` is :meth:`TrainerClient.wait` for ``Complete`` (with
     ``startup_timeout``). An initializer step is done when its pod succeeded
-    (:func:`kf_trainer_core.steps.await_step`); ``"initializer"`` waits for each one
+    (:func:`kf_trainer_core.step_waits.await_step`); ``"initializer"`` waits for each one
     the job's runtime has and returns at once when it has none; an initializer the
     runtime lacks is a ``ValueError``. A failed job raises ``TrainJobFailedError`` or
     ``StepFailedError`` with the failing step. ``admission_timeout``: fail when Kueue has
@@ -133,7 +133,7 @@ async def _await_steps(
     callbacks: list[Callable[[TrainJob], None]],
 ) -> tuple[TrainJob, Any]:
     from kf_trainer_core.client import AsyncTrainerClient
-    from kf_trainer_core.steps import StepGoal, await_step
+    from kf_trainer_core.step_waits import StepGoal, await_step
 
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + timeout

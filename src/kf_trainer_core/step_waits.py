@@ -20,15 +20,16 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from kf_trainer_core import checks, names, ops
-from kf_trainer_core.errors import KFTrainerError
-from kf_trainer_core.status import Failure, JobState, Step, TrainJob
-from kf_trainer_core.waiting import (
+from kf_trainer_core import checks, names
+from kf_trainer_core.errors import (
+    StepFailedError,
     TrainJobCreationFailedError,
     TrainJobDeletedError,
     TrainJobFailedError,
+    TrainJobNotFoundError,
     TrainJobTimeoutError,
 )
+from kf_trainer_core.status import Failure, JobState, Step, TrainJob
 
 if TYPE_CHECKING:
     from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
@@ -39,21 +40,6 @@ STEP_PHASES = ("Pending", "Running", "Succeeded", "Failed")
 _PROGRESS = {"Pending": 0, "Running": 1, "Succeeded": 2}
 
 Judgement = Literal["reached", "failed", "missing", "waiting"]
-
-
-class StepFailedError(KFTrainerError):
-    """The step failed, or the job ended without the step reaching the wanted state.
-    ``failure`` explains the job's failure when there is one."""
-
-    def __init__(
-        self, message: str, job: TrainJob | None = None, failure: Failure | None = None
-    ) -> None:
-        self.job = job
-        self.failure = failure
-        super().__init__(message if failure is None else f"{message}\n{failure.describe()}")
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.args[0].split("\n", 1)[0], self.job, self.failure))
 
 
 @dataclass(frozen=True)
@@ -140,9 +126,9 @@ async def await_step(
 
     Returns the job (with its steps) and the step. Raises :class:`StepFailedError`
     when the step fails or the job ends without it getting there,
-    :class:`~kf_trainer_core.waiting.TrainJobCreationFailedError` when the job can never
-    start, :class:`~kf_trainer_core.waiting.TrainJobDeletedError` and
-    :class:`~kf_trainer_core.waiting.TrainJobTimeoutError`.
+    :class:`~kf_trainer_core.errors.TrainJobCreationFailedError` when the job can never
+    start, :class:`~kf_trainer_core.errors.TrainJobDeletedError` and
+    :class:`~kf_trainer_core.errors.TrainJobTimeoutError`.
     """
     from kf_trainer_core.client import AsyncTrainerClient
 
@@ -169,7 +155,7 @@ async def await_step(
             changed.clear()
             try:
                 job = await reader.get_job(name)
-            except ops.TrainJobNotFoundError:
+            except TrainJobNotFoundError:
                 raise TrainJobDeletedError(
                     f"TrainJob {client.namespace}/{name} was deleted while waiting"
                 ) from None

@@ -10,24 +10,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from kf_trainer_core import names
-from kf_trainer_core.errors import KFTrainerError
-from kf_trainer_core.failures import (
-    CapacityFailure,
-    ConfigurationFailure,
+from kf_trainer_core.errors import (
     FailureClass,
-    InfrastructureFailure,
-    UserCodeFailure,
+    TrainJobAdmissionTimeoutError,
+    TrainJobCreationFailedError,
+    TrainJobDeletedError,
+    TrainJobNotFoundError,
+    TrainJobTimeoutError,
+    failed_error,
 )
 from kf_trainer_core.k8s.calls import Await, Emit, Program
 from kf_trainer_core.kueue import QueueStatus, QueueTracker, queue_name
-from kf_trainer_core.ops import (
-    TrainJobNotFoundError,
-    explain_failure,
-    get_object,
-    job_pods,
-    outputs_of,
-    with_log_progress,
-)
+from kf_trainer_core.programs.logs import with_log_progress
+from kf_trainer_core.programs.outcome import explain_failure, outputs_of
+from kf_trainer_core.programs.reads import get_object, job_pods
 from kf_trainer_core.status import (
     CREATION_FAILED_REASON,
     Failure,
@@ -44,102 +40,6 @@ from kf_trainer_core.status import (
 
 if TYPE_CHECKING:
     from kf_trainer_core.informer import JobSubscription, Subscription
-
-
-class TrainJobFailedError(KFTrainerError):
-    """The job failed; ``failure`` says why (reason, step, pod, exit code, log tail)."""
-
-    def __init__(self, job: TrainJob | None, failure: Failure) -> None:
-        self.job = job
-        self.failure = failure
-        name = f"{job.namespace}/{job.name}" if job else "TrainJob"
-        super().__init__(f"{name} failed: {failure.describe()}")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.job, self.failure))
-
-    @property
-    def failure_class(self) -> FailureClass:
-        """The failure's class (see :mod:`kf_trainer_core.failures`); the subclasses
-        below carry it as a class attribute too, for exception-matching rules."""
-        return self.failure.failure_class
-
-
-class TrainJobInfrastructureError(InfrastructureFailure, TrainJobFailedError):
-    """The job failed for the platform's sake (eviction, preemption, node loss,
-    registry trouble): a retry may succeed."""
-
-
-class TrainJobCapacityError(CapacityFailure, TrainJobFailedError):
-    """The job failed for want of capacity (out of memory, deadline)."""
-
-
-class TrainJobConfigurationError(ConfigurationFailure, TrainJobFailedError):
-    """The job failed because of how it is configured (image, runtime, secret)."""
-
-
-class TrainJobUserCodeError(UserCodeFailure, TrainJobFailedError):
-    """The training code failed (a traceback or a non-zero exit)."""
-
-
-class TrainJobCreationFailedError(ConfigurationFailure, TrainJobFailedError):
-    """The Trainer could not build the job's JobSet (a ``TrainJobResourcesCreationFailed``
-    event): the job would stay pending forever."""
-
-
-_FAILED_ERRORS: dict[FailureClass, type[TrainJobFailedError]] = {
-    FailureClass.INFRASTRUCTURE: TrainJobInfrastructureError,
-    FailureClass.CAPACITY: TrainJobCapacityError,
-    FailureClass.CONFIGURATION: TrainJobConfigurationError,
-    FailureClass.USER_CODE: TrainJobUserCodeError,
-}
-
-
-def failed_error(job: TrainJob | None, failure: Failure) -> TrainJobFailedError:
-    """The error for a failed job: the subclass of :class:`TrainJobFailedError` that
-    matches the failure's class (all of them are ``TrainJobFailedError``)."""
-    return _FAILED_ERRORS.get(failure.failure_class, TrainJobFailedError)(job, failure)
-
-
-class TrainJobTimeoutError(KFTrainerError, TimeoutError):
-    """The job did not reach the wanted state in time."""
-
-    def __init__(
-        self, message: str, job: TrainJob | None = None, failure: Failure | None = None
-    ) -> None:
-        self.job = job
-        self.failure = failure
-        super().__init__(message if failure is None else f"{message}\n{failure.describe()}")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.args[0].split("\n", 1)[0], self.job, self.failure))
-
-    @property
-    def failure_class(self) -> FailureClass:
-        """What kept the job from getting there: the stuck pod's class, else unknown."""
-        return self.failure.failure_class if self.failure else FailureClass.UNKNOWN
-
-
-class TrainJobAdmissionTimeoutError(CapacityFailure, TrainJobTimeoutError):
-    """Kueue did not admit the job in time (``admission_timeout``). ``queue`` says what
-    the queue was waiting for (pending reason and message, position)."""
-
-    def __init__(
-        self,
-        message: str,
-        job: TrainJob | None = None,
-        failure: Failure | None = None,
-        queue: QueueStatus | None = None,
-    ) -> None:
-        self.queue = queue
-        super().__init__(message, job, failure)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.args[0].split("\n", 1)[0], self.job, self.failure, self.queue))
-
-
-class TrainJobDeletedError(KFTrainerError):
-    """The job was deleted while being waited for."""
 
 
 @dataclass(frozen=True)
@@ -260,6 +160,7 @@ def wait_program(
     polling_interval: float = 2.0,
     tracker: QueueTracker | None = None,
     log_progress_interval: float | None = None,
+    sink: Callable[[Any], None] | None = None,
 ) -> Program[tuple[Verdict, dict[str, Any]]]:
     """Wait on the shared informers until ``goal`` is judged; emit each new version of
     the job (for callbacks and progress) as :class:`Observed`. Polls by name only when
@@ -271,7 +172,8 @@ def wait_program(
     waits for changes. A running job whose function reports in its log, on a cluster
     without a status server (no ``trainerStatus``), has its log read every
     ``log_progress_interval`` seconds of running (``None``: never); what it reports is
-    emitted as the job's ``trainerStatus``."""
+    emitted as the job's ``trainerStatus``. ``sink``: where the emits go (else to the
+    driver's ``on_emit``)."""
     start = time.monotonic()
     log_status: dict[str, Any] | None = None
     log_due: float | None = None  # when the log is read next
@@ -284,12 +186,7 @@ def wait_program(
     while True:
         elapsed = time.monotonic() - start
         if jobs.unavailable:
-            try:
-                obj = yield from get_object(namespace, goal.name)
-            except TrainJobNotFoundError:
-                if not seen:
-                    raise
-                obj = None
+            obj = yield from _read_job(namespace, goal.name, seen)
         elif jobs.synced:
             cached = jobs.objects()
             if cached:
@@ -302,12 +199,7 @@ def wait_program(
                 # Until the watch catches up, read by name now and then; a 404 after a
                 # sighting means the job was deleted.
                 fetched_at = time.monotonic()
-                try:
-                    obj = yield from get_object(namespace, goal.name)
-                except TrainJobNotFoundError:
-                    if not seen:
-                        raise
-                    obj = None
+                obj = yield from _read_job(namespace, goal.name, seen)
                 if obj is not None:
                     # A job outside the shared informer's selector (not made by this
                     # suite) is followed by a watch on its name from here on.
@@ -342,7 +234,7 @@ def wait_program(
                 key = (version, json.dumps(log_status, sort_keys=True))
                 if news or key != last_shown:
                     last_shown = key
-                    yield Emit(Observed(shown, tracker.status if tracker else None))
+                    yield Emit(Observed(shown, tracker.status if tracker else None), to=sink)
             verdict = goal.judge(
                 obj,
                 [] if events.unavailable else events.objects(),
@@ -371,6 +263,17 @@ def wait_program(
             # A queued job's position changes without the TrainJob changing.
             step = max(refresh, 0.05) if step is None else min(step, max(refresh, 0.05))
         yield Await(waker, step)
+
+
+def _read_job(namespace: str, name: str, seen: bool) -> Program[dict[str, Any] | None]:
+    """The job read by name; ``None`` when it is gone after having been seen (a 404
+    before any sighting is an error: a wrong name fails rather than waits)."""
+    try:
+        return (yield from get_object(namespace, name))
+    except TrainJobNotFoundError:
+        if not seen:
+            raise
+        return None
 
 
 @dataclass(frozen=True)

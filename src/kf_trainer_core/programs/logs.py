@@ -1,0 +1,281 @@
+"""A step's log, as programs: read it now, follow it across reconnects and restarts,
+or read the progress a function reports in it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kf_trainer_core import names
+from kf_trainer_core.errors import SpecError
+from kf_trainer_core.function import progress_from_log
+from kf_trainer_core.k8s.calls import (
+    CloseStream,
+    Emit,
+    Get,
+    OpenLogStream,
+    Program,
+    ReadLine,
+    ReadLog,
+    Sleep,
+)
+from kf_trainer_core.k8s.errors import ApiError
+from kf_trainer_core.k8s.resources import TRAINJOBS
+from kf_trainer_core.programs.reads import job_pods
+from kf_trainer_core.report import MARKER as PROGRESS_MARKER
+from kf_trainer_core.status import (
+    failing_pod,
+    job_state,
+    pod_recency,
+    reports_in_log,
+    with_trainer_status,
+)
+from kf_trainer_core.timeutil import parse_time
+
+#: Lines at the end of node-0's log searched for the result and the last progress (the
+#: generated program prints both last).
+PROGRESS_LOG_TAIL = 200
+
+
+def _container_for(step: str) -> str:
+    return step if step in (names.DATASET_INITIALIZER, names.MODEL_INITIALIZER) else names.NODE
+
+
+def _pod_for_step(pods: list[dict[str, Any]], step: str) -> dict[str, Any] | None:
+    from kf_trainer_core.status import _is_mpi, step_name
+
+    mpi = _is_mpi(pods)
+    matching = [p for p in pods if step_name(p, mpi) == step]
+    if not matching:
+        return None
+    return max(matching, key=pod_recency)
+
+
+def _started(pod: Mapping[str, Any], container: str) -> bool:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == container:
+            state = cs.get("state") or {}
+            return "running" in state or "terminated" in state
+    return (pod.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
+
+
+def _split_timestamp(line: str) -> tuple[str | None, str]:
+    stamp, sep, text = line.partition(" ")
+    if sep and len(stamp) >= 20 and stamp[4:5] == "-" and stamp[10:11] == "T":
+        return stamp, text
+    return None, line
+
+
+def _refuse_missing_step(
+    namespace: str, name: str, step: str, pods: list[dict[str, Any]]
+) -> Program[None]:
+    """A finished job has all the pods it will have: asking for a step it never ran is
+    a mistake to name (with the steps it has), not an empty log."""
+    from kf_trainer_core.status import _is_mpi, step_name
+
+    obj = yield Get(TRAINJOBS, namespace, name)
+    if not job_state(obj).terminal:
+        return None  # the step may not have started yet
+    mpi = _is_mpi(pods)
+    have = sorted({s for s in (step_name(p, mpi) for p in pods) if s})
+    raise SpecError.single(
+        "step",
+        f"TrainJob {name} has no step {step!r}; its steps are {', '.join(have)}.",
+        "ask for one of those.",
+        title="Invalid arguments",
+    )
+
+
+def read_logs(
+    namespace: str,
+    name: str,
+    step: str = "node-0",
+    tail: int | None = None,
+    *,
+    strict: bool = False,
+) -> Program[list[str]]:
+    """The log of one step now (empty if its pod has not started). ``strict``: a
+    finished job without that step is a :class:`SpecError` naming its steps."""
+    names.require_job_name(name)
+    pods = yield from job_pods(namespace, name)
+    if strict and pods and _pod_for_step(pods, step) is None:
+        yield from _refuse_missing_step(namespace, name, step, pods)
+    return (yield from _read_step_log(namespace, pods, step, tail))
+
+
+def _read_step_log(
+    namespace: str, pods: list[dict[str, Any]], step: str, tail: int | None
+) -> Program[list[str]]:
+    pod = _pod_for_step(pods, step)
+    container = _container_for(step)
+    if pod is None or not _started(pod, container):
+        return []
+    try:
+        text = yield ReadLog(namespace, str(pod["metadata"]["name"]), container, tail_lines=tail)
+    except ApiError as err:
+        if err.code in (400, 404):  # not started yet, or gone
+            return []
+        raise
+    return str(text).splitlines()
+
+
+class _LogCursor:
+    """Where a log follow is: the node's timestamp of the last line emitted and how
+    many emitted lines carry exactly that timestamp. A resumed read (from that
+    timestamp: ``sinceTime`` is inclusive, and some kubelets round it down to the
+    second) starts with lines already emitted; :meth:`accept` drops those and keeps
+    every line after them, so nothing is repeated or lost."""
+
+    def __init__(self) -> None:
+        self.stamp: str | None = None
+        self.seen = 0
+        self._floor: Any = None
+        self._pass_stamp: str | None = None
+        self._pass_seen = 0
+        self._skipped = 0
+
+    def reset(self) -> None:
+        """A new container instance: its log starts over."""
+        self.__init__()  # type: ignore[misc]
+
+    def start_pass(self) -> None:
+        """A read from :attr:`stamp` begins."""
+        self._floor = parse_time(self.stamp) if self.stamp else None
+        self._pass_stamp, self._pass_seen, self._skipped = self.stamp, self.seen, 0
+
+    def accept(self, line: str) -> str | None:
+        """The line's text if it is new, else ``None``."""
+        stamp, text = _split_timestamp(line)
+        if stamp is not None and self._floor is not None:
+            if parse_time(stamp) < self._floor:
+                return None
+            if stamp == self._pass_stamp and self._skipped < self._pass_seen:
+                self._skipped += 1
+                return None
+        if stamp is not None:
+            if stamp == self.stamp:
+                self.seen += 1
+            else:
+                self.stamp, self.seen = stamp, 1
+        return text
+
+    def shown(self, line: str, hide_progress: bool) -> str | None:
+        """The line's text if it is new and to be shown, else ``None``."""
+        text = self.accept(line.rstrip("\r"))
+        return None if text is None or (hide_progress and PROGRESS_MARKER in text) else text
+
+    def resume(self, tail: int | None) -> dict[str, Any]:
+        """Where a read starts: after the last line emitted, else ``tail`` lines back."""
+        return {
+            "since_time": self.stamp,
+            "tail_lines": tail if self.stamp is None else None,
+            "timestamps": True,
+        }
+
+
+def follow_logs(
+    namespace: str,
+    name: str,
+    step: str = "node-0",
+    *,
+    tail: int | None = 1000,
+    poll_interval: float = 1.0,
+    start_timeout: float | None = None,
+    hide_progress: bool = False,
+) -> Program[None]:
+    """Emit a step's log lines as they are written, until its container ends
+    (without the function's progress lines when ``hide_progress``: a waiter shows them
+    as progress instead).
+
+    Waits for a pending pod instead of returning nothing; after a dropped stream it
+    resumes from the last line's own timestamp (the node's clock wrote it, so no clock
+    of ours is compared with it) and skips lines already emitted; replays at most
+    ``tail`` lines of history on the first connect. A stream that ends as the container
+    ends is followed by one read of what came after its last line: a stream cut at
+    that moment (an apiserver restart, a proxy timeout) would otherwise lose the end.
+    """
+    names.require_job_name(name)
+    container = _container_for(step)
+    cursor = _LogCursor()
+    waited = 0.0
+    pod_name: str | None = None
+    while True:
+        pods = yield from job_pods(namespace, name)
+        pod = _pod_for_step(pods, step)
+        if pod is None or not _started(pod, container):
+            try:
+                obj = yield Get(TRAINJOBS, namespace, name)
+            except ApiError as err:
+                if err.not_found:
+                    return
+                raise
+            if job_state(obj).terminal and pod is None:
+                return  # the job ended without this step ever running
+            if pod is not None and failing_pod([pod]) is not None and not _started(pod, container):
+                return  # stuck (image pull...): nothing will be written
+            if start_timeout is not None and waited >= start_timeout:
+                return
+            yield Sleep(poll_interval)
+            waited += poll_interval
+            continue
+        current = str(pod["metadata"]["name"])
+        if pod_name is not None and current != pod_name:
+            cursor.reset()  # a new pod (restart): its log starts over
+        pod_name = current
+        try:
+            stream = yield OpenLogStream(namespace, current, container, **cursor.resume(tail))
+        except ApiError as err:
+            if err.code in (400, 404):
+                yield Sleep(poll_interval)
+                continue
+            raise
+        dropped = False
+        cursor.start_pass()
+        try:
+            while True:
+                raw = yield ReadLine(stream)
+                if raw is None:
+                    break
+                text = cursor.shown(raw.decode("utf-8", errors="replace"), hide_progress)
+                if text is not None:
+                    yield Emit(text)
+        except ApiError:
+            dropped = True
+        yield CloseStream(stream)
+        # The stream ended: finished container, or a cut connection to resume.
+        pods = yield from job_pods(namespace, name)
+        pod = _pod_for_step(pods, step)
+        if pod is None:
+            return
+        phase = (pod.get("status") or {}).get("phase")
+        if (
+            not dropped
+            and phase in ("Succeeded", "Failed")
+            and str(pod["metadata"]["name"]) == pod_name
+        ):
+            try:
+                rest = yield ReadLog(namespace, pod_name, container, **cursor.resume(tail))
+            except ApiError:
+                return  # the pod went meanwhile: nothing more to read
+            cursor.start_pass()
+            for line in str(rest).splitlines():
+                text = cursor.shown(line, hide_progress)
+                if text is not None:
+                    yield Emit(text)
+            return
+        yield Sleep(0.2 if not dropped else poll_interval)
+
+
+def with_log_progress(namespace: str, obj: dict[str, Any]) -> Program[dict[str, Any]]:
+    """``obj`` with the progress its function printed in node-0's log as
+    ``status.trainerStatus``, where the cluster has no status server to write it.
+    Unchanged when the job has a ``trainerStatus`` or does not report in its log.
+    (Waits call it now and then; a job view that wants live progress can too.)"""
+    if (obj.get("status") or {}).get("trainerStatus") or not reports_in_log(obj):
+        return obj
+    try:
+        lines = yield from read_logs(namespace, str(obj["metadata"]["name"]), "node-0", 50)
+    except ApiError:
+        return obj  # progress is a courtesy: a log that cannot be read shows none
+    status = progress_from_log(lines)
+    return obj if status is None else with_trainer_status(obj, status)
