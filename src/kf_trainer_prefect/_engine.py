@@ -26,6 +26,7 @@ from kf_trainer_core import interruptions
 from kf_trainer_core.interruptions import CancelAction, Identity, check_action, past
 from kf_trainer_core.spec import Labels, TrainJobSpec
 from kf_trainer_core.status import JobOutputs, JobState, TrainJob
+from kf_trainer_core.sync_runner import interruption_cause
 from kf_trainer_core.task_jobs import (
     announce,
     bad_ending,
@@ -36,11 +37,7 @@ from kf_trainer_core.task_jobs import (
     task_identity,
     with_updates,
 )
-from kf_trainer_prefect._sync_face import (
-    TaskRunnerShutdown,
-    interruption_cause,
-    runner_shutdown_cancels,
-)
+from kf_trainer_prefect._sync_face import TaskRunnerShutdown, runner_shutdown_cancels
 from kf_trainer_prefect.artifacts import ArtifactPublisher
 from kf_trainer_prefect.credentials import (
     CredentialsLike,
