@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
@@ -42,6 +42,9 @@ class _Initializer(SpecModel):
     storage_uri: str
     secret_ref: str | None = None
     env: dict[str, str] | None = None
+    #: The scheme ``storage_uri`` must have, and an example of the form (None: the
+    #: subclass checks it).
+    _uri_scheme: ClassVar[tuple[str, str] | None] = None
 
     @field_validator("storage_uri", mode="before")
     @classmethod
@@ -58,6 +61,11 @@ class _Initializer(SpecModel):
         if len(v) > 2048:
             raise ValueError(fix("storage_uri is longer than 2048 characters.", "shorten it."))
         return v
+
+    @field_validator("storage_uri")
+    @classmethod
+    def _scheme(cls, v: str) -> str:
+        return _require_scheme(v, *cls._uri_scheme) if cls._uri_scheme else v
 
     @field_validator("secret_ref")
     @classmethod
@@ -102,6 +110,7 @@ def _hf_uri(v: Any) -> Any:
 class _HuggingFaceSource(_Initializer):
     """What HuggingFace Hub downloads share: the ``hf://`` URI and the token rule."""
 
+    _uri_scheme = ("hf://", "hf://<org>/<name>")
     access_token: Annotated[str | None, _no_plain_secret("access_token", "ACCESS_TOKEN")] = Field(
         default=None, exclude=True, repr=False
     )
@@ -111,15 +120,11 @@ class _HuggingFaceSource(_Initializer):
     def _add_scheme(cls, v: Any) -> Any:
         return _hf_uri(v)
 
-    @field_validator("storage_uri")
-    @classmethod
-    def _scheme(cls, v: str) -> str:
-        return _require_scheme(v, "hf://", "hf://<org>/<name>")
-
 
 class _S3Source(_Initializer):
     """What S3 downloads share: the ``s3://`` URI, endpoint settings and key rules."""
 
+    _uri_scheme = ("s3://", "s3://<bucket>/<path>")
     endpoint: str | None = None
     region: str | None = None
     role_arn: str | None = None
@@ -129,11 +134,6 @@ class _S3Source(_Initializer):
     secret_access_key: Annotated[
         str | None, _no_plain_secret("secret_access_key", "SECRET_ACCESS_KEY")
     ] = Field(default=None, exclude=True, repr=False)
-
-    @field_validator("storage_uri")
-    @classmethod
-    def _scheme(cls, v: str) -> str:
-        return _require_scheme(v, "s3://", "s3://<bucket>/<path>")
 
 
 class HuggingFaceDatasetInitializer(_HuggingFaceSource):
