@@ -37,3 +37,35 @@ def test_ruff_format() -> None:
 def test_mypy() -> None:
     proc = _run(_tool("mypy"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+#: The house's room sizes (docs/architecture.md): a file a newcomer can read in one
+#: sitting, a class that does one job.
+MAX_FILE_LINES = 800
+MAX_CLASS_LINES = 520
+
+
+def _sources() -> list[Path]:
+    return sorted((ROOT / "src").rglob("*.py"))
+
+
+def test_no_source_file_is_over_the_house_limit() -> None:
+    too_long = {
+        str(path.relative_to(ROOT)): lines
+        for path in _sources()
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_FILE_LINES
+    }
+    assert not too_long, f"split these along their seams: {too_long}"
+
+
+def test_no_class_is_over_the_house_limit() -> None:
+    import ast
+
+    too_long = {}
+    for path in _sources():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                size = node.end_lineno - node.lineno + 1
+                if size > MAX_CLASS_LINES:
+                    too_long[f"{path.relative_to(ROOT)}:{node.name}"] = size
+    assert not too_long, f"split these classes into collaborators: {too_long}"
