@@ -71,6 +71,15 @@ def each(values: list[str] | None, problem_of: Callable[[str], str | None]) -> l
 _T = TypeVar("_T")
 
 
+def refuse_problem(value: _T | None, problem: Callable[[_T], str | None]) -> _T | None:
+    """``value``, unless ``problem`` finds one in it (``ValueError`` with its text);
+    ``None`` passes unchecked."""
+    found = problem(value) if value is not None else None
+    if found:
+        raise ValueError(found)
+    return value
+
+
 def refuse_tokens(value: _T, what: str) -> _T:
     """``value``, unless a string in it looks like a credential (``ValueError``)."""
     problem = token_problem(value, what)

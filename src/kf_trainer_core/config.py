@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from kf_trainer_core import checks
 from kf_trainer_core._model import SpecModel, fix
@@ -73,21 +73,11 @@ class KubernetesConfig(SpecModel):
             _kubeconfig_mapping(v.get_secret_value(), "")
         return v
 
-    @field_validator("namespace")
+    @field_validator("namespace", "host")
     @classmethod
-    def _namespace(cls, v: str | None) -> str | None:
-        problem = checks.namespace_problem(v) if v is not None else None
-        if problem:
-            raise ValueError(problem)
-        return v
-
-    @field_validator("host")
-    @classmethod
-    def _host(cls, v: str | None) -> str | None:
-        problem = _host_problem(v) if v is not None else None
-        if problem:
-            raise ValueError(problem)
-        return v
+    def _namespace_or_host(cls, v: str | None, info: ValidationInfo) -> str | None:
+        check = checks.namespace_problem if info.field_name == "namespace" else _host_problem
+        return checks.refuse_problem(v, check)
 
     @model_validator(mode="after")
     def _consistent(self) -> KubernetesConfig:

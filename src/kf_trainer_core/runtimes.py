@@ -158,21 +158,17 @@ DEFAULT_RUNTIMES: dict[str, RuntimeInfo] = {
             "torch",
             (names.DATASET_INITIALIZER, names.NODE),
         ),
-        _default(
-            "deepspeed-distributed",
-            "deepspeed",
-            "mpi",
-            (names.NODE, names.LAUNCHER),
-            num_proc_per_node=1,
-            mpi_run_launcher_as_node=True,
-        ),
-        _default(
-            "mlx-distributed",
-            "mlx",
-            "mpi",
-            (names.NODE, names.LAUNCHER),
-            num_proc_per_node=1,
-            mpi_run_launcher_as_node=True,
+        *(
+            # The MPI runtimes: one process per node, the launcher doubling as a node.
+            _default(
+                f"{framework}-distributed",
+                framework,
+                "mpi",
+                (names.NODE, names.LAUNCHER),
+                num_proc_per_node=1,
+                mpi_run_launcher_as_node=True,
+            )
+            for framework in ("deepspeed", "mlx")
         ),
         _default("jax-distributed", "jax", "jax", _TORCH),
         _default("xgboost-distributed", "xgboost", "xgboost", _TORCH),

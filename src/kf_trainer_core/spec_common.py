@@ -76,6 +76,13 @@ def check_json(value: Any, what: str) -> None:
         ) from None
 
 
+def positional(data: dict[str, Any], **given: Any) -> dict[str, Any]:
+    """The keyword fields of a model whose main field may also be passed positionally
+    (``Name("job")``, ``Labels({...})``): the positional value, when given, wins."""
+    data.update({key: value for key, value in given.items() if value is not None})
+    return data
+
+
 def positive(value: int | None, what: str) -> int | None:
     if value is not None and value < 1:
         raise ValueError(fix(f"{what} must be at least 1 (got {value}).", f"set {what} >= 1."))

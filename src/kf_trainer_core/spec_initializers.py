@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
 from kf_trainer_core import checks
 from kf_trainer_core._model import SpecModel, fix
@@ -19,7 +19,13 @@ from kf_trainer_core.spec_common import (
 # ---------------------------------------------------------------------- initializers
 
 
-def _no_plain_secret(value: str | None, field: str, secret_key: str) -> None:
+def _no_plain_secret(field: str, secret_key: str) -> AfterValidator:
+    """A field check that refuses a credential given in clear text (it would be stored in
+    the TrainJob), pointing at the Secret key to use instead."""
+    return AfterValidator(lambda value: _refuse_plain_secret(value, field, secret_key))
+
+
+def _refuse_plain_secret(value: str | None, field: str, secret_key: str) -> str | None:
     if value:
         raise ValueError(
             fix(
@@ -29,12 +35,16 @@ def _no_plain_secret(value: str | None, field: str, secret_key: str) -> None:
                 f"--from-literal={secret_key}=...) and pass secret_ref='<name>'.",
             )
         )
+    return value
 
 
 class _Initializer(SpecModel):
     storage_uri: str
     secret_ref: str | None = None
     env: dict[str, str] | None = None
+    #: The scheme ``storage_uri`` must have, and an example of the form (None: the
+    #: subclass checks it).
+    _uri_scheme: ClassVar[tuple[str, str] | None] = None
 
     @field_validator("storage_uri", mode="before")
     @classmethod
@@ -51,6 +61,11 @@ class _Initializer(SpecModel):
         if len(v) > 2048:
             raise ValueError(fix("storage_uri is longer than 2048 characters.", "shorten it."))
         return v
+
+    @field_validator("storage_uri")
+    @classmethod
+    def _scheme(cls, v: str) -> str:
+        return _require_scheme(v, *cls._uri_scheme) if cls._uri_scheme else v
 
     @field_validator("secret_ref")
     @classmethod
@@ -95,50 +110,30 @@ def _hf_uri(v: Any) -> Any:
 class _HuggingFaceSource(_Initializer):
     """What HuggingFace Hub downloads share: the ``hf://`` URI and the token rule."""
 
-    access_token: str | None = Field(default=None, exclude=True, repr=False)
+    _uri_scheme = ("hf://", "hf://<org>/<name>")
+    access_token: Annotated[str | None, _no_plain_secret("access_token", "ACCESS_TOKEN")] = Field(
+        default=None, exclude=True, repr=False
+    )
 
     @field_validator("storage_uri", mode="before")
     @classmethod
     def _add_scheme(cls, v: Any) -> Any:
         return _hf_uri(v)
 
-    @field_validator("storage_uri")
-    @classmethod
-    def _scheme(cls, v: str) -> str:
-        return _require_scheme(v, "hf://", "hf://<org>/<name>")
-
-    @field_validator("access_token")
-    @classmethod
-    def _token(cls, v: str | None) -> str | None:
-        _no_plain_secret(v, "access_token", "ACCESS_TOKEN")
-        return v
-
 
 class _S3Source(_Initializer):
     """What S3 downloads share: the ``s3://`` URI, endpoint settings and key rules."""
 
+    _uri_scheme = ("s3://", "s3://<bucket>/<path>")
     endpoint: str | None = None
     region: str | None = None
     role_arn: str | None = None
-    access_key_id: str | None = Field(default=None, exclude=True, repr=False)
-    secret_access_key: str | None = Field(default=None, exclude=True, repr=False)
-
-    @field_validator("storage_uri")
-    @classmethod
-    def _scheme(cls, v: str) -> str:
-        return _require_scheme(v, "s3://", "s3://<bucket>/<path>")
-
-    @field_validator("access_key_id")
-    @classmethod
-    def _key(cls, v: str | None) -> str | None:
-        _no_plain_secret(v, "access_key_id", "ACCESS_KEY_ID")
-        return v
-
-    @field_validator("secret_access_key")
-    @classmethod
-    def _secret_key(cls, v: str | None) -> str | None:
-        _no_plain_secret(v, "secret_access_key", "SECRET_ACCESS_KEY")
-        return v
+    access_key_id: Annotated[str | None, _no_plain_secret("access_key_id", "ACCESS_KEY_ID")] = (
+        Field(default=None, exclude=True, repr=False)
+    )
+    secret_access_key: Annotated[
+        str | None, _no_plain_secret("secret_access_key", "SECRET_ACCESS_KEY")
+    ] = Field(default=None, exclude=True, repr=False)
 
 
 class HuggingFaceDatasetInitializer(_HuggingFaceSource):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
 from kf_trainer_core import checks
 from kf_trainer_core._model import SpecModel, fix
@@ -17,6 +17,7 @@ from kf_trainer_core.spec_common import (
     LABEL_VALUE,
     check_env_name,
     check_label_key,
+    positional,
 )
 
 # -------------------------------------------------------------- runtime patches
@@ -157,9 +158,7 @@ class Name(_Option):
     name: str
 
     def __init__(self, name: str | None = None, /, **data: Any) -> None:
-        if name is not None:
-            data["name"] = name
-        super().__init__(**data)
+        super().__init__(**positional(data, name=name))
 
 
 class Labels(_Option):
@@ -170,9 +169,7 @@ class Labels(_Option):
     labels: dict[str, str]
 
     def __init__(self, labels: dict[str, str] | None = None, /, **data: Any) -> None:
-        if labels is not None:
-            data["labels"] = labels
-        super().__init__(**data)
+        super().__init__(**positional(data, labels=labels))
 
     @field_validator("labels")
     @classmethod
@@ -198,9 +195,7 @@ class Annotations(_Option):
     annotations: dict[str, str]
 
     def __init__(self, annotations: dict[str, str] | None = None, /, **data: Any) -> None:
-        if annotations is not None:
-            data["annotations"] = annotations
-        super().__init__(**data)
+        super().__init__(**positional(data, annotations=annotations))
 
     @field_validator("annotations")
     @classmethod
@@ -220,38 +215,32 @@ class Annotations(_Option):
         return checks.refuse_tokens(v, "an annotation value")
 
 
+def _refusing_tokens(what: str) -> AfterValidator:
+    """A field check that refuses strings that look like credentials (see
+    :func:`checks.refuse_tokens`)."""
+    return AfterValidator(lambda v: checks.refuse_tokens(v, what))
+
+
 class TrainerCommand(_Option):
     """The trainer container's command (``CustomTrainerContainer`` only)."""
 
     type: Literal["TrainerCommand"] = "TrainerCommand"
-    command: list[str] = Field(min_length=1, max_length=128)
+    command: Annotated[
+        list[str], Field(min_length=1, max_length=128), _refusing_tokens("the command")
+    ]
 
     def __init__(self, command: list[str] | None = None, /, **data: Any) -> None:
-        if command is not None:
-            data["command"] = command
-        super().__init__(**data)
-
-    @field_validator("command")
-    @classmethod
-    def _command(cls, v: list[str]) -> list[str]:
-        return checks.refuse_tokens(v, "the command")
+        super().__init__(**positional(data, command=command))
 
 
 class TrainerArgs(_Option):
     """The trainer container's arguments (``CustomTrainerContainer`` only)."""
 
     type: Literal["TrainerArgs"] = "TrainerArgs"
-    args: list[str] = Field(max_length=128)
+    args: Annotated[list[str], Field(max_length=128), _refusing_tokens("the arguments")]
 
     def __init__(self, args: list[str] | None = None, /, **data: Any) -> None:
-        if args is not None:
-            data["args"] = args
-        super().__init__(**data)
-
-    @field_validator("args")
-    @classmethod
-    def _args(cls, v: list[str]) -> list[str]:
-        return checks.refuse_tokens(v, "the arguments")
+        super().__init__(**positional(data, args=args))
 
 
 class ActiveDeadlineSeconds(_Option):
@@ -261,9 +250,7 @@ class ActiveDeadlineSeconds(_Option):
     seconds: int
 
     def __init__(self, seconds: int | None = None, /, **data: Any) -> None:
-        if seconds is not None:
-            data["seconds"] = seconds
-        super().__init__(**data)
+        super().__init__(**positional(data, seconds=seconds))
 
     @field_validator("seconds", mode="before")
     @classmethod
@@ -306,9 +293,7 @@ class ManagedBy(_Option):
     managed_by: Literal["trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikueue"]
 
     def __init__(self, managed_by: str | None = None, /, **data: Any) -> None:
-        if managed_by is not None:
-            data["managed_by"] = managed_by
-        super().__init__(**data)
+        super().__init__(**positional(data, managed_by=managed_by))
 
 
 class QueueName(_Option):
@@ -319,9 +304,7 @@ class QueueName(_Option):
     queue: str
 
     def __init__(self, queue: str | None = None, /, **data: Any) -> None:
-        if queue is not None:
-            data["queue"] = queue
-        super().__init__(**data)
+        super().__init__(**positional(data, queue=queue))
 
     @field_validator("queue")
     @classmethod

@@ -6,7 +6,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from kf_trainer_core import checks
 from kf_trainer_core import function as fn
@@ -19,6 +19,7 @@ from kf_trainer_core.spec_common import (
     check_env_name,
     check_json,
     env_dict,
+    positional,
     positive,
 )
 
@@ -77,6 +78,10 @@ def _resources(value: dict[str, ResourceValue] | None) -> dict[str, ResourceValu
             fix("a whole GPU and a MIG slice cannot be requested together.", "drop one of them.")
         )
     return value
+
+
+#: ``resources_per_node``, checked by :func:`_resources`.
+Resources = Annotated[dict[str, ResourceValue] | None, AfterValidator(_resources)]
 
 
 class TrainFunction(SpecModel):
@@ -159,18 +164,13 @@ class TrainFunction(SpecModel):
 
 class _NodeTrainer(SpecModel):
     num_nodes: int | None = None
-    resources_per_node: dict[str, ResourceValue] | None = None
+    resources_per_node: Resources = None
     env: dict[str, EnvValue] | None = None
 
     @field_validator("num_nodes")
     @classmethod
     def _nodes(cls, v: int | None) -> int | None:
         return positive(v, "num_nodes")
-
-    @field_validator("resources_per_node")
-    @classmethod
-    def _res(cls, v: dict[str, ResourceValue] | None) -> dict[str, ResourceValue] | None:
-        return _resources(v)
 
     @field_validator("env", mode="before")
     @classmethod
@@ -196,10 +196,7 @@ class _NodeTrainer(SpecModel):
     @field_validator("image", check_fields=False)
     @classmethod
     def _image(cls, v: str | None) -> str | None:
-        problem = checks.image_problem(v) if v is not None else None
-        if problem:
-            raise ValueError(problem)
-        return v
+        return checks.refuse_problem(v, checks.image_problem)
 
 
 class CustomTrainer(_NodeTrainer):
@@ -273,9 +270,7 @@ class CustomTrainerContainer(_NodeTrainer):
     num_proc_per_node: int | None = None
 
     def __init__(self, image: str | None = None, /, **data: Any) -> None:
-        if image is not None:
-            data["image"] = image
-        super().__init__(**data)
+        super().__init__(**positional(data, image=image))
 
 
 class DataType(str, Enum):
@@ -360,12 +355,7 @@ class TorchTuneConfig(SpecModel):
     num_nodes: int | None = Field(default=None, ge=1)
     peft_config: LoraConfig | None = None
     dataset_preprocess_config: TorchTuneInstructDataset | None = None
-    resources_per_node: dict[str, ResourceValue] | None = None
-
-    @field_validator("resources_per_node")
-    @classmethod
-    def _res(cls, v: dict[str, ResourceValue] | None) -> dict[str, ResourceValue] | None:
-        return _resources(v)
+    resources_per_node: Resources = None
 
 
 class BuiltinTrainer(SpecModel):
@@ -376,9 +366,7 @@ class BuiltinTrainer(SpecModel):
     config: TorchTuneConfig
 
     def __init__(self, config: TorchTuneConfig | None = None, /, **data: Any) -> None:
-        if config is not None:
-            data["config"] = config
-        super().__init__(**data)
+        super().__init__(**positional(data, config=config))
 
 
 Trainer = Annotated[

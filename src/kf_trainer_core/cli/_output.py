@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -16,6 +16,7 @@ import yaml
 from kf_trainer_core.timeutil import duration_text
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 FORMATS = ("table", "json", "yaml")
 
@@ -49,6 +50,38 @@ def dump(data: Any, fmt: str) -> None:
         click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
     else:
         click.echo(yaml.safe_dump(data, sort_keys=False, default_flow_style=False).rstrip())
+
+
+def _model_json(item: Any) -> Any:
+    return item.model_dump(mode="json")
+
+
+def show_list(
+    items: Sequence[T],
+    output: str,
+    headers: Sequence[str],
+    row: Callable[[T], Sequence[str]],
+    *,
+    data: Callable[[T], Any] = _model_json,
+    empty: str | None = None,
+) -> None:
+    """Print a list command's ``items``: their ``data`` as JSON/YAML, or a table of
+    their ``row``; ``empty``, when given, goes to stderr instead of an empty table."""
+    if output != "table":
+        dump([data(item) for item in items], output)
+        return
+    if not items and empty is not None:
+        click.echo(empty, err=True)
+        return
+    table(headers, [row(item) for item in items])
+
+
+def key_values(pairs: Iterable[tuple[str, Any]]) -> None:
+    """Print ``key: value`` lines with the values aligned (``None`` shows as ``-``)."""
+    pairs = list(pairs)
+    width = max(len(key) for key, _ in pairs)
+    for key, value in pairs:
+        click.echo(f"{key + ':':<{width + 1}} {'-' if value is None else value}")
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str | None = None) -> None:

@@ -11,7 +11,15 @@ from typing import Any
 import click
 
 from kf_trainer_core.cli._errors import CliError, Exit
-from kf_trainer_core.cli._output import age, dump, duration, output_option, table
+from kf_trainer_core.cli._output import (
+    age,
+    dump,
+    duration,
+    key_values,
+    output_option,
+    show_list,
+    table,
+)
 from kf_trainer_core.cli._where import check_identity, make_client, where_options
 from kf_trainer_core.status import JobState, TrainJob
 
@@ -96,13 +104,8 @@ def list_jobs(
     wanted = {s.lower() for s in statuses}
     found = [j for j in found if not wanted or j.status.value.lower() in wanted]
     found.sort(key=lambda j: (j.creation_timestamp is None, j.creation_timestamp), reverse=True)
-    if output != "table":
-        dump([j.model_dump(mode="json") for j in found], output)
-        return
-    if not found:
-        click.echo(f"No TrainJobs in namespace {client.namespace}.", err=True)
-        return
-    table(JOB_HEADERS, [job_row(j) for j in found])
+    empty = f"No TrainJobs in namespace {client.namespace}."
+    show_list(found, output, JOB_HEADERS, job_row, empty=empty)
 
 
 def _details(client: Any, name: str) -> dict[str, Any]:
@@ -148,9 +151,7 @@ def get_job(ctx: click.Context, name: str, output: str) -> None:
         lines.append(("Queue", job.queue.line()))
     if outputs is not None and outputs.cost_text():
         lines.append(("Cost", outputs.cost_text()))
-    width = max(len(k) for k, _ in lines)
-    for key, value in lines:
-        click.echo(f"{key + ':':<{width + 1}} {value}")
+    key_values(lines)
     if job.steps:
         click.echo("")
         table(
@@ -216,24 +217,18 @@ def events(ctx: click.Context, name: str, output: str) -> None:
     """Events of the job, its JobSet, Jobs and pods, oldest first."""
     client = make_client(ctx)
     found = client.get_job_events(name)
-    if output != "table":
-        dump([e.model_dump(mode="json") for e in found], output)
-        return
-    if not found:
-        click.echo(f"No events for {client.namespace}/{name}.", err=True)
-        return
-    table(
+    show_list(
+        found,
+        output,
         ["AGE", "TYPE", "REASON", "OBJECT", "MESSAGE"],
-        [
-            [
-                age(e.event_time),
-                e.type,
-                e.reason,
-                f"{e.involved_object_kind}/{e.involved_object_name}",
-                e.message,
-            ]
-            for e in found
+        lambda e: [
+            age(e.event_time),
+            e.type,
+            e.reason,
+            f"{e.involved_object_kind}/{e.involved_object_name}",
+            e.message,
         ],
+        empty=f"No events for {client.namespace}/{name}.",
     )
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from kf_trainer_core.cli._output import dump, output_option, table
+from kf_trainer_core.cli._output import dump, key_values, output_option, show_list
 from kf_trainer_core.cli._where import make_client, where_options
 
 
@@ -35,10 +35,8 @@ def runtimes() -> None:
 def list_runtimes(ctx: click.Context, output: str) -> None:
     """Cluster-wide and namespaced runtimes."""
     found = make_client(ctx).list_runtimes()
-    if output != "table":
-        dump([_data(r) for r in found], output)
-        return
-    table(["NAME", "KIND", "FRAMEWORK", "NODES", "DEVICE", "IMAGE"], [_row(r) for r in found])
+    headers = ["NAME", "KIND", "FRAMEWORK", "NODES", "DEVICE", "IMAGE"]
+    show_list(found, output, headers, _row, data=_data)
 
 
 @runtimes.command("get")
@@ -59,10 +57,12 @@ def get_runtime(ctx: click.Context, name: str, kind: str, output: str) -> None:
     if output != "table":
         dump(data, output)
         return
-    width = max(len(k) for k in data)
-    for key, value in data.items():
-        if isinstance(value, (list, tuple)):
-            value = ", ".join(map(str, value)) or "-"
-        elif isinstance(value, dict):
-            value = ", ".join(f"{k}={v}" for k, v in value.items()) or "-"
-        click.echo(f"{key + ':':<{width + 1}} {'-' if value is None else value}")
+    key_values((key, _text(value)) for key, value in data.items())
+
+
+def _text(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value)) or "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items()) or "-"
+    return value

@@ -31,6 +31,19 @@ def status_body(
     return body
 
 
+class _CodeIs:
+    """A read-only attribute of :class:`ApiError`: whether its HTTP status is ``code``."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+    def __get__(self, err: ApiError | None, owner: type[ApiError] | None = None) -> bool:
+        return err is not None and err.code == self.code
+
+    def __set__(self, err: ApiError, value: Any) -> None:
+        raise AttributeError("read-only: set the error's code instead")
+
+
 class ApiError(KFTrainerError):
     """A failed API request, with the Kubernetes ``Status`` when the server sent one.
 
@@ -96,33 +109,17 @@ class ApiError(KFTrainerError):
     def retryable(self) -> bool:
         return self.code in RETRYABLE_CODES
 
-    @property
-    def not_found(self) -> bool:
-        return self.code == 404
-
-    @property
-    def conflict(self) -> bool:
-        return self.code == 409
+    # Whether the answer was 404, 409, ... (read as ``err.not_found``).
+    not_found = _CodeIs(404)
+    conflict = _CodeIs(409)
+    gone = _CodeIs(410)
+    forbidden = _CodeIs(403)
+    unauthorized = _CodeIs(401)
+    invalid = _CodeIs(422)
 
     @property
     def already_exists(self) -> bool:
         return self.code == 409 and self.reason == "AlreadyExists"
-
-    @property
-    def gone(self) -> bool:
-        return self.code == 410
-
-    @property
-    def forbidden(self) -> bool:
-        return self.code == 403
-
-    @property
-    def unauthorized(self) -> bool:
-        return self.code == 401
-
-    @property
-    def invalid(self) -> bool:
-        return self.code == 422
 
     def causes(self) -> list[str]:
         """Field causes of a 422 (``spec.trainer.numNodes: Invalid value ...``)."""

@@ -86,77 +86,58 @@ def plan(call: Call, request_timeout: float) -> Plan:
         )
     res: Resource = call.resource
     ns = call.namespace
-    if isinstance(call, OpenWatch):
-        extra = _opt(
-            resource_version=call.resource_version,
-            label_selector=call.label_selector,
-            field_selector=call.field_selector,
-            timeout_seconds=call.timeout_seconds,
-            allow_watch_bookmarks=call.bookmarks or None,
-            watch=True,
+    if isinstance(call, (OpenWatch, ListObjects)):
+        # A watch is a list with watch=true: the same method, the same selectors.
+        extra = (
+            {
+                "resource_version": call.resource_version,
+                "timeout_seconds": call.timeout_seconds,
+                "allow_watch_bookmarks": call.bookmarks or None,
+                "watch": True,
+            }
+            if isinstance(call, OpenWatch)
+            else {"limit": call.limit, "_continue": call.continue_token}
         )
-        return _list_plan(res, ns, {**extra, **timeout})
-    if isinstance(call, ListObjects):
-        extra = _opt(
-            label_selector=call.label_selector,
-            field_selector=call.field_selector,
-            limit=call.limit,
-            _continue=call.continue_token,
-        )
-        return _list_plan(res, ns, {**extra, **timeout})
+        selectors = _opt(label_selector=call.label_selector, field_selector=call.field_selector)
+        return _list_plan(res, ns, {**selectors, **_opt(**extra), **timeout})
+    # The same four verbs on both APIs; they differ in method names, in where the
+    # scope goes (custom: group, version, [namespace,] plural before the name; core:
+    # the namespace after it) and in a few extras.
+    head: tuple[Any, ...]
+    create_extra: dict[str, Any] = {}
     if res.is_custom:
-        head: tuple[Any, ...] = (
+        api, name_first = "custom", False
+        head = (
             (res.group, res.version, ns, res.plural) if ns else (res.group, res.version, res.plural)
         )
         scope = "namespaced" if ns else "cluster"
-        if isinstance(call, Get):
-            return Plan("custom", f"get_{scope}_custom_object", (*head, call.name), timeout)
+        methods = {
+            verb: f"{verb}_{scope}_custom_object" for verb in ("get", "create", "patch", "delete")
+        }
+        if isinstance(call, Patch) and call.subresource == "status":
+            methods["patch"] += "_status"
         if isinstance(call, Create):
-            return Plan(
-                "custom",
-                f"create_{scope}_custom_object",
-                (*head, call.body),
-                {"field_validation": call.field_validation, **timeout},
-            )
-        if isinstance(call, Patch):
-            suffix = "_status" if call.subresource == "status" else ""
-            return Plan(
-                "custom",
-                f"patch_{scope}_custom_object{suffix}",
-                (*head, call.name, call.body),
-                timeout,
-                content_type=MERGE_PATCH,
-            )
-        if isinstance(call, Delete):
-            return Plan(
-                "custom",
-                f"delete_{scope}_custom_object",
-                (*head, call.name),
-                {"propagation_policy": call.propagation, **timeout},
-            )
+            create_extra = {"field_validation": call.field_validation}
     else:
-        stem = _CORE[res.plural]
-        where = ("namespaced_" if res.namespaced else "") + stem
+        api, name_first = "core", True
+        where = ("namespaced_" if res.namespaced else "") + _CORE[res.plural]
         head = (ns,) if res.namespaced else ()
-        if isinstance(call, Get):
-            return Plan("core", f"read_{where}", (call.name, *head), timeout)
-        if isinstance(call, Create):
-            return Plan("core", f"create_{where}", (*head, call.body), timeout)
-        if isinstance(call, Patch):
-            return Plan(
-                "core",
-                f"patch_{where}",
-                (call.name, *head, call.body),
-                timeout,
-                content_type=MERGE_PATCH,
-            )
-        if isinstance(call, Delete):
-            return Plan(
-                "core",
-                f"delete_{where}",
-                (call.name, *head),
-                {"propagation_policy": call.propagation, **timeout},
-            )
+        methods = {verb: f"{verb}_{where}" for verb in ("create", "patch", "delete")}
+        methods["get"] = f"read_{where}"
+
+    def at(name: str, *rest: Any) -> tuple[Any, ...]:
+        return (name, *head, *rest) if name_first else (*head, name, *rest)
+
+    if isinstance(call, Get):
+        return Plan(api, methods["get"], at(call.name), timeout)
+    if isinstance(call, Create):
+        return Plan(api, methods["create"], (*head, call.body), {**create_extra, **timeout})
+    if isinstance(call, Patch):
+        body = at(call.name, call.body)
+        return Plan(api, methods["patch"], body, timeout, content_type=MERGE_PATCH)
+    if isinstance(call, Delete):
+        kwargs = {"propagation_policy": call.propagation, **timeout}
+        return Plan(api, methods["delete"], at(call.name), kwargs)
     raise TypeError(f"no plan for {call!r}")
 
 

@@ -22,7 +22,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -300,27 +300,25 @@ class Store:
                 for statement in _SCHEMA:
                     tx.conn.execute(statement)
 
-    @contextmanager
-    def write(self) -> Iterator[Tx]:
+    def write(self) -> AbstractContextManager[Tx]:
         """A write transaction: other writers wait until it commits."""
+        return self._transaction("BEGIN IMMEDIATE")
+
+    def read(self) -> AbstractContextManager[Tx]:
+        """A read transaction: one consistent snapshot across its queries."""
+        return self._transaction("BEGIN")
+
+    @contextmanager
+    def _transaction(self, begin: str) -> Iterator[Tx]:
+        # A failure rolls back (for a read that ends the snapshot, as COMMIT would).
         with self._lock:
-            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute(begin)
             try:
                 yield Tx(self.conn)
             except BaseException:
                 self.conn.execute("ROLLBACK")
                 raise
             self.conn.execute("COMMIT")
-
-    @contextmanager
-    def read(self) -> Iterator[Tx]:
-        """A read transaction: one consistent snapshot across its queries."""
-        with self._lock:
-            self.conn.execute("BEGIN")
-            try:
-                yield Tx(self.conn)
-            finally:
-                self.conn.execute("COMMIT")
 
     # -- conveniences ---------------------------------------------------------
     def get(self, kind: Kind, namespace: str | None, name: str) -> JSON | None:

@@ -57,19 +57,15 @@ class Recorder:
     ) -> None:
         involved = object_reference(TRAINER_API, "TrainJob", sim.name, sim.namespace, sim.uid)
         what = (type_, reason, message, component)
-        event = new_event(sim.namespace, involved, *what, action=action, seq=next(self._seq))
-        self.emit(event, aggregate=sim.event_keys)
+        self._about(involved, what, action=action, aggregate=sim.event_keys)
 
     def jobset(self, sim: Sim, type_: str, reason: str, message: str) -> None:
         involved = object_reference(JOBSET_API, "JobSet", sim.name, sim.namespace, sim.jobset_uid)
-        what = (type_, reason, message, JOBSET_COMPONENT)
-        self.emit(new_event(sim.namespace, involved, *what, seq=next(self._seq)))
+        self._about(involved, (type_, reason, message, JOBSET_COMPONENT))
 
     def job(self, job: JobSim, type_: str, reason: str, message: str) -> None:
-        ns = job.sim.namespace
-        involved = object_reference(JOB_API, "Job", job.name, ns, job.uid)
-        what = (type_, reason, message, JOB_COMPONENT)
-        self.emit(new_event(ns, involved, *what, seq=next(self._seq)))
+        involved = object_reference(JOB_API, "Job", job.name, job.sim.namespace, job.uid)
+        self._about(involved, (type_, reason, message, JOB_COMPONENT))
 
     def pod(
         self,
@@ -87,5 +83,20 @@ class Recorder:
         if container is not None:
             involved["fieldPath"] = f"spec.containers{{{container.get('name')}}}"
         host = pod.node if component == KUBELET else None
-        what = (type_, reason, message, component)
-        self.emit(new_event(pod.namespace, involved, *what, host=host, seq=next(self._seq)))
+        self._about(involved, (type_, reason, message, component), host=host)
+
+    def _about(
+        self,
+        involved: JSON,
+        what: tuple[str, str, str, str],
+        *,
+        action: str | None = None,
+        host: str | None = None,
+        aggregate: dict[tuple[str, str, str], str] | None = None,
+    ) -> None:
+        """Emit an Event (type, reason, message, component) about ``involved``, in its
+        namespace."""
+        event = new_event(
+            involved["namespace"], involved, *what, action=action, host=host, seq=next(self._seq)
+        )
+        self.emit(event, aggregate=aggregate)
