@@ -233,16 +233,20 @@ def test_crash_keeps_the_job_and_a_rerun_reattaches(
     assert any(line.startswith(f"Reattached to TrainJob default/{job.name}") for line in logs)
 
 
+@pytest.mark.parametrize("task", [run_trainjob, arun_trainjob], ids=["sync", "async"])
 def test_hook_stops_the_jobs_of_tasks_in_worker_threads(
+    task: Any,
     creds: KubeflowTrainerCredentials,
     k8s: TrainerClient,
     sigterm_when: Callable[..., threading.Thread],
 ) -> None:
+    # Both faces learn of the task runner's shutdown (the async one used to wait on,
+    # unaware, until the hook deleted its job under it).
     cleanup = trainjob_cleanup_hook(creds)
 
     @flow(on_crashed=[cleanup], on_cancellation=[cleanup])
     def sweep() -> list[Any]:
-        futures = run_trainjob.map(
+        futures = task.map(
             [spec(NEVER, nodes=1), spec(NEVER, nodes=2)], unmapped(creds), on_cancel="keep"
         )
         return futures.result()
@@ -256,34 +260,9 @@ def test_hook_stops_the_jobs_of_tasks_in_worker_threads(
     logs = read_logs(jobs[0].labels[FLOW_RUN_LABEL])
     # The tasks (on_cancel="keep") stopped waiting and left their jobs; the hook took them.
     assert sum(" keeps running (TaskRunnerShutdown" in line for line in logs) == 2
-    for job in jobs:
-        assert f"Deleted TrainJob {job.name}: the flow run is Crashed" in logs
-
-
-def test_async_tasks_in_worker_threads_stop_when_the_runner_shuts_down(
-    creds: KubeflowTrainerCredentials,
-    k8s: TrainerClient,
-    sigterm_when: Callable[..., threading.Thread],
-) -> None:
-    # The async face learns of the task runner's shutdown as the sync face does (it
-    # used to wait on, unaware, until the hook deleted its job under it).
-    cleanup = trainjob_cleanup_hook(creds)
-
-    @flow(on_crashed=[cleanup], on_cancellation=[cleanup])
-    def sweep() -> list[Any]:
-        futures = arun_trainjob.map(
-            [spec(NEVER, nodes=1), spec(NEVER, nodes=2)], unmapped(creds), on_cancel="keep"
-        )
-        return futures.result()
-
-    jobs: list[TrainJob] = []
-    sigterm_when(running_job(k8s, 2), before=lambda: jobs.extend(k8s.list_jobs()))
-    with pytest.raises(TerminationSignal):
-        sweep()
-    assert len(jobs) == 2
-    eventually(lambda: live(k8s) == [], "the hook deleted both jobs")
-    logs = read_logs(jobs[0].labels[FLOW_RUN_LABEL])
-    assert sum(" keeps running (TaskRunnerShutdown" in line for line in logs) == 2
+    if task is run_trainjob:
+        for job in jobs:
+            assert f"Deleted TrainJob {job.name}: the flow run is Crashed" in logs
 
 
 # ------------------------------------------------- the sync face leaves nothing behind
