@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from conftest import Cluster, until
+from conformance_support import Cluster, until
 
 from kf_trainer_core.builder import IDENTITY_LABEL
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
@@ -148,15 +148,15 @@ def test_get_missing_job(client: TrainerClient) -> None:
         client.get_job("nope")
 
 
-def test_steps_and_pod_states_while_running(
-    client: TrainerClient, controllers: Cluster
-) -> None:
+def test_steps_and_pod_states_while_running(client: TrainerClient, controllers: Cluster) -> None:
     name = client.submit(controllers.spec("hold", nodes=2)).job.name
     job = until(
-        lambda: (j := client.get_job(name)).status is JobState.RUNNING
-        and len(j.steps) == 2
-        and all(s.status == "Running" for s in j.steps)
-        and j,
+        lambda: (
+            (j := client.get_job(name)).status is JobState.RUNNING
+            and len(j.steps) == 2
+            and all(s.status == "Running" for s in j.steps)
+            and j
+        ),
         what="two running steps",
     )
     assert [s.name for s in job.steps] == ["node-0", "node-1"]

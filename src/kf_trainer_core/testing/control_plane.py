@@ -325,7 +325,9 @@ def attach_control_plane(directory: Path) -> ControlPlane:
         base = int((directory / "port-base").read_text())
     except (OSError, ValueError):
         raise ControlPlaneUnavailable(f"${ATTACH_ENV}={directory}: no start.sh run there") from None
-    tier: Tier = "full" if (directory / "run" / "trainer-controller-manager.pid").is_file() else "api"
+    tier: Tier = (
+        "full" if (directory / "run" / "trainer-controller-manager.pid").is_file() else "api"
+    )
     cp = ControlPlane(directory, base, tier, directory / "kubeconfig", None)
     cp._stopped = True  # someone else's: stop() leaves it running
     if not cp.ready():

@@ -13,13 +13,9 @@ from kf_trainer_core.k8s.trainjob import COMPLETION_INDEX_LABEL
 # The suite's generated launcher (builder.py) reads it; here it says "plain python" (no
 # torchrun/mpirun in the simulated pods).
 from kf_trainer_core.local._common import LAUNCHER_ENV as LAUNCHER_ENV
-from kf_trainer_core.testing.store import Resource
+from kf_trainer_core.testing.store import JOBS as JOBS
 
 JSON = dict[str, Any]
-
-#: ``batch/v1`` Jobs: the store holds them (so owner-reference cascades reach the pods)
-#: although the test server need not serve them.
-JOBS = Resource("batch", "v1", "jobs", "Job")
 
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 #: Trainer's ContainerTrainerPort (pkg/constants/constants.go): PET_MASTER_PORT.
