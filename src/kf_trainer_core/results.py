@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from kf_trainer_core import names
 from kf_trainer_core.errors import FailureClass
 from kf_trainer_core.function import RESULT_MARKER, TERMINATION_MESSAGE_LIMIT
 from kf_trainer_core.k8s.errors import ApiError
@@ -61,14 +62,27 @@ class ResultMissing(BaseModel):
     failure_class: FailureClass
 
 
-def expects_result(obj: Mapping[str, Any]) -> bool:
-    """Whether the job runs a training function whose return value is its result (the
-    generated program carries the result marker); container and built-in trainers
-    return nothing, so nothing is missing when their log cannot be read."""
-    trainer = (obj.get("spec") or {}).get("trainer") or {}
-    words = [*(trainer.get("command") or []), *(trainer.get("args") or [])]
+def _carries_marker(holder: Mapping[str, Any]) -> bool | None:
+    words = [*(holder.get("command") or []), *(holder.get("args") or [])]
+    if not words:
+        return None
     marker = RESULT_MARKER.strip()
     return any(isinstance(w, str) and marker in w for w in words)
+
+
+def expects_result(obj: Mapping[str, Any], pod: Mapping[str, Any] | None) -> bool | None:
+    """Whether the job runs a training function whose return value is its result (the
+    generated program carries the result marker); container and built-in trainers
+    return nothing, so nothing is missing when their log cannot be read. Read from
+    node-0's pod, else from the TrainJob's trainer; ``None`` when neither says (the pod
+    is gone and ``obj`` is a cached copy without the trainer's program)."""
+    if pod is not None:
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            if container.get("name") == names.NODE:
+                found = _carries_marker(container)
+                if found is not None:
+                    return found
+    return _carries_marker((obj.get("spec") or {}).get("trainer") or {})
 
 
 def declined_in_log(lines: list[str]) -> bool:
