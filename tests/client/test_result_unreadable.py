@@ -75,17 +75,21 @@ def test_log_less_job_succeeds_for_wait_run_and_outputs(
     assert job.status is JobState.COMPLETE
     assert result is None
     out = client.run(spec, timeout=30)  # adopts the finished job
-    assert out.status is JobState.COMPLETE and out.result is None
+    assert out.status is JobState.COMPLETE
+    assert out.result is None
     missing = out.result_missing
-    assert missing is not None and missing.cause == "log-unreadable"
-    assert "connection refused" in missing.message and "4096 bytes" in missing.message
+    assert missing is not None
+    assert missing.cause == "log-unreadable"
+    assert "connection refused" in missing.message
+    assert "4096 bytes" in missing.message
     assert "Fix:" in missing.message
     assert client.get_job_outputs(name).result_missing == missing
     assert client.wait_outputs(name, timeout=30).result_missing == missing
     assert client.get_job(name, log_progress=True).status is JobState.COMPLETE
     # A refused node is tried twice per read, not for the retry policy's seconds.
     reads = [c for c in calls if isinstance(c, ReadLog)]
-    assert reads and len(reads) <= 2 * 4
+    assert reads
+    assert len(reads) <= 2 * 4
 
 
 def test_only_the_value_raises_and_it_is_not_a_training_failure(client: TrainerClient) -> None:
@@ -97,7 +101,8 @@ def test_only_the_value_raises_and_it_is_not_a_training_failure(client: TrainerC
     assert isinstance(err, InfrastructureFailure)
     # Not a failed job, not the user's code: a retry finds the finished job and reads.
     assert not isinstance(err, (TrainJobFailedError, UserCodeFailure))
-    assert failure_class_of(err) is not None and failure_class_of(err).value == "infrastructure"
+    assert failure_class_of(err) is not None
+    assert failure_class_of(err).value == "infrastructure"
     assert should_retry(err)
     assert "succeeded" in str(err)
 
@@ -109,7 +114,8 @@ async def test_concurrent_async_waits_return_the_finished_job(
     done = await asyncio.gather(*(aclient.wait(name, timeout=30) for _ in range(5)))
     assert [job.status for job, _ in done] == [JobState.COMPLETE] * 5
     out = await aclient.get_job_outputs(name)
-    assert out.result_missing is not None and out.result_missing.cause == "log-unreadable"
+    assert out.result_missing is not None
+    assert out.result_missing.cause == "log-unreadable"
     waited = await aclient.wait_outputs(name, timeout=30)
     assert waited.result_missing == out.result_missing
 
@@ -123,7 +129,8 @@ def test_any_log_answer_after_the_job(
     client.wait_for_job_status(name, timeout=30)  # never reads the result's log path
     server.faults.fail_next(10, code, retry_after=None, resource="pods/log")
     out = client.get_job_outputs(name)
-    assert out.status is JobState.COMPLETE and out.result is None
+    assert out.status is JobState.COMPLETE
+    assert out.result is None
     assert out.result_missing is not None
     if code == 404:
         assert out.result_missing.cause == "pod-gone"
@@ -141,9 +148,11 @@ def test_a_pod_gone_after_the_job(client: TrainerClient, server: KubeTestServer)
     for pod in server.store.list(PODS, "default")[0]:
         server.store.delete(PODS, "default", pod["metadata"]["name"])
     job, result = client.wait(name_, timeout=30)
-    assert job.status is JobState.COMPLETE and result is None
+    assert job.status is JobState.COMPLETE
+    assert result is None
     missing = client.get_job_outputs(name_).result_missing
-    assert missing is not None and missing.cause == "pod-gone"
+    assert missing is not None
+    assert missing.cause == "pod-gone"
     assert "no longer exists" in missing.message
     assert failure_class_of(TrainJobResultLostError(None, missing)).value == "configuration"
 
@@ -152,8 +161,10 @@ def test_a_log_without_the_result_and_garbage(client: TrainerClient) -> None:
     garbage = ["\x1b[31mnoise\x00", "##kf-trainer-result## {not json", "é" * 50]
     spec = function_spec({"preset": "success", "termination_message": "{cut", "logs": garbage})
     out = client.run(spec, timeout=30)
-    assert out.status is JobState.COMPLETE and out.result is None
-    assert out.result_missing is not None and out.result_missing.cause == "not-in-log"
+    assert out.status is JobState.COMPLETE
+    assert out.result is None
+    assert out.result_missing is not None
+    assert out.result_missing.cause == "not-in-log"
 
 
 def test_the_termination_message_carries_the_result_past_a_log_less_node(
@@ -182,7 +193,8 @@ def test_a_function_that_declined_a_result_misses_nothing(client: TrainerClient)
     )
     spec = function_spec({"preset": "success", "termination_message": None, "logs": [said]})
     out = client.run(spec, timeout=30)
-    assert out.result is None and out.result_missing is None
+    assert out.result is None
+    assert out.result_missing is None
 
 
 def test_a_container_trainer_expects_no_result(client: TrainerClient) -> None:
@@ -192,7 +204,8 @@ def test_a_container_trainer_expects_no_result(client: TrainerClient) -> None:
     )
     out = client.run(spec, timeout=30)
     assert out.status is JobState.COMPLETE
-    assert out.result is None and out.result_missing is None
+    assert out.result is None
+    assert out.result_missing is None
 
 
 def test_the_test_bed_refuses_logs_as_the_real_apiserver_words_it(
