@@ -30,10 +30,10 @@ from kf_trainer_core.spec import (
     Annotations,
     CustomTrainer,
     CustomTrainerContainer,
-    RuntimePatch,
     TrainJobSpec,
 )
 from kf_trainer_core.status import JobState
+from kf_trainer_core.testing import kwok
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer
 
@@ -45,24 +45,6 @@ def function_spec(scenario: str | dict[str, Any], *options: Any, nodes: int = 2)
     return TrainJobSpec(
         trainer=CustomTrainer(train_linear, num_nodes=nodes),
         options=[Annotations({SCENARIO_ANNOTATION: text}), *options],
-    )
-
-
-def node_annotations(annotations: dict[str, str]) -> RuntimePatch:
-    """Annotations on the node pods' template (how kwok's behaviours are chosen)."""
-    pod = {"metadata": {"annotations": annotations}}
-    return RuntimePatch.model_validate(
-        {
-            "training_runtime_spec": {
-                "template": {
-                    "spec": {
-                        "replicated_jobs": [
-                            {"name": "node", "template": {"spec": {"template": pod}}}
-                        ]
-                    }
-                }
-            }
-        }
     )
 
 
@@ -172,7 +154,7 @@ def test_the_termination_message_carries_the_result_past_a_log_less_node(
 ) -> None:
     # As on the real control plane: kwok's annotation writes the termination message.
     message = json.dumps({"loss": 0.25})
-    patch = node_annotations({"kwok.x-k8s.io/termination-message": message})
+    patch = kwok.termination_message(message)
     out = client.run(function_spec(LOG_LESS, patch), timeout=30)
     assert out.result == {"loss": 0.25}
     assert out.result_missing is None
