@@ -23,7 +23,7 @@ from kf_trainer_core.errors import (
     UserCodeFailure,
 )
 from kf_trainer_core.failures import failure_class_of, should_retry
-from kf_trainer_core.k8s.calls import ReadLog
+from kf_trainer_core.k8s.calls import OpenLogStream, ReadLog
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import PODS
 from kf_trainer_core.spec import (
@@ -201,3 +201,16 @@ def test_the_test_bed_refuses_logs_as_the_real_apiserver_words_it(
     assert err.code == 500
     assert ":10250/containerLogs/default/" in err.message
     assert err.message.endswith("connect: connection refused")
+
+
+def test_a_follow_on_a_node_that_serves_no_log_ends_with_the_reason(
+    client: TrainerClient, calls: list[Any]
+) -> None:
+    lines: list[str] = []
+    out = client.run(function_spec(LOG_LESS), timeout=30, on_log=lines.append)
+    assert out.status is JobState.COMPLETE
+    ended = [line for line in lines if "log stream ended" in line]
+    assert len(ended) == 1
+    assert "connection refused" in ended[0]
+    # Tried twice, not for the retry policy's back-off (the run waits for its follower).
+    assert len([c for c in calls if isinstance(c, OpenLogStream)]) == 2

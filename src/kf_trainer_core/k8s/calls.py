@@ -162,6 +162,8 @@ class OpenLogStream(_ContainerLog):
     since_time: str | None = None
     tail_lines: int | None = None
     timestamps: bool = True
+    #: At most this many tries (``None``: the driver's retry policy), as for ``ReadLog``.
+    attempts: int | None = None
 
 
 @dataclass(frozen=True)
