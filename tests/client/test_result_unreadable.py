@@ -214,3 +214,15 @@ def test_a_follow_on_a_node_that_serves_no_log_ends_with_the_reason(
     assert "connection refused" in ended[0]
     # Tried twice, not for the retry policy's back-off (the run waits for its follower).
     assert len([c for c in calls if isinstance(c, OpenLogStream)]) == 2
+
+
+def test_a_failure_on_a_node_that_serves_no_log_is_explained_without_it(
+    client: TrainerClient, calls: list[Any]
+) -> None:
+    spec = function_spec({"preset": "fail", "exit_code": 3, "serve_logs": False}, nodes=1)
+    with pytest.raises(TrainJobFailedError) as caught:
+        client.run(spec, timeout=30)
+    assert caught.value.failure.exit_code == 3
+    assert caught.value.failure.log_tail == []
+    # The log tail is evidence only: a refusing node is asked twice, not waited out.
+    assert len([c for c in calls if isinstance(c, ReadLog)]) == 2

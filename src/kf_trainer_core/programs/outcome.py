@@ -11,7 +11,13 @@ from kf_trainer_core.function import progress_from_log, result_from_log
 from kf_trainer_core.k8s.calls import Program, ReadLog
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.kueue import KueueProbe, QueueStatus, lookup
-from kf_trainer_core.programs.logs import PROGRESS_LOG_TAIL, _pod_for_step, _started, read_logs
+from kf_trainer_core.programs.logs import (
+    COURTESY_ATTEMPTS,
+    PROGRESS_LOG_TAIL,
+    _pod_for_step,
+    _started,
+    read_logs,
+)
 from kf_trainer_core.programs.reads import get_events, get_object, job_pods
 from kf_trainer_core.results import (
     ResultMissing,
@@ -35,8 +41,6 @@ from kf_trainer_core.status import (
 
 #: At most this many log lines are kept for an error message.
 FAILURE_LOG_LINES = 40
-#: Tries of a finished job's node-0 log read (one retry for a blip; see ``ReadLog``).
-FINISHED_LOG_ATTEMPTS = 2
 
 
 def get_job(
@@ -92,7 +96,7 @@ def _node0_log(
             str(pod["metadata"]["name"]),
             names.NODE,
             tail_lines=PROGRESS_LOG_TAIL,
-            attempts=FINISHED_LOG_ATTEMPTS,
+            attempts=COURTESY_ATTEMPTS,
         )
     except ApiError as err:
         return None, err
@@ -166,7 +170,10 @@ def explain_failure(
     tail: list[str] = []
     step = found[0] if found else "node-0"
     try:
-        tail = yield from read_logs(namespace, name, step, tail=FAILURE_LOG_LINES)
+        # Evidence only: a node that serves no log is not waited out (see ReadLog).
+        tail = yield from read_logs(
+            namespace, name, step, tail=FAILURE_LOG_LINES, attempts=COURTESY_ATTEMPTS
+        )
     except ApiError:
         tail = []
     return failure_of(obj, pods, events, tail[-FAILURE_LOG_LINES:], queue=queue)
