@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kf_trainer_core import names
+from kf_trainer_core.errors import TrainJobNotFoundError
 from kf_trainer_core.function import progress_from_log, result_from_log
 from kf_trainer_core.k8s.calls import Program, ReadLog
 from kf_trainer_core.k8s.errors import ApiError
@@ -130,13 +131,23 @@ def outputs_of(
                 node0 = _pod_for_step(pods, "node-0")
                 expected = expects_result(obj, node0)
                 if expected is None:  # a cached copy without the program: read it once
-                    expected = bool(expects_result((yield from get_object(namespace, name)), None))
+                    expected = yield from _runs_a_function(namespace, name)
                 if expected:
                     missing = _why_missing(f"{namespace}/{name}", pods, lines, err)
         status = progress_from_log(lines) if need_progress and lines else None
         if status is not None:
             job = to_trainjob(with_trainer_status(obj, status), pods, queue=queue)
     return Outcome(job, value if found else None, pods, missing)
+
+
+def _runs_a_function(namespace: str, name: str) -> Program[bool]:
+    """Whether the job (read in full) runs a training function; a job that cannot be
+    read now is assumed to (saying a result is missing is the safe side)."""
+    try:
+        full = yield from get_object(namespace, name)
+    except (TrainJobNotFoundError, ApiError):
+        return True
+    return expects_result(full, None) is not False
 
 
 def _why_missing(
