@@ -59,7 +59,7 @@ from kf_trainer_core.k8s.drivers import (
 )
 from kf_trainer_core.programs.cancel import cancel, delete, set_suspended, stop_unfinished
 from kf_trainer_core.programs.logs import follow_logs, read_logs
-from kf_trainer_core.programs.outcome import explain, get_job, outputs_of
+from kf_trainer_core.programs.outcome import Outcome, explain, get_job, outputs_of
 from kf_trainer_core.programs.reads import get_events, get_object, list_jobs, list_runtimes
 from kf_trainer_core.programs.submit import Submitted, submit
 from kf_trainer_core.programs.wait import (
@@ -69,6 +69,7 @@ from kf_trainer_core.programs.wait import (
     job_emitter,
     wait_program,
 )
+from kf_trainer_core.results import ResultMissing
 from kf_trainer_core.runtimes import RuntimeInfo
 from kf_trainer_core.spec import TrainJobSpec
 from kf_trainer_core.status import (
@@ -207,10 +208,12 @@ class _Operations(ClientBase):
         return get_events(self.namespace, name)
 
     def _get_job_outputs(self, name: str) -> Program[JobOutputs]:
-        """Status, steps, metrics and the function's return value."""
+        """Status, steps, metrics and the function's return value (``result_missing``
+        says why a succeeded job's return value could not be read; nothing raises for
+        it)."""
         obj = yield from get_object(self.namespace, name)
-        job, result, _ = yield from outputs_of(self.namespace, obj, kueue=self._kueue())
-        return outputs(job, result)
+        done = yield from outputs_of(self.namespace, obj, kueue=self._kueue())
+        return outputs(done.job, done.result, done.missing)
 
     def _explain_failure(self, name: str) -> Program[Failure]:
         """Why a job failed (or is stuck): its Failed condition, failing step and pod,
@@ -235,13 +238,43 @@ class _Operations(ClientBase):
         return value. Raises TrainJobFailedError (a subclass per failure class, with the
         reason, failing step, exit code and log tail), TrainJobCreationFailedError,
         TrainJobTimeoutError, and TrainJobAdmissionTimeoutError when Kueue has not
-        admitted a queued job within ``admission_timeout`` seconds.
+        admitted a queued job within ``admission_timeout`` seconds. A job that reached
+        the status is returned whatever node-0's log does: a return value that cannot be
+        read (no termination message, log refused or gone) comes back as ``None``, and
+        ``get_job_outputs(name).result_missing`` says why.
 
         ``callbacks`` get every new version of the job (a job queued by Kueue with its
         :class:`~kf_trainer_core.kueue.QueueStatus`); ``on_progress`` gets the job's
         :class:`Progress` each time what it reports changes (from the status server's
         ``trainerStatus`` or, without one, from node-0's log, read every
         ``log_progress_interval`` seconds while it runs; ``None`` never reads it)."""
+        done = yield from self._wait_outcome(
+            name,
+            status,
+            timeout=timeout,
+            polling_interval=polling_interval,
+            callbacks=callbacks,
+            startup_timeout=startup_timeout,
+            admission_timeout=admission_timeout,
+            on_progress=on_progress,
+            log_progress_interval=log_progress_interval,
+        )
+        return done.job, done.result
+
+    def _wait_outcome(
+        self,
+        name: str,
+        status: Iterable[str | JobState] | str = ("Complete",),
+        *,
+        timeout: float | None = 600,
+        polling_interval: float = 2,
+        callbacks: Iterable[Callback] | None = None,
+        startup_timeout: float | None = None,
+        admission_timeout: float | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+        log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
+    ) -> Program[Outcome]:
+        """:meth:`_wait`, with the pods and why a result could not be read."""
         checks.check_seconds(
             timeout=timeout,
             polling_interval=polling_interval,
@@ -269,6 +302,35 @@ class _Operations(ClientBase):
         return (
             yield from conclude(self.namespace, goal, verdict, obj, timeout=timeout, queue=queue)
         )
+
+    def _wait_outputs(
+        self,
+        name: str,
+        status: Iterable[str | JobState] | str = ("Complete",),
+        *,
+        timeout: float | None = 600,
+        polling_interval: float = 2,
+        callbacks: Iterable[Callback] | None = None,
+        startup_timeout: float | None = None,
+        admission_timeout: float | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+        log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
+    ) -> Program[JobOutputs]:
+        """:meth:`wait`, returning the job's outputs (what an orchestrator keeps): the
+        function's return value, metrics and cost, and ``result_missing`` saying why a
+        succeeded job's return value could not be read. Raises as :meth:`wait` does."""
+        done = yield from self._wait_outcome(
+            name,
+            status,
+            timeout=timeout,
+            polling_interval=polling_interval,
+            callbacks=callbacks,
+            startup_timeout=startup_timeout,
+            admission_timeout=admission_timeout,
+            on_progress=on_progress,
+            log_progress_interval=log_progress_interval,
+        )
+        return outputs(done.job, done.result, done.missing)
 
     def _wait_for_job_status(
         self,
@@ -344,7 +406,7 @@ class _Operations(ClientBase):
         # only bounds a log endpoint that keeps the connection open.
         drain = Join(follower, _LOG_DRAIN_SECONDS) if follower is not None else None
         try:
-            job, result = yield from self._wait(
+            done = yield from self._wait_outcome(
                 job_name,
                 timeout=timeout,
                 startup_timeout=startup_timeout,
@@ -359,7 +421,7 @@ class _Operations(ClientBase):
             raise
         if drain is not None:
             yield drain
-        return outputs(job, result)
+        return outputs(done.job, done.result, done.missing)
 
     def _get_runtime_packages(
         self, runtime: str = "torch-distributed", *, timeout: float = 600
@@ -549,6 +611,7 @@ class TrainerClient(_Operations):
     explain_failure = _blocking(_Operations._explain_failure)
     wait = _blocking(_Operations._wait)
     wait_for_job_status = _blocking(_Operations._wait_for_job_status)
+    wait_outputs = _blocking(_Operations._wait_outputs)
     run = _blocking(_Operations._run_job)
     get_runtime_packages = _blocking(_Operations._get_runtime_packages)
     cancel_job = _blocking(_Operations._cancel_job)
@@ -626,6 +689,7 @@ class AsyncTrainerClient(_Operations):
     explain_failure = _awaiting(_Operations._explain_failure)
     wait = _awaiting(_Operations._wait)
     wait_for_job_status = _awaiting(_Operations._wait_for_job_status)
+    wait_outputs = _awaiting(_Operations._wait_outputs)
     run = _awaiting(_Operations._run_job)
     get_runtime_packages = _awaiting(_Operations._get_runtime_packages)
     cancel_job = _awaiting(_Operations._cancel_job)
@@ -642,9 +706,10 @@ async def _aiter(items: Iterable[str]) -> AsyncIterator[str]:
         yield item
 
 
-def outputs(job: TrainJob, result: Any) -> JobOutputs:
-    """A finished job's outputs for an orchestrator: its result, the metrics it
-    reported, and what it cost (wall, pending and running time, GPU-hours)."""
+def outputs(job: TrainJob, result: Any, missing: ResultMissing | None = None) -> JobOutputs:
+    """A finished job's outputs for an orchestrator: its result (or why it could not be
+    read), the metrics it reported, and what it cost (wall, pending and running time,
+    GPU-hours)."""
     cost = job_cost(job)
     return JobOutputs(
         name=job.name,
@@ -661,4 +726,5 @@ def outputs(job: TrainJob, result: Any) -> JobOutputs:
         running_seconds=cost.running_seconds,
         gpu_hours=cost.gpu_hours,
         progress=job.progress,
+        result_missing=missing,
     )

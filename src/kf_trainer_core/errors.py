@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from kf_trainer_core.kueue import QueueStatus
+    from kf_trainer_core.results import ResultMissing
     from kf_trainer_core.status import Failure, TrainJob
 
 
@@ -251,6 +252,52 @@ def failed_error(job: TrainJob | None, failure: Failure) -> TrainJobFailedError:
     """The error for a failed job: the subclass of :class:`TrainJobFailedError` that
     matches the failure's class (all of them are ``TrainJobFailedError``)."""
     return _FAILED_ERRORS.get(failure.failure_class, TrainJobFailedError)(job, failure)
+
+
+class TrainJobResultUnavailableError(KFTrainerError):
+    """The job SUCCEEDED, but its function's return value cannot be read (no
+    termination message, and node-0's log refused, gone or without the result line).
+
+    Raised only where a caller needs the value (a decorated Airflow task, a Prefect
+    ``trainjob_task``, a KFP function component); a wait, ``run`` and
+    ``get_job_outputs`` return the finished job with ``result_missing`` instead. It is
+    never a :class:`TrainJobFailedError`: the training did not fail, and a retry (which
+    finds the finished job by its identity and trains nothing) only reads again.
+    ``missing`` says why and what to do; the subclasses carry its failure class."""
+
+    def __init__(self, job: TrainJob | None, missing: ResultMissing) -> None:
+        self.job = job
+        self.missing = missing
+        super().__init__(missing.message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.job, self.missing))
+
+    @property
+    def failure_class(self) -> FailureClass:
+        """Infrastructure when a later read may work, else configuration."""
+        return self.missing.failure_class
+
+
+class TrainJobResultUnreachableError(InfrastructureFailure, TrainJobResultUnavailableError):
+    """node-0's log could not be read (refused, server error, timeout): a retry reads
+    the finished job's result again and may get it; it does not train again."""
+
+
+class TrainJobResultLostError(ConfigurationFailure, TrainJobResultUnavailableError):
+    """The result is gone with node-0's pod, or its log no longer holds it: reading
+    again will not bring it back. Keep results small (the termination message) or
+    return a storage URI."""
+
+
+def result_unavailable_error(
+    job: TrainJob | None, missing: ResultMissing
+) -> TrainJobResultUnavailableError:
+    """The error for a succeeded job whose result cannot be read, of the subclass that
+    matches ``missing.failure_class``."""
+    if missing.failure_class is FailureClass.INFRASTRUCTURE:
+        return TrainJobResultUnreachableError(job, missing)
+    return TrainJobResultLostError(job, missing)
 
 
 class TrainJobTimeoutError(_JobProblem, TimeoutError):

@@ -194,6 +194,11 @@ def outputs_summary(outputs: JobOutputs, *, link: str | None = None) -> str:
         link=link,
         queue=outputs.queue,
         cost=outputs.cost_text(),
+        note=(
+            f"Result unavailable: {outputs.result_missing.message}"
+            if outputs.result_missing
+            else None
+        ),
     )
 
 

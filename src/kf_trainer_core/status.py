@@ -26,7 +26,7 @@ from kf_trainer_core.builder import (
     PROGRESS_FROM_LOG,
     SPEC_HASH_ANNOTATION,
 )
-from kf_trainer_core.errors import FailureClass
+from kf_trainer_core.errors import FailureClass, result_unavailable_error
 from kf_trainer_core.failures import classify
 from kf_trainer_core.function import parse_result
 from kf_trainer_core.k8s.resources import (
@@ -40,6 +40,7 @@ from kf_trainer_core.k8s.resources import (
 from kf_trainer_core.k8s.trainjob import CREATION_FAILED_REASON as CREATION_FAILED_REASON
 from kf_trainer_core.k8s.trainjob import condition, condition_true
 from kf_trainer_core.kueue import QueueStatus
+from kf_trainer_core.results import ResultMissing
 from kf_trainer_core.runtimes import device_of
 from kf_trainer_core.timeutil import duration_text, parse_time
 
@@ -232,6 +233,17 @@ class JobOutputs(_Out):
     gpu_hours: float | None = None
     #: The last ``trainerStatus`` (progress, time left, metrics) the job reported.
     progress: Progress | None = None
+    #: Set when the job succeeded but its function's return value could not be read
+    #: (``result`` is then ``None``): why, and what to do. See :mod:`kf_trainer_core.results`.
+    result_missing: ResultMissing | None = None
+
+    def require_result(self) -> Any:
+        """The function's return value; a job whose result could not be read raises
+        :class:`~kf_trainer_core.errors.TrainJobResultUnavailableError` saying why (for
+        callers that need the value, not merely the finished job)."""
+        if self.result_missing is not None:
+            raise result_unavailable_error(None, self.result_missing)
+        return self.result
 
     def cost(self) -> dict[str, float | None]:
         """What the job cost, as data (``None`` where unknown): ``wall_seconds``,

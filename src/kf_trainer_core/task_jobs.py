@@ -106,6 +106,8 @@ def finished(logger: Logger, result: JobOutputs) -> None:
     if result.metrics:
         shown = ", ".join(f"{k}={v}" for k, v in sorted(result.metrics.items()))
         logger.info("TrainJob %s/%s reported: %s", result.namespace, result.name, shown)
+    if result.result_missing is not None:
+        logger.warning("%s", result.result_missing.message)
 
 
 def outputs_rows(outputs: JobOutputs) -> list[dict[str, Any]]:

@@ -117,6 +117,8 @@ def markdown(out: JobOutputs, failure: Failure | None = None) -> str:
     if values:
         lines += ["", "## Metrics", "", "| Metric | Value |", "|---|---|"]
         lines += [f"| {_cell(k)} | {v:g} |" for k, v in sorted(values.items())]
+    if out.result_missing is not None:
+        lines += ["", "## Result", "", f"Unavailable: {_cell(out.result_missing.message)}"]
     if out.result is not None:
         text = json.dumps(out.result, indent=2, sort_keys=True, default=str)
         if len(text) > _RESULT_SHOWN:

@@ -26,6 +26,7 @@ from kf_trainer_core.errors import (
     SpecConflictError,
     StepFailedError,
     TrainJobFailedError,
+    TrainJobResultUnavailableError,
     TrainJobTimeoutError,
 )
 from kf_trainer_core.names import require_job_name
@@ -242,6 +243,11 @@ def _report(artifacts: Mapping[str, Any], out: JobOutputs) -> tuple[str, str, st
             model.uri = uri
         model.metadata.update(summary.model_metadata(out))
     _write_summary(artifacts, summary.markdown(out))
+    if out.result_missing is not None:
+        # The job succeeded, but `result_json` would be a silent null for downstream
+        # steps: the component fails with the reason and its class's exit code (a
+        # retry finds the finished job by its identity and only reads again).
+        _classified(out.require_result)
     result_json = json.dumps(out.result, sort_keys=True, default=str)
     shown = result_json if len(result_json) <= 500 else result_json[:500] + "..."
     say(f"TrainJob {out.namespace}/{out.name}: {out.status.value}; result {shown}")
@@ -280,7 +286,12 @@ def _classified(run: Callable[[], T]) -> T:
 
     try:
         return run()
-    except (TrainJobFailedError, TrainJobTimeoutError, StepFailedError) as err:
+    except (
+        TrainJobFailedError,
+        TrainJobTimeoutError,
+        StepFailedError,
+        TrainJobResultUnavailableError,
+    ) as err:
         klass = failure_class_of(err)
         if klass is None or klass is FailureClass.UNKNOWN:
             raise
@@ -288,7 +299,9 @@ def _classified(run: Callable[[], T]) -> T:
         kind = (
             "TrainJobTimeoutError"
             if isinstance(err, TrainJobTimeoutError)
-            else ("TrainJobFailedError")
+            else "TrainJobResultUnavailableError"
+            if isinstance(err, TrainJobResultUnavailableError)
+            else "TrainJobFailedError"
         )
         say(f"{kind} ({type(err).__name__}): {err}")
         say(f"failure class: {klass.value}; exiting with code {code}")
@@ -458,14 +471,12 @@ def _wait_step(
 def _outputs(
     inputs: Mapping[str, Any], artifacts: Mapping[str, Any], embedded: Mapping[str, Any]
 ) -> tuple[Any, ...]:
-    from kf_trainer_core.client import outputs
-
     name = require_job_name(str(inputs["job_name"]), "job_name")
     waits, client, cleanup = _waiting_on(inputs, name)
 
     def work() -> JobOutputs:
-        job, result = client.wait(name, timeout=waits.timeout)
-        return outputs(job, result)
+        out: JobOutputs = client.wait_outputs(name, timeout=waits.timeout)
+        return out
 
     out = _finish_named(artifacts, work, cleanup, name, waits.action)
     return _report(artifacts, out)

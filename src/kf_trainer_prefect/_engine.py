@@ -357,8 +357,6 @@ class WaitOptions:
 async def wait(job: JobRef, credentials: CredentialsLike | None, opts: WaitOptions) -> JobOutputs:
     """Wait (event-driven) until the job reaches one of ``opts.status``, with the
     progress artifact kept current; return its outputs."""
-    from kf_trainer_core.client import outputs
-
     run = current_run()
     action = check_action(opts.on_cancel)
     name = job_name_of(job)
@@ -369,8 +367,8 @@ async def wait(job: JobRef, credentials: CredentialsLike | None, opts: WaitOptio
         current = await client.get_job(name)
         attempt.known(current)
         await publisher.start(current, None)
-        reached, value = await with_updates(
-            lambda on_update: client.wait(
+        result = await with_updates(
+            lambda on_update: client.wait_outputs(
                 name,
                 opts.status,
                 timeout=opts.timeout,
@@ -380,7 +378,6 @@ async def wait(job: JobRef, credentials: CredentialsLike | None, opts: WaitOptio
             publisher.progress.observe,
             publisher.flush,
         )
-    result = outputs(reached, value)
     await publisher.outputs(result, attempt.link)
     finished(run.logger, result)
     return result

@@ -120,7 +120,9 @@ def _decorator(fn: Callable[..., Any] | None, split: _Split, *, asynchronous: bo
         async def arun(*args: Any, **kwargs: Any) -> Any:
             spec = template.spec_for(args, kwargs)
             outputs = await _engine.run(spec, split.credentials, split.run_options)
-            return outputs.result
+            # The flow gets the function's return value: one that cannot be read is an
+            # error saying why, never a silent None (the job itself succeeded).
+            return outputs.require_result()
 
         run = arun if asynchronous else sync_face(arun, func.__name__)
         # The task shows (and binds calls against) the training function's signature,

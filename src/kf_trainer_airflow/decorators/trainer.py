@@ -129,8 +129,11 @@ class _KubeflowTrainerDecoratedOperator(DecoratedOperator, TrainJobOperator):
         return arguments
 
     def task_result(self, outputs: JobOutputs) -> Any:
-        """The decorated function's return value."""
-        return outputs.result
+        """The decorated function's return value; a succeeded job whose return value
+        cannot be read fails the task with
+        :class:`~kf_trainer_core.errors.TrainJobResultUnavailableError` saying why (a
+        retry finds the finished job and reads again; it does not train again)."""
+        return outputs.require_result()
 
 
 def _context_value(func: str, key: str, context: Context) -> Any:

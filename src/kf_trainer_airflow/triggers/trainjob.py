@@ -220,7 +220,6 @@ class TrainJobTrigger(BaseTrigger):
         for module in _CLIENT_MODULES:
             with contextlib.suppress(ImportError):  # the local backend needs no client
                 await asyncio.to_thread(importlib.import_module, module)
-        from kf_trainer_core.client import outputs
         from kf_trainer_core.errors import (
             StepFailedError,
             TrainJobDeletedError,
@@ -249,8 +248,9 @@ class TrainJobTrigger(BaseTrigger):
                         callbacks=[reporter],
                     )
                     reached = {"step": step.model_dump(mode="json")}
+                    status = job.status.value
                 else:
-                    job, result = await client.wait(
+                    out = await client.wait_outputs(
                         self.job_name,
                         self.status,
                         timeout=self.timeout,
@@ -258,8 +258,11 @@ class TrainJobTrigger(BaseTrigger):
                         admission_timeout=self.admission_timeout,
                         callbacks=[reporter],
                     )
-                    reached = {"outputs": outputs(job, result).model_dump(mode="json")}
-                return {**base, "status": "success", "job_status": job.status.value, **reached}
+                    # The outputs carry ``result_missing`` when the job succeeded but its
+                    # result cannot be read: the operator decides whether that matters.
+                    reached = {"outputs": out.model_dump(mode="json")}
+                    status = out.status.value
+                return {**base, "status": "success", "job_status": status, **reached}
         except (TrainJobFailedError, StepFailedError, TrainJobTimeoutError) as err:
             timed_out = isinstance(err, TrainJobTimeoutError)
             message = str(err)

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from kf_trainer_core.cli._output import duration, is_terminal
+from kf_trainer_core.results import ResultMissing
 from kf_trainer_core.status import JobState, TrainJob
 
 
@@ -90,9 +91,15 @@ class Tracker:
         click.echo(" ".join(parts))
 
 
-def finished(job: TrainJob, result: Any) -> None:
-    """The closing line of a successful wait or run."""
+def finished(job: TrainJob, result: Any, missing: ResultMissing | None = None) -> None:
+    """The closing line of a successful wait or run. A result that cannot be read is
+    said as such (``result: unavailable``, the reason on stderr): the job succeeded,
+    so the command does too, but a script must not read ``null`` as its result."""
     took = duration(job.creation_timestamp, job.completion_timestamp)
     click.echo(f"{job.namespace}/{job.name}: {job.status.value} in {took}")
     if job.status is JobState.COMPLETE:
-        click.echo(f"result: {json.dumps(result)}")
+        if missing is not None:
+            click.echo("result: unavailable")
+            click.echo(f"[kf-trainer] {missing.message}", err=True)
+        else:
+            click.echo(f"result: {json.dumps(result)}")

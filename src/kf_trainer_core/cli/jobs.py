@@ -188,7 +188,10 @@ def get_job(ctx: click.Context, name: str, output: str) -> None:
             click.echo("Metrics: " + ", ".join(f"{k}={v}" for k, v in outputs.metrics.items()))
         import json
 
-        click.echo(f"Result:  {json.dumps(outputs.result)}")
+        if outputs.result_missing is not None:
+            click.echo(f"Result:  unavailable: {outputs.result_missing.message}")
+        else:
+            click.echo(f"Result:  {json.dumps(outputs.result)}")
     if "failure" in data:
         click.echo("")
         click.echo("Failure: " + Failure.model_validate(data["failure"]).describe())
@@ -257,9 +260,10 @@ def wait(ctx: click.Context, name: str, timeout: float | None, goal: str) -> Non
     client = make_client(ctx)
     with Tracker(name) as tracker:
         tracker.update(client.get_job(name))
-        job, result = client.wait(name, goal, timeout=timeout, callbacks=[tracker.update])
+        out = client.wait_outputs(name, goal, timeout=timeout, callbacks=[tracker.update])
+        job = client.get_job(name)
         tracker.update(job)
-    finished(job, result)
+    finished(job, out.result, out.result_missing)
 
 
 def _act(ctx: click.Context, name: str, verb: str, action: Any) -> None:

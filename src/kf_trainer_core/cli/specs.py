@@ -153,4 +153,4 @@ def run(
             Exit.INTERRUPTED,
         ) from None
     job = client.get_job(out.name)
-    finished(job, out.result)
+    finished(job, out.result, out.result_missing)

@@ -136,6 +136,10 @@ class ReadLog(_ContainerLog):
     since_time: str | None = None
     timestamps: bool = False
     limit_bytes: int | None = None
+    #: At most this many tries (``None``: the driver's retry policy). A read of a
+    #: finished pod's log tries little: a node that refuses now (gone, or serving no
+    #: logs) will not answer after the policy's seconds of back-off either.
+    attempts: int | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +162,8 @@ class OpenLogStream(_ContainerLog):
     since_time: str | None = None
     tail_lines: int | None = None
     timestamps: bool = True
+    #: At most this many tries (``None``: the driver's retry policy), as for ``ReadLog``.
+    attempts: int | None = None
 
 
 @dataclass(frozen=True)

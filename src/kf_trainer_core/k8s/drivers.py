@@ -230,7 +230,9 @@ class _Run(Generic[T]):
         if err.unauthorized and not self._renewed:
             self._renewed = True
             self._call, self._pending = call, [_Reconnect(), call]
-        elif policy.should_retry(self._attempt, err):
+        elif policy.should_retry(self._attempt, err) and self._attempt + 1 < (
+            getattr(call, "attempts", None) or policy.attempts
+        ):
             self._call, self._pending = call, [Sleep(policy.delay(self._attempt, err)), call]
             self._attempt += 1
         else:

@@ -32,6 +32,12 @@ from kf_trainer_core.status import (
 )
 from kf_trainer_core.timeutil import parse_time
 
+#: Tries of a log read that is a courtesy or evidence (progress, a finished job's
+#: result, a failure's log tail) and of the first opening of a pod's log stream: a node
+#: that serves no log (kwok, a virtual kubelet, a node gone) refuses at once and for
+#: good, and must not hold a wait for the retry policy's seconds of back-off.
+FIRST_OPEN_ATTEMPTS = COURTESY_ATTEMPTS = 2
+
 #: Lines at the end of node-0's log searched for the result and the last progress (the
 #: generated program prints both last).
 PROGRESS_LOG_TAIL = 200
@@ -93,25 +99,33 @@ def read_logs(
     tail: int | None = None,
     *,
     strict: bool = False,
+    attempts: int | None = None,
 ) -> Program[list[str]]:
     """The log of one step now (empty if its pod has not started). ``strict``: a
-    finished job without that step is a :class:`SpecError` naming its steps."""
+    finished job without that step is a :class:`SpecError` naming its steps.
+    ``attempts``: tries of the read (``None``: the retry policy's)."""
     names.require_job_name(name)
     pods = yield from job_pods(namespace, name)
     if strict and pods and _pod_for_step(pods, step) is None:
         yield from _refuse_missing_step(namespace, name, step, pods)
-    return (yield from _read_step_log(namespace, pods, step, tail))
+    return (yield from _read_step_log(namespace, pods, step, tail, attempts))
 
 
 def _read_step_log(
-    namespace: str, pods: list[dict[str, Any]], step: str, tail: int | None
+    namespace: str,
+    pods: list[dict[str, Any]],
+    step: str,
+    tail: int | None,
+    attempts: int | None = None,
 ) -> Program[list[str]]:
     pod = _pod_for_step(pods, step)
     container = _container_for(step)
     if pod is None or not _started(pod, container):
         return []
     try:
-        text = yield ReadLog(namespace, str(pod["metadata"]["name"]), container, tail_lines=tail)
+        text = yield ReadLog(
+            namespace, str(pod["metadata"]["name"]), container, tail_lines=tail, attempts=attempts
+        )
     except ApiError as err:
         if err.code in (400, 404):  # not started yet, or gone
             return []
@@ -199,6 +213,7 @@ def follow_logs(
     cursor = _LogCursor()
     waited = 0.0
     pod_name: str | None = None
+    connected = False  # a stream of this pod was opened once
     while True:
         pods = yield from job_pods(namespace, name)
         pod = _pod_for_step(pods, step)
@@ -221,14 +236,23 @@ def follow_logs(
         current = str(pod["metadata"]["name"])
         if pod_name is not None and current != pod_name:
             cursor.reset()  # a new pod (restart): its log starts over
+            connected = False
         pod_name = current
+        # A node that never served this pod's log (kwok, a virtual kubelet, a node gone)
+        # refuses at once and for good: tried twice, its error ends the follow in a
+        # fraction of a second rather than after the policy's back-off. Once a stream
+        # was open, a refusal is more likely a kubelet restart: the full policy.
+        attempts = None if connected else FIRST_OPEN_ATTEMPTS
         try:
-            stream = yield OpenLogStream(namespace, current, container, **cursor.resume(tail))
+            stream = yield OpenLogStream(
+                namespace, current, container, **cursor.resume(tail), attempts=attempts
+            )
         except ApiError as err:
             if err.code in (400, 404):
                 yield Sleep(poll_interval)
                 continue
             raise
+        connected = True
         dropped = False
         cursor.start_pass()
         try:
@@ -274,7 +298,9 @@ def with_log_progress(namespace: str, obj: dict[str, Any]) -> Program[dict[str, 
     if (obj.get("status") or {}).get("trainerStatus") or not reports_in_log(obj):
         return obj
     try:
-        lines = yield from read_logs(namespace, str(obj["metadata"]["name"]), "node-0", 50)
+        lines = yield from read_logs(
+            namespace, str(obj["metadata"]["name"]), "node-0", 50, attempts=COURTESY_ATTEMPTS
+        )
     except ApiError:
         return obj  # progress is a courtesy: a log that cannot be read shows none
     status = progress_from_log(lines)

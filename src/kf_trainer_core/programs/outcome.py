@@ -3,15 +3,31 @@ result, and why a job failed."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from kf_trainer_core import names
+from kf_trainer_core.errors import TrainJobNotFoundError
 from kf_trainer_core.function import progress_from_log, result_from_log
-from kf_trainer_core.k8s.calls import Program
+from kf_trainer_core.k8s.calls import Program, ReadLog
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.kueue import KueueProbe, QueueStatus, lookup
-from kf_trainer_core.programs.logs import PROGRESS_LOG_TAIL, _read_step_log, read_logs
+from kf_trainer_core.programs.logs import (
+    COURTESY_ATTEMPTS,
+    PROGRESS_LOG_TAIL,
+    _pod_for_step,
+    _started,
+    read_logs,
+)
 from kf_trainer_core.programs.reads import get_events, get_object, job_pods
+from kf_trainer_core.results import (
+    ResultMissing,
+    declined_in_log,
+    expects_result,
+    gone_pod,
+    not_in_log,
+    unreadable_log,
+)
 from kf_trainer_core.status import (
     Failure,
     JobState,
@@ -39,26 +55,61 @@ def get_job(
     """A job with its steps (one list of its pods); with a ``kueue`` probe, its queue
     status (only a job labelled for a Kueue queue costs more requests); with
     ``log_progress``, its progress read from node-0's log where no status server
-    writes it (:func:`with_log_progress`)."""
+    writes it (:func:`with_log_progress`; a log that cannot be read shows none)."""
     names.require_job_name(name)
     if obj is None:
         obj = yield from get_object(namespace, name)
     pods = yield from job_pods(namespace, name)
     has_status = bool((obj.get("status") or {}).get("trainerStatus"))
     if log_progress and not has_status and reports_in_log(obj):
-        lines = yield from _read_step_log(namespace, pods, "node-0", PROGRESS_LOG_TAIL)
-        status = progress_from_log(lines)
+        lines, _ = yield from _node0_log(namespace, pods)
+        status = progress_from_log(lines or [])
         if status is not None:
             obj = with_trainer_status(obj, status)
     queue = (yield from lookup(namespace, obj, kueue)) if kueue is not None else None
     return to_trainjob(obj, pods, queue=queue)
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """A finished job as read after it ended: its view, the function's return value
+    (``None`` when it returned none or it could not be read), its pods, and why the
+    result could not be read (``None`` when nothing is missing)."""
+
+    job: TrainJob
+    result: Any
+    pods: list[dict[str, Any]]
+    missing: ResultMissing | None = None
+
+
+def _node0_log(
+    namespace: str, pods: list[dict[str, Any]]
+) -> Program[tuple[list[str] | None, ApiError | None]]:
+    """node-0's last lines, or ``None`` and the error that kept them from being read.
+    After the job its log is evidence only: its node may be gone or serve no logs, and
+    that must never become the outcome of whoever reads the job."""
+    pod = _pod_for_step(pods, "node-0")
+    if pod is None or not _started(pod, names.NODE):
+        return None, None
+    try:
+        text = yield ReadLog(
+            namespace,
+            str(pod["metadata"]["name"]),
+            names.NODE,
+            tail_lines=PROGRESS_LOG_TAIL,
+            attempts=COURTESY_ATTEMPTS,
+        )
+    except ApiError as err:
+        return None, err
+    return str(text).splitlines(), None
+
+
 def outputs_of(
     namespace: str, obj: dict[str, Any], *, kueue: KueueProbe | None = None
-) -> Program[tuple[TrainJob, Any, list[dict[str, Any]]]]:
+) -> Program[Outcome]:
     """A finished job's view, the function's return value and its pods (and its queue
-    status, with a ``kueue`` probe)."""
+    status, with a ``kueue`` probe). Never raises for node-0's log: a result that
+    cannot be read is :attr:`Outcome.missing` (see :mod:`kf_trainer_core.results`)."""
     name = str(obj["metadata"]["name"])
     pods = yield from job_pods(namespace, name)
     queue = (
@@ -70,14 +121,47 @@ def outputs_of(
     # log; so is the last progress of a job that reported without a status server.
     need_result = not found and job.status == JobState.COMPLETE
     need_progress = job.progress is None and job.status.terminal and reports_in_log(obj)
+    missing: ResultMissing | None = None
     if need_result or need_progress:
-        lines = yield from _read_step_log(namespace, pods, "node-0", PROGRESS_LOG_TAIL)
+        lines, err = yield from _node0_log(namespace, pods)
         if need_result:
-            found, value = result_from_log(lines)
-        status = progress_from_log(lines) if need_progress else None
+            if lines is not None:
+                found, value = result_from_log(lines)
+            if not found:
+                node0 = _pod_for_step(pods, "node-0")
+                expected = expects_result(obj, node0)
+                if expected is None:  # a cached copy without the program: read it once
+                    expected = yield from _runs_a_function(namespace, name)
+                if expected:
+                    missing = _why_missing(f"{namespace}/{name}", pods, lines, err)
+        status = progress_from_log(lines) if need_progress and lines else None
         if status is not None:
-            job = to_trainjob(with_trainer_status(obj, status), pods)
-    return job, value if found else None, pods
+            job = to_trainjob(with_trainer_status(obj, status), pods, queue=queue)
+    return Outcome(job, value if found else None, pods, missing)
+
+
+def _runs_a_function(namespace: str, name: str) -> Program[bool]:
+    """Whether the job (read in full) runs a training function; a job that cannot be
+    read now is assumed to (saying a result is missing is the safe side)."""
+    try:
+        full = yield from get_object(namespace, name)
+    except (TrainJobNotFoundError, ApiError):
+        return True
+    return expects_result(full, None) is not False
+
+
+def _why_missing(
+    job: str, pods: list[dict[str, Any]], lines: list[str] | None, err: ApiError | None
+) -> ResultMissing | None:
+    pod = _pod_for_step(pods, "node-0")
+    if pod is None:
+        return gone_pod(job, None)
+    pod_name = str(pod["metadata"]["name"])
+    if err is not None:
+        return unreadable_log(job, pod_name, err)
+    if lines is not None and declined_in_log(lines):
+        return None  # the function's return value was not JSON and it asked for none
+    return not_in_log(job, pod_name)
 
 
 def explain_failure(
@@ -97,7 +181,10 @@ def explain_failure(
     tail: list[str] = []
     step = found[0] if found else "node-0"
     try:
-        tail = yield from read_logs(namespace, name, step, tail=FAILURE_LOG_LINES)
+        # Evidence only: a node that serves no log is not waited out (see ReadLog).
+        tail = yield from read_logs(
+            namespace, name, step, tail=FAILURE_LOG_LINES, attempts=COURTESY_ATTEMPTS
+        )
     except ApiError:
         tail = []
     return failure_of(obj, pods, events, tail[-FAILURE_LOG_LINES:], queue=queue)

@@ -3,6 +3,7 @@ trigger and the Prefect and KFP tasks."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -23,7 +24,7 @@ from kf_trainer_core.errors import (
 from kf_trainer_core.k8s.calls import Await, Emit, Program
 from kf_trainer_core.kueue import QueueStatus, QueueTracker, queue_name
 from kf_trainer_core.programs.logs import with_log_progress
-from kf_trainer_core.programs.outcome import explain_failure, outputs_of
+from kf_trainer_core.programs.outcome import Outcome, explain_failure, outputs_of
 from kf_trainer_core.programs.reads import get_object, job_pods
 from kf_trainer_core.status import (
     CREATION_FAILED_REASON,
@@ -350,14 +351,17 @@ def conclude(
     *,
     timeout: float | None,
     queue: QueueStatus | None = None,
-) -> Program[tuple[TrainJob, Any]]:
-    """Turn a verdict into the job and its result, or the error that explains it.
+) -> Program[Outcome]:
+    """Turn a verdict into the finished job and its result (a result that cannot be
+    read is :attr:`Outcome.missing`, never an error), or the error that explains it.
     ``queue``: the job's last queue status, kept on the job and in timeout messages."""
     if verdict.kind == "deleted":
         raise TrainJobDeletedError(f"TrainJob {namespace}/{goal.name} was deleted while waiting")
     if verdict.kind == "reached":
-        reached, result, _ = yield from outputs_of(namespace, obj)
-        return reached.model_copy(update={"queue": queue}) if queue else reached, result
+        done = yield from outputs_of(namespace, obj)
+        if queue is None:
+            return done
+        return dataclasses.replace(done, job=done.job.model_copy(update={"queue": queue}))
     if verdict.kind == "creation-failed":
         failure = Failure(
             reason=CREATION_FAILED_REASON,
@@ -367,8 +371,9 @@ def conclude(
         )
         raise TrainJobCreationFailedError(to_trainjob(obj), failure)
     if verdict.kind == "failed":
-        failed, _, pods = yield from outputs_of(namespace, obj)
-        failure = yield from explain_failure(namespace, obj, pods, queue=queue)
+        ended = yield from outputs_of(namespace, obj)
+        failed = ended.job
+        failure = yield from explain_failure(namespace, obj, ended.pods, queue=queue)
         if queue is not None:
             failed = failed.model_copy(update={"queue": queue})
         raise failed_error(failed, failure)

@@ -31,6 +31,8 @@ from typing import Any
 
 __all__ = [
     "EVICTION_MESSAGE",
+    "KWOK_TERMINATION_MESSAGE_ANNOTATION",
+    "LOGS_ANNOTATION",
     "OUTCOMES",
     "PRESETS",
     "SCENARIO_ANNOTATION",
@@ -44,6 +46,15 @@ __all__ = [
 
 #: The TrainJob annotation that selects a scenario (preset name or JSON object).
 SCENARIO_ANNOTATION = "testing.kf-trainer-suite/scenario"
+#: A pod annotation: ``unserved`` makes its node serve no log — every log request for
+#: it is answered as the API server answers for a kwok node, a node scaled away or a
+#: kubelet that is down (500, ``dial tcp …:10250: connect: connection refused``).
+#: Set by ``Scenario.serve_logs=False``, or on a pod template (a ``RuntimePatch``).
+LOGS_ANNOTATION = "testing.kf-trainer-suite/logs"
+UNSERVED_LOGS = "unserved"
+#: kwok's pod annotation (the real control plane's fake nodes honour it too): a pod that
+#: succeeds ends with this ``state.terminated.message``.
+KWOK_TERMINATION_MESSAGE_ANNOTATION = "kwok.x-k8s.io/termination-message"
 
 #: What a step's pods do.
 #:
@@ -228,6 +239,9 @@ class Scenario:
     backoff_limit: int | None = None
     #: Per-step overrides, keyed by replicated-job name or ancestor step.
     steps: dict[str, Step] = field(default_factory=dict)
+    #: ``False``: the job's nodes serve no logs (see :data:`LOGS_ANNOTATION`), as kwok's
+    #: nodes and nodes gone after the job do.
+    serve_logs: bool = True
     #: ``"exec"``: run each trainer pod's ``command + args`` as a local subprocess; or a
     #: callable ``(PodContext) -> PodResult`` that runs every pod's main container.
     executor: str | Executor | None = None
@@ -426,6 +440,12 @@ def _exec() -> Scenario:
     return Scenario(name="exec", executor="exec", termination_message=None)
 
 
+def _log_less() -> Scenario:
+    # What a real cluster's kwok node (and a GPU node scaled away after the job) gives:
+    # the pod succeeds with no termination message and its log cannot be read.
+    return Scenario(name="log-less", termination_message=None, serve_logs=False)
+
+
 def _evicted() -> Scenario:
     return Scenario(name="evicted", outcome="evicted")
 
@@ -447,6 +467,7 @@ _PRESETS: dict[str, Callable[[], Scenario]] = {
     "exec": _exec,
     "preempted": _preempted,
     "evicted": _evicted,
+    "log-less": _log_less,
 }
 
 #: Names of the presets :meth:`Scenario.preset` knows.

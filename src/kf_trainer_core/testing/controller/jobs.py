@@ -39,6 +39,7 @@ from kf_trainer_core.testing.controller.jobset import upsert_env
 from kf_trainer_core.testing.controller.pods import pull_policy, qos_class
 from kf_trainer_core.testing.controller.state import JobSim, PodSim, RJob, Sim, safe
 from kf_trainer_core.testing.controller.vocab import COMPLETION_INDEX_PATH, JOBS, JSON
+from kf_trainer_core.testing.scenarios import LOGS_ANNOTATION, UNSERVED_LOGS
 from kf_trainer_core.testing.store import PODS, StoreError, format_timestamp, json_copy
 
 if TYPE_CHECKING:
@@ -329,6 +330,8 @@ class JobController:
             **jobset_labels,
             COMPLETION_INDEX_LABEL: str(index),
         }
+        if not sim.scenario.serve_logs:
+            annotations[LOGS_ANNOTATION] = UNSERVED_LOGS
         _pod_defaults(pspec)
         pspec["hostname"] = f"{job.name}-{index}"
         subdomain = ((sim.jobset.get("spec") or {}).get("network") or {}).get("subdomain")

@@ -29,7 +29,10 @@ from kf_trainer_core.testing.controller.pods import (
 )
 from kf_trainer_core.testing.controller.state import PodSim, Sim, safe
 from kf_trainer_core.testing.controller.vocab import JSON, SIM_NODES
-from kf_trainer_core.testing.scenarios import evict_pod_status
+from kf_trainer_core.testing.scenarios import (
+    KWOK_TERMINATION_MESSAGE_ANNOTATION,
+    evict_pod_status,
+)
 from kf_trainer_core.testing.store import PODS, TRAINJOBS, format_timestamp
 
 if TYPE_CHECKING:
@@ -329,6 +332,9 @@ class Kubelet:
             message = step.message
             if message is None and trainer_rank0:
                 message = sc.termination_message
+            kwok = pod.annotations.get(KWOK_TERMINATION_MESSAGE_ANNOTATION)
+            if kwok is not None:  # as kwok's nodes do on the real control plane
+                message = kwok
             self._after(pod, duration, partial(self.finish, pod, 0, "Completed", message))
         elif outcome in ("fail", "oom"):
             code = int(step.exit_code if step.exit_code is not None else 1)

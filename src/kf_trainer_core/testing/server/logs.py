@@ -11,6 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
+from kf_trainer_core.testing.scenarios import LOGS_ANNOTATION, UNSERVED_LOGS
 from kf_trainer_core.testing.server.base import ServerBase, Stream
 from kf_trainer_core.testing.server.request import int_param, parse_time, truthy
 from kf_trainer_core.testing.server.routing import Ctx
@@ -56,6 +57,10 @@ class PodLogMixin(ServerBase):
         query = request.query
         pod = self.store.get(PODS, ns, name)
         container = self._log_container(pod, query.get("container"))
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        if annotations.get(LOGS_ANNOTATION) == UNSERVED_LOGS:
+            kubelet_query = "&".join(f"{k}={v}" for k, v in query.items() if k != "container")
+            raise _refused(pod, container, kubelet_query)
         previous = truthy(query.get("previous"))
         follow = truthy(query.get("follow"))
         timestamps = truthy(query.get("timestamps"))
@@ -206,6 +211,18 @@ class PodLogMixin(ServerBase):
         if self.logs.read_from(ns, name, container, 0)[0]:
             return  # no status yet, but the container evidently wrote logs
         raise StoreError.bad_request(_waiting_message(container, name, "ContainerCreating"))
+
+
+def _refused(pod: JSON, container: str, query: str) -> StoreError:
+    """What the API server answers when the pod's kubelet cannot be reached (a kwok
+    node, a node gone): a 500 without a reason, quoting the kubelet URL it dialled."""
+    meta = pod.get("metadata") or {}
+    host = (pod.get("status") or {}).get("hostIP") or "127.0.0.1"
+    url = (
+        f"https://{host}:10250/containerLogs/{meta.get('namespace')}/{meta.get('name')}/{container}"
+    )
+    url += f"?{query}" if query else ""
+    return StoreError(500, "", f'Get "{url}": dial tcp {host}:10250: connect: connection refused')
 
 
 def _waiting_message(container: str, pod: str, reason: str) -> str:

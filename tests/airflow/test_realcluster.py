@@ -1,0 +1,54 @@
+"""The Airflow adapter once on the real control plane (issue 23, item 5): the operator
+deferred to the triggerer through ``dag.test()``, the JobSet and Trainer controllers
+running the job on kwok's nodes; and a succeeded job whose result cannot be read
+(kwok's nodes serve no log) — a success for the operator, an error saying why for the
+decorated task, whose return value is its XCom (item 4)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from dagtest import CONN_ENV, connection_json, run_dag
+
+from kf_trainer_core.testing.control_plane import ControlPlane
+
+pytestmark = [pytest.mark.control_plane, pytest.mark.usefixtures("airflow_db", "real_conn")]
+
+
+@pytest.fixture
+def real_conn(
+    control_plane: ControlPlane, control_plane_kubeconfig: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    control_plane.require_controllers()
+    monkeypatch.setenv(CONN_ENV, connection_json(kubeconfig_path=str(control_plane_kubeconfig)))
+    return control_plane_kubeconfig
+
+
+def test_operator_deferred_on_the_real_controllers(control_plane_namespace: str) -> None:
+    run = run_dag("kf_real_deferred")
+    assert run.state == "success"
+    out = run.xcom("train")
+    assert out["status"] == "Complete"
+    assert out["namespace"] == control_plane_namespace
+    assert out["result"] == {"double": 42}
+    assert out["result_missing"] is None
+    assert [s["status"] for s in out["steps"]] == ["Succeeded", "Succeeded"]
+    log_less = run.xcom("log_less")
+    assert log_less["status"] == "Complete"
+    assert log_less["result"] is None
+    assert log_less["result_missing"]["cause"] == "log-unreadable"
+    assert log_less["result_missing"]["failure_class"] == "infrastructure"
+
+
+def test_decorated_task_says_why_its_value_is_missing(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    run = run_dag("kf_real_decorated")
+    assert run.state == "failed"
+    assert run.state_of("square") == "failed"
+    text = capfd.readouterr()
+    said = text.out + text.err
+    assert "TrainJobResultUnreachableError" in said
+    assert "succeeded, but its result cannot be read" in said
+    assert "connection refused" in said

@@ -1,0 +1,62 @@
+"""The KFP launcher component once on the real control plane (issue 23, item 5): a
+``kfp.local`` task (a real subprocess) submits the job, the real JobSet and Trainer
+controllers run it on kwok's nodes, and its outputs come back. A succeeded job whose
+result cannot be read (kwok's nodes serve no log) fails the task with the reason and the
+infrastructure exit code (75), never a silent ``null`` ``result_json`` (item 4)."""
+
+# No `from __future__ import annotations`: KFP reads component annotations as objects.
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
+from kf_trainer_core.testing import kwok
+from kf_trainer_core.testing.control_plane import ControlPlane
+from kf_trainer_kfp import ComponentImage, trainjob_launcher
+
+pytestmark = pytest.mark.control_plane
+
+HERE = ComponentImage.current_environment()
+FIT = "def fit():\n    return {'loss': 0.5}\n"
+
+
+@pytest.fixture
+def real_backend(control_plane: ControlPlane, control_plane_kubeconfig: Path) -> dict[str, Any]:
+    control_plane.require_controllers()
+    return {"kubeconfig": str(control_plane_kubeconfig)}
+
+
+def spec(*options: Any) -> TrainJobSpec:
+    return TrainJobSpec(
+        runtime="torch-distributed",
+        trainer=CustomTrainer(FIT, num_nodes=2),
+        options=list(options),
+    )
+
+
+def test_launcher_on_the_real_controllers(
+    local_kfp: Path,
+    real_backend: dict[str, Any],
+    control_plane_namespace: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    launch = trainjob_launcher(backend_config=real_backend, component_image=HERE)
+    task = launch(
+        spec=spec(kwok.termination_message(json.dumps({"loss": 0.5}))),
+        pipeline_run_id="run-1",
+        pipeline_task_name="train",
+    )
+    assert task.outputs["status"] == "Complete"
+    assert task.outputs["namespace"] == control_plane_namespace
+    assert json.loads(task.outputs["result_json"]) == {"loss": 0.5}
+
+    with pytest.raises(RuntimeError):
+        launch(spec=spec(), pipeline_run_id="run-1", pipeline_task_name="log-less")
+    out = capsys.readouterr().out
+    assert "TrainJobResultUnreachableError" in out
+    assert "succeeded, but its result cannot be read" in out
+    assert "failure class: infrastructure; exiting with code 75" in out
+    summaries = [p.read_text() for p in local_kfp.rglob("launch-trainjob/summary")]
+    assert any("Unavailable:" in text for text in summaries)

@@ -1,0 +1,87 @@
+"""The Prefect adapter once on the real control plane (issue 23, item 5): real flows on
+the session's Prefect server, the job run by the real JobSet and Trainer controllers on
+kwok's nodes. A succeeded job whose result cannot be read (kwok's nodes serve no log)
+is a success for ``run_trainjob`` and an error saying why for a ``trainjob_task``, whose
+return value is the function's (item 4)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prefect import flow
+from train_functions import train_linear
+
+from kf_trainer_core.errors import TrainJobResultUnreachableError
+from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
+from kf_trainer_core.status import JobOutputs, JobState
+from kf_trainer_core.testing import kwok
+from kf_trainer_core.testing.control_plane import ControlPlane
+from kf_trainer_prefect import KubeflowTrainerCredentials, run_trainjob, trainjob_task
+
+pytestmark = [pytest.mark.control_plane, pytest.mark.usefixtures("prefect_server")]
+
+RESULT = {"w": 2.9, "loss": 0.01}
+
+
+def square(x: int = 3) -> int:
+    """The decorated task's training function (its source goes to the pods)."""
+    return x * x
+
+
+@pytest.fixture
+def real_creds(
+    control_plane: ControlPlane, control_plane_kubeconfig: Path
+) -> KubeflowTrainerCredentials:
+    control_plane.require_controllers()
+    return KubeflowTrainerCredentials(kubeconfig=str(control_plane_kubeconfig))
+
+
+def spec(*options: Any) -> TrainJobSpec:
+    return TrainJobSpec(
+        runtime="torch-distributed",
+        trainer=CustomTrainer(train_linear, num_nodes=2),
+        options=list(options),
+    )
+
+
+def test_run_trainjob_on_the_real_controllers(real_creds: KubeflowTrainerCredentials) -> None:
+    @flow
+    def train() -> tuple[JobOutputs, JobOutputs]:
+        with_result = run_trainjob(spec(kwok.termination_message(json.dumps(RESULT))), real_creds)
+        log_less = run_trainjob(spec(), real_creds)
+        return with_result, log_less
+
+    with_result, log_less = train()
+    assert with_result.status is JobState.COMPLETE
+    assert with_result.result == RESULT
+    assert [s.status for s in with_result.steps] == ["Succeeded", "Succeeded"]
+    assert log_less.status is JobState.COMPLETE
+    assert log_less.result is None
+    assert log_less.result_missing is not None
+    assert log_less.result_missing.cause == "log-unreadable"
+
+
+def test_trainjob_task_returns_the_value_or_says_why_not(
+    real_creds: KubeflowTrainerCredentials,
+) -> None:
+    carried = trainjob_task(
+        credentials=real_creds, options=[kwok.termination_message("9")], retries=0
+    )(square)
+    missing = trainjob_task(credentials=real_creds, retries=0)(square)
+
+    @flow
+    def with_value() -> int:
+        return int(carried(x=3))
+
+    @flow
+    def without_value() -> Any:
+        return missing(x=4)
+
+    assert with_value() == 9
+    state = without_value(return_state=True)
+    assert state.is_failed()
+    with pytest.raises(TrainJobResultUnreachableError, match="connection refused"):
+        state.result()
