@@ -68,7 +68,10 @@ DEFAULT_MOUNT = "/mnt/kf-trainer-checkpoints"
 #: Under a local state directory: ``<state>/checkpoints/<namespace>/<identity key>``.
 LOCAL_SUBDIR = "checkpoints"
 
-_STEP = re.compile(r"^step-(\d{1,19})(\.[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+_STEP = re.compile(r"step-(\d{1,19})(\.[A-Za-z0-9][A-Za-z0-9._-]*)?")
+#: The highest step ``save`` writes: ten digits, so that the names sort by step both
+#: numerically (``latest``) and as text (``ls``, a bucket's listing).
+MAX_STEP = 10**10 - 1
 _UNSAFE = re.compile(r"[^a-z0-9._-]+")
 
 
@@ -94,7 +97,7 @@ def checkpoint_uri() -> str | None:
 
 def step_of(path: str | os.PathLike[str]) -> int:
     """The step number in a checkpoint's name (``step-0000000042.pt`` -> 42)."""
-    match = _STEP.match(Path(path).name)
+    match = _STEP.fullmatch(Path(path).name)
     if match is None:
         raise ValueError(
             f"{Path(path).name!r} is not a checkpoint name. "
@@ -109,7 +112,7 @@ def checkpoints(directory: str | os.PathLike[str] | None = None) -> list[Path]:
     root = Path(directory) if directory is not None else checkpoint_dir()
     if root is None or not root.is_dir():
         return []
-    found = [p for p in root.iterdir() if _STEP.match(p.name)]
+    found = [p for p in root.iterdir() if _STEP.fullmatch(p.name)]
     return sorted(found, key=lambda p: (step_of(p), p.name))
 
 
@@ -132,14 +135,23 @@ def save(
     """Write checkpoint ``step`` atomically: ``write(path)`` fills a temporary path (a
     file, or a directory it creates), which is then renamed to ``step-<N><suffix>``.
 
-    ``keep=N`` removes all but the newest ``N`` checkpoints after the write (only when
-    asked: nothing is deleted otherwise). Only rank 0 of node 0 writes unless
-    ``all_ranks``; other ranks get ``None``, as does a job without a checkpoint
-    directory.
+    ``keep=N`` removes all but ``N`` checkpoints after the write (only when asked:
+    nothing is deleted otherwise): the one just written is always kept, and the others
+    kept are those with the highest steps ("newest" is the step, as for :func:`latest`).
+    A checkpoint of an earlier attempt with a higher step than the one just written is
+    therefore kept, and :func:`latest` still returns it: an attempt that means to start
+    over below it cleans the identity's checkpoints first (``docs/checkpoints.md``).
+    Only rank 0 of node 0 writes unless ``all_ranks``; other ranks get ``None``, as
+    does a job without a checkpoint directory.
     """
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise ValueError(f"step must be an integer >= 0 (got {step!r}).")
-    if suffix and not _STEP.match("step-0" + suffix):
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP:
+        raise ValueError(
+            f"step must be an integer from 0 to {MAX_STEP} (got {step!r}): checkpoint "
+            "names carry the step in 10 digits. Fix: pass the step or epoch number."
+        )
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+        raise ValueError(f"keep must be an integer >= 1 (got {keep!r}).")
+    if suffix and not _STEP.fullmatch("step-0" + suffix):
         raise ValueError(f"suffix {suffix!r} is not a plain file suffix. Fix: e.g. '.pt'.")
     if not all_ranks and not _rank_zero():
         return None
@@ -164,7 +176,9 @@ def save(
         _remove(tmp)
     _fsync_dir(root)
     if keep is not None:
-        for old in checkpoints(root)[: -max(keep, 1)]:
+        # Never the one just written, whatever steps an earlier attempt left.
+        others = [p for p in checkpoints(root) if p.name != final.name]
+        for old in others[: max(0, len(others) - (keep - 1))]:
             _remove(old)
     return final
 

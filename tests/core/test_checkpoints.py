@@ -143,3 +143,31 @@ def test_the_manifest_is_the_identitys_and_reads_back() -> None:
     off = build_trainjob(_spec(Checkpoints(enabled=False)), identity="x").manifest
     assert off["metadata"]["annotations"][ck.ANNOTATION] == "off"
     assert "env" not in off["spec"]["trainer"]
+
+
+def test_keep_never_prunes_the_checkpoint_just_saved(tmp_path: Path) -> None:
+    """An earlier attempt got to step 50; this attempt saves 3 with keep=2: step 3 stays
+    (it is this attempt's progress), and so does the highest other step."""
+    for step in (10, 20, 50):
+        ck.save_json(step, {"s": step}, directory=tmp_path)
+    saved = ck.save_json(3, {"s": 3}, directory=tmp_path, keep=2)
+    assert saved is not None and saved.exists()
+    assert [ck.step_of(p) for p in ck.checkpoints(tmp_path)] == [3, 50]
+    assert ck.save_json(4, {"s": 4}, directory=tmp_path, keep=1) == tmp_path / "step-0000000004.json"
+    assert [ck.step_of(p) for p in ck.checkpoints(tmp_path)] == [4]
+    with pytest.raises(ValueError, match="keep"):
+        ck.save_json(5, {}, directory=tmp_path, keep=0)
+
+
+@pytest.mark.parametrize("step", [10**10, 10**19, -1, 1.5, True])
+def test_steps_the_naming_cannot_order_are_refused(tmp_path: Path, step: object) -> None:
+    with pytest.raises(ValueError, match="step must be"):
+        ck.save_json(step, {}, directory=tmp_path)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+    ck.save_json(ck.MAX_STEP, {}, directory=tmp_path)
+    assert ck.latest(tmp_path) == tmp_path / f"step-{ck.MAX_STEP}.json"
+
+
+def test_a_name_with_a_trailing_newline_is_not_a_checkpoint(tmp_path: Path) -> None:
+    (tmp_path / "step-0000000007\n").write_text("x")
+    assert ck.latest(tmp_path) is None
