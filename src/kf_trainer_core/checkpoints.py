@@ -37,6 +37,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,7 @@ __all__ = [
     "checkpoints",
     "latest",
     "load_json",
+    "remove_tree",
     "save",
     "save_json",
     "step_of",
@@ -234,6 +236,51 @@ def _fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def remove_tree(path: str | os.PathLike[str], root: str | os.PathLike[str], depth: int) -> bool:
+    """Remove the directory ``path``, which must lie exactly ``depth`` levels under
+    ``root``: the one way the suite deletes an identity's checkpoints (the local clean,
+    and the cleaning job's pod on a cluster). Whether it existed.
+
+    Refused (``ValueError``, nothing removed) when ``path`` or any directory between
+    ``root`` and it is a symbolic link: a link would make one identity's clean remove
+    what it points to. Raises ``OSError`` naming what is left when some of it could not
+    be removed (e.g. files a root container wrote): a clean never reports success for a
+    directory that is still there.
+    """
+    base = os.path.realpath(os.fspath(root))  # the root itself (a mount) may be a link
+    target = os.path.normpath(os.path.join(base, os.path.relpath(os.path.abspath(path), root)))
+    parts = os.path.relpath(target, base).split(os.sep)
+    if len(parts) != depth or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"{target} is not a directory {depth} levels under {base}; refused.")
+    step = base
+    for part in parts:
+        step = os.path.join(step, part)
+        if os.path.islink(step):
+            raise ValueError(
+                f"{step} is a symbolic link; refused to remove checkpoints through it. "
+                "Fix: remove the link by hand, and what it points to if that is yours."
+            )
+    if not os.path.lexists(target):
+        return False
+    failed: list[str] = []
+
+    def note(*args: Any) -> None:
+        failed.append(str(args[1]))
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(target, onexc=note)
+    else:  # pragma: no cover - pods on older Pythons
+        shutil.rmtree(target, onerror=note)
+    if os.path.lexists(target):
+        shown = ", ".join(failed[:3]) + (f" and {len(failed) - 3} more" if len(failed) > 3 else "")
+        raise OSError(
+            f"{target} was not removed: {shown or 'entries'} could not be deleted (not "
+            "writable by this user?). Fix: remove what is left as the user that wrote it, "
+            "e.g. root for files a container wrote."
+        )
+    return True
 
 
 # ------------------------------------------------------- where the location is
