@@ -43,8 +43,8 @@ if TYPE_CHECKING:
 PATCH_MANAGER = "kf-trainer-suite/checkpoints"
 VOLUME_NAME = "kf-trainer-checkpoints"
 
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_URI = re.compile(r"^[a-z][a-z0-9+.-]*://[^\s]+$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_URI = re.compile(r"^[a-z][a-z0-9+.-]*://[^\s]+\Z")
 
 
 class Checkpoints(SpecModel):

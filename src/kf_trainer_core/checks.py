@@ -28,7 +28,7 @@ FIX = FIX_MARK
 
 # Kubernetes resource.Quantity (the apiserver's own regular expression, written out).
 QUANTITY = re.compile(
-    r"^[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(\d+(\.\d*)?|\.\d+)))?$"
+    r"^[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(\d+(\.\d*)?|\.\d+)))?\Z"
 )
 _SUFFIX_EXPONENT = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 
@@ -167,7 +167,7 @@ def index_url_problem(url: str) -> str | None:
 #: OAuth): a URI with one would hand that grant to anyone who can read the TrainJob.
 _CREDENTIAL_PARAMS = re.compile(
     r"^(x-amz-(signature|credential|security-token)|x-goog-(signature|credential)|sig|"
-    r"signature|token|access_token|api_?key|key|password|secret)$",
+    r"signature|token|access_token|api_?key|key|password|secret)\Z",
     re.IGNORECASE,
 )
 
@@ -364,7 +364,7 @@ def token_problem(values: Any, what: str) -> str | None:
 
 # --------------------------------------------------------------- Kubernetes names
 
-_RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 
 
 def namespace_problem(namespace: Any, what: str = "namespace") -> str | None:
@@ -393,7 +393,7 @@ def check_namespace(namespace: Any, field: str = "namespace") -> str:
 _IMAGE = re.compile(
     r"^(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?"
     r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
-    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
+    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?\Z"
 )
 
 
@@ -465,7 +465,7 @@ def _is_number(text: str) -> bool:
 
 #: The SDK's step names: the initializers, and ``node-<index>`` (``node-0`` is the
 #: first training node, or the MPI launcher).
-STEP_NAME = re.compile(r"^(dataset-initializer|model-initializer|node-\d+)$")
+STEP_NAME = re.compile(r"^(dataset-initializer|model-initializer|node-\d+)\Z")
 
 
 def step_problem(step: Any) -> str | None:

@@ -22,10 +22,10 @@ from kf_trainer_core import checks
 from kf_trainer_core._model import did_you_mean, fix
 
 #: ``"package.module:function"`` references.
-REF_PATTERN = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
+REF_PATTERN = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*\Z")
 
 #: A dotted path such as ``os.path.join``: a reference missing its ``:``.
-_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
+_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+\Z")
 
 #: Rank 0 of node 0 prints its return value on a line that starts with this marker, as
 #: a fallback for the termination message (MPI launchers, local runs, logs-only access).

@@ -41,6 +41,7 @@ installed (see ``docs/progress.md``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -185,10 +186,8 @@ class _Reporter:
         if what in self.said:
             return
         self.said.add(what)
-        try:
+        with contextlib.suppress(Exception):  # a closed stderr must not stop training
             print("kf-trainer: " + message, file=sys.stderr, flush=True)
-        except Exception:  # a closed stderr must not stop training
-            pass
 
     def snapshot(self) -> dict[str, Any]:
         status: dict[str, Any] = {"lastUpdatedTime": _now()}
@@ -326,11 +325,10 @@ def _post(url: str, status: dict[str, Any], timeout: float) -> str | None:
     worker.start()
     if not done.wait(max(0.0, timeout)):
         for sock in sockets:
-            try:  # the plain socket's shutdown: wakes a read blocked in the TLS layer
+            # The plain socket's shutdown: wakes a read blocked in the TLS layer.
+            with contextlib.suppress(Exception):
                 socket.socket.shutdown(sock, socket.SHUT_RDWR)
-            except Exception:
-                pass
-        return "no answer within %gs" % timeout
+        return "no answer within " + format(timeout, "g") + "s"
     return outcome[0] if outcome else "no answer"
 
 

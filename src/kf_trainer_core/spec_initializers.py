@@ -203,7 +203,7 @@ class S3ModelInitializer(_S3Source):
     )
 
 
-_SCHEME_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://.+$")
+_SCHEME_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://.+\Z")
 
 
 class _GenericInitializer(_Initializer):

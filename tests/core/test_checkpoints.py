@@ -151,9 +151,12 @@ def test_keep_never_prunes_the_checkpoint_just_saved(tmp_path: Path) -> None:
     for step in (10, 20, 50):
         ck.save_json(step, {"s": step}, directory=tmp_path)
     saved = ck.save_json(3, {"s": 3}, directory=tmp_path, keep=2)
-    assert saved is not None and saved.exists()
+    assert saved is not None
+    assert saved.exists()
     assert [ck.step_of(p) for p in ck.checkpoints(tmp_path)] == [3, 50]
-    assert ck.save_json(4, {"s": 4}, directory=tmp_path, keep=1) == tmp_path / "step-0000000004.json"
+    assert (
+        ck.save_json(4, {"s": 4}, directory=tmp_path, keep=1) == tmp_path / "step-0000000004.json"
+    )
     assert [ck.step_of(p) for p in ck.checkpoints(tmp_path)] == [4]
     with pytest.raises(ValueError, match="keep"):
         ck.save_json(5, {}, directory=tmp_path, keep=0)
