@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import field_validator, model_validator
 
 from kf_trainer_core import checkpoints as ck
-from kf_trainer_core import names
+from kf_trainer_core import checks, names
 from kf_trainer_core._model import SpecModel, fix
 from kf_trainer_core.errors import FieldProblem, KFTrainerError, SpecError
 
@@ -83,7 +83,10 @@ class Checkpoints(SpecModel):
     def _uri(cls, v: str | None) -> str | None:
         if v is not None and not _URI.match(v):
             raise ValueError(
-                fix(f"{v!r} is not a storage URI.", "write e.g. 's3://bucket/checkpoints'.")
+                fix(
+                    f"{checks.shown(v)} is not a storage URI.",
+                    "write e.g. 's3://bucket/checkpoints'.",
+                )
             )
         if v is not None and "@" in v.split("://", 1)[1].split("/", 1)[0]:
             raise ValueError(

@@ -133,6 +133,15 @@ def requirement_problem(text: str) -> str | None:
     # not by every module that imports the checks (an Airflow DAG file among them).
     from packaging.requirements import InvalidRequirement, Requirement
 
+    kind = token_kind(text)
+    if kind:
+        # Never quoted: the requirement holds the credential.
+        return fix(
+            f"a requirement holds {kind}; it would be stored in clear text in the TrainJob.",
+            "install from an index or URL without credentials in it, or give pip the "
+            "credentials through the trainer's env from a Secret (e.g. PIP_INDEX_URL as a "
+            "SecretKeyRef).",
+        )
     try:
         Requirement(text)
     except InvalidRequirement:
@@ -154,6 +163,13 @@ def index_url_problem(url: str) -> str | None:
             ok = False
         else:
             ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+    if ok and token_kind(url):
+        return fix(
+            "carries a password in its user info, which would be stored in clear text in "
+            "the TrainJob.",
+            "drop it from the URL and give pip the index through the trainer's env from a "
+            "Secret (PIP_INDEX_URL or PIP_EXTRA_INDEX_URL as a SecretKeyRef).",
+        )
     if ok:
         return None
     # An index URL may carry basic-auth credentials: name the field, not the value.
@@ -252,12 +268,30 @@ _TOKEN_SHAPES = (
     ("a Slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
     ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
     ("a JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.")),
+    # scheme://user:password@host anywhere in a value (a database URL in an env value, a
+    # requirement's direct URL, an argument): the rule a storage_uri of that shape meets.
+    ("a password inside a URL", re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@")),
 )
 
 _SECRET_LIKE = re.compile(
     r"(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH)",
     re.IGNORECASE,
 )
+
+
+#: ``user:password@`` with or without a scheme before it (a malformed URL included).
+_USER_PASSWORD = re.compile(r"[^\s/@:]*:[^\s/@]+@")
+
+
+def shown(value: Any) -> str:
+    """``value`` as an error message may quote it (``repr``), with everything shaped like
+    a credential masked: a URL's ``user:password@`` and every token shape. Use it for
+    every input that may hold one (URLs, hosts, URIs), valid or not."""
+    text = value if isinstance(value, str) else str(value)
+    text = _USER_PASSWORD.sub("***@", text)
+    for _, shape in _TOKEN_SHAPES:
+        text = shape.sub("***", text)
+    return repr(text)
 
 
 def token_kind(value: str) -> str | None:

@@ -281,14 +281,21 @@ def _host_problem(host: str) -> str | None:
         parts = urlsplit(host)
         ok = parts.scheme in ("http", "https") and bool(parts.hostname)
         _ = parts.port  # a malformed port raises
+        password = parts.password is not None
     except ValueError:
-        ok = False
+        ok = password = False
+    if ok and password:
+        return fix(
+            f"host {checks.shown(host)} carries a password in its user info.",
+            "drop it from the URL and authenticate with token= (or a kubeconfig).",
+        )
     if ok:
         return None
+    # Quoted masked: a malformed host may still hold user:password@.
     example = host if "://" in host else f"https://{host}"
     return fix(
-        f"host {host!r} is not an http(s) URL of an API server.",
-        f"write the URL with its scheme, e.g. {example!r}.",
+        f"host {checks.shown(host)} is not an http(s) URL of an API server.",
+        f"write the URL with its scheme, e.g. {checks.shown(example)}.",
     )
 
 

@@ -32,9 +32,6 @@ from kf_trainer_core.status import (
 )
 from kf_trainer_core.timeutil import parse_time
 
-#: Tries of the first opening of a pod's log stream (see :func:`follow_logs`).
-FIRST_OPEN_ATTEMPTS = 2
-
 #: Lines at the end of node-0's log searched for the result and the last progress (the
 #: generated program prints both last).
 PROGRESS_LOG_TAIL = 200
@@ -202,7 +199,6 @@ def follow_logs(
     cursor = _LogCursor()
     waited = 0.0
     pod_name: str | None = None
-    connected = False  # a stream of this pod was opened once
     while True:
         pods = yield from job_pods(namespace, name)
         pod = _pod_for_step(pods, step)
@@ -225,23 +221,14 @@ def follow_logs(
         current = str(pod["metadata"]["name"])
         if pod_name is not None and current != pod_name:
             cursor.reset()  # a new pod (restart): its log starts over
-            connected = False
         pod_name = current
-        # A node that never served this pod's log (kwok, a virtual kubelet, a node gone)
-        # refuses at once and for good: tried twice, its error ends the follow in a
-        # fraction of a second rather than after the policy's back-off. Once a stream
-        # was open, a refusal is more likely a kubelet restart: the full policy.
-        attempts = None if connected else FIRST_OPEN_ATTEMPTS
         try:
-            stream = yield OpenLogStream(
-                namespace, current, container, **cursor.resume(tail), attempts=attempts
-            )
+            stream = yield OpenLogStream(namespace, current, container, **cursor.resume(tail))
         except ApiError as err:
             if err.code in (400, 404):
                 yield Sleep(poll_interval)
                 continue
             raise
-        connected = True
         dropped = False
         cursor.start_pass()
         try:
