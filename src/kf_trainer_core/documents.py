@@ -60,7 +60,7 @@ def load_json(text: str | bytes, what: str, *, limit: int = MAX_CONFIG_BYTES) ->
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise DocumentError(
-            f"{what}: not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}."
+            f"{what} is not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})."
         ) from None
     except RecursionError:
         raise DocumentError(f"{what}: nests too deeply to be read. Fix: flatten it.") from None
