@@ -311,11 +311,11 @@ def _post(url: str, status: dict[str, Any], timeout: float) -> str | None:
         return type(exc).__name__
     outcome: list[str | None] = []
     sockets: list[socket.socket] = []
-    done = threading.Event()
+    done, abandoned = threading.Event(), threading.Event()
 
     def attempt() -> None:
         try:
-            outcome.append(_request(parts, ca, token, status, timeout, sockets))
+            outcome.append(_request(parts, ca, token, status, timeout, sockets, abandoned))
         except Exception as exc:
             outcome.append(type(exc).__name__)
         finally:
@@ -324,6 +324,7 @@ def _post(url: str, status: dict[str, Any], timeout: float) -> str | None:
     worker = threading.Thread(target=attempt, name="kf-trainer-post", daemon=True)
     worker.start()
     if not done.wait(max(0.0, timeout)):
+        abandoned.set()  # a request still connecting never sends (it would arrive late)
         for sock in sockets:
             # The plain socket's shutdown: wakes a read blocked in the TLS layer.
             with contextlib.suppress(Exception):
@@ -339,6 +340,7 @@ def _request(
     status: dict[str, Any],
     timeout: float,
     sockets: list[socket.socket],
+    abandoned: threading.Event,
 ) -> str | None:
     """One POST over TLS verified with ``ca`` only; a redirect is an answer, not
     followed (the token must not go to another host or port)."""
@@ -355,6 +357,9 @@ def _request(
 
     conn = _Connection(parts.hostname, parts.port or 443, timeout=timeout, context=context)
     try:
+        conn.connect()
+        if abandoned.is_set():
+            return "abandoned"
         path = (parts.path or "/") + ("?" + parts.query if parts.query else "")
         conn.request(
             "POST",
