@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from pydantic import BaseModel
 
+from kf_trainer_core.documents import DocumentError, load_document
 from kf_trainer_core.errors import FieldProblem, SpecError
 
 if TYPE_CHECKING:
@@ -92,10 +92,10 @@ def template_form(value: Any, *, part: str) -> Any:
         if isinstance(value, str):
             text = value.strip()
             try:
-                value = json.loads(text) if text.startswith("{") else yaml.safe_load(text)
-            except (ValueError, yaml.YAMLError) as exc:
+                value = load_document(text, "the spec text")
+            except DocumentError as exc:
                 raise SpecError.single(
-                    "spec", f"is neither JSON nor YAML ({exc}).", "pass a dict or TrainJobSpec."
+                    "spec", f"cannot be read: {exc}", "pass a dict or TrainJobSpec."
                 ) from None
         value = _json(value)
         if isinstance(value, Mapping):

@@ -16,6 +16,7 @@ import string
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kf_trainer_core import checks
 from kf_trainer_core.config import ContainerConfig, KubernetesConfig, LocalConfig
 from kf_trainer_core.errors import SpecError
 
@@ -158,7 +159,7 @@ def check_dashboard_url(value: str | None) -> str | None:
         return None
     if not value.startswith(("http://", "https://")):
         raise ValueError(
-            f"dashboard_url {value!r} is not an http(s) URL. Fix: give a URL such as "
+            f"dashboard_url {checks.shown(value)} is not an http(s) URL. Fix: give a URL such as "
             "https://kubeflow.example.com/trainjobs/{namespace}/{name}."
         )
     try:

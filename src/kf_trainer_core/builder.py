@@ -80,7 +80,7 @@ _MAX_PROGRAM_BYTES = 128 * 1024
 _TRAINER_OWNED_CONTAINERS = {names.NODE, names.DATASET_INITIALIZER, names.MODEL_INITIALIZER}
 _RESOURCE_ALIASES = {"gpu": GPU_RESOURCE, "storage": "ephemeral-storage"}
 _STANDARD_RESOURCES = {"cpu", "memory", "gpu", "storage", "ephemeral-storage"}
-_ASCII_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ASCII_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ clients run :func:`cleaning_job`, a one-node job that mounts the claim.
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import field_validator, model_validator
 
 from kf_trainer_core import checkpoints as ck
-from kf_trainer_core import names
+from kf_trainer_core import checks, names
 from kf_trainer_core._model import SpecModel, fix
 from kf_trainer_core.errors import FieldProblem, KFTrainerError, SpecError
 
@@ -44,8 +43,8 @@ if TYPE_CHECKING:
 PATCH_MANAGER = "kf-trainer-suite/checkpoints"
 VOLUME_NAME = "kf-trainer-checkpoints"
 
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_URI = re.compile(r"^[a-z][a-z0-9+.-]*://[^\s]+$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_URI = re.compile(r"^[a-z][a-z0-9+.-]*://[^\s]+\Z")
 
 
 class Checkpoints(SpecModel):
@@ -84,7 +83,10 @@ class Checkpoints(SpecModel):
     def _uri(cls, v: str | None) -> str | None:
         if v is not None and not _URI.match(v):
             raise ValueError(
-                fix(f"{v!r} is not a storage URI.", "write e.g. 's3://bucket/checkpoints'.")
+                fix(
+                    f"{checks.shown(v)} is not a storage URI.",
+                    "write e.g. 's3://bucket/checkpoints'.",
+                )
             )
         if v is not None and "@" in v.split("://", 1)[1].split("/", 1)[0]:
             raise ValueError(
@@ -271,6 +273,11 @@ class CheckpointsInUseError(KFTrainerError):
     """An attempt of the identity has not finished: it may still write checkpoints."""
 
 
+class CheckpointsNotRemovedError(KFTrainerError):
+    """The identity's checkpoints were not (all) removed: a symbolic link on the way was
+    refused, or entries could not be deleted; the message names what is left."""
+
+
 class CheckpointsNotFoundError(KFTrainerError, LookupError):
     """No checkpoint location is known for the identity (no job of it used one)."""
 
@@ -303,12 +310,21 @@ def option_of(job: Mapping[str, Any]) -> Checkpoints | None:
             for c in pod.get("containers") or []:
                 for m in c.get("volumeMounts") or []:
                     mount = str(m.get("mountPath") or mount)
+    # The env is the job's: a URI counts only when the option put it there (the job
+    # carries the option's key, and the URI ends with <namespace>/<key>/); a variable the
+    # user set by hand is the job's own business, never a reason to fail here.
+    key = ((job.get("metadata") or {}).get("annotations") or {}).get(ck.ANNOTATION)
+    namespace = (job.get("metadata") or {}).get("namespace") or "default"
     uri = env.get(ck.URI_ENV)
-    if pvc is None and uri is None:
+    base = None
+    if isinstance(uri, str) and key and key != "off" and uri.endswith(f"/{namespace}/{key}/"):
+        base = uri[: -len(f"/{namespace}/{key}/")]
+    if pvc is None and base is None:
         return None
-    # The URI in the env ends with <namespace>/<key>/: the option's is its parent's parent.
-    base = str(uri).rstrip("/").rsplit("/", 2)[0] if uri else None
-    return Checkpoints(pvc=pvc, uri=base, mount_path=mount)
+    try:
+        return Checkpoints(pvc=pvc, uri=base, mount_path=mount)
+    except ValueError:  # pydantic's ValidationError: a manifest edited by hand
+        return None
 
 
 def locate_program(
@@ -328,7 +344,7 @@ def locate_program(
             "e.g. (dag_id, task_id, run_id)."
         )
     existing = yield from jobs_for_identity(namespace, identity)
-    if option is None:
+    if option is None and state_dir is None:  # the local backends need no option
         option = next((o for o in map(option_of, reversed(existing)) if o is not None), None)
     return location(option, namespace, identity, state_dir=state_dir), existing
 
@@ -360,8 +376,13 @@ def clean_program(
             "not finished and may still write them. Fix: wait for it or cancel it first "
             "(or pass force=True)."
         )
-    if loc.local_path is not None:
-        shutil.rmtree(loc.local_path, ignore_errors=True)
+    if loc.local_path is not None and state_dir is not None:
+        try:
+            ck.remove_tree(loc.local_path, state_dir, depth=3)
+        except (OSError, ValueError) as exc:
+            raise CheckpointsNotRemovedError(
+                f"the checkpoints of identity {identity!r} were not removed: {exc}"
+            ) from None
         return loc
     if loc.path is None and loc.uri is None:
         raise CheckpointsNotFoundError(
@@ -407,15 +428,13 @@ def remove_checkpoints() -> dict[str, Any]:
     """Runs in the cleaning job's pod: remove ``$KF_TRAINER_CLEAN_PATH``, which must be
     a directory two levels under the mounted claim (``<mount>/<namespace>/<key>``)."""
     import os
-    import shutil
 
-    path = os.path.realpath(os.environ["KF_TRAINER_CLEAN_PATH"])
-    mount = os.path.realpath(os.environ["KF_TRAINER_CLEAN_MOUNT"])
-    if os.path.dirname(os.path.dirname(path)) != mount:
-        raise ValueError(f"{path} is not an identity's directory under {mount}")
-    existed = os.path.isdir(path)
-    if existed:
-        shutil.rmtree(path)
+    from kf_trainer_core.checkpoints import remove_tree
+
+    path = os.environ["KF_TRAINER_CLEAN_PATH"]
+    # Never through a symbolic link (refused), and never reported removed while any of
+    # it is left (the job fails, naming what is).
+    existed = remove_tree(path, os.environ["KF_TRAINER_CLEAN_MOUNT"], depth=2)
     print(f"removed {path}" if existed else f"{path} did not exist", flush=True)
     return {"removed": path, "existed": existed}
 

@@ -37,6 +37,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,7 @@ __all__ = [
     "checkpoints",
     "latest",
     "load_json",
+    "remove_tree",
     "save",
     "save_json",
     "step_of",
@@ -68,7 +70,10 @@ DEFAULT_MOUNT = "/mnt/kf-trainer-checkpoints"
 #: Under a local state directory: ``<state>/checkpoints/<namespace>/<identity key>``.
 LOCAL_SUBDIR = "checkpoints"
 
-_STEP = re.compile(r"^step-(\d{1,19})(\.[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+_STEP = re.compile(r"step-(\d{1,19})(\.[A-Za-z0-9][A-Za-z0-9._-]*)?")
+#: The highest step ``save`` writes: ten digits, so that the names sort by step both
+#: numerically (``latest``) and as text (``ls``, a bucket's listing).
+MAX_STEP = 10**10 - 1
 _UNSAFE = re.compile(r"[^a-z0-9._-]+")
 
 
@@ -94,7 +99,7 @@ def checkpoint_uri() -> str | None:
 
 def step_of(path: str | os.PathLike[str]) -> int:
     """The step number in a checkpoint's name (``step-0000000042.pt`` -> 42)."""
-    match = _STEP.match(Path(path).name)
+    match = _STEP.fullmatch(Path(path).name)
     if match is None:
         raise ValueError(
             f"{Path(path).name!r} is not a checkpoint name. "
@@ -109,7 +114,7 @@ def checkpoints(directory: str | os.PathLike[str] | None = None) -> list[Path]:
     root = Path(directory) if directory is not None else checkpoint_dir()
     if root is None or not root.is_dir():
         return []
-    found = [p for p in root.iterdir() if _STEP.match(p.name)]
+    found = [p for p in root.iterdir() if _STEP.fullmatch(p.name)]
     return sorted(found, key=lambda p: (step_of(p), p.name))
 
 
@@ -132,14 +137,23 @@ def save(
     """Write checkpoint ``step`` atomically: ``write(path)`` fills a temporary path (a
     file, or a directory it creates), which is then renamed to ``step-<N><suffix>``.
 
-    ``keep=N`` removes all but the newest ``N`` checkpoints after the write (only when
-    asked: nothing is deleted otherwise). Only rank 0 of node 0 writes unless
-    ``all_ranks``; other ranks get ``None``, as does a job without a checkpoint
-    directory.
+    ``keep=N`` removes all but ``N`` checkpoints after the write (only when asked:
+    nothing is deleted otherwise): the one just written is always kept, and the others
+    kept are those with the highest steps ("newest" is the step, as for :func:`latest`).
+    A checkpoint of an earlier attempt with a higher step than the one just written is
+    therefore kept, and :func:`latest` still returns it: an attempt that means to start
+    over below it cleans the identity's checkpoints first (``docs/checkpoints.md``).
+    Only rank 0 of node 0 writes unless ``all_ranks``; other ranks get ``None``, as
+    does a job without a checkpoint directory.
     """
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise ValueError(f"step must be an integer >= 0 (got {step!r}).")
-    if suffix and not _STEP.match("step-0" + suffix):
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP:
+        raise ValueError(
+            f"step must be an integer from 0 to {MAX_STEP} (got {step!r}): checkpoint "
+            "names carry the step in 10 digits. Fix: pass the step or epoch number."
+        )
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+        raise ValueError(f"keep must be an integer >= 1 (got {keep!r}).")
+    if suffix and not _STEP.fullmatch("step-0" + suffix):
         raise ValueError(f"suffix {suffix!r} is not a plain file suffix. Fix: e.g. '.pt'.")
     if not all_ranks and not _rank_zero():
         return None
@@ -164,7 +178,9 @@ def save(
         _remove(tmp)
     _fsync_dir(root)
     if keep is not None:
-        for old in checkpoints(root)[: -max(keep, 1)]:
+        # Never the one just written, whatever steps an earlier attempt left.
+        others = [p for p in checkpoints(root) if p.name != final.name]
+        for old in others[: max(0, len(others) - (keep - 1))]:
             _remove(old)
     return final
 
@@ -220,6 +236,51 @@ def _fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def remove_tree(path: str | os.PathLike[str], root: str | os.PathLike[str], depth: int) -> bool:
+    """Remove the directory ``path``, which must lie exactly ``depth`` levels under
+    ``root``: the one way the suite deletes an identity's checkpoints (the local clean,
+    and the cleaning job's pod on a cluster). Whether it existed.
+
+    Refused (``ValueError``, nothing removed) when ``path`` or any directory between
+    ``root`` and it is a symbolic link: a link would make one identity's clean remove
+    what it points to. Raises ``OSError`` naming what is left when some of it could not
+    be removed (e.g. files a root container wrote): a clean never reports success for a
+    directory that is still there.
+    """
+    base = os.path.realpath(os.fspath(root))  # the root itself (a mount) may be a link
+    target = os.path.normpath(os.path.join(base, os.path.relpath(os.path.abspath(path), root)))
+    parts = os.path.relpath(target, base).split(os.sep)
+    if len(parts) != depth or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"{target} is not a directory {depth} levels under {base}; refused.")
+    step = base
+    for part in parts:
+        step = os.path.join(step, part)
+        if os.path.islink(step):
+            raise ValueError(
+                f"{step} is a symbolic link; refused to remove checkpoints through it. "
+                "Fix: remove the link by hand, and what it points to if that is yours."
+            )
+    if not os.path.lexists(target):
+        return False
+    failed: list[str] = []
+
+    def note(*args: Any) -> None:
+        failed.append(str(args[1]))
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(target, onexc=note)
+    else:  # pragma: no cover - pods on older Pythons
+        shutil.rmtree(target, onerror=note)
+    if os.path.lexists(target):
+        shown = ", ".join(failed[:3]) + (f" and {len(failed) - 3} more" if len(failed) > 3 else "")
+        raise OSError(
+            f"{target} was not removed: {shown or 'entries'} could not be deleted (not "
+            "writable by this user?). Fix: remove what is left as the user that wrote it, "
+            "e.g. root for files a container wrote."
+        )
+    return True
 
 
 # ------------------------------------------------------- where the location is

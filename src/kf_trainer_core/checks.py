@@ -28,7 +28,7 @@ FIX = FIX_MARK
 
 # Kubernetes resource.Quantity (the apiserver's own regular expression, written out).
 QUANTITY = re.compile(
-    r"^[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(\d+(\.\d*)?|\.\d+)))?$"
+    r"^[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(\d+(\.\d*)?|\.\d+)))?\Z"
 )
 _SUFFIX_EXPONENT = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 
@@ -133,6 +133,15 @@ def requirement_problem(text: str) -> str | None:
     # not by every module that imports the checks (an Airflow DAG file among them).
     from packaging.requirements import InvalidRequirement, Requirement
 
+    kind = token_kind(text)
+    if kind:
+        # Never quoted: the requirement holds the credential.
+        return fix(
+            f"a requirement holds {kind}; it would be stored in clear text in the TrainJob.",
+            "install from an index or URL without credentials in it, or give pip the "
+            "credentials through the trainer's env from a Secret (e.g. PIP_INDEX_URL as a "
+            "SecretKeyRef).",
+        )
     try:
         Requirement(text)
     except InvalidRequirement:
@@ -154,6 +163,13 @@ def index_url_problem(url: str) -> str | None:
             ok = False
         else:
             ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+    if ok and token_kind(url):
+        return fix(
+            "carries a password in its user info, which would be stored in clear text in "
+            "the TrainJob.",
+            "drop it from the URL and give pip the index through the trainer's env from a "
+            "Secret (PIP_INDEX_URL or PIP_EXTRA_INDEX_URL as a SecretKeyRef).",
+        )
     if ok:
         return None
     # An index URL may carry basic-auth credentials: name the field, not the value.
@@ -167,7 +183,7 @@ def index_url_problem(url: str) -> str | None:
 #: OAuth): a URI with one would hand that grant to anyone who can read the TrainJob.
 _CREDENTIAL_PARAMS = re.compile(
     r"^(x-amz-(signature|credential|security-token)|x-goog-(signature|credential)|sig|"
-    r"signature|token|access_token|api_?key|key|password|secret)$",
+    r"signature|token|access_token|api_?key|key|password|secret)\Z",
     re.IGNORECASE,
 )
 
@@ -252,12 +268,30 @@ _TOKEN_SHAPES = (
     ("a Slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
     ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
     ("a JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.")),
+    # scheme://user:password@host anywhere in a value (a database URL in an env value, a
+    # requirement's direct URL, an argument): the rule a storage_uri of that shape meets.
+    ("a password inside a URL", re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@")),
 )
 
 _SECRET_LIKE = re.compile(
     r"(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH)",
     re.IGNORECASE,
 )
+
+
+#: ``user:password@`` with or without a scheme before it (a malformed URL included).
+_USER_PASSWORD = re.compile(r"[^\s/@:]*:[^\s/@]+@")
+
+
+def shown(value: Any) -> str:
+    """``value`` as an error message may quote it (``repr``), with everything shaped like
+    a credential masked: a URL's ``user:password@`` and every token shape. Use it for
+    every input that may hold one (URLs, hosts, URIs), valid or not."""
+    text = value if isinstance(value, str) else str(value)
+    text = _USER_PASSWORD.sub("***@", text)
+    for _, shape in _TOKEN_SHAPES:
+        text = shape.sub("***", text)
+    return repr(text)
 
 
 def token_kind(value: str) -> str | None:
@@ -364,7 +398,7 @@ def token_problem(values: Any, what: str) -> str | None:
 
 # --------------------------------------------------------------- Kubernetes names
 
-_RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 
 
 def namespace_problem(namespace: Any, what: str = "namespace") -> str | None:
@@ -393,7 +427,7 @@ def check_namespace(namespace: Any, field: str = "namespace") -> str:
 _IMAGE = re.compile(
     r"^(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?"
     r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
-    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
+    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?\Z"
 )
 
 
@@ -465,7 +499,7 @@ def _is_number(text: str) -> bool:
 
 #: The SDK's step names: the initializers, and ``node-<index>`` (``node-0`` is the
 #: first training node, or the MPI launcher).
-STEP_NAME = re.compile(r"^(dataset-initializer|model-initializer|node-\d+)$")
+STEP_NAME = re.compile(r"^(dataset-initializer|model-initializer|node-\d+)\Z")
 
 
 def step_problem(step: Any) -> str | None:

@@ -18,7 +18,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from kf_trainer_core import checks
@@ -216,8 +215,8 @@ def _secrets_of(cfg: KubernetesConfig) -> list[str]:
     try:
         data = cfg.kubeconfig_dict()
         if data is None and cfg.mode() == "kubeconfig" and cfg.kubeconfig_path().is_file():
-            data = yaml.safe_load(cfg.kubeconfig_path().read_text())
-    except (SpecError, OSError, yaml.YAMLError, UnicodeDecodeError):
+            data = _kubeconfig_mapping(cfg.kubeconfig_path().read_text(), "kubeconfig")
+    except (SpecError, OSError, UnicodeDecodeError):
         data = None
     stack = [data.get("users")] if isinstance(data, dict) else []
     while stack:
@@ -252,15 +251,15 @@ def _read(path: Path, field: str) -> str:
 def _kubeconfig_mapping(text: str, field: str) -> dict[str, Any]:
     """Parse a kubeconfig document. A YAML error quotes the offending line, which may
     hold a token: only its position is reported."""
+    from kf_trainer_core.documents import MAX_CONFIG_BYTES, DocumentError, load_document
+
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        data = load_document(text, "the kubeconfig", limit=MAX_CONFIG_BYTES)
+    except DocumentError as exc:
+        # The reason and position only: the text may hold credentials.
         raise SpecError.single(
             field,
-            f"the kubeconfig is not valid YAML or JSON{where} (its text is not shown: it "
-            "may hold credentials).",
+            f"{exc} (its text is not shown: it may hold credentials).",
             "paste the whole kubeconfig file as it is, or check it with "
             "`kubectl config view --kubeconfig <file>`.",
             title="Invalid cluster configuration",
@@ -282,14 +281,21 @@ def _host_problem(host: str) -> str | None:
         parts = urlsplit(host)
         ok = parts.scheme in ("http", "https") and bool(parts.hostname)
         _ = parts.port  # a malformed port raises
+        password = parts.password is not None
     except ValueError:
-        ok = False
+        ok = password = False
+    if ok and password:
+        return fix(
+            f"host {checks.shown(host)} carries a password in its user info.",
+            "drop it from the URL and authenticate with token= (or a kubeconfig).",
+        )
     if ok:
         return None
+    # Quoted masked: a malformed host may still hold user:password@.
     example = host if "://" in host else f"https://{host}"
     return fix(
-        f"host {host!r} is not an http(s) URL of an API server.",
-        f"write the URL with its scheme, e.g. {example!r}.",
+        f"host {checks.shown(host)} is not an http(s) URL of an API server.",
+        f"write the URL with its scheme, e.g. {checks.shown(example)}.",
     )
 
 
@@ -471,7 +477,9 @@ def parse_backend(data: Any) -> KubernetesConfig | LocalConfig:
     if isinstance(data, (KubernetesConfig, LocalConfig)):
         return data
     if isinstance(data, (str, bytes)):
-        data = json.loads(data) if data.strip() else {}
+        from kf_trainer_core.documents import load_json
+
+        data = load_json(data, "the backend configuration") if data.strip() else {}
     mapping = dict(data or {})
     kind = str(mapping.get("backend") or "kubernetes")
     model = BACKENDS.get(kind)

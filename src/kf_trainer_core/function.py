@@ -22,10 +22,10 @@ from kf_trainer_core import checks
 from kf_trainer_core._model import did_you_mean, fix
 
 #: ``"package.module:function"`` references.
-REF_PATTERN = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
+REF_PATTERN = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*\Z")
 
 #: A dotted path such as ``os.path.join``: a reference missing its ``:``.
-_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
+_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+\Z")
 
 #: Rank 0 of node 0 prints its return value on a line that starts with this marker, as
 #: a fallback for the termination message (MPI launchers, local runs, logs-only access).
@@ -222,6 +222,13 @@ def program_for(
         # The source goes in byte for byte. Its own ``from __future__`` imports stay
         # legal: only comments and the template's __future__ import come before it.
         body = source or ""
+    if not problem and name.startswith("__") and name.endswith("__"):
+        # A dunder at the program's top level would replace the interpreter's own
+        # (__name__, __builtins__...): the program would silently not run.
+        problem = fix(
+            f"the function name {name!r} is one of Python's special names.",
+            "rename the function, e.g. 'train'.",
+        )
     if problem:
         raise ValueError(problem)
     args_json = json.dumps(func_args or {}, sort_keys=True, separators=(",", ":"))
@@ -345,6 +352,11 @@ from __future__ import annotations
 
 {function}
 
+# Bound at once, before the program defines names of its own: the function may be named
+# like anything below (json, os, result, reporter, _kf_trainer_main...) and is still the
+# one called.
+_kf_trainer_function = {name}
+
 {reporter}
 
 def _kf_trainer_main():
@@ -358,7 +370,7 @@ def _kf_trainer_main():
         reporter = None
         print("kf-trainer: progress reporting is off (%s)." % exc, file=sys.stderr)
     try:
-        result = {name}(**json.loads({args}))
+        result = _kf_trainer_function(**json.loads({args}))
     finally:
         if reporter is not None:
             reporter.flush()  # the last report must not wait for the next interval

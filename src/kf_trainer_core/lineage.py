@@ -20,7 +20,9 @@ storage URI                               namespace                    name
 ========================================  ===========================  =====================
 
 Credentials never reach lineage: user info (``user:key@``), query strings (pre-signed
-URLs) and fragments are dropped from every URI before it is mapped.
+URLs) and fragments are dropped from every URI before it is mapped; Azure's
+``container@`` (``abfs``, ``abfss``, ``wasb``, ``wasbs``) is the container's name, not a
+credential, and stays (without anything after a ``:``).
 
 The Airflow operator turns this data into OpenLineage objects
 (:mod:`kf_trainer_airflow.lineage`); the builder stamps the inputs onto the TrainJob as
@@ -43,6 +45,8 @@ LINEAGE_INPUTS_ANNOTATION = "kf-trainer-suite/lineage-inputs"
 #: Where the HuggingFace Hub serves models and data sets (``HF_ENDPOINT`` overrides it).
 HF_HUB = "https://huggingface.co"
 #: Object stores whose namespace is ``scheme://bucket`` and whose names have no leading ``/``.
+#: Azure's schemes name the container before ``@``: ``abfss://container@account.dfs...``.
+_AZURE_SCHEMES = frozenset({"abfs", "abfss", "wasb", "wasbs"})
 _BUCKET_SCHEMES = frozenset({"s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "wasb", "wasbs"})
 _REDACTED = "***"
 
@@ -91,7 +95,11 @@ def redact_uri(uri: str) -> str:
         return _REDACTED
     if not parts.scheme:
         return uri.split("?", 1)[0].split("#", 1)[0]
-    netloc = parts.netloc.rsplit("@", 1)[-1]
+    user, at, netloc = parts.netloc.rpartition("@")
+    if at and parts.scheme.lower() in _AZURE_SCHEMES and user:
+        # ``container@account...``: the container is part of the data set's name (as in
+        # OpenLineage's naming), not a credential; a password after ':' still goes.
+        netloc = f"{user.split(':', 1)[0]}@{netloc}"
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 

@@ -23,7 +23,7 @@ from kf_trainer_core.k8s.trainjob import LAUNCHER as LAUNCHER
 from kf_trainer_core.k8s.trainjob import MODEL_INITIALIZER as MODEL_INITIALIZER
 from kf_trainer_core.k8s.trainjob import NODE as NODE
 
-NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 CRD_MAX_LENGTH = 63
 
 # "-" + "-<jobIndex>-<podIndex>-" + 5 random characters, with single-digit indexes.

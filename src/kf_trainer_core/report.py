@@ -21,9 +21,17 @@ Where the reports go, all from rank 0 of node 0 only (other ranks are no-ops unl
 
 Reports are coalesced: the latest values go out at most once per interval (5 s, or
 ``KF_TRAINER_REPORT_INTERVAL``) - the log line from the calling thread (one write, so it
-never splits a line of the function's own), the POST from a daemon thread with a short
-timeout - so ``report`` is cheap enough for every step and never waits on the network.
-The generated program sends the last state when the function returns (or raises).
+never splits a line of the function's own), the POST from a daemon thread - so
+``report`` is cheap enough for every step and never waits on the network. Each state is
+POSTed once. The generated program sends the last state when the function returns (or
+raises); every POST, and that final flush as a whole, has a total deadline (5 s), so a
+status server that answers slowly, or never, cannot hold the end of training.
+
+The token goes only to the server the controller named: ``https://`` only, verified
+with the injected CA certificate (nothing is sent without it), redirects never followed.
+A metric name longer than the CRD's 64 characters is shortened to a unique name (its
+start, ``~`` and a digest of the whole name), so two names never merge; the first such
+name, and metrics past the 256th, are said once on stderr.
 Outside a job every call is a no-op; nothing here raises.
 
 This module imports only the standard library and runs on Python 3.8+: the generated
@@ -33,8 +41,11 @@ installed (see ``docs/progress.md``).
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -72,6 +83,15 @@ def _rank_zero() -> bool:
     return rank == "0" and node == "0"
 
 
+def _metric_name(name: str) -> str:
+    """The name as the status server takes it: at most 64 characters, and distinct
+    names stay distinct (a long one keeps its start and gains a digest of the whole)."""
+    if len(name) <= MAX_TEXT:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "replace")).hexdigest()[:10]
+    return name[: MAX_TEXT - 11] + "~" + digest
+
+
 def _text(value: object) -> str:
     if isinstance(value, float):
         value = format(value, ".6g")
@@ -99,7 +119,11 @@ class _Reporter:
         self.last_line: float | None = None
         self.thread: threading.Thread | None = None
         self.warned = False
+        self.said: set[str] = set()
         self.sends = 0
+        #: Whether the latest state was POSTed successfully (a failed one is retried by
+        #: the final flush; one that arrived is never sent twice).
+        self.delivered = False
 
     def active(self) -> bool:
         return self.enabled or bool(os.environ.get(URL_ENV)) or os.environ.get(ENABLE_ENV) == "1"
@@ -118,12 +142,25 @@ class _Reporter:
                 self.percent = max(0, min(100, int(float(progress))))
             if eta_seconds is not None:
                 self.eta = max(0, min(2**31 - 1, int(float(eta_seconds))))
-            for name, value in (metrics or {}).items():
-                name = str(name)[:MAX_TEXT]
+            for key, value in (metrics or {}).items():
+                name = _metric_name(str(key))
                 text = _text(value)
                 if not name or not text:
                     continue
+                if name != key:
+                    self.say_once(
+                        "long-name",
+                        f"metric name {str(key)[:80]!r}... is longer than {MAX_TEXT} "
+                        f"characters; it is reported as {name!r} (names that long get a "
+                        "digest, so they never merge).",
+                    )
                 if name not in self.metrics and len(self.metrics) >= MAX_METRICS:
+                    self.say_once(
+                        "too-many",
+                        f"more than {MAX_METRICS} metric names; {name!r} and later new "
+                        "names are not reported (the TrainJob status holds "
+                        f"{MAX_METRICS}).",
+                    )
                     continue
                 self.metrics[name] = text
             self.dirty = self.reported = True
@@ -143,6 +180,14 @@ class _Reporter:
             _print_marker(line)
         if posting:
             self.wake.set()
+
+    def say_once(self, what: str, message: str) -> None:
+        """One line on stderr, the first time only (``report`` runs every step)."""
+        if what in self.said:
+            return
+        self.said.add(what)
+        with contextlib.suppress(Exception):  # a closed stderr must not stop training
+            print("kf-trainer: " + message, file=sys.stderr, flush=True)
 
     def snapshot(self) -> dict[str, Any]:
         status: dict[str, Any] = {"lastUpdatedTime": _now()}
@@ -174,11 +219,15 @@ class _Reporter:
                 self.send(status)
 
     def send(self, status: dict[str, Any], timeout: float = POST_TIMEOUT) -> None:
-        """POST to the status server (from the daemon thread, or the final flush)."""
+        """POST to the status server (from the daemon thread, or the final flush),
+        returning within ``timeout`` whatever the server does."""
         self.sends += 1
         url = os.environ.get(URL_ENV)
         if url:
             error = _post(url, status, timeout)
+            with self.lock:
+                # Delivered only if no report came in meanwhile (that one is dirty).
+                self.delivered = error is None and not self.dirty
             if error and not self.warned:
                 self.warned = True
                 print(
@@ -190,21 +239,37 @@ class _Reporter:
                 )
 
     def flush(self, timeout: float = POST_TIMEOUT) -> None:
-        """Send the latest state now (the last one must not wait for the interval)."""
-        # Waits for a send under way (at most its timeout), so the final state is the
+        """Send the latest state now (the last one must not wait for the interval),
+        all within ``timeout``: waiting for a send under way included."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        # Waits for a send under way (within the deadline), so the final state is the
         # last one the status server gets.
-        with self.send_lock:
+        turn = self.send_lock.acquire(timeout=max(0.0, timeout))
+        try:
             with self.lock:
                 if not self.reported:
                     return
+                # Each state is POSTed once: not again if the daemon thread has just
+                # delivered it (report() then flush() at once used to send it twice).
+                post = self.dirty or not self.delivered
                 self.dirty = False
                 status = self.snapshot()
                 self.last_send = self.last_line = time.monotonic()
             # Always printed: the log's tail then holds the final state, right before the
             # result, for a waiter without a status server.
             _print_marker(status)
-            if os.environ.get(URL_ENV):
-                self.send(status, timeout)
+            left = deadline - time.monotonic()
+            if not turn:
+                self.say_once(
+                    "flush",
+                    "the status server did not answer in time; the final progress is "
+                    "in this log only.",
+                )
+            elif post and left > 0 and os.environ.get(URL_ENV):
+                self.send(status, left)
+        finally:
+            if turn:
+                self.send_lock.release()
 
 
 def _print_marker(status: dict[str, Any]) -> None:
@@ -216,35 +281,99 @@ def _print_marker(status: dict[str, Any]) -> None:
         pass
 
 
+#: The most of a status server's answer that is read (the answer is not used).
+MAX_ANSWER = 1 << 16
+
+
 def _post(url: str, status: dict[str, Any], timeout: float) -> str | None:
-    """POST ``{"trainerStatus": status}``; the reason it failed, or ``None``."""
-    import ssl
-    import urllib.error
-    import urllib.request
+    """POST ``{"trainerStatus": status}``; the reason it failed, or ``None``.
+
+    Returns within ``timeout`` in total, whatever the server does (a server that sends
+    one byte every few seconds never trips a per-read timeout): the request runs in a
+    daemon thread whose socket is shut when the deadline passes."""
+    import urllib.parse
 
     try:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme != "https" or not parts.hostname:
+            # The token is a credential: never in clear text, never to a guessed host.
+            return "the server URL is not https://host/...; the token goes over TLS only"
         token_path = os.environ.get(TOKEN_ENV)
         if not token_path:
             return "no token path in " + TOKEN_ENV
+        ca = os.environ.get(CA_CERT_ENV)
+        if not ca or not os.path.isfile(ca):
+            return "no CA certificate at " + CA_CERT_ENV + "; the server cannot be verified"
         # A projected token is rotated by the kubelet: read it for every send.
         with open(token_path) as fh:
             token = fh.read().strip()
-        ca = os.environ.get(CA_CERT_ENV)
-        context = ssl.create_default_context(cafile=ca if ca and os.path.exists(ca) else None)
-        body = json.dumps({"trainerStatus": status}).encode()
-        request = urllib.request.Request(
-            url,
-            data=body,
-            method="POST",
-            headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=timeout, context=context) as resp:
-            resp.read()
-        return None
-    except urllib.error.HTTPError as exc:
-        return "HTTP " + str(exc.code)
     except Exception as exc:
         return type(exc).__name__
+    outcome: list[str | None] = []
+    sockets: list[socket.socket] = []
+    done, abandoned = threading.Event(), threading.Event()
+
+    def attempt() -> None:
+        try:
+            outcome.append(_request(parts, ca, token, status, timeout, sockets, abandoned))
+        except Exception as exc:
+            outcome.append(type(exc).__name__)
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=attempt, name="kf-trainer-post", daemon=True)
+    worker.start()
+    if not done.wait(max(0.0, timeout)):
+        abandoned.set()  # a request still connecting never sends (it would arrive late)
+        for sock in sockets:
+            # The plain socket's shutdown: wakes a read blocked in the TLS layer.
+            with contextlib.suppress(Exception):
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        return "no answer within " + format(timeout, "g") + "s"
+    return outcome[0] if outcome else "no answer"
+
+
+def _request(
+    parts: Any,
+    ca: str,
+    token: str,
+    status: dict[str, Any],
+    timeout: float,
+    sockets: list[socket.socket],
+    abandoned: threading.Event,
+) -> str | None:
+    """One POST over TLS verified with ``ca`` only; a redirect is an answer, not
+    followed (the token must not go to another host or port)."""
+    import http.client
+    import ssl
+
+    context = ssl.create_default_context(cafile=ca)  # this CA only, hostname checked
+
+    class _Connection(http.client.HTTPSConnection):
+        def connect(self) -> None:
+            raw = socket.create_connection((self.host, self.port), self.timeout)
+            sockets.append(raw)
+            self.sock = context.wrap_socket(raw, server_hostname=self.host)
+
+    conn = _Connection(parts.hostname, parts.port or 443, timeout=timeout, context=context)
+    try:
+        conn.connect()
+        if abandoned.is_set():
+            return "abandoned"
+        path = (parts.path or "/") + ("?" + parts.query if parts.query else "")
+        conn.request(
+            "POST",
+            path,
+            body=json.dumps({"trainerStatus": status}).encode(),
+            headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"},
+        )
+        resp = conn.getresponse()
+        resp.read(MAX_ANSWER)
+        if resp.status >= 300:
+            return "HTTP " + str(resp.status)
+        return None
+    finally:
+        conn.close()
 
 
 _REPORTER = _Reporter()

@@ -93,7 +93,10 @@ class _Initializer(SpecModel):
 def _require_scheme(v: str, scheme: str, example: str) -> str:
     if not v.startswith(scheme):
         raise ValueError(
-            fix(f"storage_uri must start with '{scheme}' (got {v!r}).", f"write it as '{example}'.")
+            fix(
+                f"storage_uri must start with '{scheme}' (got {checks.shown(v)}).",
+                f"write it as '{example}'.",
+            )
         )
     if len(v) <= len(scheme):
         raise ValueError(fix("storage_uri names no object.", f"write it as '{example}'."))
@@ -171,7 +174,10 @@ class DataCacheInitializer(_Initializer):
         _require_scheme(v, "cache://", "cache://<schema>/<table>")
         if len(v[len("cache://") :].split("/")) != 2:
             raise ValueError(
-                fix(f"{v!r} is not cache://<schema>/<table>.", "name one schema and one table.")
+                fix(
+                    f"{checks.shown(v)} is not cache://<schema>/<table>.",
+                    "name one schema and one table.",
+                )
             )
         return v
 
@@ -203,7 +209,7 @@ class S3ModelInitializer(_S3Source):
     )
 
 
-_SCHEME_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://.+$")
+_SCHEME_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://.+\Z")
 
 
 class _GenericInitializer(_Initializer):
@@ -213,7 +219,7 @@ class _GenericInitializer(_Initializer):
         if not _SCHEME_URI.match(v):
             raise ValueError(
                 fix(
-                    f"{v!r} is not a URI.",
+                    f"{checks.shown(v)} is not a URI.",
                     "write scheme://..., e.g. file:///data/train or s3://b/p.",
                 )
             )

@@ -236,9 +236,9 @@ _OUTPUT_DOCS = {
 
 # ------------------------------------------------------- training function inputs
 
-_OPTIONAL = re.compile(r"^(?:typing\.)?Optional\[(.*)\]$")
+_OPTIONAL = re.compile(r"^(?:typing\.)?Optional\[(.*)\]\Z")
 _UNION_NONE = re.compile(
-    r"^(?:typing\.)?Union\[(.*),\s*None\]$|^(.*?)\s*\|\s*None$|^None\s*\|\s*(.*)$"
+    r"^(?:typing\.)?Union\[(.*),\s*None\]\Z|^(.*?)\s*\|\s*None\Z|^None\s*\|\s*(.*)\Z"
 )
 _TYPE_NAMES = {
     "str": "str",

@@ -143,3 +143,101 @@ def test_the_manifest_is_the_identitys_and_reads_back() -> None:
     off = build_trainjob(_spec(Checkpoints(enabled=False)), identity="x").manifest
     assert off["metadata"]["annotations"][ck.ANNOTATION] == "off"
     assert "env" not in off["spec"]["trainer"]
+
+
+def test_keep_never_prunes_the_checkpoint_just_saved(tmp_path: Path) -> None:
+    """An earlier attempt got to step 50; this attempt saves 3 with keep=2: step 3 stays
+    (it is this attempt's progress), and so does the highest other step."""
+    for step in (10, 20, 50):
+        ck.save_json(step, {"s": step}, directory=tmp_path)
+    saved = ck.save_json(3, {"s": 3}, directory=tmp_path, keep=2)
+    assert saved is not None
+    assert saved.exists()
+    assert [ck.step_of(p) for p in ck.checkpoints(tmp_path)] == [3, 50]
+    assert (
+        ck.save_json(4, {"s": 4}, directory=tmp_path, keep=1) == tmp_path / "step-0000000004.json"
+    )
+    assert [ck.step_of(p) for p in ck.checkpoints(tmp_path)] == [4]
+    with pytest.raises(ValueError, match="keep"):
+        ck.save_json(5, {}, directory=tmp_path, keep=0)
+
+
+@pytest.mark.parametrize("step", [10**10, 10**19, -1, 1.5, True])
+def test_steps_the_naming_cannot_order_are_refused(tmp_path: Path, step: object) -> None:
+    with pytest.raises(ValueError, match="step must be"):
+        ck.save_json(step, {}, directory=tmp_path)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+    ck.save_json(ck.MAX_STEP, {}, directory=tmp_path)
+    assert ck.latest(tmp_path) == tmp_path / f"step-{ck.MAX_STEP}.json"
+
+
+def test_a_name_with_a_trailing_newline_is_not_a_checkpoint(tmp_path: Path) -> None:
+    (tmp_path / "step-0000000007\n").write_text("x")
+    assert ck.latest(tmp_path) is None
+
+
+def test_the_cleaning_pod_refuses_links_and_reports_what_is_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the cluster's cleaning job runs: ``<mount>/<namespace>/<key>`` only, never
+    through a link (the identity's or its namespace's), and it fails if anything stays."""
+    from kf_trainer_core.checkpoint_storage import remove_checkpoints
+
+    mount = tmp_path / "mount"
+    victim = mount / "team-b" / "theirs"
+    victim.mkdir(parents=True)
+    (victim / "step-0000000001.json").write_text("{}")
+    (mount / "team-a").mkdir()
+    mine = mount / "team-a" / "mine"
+    mine.symlink_to(victim)
+    monkeypatch.setenv("KF_TRAINER_CLEAN_MOUNT", str(mount))
+    monkeypatch.setenv("KF_TRAINER_CLEAN_PATH", str(mine))
+    with pytest.raises(ValueError, match="symbolic link"):
+        remove_checkpoints()
+    assert (victim / "step-0000000001.json").exists()
+    # The namespace directory as the link: depth after realpath looks right, still refused.
+    (mount / "team-c").symlink_to(mount / "team-b")
+    monkeypatch.setenv("KF_TRAINER_CLEAN_PATH", str(mount / "team-c" / "theirs"))
+    with pytest.raises(ValueError, match="symbolic link"):
+        remove_checkpoints()
+    assert victim.exists()
+    monkeypatch.setenv("KF_TRAINER_CLEAN_PATH", str(mount / "team-b"))
+    with pytest.raises(ValueError, match="2 levels under"):
+        remove_checkpoints()
+    monkeypatch.setenv("KF_TRAINER_CLEAN_PATH", str(victim))
+    assert remove_checkpoints()["existed"] is True
+    assert not victim.exists()
+    assert remove_checkpoints()["existed"] is False
+
+
+def test_a_leftover_is_an_error_not_a_removal(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    target = root / "ns" / "key"
+    target.mkdir(parents=True)
+    stuck = target / "step-0000000001.json"
+    stuck.write_text("{}")
+    if os.geteuid() == 0:
+        if subprocess.run(["chattr", "+i", str(stuck)], check=False).returncode != 0:
+            pytest.skip("root without chattr: no undeletable file")
+        undo = ["chattr", "-i", str(stuck)]
+    else:
+        target.chmod(0o500)
+        undo = ["chmod", "700", str(target)]
+    try:
+        with pytest.raises(OSError, match=r"was not removed: .*step-0000000001\.json"):
+            ck.remove_tree(target, root, depth=2)
+    finally:
+        subprocess.run(undo, check=True)
+    assert ck.remove_tree(target, root, depth=2) is True
+
+
+def test_a_jobs_own_checkpoint_env_is_not_read_as_the_option() -> None:
+    """A job that sets KF_TRAINER_CHECKPOINT_URI itself (no option) reads back as no
+    option, whatever the value; the option's own URI still reads back."""
+    spec = TrainJobSpec(trainer=CustomTrainer(RESUMES, env={ck.URI_ENV: "s3://mine"}))
+    job = build_trainjob(spec, identity="x").manifest
+    assert option_of(job) is None
+    job["spec"]["trainer"]["env"] = [{"name": ck.URI_ENV, "value": "not a uri"}]
+    assert option_of(job) is None
+    option = Checkpoints(uri="s3://bucket/runs")
+    assert option_of(build_trainjob(_spec(option), identity="x").manifest) == option

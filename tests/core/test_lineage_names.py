@@ -210,3 +210,37 @@ def test_the_builder_stamps_the_inputs_without_secrets_or_hash_change() -> None:
 def test_no_initializers_no_annotation() -> None:
     built = build_trainjob(TrainJobSpec(trainer=CustomTrainer(train)), namespace="team-a")
     assert LINEAGE_INPUTS_ANNOTATION not in built.manifest["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize(
+    ("uri", "namespace", "name"),
+    [
+        (
+            "abfss://raw@acct.dfs.core.windows.net/data/train",
+            "abfss://raw@acct.dfs.core.windows.net",
+            "data/train",
+        ),
+        (
+            "wasbs://curated@acct.blob.core.windows.net/x",
+            "wasbs://curated@acct.blob.core.windows.net",
+            "x",
+        ),
+        (
+            "abfss://raw:s3cr3t-pass@acct.dfs.core.windows.net/d?sig=abcdef123",
+            "abfss://raw@acct.dfs.core.windows.net",
+            "d",
+        ),
+    ],
+)
+def test_azure_keeps_its_container(uri: str, namespace: str, name: str) -> None:
+    """OpenLineage names an Azure data set with its container: two containers of one
+    account are two data sets (issue 24, defect 9); a password still never passes."""
+    found = dataset_of_uri(uri, role="dataset", source="x")
+    assert (found.namespace, found.name) == (namespace, name)
+    text = json.dumps(found.as_dict())
+    assert "s3cr3t-pass" not in text
+    assert "abcdef123" not in text
+    other = dataset_of_uri(
+        uri.replace("raw", "gold").replace("curated", "gold"), role="d", source="x"
+    )
+    assert other.namespace != found.namespace

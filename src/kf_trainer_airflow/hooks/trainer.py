@@ -27,6 +27,7 @@ from kf_trainer_airflow._secrets import KUBECONFIG_SECRETS, credential_values, r
 from kf_trainer_airflow.provider_info import CONN_FIELDS, CONN_TYPE, UI_FIELD_BEHAVIOUR
 from kf_trainer_core.backend_fields import CONTAINER_FIELDS, LOCAL_FIELDS, problems_text
 from kf_trainer_core.config import ContainerConfig, KubernetesConfig, LocalConfig, parse_backend
+from kf_trainer_core.documents import load_json
 from kf_trainer_core.errors import SpecError
 
 if TYPE_CHECKING:
@@ -407,11 +408,11 @@ class KubeflowTrainerHook(BaseHook):
         extra: dict[str, Any] = {}
         if conn.extra:
             try:
-                loaded = json.loads(conn.extra)
-            except ValueError:
+                loaded = load_json(conn.extra, "extra")
+            except ValueError as exc:
                 raise ConnectionConfigError(
-                    f"connection {conn.conn_id!r}: extra is not JSON. Fix: write it as a JSON "
-                    'object, e.g. {"namespace": "team-a"}.'
+                    f"connection {conn.conn_id!r}: {exc} Fix: write it as a JSON object, "
+                    'e.g. {"namespace": "team-a"}.'
                 ) from None
             if not isinstance(loaded, dict):
                 raise ConnectionConfigError(
@@ -483,7 +484,7 @@ class KubeflowTrainerHook(BaseHook):
         if conn is None:
             return []
         try:
-            extra = json.loads(conn.extra) if conn.extra else {}
+            extra = load_json(conn.extra, "extra") if conn.extra else {}
         except ValueError:
             extra = {}
         return raw_secrets(conn.password, extra if isinstance(extra, dict) else {})

@@ -12,7 +12,6 @@ model whose ``backend`` is ``NAME`` and the flags fill the fields that model has
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from typing import Any, TypeVar, get_args
@@ -21,6 +20,7 @@ import click
 
 from kf_trainer_core import checks
 from kf_trainer_core.cli._errors import CliError, Exit
+from kf_trainer_core.documents import load_json
 
 #: The environment variable holding a backend configuration as JSON.
 BACKEND_ENV = "KF_TRAINER_BACKEND"
@@ -103,12 +103,9 @@ def backend_config(ctx: click.Context) -> Any:
     data: dict[str, Any] = {}
     if raw:
         try:
-            loaded = json.loads(raw)
+            loaded = load_json(raw, f"${BACKEND_ENV}")
         except ValueError as exc:
-            raise CliError(
-                f"${BACKEND_ENV} is not JSON ({exc}). Fix: e.g. "
-                f'{BACKEND_ENV}=\'{{"backend": "local"}}\'.'
-            ) from None
+            raise CliError(f'{exc} Fix: e.g. {BACKEND_ENV}=\'{{"backend": "local"}}\'.') from None
         if not isinstance(loaded, dict):
             raise CliError(f'${BACKEND_ENV} must be a JSON object, e.g. {{"backend": "local"}}.')
         data = loaded

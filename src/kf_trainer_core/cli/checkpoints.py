@@ -96,6 +96,8 @@ def clean(
         )
     except cs.CheckpointsInUseError as exc:
         raise CliError(str(exc), Exit.CONFLICT) from None
+    except cs.CheckpointsNotRemovedError as exc:
+        raise CliError(str(exc), Exit.CONFLICT) from None
     except cs.CheckpointsNotFoundError as exc:
         raise CliError(str(exc), Exit.NOT_FOUND) from None
     except cs.CheckpointsUnreachableError as exc:

@@ -2,40 +2,36 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
 from kf_trainer_core.cli._errors import CliError, Exit
 from kf_trainer_core.cli._where import check_identity, check_namespace, make_client, where_options
+from kf_trainer_core.documents import MAX_SPEC_BYTES, DocumentError, load_document
 
 
 def load_spec(path: str) -> Any:
     """Read and validate a spec file; a missing file or bad YAML/JSON is one line."""
     from kf_trainer_core.spec import TrainJobSpec
 
+    # Read one byte past the cap at most: a huge file is refused, not held in memory.
     if path == "-":
-        text = sys.stdin.read()
+        text: str | bytes = sys.stdin.read(MAX_SPEC_BYTES + 1)
     else:
         file = Path(path)
         if not file.is_file():
             raise CliError(
                 f"{path}: no such spec file. Fix: check the path (YAML or JSON, '-' for stdin)."
             )
-        text = file.read_text()
+        with file.open("rb") as fh:
+            text = fh.read(MAX_SPEC_BYTES + 1)
     try:
-        data = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno}.") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or type(exc).__name__
-        raise CliError(f"{path}: not valid YAML: {problem}{where}.") from None
+        data = load_document(text, path)
+    except DocumentError as exc:
+        raise CliError(str(exc)) from None
     if not isinstance(data, dict):
         raise CliError(
             f"{path}: a spec is a mapping (runtime, trainer, ...), not "

@@ -23,10 +23,10 @@ __all__ = ["FIELD_SELECTORS", "FieldSelector", "LabelSelector", "field_value", "
 
 _LABEL_KEY = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z"
 )
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-_SET_TERM = re.compile(r"^(\S+)\s+(in|notin)\s*\((.*)\)$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?\Z")
+_SET_TERM = re.compile(r"^(\S+)\s+(in|notin)\s*\((.*)\)\Z")
 
 
 def valid_label_value(value: str) -> bool:

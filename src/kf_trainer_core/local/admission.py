@@ -25,7 +25,7 @@ from kf_trainer_core.local.store import (
 
 JSON = dict[str, Any]
 
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 _SPEC_FIELDS = frozenset(
     {
         "runtimeRef",

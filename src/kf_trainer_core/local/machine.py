@@ -33,7 +33,7 @@ _SUFFIXES = {
     "P": 1e15,
     "E": 1e18,
 }
-_QUANTITY = re.compile(r"^([+-]?\d+(?:\.\d*)?|\.\d+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?\d+)?$")
+_QUANTITY = re.compile(r"^([+-]?\d+(?:\.\d*)?|\.\d+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?\d+)?\Z")
 
 
 def quantity(value: Any) -> float:

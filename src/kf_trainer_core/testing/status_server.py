@@ -52,7 +52,7 @@ VOLUME_NAME = "kubeflow-trainer-token"
 #: Upstream's token audience prefix and its status endpoint's path.
 AUDIENCE_PREFIX = "trainer.kubeflow.org"
 _PATH = re.compile(
-    r"^/apis/trainer\.kubeflow\.org/v1alpha1/namespaces/([^/]+)/trainjobs/([^/]+)/status$"
+    r"^/apis/trainer\.kubeflow\.org/v1alpha1/namespaces/([^/]+)/trainjobs/([^/]+)/status\Z"
 )
 #: Upstream's ``maxBodySize``.
 MAX_BODY = 1 << 16

@@ -189,7 +189,7 @@ def project(value: Any, paths: tuple[tuple[str, ...], ...]) -> Any:
 
 def _describe_cel_error(exc: Exception) -> str:
     text = str(exc.args[0]) if exc.args else str(exc)
-    missing = re.match(r"no such member in mapping: '(.*)'$", text)
+    missing = re.match(r"no such member in mapping: '(.*)'\Z", text)
     if missing:
         return f"no such key: {missing.group(1)}"
     if "no matching overload" in text or "no such overload" in text:
