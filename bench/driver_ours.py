@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import threading
@@ -277,7 +278,17 @@ def main() -> None:
     mode, config_path = sys.argv[1], sys.argv[2]
     with open(config_path) as fh:
         cfg = json.load(fh)
-    result = MODES[mode](cfg)
+    profile = os.environ.get("KF_BENCH_PROFILE")
+    if profile:
+        # A cProfile of the whole mode, written to that file (for finding where the
+        # time goes; never used for figures).
+        import cProfile
+
+        profiler = cProfile.Profile()
+        result = profiler.runcall(MODES[mode], cfg)
+        profiler.dump_stats(profile)
+    else:
+        result = MODES[mode](cfg)
     result["rss_after"] = rss_bytes()
     emit("RESULT", result)
 

@@ -31,6 +31,7 @@ from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE
 from kf_trainer_core.k8s.resources import EVENTS, TRAINJOBS
 from kf_trainer_core.k8s.retry import DEFAULT_POLICY, RetryPolicy
 from kf_trainer_core.kueue import KueueProbe, QueueTracker, probe_for
+from kf_trainer_core.pod_batch import PodBatch
 from kf_trainer_core.programs.logs import follow_logs, read_logs
 from kf_trainer_core.programs.reads import get_runtime
 from kf_trainer_core.programs.submit import Submitted, submit_identity
@@ -169,6 +170,8 @@ class ClientBase:
     #: key, with a factory for the first use) and its informers.
     _waker: Callable[[], SyncWaker | AsyncWaker]
     _registry: Callable[[tuple[Any, ...], Callable[[], Any]], Any]
+    #: Its process-wide batch of finished jobs' pod reads, by key and namespace.
+    _pod_batch: Callable[[tuple[Any, ...], str], PodBatch]
 
     def _informer(self, state: InformerState) -> Any:
         raise NotImplementedError

@@ -3,6 +3,8 @@ result, and why a job failed."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from kf_trainer_core import names
@@ -55,12 +57,17 @@ def get_job(
 
 
 def outputs_of(
-    namespace: str, obj: dict[str, Any], *, kueue: KueueProbe | None = None
+    namespace: str,
+    obj: dict[str, Any],
+    *,
+    kueue: KueueProbe | None = None,
+    pods_of: Callable[[str], Program[list[dict[str, Any]]]] | None = None,
 ) -> Program[tuple[TrainJob, Any, list[dict[str, Any]]]]:
     """A finished job's view, the function's return value and its pods (and its queue
-    status, with a ``kueue`` probe)."""
+    status, with a ``kueue`` probe). ``pods_of`` reads the pods (a waits' shared
+    :class:`~kf_trainer_core.pod_batch.PodBatch`); else one list of the job's pods."""
     name = str(obj["metadata"]["name"])
-    pods = yield from job_pods(namespace, name)
+    pods = yield from (pods_of or partial(job_pods, namespace))(name)
     queue = (
         (yield from lookup(namespace, obj, kueue, positions=False)) if kueue is not None else None
     )

@@ -340,13 +340,15 @@ def conclude(
     *,
     timeout: float | None,
     queue: QueueStatus | None = None,
+    pods_of: Callable[[str], Program[list[dict[str, Any]]]] | None = None,
 ) -> Program[tuple[TrainJob, Any]]:
     """Turn a verdict into the job and its result, or the error that explains it.
-    ``queue``: the job's last queue status, kept on the job and in timeout messages."""
+    ``queue``: the job's last queue status, kept on the job and in timeout messages;
+    ``pods_of``: how a finished job's pods are read (see :func:`outputs_of`)."""
     if verdict.kind == "deleted":
         raise TrainJobDeletedError(f"TrainJob {namespace}/{goal.name} was deleted while waiting")
     if verdict.kind == "reached":
-        reached, result, _ = yield from outputs_of(namespace, obj)
+        reached, result, _ = yield from outputs_of(namespace, obj, pods_of=pods_of)
         return reached.model_copy(update={"queue": queue}) if queue else reached, result
     if verdict.kind == "creation-failed":
         failure = Failure(
@@ -357,7 +359,7 @@ def conclude(
         )
         raise TrainJobCreationFailedError(to_trainjob(obj), failure)
     if verdict.kind == "failed":
-        failed, _, pods = yield from outputs_of(namespace, obj)
+        failed, _, pods = yield from outputs_of(namespace, obj, pods_of=pods_of)
         failure = yield from explain_failure(namespace, obj, pods, queue=queue)
         if queue is not None:
             failed = failed.model_copy(update={"queue": queue})
