@@ -168,13 +168,21 @@ def level_result(concurrency: int, jobs: int, seconds: float, errors: list[str])
 
 
 def submit_level_sync(
-    client: TrainerClient, spec: TrainJobSpec, concurrency: int, names: list[str]
+    client: TrainerClient,
+    spec: TrainJobSpec,
+    concurrency: int,
+    names: list[str],
+    identity: bool = False,
 ) -> dict[str, Any]:
     errors: list[str] = []
 
     def submit(name: str) -> None:
         try:
-            client.submit(spec, name=name)
+            if identity:
+                # As an orchestrator submits: a fresh identity per job.
+                client.submit(spec, identity=("bench", "submit", name))
+            else:
+                client.submit(spec, name=name)
         except Exception as exc:
             errors.append(repr(exc))
 
@@ -193,7 +201,13 @@ def mode_submit_sync(cfg: Config) -> dict[str, Any]:
         client.get_runtime("torch-distributed")
         client.submit(spec, name=cfg["warmup_name"])
         levels = [
-            submit_level_sync(client, spec, int(level["concurrency"]), level["names"])
+            submit_level_sync(
+                client,
+                spec,
+                int(level["concurrency"]),
+                level["names"],
+                identity=bool(cfg.get("identity")),
+            )
             for level in cfg["levels"]
         ]
     return {"levels": levels}
