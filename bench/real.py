@@ -102,8 +102,12 @@ def scale_row(cp: RealControlPlane, settings: Settings, workdir: Path, n: int) -
     t0 = time.monotonic()
     cp.create_jobs(names, built.manifest)
     created_in = time.monotonic() - t0
-    config = {"kubeconfig": str(cp.kubeconfig), "namespace": NAMESPACE, "names": names}
-    config["timeout"] = 900
+    config: JSON = {
+        "kubeconfig": str(cp.kubeconfig),
+        "namespace": NAMESPACE,
+        "names": names,
+        "timeout": 900,
+    }
     row: JSON = {"jobs": n, "create_seconds": created_in}
     try:
         with driver("ours", "wait-async", config, workdir, settings) as d:

@@ -80,3 +80,7 @@ def test_a_lone_wait_reads_its_pods_with_one_request(
     before = len(server.requests.records)
     client.wait(name, timeout=30)
     assert _pod_lists(server, before) == [f"jobset.sigs.k8s.io/jobset-name={name}"]
+    # From the API server's watch cache: a consistent list would wait for the cache
+    # to catch up with etcd (tens of ms on a server taking writes).
+    lists = [r for r in server.requests.records[before:] if r.resource == "pods"]
+    assert [r.query.get("resourceVersion") for r in lists] == ["0"]
