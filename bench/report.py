@@ -349,7 +349,8 @@ def section_requests(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
         "*About the job*: `server.requests.count(job=name)` — requests naming the TrainJob, "
         "its pods, their logs and events, or a selector naming it — mean per job. *All / "
         "job*: every request the process made while those jobs ran, divided by them: for "
-        "us that adds the identity lookup (a label selector on the identity, not the name); "
+        "us, a fresh identity's submit is one CREATE (its jobs are listed only when that "
+        "create conflicts: a rerun); "
         "for the SDK, the kubeconfig check and the runtime lookups it makes on every poll. "
         "*Watches*: watch connections opened meanwhile. Our waits share one TrainJob watch "
         "and one Event watch per namespace and process, opened once (with a list each); "
@@ -385,7 +386,7 @@ def section_requests(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
     if plot:
         text += ["", f"![requests per job]({plot})"]
     # Judged on both counts: about the job (the server's per-job count) and everything
-    # the process sent per job once set up (which adds the identity lookup).
+    # the process sent per job once set up.
     about = [_num((r.get("ours") or {}).get("per_job_max")) for r in section["rows"]]
     every = [_num((r.get("ours") or {}).get("all_per_job")) for r in section["rows"]]
     met: bool | None = None
