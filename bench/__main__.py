@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import api_requests, imports, latency, local, namespace, scale, submit
+from bench import api_requests, imports, latency, local, namespace, real, scale, submit
 from bench.common import JSON, REPO, BenchServer, Settings, machine_facts
 from bench.report import write_report
 
@@ -35,6 +35,8 @@ BENCHMARKS: dict[str, tuple[Callable[..., JSON], bool]] = {
     "submit": (submit.run, True),
     "imports": (imports.run, False),
     "local": (local.run, False),
+    # Starts its own server: the real control plane of ../shared/control-plane.
+    "real": (real.run, False),
 }
 
 

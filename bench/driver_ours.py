@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import threading
@@ -167,13 +168,21 @@ def level_result(concurrency: int, jobs: int, seconds: float, errors: list[str])
 
 
 def submit_level_sync(
-    client: TrainerClient, spec: TrainJobSpec, concurrency: int, names: list[str]
+    client: TrainerClient,
+    spec: TrainJobSpec,
+    concurrency: int,
+    names: list[str],
+    identity: bool = False,
 ) -> dict[str, Any]:
     errors: list[str] = []
 
     def submit(name: str) -> None:
         try:
-            client.submit(spec, name=name)
+            if identity:
+                # As an orchestrator submits: a fresh identity per job.
+                client.submit(spec, identity=("bench", "submit", name))
+            else:
+                client.submit(spec, name=name)
         except Exception as exc:
             errors.append(repr(exc))
 
@@ -192,7 +201,13 @@ def mode_submit_sync(cfg: Config) -> dict[str, Any]:
         client.get_runtime("torch-distributed")
         client.submit(spec, name=cfg["warmup_name"])
         levels = [
-            submit_level_sync(client, spec, int(level["concurrency"]), level["names"])
+            submit_level_sync(
+                client,
+                spec,
+                int(level["concurrency"]),
+                level["names"],
+                identity=bool(cfg.get("identity")),
+            )
             for level in cfg["levels"]
         ]
     return {"levels": levels}
@@ -277,7 +292,17 @@ def main() -> None:
     mode, config_path = sys.argv[1], sys.argv[2]
     with open(config_path) as fh:
         cfg = json.load(fh)
-    result = MODES[mode](cfg)
+    profile = os.environ.get("KF_BENCH_PROFILE")
+    if profile:
+        # A cProfile of the whole mode, written to that file (for finding where the
+        # time goes; never used for figures).
+        import cProfile
+
+        profiler = cProfile.Profile()
+        result = profiler.runcall(MODES[mode], cfg)
+        profiler.dump_stats(profile)
+    else:
+        result = MODES[mode](cfg)
     result["rss_after"] = rss_bytes()
     emit("RESULT", result)
 

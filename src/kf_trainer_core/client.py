@@ -57,6 +57,7 @@ from kf_trainer_core.k8s.drivers import (
     SyncDriver,
     SyncTransportProtocol,
 )
+from kf_trainer_core.pod_batch import async_pod_batch, sync_pod_batch
 from kf_trainer_core.programs.cancel import cancel, delete, set_suspended, stop_unfinished
 from kf_trainer_core.programs.logs import follow_logs, read_logs
 from kf_trainer_core.programs.outcome import Outcome, explain, get_job, outputs_of
@@ -299,8 +300,19 @@ class _Operations(ClientBase):
                 sink=emit or _ignore,
             )
         queue = tracker.status if tracker else None
+        # The finished job's pods are read in a batch with those of the process's other
+        # waits (one LIST for many jobs finishing together).
+        batch = self._pod_batch(self._informer_key("pods"), self.namespace)
         return (
-            yield from conclude(self.namespace, goal, verdict, obj, timeout=timeout, queue=queue)
+            yield from conclude(
+                self.namespace,
+                goal,
+                verdict,
+                obj,
+                timeout=timeout,
+                queue=queue,
+                pods_of=batch.reader(self._waker()),
+            )
         )
 
     def _wait_outputs(
@@ -574,6 +586,7 @@ class TrainerClient(_Operations):
 
     _waker = SyncWaker
     _registry = staticmethod(sync_informer)
+    _pod_batch = staticmethod(sync_pod_batch)
 
     def _informer(self, state: InformerState) -> SyncInformer:
         def driver() -> SyncDriver:  # a fresh connection each time the loop restarts
@@ -652,6 +665,7 @@ class AsyncTrainerClient(_Operations):
 
     _waker = AsyncWaker
     _registry = staticmethod(async_informer)
+    _pod_batch = staticmethod(async_pod_batch)
 
     def _informer(self, state: InformerState) -> AsyncInformer:
         return AsyncInformer(state, self._make_driver, **self._informer_timing())

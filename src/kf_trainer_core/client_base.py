@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from kf_trainer_core import checks, names
-from kf_trainer_core.builder import build_trainjob, identity_text
+from kf_trainer_core.builder import BuiltTrainJob, build_trainjob, identity_text
 from kf_trainer_core.checkpoint_storage import require_storage
 from kf_trainer_core.config import KubernetesConfig, LocalConfig, parse_backend
 from kf_trainer_core.errors import SpecError
@@ -31,9 +31,10 @@ from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE
 from kf_trainer_core.k8s.resources import EVENTS, TRAINJOBS
 from kf_trainer_core.k8s.retry import DEFAULT_POLICY, RetryPolicy
 from kf_trainer_core.kueue import KueueProbe, QueueTracker, probe_for
+from kf_trainer_core.pod_batch import PodBatch
 from kf_trainer_core.programs.logs import follow_logs, read_logs
 from kf_trainer_core.programs.reads import get_runtime
-from kf_trainer_core.programs.submit import Submitted, choose_attempt, jobs_for_identity, submit
+from kf_trainer_core.programs.submit import Submitted, submit_identity
 from kf_trainer_core.runtimes import RuntimeInfo
 from kf_trainer_core.selectors import SUITE_SELECTOR
 from kf_trainer_core.spec import TrainJobSpec, train_spec
@@ -169,6 +170,8 @@ class ClientBase:
     #: key, with a factory for the first use) and its informers.
     _waker: Callable[[], SyncWaker | AsyncWaker]
     _registry: Callable[[tuple[Any, ...], Callable[[], Any]], Any]
+    #: Its process-wide batch of finished jobs' pod reads, by key and namespace.
+    _pod_batch: Callable[[tuple[Any, ...], str], PodBatch]
 
     def _informer(self, state: InformerState) -> Any:
         raise NotImplementedError
@@ -252,12 +255,13 @@ class ClientBase:
         attempt failed and ``fresh_after_failure`` — submit the next attempt."""
         ident = identity_text(identity)
         assert ident is not None
-        existing = yield from jobs_for_identity(self.namespace, ident)
-        attempt = choose_attempt(existing, fresh_after_failure)
-        built = build_trainjob(
-            spec, namespace=self.namespace, identity=ident, runtime=runtime, attempt=attempt
-        )
-        return (yield from submit(self.namespace, built))
+
+        def build(attempt: int) -> BuiltTrainJob:
+            return build_trainjob(
+                spec, namespace=self.namespace, identity=ident, runtime=runtime, attempt=attempt
+            )
+
+        return (yield from submit_identity(self.namespace, ident, build, fresh_after_failure))
 
     def _logs(self, name: str, step: str, follow: bool, tail: int | None) -> Program[Any]:
         """The program of ``get_job_logs``: a read that returns the lines, or a follow

@@ -10,6 +10,7 @@ letting the pod fail with a ``NameError``.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import inspect
 import json
@@ -245,7 +246,7 @@ def program_for(
         not_json_env=repr(RESULT_NOT_JSON_ENV),
     )
     try:
-        compile(program, f"kf_trainer_{name}.py", "exec", dont_inherit=True)
+        _compiles(program, name)
     except SyntaxError as exc:
         raise ValueError(
             fix(
@@ -255,6 +256,14 @@ def program_for(
             )
         ) from None
     return program
+
+
+@functools.lru_cache(maxsize=32)
+def _compiles(program: str, name: str) -> None:
+    """Raise :class:`SyntaxError` unless ``program`` compiles. Remembered per program:
+    compiling was two thirds of building a job, and a DAG or a loop submits the same
+    function again and again (only programs that compile are remembered)."""
+    compile(program, f"kf_trainer_{name}.py", "exec", dont_inherit=True)
 
 
 def uses_reporter(source: str | None, import_ref: str | None = None) -> bool:

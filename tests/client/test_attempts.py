@@ -87,12 +87,19 @@ def test_a_retry_after_failures_runs_a_fresh_attempt_when_old_ones_were_deleted(
     assert client.submit(spec(None), identity=identity).job.name == a1
     client.wait_for_job_status(a1, "Failed", timeout=30)
     assert client.delete_job(a0)
+    # Attempt 0's name is the identity's lock (a fresh submit creates it first, in one
+    # request): with it deleted, the retry starts the identity over under that name —
+    # a fresh job that trains, never the failed attempt 1 adopted.
+    server.controller.script(a0, Scenario.preset("success"))
     retry = client.submit(spec(None), identity=identity)
-    assert (retry.job.name, retry.created) == (a2, True)  # not the failed attempt 1
-    job, _ = client.wait(a2, timeout=30)
+    assert (retry.job.name, retry.created) == (a0, True)  # not the failed attempt 1
+    job, _ = client.wait(a0, timeout=30)
     assert job.status is JobState.COMPLETE
-    # Complete: a later retry adopts it and its result.
-    assert client.submit(spec(None), identity=identity).created is False
+    # Complete: a later retry adopts it and its result, although the failed attempt 1
+    # carries a higher number.
+    again = client.submit(spec(None), identity=identity)
+    assert (again.job.name, again.created) == (a0, False)
+    assert a2 not in {j.name for j in client.list_jobs()}
 
 
 async def test_async_client_chooses_the_same_attempts(
@@ -106,8 +113,9 @@ async def test_async_client_chooses_the_same_attempts(
     await aclient.wait_for_job_status(a0, "Failed", timeout=30)
     assert (await aclient.submit(spec(None), identity=identity)).job.name == a1
     await aclient.wait_for_job_status(a1, "Failed", timeout=30)
-    assert await aclient.delete_job(a0)
-    assert (await aclient.submit(spec(None), identity=identity)).job.name == a2
+    third = await aclient.submit(spec(None), identity=identity)
+    assert (third.job.name, third.created) == (a2, True)
+    assert (await aclient.submit(spec(None), identity=identity)).created is False
 
 
 def _job(attempt: int, state: str | None, deleting: bool = False) -> dict[str, object]:
@@ -129,6 +137,8 @@ def test_choose_attempt_table() -> None:
     assert choose_attempt([_job(1, "Failed"), _job(0, None)], True) == 0  # the live one
     assert choose_attempt([_job(1, None), _job(0, "Failed")], True) == 1
     assert choose_attempt([_job(1, "Failed")], True) == 2  # attempt 0 deleted
+    # A complete attempt is reused whatever failed after it (attempt 0 made again).
+    assert choose_attempt([_job(0, "Complete"), _job(1, "Failed")], True) == 0
     assert choose_attempt([_job(3, "Failed", deleting=True), _job(0, "Failed")], True) == 4
     assert choose_attempt([_job(2, None, deleting=True)], True) == 2  # recreated once gone
     assert attempt_of({"metadata": {"annotations": {ATTEMPT_ANNOTATION: "x"}}}) == 0

@@ -40,10 +40,12 @@ def list_pages(
     field_selector: str | None = None,
     page_size: int | None = DEFAULT_PAGE_SIZE,
     restart: Callable[[], None] | None = None,
+    resource_version: str | None = None,
 ) -> Program[dict[str, Any]]:
     """List ``resource`` a page at a time, calling ``keep(items)`` for each page. Returns
     the last page's list metadata (its ``resourceVersion`` is the list's: a watch
-    resumes from it). ``page_size`` ``None`` or ``0`` asks for everything at once."""
+    resumes from it). ``page_size`` ``None`` or ``0`` asks for everything at once;
+    ``resource_version`` goes with the first page (see :class:`ListObjects`)."""
     restarts = 0
     token: str | None = None
     while True:
@@ -55,6 +57,7 @@ def list_pages(
                 field_selector,
                 limit=page_size or None,
                 continue_token=token,
+                resource_version=None if token else resource_version,
             )
         except ApiError as err:
             if not (err.gone and token is not None) or restarts >= MAX_RESTARTS:
@@ -86,6 +89,7 @@ def list_all(
     page_size: int | None = DEFAULT_PAGE_SIZE,
     slim: Callable[[dict[str, Any]], Any] | None = None,
     where: Callable[[dict[str, Any]], bool] | None = None,
+    resource_version: str | None = None,
 ) -> Program[dict[str, Any]]:
     """A paginated list shaped as one list object (``items`` and ``metadata``), each
     item filtered by ``where`` and reduced by ``slim`` as its page arrives."""
@@ -104,6 +108,7 @@ def list_all(
         field_selector=field_selector,
         page_size=page_size,
         restart=items.clear,
+        resource_version=resource_version,
     )
     meta.pop("continue", None)
     meta.pop("remainingItemCount", None)

@@ -96,7 +96,11 @@ def plan(call: Call, request_timeout: float) -> Plan:
                 "watch": True,
             }
             if isinstance(call, OpenWatch)
-            else {"limit": call.limit, "_continue": call.continue_token}
+            else {
+                "limit": call.limit,
+                "_continue": call.continue_token,
+                "resource_version": None if call.continue_token else call.resource_version,
+            }
         )
         selectors = _opt(label_selector=call.label_selector, field_selector=call.field_selector)
         return _list_plan(res, ns, {**selectors, **_opt(**extra), **timeout})

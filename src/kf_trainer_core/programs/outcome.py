@@ -3,7 +3,9 @@ result, and why a job failed."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from kf_trainer_core import names
@@ -105,13 +107,19 @@ def _node0_log(
 
 
 def outputs_of(
-    namespace: str, obj: dict[str, Any], *, kueue: KueueProbe | None = None
+    namespace: str,
+    obj: dict[str, Any],
+    *,
+    kueue: KueueProbe | None = None,
+    pods_of: Callable[[str], Program[list[dict[str, Any]]]] | None = None,
 ) -> Program[Outcome]:
     """A finished job's view, the function's return value and its pods (and its queue
     status, with a ``kueue`` probe). Never raises for node-0's log: a result that
-    cannot be read is :attr:`Outcome.missing` (see :mod:`kf_trainer_core.results`)."""
+    cannot be read is :attr:`Outcome.missing` (see :mod:`kf_trainer_core.results`).
+    ``pods_of`` reads the pods (a waits' shared
+    :class:`~kf_trainer_core.pod_batch.PodBatch`); else one list of the job's pods."""
     name = str(obj["metadata"]["name"])
-    pods = yield from job_pods(namespace, name)
+    pods = yield from (pods_of or partial(job_pods, namespace))(name)
     queue = (
         (yield from lookup(namespace, obj, kueue, positions=False)) if kueue is not None else None
     )

@@ -3,7 +3,7 @@ different one under its name, and number an orchestrator identity's attempts."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,38 +52,93 @@ def submit(namespace: str, built: BuiltTrainJob) -> Program[Submitted]:
     job its crashed predecessor created); the same name with another spec is a
     :class:`SpecConflictError`; a job being deleted is waited out, then created anew.
     """
-    manifest = built.manifest
     for _ in range(60):
-        try:
-            obj = yield Create(TRAINJOBS, namespace, manifest)
-            return Submitted(to_trainjob(obj), True, obj)
-        except ApiError as err:
-            if err.invalid or err.code == 400:
-                causes = "; ".join(err.causes()) or err.message
-                raise SubmitError(
-                    f"the API server rejected TrainJob {built.name!r}: {causes}"
-                ) from None
-            if not err.conflict:
-                raise
+        created = yield from _create(namespace, built)
+        if created is not None:
+            return created
         try:
             existing = yield Get(TRAINJOBS, namespace, built.name)
         except ApiError as err:
             if err.not_found:
                 continue  # deleted in between: create again
             raise
-        meta = existing.get("metadata") or {}
-        if meta.get("deletionTimestamp"):
-            yield Sleep(1.0)
-            continue
-        theirs = (meta.get("annotations") or {}).get(SPEC_HASH_ANNOTATION)
-        if theirs != built.spec_hash:
-            raise SpecConflictError(
-                f"TrainJob {namespace}/{built.name} already exists with a different spec "
-                f"(spec hash {str(theirs)[:12]}, ours {built.spec_hash[:12]}). Fix: choose another "
-                "name, or delete the old job if it may be replaced."
-            )
-        return Submitted(to_trainjob(existing), False, existing)
+        settled = _settle(namespace, built, existing)
+        if settled is not None:
+            return settled
+        yield Sleep(1.0)  # being deleted: create again once it is gone
     raise SubmitError(f"TrainJob {namespace}/{built.name} kept being deleted and recreated")
+
+
+def _create(namespace: str, built: BuiltTrainJob) -> Program[Submitted | None]:
+    """Create the job; ``None`` when a job of that name exists (409)."""
+    try:
+        obj = yield Create(TRAINJOBS, namespace, built.manifest)
+    except ApiError as err:
+        if err.invalid or err.code == 400:
+            causes = "; ".join(err.causes()) or err.message
+            raise SubmitError(
+                f"the API server rejected TrainJob {built.name!r}: {causes}"
+            ) from None
+        if not err.conflict:
+            raise
+        return None
+    return Submitted(to_trainjob(obj), True, obj)
+
+
+def _settle(namespace: str, built: BuiltTrainJob, existing: Mapping[str, Any]) -> Submitted | None:
+    """What a submit of ``built`` makes of the job already under its name: adoption
+    (same spec hash), a :class:`SpecConflictError`, or ``None`` while it is being
+    deleted (create again once it is gone)."""
+    meta = existing.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return None
+    theirs = (meta.get("annotations") or {}).get(SPEC_HASH_ANNOTATION)
+    if theirs != built.spec_hash:
+        raise SpecConflictError(
+            f"TrainJob {namespace}/{built.name} already exists with a different spec "
+            f"(spec hash {str(theirs)[:12]}, ours {built.spec_hash[:12]}). Fix: choose another "
+            "name, or delete the old job if it may be replaced."
+        )
+    obj = dict(existing)
+    return Submitted(to_trainjob(obj), False, obj)
+
+
+def submit_identity(
+    namespace: str,
+    identity: str,
+    build: Callable[[int], BuiltTrainJob],
+    fresh_after_failure: bool,
+) -> Program[Submitted]:
+    """Submit for an orchestrator identity (``build(attempt)`` makes the job of an
+    attempt): reattach to its job or, when the last attempt failed and
+    ``fresh_after_failure``, submit the next attempt.
+
+    The common case is a fresh identity, and it costs one request: attempt 0 is created
+    under the name the identity determines. That name is the identity's lock — every
+    later attempt is made only after a create of attempt 0 was refused with a 409 — so
+    only a refused create looks further: the identity's jobs are listed (one request)
+    and :func:`choose_attempt` decides, as before. Concurrent submitters of a fresh
+    identity race on that one name: one creates it, the others adopt it.
+
+    When attempt 0 is deleted while later attempts remain (by hand: the suite's prune
+    keeps the first attempt while it keeps later ones), the identity's lock is gone: the
+    next submit creates attempt 0 again, as a fresh start of the identity, and later
+    submits adopt whichever attempt completed (:func:`choose_attempt`)."""
+    first = build(0)
+    created = yield from _create(namespace, first)
+    if created is not None:
+        return created
+    jobs = yield from jobs_for_identity(namespace, identity)
+    attempt = choose_attempt(jobs, fresh_after_failure)
+    built = first if attempt == 0 else build(attempt)
+    # The job under the chosen name was just listed: settle with it rather than
+    # asking the server twice more (a create refused again, then a read).
+    listed = next((o for o in jobs if (o.get("metadata") or {}).get("name") == built.name), None)
+    if listed is not None:
+        settled = _settle(namespace, built, listed)
+        if settled is not None:
+            return settled
+    return (yield from submit(namespace, built))
 
 
 def attempt_of(obj: Mapping[str, Any]) -> int:
@@ -121,6 +176,7 @@ def choose_attempt(existing: list[dict[str, Any]], fresh_after_failure: bool) ->
 
     * a live attempt (not finished, not being deleted) is adopted — there is exactly
       one live job per identity, however many retries run;
+    * otherwise a complete attempt is adopted, its result kept (the highest one);
     * otherwise the highest attempt decides: failed (and ``fresh_after_failure``)
       means a fresh attempt numbered one higher; complete (or failed without
       ``fresh_after_failure``) is adopted, its result kept; one being deleted is
@@ -135,6 +191,16 @@ def choose_attempt(existing: list[dict[str, Any]], fresh_after_failure: bool) ->
     ]
     if live:
         return max(attempt_of(o) for o in live)
+    complete = [
+        o
+        for o in existing
+        if job_state(o) is JobState.COMPLETE
+        and not (o.get("metadata") or {}).get("deletionTimestamp")
+    ]
+    if complete:
+        # Whatever failed after it (only when attempt 0 was deleted and made again: see
+        # submit_identity), a complete attempt's result is the identity's.
+        return max(attempt_of(o) for o in complete)
     newest = max(existing, key=attempt_of)
     if fresh_after_failure and job_state(newest) is JobState.FAILED:
         return attempt_of(newest) + 1

@@ -351,14 +351,16 @@ def conclude(
     *,
     timeout: float | None,
     queue: QueueStatus | None = None,
+    pods_of: Callable[[str], Program[list[dict[str, Any]]]] | None = None,
 ) -> Program[Outcome]:
     """Turn a verdict into the finished job and its result (a result that cannot be
     read is :attr:`Outcome.missing`, never an error), or the error that explains it.
-    ``queue``: the job's last queue status, kept on the job and in timeout messages."""
+    ``queue``: the job's last queue status, kept on the job and in timeout messages;
+    ``pods_of``: how a finished job's pods are read (see :func:`outputs_of`)."""
     if verdict.kind == "deleted":
         raise TrainJobDeletedError(f"TrainJob {namespace}/{goal.name} was deleted while waiting")
     if verdict.kind == "reached":
-        done = yield from outputs_of(namespace, obj)
+        done = yield from outputs_of(namespace, obj, pods_of=pods_of)
         if queue is None:
             return done
         return dataclasses.replace(done, job=done.job.model_copy(update={"queue": queue}))
@@ -371,7 +373,7 @@ def conclude(
         )
         raise TrainJobCreationFailedError(to_trainjob(obj), failure)
     if verdict.kind == "failed":
-        ended = yield from outputs_of(namespace, obj)
+        ended = yield from outputs_of(namespace, obj, pods_of=pods_of)
         failed = ended.job
         failure = yield from explain_failure(namespace, obj, ended.pods, queue=queue)
         if queue is not None:
