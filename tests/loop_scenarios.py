@@ -29,7 +29,8 @@ def _loopwatch() -> Any:
     # Loaded by path: importing the package would import the suite before the loop runs.
     path = SRC / "kf_trainer_core" / "testing" / "loopwatch.py"
     spec = importlib.util.spec_from_file_location("_kf_loopwatch", path)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)

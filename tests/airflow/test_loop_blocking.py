@@ -9,12 +9,12 @@ import json
 from pathlib import Path
 
 import pytest
-from loop_support import THRESHOLD, blocking, run_scenario
 
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import KubernetesConfig
 from kf_trainer_core.spec import Annotations, CustomTrainer, TrainJobSpec
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
+from loop_support import THRESHOLD, blocking, run_scenario
 
 pytestmark = [pytest.mark.usefixtures("kf_conn"), pytest.mark.timeout(600)]
 
