@@ -70,7 +70,16 @@ async def _client(settings: dict[str, Any]) -> list[Any]:
             job, _ = await client.wait(name, timeout=settings.get("timeout", 300))
             return str(job.status.value)
 
-        return list(await asyncio.gather(*(one(n) for n in settings["jobs"])))
+        waits = asyncio.gather(*(one(n) for n in settings["jobs"]))
+        await _ready(settings)
+        return list(await waits)
+
+
+async def _ready(settings: dict[str, Any]) -> None:
+    """Tell the parent that the waits have started (it then ends the jobs)."""
+    await asyncio.sleep(settings.get("settle", 3.0))
+    if settings.get("ready"):
+        Path(settings["ready"]).touch()
 
 
 def _prefect(settings: dict[str, Any]) -> list[Any]:

@@ -184,7 +184,7 @@ class LoopWatch:
             self.slow.append(slow)
 
     def _sample(self) -> None:
-        half = self.threshold / 2
+        half = self.threshold / 4
         while not self._stop.wait(_SAMPLE_EVERY):
             started = self._started
             if started is None or time.perf_counter() - started < half:
