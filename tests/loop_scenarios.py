@@ -130,6 +130,8 @@ def main() -> None:
                 "max_cpu": watch.max_cpu,
                 "max_wall": watch.max_wall,
                 "max_blocked": watch.max_blocked,
+                "gc_total": watch.gc_total,
+                "gc_longest": watch.gc_longest,
                 "slow": [s.as_dict() for s in watch.slow],
                 "report": watch.report(),
             }

@@ -30,6 +30,7 @@ It is a test tool: the product never imports it.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import sys
 import threading
@@ -56,6 +57,7 @@ class SlowCallback:
     wall: float
     cpu: float
     blocked: float
+    gc: float
     stacks: list[list[str]] = field(default_factory=list)
 
     def mentions(self, fragment: str) -> bool:
@@ -70,6 +72,7 @@ class SlowCallback:
             "wall": self.wall,
             "cpu": self.cpu,
             "blocked": self.blocked,
+            "gc": self.gc,
             "stacks": self.stacks,
         }
 
@@ -127,6 +130,11 @@ class LoopWatch:
         self.max_cpu = 0.0
         self.max_wall = 0.0
         self.max_blocked = 0.0
+        #: Seconds the garbage collector ran inside callbacks, and its longest run.
+        self.gc_total = 0.0
+        self.gc_longest = 0.0
+        self._gc_spent = 0.0
+        self._gc_since: float | None = None
         self._queue: _RunQueue | None = None
         self._thread = 0
         self._started: float | None = None
@@ -139,6 +147,7 @@ class LoopWatch:
         """Start timing the callbacks of this thread's event loops."""
         self._thread = threading.get_ident()
         self._queue = queue = _RunQueue()
+        gc.callbacks.append(self._on_gc)
         self._original = original = asyncio.events.Handle._run
         watch = self
 
@@ -147,6 +156,7 @@ class LoopWatch:
                 original(handle)
                 return
             watch._samples = []
+            gc0 = watch._gc_spent
             queued0 = queue.waited()
             cpu0 = time.thread_time()
             watch._started = wall0 = time.perf_counter()
@@ -156,8 +166,12 @@ class LoopWatch:
                 watch._started = None
                 wall = time.perf_counter() - wall0
                 cpu = time.thread_time() - cpu0
-                blocked = max(0.0, wall - (queue.waited() - queued0))
-                watch._account(handle, wall, cpu, blocked)
+                queued = queue.waited() - queued0
+                collected = watch._gc_spent - gc0
+                # The collector's pauses are the interpreter's, sized by the whole
+                # process's heap (the host's modules included): counted apart.
+                blocked = max(0.0, wall - queued - collected)
+                watch._account(handle, wall, cpu, blocked, collected)
 
         asyncio.events.Handle._run = timed_run  # type: ignore[method-assign]
         self._sampler = threading.Thread(target=self._sample, name="loopwatch", daemon=True)
@@ -173,14 +187,32 @@ class LoopWatch:
             self._sampler.join(1)
         if self._queue is not None:
             self._queue.close()
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
 
-    def _account(self, handle: asyncio.Handle, wall: float, cpu: float, blocked: float) -> None:
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if threading.get_ident() != self._thread:
+            return
+        if phase == "start":
+            self._gc_since = time.perf_counter()
+        elif self._gc_since is not None:
+            spent = time.perf_counter() - self._gc_since
+            self._gc_since = None
+            self._gc_spent += spent
+            self.gc_longest = max(self.gc_longest, spent)
+
+    def _account(
+        self, handle: asyncio.Handle, wall: float, cpu: float, blocked: float, collected: float
+    ) -> None:
         self.callbacks += 1
+        self.gc_total += collected
         self.max_cpu = max(self.max_cpu, cpu)
         self.max_wall = max(self.max_wall, wall)
         self.max_blocked = max(self.max_blocked, blocked)
         if blocked >= self.threshold:
-            slow = SlowCallback(_describe(handle), wall, cpu, blocked, list(self._samples))
+            slow = SlowCallback(
+                _describe(handle), wall, cpu, blocked, collected, list(self._samples)
+            )
             self.slow.append(slow)
 
     def _sample(self) -> None:
@@ -201,7 +233,9 @@ class LoopWatch:
         lines = [
             f"{len(self.slow)} of {self.callbacks} callbacks blocked the loop for "
             f">= {self.threshold * 1000:.0f} ms (worst: {self.max_blocked * 1000:.0f} ms "
-            f"blocked, {self.max_cpu * 1000:.0f} ms CPU, {self.max_wall * 1000:.0f} ms wall)"
+            f"blocked, {self.max_cpu * 1000:.0f} ms CPU, {self.max_wall * 1000:.0f} ms wall); "
+            f"garbage collection {self.gc_total * 1000:.0f} ms in all, longest "
+            f"{self.gc_longest * 1000:.0f} ms (not counted as blocked)"
         ]
         for slow in sorted(self.slow, key=lambda s: -s.blocked)[:limit]:
             lines.append(
