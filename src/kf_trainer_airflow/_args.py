@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable, Mapping
-from datetime import timedelta
 from functools import lru_cache
 from typing import Any
 
+# Durations are checked by a module of their own, light enough for the trigger.
 # The core's "did you mean" of every unknown field or argument.
 from kf_trainer_core._model import did_you_mean
 from kf_trainer_core.errors import FieldProblem, SpecError
@@ -33,29 +33,6 @@ from kf_trainer_core.errors import FieldProblem, SpecError
 #: the deferral is reported at this mark instead: 10 s covers the default interval
 #: twice over. Jobs that end later are reported at once.
 DEFAULT_RESUME_GRACE = 10.0
-
-
-def seconds(value: Any, field: str, *, zero: bool = False) -> float | None:
-    """``value`` (a number of seconds or a ``timedelta``) as seconds; ``None`` stays
-    ``None``. Anything else — ``"1h"``, ``True``, a negative number — fails naming
-    ``field`` and the fix."""
-    if value is None:
-        return None
-    if isinstance(value, timedelta):
-        number = value.total_seconds()
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        number = float(value)
-    else:
-        raise ValueError(
-            f"{field}={value!r} is not a duration. Fix: give seconds as a number or a "
-            f"timedelta, e.g. {field}=3600 or {field}=timedelta(hours=1)."
-        )
-    if number != number or number in (float("inf"), float("-inf")):  # NaN, infinities
-        raise ValueError(f"{field}={value!r}. Fix: give a finite number of seconds.")
-    if number < 0 or (number == 0 and not zero):
-        least = "0 or more" if zero else "a positive number of"
-        raise ValueError(f"{field}={value!r}. Fix: give {least} seconds, or a timedelta.")
-    return number
 
 
 def log_step(value: Any) -> str:

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+#: The connection hooks, operators and triggers use when none is named.
+DEFAULT_CONN_ID = "kubeflow_trainer_default"
+
 PACKAGE_NAME = "kf-trainer-suite"
 INTEGRATION = "Kubeflow Trainer"
 CONN_TYPE = "kubeflow_trainer"

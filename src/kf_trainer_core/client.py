@@ -14,6 +14,7 @@ differ only in the driver, the informers and the waker they bring.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import time
@@ -636,27 +637,43 @@ class TrainerClient(_Operations):
     resume_job = _blocking(_Operations._resume_job)
 
 
+#: Objects per list request of the async client (see ``AsyncTrainerClient``).
+ASYNC_PAGE_CAP = 50
+
+
 class AsyncTrainerClient(_Operations):
     """The same client for event loops (Airflow triggers, Prefect async tasks).
     Create it inside the loop that uses it."""
 
     _driver: AsyncDriver | None = None  # made inside the loop, on first use
+    # A page of a list is decoded and read in one callback of the loop (json.loads
+    # holds the GIL): small pages keep each under a few milliseconds.
+    _page_cap = ASYNC_PAGE_CAP
 
     async def _make_driver(self) -> AsyncDriver:
+        from kf_trainer_core.offloop import imported
+
+        # The transports' modules import the backends' libraries: off the loop.
         transport: AsyncTransportProtocol
         if isinstance(self.config, LocalConfig):
-            from kf_trainer_core.local import AsyncLocalTransport
-
-            transport = AsyncLocalTransport(self.config)
+            local = await imported("kf_trainer_core.local")
+            transport = local.AsyncLocalTransport(self.config)
         else:
-            from kf_trainer_core.k8s.transport import AsyncTransport
-
-            transport = await AsyncTransport.create(self.config)
+            k8s = await imported("kf_trainer_core.k8s.transport")
+            transport = await k8s.AsyncTransport.create(self.config)
         return AsyncDriver(transport, self.retry, self.request_hook)
 
+    _making: asyncio.Task[AsyncDriver] | None = None
+
     async def _ensure_driver(self) -> AsyncDriver:
+        # Made once, whatever the number of calls waiting for it (a thousand concurrent
+        # waits on a fresh client must not make a thousand connections).
         if self._driver is None:
-            self._driver = await self._make_driver()
+            if self._making is None or (self._making.done() and self._making.exception()):
+                self._making = asyncio.get_running_loop().create_task(self._make_driver())
+            driver = await asyncio.shield(self._making)
+            if self._driver is None:
+                self._driver = driver
         return self._driver
 
     async def _run(self, program: Program[R], on_emit: Callable[[Any], None] | None = None) -> R:
@@ -671,6 +688,7 @@ class AsyncTrainerClient(_Operations):
         return AsyncInformer(state, self._make_driver, **self._informer_timing())
 
     async def close(self) -> None:
+        self._making = None
         if self._driver is not None:
             await self._driver.transport.close()
             self._driver = None

@@ -132,10 +132,14 @@ class ClientBase:
             page_size=self._page_size,
         )
 
+    #: The most objects a list request asks for (``None``: the config's page size).
+    _page_cap: int | None = None
+
     @property
     def _page_size(self) -> int:
         cfg = self.config
-        return cfg.list_page_size if isinstance(cfg, KubernetesConfig) else DEFAULT_PAGE_SIZE
+        size = cfg.list_page_size if isinstance(cfg, KubernetesConfig) else DEFAULT_PAGE_SIZE
+        return size if self._page_cap is None else min(size, self._page_cap)
 
     def _jobs_state(self) -> InformerState:
         # The suite's own jobs only, finished ones kept as stubs unless waited on.

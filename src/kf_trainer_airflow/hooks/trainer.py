@@ -24,7 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 from kf_trainer_airflow._compat import AirflowNotFoundException, BaseHook
 from kf_trainer_airflow._secrets import KUBECONFIG_SECRETS, credential_values, raw_secrets, scrub
-from kf_trainer_airflow.provider_info import CONN_FIELDS, CONN_TYPE, UI_FIELD_BEHAVIOUR
+from kf_trainer_airflow.provider_info import (
+    CONN_FIELDS,
+    CONN_TYPE,
+    DEFAULT_CONN_ID,
+    UI_FIELD_BEHAVIOUR,
+)
 from kf_trainer_core.backend_fields import CONTAINER_FIELDS, LOCAL_FIELDS, problems_text
 from kf_trainer_core.config import ContainerConfig, KubernetesConfig, LocalConfig, parse_backend
 from kf_trainer_core.documents import load_json
@@ -365,7 +370,7 @@ class KubeflowTrainerHook(BaseHook):
     """
 
     conn_name_attr = "kubeflow_trainer_conn_id"
-    default_conn_name = "kubeflow_trainer_default"
+    default_conn_name = DEFAULT_CONN_ID
     conn_type = CONN_TYPE
     hook_name = "Kubeflow Trainer"
 

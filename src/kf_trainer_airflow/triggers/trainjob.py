@@ -19,8 +19,6 @@ made in ``cleanup()``, which runs on every exit, restarts included.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import importlib
 import time
 from collections.abc import AsyncIterator, Sequence
 from functools import cached_property
@@ -28,12 +26,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+# Airflow's triggerer imports this module on its event loop, shared by every trigger:
+# only light modules here. What a wait needs (the hook, the client, the Kubernetes
+# library) is imported in one worker thread when the first trigger runs (_RUNTIME).
 from kf_trainer_airflow._actions import ON_KILL_ACTIONS
-from kf_trainer_airflow._args import seconds
-from kf_trainer_airflow._progress import ProgressReporter
-from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
+from kf_trainer_airflow._durations import seconds
+from kf_trainer_airflow.provider_info import DEFAULT_CONN_ID
 
 if TYPE_CHECKING:
+    from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
     from kf_trainer_core.client import CancelAction
 
 #: The triggerer calls ``on_kill`` for user actions (Airflow 3.3+).
@@ -43,8 +44,8 @@ _DEFERRED = "deferred"
 
 #: Whether this process has made its first task-state request (see ``_warm_up``).
 _API_WARMING = False
-# What a wait imports, heaviest first (the client of a kubernetes backend).
-_CLIENT_MODULES = ("kubernetes_asyncio", "kf_trainer_core.client", "kf_trainer_core.step_waits")
+#: The module that imports everything a wait needs, imported off the event loop.
+_RUNTIME = "kf_trainer_airflow.triggers._runtime"
 # Background tasks are referenced until done (the event loop keeps weak references).
 _BACKGROUND: set[asyncio.Future[None]] = set()
 
@@ -88,7 +89,7 @@ class TrainJobTrigger(BaseTrigger):
         *,
         job_name: str,
         namespace: str,
-        kubeflow_trainer_conn_id: str | None = KubeflowTrainerHook.default_conn_name,
+        kubeflow_trainer_conn_id: str | None = DEFAULT_CONN_ID,
         status: Sequence[str] = ("Complete",),
         step: str | None = None,
         step_status: Sequence[str] = ("Succeeded",),
@@ -147,6 +148,8 @@ class TrainJobTrigger(BaseTrigger):
     @cached_property
     def hook(self) -> KubeflowTrainerHook:
         """The hook (its connection is read once, then reused by ``on_kill``)."""
+        from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
+
         return KubeflowTrainerHook(self.kubeflow_trainer_conn_id, namespace=self.namespace)
 
     @property
@@ -154,13 +157,27 @@ class TrainJobTrigger(BaseTrigger):
         return f"TrainJob {self.namespace}/{self.job_name}"
 
     def _reporter(self) -> Any:
+        from kf_trainer_airflow._progress import ProgressReporter
+
         report = ProgressReporter(self.log, self._where)
         return report if self.report_progress else (lambda _job: None)
 
     # -- running --------------------------------------------------------------------
     async def run(self) -> AsyncIterator[TriggerEvent]:
         self._warm_up()
-        payload = await self._wait()
+        try:
+            from kf_trainer_core.offloop import imported
+
+            await imported(_RUNTIME)
+        except Exception as exc:
+            payload: dict[str, Any] = {
+                "job_name": self.job_name,
+                "namespace": self.namespace,
+                "status": "error",
+                "message": f"{type(exc).__name__}: {exc}",
+            }
+        else:
+            payload = await self._wait()
         await self._hold()
         self._fired = True
         yield TriggerEvent(payload)  # type: ignore[no-untyped-call]
@@ -215,11 +232,7 @@ class TrainJobTrigger(BaseTrigger):
         task.add_done_callback(_BACKGROUND.discard)
 
     async def _wait(self) -> dict[str, Any]:
-        # The client's modules (kubernetes_asyncio...) are imported off the event loop:
-        # importing them on it blocked every trigger of the process, for seconds.
-        for module in _CLIENT_MODULES:
-            with contextlib.suppress(ImportError):  # the local backend needs no client
-                await asyncio.to_thread(importlib.import_module, module)
+        # Imported already, off the event loop (run() imports _RUNTIME).
         from kf_trainer_core.errors import (
             StepFailedError,
             TrainJobDeletedError,
@@ -305,6 +318,9 @@ class TrainJobTrigger(BaseTrigger):
 
     async def _cancel(self, why: str) -> None:
         try:
+            from kf_trainer_core.offloop import imported
+
+            await imported(_RUNTIME)
             client = await self.hook.aget_client()
             async with client:
                 action = cast("CancelAction", self.on_kill_action)

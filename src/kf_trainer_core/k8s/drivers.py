@@ -39,6 +39,10 @@ from kf_trainer_core.k8s.retry import DEFAULT_POLICY, RetryPolicy
 
 T = TypeVar("T")
 
+#: Seconds of work after which an async run yields to its event loop (see
+#: ``AsyncDriver._steps``): well under the ~50 ms a shared loop may be held.
+_SLICE = 0.005
+
 #: Called with each call the driver performs (request accounting in tests, tracing).
 CallHook = Callable[[Any], None]
 
@@ -398,12 +402,19 @@ class AsyncDriver(_DriverBase[AsyncTransportProtocol]):
             task.cancel()
 
     async def _steps(self, program: Program[Any]) -> AsyncGenerator[Emit | _Done, None]:
+        # An effect whose answer is already there (lines buffered on a watch stream)
+        # is awaited without the task giving up the loop: a burst of events would run
+        # as one long callback. Past a slice of work, the task yields to the loop.
+        slice_start = time.perf_counter()
         with _Run(program, self) as run:
             while (effect := run.next_effect()) is not None:
                 if isinstance(effect, Emit):
                     yield effect
                 else:
                     run.settle(await self._perform(effect), effect)
+                if time.perf_counter() - slice_start > _SLICE:
+                    await asyncio.sleep(0)
+                    slice_start = time.perf_counter()
             yield _Done(run.result)
 
     async def run(self, program: Program[T], on_emit: Callable[[Any], None] | None = None) -> T:

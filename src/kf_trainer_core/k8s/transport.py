@@ -16,6 +16,7 @@ import json
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -468,16 +469,123 @@ class _AsyncLines:
         self.response.close()
 
 
+class _Connection:
+    """One ``kubernetes_asyncio`` API client (its connection pool, TLS context and
+    credentials), shared by every transport of one event loop for one configuration:
+    making one costs tens of milliseconds of CPU that hold the GIL (the TLS context),
+    so a loop running hundreds of waits makes it once, not once per wait."""
+
+    def __init__(self, client: Any, apis: dict[str, Any], loader: Any) -> None:
+        self.client = client
+        self.apis = apis
+        self.loader = loader
+        self.refs = 0
+        self.last_refresh = 0.0
+        self.on_closed: Callable[[], None] = lambda: None
+
+    async def refresh(self, configuration: Any) -> None:
+        """The Configuration's hook: renew an exec-plugin token when it is due."""
+        from kf_trainer_core.timeutil import expired
+
+        expiry = getattr(self.loader, "exec_plugin_expiry", None)
+        stale = (
+            expired(expiry) if expiry is not None else time.monotonic() - self.last_refresh > 300
+        )
+        if stale:
+            if hasattr(self.loader, "exec_plugin_expiry"):
+                del self.loader.exec_plugin_expiry
+            await self.loader.load_and_set(configuration)
+            self.last_refresh = time.monotonic()
+
+    async def release(self) -> None:
+        self.refs -= 1
+        if self.refs <= 0:
+            self.on_closed()  # the next transport opens a new one
+            await self.client.close()
+
+
+# The connections of each event loop, by configuration (its cache key); each is the
+# task that opens it, awaited by every transport that asks meanwhile.
+_CONNECTIONS: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[str, asyncio.Task[_Connection]]
+] = weakref.WeakKeyDictionary()
+
+
+async def _open_connection(config: KubernetesConfig) -> _Connection:
+    from kf_trainer_core.offloop import imported
+
+    k8s = await imported("kubernetes_asyncio")
+    cfg = k8s.client.Configuration()
+    loader = await _load_async(config, cfg)
+    client = k8s.client.ApiClient(cfg)
+    client.user_agent = USER_AGENT
+    apis = {
+        "custom": k8s.client.CustomObjectsApi(client),
+        "core": k8s.client.CoreV1Api(client),
+        "client": client,
+    }
+    conn = _Connection(client, apis, loader)
+    if loader is not None and "exec" in (getattr(loader, "_user", None) or {}):
+        # kubernetes_asyncio loads an exec-plugin token once and never looks at its
+        # expiry again; the Configuration's documented hook renews it when due.
+        cfg.refresh_api_key_hook = conn.refresh
+    return conn
+
+
+async def _shared_connection(config: KubernetesConfig, stale: _Connection | None) -> _Connection:
+    """This loop's connection for ``config`` (opened once, whoever asks first); a new
+    one when ``stale`` is the current one (its credentials were refused)."""
+    loop = asyncio.get_running_loop()
+    opening = _CONNECTIONS.setdefault(loop, {})
+    key = config.cache_key()
+    task = opening.get(key)
+    current = _result(task)
+    if (
+        task is None
+        or (task.done() and current is None)
+        or (stale is not None and current is stale)
+    ):
+        task = opening[key] = loop.create_task(_open_connection(config), name=f"kf-connect-{key}")
+
+        def forget(done: asyncio.Task[_Connection], key: str = key) -> None:
+            if (done.cancelled() or done.exception() is not None) and opening.get(key) is done:
+                del opening[key]
+
+        task.add_done_callback(forget)
+
+        def closed(task: asyncio.Task[_Connection] = task, key: str = key) -> None:
+            if opening.get(key) is task:
+                del opening[key]
+
+        task.add_done_callback(
+            lambda done: (
+                setattr(done.result(), "on_closed", closed)
+                if not done.cancelled() and done.exception() is None
+                else None
+            )
+        )
+    # Shielded: a caller cancelled while the connection opens must not cancel it for
+    # the others.
+    conn = await asyncio.shield(task)
+    conn.refs += 1
+    return conn
+
+
+def _result(task: asyncio.Task[_Connection] | None) -> _Connection | None:
+    if task is None or not task.done() or task.cancelled() or task.exception() is not None:
+        return None
+    return task.result()
+
+
 class AsyncTransport:
     """Calls over ``kubernetes_asyncio``. Build with :meth:`create` (loading a
-    kubeconfig is a coroutine there)."""
+    kubeconfig is a coroutine there). The transports of one event loop share one API
+    client per configuration."""
 
     def __init__(self, config: KubernetesConfig) -> None:
         self.config = config
-        self._client: Any = None
+        self._conn: _Connection | None = None
         self._apis: dict[str, Any] = {}
-        self._loader: Any = None
-        self._last_refresh = 0.0
 
     @classmethod
     async def create(cls, config: KubernetesConfig) -> AsyncTransport:
@@ -486,38 +594,15 @@ class AsyncTransport:
         return transport
 
     async def connect(self) -> None:
-        """(Re)load credentials; see :meth:`SyncTransport.connect`."""
-        import kubernetes_asyncio as k8s
-
-        cfg = k8s.client.Configuration()
-        self._loader = await _load_async(self.config, cfg)
-        if self._loader is not None and "exec" in (getattr(self._loader, "_user", None) or {}):
-            # kubernetes_asyncio loads an exec-plugin token once and never looks at its
-            # expiry again; the Configuration's documented hook renews it when due.
-            cfg.refresh_api_key_hook = self._refresh
-        client = k8s.client.ApiClient(cfg)
-        client.user_agent = USER_AGENT
-        old, self._client = self._client, client
-        self._apis = {
-            "custom": k8s.client.CustomObjectsApi(client),
-            "core": k8s.client.CoreV1Api(client),
-            "client": client,
-        }
+        """(Re)load credentials; see :meth:`SyncTransport.connect`. The library's import
+        and the kubeconfig's reading and parsing happen in a worker thread, off the
+        event loop; the API client is this loop's shared one (a reconnection, after
+        refused credentials, replaces it for every transport that shares it)."""
+        old = self._conn
+        self._conn = await _shared_connection(self.config, old)
+        self._apis = self._conn.apis
         if old is not None:
-            await old.close()
-
-    async def _refresh(self, configuration: Any) -> None:
-        from kf_trainer_core.timeutil import expired
-
-        expiry = getattr(self._loader, "exec_plugin_expiry", None)
-        stale = (
-            expired(expiry) if expiry is not None else time.monotonic() - self._last_refresh > 300
-        )
-        if stale:
-            if hasattr(self._loader, "exec_plugin_expiry"):
-                del self._loader.exec_plugin_expiry
-            await self._loader.load_and_set(configuration)
-            self._last_refresh = time.monotonic()
+            await old.release()
 
     async def _invoke(self, p: Plan) -> Any:
         import aiohttp
@@ -563,31 +648,53 @@ class AsyncTransport:
             raise _unreachable(exc) from None
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.close()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.release()
 
 
 async def _load_async(cfg: KubernetesConfig, target: Any) -> Any:
+    from kf_trainer_core.offloop import off_loop
+
+    # Checking the files, reading and parsing them: synchronous work, done in a worker
+    # thread; only the loader's own (asynchronous) step runs on the loop.
+    loader = await off_loop(lambda: _async_loader(cfg, target))
+    if loader is not None:
+        with loading_errors(cfg):
+            await loader.load_and_set(target)
+    return loader
+
+
+def _async_loader(cfg: KubernetesConfig, target: Any) -> Any:
+    """What ``kubernetes_asyncio.config.load_kube_config`` (or ``..._from_dict``) does
+    before its first await: the loader of the kubeconfig, made from the parsed files
+    (``None`` when the configuration was set without a kubeconfig)."""
     cfg.check_usable()
     with loading_errors(cfg):
-        return await _load_async_unchecked(cfg, target)
-
-
-async def _load_async_unchecked(cfg: KubernetesConfig, target: Any) -> Any:
-    import kubernetes_asyncio as k8s
-
-    mode = cfg.mode()
-    if mode == "explicit":
-        _explicit(cfg, target, "BearerToken")
-        return None
-    if mode == "in-cluster":
-        k8s.config.load_incluster_config(client_configuration=target)  # type: ignore[no-untyped-call]
-        return None
-    document = cfg.kubeconfig_dict()  # inline, or several files merged
-    if document is not None:
-        return await k8s.config.load_kube_config_from_dict(
-            document, context=cfg.context, client_configuration=target
+        import kubernetes_asyncio as k8s
+        from kubernetes_asyncio.config.kube_config import (
+            KUBE_CONFIG_DEFAULT_LOCATION,
+            KubeConfigLoader,
+            KubeConfigMerger,
         )
-    return await k8s.config.load_kube_config(
-        config_file=cfg.kubeconfig, context=cfg.context, client_configuration=target
-    )
+
+        mode = cfg.mode()
+        if mode == "explicit":
+            _explicit(cfg, target, "BearerToken")
+            return None
+        if mode == "in-cluster":
+            k8s.config.load_incluster_config(client_configuration=target)  # type: ignore[no-untyped-call]
+            return None
+        document = cfg.kubeconfig_dict()  # inline, or several files merged
+        if document is not None:
+            return KubeConfigLoader(
+                config_dict=document, config_base_path=None, active_context=cfg.context
+            )
+        # One file: merged by the library, which resolves relative paths from it.
+        merger = KubeConfigMerger(cfg.kubeconfig or KUBE_CONFIG_DEFAULT_LOCATION)
+        return KubeConfigLoader(
+            config_dict=merger.config,
+            config_base_path=None,
+            active_context=cfg.context,
+            config_persister=merger.save_changes,
+        )

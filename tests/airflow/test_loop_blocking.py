@@ -1,0 +1,54 @@
+"""The trigger never blocks the triggerer's event loop: from a cold start (its module
+imported on the loop, as Airflow's triggerer does), through reading the connection,
+loading the kubeconfig, starting the shared watch and waiting, to the last event, no
+callback keeps the process busy for 50 ms or more (:mod:`loop_scenarios`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.config import KubernetesConfig
+from kf_trainer_core.spec import Annotations, CustomTrainer, TrainJobSpec
+from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
+from loop_support import THRESHOLD, blocking, run_scenario
+
+pytestmark = [pytest.mark.usefixtures("kf_conn"), pytest.mark.timeout(600)]
+
+#: What Airflow's triggerer has imported before it runs any trigger (the runner is a
+#: fork of it).
+TRIGGERER_IMPORTS = ["airflow.jobs.triggerer_job_runner", "airflow.triggers.base"]
+
+
+def train(x: int = 1) -> dict[str, int]:
+    return {"x": x}
+
+
+def test_trigger_never_blocks_the_loop(kf_conn: Path, tmp_path: Path) -> None:
+    names = []
+    with TrainerClient(KubernetesConfig(kubeconfig=str(kf_conn))) as client:
+        for i in range(12):
+            scenario = json.dumps({"preset": "success", "duration": 1.0 + (i % 4)})
+            spec = TrainJobSpec(
+                trainer=CustomTrainer(train), options=[Annotations({SCENARIO_ANNOTATION: scenario})]
+            )
+            names.append(client.submit(spec, identity=f"loop/{i}").job.name)
+    triggers = [{"job_name": n} for n in names[:-2]]
+    # Step waits take the other path (the job's pods, re-read on a timer).
+    triggers += [
+        {"job_name": n, "step": "node-0", "step_status": ["Succeeded"], "recheck_interval": 1.0}
+        for n in names[-2:]
+    ]
+    result = run_scenario(
+        "trigger",
+        {"conn_id": "kf_test", "triggers": triggers, "preimport": TRIGGERER_IMPORTS},
+        tmp_path,
+    )
+    assert [r["status"] for r in result["results"]] == ["success"] * len(triggers), result[
+        "results"
+    ]
+    slow = blocking(result)
+    assert not slow, f"callbacks over {THRESHOLD * 1000:.0f} ms:\n{result['report']}"
