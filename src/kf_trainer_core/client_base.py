@@ -31,7 +31,7 @@ from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE
 from kf_trainer_core.k8s.resources import EVENTS, TRAINJOBS
 from kf_trainer_core.k8s.retry import DEFAULT_POLICY, RetryPolicy
 from kf_trainer_core.kueue import KueueProbe, QueueTracker, probe_for
-from kf_trainer_core.programs.logs import follow_logs, read_logs
+from kf_trainer_core.programs.logs import follow_logs, read_logs, shown_logs
 from kf_trainer_core.programs.reads import get_runtime
 from kf_trainer_core.programs.submit import Submitted, choose_attempt, jobs_for_identity, submit
 from kf_trainer_core.runtimes import RuntimeInfo
@@ -259,12 +259,15 @@ class ClientBase:
         )
         return (yield from submit(self.namespace, built))
 
-    def _logs(self, name: str, step: str, follow: bool, tail: int | None) -> Program[Any]:
+    def _logs(
+        self, name: str, step: str, follow: bool, tail: int | None, raw: bool = False
+    ) -> Program[Any]:
         """The program of ``get_job_logs``: a read that returns the lines, or a follow
-        that emits them. Its arguments are checked now, not at the first line."""
+        that emits them (as a person reads them, or ``raw``). Its arguments are checked
+        now, not at the first line."""
         checks.check_step(step)
         checks.check_count(tail=tail)
         if not follow:
-            return read_logs(self.namespace, name, step, tail, strict=True)
+            return shown_logs(read_logs(self.namespace, name, step, tail, strict=True), raw)
         names.require_job_name(name)
-        return follow_logs(self.namespace, name, step, tail=tail or 1000)
+        return follow_logs(self.namespace, name, step, tail=tail or 1000, raw=raw)

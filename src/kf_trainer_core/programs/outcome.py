@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kf_trainer_core import names
+from kf_trainer_core import names, untrusted
 from kf_trainer_core.function import progress_from_log, result_from_log
 from kf_trainer_core.k8s.calls import Program
 from kf_trainer_core.k8s.errors import ApiError
@@ -47,7 +47,7 @@ def get_job(
     has_status = bool((obj.get("status") or {}).get("trainerStatus"))
     if log_progress and not has_status and reports_in_log(obj):
         lines = yield from _read_step_log(namespace, pods, "node-0", PROGRESS_LOG_TAIL)
-        status = progress_from_log(lines)
+        status = progress_from_log(lines, f"TrainJob {namespace}/{name}")
         if status is not None:
             obj = with_trainer_status(obj, status)
     queue = (yield from lookup(namespace, obj, kueue)) if kueue is not None else None
@@ -74,7 +74,7 @@ def outputs_of(
         lines = yield from _read_step_log(namespace, pods, "node-0", PROGRESS_LOG_TAIL)
         if need_result:
             found, value = result_from_log(lines)
-        status = progress_from_log(lines) if need_progress else None
+        status = progress_from_log(lines, f"TrainJob {namespace}/{name}") if need_progress else None
         if status is not None:
             job = to_trainjob(with_trainer_status(obj, status), pods)
     return job, value if found else None, pods
@@ -97,10 +97,12 @@ def explain_failure(
     tail: list[str] = []
     step = found[0] if found else "node-0"
     try:
-        tail = yield from read_logs(namespace, name, step, tail=FAILURE_LOG_LINES)
+        # A few more than shown: the progress and result lines among them are hidden.
+        tail = yield from read_logs(namespace, name, step, tail=FAILURE_LOG_LINES + 10)
     except ApiError:
         tail = []
-    return failure_of(obj, pods, events, tail[-FAILURE_LOG_LINES:], queue=queue)
+    shown = untrusted.shown_lines(tail)
+    return failure_of(obj, pods, events, shown[-FAILURE_LOG_LINES:], queue=queue)
 
 
 def explain(namespace: str, name: str, *, kueue: KueueProbe | None = None) -> Program[Failure]:
