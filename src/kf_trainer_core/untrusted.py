@@ -71,6 +71,8 @@ _ESCAPES = re.compile(
 # bidirectional overrides that make text read differently from what it is.
 _CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _REPLACEMENT = "\ufffd"
+#: Room for the cut marker (``… [kf-trainer: cut at K of N characters]``).
+_CUT_RESERVE = 64
 
 
 def text(value: object, limit: int = LINE_LIMIT, *, newlines: bool = False) -> str:
@@ -92,7 +94,9 @@ def text(value: object, limit: int = LINE_LIMIT, *, newlines: bool = False) -> s
         clean = _one(head)
     if len(clean) > limit or extra:
         # The whole, marker included, fits the limit: cutting again changes nothing.
-        kept = max(0, limit - 48)
+        if limit < 4 * _CUT_RESERVE:
+            return clean[: max(0, limit - 1)] + "…"
+        kept = limit - _CUT_RESERVE
         return f"{clean[:kept]}… [kf-trainer: cut at {kept:,} of {len(raw):,} characters]"
     return clean
 
