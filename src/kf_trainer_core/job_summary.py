@@ -99,15 +99,7 @@ def steps_table(
 
 
 def _code(text: str) -> str:
-    # Job text, made safe and kept on one line (a blank line would end the span and let
-    # the rest be read as markdown).
-    text = untrusted.line(" ".join(str(text).splitlines()))
-    # Inline code cannot hold a backtick run shorter than its fence: pick a longer fence.
-    fence = "`"
-    while fence in text:
-        fence += "`"
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+    return untrusted.code_span(text)
 
 
 def _block(lines: list[str]) -> str:

@@ -32,6 +32,7 @@ from typing import Any
 __all__ = [
     "INTERNAL_MARKERS",
     "LINE_LIMIT",
+    "code_span",
     "is_internal",
     "line",
     "markdown",
@@ -136,14 +137,30 @@ def shown_lines(lines: Iterable[str], limit: int = LINE_LIMIT) -> list[str]:
     return out
 
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~&])")
+# Inside a line, these are what markdown and HTML read: emphasis, code, links and images
+# (``[``, ``]``; ``!`` and ``(`` mean nothing without them), tags, entities, tables.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~&])")
 
 
 def markdown(value: object, limit: int = LINE_LIMIT) -> str:
-    """One line of job text for markdown (artifacts, summaries): :func:`line`, then
-    every character markdown or HTML reads escaped, so it shows as written (no link,
-    image, heading or tag comes from a job)."""
+    """One line of job text for use inside a markdown line (artifacts, summaries):
+    :func:`line`, then every character markdown or HTML reads there escaped, so it shows
+    as written (no link, image, emphasis or tag comes from a job)."""
     return _MARKDOWN_SPECIAL.sub(r"\\\1", line(value, limit))
+
+
+def code_span(value: object, limit: int = LINE_LIMIT, *, table: bool = False) -> str:
+    """Job text as markdown inline code: one line (a blank line would end the span and
+    let the rest be read as markdown), made safe, in a fence longer than any run of
+    backticks it holds; in a ``table`` cell, ``|`` escaped so it never splits the cell."""
+    text = line(" ".join(str(value).splitlines()), limit)
+    if table:
+        text = text.replace("|", "\\|")
+    fence = "`"
+    while fence in text:
+        fence += "`"
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 # ---------------------------------------------------------------------- trainerStatus

@@ -103,8 +103,12 @@ def markdown(out: JobOutputs, failure: Failure | None = None) -> str:
         facts.append(("Cost", out.cost_text()))
     uri = model_uri(out.result)
     if uri:
-        facts.append(("Model", f"`{uri}`"))
-    lines += ["| | |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in facts]
+        facts.append(("Model", uri))
+    lines += ["| | |", "|---|---|"]
+    lines += [
+        f"| {k} | {untrusted.code_span(v, table=True) if k == 'Model' else _cell(v)} |"
+        for k, v in facts
+    ]
     if out.steps:
         lines += ["", "## Steps", "", "| Step | Pod | Status | Device | Exit code |"]
         lines.append("|---|---|---|---|---|")

@@ -76,8 +76,10 @@ def test_a_hostile_job_reaches_the_task_log_harmlessly(
     assert run.state == "failed"
     captured = capfd.readouterr()
     text = captured.out + captured.err
-    assert "\x1b" not in text and "\x07" not in text
-    assert "##kf-trainer-progress##" not in text and "##kf-trainer-result##" not in text
+    assert "\x1b" not in text
+    assert "\x07" not in text
+    assert "##kf-trainer-progress##" not in text
+    assert "##kf-trainer-result##" not in text
     assert "hello [bold]markup[/x]" in text
     assert "cut at 4,032 of 100,000 characters" in text
     assert "A" * 4033 not in text

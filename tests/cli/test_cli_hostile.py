@@ -56,7 +56,9 @@ def local(tmp_path: Path) -> list[str]:
 
 
 def _harmless(text: str) -> None:
-    assert "\x1b" not in text and "\x07" not in text and "\x9b" not in text
+    assert "\x1b" not in text
+    assert "\x07" not in text
+    assert "\x9b" not in text
     assert "##kf-trainer-progress##" not in text
     assert "##kf-trainer-result##" not in text
 
@@ -77,7 +79,8 @@ def test_cli_shows_a_hostile_job_harmlessly(
     _harmless(logs.out)
     assert "[bold red]markup[/] [/x]" in logs.out
     raw = run_main(capsys, "jobs", "logs", "hostile", "--raw", *local)
-    assert "##kf-trainer-progress##" in raw.out and "##kf-trainer-result##" in raw.out
+    assert "##kf-trainer-progress##" in raw.out
+    assert "##kf-trainer-result##" in raw.out
     assert "\x1b]8;;http://evil.example/" in raw.out
 
     # On a terminal: rich tables and the live progress bar, with markup in the data.
@@ -113,4 +116,6 @@ def test_a_20_mb_line_is_cut_everywhere_it_is_kept(
     assert re.search(r"cut at 4,032 of 20,9\d\d,\d{3} characters\]", got.out), got.out[-3000:]
     logs = run_main(capsys, "jobs", "logs", "big", "--tail", "5", *local)
     longest = max(len(line) for line in logs.out.splitlines())
-    assert longest <= untrusted.LINE_LIMIT, [(len(ln), ln[:80], ln[-80:]) for ln in logs.out.splitlines()]
+    assert longest <= untrusted.LINE_LIMIT, [
+        (len(ln), ln[:80], ln[-80:]) for ln in logs.out.splitlines()
+    ]

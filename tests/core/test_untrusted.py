@@ -91,7 +91,9 @@ def test_progress_read_from_a_log_is_validated() -> None:
 
 def test_text_neutralises_escapes_and_controls() -> None:
     shown = untrusted.line(HOSTILE_LINE)
-    assert ESC not in shown and "\x07" not in shown and "\x9b" not in shown
+    assert ESC not in shown
+    assert "\x07" not in shown
+    assert "\x9b" not in shown
     assert "\u202e" not in shown
     assert shown == "a link b [bold]x[/x] \ufffdevil"
     assert untrusted.line("tab\tkept") == "tab\tkept"
@@ -136,7 +138,8 @@ def test_a_failure_keeps_bounded_safe_text() -> None:
     assert "cut at 4,032 of 20,000,000 characters" in text
     # Built again from data (XCom, JSON): the same guarantees.
     again = Failure.model_validate({"message": "m" * 10**6, "log_tail": [HOSTILE_LINE]})
-    assert len(again.message) <= untrusted.LINE_LIMIT and ESC not in again.log_tail[0]
+    assert len(again.message) <= untrusted.LINE_LIMIT
+    assert ESC not in again.log_tail[0]
 
 
 def test_markdown_summaries_escape_job_text() -> None:

@@ -48,8 +48,11 @@ def hostile(size: int = 100_000) -> None:
     import time
 
     esc, bel = chr(27), chr(7)
-    print('##kf-trainer-progress## {"lastUpdatedTime":"2026-11-25T10:00:00Z",'
-          '"progressPercentage":"abc","metrics":[{"name":"loss[/x]","value":"1"}]}', flush=True)
+    print(
+        '##kf-trainer-progress## {"lastUpdatedTime":"2026-11-25T10:00:00Z",'
+        '"progressPercentage":"abc","metrics":[{"name":"loss[/x]","value":"1"}]}',
+        flush=True,
+    )
     print(esc + "]0;title" + bel + "hello " + esc + "[2J[bold]markup[/x]", flush=True)
     print("A" * size, flush=True)
     time.sleep(0.3)
