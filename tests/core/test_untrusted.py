@@ -183,3 +183,11 @@ def test_rich_never_reads_markup_in_job_data(monkeypatch: pytest.MonkeyPatch) ->
         tracker.update(job)
     monkeypatch.setattr(_output, "is_terminal", lambda: True)
     _output.table(["NAME"], [["[/x] closes nothing"], [HOSTILE_LINE]])
+
+
+def test_lineage_takes_no_model_uri_that_is_not_a_printable_uri() -> None:
+    from kf_trainer_core.lineage import result_outputs
+
+    assert result_outputs({"model_uri": "s3://m/\x1b]0;x\x07"}) == []
+    assert result_outputs({"model_uri": "s3://m/" + "a" * 10_000}) == []
+    assert len(result_outputs({"model_uri": "s3://m/run-1"})) == 1
