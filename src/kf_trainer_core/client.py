@@ -410,7 +410,7 @@ class _Operations(ClientBase):
             # Beside the wait; stopped with the run when it ends otherwise than below
             # (timeouts and cancellation do not wait for logs).
             follower = yield Spawn(
-                follow_logs(self.namespace, job_name, log_step, tail=log_tail, hide_progress=True),
+                follow_logs(self.namespace, job_name, log_step, tail=log_tail),
                 on_emit=sink,
                 on_error=ended,
                 name=f"kf-logs-{job_name}",
@@ -606,11 +606,22 @@ class TrainerClient(_Operations):
         self.close()
 
     def get_job_logs(
-        self, name: str, step: str = "node-0", follow: bool = False, *, tail: int | None = None
+        self,
+        name: str,
+        step: str = "node-0",
+        follow: bool = False,
+        *,
+        tail: int | None = None,
+        raw: bool = False,
     ) -> Iterator[str]:
         """Log lines of one step; with ``follow``, as they are written, waiting for a
-        pending pod and resuming after dropped connections."""
-        program = self._logs(name, step, follow, tail)
+        pending pod and resuming after dropped connections.
+
+        The lines are what a person reads: the suite's own progress and result lines
+        are left out, control characters and terminal escapes neutralised and each line
+        cut at 4,096 characters, saying so (the job wrote them: they are untrusted).
+        ``raw``: every line exactly as the log holds it."""
+        program = self._logs(name, step, follow, tail, raw)
         return self._driver.iterate(program) if follow else iter(self._run(program))
 
     list_runtimes = _blocking(_Operations._list_runtimes)
@@ -700,10 +711,16 @@ class AsyncTrainerClient(_Operations):
         await self.close()
 
     async def get_job_logs(
-        self, name: str, step: str = "node-0", follow: bool = False, *, tail: int | None = None
+        self,
+        name: str,
+        step: str = "node-0",
+        follow: bool = False,
+        *,
+        tail: int | None = None,
+        raw: bool = False,
     ) -> AsyncIterator[str]:
         """Log lines of one step (see :meth:`TrainerClient.get_job_logs`)."""
-        program = self._logs(name, step, follow, tail)
+        program = self._logs(name, step, follow, tail, raw)
         driver = await self._ensure_driver()
         lines = driver.iterate(program) if follow else _aiter(await driver.run(program))
         async for line in lines:

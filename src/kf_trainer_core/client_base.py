@@ -32,7 +32,7 @@ from kf_trainer_core.k8s.resources import EVENTS, TRAINJOBS
 from kf_trainer_core.k8s.retry import DEFAULT_POLICY, RetryPolicy
 from kf_trainer_core.kueue import KueueProbe, QueueTracker, probe_for
 from kf_trainer_core.pod_batch import PodBatch
-from kf_trainer_core.programs.logs import follow_logs, read_logs
+from kf_trainer_core.programs.logs import follow_logs, read_logs, shown_logs
 from kf_trainer_core.programs.reads import get_runtime
 from kf_trainer_core.programs.submit import Submitted, submit_identity
 from kf_trainer_core.runtimes import RuntimeInfo
@@ -267,12 +267,15 @@ class ClientBase:
 
         return (yield from submit_identity(self.namespace, ident, build, fresh_after_failure))
 
-    def _logs(self, name: str, step: str, follow: bool, tail: int | None) -> Program[Any]:
+    def _logs(
+        self, name: str, step: str, follow: bool, tail: int | None, raw: bool = False
+    ) -> Program[Any]:
         """The program of ``get_job_logs``: a read that returns the lines, or a follow
-        that emits them. Its arguments are checked now, not at the first line."""
+        that emits them (as a person reads them, or ``raw``). Its arguments are checked
+        now, not at the first line."""
         checks.check_step(step)
         checks.check_count(tail=tail)
         if not follow:
-            return read_logs(self.namespace, name, step, tail, strict=True)
+            return shown_logs(read_logs(self.namespace, name, step, tail, strict=True), raw)
         names.require_job_name(name)
-        return follow_logs(self.namespace, name, step, tail=tail or 1000)
+        return follow_logs(self.namespace, name, step, tail=tail or 1000, raw=raw)

@@ -272,14 +272,17 @@ def uses_reporter(source: str | None, import_ref: str | None = None) -> bool:
     return import_ref is not None or REPORT_MODULE in (source or "")
 
 
-def progress_from_log(lines: list[str]) -> dict[str, Any] | None:
-    """The latest ``trainerStatus`` that rank 0 printed in these log lines."""
+def progress_from_log(lines: list[str], subject: str = "a TrainJob") -> dict[str, Any] | None:
+    """The latest ``trainerStatus`` that rank 0 printed in these log lines, validated
+    (:func:`kf_trainer_core.untrusted.trainer_status`: malformed fields are dropped with
+    one warning about ``subject``; never raises)."""
     from kf_trainer_core.report import parse_line
+    from kf_trainer_core.untrusted import trainer_status
 
     for line in reversed(lines):
         status = parse_line(line)
         if status is not None:
-            return status
+            return trainer_status(status, subject)
     return None
 
 
@@ -439,7 +442,7 @@ def parse_result(text: str | None) -> Any:
         text = text[len(RESULT_MARKER.strip()) :].strip()
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # a job's text: never raise for it
         return None
 
 
@@ -450,6 +453,6 @@ def result_from_log(lines: list[str]) -> tuple[bool, Any]:
         if idx >= 0:
             try:
                 return True, json.loads(line[idx + len(RESULT_MARKER) :])
-            except ValueError:
+            except (ValueError, RecursionError):  # a job's text: never raise for it
                 return False, None
     return False, None

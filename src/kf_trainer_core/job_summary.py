@@ -9,8 +9,10 @@ Pure functions of the job's status and outputs: nothing here sees credentials.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from kf_trainer_core import untrusted
 from kf_trainer_core.timeutil import duration_text
 
 if TYPE_CHECKING:
@@ -36,12 +38,15 @@ def progress_description(job: TrainJob) -> str:
     head = f"TrainJob {job.namespace}/{job.name}: {job.status.value}"
     # A job queued by Kueue says where it waits and why.
     queue = job.queue.summary() if job.queue is not None and job.queue.waiting else []
-    return " · ".join([head, *queue, *(job.progress.summary() if job.progress else [])])
+    # Displays render it as markdown (Prefect's progress artifact): the job's own words
+    # are escaped.
+    reported = [untrusted.markdown(part) for part in job.progress.summary()] if job.progress else []
+    return " · ".join([head, *queue, *reported])
 
 
 def steps_table(
     steps: list[Any],
-    metrics: dict[str, str] | None = None,
+    metrics: Mapping[str, Any] | None = None,
     cost: dict[str, float | None] | None = None,
 ) -> list[dict[str, str | int | None]]:
     """Rows for a table of the job: one per step, one per reported metric, then what
@@ -94,16 +99,11 @@ def steps_table(
 
 
 def _code(text: str) -> str:
-    # Inline code cannot hold a backtick run shorter than its fence: pick a longer fence.
-    fence = "`"
-    while fence in text:
-        fence += "`"
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+    return untrusted.code_span(text)
 
 
 def _block(lines: list[str]) -> str:
-    body = "\n".join(lines)
+    body = "\n".join(untrusted.line(line) for line in lines)
     fence = "```"
     while fence in body:
         fence += "`"
@@ -118,7 +118,7 @@ def summary_markdown(
     status: str,
     duration_seconds: float | None = None,
     steps: list[Any] | None = None,
-    metrics: dict[str, str] | None = None,
+    metrics: Mapping[str, Any] | None = None,
     result: Any = None,
     failure: Failure | None = None,
     note: str | None = None,
@@ -137,7 +137,7 @@ def summary_markdown(
     if cost:
         lines.append(f"- **Cost:** {cost}")
     if steps:
-        shown = ", ".join(f"{s.name} ({s.status or 'unknown'})" for s in steps)
+        shown = ", ".join(untrusted.markdown(f"{s.name} ({s.status or 'unknown'})") for s in steps)
         lines.append(f"- **Steps:** {shown}")
     if metrics:
         lines.append(
@@ -159,7 +159,7 @@ def summary_markdown(
         lines += ["", "### Failure", ""]
         lines.append(f"- **Reason:** {_code(failure.reason or 'Failed')}")
         if failure.failure_class.value != "unknown":
-            why = f" — {failure.classified_by}" if failure.classified_by else ""
+            why = f" — {untrusted.markdown(failure.classified_by)}" if failure.classified_by else ""
             lines.append(f"- **Failure class:** {_code(failure.failure_class.value)}{why}")
         if failure.message:
             lines.append(f"- **Message:** {_code(failure.message)}")

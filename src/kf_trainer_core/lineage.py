@@ -196,6 +196,10 @@ def spec_inputs(spec: Any, *, k8s_namespace: str | None = None) -> list[LineageD
     return found
 
 
+#: Longest ``model_uri`` a result may name for lineage.
+_RESULT_URI_LIMIT = 2048
+
+
 def result_outputs(result: Any, *, k8s_namespace: str | None = None) -> list[LineageDataset]:
     """The model a training function's returned value names under :data:`MODEL_URI_KEY`
     (nothing when it returns no such string)."""
@@ -203,6 +207,13 @@ def result_outputs(result: Any, *, k8s_namespace: str | None = None) -> list[Lin
         return []
     uri = result.get(MODEL_URI_KEY)
     if not isinstance(uri, str) or "://" not in uri:
+        return []
+    if len(uri) > _RESULT_URI_LIMIT or not uri.isprintable():
+        # The job's own text: a URI with control characters or megabytes long names no
+        # data set, and must not reach a lineage backend as one.
+        from kf_trainer_core.untrusted import warn_once
+
+        warn_once("lineage", f"ignored a {MODEL_URI_KEY} that is not a printable URI")
         return []
     return [
         dataset_of_uri(

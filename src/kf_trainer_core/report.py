@@ -444,6 +444,6 @@ def parse_line(line: str) -> dict[str, Any] | None:
         return None
     try:
         status = json.loads(line[idx + len(MARKER) :])
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return status if isinstance(status, dict) else None

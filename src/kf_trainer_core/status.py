@@ -17,9 +17,9 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from kf_trainer_core import names
+from kf_trainer_core import names, untrusted
 from kf_trainer_core.builder import (
     IDENTITY_ANNOTATION,
     PROGRESS_ANNOTATION,
@@ -76,6 +76,32 @@ class _Out(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
 
+#: A metric as reported: a number where its text is one, else the text.
+MetricValue = int | float | str
+
+
+def _safe_lines(value: Any) -> Any:
+    return untrusted.shown_lines(str(v) for v in value) if isinstance(value, list) else value
+
+
+def _safe_line(value: Any) -> Any:
+    return untrusted.line(value) if isinstance(value, str) else value
+
+
+def _safe_text(value: Any) -> Any:
+    return untrusted.text(value, newlines=True) if isinstance(value, str) else value
+
+
+def _safe_metrics(value: Any) -> Any:
+    if not isinstance(value, Mapping):
+        return value
+    limit = untrusted.METRIC_TEXT_LIMIT
+    return {
+        untrusted.line(k, limit): untrusted.line(v, limit) if isinstance(v, str) else v
+        for k, v in value.items()
+    }
+
+
 class Step(_Out):
     """One step of a job: an initializer, a training node or the MPI launcher."""
 
@@ -91,14 +117,21 @@ class Step(_Out):
     started_at: datetime | None = None
     finished_at: datetime | None = None
 
+    _lines = field_validator("container_reason", "status", mode="before")(_safe_line)
+
 
 class Progress(_Out):
     """``status.trainerStatus`` (alpha): what the training code reports about itself."""
 
     percentage: int | None = None
     estimated_remaining_seconds: int | None = None
-    metrics: dict[str, str] = Field(default_factory=dict)
+    #: By name: a number where the job reported one (``{"loss": 0.25}``), else text.
+    metrics: dict[str, MetricValue] = Field(default_factory=dict)
     last_updated: str | None = None
+
+    # Built from what a job reported: kept safe to show whoever built it.
+    _metrics = field_validator("metrics", mode="before")(_safe_metrics)
+    _lines = field_validator("last_updated", mode="before")(_safe_line)
 
     def summary(self) -> list[str]:
         """What a person reads of it: ``["40% done", "about 1m 30s left", "loss=0.5"]``
@@ -129,6 +162,14 @@ class Failure(_Out):
     failure_class: FailureClass = FailureClass.UNKNOWN
     #: The evidence for the class, in one line.
     classified_by: str = ""
+
+    # Job output (exception text, log lines, termination messages): control characters
+    # neutralised, internal marker lines hidden, each line capped, however it is built.
+    _tail = field_validator("log_tail", "events", mode="before")(_safe_lines)
+    _lines = field_validator("reason", "container_reason", "classified_by", mode="before")(
+        _safe_line
+    )
+    _text = field_validator("message", mode="before")(_safe_text)
 
     @property
     def retryable(self) -> bool:
@@ -176,6 +217,10 @@ class Event(_Out):
     type: str = "Normal"
     count: int = 1
 
+    _lines = field_validator(
+        "message", "reason", "involved_object_kind", "involved_object_name", mode="before"
+    )(_safe_line)
+
     def line(self) -> str:
         obj = f"{self.involved_object_kind}/{self.involved_object_name}"
         return f"{self.type} {self.reason} {obj}: {self.message}"
@@ -218,7 +263,8 @@ class JobOutputs(_Out):
     status: JobState
     runtime: str
     steps: list[Step] = Field(default_factory=list)
-    metrics: dict[str, str] = Field(default_factory=dict)
+    #: The job's reported metrics: numbers where they are numbers.
+    metrics: dict[str, MetricValue] = Field(default_factory=dict)
     result: Any = None
     #: Wall time: from creation to completion.
     duration_seconds: float | None = None
@@ -302,15 +348,23 @@ def with_trainer_status(obj: Mapping[str, Any], status: Mapping[str, Any]) -> di
     return out
 
 
+def _subject(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    namespace, name = (untrusted.line(meta.get(k), 253) for k in ("namespace", "name"))
+    return f"TrainJob {namespace}/{name}"
+
+
 def progress(obj: Mapping[str, Any]) -> Progress | None:
-    """``status.trainerStatus`` as :class:`Progress`, if the job reports any."""
-    ts = (obj.get("status") or {}).get("trainerStatus")
+    """``status.trainerStatus`` as :class:`Progress`, if the job reports any. What the
+    job wrote is validated field by field (:func:`kf_trainer_core.untrusted.trainer_status`):
+    a malformed field is left out with one warning, never an error of the reader."""
+    ts = untrusted.trainer_status((obj.get("status") or {}).get("trainerStatus"), _subject(obj))
     if not ts:
         return None
     return Progress(
         percentage=ts.get("progressPercentage"),
         estimated_remaining_seconds=ts.get("estimatedRemainingSeconds"),
-        metrics={str(m.get("name")): str(m.get("value")) for m in ts.get("metrics") or []},
+        metrics={m["name"]: untrusted.metric_value(m["value"]) for m in ts.get("metrics", [])},
         last_updated=ts.get("lastUpdatedTime"),
     )
 
@@ -641,7 +695,8 @@ def failure_of(
     """Explain a failed (or stuck) job from its condition, pods, events and log, and
     classify it (:func:`kf_trainer_core.failures.classify`)."""
     pods = list(pods)
-    log_tail = list(log_tail)
+    # The job's own words: safe and bounded before anything reads them.
+    log_tail = untrusted.shown_lines(log_tail)
     cond = condition(obj, "Failed") or {}
     found = failing_pod(pods)
     step = pod_name = container_reason = None
@@ -652,6 +707,7 @@ def failure_of(
         pod_name = (pod.get("metadata") or {}).get("name")
         if pod_message and pod_message not in message:
             message = f"{message} ({pod_message})" if message else pod_message
+    message = untrusted.text(message, newlines=True)
     warnings = [e.line() for e in events if e.type == "Warning"]
     reason = str(cond.get("reason") or (container_reason or ""))
     klass, evidence = classify(

@@ -15,6 +15,7 @@ import json
 import math
 from typing import Any
 
+from kf_trainer_core import untrusted
 from kf_trainer_core.status import Failure, JobOutputs
 
 MODEL_URI_KEY = "model_uri"
@@ -56,7 +57,8 @@ def metric_values(out: JobOutputs) -> dict[str, float]:
             for name, value in source.items():
                 number = _number(value) if not isinstance(value, str) else None
                 if number is not None:
-                    values[str(name)] = number
+                    # KFP's metadata shows the name: the job's text, made safe.
+                    values[untrusted.line(name, untrusted.METRIC_TEXT_LIMIT)] = number
     else:
         number = _number(result) if not isinstance(result, str) else None
         if number is not None:
@@ -69,7 +71,7 @@ def model_uri(result: Any) -> str | None:
     if isinstance(result, dict):
         uri = result.get(MODEL_URI_KEY)
         if isinstance(uri, str) and uri.strip():
-            return uri.strip()
+            return untrusted.line(uri.strip())
     return None
 
 
@@ -84,8 +86,9 @@ def model_metadata(out: JobOutputs) -> dict[str, Any]:
 
 
 def _cell(value: Any) -> str:
-    text = "" if value is None else str(value)
-    return text.replace("|", "\\|").replace("\n", " ")
+    # Cells hold what the job wrote (metric names, reasons): shown as written, on one
+    # line, never read as markdown or HTML.
+    return "" if value is None else untrusted.markdown(" ".join(str(value).splitlines()))
 
 
 def markdown(out: JobOutputs, failure: Failure | None = None) -> str:
@@ -100,8 +103,12 @@ def markdown(out: JobOutputs, failure: Failure | None = None) -> str:
         facts.append(("Cost", out.cost_text()))
     uri = model_uri(out.result)
     if uri:
-        facts.append(("Model", f"`{uri}`"))
-    lines += ["| | |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in facts]
+        facts.append(("Model", uri))
+    lines += ["| | |", "|---|---|"]
+    lines += [
+        f"| {k} | {untrusted.code_span(v, table=True) if k == 'Model' else _cell(v)} |"
+        for k, v in facts
+    ]
     if out.steps:
         lines += ["", "## Steps", "", "| Step | Pod | Status | Device | Exit code |"]
         lines.append("|---|---|---|---|---|")
@@ -125,5 +132,9 @@ def markdown(out: JobOutputs, failure: Failure | None = None) -> str:
             text = text[:_RESULT_SHOWN] + "\n... (cut)"
         lines += ["", "## Result", "", "```json", text, "```"]
     if failure is not None:
-        lines += ["", "## Failure", "", "```text", failure.describe(), "```"]
+        text = failure.describe()
+        fence = "```"
+        while fence in text:  # a fence the job's text cannot close
+            fence += "`"
+        lines += ["", "## Failure", "", f"{fence}text", text, fence]
     return "\n".join(lines) + "\n"

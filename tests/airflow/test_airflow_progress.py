@@ -94,7 +94,7 @@ def test_worker_logs_progress_and_publishes_metrics_and_cost(
     ti = FakeTI()
     out = task.execute(context(ti))
     assert out["result"] == {"steps": 3}
-    assert ti.xcoms["metrics"] == {"loss": "0.3333", "step": "2"}
+    assert ti.xcoms["metrics"] == {"loss": 0.3333, "step": 2}
     assert set(ti.xcoms["cost"]) == {
         "wall_seconds",
         "pending_seconds",
@@ -129,7 +129,7 @@ async def test_triggerer_logs_progress(kube: KubeTestServer, kf_conn: Path, tmp_
     event = await asyncio.wait_for(first(), 120)
     payload = dict(event.payload)
     assert payload["status"] == "success"
-    assert payload["outputs"]["metrics"] == {"loss": "0.5", "step": "1"}
+    assert payload["outputs"]["metrics"] == {"loss": 0.5, "step": 1}
     assert payload["outputs"]["running_seconds"] is not None
     steps = [m for line in handler.lines for m in re.findall(r"step=(\d+)", line)]
     assert {"0", "1"} <= set(steps)

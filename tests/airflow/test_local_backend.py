@@ -66,6 +66,26 @@ def test_failure_shows_the_training_error(
     assert "During handling of the above exception" not in text
 
 
+@pytest.mark.parametrize("dag_id", ["kf_hostile", "kf_hostile_deferred"])
+def test_a_hostile_job_reaches_the_task_log_harmlessly(
+    dag_id: str, local: TrainerClient, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 24 defects 1, 5, 15 and issue 26 item 5: streamed (in the worker) or its
+    # "Last N log lines" (deferred), and the failure the task raises.
+    run = run_dag(dag_id)
+    assert run.state == "failed"
+    captured = capfd.readouterr()
+    text = captured.out + captured.err
+    assert "\x1b" not in text
+    assert "\x07" not in text
+    assert "##kf-trainer-progress##" not in text
+    assert "##kf-trainer-result##" not in text
+    assert "hello [bold]markup[/x]" in text
+    assert "cut at 4,032 of 100,000 characters" in text
+    assert "A" * 4033 not in text
+    assert "ValueError: boom  end" in text
+
+
 def test_failure_before_submission_logs_no_missing_xcom(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:

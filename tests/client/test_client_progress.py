@@ -151,7 +151,7 @@ def test_status_endpoint_speaks_the_trainer_protocol(
     assert progress == Progress(
         percentage=40,
         estimated_remaining_seconds=90,
-        metrics={"loss": "0.5"},
+        metrics={"loss": 0.5},
         last_updated="2026-11-23T10:00:00Z",
     )
     # A later report replaces the whole trainerStatus (the metrics list is atomic).
@@ -203,7 +203,7 @@ def test_reports_reach_the_status_server_live_and_in_order(
     out = client.run(spec, timeout=120, on_progress=gate)
     assert out.status is JobState.COMPLETE
     assert out.result == {"steps": 3}
-    assert out.metrics == {"loss": "0.3333", "step": "2"}
+    assert out.metrics == {"loss": 0.3333, "step": 2}
     assert out.progress is not None
     assert out.progress.percentage == 100
     posts = status_server.posts_for(out.name, code=None)
@@ -227,7 +227,7 @@ def test_reports_are_coalesced_to_the_interval(
     assert 1 <= len(posts) <= 2
     assert posts[-1].trainer_status is not None
     assert posts[-1].trainer_status["progressPercentage"] == 100
-    assert out.metrics == {"i": "299"}
+    assert out.metrics == {"i": 299}
 
 
 def test_only_rank_zero_reports(status_server: StatusServer, client: TrainerClient) -> None:
@@ -252,7 +252,7 @@ def test_a_refusing_or_down_status_server_does_not_disturb_training(
     out = client.run(spec, timeout=120, on_progress=gate, log_progress_interval=0.1)
     assert out.status is JobState.COMPLETE
     assert out.result == {"steps": 2}
-    assert out.metrics == {"loss": "0.5", "step": "1"}
+    assert out.metrics == {"loss": 0.5, "step": 1}
     lines = list(client.get_job_logs(out.name))
     assert any("cannot report to the TrainJob status server" in line for line in lines)
     assert not any(
@@ -269,13 +269,13 @@ def test_without_a_status_server_progress_comes_from_the_log(
     spec = exec_spec(paced, func_args={"steps": 3, "gate": str(gate.dir)})
     with TrainerClient(k8s_config) as client:
         out = client.run(spec, timeout=120, on_progress=gate, log_progress_interval=0.1)
-        assert out.metrics == {"loss": "0.3333", "step": "2"}
+        assert out.metrics == {"loss": 0.3333, "step": 2}
         assert out.progress is not None
         assert out.progress.percentage == 100
         # The cluster's object has no trainerStatus: it was all read from the log.
         assert client.get_job(out.name).progress is None
         assert client.get_job(out.name, log_progress=True).progress == out.progress
-        assert any(MARKER in line for line in client.get_job_logs(out.name))
+        assert any(MARKER in line for line in client.get_job_logs(out.name, raw=True))
 
 
 async def test_async_client_sees_the_same_progress(
@@ -285,7 +285,7 @@ async def test_async_client_sees_the_same_progress(
     spec = exec_spec(paced, func_args={"steps": 2, "gate": str(gate.dir)})
     async with AsyncTrainerClient(k8s_config) as client:
         out = await client.run(spec, timeout=120, on_progress=gate)
-    assert out.metrics == {"loss": "0.5", "step": "1"}
+    assert out.metrics == {"loss": 0.5, "step": 1}
     assert [s.metrics.get("step") for s in gate.seen][-1] == "1"
 
 

@@ -98,7 +98,7 @@ def test_trivial_job_end_to_end(client: TrainerClient) -> None:
     out = client.get_job_outputs(name)
     assert out.result == {"doubled": 50}
     assert out.duration_seconds is not None
-    assert any("##kf-trainer-result##" in line for line in client.get_job_logs(name))
+    assert any("##kf-trainer-result##" in line for line in client.get_job_logs(name, raw=True))
     reasons = {(e.involved_object_kind, e.reason) for e in client.get_job_events(name)}
     assert {
         ("Pod", "Scheduled"),

@@ -95,7 +95,7 @@ def test_progress_artifact_follows_the_reports(
         watcher.join(5)
     out: JobOutputs = state.result()
     assert out.status is JobState.COMPLETE
-    assert out.metrics == {"loss": "0.3333", "step": "2"}
+    assert out.metrics == {"loss": 0.3333, "step": 2}
     steps = [s for text in seen for s in ("step=0", "step=1", "step=2") if s in text]
     assert steps == sorted(steps)
     assert {"step=0", "step=1", "step=2"} <= set(steps)
@@ -108,7 +108,7 @@ def test_progress_artifact_follows_the_reports(
 
         rows = json.loads(rows)
     metrics = {r["name"]: r["value"] for r in rows if r["kind"] == "metric"}
-    assert metrics == {"loss": "0.3333", "step": "2"}
+    assert metrics == {"loss": 0.3333, "step": 2}
     cost = {r["name"] for r in rows if r["kind"] == "cost"}
     assert {"wall_seconds", "pending_seconds", "running_seconds", "gpu_hours"} <= cost
     assert "**Cost:**" in artifacts["prog-live-summary"].data

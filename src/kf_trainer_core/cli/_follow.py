@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from kf_trainer_core import untrusted
 from kf_trainer_core.cli._output import duration, is_terminal
 from kf_trainer_core.results import ResultMissing
 from kf_trainer_core.status import JobState, TrainJob
@@ -18,7 +19,8 @@ from kf_trainer_core.status import JobState, TrainJob
 def _metrics(job: TrainJob) -> str:
     if job.progress is None or not job.progress.metrics:
         return ""
-    return " ".join(f"{k}={v}" for k, v in sorted(job.progress.metrics.items()))
+    shown = " ".join(f"{k}={v}" for k, v in sorted(job.progress.metrics.items()))
+    return untrusted.line(shown)
 
 
 class Tracker:
@@ -41,12 +43,14 @@ class Tracker:
                 TimeElapsedColumn,
             )
 
+            # The metrics are the job's own words: text, never rich markup (a metric
+            # named ``loss[/x]`` is a name, not a closing tag).
             self._progress = Progress(
                 TextColumn("[bold]{task.fields[job]}[/] {task.fields[state]:<9}"),
                 BarColumn(),
                 TaskProgressColumn(),
                 TimeElapsedColumn(),
-                TextColumn("{task.fields[metrics]}"),
+                TextColumn("{task.fields[metrics]}", markup=False),
                 transient=False,
             )
             self._progress.start()
@@ -100,6 +104,7 @@ def finished(job: TrainJob, result: Any, missing: ResultMissing | None = None) -
     if job.status is JobState.COMPLETE:
         if missing is not None:
             click.echo("result: unavailable")
-            click.echo(f"[kf-trainer] {missing.message}", err=True)
+            click.echo(f"[kf-trainer] {untrusted.line(missing.message)}", err=True)
         else:
-            click.echo(f"result: {json.dumps(result)}")
+            # JSON escapes control characters; the length is the job's to choose: capped.
+            click.echo(f"result: {untrusted.line(json.dumps(result, default=str))}")

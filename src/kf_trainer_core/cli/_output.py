@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import click
 import yaml
 
+from kf_trainer_core import untrusted
 from kf_trainer_core.timeutil import duration_text
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -81,19 +82,24 @@ def key_values(pairs: Iterable[tuple[str, Any]]) -> None:
     pairs = list(pairs)
     width = max(len(key) for key, _ in pairs)
     for key, value in pairs:
-        click.echo(f"{key + ':':<{width + 1}} {'-' if value is None else value}")
+        shown = "-" if value is None else untrusted.line(value)
+        click.echo(f"{key + ':':<{width + 1}} {shown}")
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str | None = None) -> None:
-    """A table: rich on a terminal, plain columns (two spaces apart) otherwise."""
+    """A table: rich on a terminal, plain columns (two spaces apart) otherwise. Cells
+    often hold what a job wrote: they are shown as text (control characters
+    neutralised, never read as rich markup)."""
+    rows = [[untrusted.line(cell) for cell in row] for row in rows]
     if is_terminal():
         from rich.table import Table
+        from rich.text import Text
 
         t = Table(title=title, box=None, header_style="bold", pad_edge=False)
         for header in headers:
             t.add_column(header, overflow="fold")
         for row in rows:
-            t.add_row(*row)
+            t.add_row(*(Text(cell) for cell in row))
         console().print(t)
         return
     if title:

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from kf_trainer_core import untrusted
 from kf_trainer_core.cli._errors import CliError, Exit
 from kf_trainer_core.cli._output import (
     age,
@@ -185,13 +186,14 @@ def get_job(ctx: click.Context, name: str, output: str) -> None:
     if outputs is not None:
         click.echo("")
         if outputs.metrics:
-            click.echo("Metrics: " + ", ".join(f"{k}={v}" for k, v in outputs.metrics.items()))
+            shown = ", ".join(f"{k}={v}" for k, v in outputs.metrics.items())
+            click.echo("Metrics: " + untrusted.line(shown))
         import json
 
         if outputs.result_missing is not None:
-            click.echo(f"Result:  unavailable: {outputs.result_missing.message}")
+            click.echo(f"Result:  unavailable: {untrusted.line(outputs.result_missing.message)}")
         else:
-            click.echo(f"Result:  {json.dumps(outputs.result)}")
+            click.echo(f"Result:  {untrusted.line(json.dumps(outputs.result, default=str))}")
     if "failure" in data:
         click.echo("")
         click.echo("Failure: " + Failure.model_validate(data["failure"]).describe())
@@ -203,11 +205,21 @@ def get_job(ctx: click.Context, name: str, output: str) -> None:
 @click.option("--step", default="node-0", show_default=True, help="Which step's log.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing lines as they are written.")
 @click.option("--tail", type=click.IntRange(min=0), help="Only the last N lines.")
+@click.option(
+    "--raw",
+    is_flag=True,
+    help="Every line as the log holds it: the suite's progress and result lines, "
+    "control characters and escapes, whole lines.",
+)
 @click.pass_context
-def logs(ctx: click.Context, name: str, step: str, follow: bool, tail: int | None) -> None:
-    """One step's log (node-0 by default); with -f, until the step ends."""
+def logs(
+    ctx: click.Context, name: str, step: str, follow: bool, tail: int | None, raw: bool
+) -> None:
+    """One step's log (node-0 by default); with -f, until the step ends. Without
+    --raw, the suite's own progress and result lines are hidden, control characters
+    and terminal escapes neutralised, and lines longer than 4,096 characters cut."""
     client = make_client(ctx)
-    for line in client.get_job_logs(name, step=step, follow=follow, tail=tail):
+    for line in client.get_job_logs(name, step=step, follow=follow, tail=tail, raw=raw):
         click.echo(line)
 
 

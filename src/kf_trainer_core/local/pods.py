@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kf_trainer_core import untrusted
 from kf_trainer_core.k8s.objects import (
     CONTAINER_CREATING,
     CONTAINERS_NOT_READY,
@@ -119,9 +120,12 @@ class PodRun:
         """One line of the pod's output, from a process or a container alike: kept for
         failure messages, a progress report (report's marker) noted for the job's
         status, and written to the pod's log."""
-        self.tail.append(line)
+        # Kept for a failure message: bounded, whatever the process printed.
+        self.tail.append(line if len(line) <= untrusted.LINE_LIMIT else untrusted.line(line))
         if MARKER in line:
-            status = parse_line(line)
+            # The job's own words: only a valid report reaches the TrainJob's status,
+            # and only its valid fields (a malformed one must not break its readers).
+            status = untrusted.trainer_status(parse_line(line), f"pod {self.name}")
             if status is not None and "lastUpdatedTime" in status:
                 self.progress = status
                 self.progress_seq += 1
@@ -323,7 +327,8 @@ def termination(pod: PodRun, returncode: int) -> tuple[int, str, str | None]:
     if message is None and code != 0:
         # Like terminationMessagePolicy FallbackToLogsOnError, but one line: the
         # last thing the process said (usually the exception).
-        last = next((line for line in reversed(pod.tail) if line.strip()), "")
+        said = (line for line in reversed(pod.tail) if not untrusted.is_internal(line))
+        last = next((line for line in said if line.strip()), "")
         message = last[-1024:] or None
     return code, reason, message
 

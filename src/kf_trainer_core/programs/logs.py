@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kf_trainer_core import names
+from kf_trainer_core import names, untrusted
 from kf_trainer_core.errors import SpecError
 from kf_trainer_core.function import progress_from_log
 from kf_trainer_core.k8s.calls import (
@@ -22,7 +22,6 @@ from kf_trainer_core.k8s.calls import (
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import TRAINJOBS
 from kf_trainer_core.programs.reads import job_pods
-from kf_trainer_core.report import MARKER as PROGRESS_MARKER
 from kf_trainer_core.status import (
     failing_pod,
     job_state,
@@ -111,6 +110,13 @@ def read_logs(
     return (yield from _read_step_log(namespace, pods, step, tail, attempts))
 
 
+def shown_logs(lines: Program[list[str]], raw: bool = False) -> Program[list[str]]:
+    """The lines a log read returns, as a person reads them
+    (:func:`kf_trainer_core.untrusted.shown_lines`), or all of them when ``raw``."""
+    read = yield from lines
+    return read if raw else untrusted.shown_lines(read)
+
+
 def _read_step_log(
     namespace: str,
     pods: list[dict[str, Any]],
@@ -173,10 +179,14 @@ class _LogCursor:
                 self.stamp, self.seen = stamp, 1
         return text
 
-    def shown(self, line: str, hide_progress: bool) -> str | None:
-        """The line's text if it is new and to be shown, else ``None``."""
+    def shown(self, line: str, raw: bool) -> str | None:
+        """The line's text if it is new and to be shown, else ``None``: unless ``raw``,
+        the suite's internal lines are hidden and the others made safe to print
+        (:func:`kf_trainer_core.untrusted.shown_line`)."""
         text = self.accept(line.rstrip("\r"))
-        return None if text is None or (hide_progress and PROGRESS_MARKER in text) else text
+        if text is None or raw:
+            return text
+        return untrusted.shown_line(text)
 
     def resume(self, tail: int | None) -> dict[str, Any]:
         """Where a read starts: after the last line emitted, else ``tail`` lines back."""
@@ -195,11 +205,12 @@ def follow_logs(
     tail: int | None = 1000,
     poll_interval: float = 1.0,
     start_timeout: float | None = None,
-    hide_progress: bool = False,
+    raw: bool = False,
 ) -> Program[None]:
-    """Emit a step's log lines as they are written, until its container ends
-    (without the function's progress lines when ``hide_progress``: a waiter shows them
-    as progress instead).
+    """Emit a step's log lines as they are written, until its container ends: as a
+    person reads them (the suite's progress and result lines hidden — a waiter shows
+    them as progress and result instead —, control characters neutralised, each line
+    capped), or every line as the log holds it when ``raw``.
 
     Waits for a pending pod instead of returning nothing; after a dropped stream it
     resumes from the last line's own timestamp (the node's clock wrote it, so no clock
@@ -257,10 +268,10 @@ def follow_logs(
         cursor.start_pass()
         try:
             while True:
-                raw = yield ReadLine(stream)
-                if raw is None:
+                data = yield ReadLine(stream)
+                if data is None:
                     break
-                text = cursor.shown(raw.decode("utf-8", errors="replace"), hide_progress)
+                text = cursor.shown(data.decode("utf-8", errors="replace"), raw)
                 if text is not None:
                     yield Emit(text)
         except ApiError:
@@ -283,7 +294,7 @@ def follow_logs(
                 return  # the pod went meanwhile: nothing more to read
             cursor.start_pass()
             for line in str(rest).splitlines():
-                text = cursor.shown(line, hide_progress)
+                text = cursor.shown(line, raw)
                 if text is not None:
                     yield Emit(text)
             return
@@ -303,5 +314,6 @@ def with_log_progress(namespace: str, obj: dict[str, Any]) -> Program[dict[str, 
         )
     except ApiError:
         return obj  # progress is a courtesy: a log that cannot be read shows none
-    status = progress_from_log(lines)
+    subject = f"TrainJob {namespace}/{obj['metadata']['name']}"
+    status = progress_from_log(lines, subject)
     return obj if status is None else with_trainer_status(obj, status)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from kf_trainer_core import names
+from kf_trainer_core import names, untrusted
 from kf_trainer_core.errors import TrainJobNotFoundError
 from kf_trainer_core.function import progress_from_log, result_from_log
 from kf_trainer_core.k8s.calls import Program, ReadLog
@@ -65,7 +65,7 @@ def get_job(
     has_status = bool((obj.get("status") or {}).get("trainerStatus"))
     if log_progress and not has_status and reports_in_log(obj):
         lines, _ = yield from _node0_log(namespace, pods)
-        status = progress_from_log(lines or [])
+        status = progress_from_log(lines or [], f"TrainJob {namespace}/{name}")
         if status is not None:
             obj = with_trainer_status(obj, status)
     queue = (yield from lookup(namespace, obj, kueue)) if kueue is not None else None
@@ -142,7 +142,11 @@ def outputs_of(
                     expected = yield from _runs_a_function(namespace, name)
                 if expected:
                     missing = _why_missing(f"{namespace}/{name}", pods, lines, err)
-        status = progress_from_log(lines) if need_progress and lines else None
+        status = (
+            progress_from_log(lines, f"TrainJob {namespace}/{name}")
+            if need_progress and lines
+            else None
+        )
         if status is not None:
             job = to_trainjob(with_trainer_status(obj, status), pods, queue=queue)
     return Outcome(job, value if found else None, pods, missing)
@@ -189,13 +193,15 @@ def explain_failure(
     tail: list[str] = []
     step = found[0] if found else "node-0"
     try:
-        # Evidence only: a node that serves no log is not waited out (see ReadLog).
+        # Evidence only: a node that serves no log is not waited out (see ReadLog); a
+        # few more lines than shown, since the progress and result lines are hidden.
         tail = yield from read_logs(
-            namespace, name, step, tail=FAILURE_LOG_LINES, attempts=COURTESY_ATTEMPTS
+            namespace, name, step, tail=FAILURE_LOG_LINES + 10, attempts=COURTESY_ATTEMPTS
         )
     except ApiError:
         tail = []
-    return failure_of(obj, pods, events, tail[-FAILURE_LOG_LINES:], queue=queue)
+    shown = untrusted.shown_lines(tail)
+    return failure_of(obj, pods, events, shown[-FAILURE_LOG_LINES:], queue=queue)
 
 
 def explain(namespace: str, name: str, *, kueue: KueueProbe | None = None) -> Program[Failure]:

@@ -42,6 +42,25 @@ def braces(word: str = "x") -> str:
     return text
 
 
+def hostile(size: int = 100_000) -> None:
+    """What a hostile job prints: escapes, markup, malformed progress, a long line; then
+    it fails with an exception that carries escapes too."""
+    import time
+
+    esc, bel = chr(27), chr(7)
+    print(
+        '##kf-trainer-progress## {"lastUpdatedTime":"2026-11-25T10:00:00Z",'
+        '"progressPercentage":"abc","metrics":[{"name":"loss[/x]","value":"1"}]}',
+        flush=True,
+    )
+    print(esc + "]0;title" + bel + "hello " + esc + "[2J[bold]markup[/x]", flush=True)
+    print("A" * size, flush=True)
+    time.sleep(0.3)
+    print('##kf-trainer-progress## {"lastUpdatedTime":"x","metrics":[1]}', flush=True)
+    time.sleep(0.3)
+    raise ValueError("boom " + esc + "]8;;http://evil/" + esc + "\\ end")
+
+
 def explode(lr: float = 10.0) -> None:
     """Fails the way training code does."""
     print(f"starting with lr={lr}")

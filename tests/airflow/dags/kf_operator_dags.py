@@ -7,7 +7,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk import DAG
-from kf_dag_helpers import CONN_ID, braces, double, explode, scenario, scenario_by_try
+from kf_dag_helpers import (
+    CONN_ID,
+    braces,
+    double,
+    explode,
+    hostile,
+    scenario,
+    scenario_by_try,
+)
 
 from kf_trainer_airflow.operators.trainjob import TrainJobOperator
 from kf_trainer_core.spec import CustomTrainer
@@ -56,6 +64,13 @@ with DAG(
 
 with DAG("kf_explode", schedule=None, start_date=START, catchup=False) as kf_explode:
     _train("train", trainer=CustomTrainer(explode), deferrable=False)
+
+for deferrable in (False, True):
+    # A job whose output is hostile (escapes, markup, malformed progress, a long line).
+    hostile_id = "kf_hostile_deferred" if deferrable else "kf_hostile"
+    with DAG(hostile_id, schedule=None, start_date=START, catchup=False) as hostile_dag:
+        _train("train", trainer=CustomTrainer(hostile), deferrable=deferrable, log_tail=20)
+    globals()[hostile_id] = hostile_dag
 
 for durable in (True, False):
     # durable=False is what Airflow < 3.3 does (no task state store): the job's

@@ -1,0 +1,193 @@
+"""What a job sends back is untrusted (issue 24 defects 1, 5, 15; issue 26 item 5):
+every reader validates it, neutralises its escapes, caps its lines and hides the
+suite's marker lines — and never raises because of it."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+
+from kf_trainer_core import untrusted
+from kf_trainer_core.function import progress_from_log
+from kf_trainer_core.job_summary import job_summary, summary_markdown
+from kf_trainer_core.status import Failure, JobState, Progress, failure_of, progress, to_trainjob
+
+ESC = "\x1b"
+HOSTILE_LINE = (
+    f"{ESC}]0;owned{chr(7)}a {ESC}]8;;http://evil.example/{ESC}\\link{ESC}]8;;{ESC}\\ "
+    f"{ESC}[2J{ESC}[Hb [bold]x[/x] \x9b31m\u202eevil"
+)
+BAD_STATUSES: list[Any] = [
+    {"lastUpdatedTime": "x", "metrics": [1]},
+    {"progressPercentage": "abc"},
+    {"progressPercentage": 140, "estimatedRemainingSeconds": -1},
+    {"metrics": "loss"},
+    {"metrics": [{"name": {"a": 1}, "value": "1"}, {"name": "", "value": "2"}]},
+    {"metrics": [{"name": "x" * 65, "value": "1"}]},
+    [1, 2],
+    "text",
+    {"estimatedRemainingSeconds": True, "lastUpdatedTime": 12},
+]
+
+
+def _job(status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "j", "namespace": "ns"},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}},
+        "status": {"trainerStatus": status},
+    }
+
+
+@pytest.mark.parametrize("status", BAD_STATUSES)
+def test_a_malformed_trainer_status_never_breaks_a_reader(status: Any) -> None:
+    # Defect 1: what a job wrote into trainerStatus (status server, local supervisor).
+    job = to_trainjob(_job(status))
+    assert job.progress is None or isinstance(job.progress, Progress)
+    line = "##kf-trainer-progress## " + json.dumps(status)
+    read = progress_from_log(["x", line, "y"])
+    assert read is None or progress(_job(read)) is not None
+
+
+def test_valid_fields_are_kept_and_one_warning_names_the_rest(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    status = {
+        "progressPercentage": "abc",
+        "estimatedRemainingSeconds": 30,
+        "lastUpdatedTime": "2026-11-25T10:00:00Z",
+        "metrics": [
+            {"name": "loss", "value": "0.25"},
+            {"name": "step", "value": "7"},
+            {"name": "phase", "value": "warmup"},
+            1,
+        ],
+    }
+    with caplog.at_level(logging.WARNING, logger="kf_trainer_core.untrusted"):
+        for _ in range(3):  # every read of the job: one warning, not three
+            got = progress(_job(status))
+    assert got == Progress(
+        estimated_remaining_seconds=30,
+        last_updated="2026-11-25T10:00:00Z",
+        # Issue 26 item 8: numbers where they are numbers.
+        metrics={"loss": 0.25, "step": 7, "phase": "warmup"},
+    )
+    warnings = [r.getMessage() for r in caplog.records]
+    assert warnings == [
+        "TrainJob ns/j: ignored malformed fields of its progress report: "
+        "progressPercentage, 1 of metrics"
+    ]
+
+
+def test_progress_read_from_a_log_is_validated() -> None:
+    # The Kubernetes path without a status server: node-0's log.
+    lines = ['##kf-trainer-progress## {"lastUpdatedTime":"x","metrics":[1],"progressPercentage":5}']
+    assert progress_from_log(lines, "TrainJob ns/j") == {"progressPercentage": 5}
+    deep = "##kf-trainer-progress## " + "[" * 100_000
+    assert progress_from_log([deep]) is None
+
+
+def test_text_neutralises_escapes_and_controls() -> None:
+    shown = untrusted.line(HOSTILE_LINE)
+    assert ESC not in shown
+    assert "\x07" not in shown
+    assert "\x9b" not in shown
+    assert "\u202e" not in shown
+    assert shown == "a link b [bold]x[/x] \ufffdevil"
+    assert untrusted.line("tab\tkept") == "tab\tkept"
+    assert untrusted.text("two\nlines", newlines=True) == "two\nlines"
+    assert untrusted.line("two\nlines") == "two\ufffdlines"
+
+
+def test_long_lines_are_cut_saying_where() -> None:
+    big = "A" * 20_000_000
+    cut = untrusted.line(big)
+    assert len(cut) <= untrusted.LINE_LIMIT
+    assert cut.endswith(f"… [kf-trainer: cut at 4,032 of {len(big):,} characters]")
+    assert untrusted.line(cut) == cut  # cutting twice changes nothing
+
+
+def test_marker_lines_are_hidden_from_people() -> None:
+    lines = [
+        "step 1",
+        '##kf-trainer-progress## {"progressPercentage":5}',
+        "##kf-trainer-result## {}",
+        HOSTILE_LINE,
+    ]
+    assert untrusted.shown_lines(lines) == ["step 1", untrusted.line(HOSTILE_LINE)]
+
+
+def test_a_failure_keeps_bounded_safe_text() -> None:
+    # Defect 15 and 5: the failure explanation (errors, run's stderr, jobs get, task logs).
+    obj = {
+        "metadata": {"name": "j", "namespace": "ns"},
+        "status": {
+            "conditions": [
+                {"type": "Failed", "status": "True", "reason": "Err", "message": HOSTILE_LINE}
+            ]
+        },
+    }
+    tail = ["A" * 20_000_000, "##kf-trainer-result## 1", HOSTILE_LINE, "ValueError: boom"]
+    failure = failure_of(obj, log_tail=tail)
+    text = failure.describe()
+    assert len(text) < 20_000
+    assert ESC not in text
+    assert "##kf-trainer" not in text
+    assert "cut at 4,032 of 20,000,000 characters" in text
+    # Built again from data (XCom, JSON): the same guarantees.
+    again = Failure.model_validate({"message": "m" * 10**6, "log_tail": [HOSTILE_LINE]})
+    assert len(again.message) <= untrusted.LINE_LIMIT
+    assert ESC not in again.log_tail[0]
+
+
+def test_markdown_summaries_escape_job_text() -> None:
+    job = to_trainjob(
+        _job(
+            {
+                "lastUpdatedTime": "2026-11-25T10:00:00Z",
+                "metrics": [{"name": "x](http://evil)", "value": "1"}],
+            }
+        )
+    )
+    failure = Failure(
+        reason="Err",
+        message="line one\n\n# heading [link](http://evil)",
+        classified_by="the training code raised ![img](http://evil/x.png)",
+        failure_class="user-code",
+        log_tail=["```", "</details><script>"],
+    )
+    md = job_summary(job, failure=failure)
+    assert "\n# heading" not in md
+    assert "![img](http" not in md
+    assert "````text\n```\n</details><script>\n````" in md  # a fence it cannot close
+    assert "(http://evil)`" in md  # the metric is inline code
+    assert summary_markdown(name="j", namespace="n", runtime="r", status=JobState.FAILED.value)
+
+
+def test_rich_never_reads_markup_in_job_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Defect 5: a metric named ``loss[/x]`` made ``jobs wait`` die with MarkupError.
+    from kf_trainer_core.cli import _follow, _output
+
+    job = to_trainjob(
+        _job(
+            {
+                "lastUpdatedTime": "2026-11-25T10:00:00Z",
+                "progressPercentage": 40,
+                "metrics": [{"name": "loss[/x]", "value": "[bold]"}],
+            }
+        )
+    )
+    with _follow.Tracker("j", live=True) as tracker:
+        tracker.update(job)
+    monkeypatch.setattr(_output, "is_terminal", lambda: True)
+    _output.table(["NAME"], [["[/x] closes nothing"], [HOSTILE_LINE]])
+
+
+def test_lineage_takes_no_model_uri_that_is_not_a_printable_uri() -> None:
+    from kf_trainer_core.lineage import result_outputs
+
+    assert result_outputs({"model_uri": "s3://m/\x1b]0;x\x07"}) == []
+    assert result_outputs({"model_uri": "s3://m/" + "a" * 10_000}) == []
+    assert len(result_outputs({"model_uri": "s3://m/run-1"})) == 1
