@@ -68,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Exit as exc:  # --help, --version
         return int(exc.exit_code)
     except CliError as exc:
-        click.echo(f"kf-trainer: error: {one_line(exc.message)}", err=True)
+        # A Ctrl-C is the user's own act, not an error of theirs: said plainly.
+        kind = "" if exc.code == Exit.INTERRUPTED else "error: "
+        click.echo(f"kf-trainer: {kind}{one_line(exc.message)}", err=True)
         return exc.code
     except click.UsageError as exc:
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""

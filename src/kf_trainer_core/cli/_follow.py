@@ -10,7 +10,9 @@ from typing import Any
 
 import click
 
+from kf_trainer_core.cli._errors import CliError, Exit
 from kf_trainer_core.cli._output import duration, is_terminal
+from kf_trainer_core.cli._where import hint
 from kf_trainer_core.status import JobState, TrainJob
 
 
@@ -88,6 +90,18 @@ class Tracker:
         if metrics:
             parts.append(metrics)
         click.echo(" ".join(parts))
+
+
+def interrupted(ctx: click.Context, name: str, namespace: str) -> CliError:
+    """The error of a Ctrl-C while following a job: the job keeps running (only the
+    command stopped), and the two commands that stop it or follow it again."""
+    stop = hint(ctx, "jobs", "cancel", name, namespace=namespace)
+    again = hint(ctx, "jobs", "wait", name, namespace=namespace)
+    return CliError(
+        f"interrupted; the TrainJob {namespace}/{name} keeps running. Stop it with: {stop} "
+        f"— or follow it again with: {again}",
+        Exit.INTERRUPTED,
+    )
 
 
 def finished(job: TrainJob, result: Any) -> None:

@@ -64,7 +64,7 @@ def where(
     output: str,
 ) -> None:
     """The checkpoint location every attempt of IDENTITY shares."""
-    client = make_client(ctx)
+    client = make_client(ctx, creates=True)  # where they would be: no job needed yet
     loc = client.checkpoint_location(identity, checkpoints=_option(pvc, uri, mount_path))
     if output != "table":
         dump(_data(loc), output)

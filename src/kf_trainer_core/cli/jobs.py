@@ -203,9 +203,14 @@ def get_job(ctx: click.Context, name: str, output: str) -> None:
 @click.pass_context
 def logs(ctx: click.Context, name: str, step: str, follow: bool, tail: int | None) -> None:
     """One step's log (node-0 by default); with -f, until the step ends."""
+    from kf_trainer_core.cli._follow import interrupted
+
     client = make_client(ctx)
-    for line in client.get_job_logs(name, step=step, follow=follow, tail=tail):
-        click.echo(line)
+    try:
+        for line in client.get_job_logs(name, step=step, follow=follow, tail=tail):
+            click.echo(line)
+    except KeyboardInterrupt:
+        raise interrupted(ctx, name, client.namespace) from None
 
 
 @jobs.command("events")
@@ -252,19 +257,24 @@ def events(ctx: click.Context, name: str, output: str) -> None:
 def wait(ctx: click.Context, name: str, timeout: float | None, goal: str) -> None:
     """Wait for the job to finish, with its progress; exit 0 if it completed, 1 if it
     failed (the failure is explained)."""
-    from kf_trainer_core.cli._follow import Tracker, finished
+    from kf_trainer_core.cli._follow import Tracker, finished, interrupted
 
     client = make_client(ctx)
-    with Tracker(name) as tracker:
-        tracker.update(client.get_job(name))
-        job, result = client.wait(name, goal, timeout=timeout, callbacks=[tracker.update])
-        tracker.update(job)
+    try:
+        with Tracker(name) as tracker:
+            tracker.update(client.get_job(name))
+            job, result = client.wait(name, goal, timeout=timeout, callbacks=[tracker.update])
+            tracker.update(job)
+    except KeyboardInterrupt:
+        raise interrupted(ctx, name, client.namespace) from None
     finished(job, result)
 
 
 def _act(ctx: click.Context, name: str, verb: str, action: Any) -> None:
     client = make_client(ctx)
     done = action(client)
+    if not done:
+        client.get_job(name)  # a job that is not there is an error (exit 3), not a no-op
     click.echo(f"{client.namespace}/{name}: {verb if done else 'nothing to do'}")
 
 

@@ -34,7 +34,7 @@ def runtimes() -> None:
 @click.pass_context
 def list_runtimes(ctx: click.Context, output: str) -> None:
     """Cluster-wide and namespaced runtimes."""
-    found = make_client(ctx).list_runtimes()
+    found = make_client(ctx, creates=True).list_runtimes()  # built-in ones need no job
     headers = ["NAME", "KIND", "FRAMEWORK", "NODES", "DEVICE", "IMAGE"]
     show_list(found, output, headers, _row, data=_data)
 
@@ -52,7 +52,7 @@ def list_runtimes(ctx: click.Context, output: str) -> None:
 @click.pass_context
 def get_runtime(ctx: click.Context, name: str, kind: str, output: str) -> None:
     """One runtime: framework, steps, nodes, devices, image."""
-    info = make_client(ctx).get_runtime(name, kind)
+    info = make_client(ctx, creates=True).get_runtime(name, kind)
     data = _data(info)
     if output != "table":
         dump(data, output)
