@@ -325,7 +325,7 @@ class _Operations(ClientBase):
             on_submitted(submitted)
         job_name = submitted.job.name
         follower = None
-        notice = submitted.reuse_notice() if reuse_notice else None
+        notice = submitted.reuse_notice(self.config) if reuse_notice else None
         if notice is not None and on_log is not None:
             on_log(notice)
         elif on_log is not None:

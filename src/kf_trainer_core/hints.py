@@ -87,3 +87,13 @@ def command(config: Any, args: Iterable[str], *, namespace: str | None = None) -
     .kf-trainer/state jobs logs train-x``."""
     words = [*where_flags(config, namespace), *args]
     return " ".join([program(), *(shlex.quote(w) for w in words)])
+
+
+def python_command(args: Iterable[str]) -> str:
+    """``python ARGS`` as the user starts this interpreter from the current directory
+    (``uv run --frozen python`` inside a uv project run by uv)."""
+    if os.environ.get("UV") and _in_uv_project(Path.cwd()):
+        head = "uv run --frozen python"
+    else:
+        head = shlex.quote(sys.executable)
+    return " ".join([head, *(shlex.quote(a) for a in args)])

@@ -81,3 +81,16 @@ def test_a_mistyped_state_dir_is_an_error_and_is_not_created(
     assert str(typo) in got.err and "--state-dir" in got.err
     assert "No TrainJobs" not in got.out
     assert not typo.exists()
+
+
+def test_the_fix_of_a_missing_job_runs_as_printed(
+    local: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    import subprocess
+
+    got = run_main(capsys, "jobs", "logs", "nope", *local)
+    fix = got.err.split("Fix: check the name and namespace with: ")[1].strip()
+    assert "--state-dir" in fix
+    listed = subprocess.run(fix, shell=True, capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert "No TrainJobs in namespace local." in listed.stderr

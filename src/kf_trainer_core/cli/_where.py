@@ -144,7 +144,27 @@ def backend_config(ctx: click.Context) -> Any:
         data[field] = given[flag]
     config = model.parse(data)
     ctx.find_root().meta[_CONFIG] = config
+    _last[:] = [config]
     return config
+
+
+#: The configuration of the last command of this process (errors are reported after its
+#: context has closed, and their fixes name commands with the same flags).
+_last: list[Any] = []
+
+
+def forget_last() -> None:
+    """A new command starts: no configuration yet."""
+    _last.clear()
+
+
+def last_hint(*args: str) -> str:
+    """``kf-trainer ARGS`` with the flags of the command that just ran."""
+    from kf_trainer_core.hints import command
+
+    if not _last:
+        return "kf-trainer " + " ".join(args)
+    return command(_last[0], args)
 
 
 def hint(ctx: click.Context, *args: str, namespace: str | None = None) -> str:
