@@ -30,6 +30,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from kf_trainer_core.extras import require
+
+require("kfp", "kfp", "kf_trainer_kfp", "Kubeflow Pipelines (kfp)")
+
 if TYPE_CHECKING:
     from kf_trainer_kfp.components import (
         StepComponents,

@@ -66,9 +66,11 @@ def connect(
     try:
         import docker  # the optional extra `container`
     except ImportError:
+        from kf_trainer_core.extras import install_hint
+
         raise EngineUnavailable(
-            "the container backend needs the Docker SDK. Fix: pip install "
-            "'kf-trainer-suite[container]' (or pip install docker)."
+            f"the container backend needs the Docker SDK. Fix: {install_hint('container')} "
+            "(or pip install docker)."
         ) from None
     env = os.environ if environ is None else environ
     tried: list[str] = []
