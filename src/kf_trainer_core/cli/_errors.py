@@ -48,6 +48,7 @@ def classify(exc: BaseException, look: str = "kf-trainer jobs list") -> tuple[Ex
     command that lists the jobs where this invocation looked (named in not-found
     fixes, with the invocation's flags, so that it runs as printed)."""
     from kf_trainer_core.errors import (
+        BackendConfigRejectedError,
         ClusterConfigError,
         SpecConflictError,
         SpecError,
@@ -67,6 +68,8 @@ def classify(exc: BaseException, look: str = "kf-trainer jobs list") -> tuple[Ex
         return Exit.NOT_FOUND, str(exc)
     if isinstance(exc, TrainJobNotFoundError):
         return Exit.NOT_FOUND, f"{exc} Fix: check the name and namespace with: {look}"
+    if isinstance(exc, BackendConfigRejectedError):
+        return Exit.BAD_INPUT, str(exc)
     if isinstance(exc, SpecConflictError):
         return Exit.CONFLICT, str(exc)
     if isinstance(exc, SubmitError):

@@ -96,8 +96,8 @@ def connect(
         f"no {'container engine' if engine == 'auto' else engine} answers (tried "
         + "; ".join(tried)
         + "). Fix: start the engine (e.g. `sudo systemctl start docker`, "
-        "`systemctl --user start podman.socket`), or set ContainerConfig(host=...) to its "
-        "API address."
+        "`systemctl --user start podman.socket`), or set the backend configuration's "
+        '"host" (ContainerConfig(host=...)) to its API address.'
     )
 
 

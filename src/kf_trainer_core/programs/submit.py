@@ -13,7 +13,7 @@ from kf_trainer_core.builder import (
     SPEC_HASH_ANNOTATION,
     BuiltTrainJob,
 )
-from kf_trainer_core.errors import SpecConflictError, SubmitError
+from kf_trainer_core.errors import BackendConfigRejectedError, SpecConflictError, SubmitError
 from kf_trainer_core.k8s.calls import Create, Get, Program, Sleep
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.paging import list_all
@@ -70,6 +70,11 @@ def submit(namespace: str, built: BuiltTrainJob) -> Program[Submitted]:
         except ApiError as err:
             if err.invalid or err.code == 400:
                 causes = "; ".join(err.causes()) or err.message
+                if any(c.startswith("backend.") for c in err.causes()):
+                    raise BackendConfigRejectedError(
+                        f"the backend cannot run TrainJob {built.name!r} as it is "
+                        f"configured: {causes}"
+                    ) from None
                 raise SubmitError(
                     f"the API server rejected TrainJob {built.name!r}: {causes}"
                 ) from None
