@@ -423,7 +423,9 @@ def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
                 name=name,
                 status=(pod.get("status") or {}).get("phase"),
                 pod_name=str(meta.get("name", "")),
-                device=device or "Unknown",
+                # No accelerator in the limits: the step runs on CPUs (whoever
+                # submitted it: a spec with cpu limits and one with none read alike).
+                device=device or "cpu",
                 device_count=count or "Unknown",
                 replicated_job=str((meta.get("labels") or {}).get(REPLICATED_JOB_LABEL, "")),
                 container_reason=reason,

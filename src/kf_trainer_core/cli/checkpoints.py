@@ -69,7 +69,10 @@ def where(
     if output != "table":
         dump(_data(loc), output)
         return
-    click.echo(f"{loc.namespace} {identity}: {loc.describe()}")
+    gone = loc.local_path is not None and not loc.local_path.exists()
+    # A local location that is not there (never written, or removed by `clean`) says so.
+    note = " (nothing there: no checkpoint yet, or removed by `clean`)" if gone else ""
+    click.echo(f"{loc.namespace} {identity}: {loc.describe()}{note}")
 
 
 @checkpoints.command("clean")

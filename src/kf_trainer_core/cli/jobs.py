@@ -13,6 +13,7 @@ import click
 from kf_trainer_core.cli._errors import CliError, Exit
 from kf_trainer_core.cli._output import (
     age,
+    device_text,
     dump,
     duration,
     key_values,
@@ -161,7 +162,7 @@ def get_job(ctx: click.Context, name: str, output: str) -> None:
                     s.name,
                     s.status or "-",
                     s.pod_name,
-                    f"{s.device} x{s.device_count}",
+                    device_text(s.device, s.device_count),
                     s.container_reason or "-",
                     "-" if s.exit_code is None else str(s.exit_code),
                 ]

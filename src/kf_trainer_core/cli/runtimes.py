@@ -7,7 +7,13 @@ from typing import Any
 
 import click
 
-from kf_trainer_core.cli._output import dump, key_values, output_option, show_list
+from kf_trainer_core.cli._output import (
+    device_text,
+    dump,
+    key_values,
+    output_option,
+    show_list,
+)
 from kf_trainer_core.cli._where import make_client, where_options
 
 
@@ -19,7 +25,7 @@ def _data(info: Any) -> dict[str, Any]:
 
 
 def _row(info: Any) -> list[str]:
-    device = f"{info.device or '-'} x{info.device_count or '-'}"
+    device = device_text(info.device, info.device_count)
     return [info.name, info.kind, info.framework, str(info.num_nodes), device, info.image or "-"]
 
 
