@@ -295,9 +295,12 @@ def progress(obj: Mapping[str, Any]) -> Progress | None:
     ts = (obj.get("status") or {}).get("trainerStatus")
     if not ts:
         return None
+    # The time left is the running job's own estimate: a suspended, queued or finished
+    # job is not "about 3s" from its end, whatever its last report said.
+    running = job_state(obj) is JobState.RUNNING
     return Progress(
         percentage=ts.get("progressPercentage"),
-        estimated_remaining_seconds=ts.get("estimatedRemainingSeconds"),
+        estimated_remaining_seconds=ts.get("estimatedRemainingSeconds") if running else None,
         metrics={str(m.get("name")): str(m.get("value")) for m in ts.get("metrics") or []},
         last_updated=ts.get("lastUpdatedTime"),
     )

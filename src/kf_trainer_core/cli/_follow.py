@@ -52,7 +52,8 @@ class Tracker:
             )
             self._progress.start()
             self._task = self._progress.add_task(
-                self.name, total=100, job=self.name, state="…", metrics=""
+                # No total until the job's first report: a pulse, not "0 %".
+                self.name, total=None, job=self.name, state="…", metrics=""
             )
         return self
 
@@ -76,6 +77,7 @@ class Tracker:
         if self._progress is not None:
             self._progress.update(
                 self._task,
+                total=None if pct is None else 100,  # None: unchanged
                 completed=pct or 0,
                 state=job.status.value,
                 metrics=metrics,

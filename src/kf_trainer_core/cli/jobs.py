@@ -264,7 +264,11 @@ def wait(ctx: click.Context, name: str, timeout: float | None, goal: str) -> Non
     try:
         with Tracker(name) as tracker:
             tracker.update(client.get_job(name))
-            job, result = client.wait(name, goal, timeout=timeout, callbacks=[tracker.update])
+            # A person watches: the log is read for progress every 2 s (a wait in a
+            # task reads it every 10 s).
+            job, result = client.wait(
+                name, goal, timeout=timeout, callbacks=[tracker.update], log_progress_interval=2.0
+            )
             tracker.update(job)
     except KeyboardInterrupt:
         raise interrupted(ctx, name, client.namespace) from None
