@@ -4,9 +4,9 @@ validation errors into :class:`~kf_trainer_core.errors.SpecError` (field + fix).
 from __future__ import annotations
 
 import difflib
-import re
 import functools
 import inspect
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, TypeVar
 

@@ -85,7 +85,9 @@ def test_ctrl_c_says_the_job_keeps_running_and_how_to_stop_it(tmp_path: Path, ho
     """Ctrl-C while following: the real job name, and two commands that work as printed."""
     spec = tmp_path / "slow.yaml"
     spec.write_text(
-        yaml.safe_dump({"runtime": "torch-distributed", "trainer": {"type": "CustomTrainer", "func": SLOW}})
+        yaml.safe_dump(
+            {"runtime": "torch-distributed", "trainer": {"type": "CustomTrainer", "func": SLOW}}
+        )
     )
     state = tmp_path / "st"
     where = ["--backend", "local", "--state-dir", str(state)]

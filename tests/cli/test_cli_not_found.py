@@ -78,7 +78,8 @@ def test_a_mistyped_state_dir_is_an_error_and_is_not_created(
     typo = tmp_path / "stat"
     got = run_main(capsys, *command, "--backend", "local", "--state-dir", str(typo))
     assert got.code == Exit.NOT_FOUND, (got.out, got.err)
-    assert str(typo) in got.err and "--state-dir" in got.err
+    assert str(typo) in got.err
+    assert "--state-dir" in got.err
     assert "No TrainJobs" not in got.out
     assert not typo.exists()
 

@@ -62,7 +62,8 @@ def test_a_container_backend_without_image_or_engine_is_bad_input(
     got = run_main(capsys, "run", str(spec), "--state-dir", str(tmp_path / "st"))
     assert got.code == Exit.BAD_INPUT, got.err
     assert "API server" not in got.err
-    assert '"image"' in got.err and '"host"' in got.err
+    assert '"image"' in got.err
+    assert '"host"' in got.err
 
 
 def test_warnings_speak_as_kf_trainer() -> None:

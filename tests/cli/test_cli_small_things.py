@@ -39,9 +39,7 @@ def test_a_step_without_accelerator_limits_runs_on_cpu() -> None:
             },
         },
         "spec": {
-            "containers": [
-                {"name": "node", "env": [{"name": "PET_NPROC_PER_NODE", "value": "1"}]}
-            ]
+            "containers": [{"name": "node", "env": [{"name": "PET_NPROC_PER_NODE", "value": "1"}]}]
         },
         "status": {"phase": "Running"},
     }

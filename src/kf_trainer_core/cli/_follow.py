@@ -53,7 +53,11 @@ class Tracker:
             self._progress.start()
             self._task = self._progress.add_task(
                 # No total until the job's first report: a pulse, not "0 %".
-                self.name, total=None, job=self.name, state="…", metrics=""
+                self.name,
+                total=None,
+                job=self.name,
+                state="…",
+                metrics="",
             )
         return self
 

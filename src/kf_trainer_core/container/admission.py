@@ -35,7 +35,7 @@ def admit(
                 "FieldValueRequired",
                 "Required value: the container backend runs the trainer in an image, and "
                 f"neither the TrainJob nor runtime {runtime_name!r} names one. Fix: set "
-                'the backend configuration\'s "image" (the key of $KF_TRAINER_BACKEND\'s '
+                "the backend configuration's \"image\" (the key of $KF_TRAINER_BACKEND's "
                 "JSON, a connection's extra or a block; ContainerConfig(image=...) in "
                 "Python), or the trainer's image (CustomTrainer's TrainerImage option, "
                 "CustomTrainerContainer(image=...)).",
