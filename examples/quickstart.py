@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import LocalConfig
 from kf_trainer_core.errors import SpecConflictError
+from kf_trainer_core.hints import command, python_command
 from kf_trainer_core.spec import CustomTrainer, Labels, TrainJobSpec
 from retraining_ml import current_accuracy, evaluate, prepare_data, promote, train
 
@@ -51,7 +52,8 @@ def backend(workdir: Path) -> dict[str, Any] | LocalConfig:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n", 1)[0].replace("\n", " "),
-        epilog="The jobs: kf-trainer --backend local --state-dir WORKDIR/state jobs list",
+        epilog="The jobs: kf-trainer --backend local --state-dir WORKDIR/state jobs list "
+        "(in a clone: uv run --frozen kf-trainer …)",
     )
     parser.add_argument(
         "--workdir", default=".kf-trainer/quickstart", help="where data, models and job state go"
@@ -104,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     except SpecConflictError as exc:
         # The training code changed since this day was trained: say how to go on.
         print(f"    {exc}", file=sys.stderr)
-        again = " ".join(["--fresh", *(argv if argv is not None else sys.argv[1:])])
-        print(f"    Fix: uv run --frozen python {sys.argv[0]} {again}", file=sys.stderr)
+        again = ["--fresh", *(argv if argv is not None else sys.argv[1:])]
+        print(f"    Fix: {python_command([sys.argv[0], *again])}", file=sys.stderr)
         return 2
     print(f"    job {outputs.name}: {outputs.status.value}, result {outputs.result}")
     print(f"    reported {outputs.metrics}; {outputs.cost_text()}")
@@ -118,11 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"4/4 promote: {promote(outputs.result['model_uri'], metrics, registry)}")
     else:
         print("4/4 keep the promoted model: the candidate is not better")
-    if isinstance(client.config, LocalConfig):
-        print(
-            f"jobs: kf-trainer --backend local --state-dir {client.config.state_dir} "
-            f"jobs get {outputs.name}"
-        )
+    # A command that runs as printed, from here (uv run inside the clone).
+    print(f"see it: {command(client.config, ['jobs', 'get', outputs.name])}")
     return 0
 
 

@@ -210,6 +210,10 @@ def summary(
     if job:
         lines.append(f"  TrainJob {job}")
         if state_dir:
-            look = f"kf-trainer --backend local --state-dir {state_dir} jobs get {job}"
+            from kf_trainer_core.config import LocalConfig
+            from kf_trainer_core.hints import command
+
+            # Runs as printed from here (`uv run --frozen kf-trainer` in the clone).
+            look = command(LocalConfig(state_dir=state_dir), ["jobs", "get", job])
             lines.append(f"  see it:  {look}")
     return "\n".join(lines)

@@ -13,6 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kf_trainer_core.extras import require
+
+# Every module of the provider is imported through this package: one check, and a
+# lookup only (no Airflow import here; DAG files pay for every import).
+require("airflow", "airflow", "kf_trainer_airflow", "Apache Airflow 3")
+
 if TYPE_CHECKING:
     from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
     from kf_trainer_airflow.operators.trainjob import TrainJobOperator

@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, TypeVar
 
@@ -68,6 +69,8 @@ class SpecModel(BaseModel):
 
     #: The name used in error messages for this model's own fields ("trainer", ...).
     _error_root: ClassVar[str] = ""
+    #: What an error of this model is about (default: "Invalid training spec").
+    _error_title: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -82,7 +85,7 @@ class SpecModel(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            error = spec_error_from(exc, root=self._error_root)
+            error = spec_error_from(exc, root=self._error_root, title=self._error_title)
         if error is not None:
             # Raised outside the handler: pydantic's error, which quotes the input
             # (perhaps a credential), is not even kept as the context.
@@ -99,7 +102,7 @@ class SpecModel(BaseModel):
                 return cls.model_validate_json(data)
             return cls.model_validate(data)
         except ValidationError as exc:
-            error = spec_error_from(exc, root=cls._error_root)
+            error = spec_error_from(exc, root=cls._error_root, title=cls._error_title)
         assert error is not None
         raise error
 
@@ -146,7 +149,12 @@ def _fix_for(err: ErrorDetails, field: str) -> str:
     if kind.startswith(("string_", "str")) and "pattern" not in kind:
         return "give a string."
     if kind in {"literal_error", "enum"}:
-        return f"use one of {ctx.get('expected', 'the allowed values')}."
+        expected = str(ctx.get("expected", "the allowed values"))
+        given = err.get("input")
+        hint = ""
+        if isinstance(given, str) and _quotable(given):
+            hint = did_you_mean(given, re.findall(r"'([^']*)'", expected))
+        return f"use one of {expected}.{hint}"
     if kind in {"union_tag_invalid", "union_tag_not_found"}:
         return f"set `type` to one of {ctx.get('expected_tags', 'the known types')}."
     if kind in {"dict_type", "model_type", "model_attributes_type"}:
@@ -163,7 +171,7 @@ def _quotable(value: Any) -> bool:
     return not (isinstance(value, str) and token_kind(value))
 
 
-def spec_error_from(exc: ValidationError, *, root: str = "") -> SpecError:
+def spec_error_from(exc: ValidationError, *, root: str = "", title: str = "") -> SpecError:
     """Turn a pydantic ``ValidationError`` into a :class:`SpecError` whose every line
     names the field and says how to fix it.
 
@@ -199,7 +207,7 @@ def spec_error_from(exc: ValidationError, *, root: str = "") -> SpecError:
             if not isinstance(value, (dict, list)) and value is not None and _quotable(value):
                 problem = f"{problem[:-1]} (got {value!r})."
         problems.append(FieldProblem(field, problem, fix))
-    return SpecError(problems, root=root)
+    return SpecError(problems, root=root, title=title)
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])

@@ -206,8 +206,10 @@ class _Operations(ClientBase):
         return get_job(self.namespace, name, kueue=self._kueue(), log_progress=log_progress)
 
     def _get_job_events(self, name: str) -> Program[list[Event]]:
-        """Events of the job, its JobSet, Jobs and pods."""
-        return get_events(self.namespace, name)
+        """Events of the job, its JobSet, Jobs and pods; :class:`TrainJobNotFoundError`
+        for a job that does not exist (never an empty list that looks like a quiet job)."""
+        yield from get_object(self.namespace, name)
+        return (yield from get_events(self.namespace, name))
 
     def _get_job_outputs(self, name: str) -> Program[JobOutputs]:
         """Status, steps, metrics and the function's return value (``result_missing``
@@ -398,7 +400,7 @@ class _Operations(ClientBase):
             on_submitted(submitted)
         job_name = submitted.job.name
         follower = None
-        notice = submitted.reuse_notice() if reuse_notice else None
+        notice = submitted.reuse_notice(self.config) if reuse_notice else None
         if notice is not None and on_log is not None:
             on_log(notice)
         elif on_log is not None:
@@ -452,7 +454,9 @@ class _Operations(ClientBase):
     # -- cancelling -------------------------------------------------------------
     def _cancel_job(self, name: str, action: CancelAction = "delete") -> Program[bool]:
         """Stop a job: ``delete`` it (pods and JobSet go with it), ``suspend`` it (kept,
-        resumable) or ``keep`` it running. ``True`` if something was done."""
+        resumable) or ``keep`` it running. ``True`` if something was done; ``False`` for
+        ``keep`` or a job already gone (a cancel is idempotent: an orchestrator's kill
+        may come after the job ended and was deleted)."""
         return cancel(self.namespace, name, action)
 
     def _stop_unfinished(

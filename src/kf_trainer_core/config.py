@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
@@ -33,6 +33,8 @@ class KubernetesConfig(SpecModel):
     With no field set, the usual discovery applies: ``$KUBECONFIG`` or
     ``~/.kube/config``, else the in-cluster service account.
     """
+
+    _error_title: ClassVar[str] = "Invalid backend configuration"
 
     backend: Literal["kubernetes"] = "kubernetes"
     kubeconfig: str | None = None
@@ -363,6 +365,8 @@ class LocalConfig(SpecModel):
     """Run jobs as processes on this machine (no cluster). Jobs persist under
     ``state_dir`` so that another process can watch, read logs or cancel them."""
 
+    _error_title: ClassVar[str] = "Invalid backend configuration"
+
     backend: Literal["local"] = "local"
     #: Where jobs, logs and workspaces persist; default ``$KF_TRAINER_STATE_DIR``,
     #: else ``~/.kf-trainer/local``.
@@ -469,6 +473,14 @@ BACKENDS: dict[str, type[KubernetesConfig] | type[LocalConfig]] = {
 }
 
 
+def unknown_backend_fix(name: str) -> str:
+    """The fix for a backend name that is none of :data:`BACKENDS` (with a suggestion
+    for a misspelt one)."""
+    from kf_trainer_core._model import did_you_mean
+
+    return "use one of " + ", ".join(repr(k) for k in BACKENDS) + "." + did_you_mean(name, BACKENDS)
+
+
 def parse_backend(data: Any) -> KubernetesConfig | LocalConfig:
     """A backend configuration from a mapping or JSON text (what ``KF_TRAINER_BACKEND``,
     an Airflow connection's extra or a KFP ``backend_config`` holds), chosen by its
@@ -487,7 +499,7 @@ def parse_backend(data: Any) -> KubernetesConfig | LocalConfig:
         raise SpecError.single(
             "backend",
             f"backend {kind!r} is unknown.",
-            "use one of " + ", ".join(repr(k) for k in BACKENDS) + ".",
+            unknown_backend_fix(kind),
             title="Invalid backend configuration",
         )
     return model.parse(mapping)

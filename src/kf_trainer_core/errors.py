@@ -132,6 +132,12 @@ class SubmitError(KFTrainerError):
     """The API refused the TrainJob (its message names the fields)."""
 
 
+class BackendConfigRejectedError(SubmitError, ValueError):
+    """The backend cannot run any job as it is configured (the container backend with no
+    image or no engine that answers): the fix is in the backend configuration, not in
+    the job. A ``ValueError``: bad input, nothing was submitted."""
+
+
 # ------------------------------------------------------------------ failure classes
 
 

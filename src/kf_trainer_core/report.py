@@ -402,25 +402,34 @@ def report(
         return False
 
 
-def track(iterable: Iterable[T], total: int | None = None, *, every: int = 1) -> Iterator[T]:
+def track(
+    iterable: Iterable[T], total: int | None = None, *, every: int = 1, start: int = 0
+) -> Iterator[T]:
     """Yield the items of ``iterable`` and report progress and time left after every
     ``every`` items: ``for epoch in track(range(epochs)): ...``. ``total`` defaults
-    to ``len(iterable)``; without a total only metrics reported inside the loop show.
+    to ``start + len(iterable)``; without a total only metrics reported inside the loop
+    show.
+
+    ``start``: the items done before this loop, e.g. the epochs of a checkpoint this
+    attempt resumed from: ``for epoch in track(range(first, epochs), start=first)``
+    reports ``first / epochs`` at once and counts on from there (the time left is
+    estimated from this attempt's own pace).
     """
+    start = max(0, int(start))
     if total is None:
         try:
-            total = len(iterable)  # type: ignore[arg-type]
+            total = start + len(iterable)  # type: ignore[arg-type]
         except TypeError:
             total = None
-    start = time.monotonic()
+    began = time.monotonic()
     if total:
-        report(progress=0)
+        report(progress=100.0 * min(start, total) / total)
     for done, item in enumerate(iterable, 1):
         yield item
-        if total and (done % max(1, every) == 0 or done >= total):
-            elapsed = time.monotonic() - start
-            left = elapsed / done * max(0, total - done)
-            report(progress=100.0 * min(done, total) / total, eta_seconds=left)
+        if total and (done % max(1, every) == 0 or start + done >= total):
+            elapsed = time.monotonic() - began
+            left = elapsed / done * max(0, total - start - done)
+            report(progress=100.0 * min(start + done, total) / total, eta_seconds=left)
 
 
 def flush(timeout: float = POST_TIMEOUT) -> None:

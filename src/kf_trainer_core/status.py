@@ -361,9 +361,12 @@ def progress(obj: Mapping[str, Any]) -> Progress | None:
     ts = untrusted.trainer_status((obj.get("status") or {}).get("trainerStatus"), _subject(obj))
     if not ts:
         return None
+    # The time left is the running job's own estimate: a suspended, queued or finished
+    # job is not "about 3s" from its end, whatever its last report said.
+    running = job_state(obj) is JobState.RUNNING
     return Progress(
         percentage=ts.get("progressPercentage"),
-        estimated_remaining_seconds=ts.get("estimatedRemainingSeconds"),
+        estimated_remaining_seconds=ts.get("estimatedRemainingSeconds") if running else None,
         metrics={m["name"]: untrusted.metric_value(m["value"]) for m in ts.get("metrics", [])},
         last_updated=ts.get("lastUpdatedTime"),
     )
@@ -489,7 +492,9 @@ def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
                 name=name,
                 status=(pod.get("status") or {}).get("phase"),
                 pod_name=str(meta.get("name", "")),
-                device=device or "Unknown",
+                # No accelerator in the limits: the step runs on CPUs (whoever
+                # submitted it: a spec with cpu limits and one with none read alike).
+                device=device or "cpu",
                 device_count=count or "Unknown",
                 replicated_job=str((meta.get("labels") or {}).get(REPLICATED_JOB_LABEL, "")),
                 container_reason=reason,

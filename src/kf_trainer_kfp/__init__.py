@@ -30,6 +30,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from kf_trainer_core.extras import require
+
 if TYPE_CHECKING:
     from kf_trainer_kfp.components import (
         StepComponents,
@@ -69,6 +71,10 @@ _made: dict[str, Any] = {}
 
 
 def __getattr__(name: str) -> Any:
+    if name in _FROM or name == "launch_trainjob" or name in _STEP_DEFAULTS:
+        # The package imports without kfp (its names resolve on first use): the first
+        # use says which extra installs it.
+        require("kfp", "kfp", "kf_trainer_kfp", "Kubeflow Pipelines (kfp)")
     if name in _FROM:
         return getattr(importlib.import_module(_FROM[name]), name)
     if name == "launch_trainjob":

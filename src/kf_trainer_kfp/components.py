@@ -28,13 +28,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kf_trainer_core import task_helpers
-from kf_trainer_core._model import suggest_keywords
-from kf_trainer_core.builder import build_trainjob
-from kf_trainer_core.config import KubernetesConfig, LocalConfig
-from kf_trainer_core.errors import FieldProblem, SpecError
-from kf_trainer_core.function import capture_source, resolve_ref
-from kf_trainer_core.spec import (
+from kf_trainer_core.extras import require
+
+# Imported directly (not through the package's lazy names): the same one-line error.
+require("kfp", "kfp", "kf_trainer_kfp", "Kubeflow Pipelines (kfp)")
+
+from kf_trainer_core import task_helpers  # noqa: E402
+from kf_trainer_core._model import suggest_keywords  # noqa: E402
+from kf_trainer_core.builder import build_trainjob  # noqa: E402
+from kf_trainer_core.config import KubernetesConfig, LocalConfig  # noqa: E402
+from kf_trainer_core.errors import FieldProblem, SpecError  # noqa: E402
+from kf_trainer_core.function import capture_source, resolve_ref  # noqa: E402
+from kf_trainer_core.spec import (  # noqa: E402
     DEFAULT_RUNTIME,
     CustomTrainer,
     Initializer,
@@ -42,8 +47,8 @@ from kf_trainer_core.spec import (
     TrainFunction,
     TrainJobSpec,
 )
-from kf_trainer_kfp import inputs as inp
-from kf_trainer_kfp._source import (
+from kf_trainer_kfp import inputs as inp  # noqa: E402
+from kf_trainer_kfp._source import (  # noqa: E402
     JOB_OUTPUTS,
     REQUIRED,
     RESULT_ARTIFACTS,
@@ -56,7 +61,7 @@ from kf_trainer_kfp._source import (
     render_function,
     wait_inputs,
 )
-from kf_trainer_kfp.image import ComponentImage
+from kf_trainer_kfp.image import ComponentImage  # noqa: E402
 
 Backend = KubernetesConfig | LocalConfig | Mapping[str, Any] | None
 _SPEC_INPUT_NAMES = tuple(p.name for p in SPEC_INPUTS)

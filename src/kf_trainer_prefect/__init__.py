@@ -17,11 +17,15 @@ Importing this package does not import a Kubernetes client library: the tasks lo
 client when they run.
 """
 
-from kf_trainer_prefect.credentials import KubeflowTrainerCredentials
-from kf_trainer_prefect.decorators import atrainjob_task, trainjob_task
-from kf_trainer_prefect.flows import stop_flow_run_trainjobs, trainjob_cleanup_hook, trainjob_flow
-from kf_trainer_prefect.retries import retry_infrastructure_failures, retry_on_classes
-from kf_trainer_prefect.tasks import (
+from kf_trainer_core.extras import require
+
+require("prefect", "prefect", "kf_trainer_prefect", "Prefect 3")
+
+from kf_trainer_prefect.credentials import KubeflowTrainerCredentials  # noqa: E402
+from kf_trainer_prefect.decorators import atrainjob_task, trainjob_task  # noqa: E402
+from kf_trainer_prefect.flows import stop_flow_run_trainjobs, trainjob_cleanup_hook, trainjob_flow  # noqa: E402
+from kf_trainer_prefect.retries import retry_infrastructure_failures, retry_on_classes  # noqa: E402
+from kf_trainer_prefect.tasks import (  # noqa: E402
     acancel_trainjob,
     aget_trainjob_outputs,
     arun_trainjob,

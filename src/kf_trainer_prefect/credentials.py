@@ -122,6 +122,16 @@ outputs = run_trainjob(spec, credentials=credentials)
         "placeholders, e.g. https://kubeflow.example.com/trainjobs/{namespace}/{name}.",
     )
 
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _backend(cls, value: Any) -> Any:
+        # The core's sentence, with a suggestion, instead of pydantic's literal_error.
+        from kf_trainer_core.config import BACKENDS, unknown_backend_fix
+
+        if isinstance(value, str) and value not in BACKENDS:
+            raise ValueError(f"backend {value!r} is unknown. Fix: {unknown_backend_fix(value)}")
+        return value
+
     @field_validator("dashboard_url")
     @classmethod
     def _dashboard(cls, value: str | None) -> str | None:

@@ -51,6 +51,12 @@ def test_where_and_clean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert cleaned.out.strip() == f"local nightly/train/day-1: removed {day1}"
     assert not day1.exists()
     assert latest(day2) is not None  # another identity's stay
+    # Asked again, the location says that nothing is there any more.
+    after = run_main(capsys, "jobs", "checkpoints", "where", "nightly/train/day-1", *local)
+    assert after.out.strip() == (
+        f"local nightly/train/day-1: {day1} (nothing there: no checkpoint yet, or removed by "
+        "`clean`)"
+    )
 
 
 def _undeletable(path: Path) -> Callable[[], None]:

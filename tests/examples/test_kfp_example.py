@@ -51,6 +51,7 @@ def test_local_backend_promotes_then_keeps(
         assert len(jobs) == 2
         assert all(j.status.value == "Complete" for j in jobs)
         # What `python examples/kfp_retraining.py` prints last, after KFP's logging.
+        from kf_trainer_core.hints import program
         from kfp_retraining import local_summary
         from retraining_jobs import profile
 
@@ -61,7 +62,7 @@ def test_local_backend_promotes_then_keeps(
             f"  model:   {shared / 'registry' / 'model.json'} (accuracy={promoted['accuracy']}, "
             f"day={DAY}, loss={promoted['loss']})",
             f"  TrainJob {newest.name}",
-            f"  see it:  kf-trainer --backend local --state-dir {shared / 'trainjobs'} "
+            f"  see it:  {program()} --backend local --state-dir {shared / 'trainjobs'} "
             f"jobs get {newest.name}",
         ]
     out = capsys.readouterr().out

@@ -5,7 +5,7 @@ the command it prints to look at the job works."""
 
 from __future__ import annotations
 
-import shlex
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +13,7 @@ from pathlib import Path
 from examples_support import EXAMPLES, local_jobs
 
 SCRIPT = str(EXAMPLES / "quickstart.py")
+ROOT = EXAMPLES.parent
 
 
 def quickstart(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -22,6 +23,15 @@ def quickstart(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=300,
         check=False,
+        cwd=ROOT,
+    )
+
+
+def as_printed(command: str) -> subprocess.CompletedProcess[str]:
+    """A command the example printed for the user, run by a shell exactly as printed
+    (from the clone's root, where the README runs the example)."""
+    return subprocess.run(
+        command, shell=True, capture_output=True, text=True, timeout=300, check=False, cwd=ROOT
     )
 
 
@@ -36,6 +46,11 @@ def test_first_run_rerun_and_other_nodes(tmp_path: Path) -> None:
         again = quickstart(tmp_path, "--day", "5", "--nodes", "2")
         assert again.returncode == 0, again.stderr
         assert "reusing the finished job local/" in again.stdout
+        # The notice's "read it with: …" runs as printed and shows the training log.
+        [read_it] = re.findall(r"\(read it with: (.+)\)$", again.stdout, re.M)
+        log = as_printed(read_it)
+        assert log.returncode == 0, log.stderr
+        assert "epoch " in log.stdout
         # Its training log is not replayed (the job's final report and metrics still show).
         assert "| epoch " in first.stdout
         assert "| epoch " not in again.stdout
@@ -45,14 +60,10 @@ def test_first_run_rerun_and_other_nodes(tmp_path: Path) -> None:
         assert "SpecConflictError" not in other.stderr
         assert "reusing the finished job" not in other.stdout
 
-        # The last line is a command that shows the job.
+        # The last line is a command that shows the job, runnable as printed.
         command = other.stdout.strip().splitlines()[-1]
-        assert command.startswith("jobs: kf-trainer --backend local --state-dir ")
-        argv = shlex.split(command.removeprefix("jobs: "))
-        script = str(Path(sys.executable).parent / "kf-trainer")
-        shown = subprocess.run(
-            [script, *argv[1:]], capture_output=True, text=True, timeout=120, check=False
-        )
+        assert command.startswith("see it: ")
+        shown = as_printed(command.removeprefix("see it: "))
         assert shown.returncode == 0, shown.stderr
         assert "Complete" in shown.stdout
         assert "Result:" in shown.stdout
@@ -76,10 +87,7 @@ def test_a_changed_spec_for_a_trained_day_gives_a_runnable_fix(tmp_path: Path) -
         assert changed.returncode == 2
         assert "Traceback" not in changed.stderr
         fix = changed.stderr.strip().splitlines()[-1].strip()
-        assert fix.startswith("Fix: uv run --frozen python ")
-        argv = shlex.split(fix.removeprefix("Fix: uv run --frozen python "))
-        fixed = subprocess.run(
-            [sys.executable, *argv], capture_output=True, text=True, timeout=300, check=False
-        )
+        assert fix.startswith("Fix: ")
+        fixed = as_printed(fix.removeprefix("Fix: "))
         assert fixed.returncode == 0, fixed.stderr
         assert "reusing the finished job" not in fixed.stdout

@@ -336,7 +336,7 @@ def test_missing_resources_warn(client: TrainerClient) -> None:
         e.reason == "InsufficientResources" and "nvidia.com/gpu" in e.message for e in warnings
     )
     first = next(iter(client.get_job_logs(name)))
-    assert first.startswith("kf-trainer-local: warning:")
+    assert first.startswith("kf-trainer: warning:")
     assert "nvidia.com/gpu" in first
 
 
@@ -361,7 +361,7 @@ def test_container_trainer_runs_its_command_here(client: TrainerClient) -> None:
     job, _ = client.wait(name, timeout=30)
     assert job.status is JobState.COMPLETE
     lines = list(client.get_job_logs(name))
-    assert lines[0].startswith("kf-trainer-local: warning:")
+    assert lines[0].startswith("kf-trainer: warning:")
     assert "ghcr.io/example/trainer:1" in lines[0]
     assert "hi 1" in lines
     assert any(

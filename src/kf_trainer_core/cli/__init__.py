@@ -25,7 +25,7 @@ from importlib.metadata import PackageNotFoundError, version
 import click
 
 from kf_trainer_core.cli._errors import CliError, Exit, classify, one_line
-from kf_trainer_core.cli._where import where_options
+from kf_trainer_core.cli._where import forget_last, last_hint, where_options
 from kf_trainer_core.cli.checkpoints import checkpoints
 from kf_trainer_core.cli.jobs import jobs
 from kf_trainer_core.cli.runtimes import runtimes
@@ -63,12 +63,15 @@ cli.add_command(check)
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``kf-trainer`` command: the exit code (see :class:`Exit`)."""
     debug = os.environ.get("KF_TRAINER_DEBUG", "") not in ("", "0")
+    forget_last()
     try:
         cli.main(args=argv, prog_name="kf-trainer", standalone_mode=False)
     except click.exceptions.Exit as exc:  # --help, --version
         return int(exc.exit_code)
     except CliError as exc:
-        click.echo(f"kf-trainer: error: {one_line(exc.message)}", err=True)
+        # A Ctrl-C is the user's own act, not an error of theirs: said plainly.
+        kind = "" if exc.code == Exit.INTERRUPTED else "error: "
+        click.echo(f"kf-trainer: {kind}{one_line(exc.message)}", err=True)
         return exc.code
     except click.UsageError as exc:
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
@@ -84,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("kf-trainer: interrupted", err=True)
         return int(Exit.INTERRUPTED)
     except Exception as exc:
-        code, message = classify(exc)
+        code, message = classify(exc, last_hint("jobs", "list"))
         if debug:
             traceback.print_exc()
         if code is Exit.JOB_FAILED:

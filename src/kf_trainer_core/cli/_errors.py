@@ -43,9 +43,12 @@ class CliError(click.ClickException):
         self.code = int(code)
 
 
-def classify(exc: BaseException) -> tuple[Exit, str]:
-    """The exit code and message of an exception raised by the core."""
+def classify(exc: BaseException, look: str = "kf-trainer jobs list") -> tuple[Exit, str]:
+    """The exit code and message of an exception raised by the core. ``look`` is the
+    command that lists the jobs where this invocation looked (named in not-found
+    fixes, with the invocation's flags, so that it runs as printed)."""
     from kf_trainer_core.errors import (
+        BackendConfigRejectedError,
         ClusterConfigError,
         SpecConflictError,
         SpecError,
@@ -60,17 +63,19 @@ def classify(exc: BaseException) -> tuple[Exit, str]:
     if isinstance(exc, TrainJobFailedError):
         return Exit.JOB_FAILED, str(exc)
     if isinstance(exc, TrainJobTimeoutError):
-        return Exit.TIMEOUT, f"{exc} Fix: wait longer (--timeout) or look at `jobs get`."
+        return Exit.TIMEOUT, f"{exc} Fix: wait longer (--timeout); the job keeps running."
     if isinstance(exc, TrainJobDeletedError):
         return Exit.NOT_FOUND, str(exc)
     if isinstance(exc, TrainJobNotFoundError):
-        return Exit.NOT_FOUND, f"{exc} Fix: check the name and namespace with `jobs list`."
+        return Exit.NOT_FOUND, f"{exc} Fix: check the name and namespace with: {look}"
+    if isinstance(exc, BackendConfigRejectedError):
+        return Exit.BAD_INPUT, str(exc)
     if isinstance(exc, SpecConflictError):
         return Exit.CONFLICT, str(exc)
     if isinstance(exc, SubmitError):
         return Exit.CONFLICT, str(exc)
     if isinstance(exc, ApiError):
-        return _api_error(exc)
+        return _api_error(exc, look)
     if isinstance(exc, ClusterConfigError) or type(exc).__name__ == "ConfigException":
         # The kubernetes client's kubeconfig errors (as the core reports them, secrets cut).
         what = exc.problems[0].problem if isinstance(exc, ClusterConfigError) else f"{exc}."
@@ -91,12 +96,12 @@ def classify(exc: BaseException) -> tuple[Exit, str]:
     )
 
 
-def _api_error(exc: object) -> tuple[Exit, str]:
+def _api_error(exc: object, look: str) -> tuple[Exit, str]:
     from kf_trainer_core.k8s.errors import ApiError
 
     assert isinstance(exc, ApiError)
     if exc.code == 404:
-        return Exit.NOT_FOUND, f"{exc}. Fix: check the name and namespace with `jobs list`."
+        return Exit.NOT_FOUND, f"{exc}. Fix: check the name and namespace with: {look}"
     if exc.code in (409, 422, 400):
         return Exit.CONFLICT, str(exc)
     if exc.code in (401, 403):

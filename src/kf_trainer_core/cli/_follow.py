@@ -11,7 +11,9 @@ from typing import Any
 import click
 
 from kf_trainer_core import untrusted
+from kf_trainer_core.cli._errors import CliError, Exit
 from kf_trainer_core.cli._output import duration, is_terminal
+from kf_trainer_core.cli._where import hint
 from kf_trainer_core.results import ResultMissing
 from kf_trainer_core.status import JobState, TrainJob
 
@@ -55,7 +57,12 @@ class Tracker:
             )
             self._progress.start()
             self._task = self._progress.add_task(
-                self.name, total=100, job=self.name, state="…", metrics=""
+                # No total until the job's first report: a pulse, not "0 %".
+                self.name,
+                total=None,
+                job=self.name,
+                state="…",
+                metrics="",
             )
         return self
 
@@ -79,6 +86,7 @@ class Tracker:
         if self._progress is not None:
             self._progress.update(
                 self._task,
+                total=None if pct is None else 100,  # None: unchanged
                 completed=pct or 0,
                 state=job.status.value,
                 metrics=metrics,
@@ -93,6 +101,18 @@ class Tracker:
         if metrics:
             parts.append(metrics)
         click.echo(" ".join(parts))
+
+
+def interrupted(ctx: click.Context, name: str, namespace: str) -> CliError:
+    """The error of a Ctrl-C while following a job: the job keeps running (only the
+    command stopped), and the two commands that stop it or follow it again."""
+    stop = hint(ctx, "jobs", "cancel", name, namespace=namespace)
+    again = hint(ctx, "jobs", "wait", name, namespace=namespace)
+    return CliError(
+        f"interrupted; the TrainJob {namespace}/{name} keeps running. Stop it with: {stop} "
+        f"— or follow it again with: {again}",
+        Exit.INTERRUPTED,
+    )
 
 
 def finished(job: TrainJob, result: Any, missing: ResultMissing | None = None) -> None:

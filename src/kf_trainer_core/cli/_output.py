@@ -127,3 +127,11 @@ def duration(start: datetime | None, end: datetime | None) -> str:
     if start is None:
         return "-"
     return age(start, end) if end is not None else age(start)
+
+
+def device_text(device: str | None, count: str | int | None) -> str:
+    """``gpu x4``, ``cpu`` when the count is not known, ``-`` when neither is."""
+    known = None if count in (None, "", "Unknown") else count
+    if not device or device == "Unknown":
+        return "-" if known is None else f"x{known}"
+    return device if known is None else f"{device} x{known}"

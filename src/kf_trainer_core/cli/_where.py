@@ -25,6 +25,7 @@ from kf_trainer_core.documents import load_json
 #: The environment variable holding a backend configuration as JSON.
 BACKEND_ENV = "KF_TRAINER_BACKEND"
 _KEY = "kf_where"
+_CONFIG = "kf_where_config"
 
 #: flag name -> the config field it sets.
 FIELDS = {
@@ -138,14 +139,66 @@ def backend_config(ctx: click.Context) -> Any:
                 f"or add --backend {users[0] if users else '...'}."
             )
         data[field] = given[flag]
-    return model.parse(data)
+    config = model.parse(data)
+    ctx.find_root().meta[_CONFIG] = config
+    _last[:] = [config]
+    return config
 
 
-def make_client(ctx: click.Context) -> Any:
-    """A sync client for this invocation (closed when the command ends)."""
+#: The configuration of the last command of this process (errors are reported after its
+#: context has closed, and their fixes name commands with the same flags).
+_last: list[Any] = []
+
+
+def forget_last() -> None:
+    """A new command starts: no configuration yet."""
+    _last.clear()
+
+
+def last_hint(*args: str) -> str:
+    """``kf-trainer ARGS`` with the flags of the command that just ran."""
+    from kf_trainer_core.hints import command
+
+    if not _last:
+        return "kf-trainer " + " ".join(args)
+    return command(_last[0], args)
+
+
+def hint(ctx: click.Context, *args: str, namespace: str | None = None) -> str:
+    """A command line for the user to run next, reaching the same jobs as this one
+    (the invocation's backend flags included), runnable as printed."""
+    from kf_trainer_core.hints import command
+
+    config = ctx.find_root().meta.get(_CONFIG) or backend_config(ctx)
+    return command(config, args, namespace=namespace)
+
+
+def require_state(config: Any) -> None:
+    """Refuse a local or container backend's state directory that does not exist: a
+    command that reads jobs must not create it (a mistyped ``--state-dir`` would
+    otherwise answer "No TrainJobs" and leave an empty directory behind)."""
+    if getattr(config, "backend", "kubernetes") == "kubernetes":
+        return
+    from kf_trainer_core.local.transport import state_dir_of
+
+    state_dir = state_dir_of(config)
+    if not state_dir.is_dir():
+        raise CliError(
+            f"the {config.backend} backend's state directory {state_dir} does not exist "
+            "(no job has run with it). Fix: check --state-dir (or $KF_TRAINER_STATE_DIR "
+            f"and ${BACKEND_ENV}'s state_dir), or start a job first with `run`.",
+            Exit.NOT_FOUND,
+        )
+
+
+def make_client(ctx: click.Context, *, creates: bool = False) -> Any:
+    """A sync client for this invocation (closed when the command ends). Unless the
+    command ``creates`` jobs, a local state directory must exist already."""
     from kf_trainer_core.client import TrainerClient
 
     config = backend_config(ctx)
+    if not creates:
+        require_state(config)
     namespace = config.resolve_namespace()
     if namespace:
         check_namespace(namespace)

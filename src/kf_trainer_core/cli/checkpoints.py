@@ -64,12 +64,15 @@ def where(
     output: str,
 ) -> None:
     """The checkpoint location every attempt of IDENTITY shares."""
-    client = make_client(ctx)
+    client = make_client(ctx, creates=True)  # where they would be: no job needed yet
     loc = client.checkpoint_location(identity, checkpoints=_option(pvc, uri, mount_path))
     if output != "table":
         dump(_data(loc), output)
         return
-    click.echo(f"{loc.namespace} {identity}: {loc.describe()}")
+    gone = loc.local_path is not None and not loc.local_path.exists()
+    # A local location that is not there (never written, or removed by `clean`) says so.
+    note = " (nothing there: no checkpoint yet, or removed by `clean`)" if gone else ""
+    click.echo(f"{loc.namespace} {identity}: {loc.describe()}{note}")
 
 
 @checkpoints.command("clean")

@@ -14,6 +14,7 @@ from kf_trainer_core import untrusted
 from kf_trainer_core.cli._errors import CliError, Exit
 from kf_trainer_core.cli._output import (
     age,
+    device_text,
     dump,
     duration,
     key_values,
@@ -162,7 +163,7 @@ def get_job(ctx: click.Context, name: str, output: str) -> None:
                     s.name,
                     s.status or "-",
                     s.pod_name,
-                    f"{s.device} x{s.device_count}",
+                    device_text(s.device, s.device_count),
                     s.container_reason or "-",
                     "-" if s.exit_code is None else str(s.exit_code),
                 ]
@@ -218,9 +219,14 @@ def logs(
     """One step's log (node-0 by default); with -f, until the step ends. Without
     --raw, the suite's own progress and result lines are hidden, control characters
     and terminal escapes neutralised, and lines longer than 4,096 characters cut."""
+    from kf_trainer_core.cli._follow import interrupted
+
     client = make_client(ctx)
-    for line in client.get_job_logs(name, step=step, follow=follow, tail=tail, raw=raw):
-        click.echo(line)
+    try:
+        for line in client.get_job_logs(name, step=step, follow=follow, tail=tail, raw=raw):
+            click.echo(line)
+    except KeyboardInterrupt:
+        raise interrupted(ctx, name, client.namespace) from None
 
 
 @jobs.command("events")
@@ -267,20 +273,29 @@ def events(ctx: click.Context, name: str, output: str) -> None:
 def wait(ctx: click.Context, name: str, timeout: float | None, goal: str) -> None:
     """Wait for the job to finish, with its progress; exit 0 if it completed, 1 if it
     failed (the failure is explained)."""
-    from kf_trainer_core.cli._follow import Tracker, finished
+    from kf_trainer_core.cli._follow import Tracker, finished, interrupted
 
     client = make_client(ctx)
-    with Tracker(name) as tracker:
-        tracker.update(client.get_job(name))
-        out = client.wait_outputs(name, goal, timeout=timeout, callbacks=[tracker.update])
-        job = client.get_job(name)
-        tracker.update(job)
+    try:
+        with Tracker(name) as tracker:
+            tracker.update(client.get_job(name))
+            # A person watches: the log is read for progress every 2 s (a wait in a
+            # task reads it every 10 s).
+            out = client.wait_outputs(
+                name, goal, timeout=timeout, callbacks=[tracker.update], log_progress_interval=2.0
+            )
+            job = client.get_job(name)
+            tracker.update(job)
+    except KeyboardInterrupt:
+        raise interrupted(ctx, name, client.namespace) from None
     finished(job, out.result, out.result_missing)
 
 
 def _act(ctx: click.Context, name: str, verb: str, action: Any) -> None:
     client = make_client(ctx)
     done = action(client)
+    if not done:
+        client.get_job(name)  # a job that is not there is an error (exit 3), not a no-op
     click.echo(f"{client.namespace}/{name}: {verb if done else 'nothing to do'}")
 
 

@@ -7,7 +7,13 @@ from typing import Any
 
 import click
 
-from kf_trainer_core.cli._output import dump, key_values, output_option, show_list
+from kf_trainer_core.cli._output import (
+    device_text,
+    dump,
+    key_values,
+    output_option,
+    show_list,
+)
 from kf_trainer_core.cli._where import make_client, where_options
 
 
@@ -19,7 +25,7 @@ def _data(info: Any) -> dict[str, Any]:
 
 
 def _row(info: Any) -> list[str]:
-    device = f"{info.device or '-'} x{info.device_count or '-'}"
+    device = device_text(info.device, info.device_count)
     return [info.name, info.kind, info.framework, str(info.num_nodes), device, info.image or "-"]
 
 
@@ -34,7 +40,7 @@ def runtimes() -> None:
 @click.pass_context
 def list_runtimes(ctx: click.Context, output: str) -> None:
     """Cluster-wide and namespaced runtimes."""
-    found = make_client(ctx).list_runtimes()
+    found = make_client(ctx, creates=True).list_runtimes()  # built-in ones need no job
     headers = ["NAME", "KIND", "FRAMEWORK", "NODES", "DEVICE", "IMAGE"]
     show_list(found, output, headers, _row, data=_data)
 
@@ -52,7 +58,7 @@ def list_runtimes(ctx: click.Context, output: str) -> None:
 @click.pass_context
 def get_runtime(ctx: click.Context, name: str, kind: str, output: str) -> None:
     """One runtime: framework, steps, nodes, devices, image."""
-    info = make_client(ctx).get_runtime(name, kind)
+    info = make_client(ctx, creates=True).get_runtime(name, kind)
     data = _data(info)
     if output != "table":
         dump(data, output)

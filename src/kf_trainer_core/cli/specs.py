@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from kf_trainer_core.cli._errors import CliError, Exit
+from kf_trainer_core.cli._follow import interrupted
 from kf_trainer_core.cli._where import check_identity, check_namespace, make_client, where_options
 from kf_trainer_core.documents import MAX_SPEC_BYTES, DocumentError, load_document
 
@@ -111,13 +112,14 @@ def run(
 
     check_identity(identity)
     parsed = load_spec(spec)
-    client = make_client(ctx)
+    client = make_client(ctx, creates=True)
     if detach:
         submitted = client.submit(parsed, name=name, identity=identity)
         verb = "created" if submitted.created else "exists"
         click.echo(f"{submitted.job.namespace}/{submitted.job.name}: {verb}")
         return
     seen: dict[str, str] = {}
+    started: dict[str, str] = {}  # the submitted job's name and namespace
 
     def on_update(job: TrainJob) -> None:
         parts = [job.status.value, *(job.progress.summary() if job.progress else [])]
@@ -128,6 +130,7 @@ def run(
 
     def on_submitted(submitted: Any) -> None:
         job = submitted.job
+        started["name"], started["namespace"] = job.name, job.namespace
         verb = "submitted" if submitted.created else "reattached to"
         click.echo(f"[kf-trainer] {verb} {job.namespace}/{job.name}", err=True)
 
@@ -143,10 +146,8 @@ def run(
             on_submitted=on_submitted,
         )
     except KeyboardInterrupt:
-        raise CliError(
-            "interrupted: the job keeps running. Fix: stop it with `kf-trainer jobs cancel "
-            "NAME`, or follow it again with `kf-trainer jobs wait NAME`.",
-            Exit.INTERRUPTED,
-        ) from None
+        if "name" not in started:
+            raise CliError("interrupted before the job was submitted.", Exit.INTERRUPTED) from None
+        raise interrupted(ctx, started["name"], started["namespace"]) from None
     job = client.get_job(out.name)
     finished(job, out.result, out.result_missing)

@@ -29,18 +29,22 @@ def admit(
     if not image:
         causes.append(
             (
-                "spec.trainer.image",
+                # "backend.": a problem of the backend's configuration (the client
+                # reports it as such: BackendConfigRejectedError).
+                "backend.image",
                 "FieldValueRequired",
                 "Required value: the container backend runs the trainer in an image, and "
                 f"neither the TrainJob nor runtime {runtime_name!r} names one. Fix: set "
-                "ContainerConfig(image=...), or the trainer's image (CustomTrainer's "
-                "TrainerImage option, CustomTrainerContainer(image=...)).",
+                "the backend configuration's \"image\" (the key of $KF_TRAINER_BACKEND's "
+                "JSON, a connection's extra or a block; ContainerConfig(image=...) in "
+                "Python), or the trainer's image (CustomTrainer's TrainerImage option, "
+                "CustomTrainerContainer(image=...)).",
             )
         )
     try:
         engine = connect(str(settings.get("engine") or "auto"), settings.get("host"))
     except EngineUnavailable as exc:
-        causes.append(("spec", "FieldValueForbidden", f"Forbidden: {exc}"))
+        causes.append(("backend.host", "FieldValueForbidden", f"Forbidden: {exc}"))
     else:
         engine.client.close()
     resources = trainer.get("resourcesPerNode") or node.get("resources")

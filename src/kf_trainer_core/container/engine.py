@@ -66,9 +66,11 @@ def connect(
     try:
         import docker  # the optional extra `container`
     except ImportError:
+        from kf_trainer_core.extras import install_hint
+
         raise EngineUnavailable(
-            "the container backend needs the Docker SDK. Fix: pip install "
-            "'kf-trainer-suite[container]' (or pip install docker)."
+            f"the container backend needs the Docker SDK. Fix: {install_hint('container')} "
+            "(or pip install docker)."
         ) from None
     env = os.environ if environ is None else environ
     tried: list[str] = []
@@ -94,8 +96,8 @@ def connect(
         f"no {'container engine' if engine == 'auto' else engine} answers (tried "
         + "; ".join(tried)
         + "). Fix: start the engine (e.g. `sudo systemctl start docker`, "
-        "`systemctl --user start podman.socket`), or set ContainerConfig(host=...) to its "
-        "API address."
+        "`systemctl --user start podman.socket`), or set the backend configuration's "
+        '"host" (ContainerConfig(host=...)) to its API address.'
     )
 
 

@@ -74,7 +74,7 @@ def fetch_hf(uri: str, dest: Path, kind: str, patterns: list[str]) -> None:
     repo = "/".join(parts[:2])
     sub = "/".join(parts[2:])
     token = os.environ.get("ACCESS_TOKEN") or os.environ.get("HF_TOKEN") or None
-    print(f"kf-trainer-local: downloading {repo} ({kind}) from the Hugging Face Hub", flush=True)
+    print(f"kf-trainer: downloading {repo} ({kind}) from the Hugging Face Hub", flush=True)
     snapshot_download(
         repo_id=repo,
         repo_type="dataset" if kind == "dataset" else "model",
@@ -125,20 +125,20 @@ def initialize(uri: str, dest: Path, kind: str, patterns: list[str]) -> None:
     scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
     if scheme in ("", "file"):
         path = Path(unquote(urlparse(uri).path) if scheme else uri).expanduser()
-        print(f"kf-trainer-local: copying {path} to {dest}", flush=True)
+        print(f"kf-trainer: copying {path} to {dest}", flush=True)
         files, size = copy_local(path.resolve(), dest, patterns)
-        print(f"kf-trainer-local: copied {files} file(s), {size} bytes", flush=True)
+        print(f"kf-trainer: copied {files} file(s), {size} bytes", flush=True)
     elif scheme == "hf":
         fetch_hf(uri, dest, kind, patterns)
     elif scheme == "s3":
         files, size = fetch_s3(uri, dest, patterns)
-        print(f"kf-trainer-local: downloaded {files} object(s), {size} bytes", flush=True)
+        print(f"kf-trainer: downloaded {files} object(s), {size} bytes", flush=True)
     else:
         raise InitializerError(
             f"{uri}: the local backend cannot fetch {scheme}:// URIs. Fix: use a local path, "
             "file://, hf:// or s3://, or run the job on a cluster."
         )
-    print(f"kf-trainer-local: {kind} ready in {dest}", flush=True)
+    print(f"kf-trainer: {kind} ready in {dest}", flush=True)
 
 
 def main() -> int:
@@ -156,7 +156,7 @@ def main() -> int:
         message = f"{uri}: {type(exc).__name__}: {exc}"
     else:
         return 0
-    print(f"kf-trainer-local: {kind} initializer failed: {message}", file=sys.stderr, flush=True)
+    print(f"kf-trainer: {kind} initializer failed: {message}", file=sys.stderr, flush=True)
     log = os.environ.get(TERMINATION_LOG_ENV)
     if log:
         with open(log, "w") as fh:

@@ -125,7 +125,7 @@ def trainer_pods(
         pod.env = {**base, **launch.node_env(shape), POD_ENV: pod.name}
         pod.cwd = cwd
         pod.launches = []  # decided once the program is prepared
-        pod.first_lines = [f"kf-trainer-local: warning: {w}" for w in plan.get("warnings") or []]
+        pod.first_lines = [f"kf-trainer: warning: {w}" for w in plan.get("warnings") or []]
         pod.shape = shape
         pods.append(pod)
     return pods
@@ -161,7 +161,7 @@ def prepare_trainer(
                     for pod in pods:
                         assert pod.log is not None
                         pod.log.write(
-                            "kf-trainer-local: warning: packages_to_install are not "
+                            "kf-trainer: warning: packages_to_install are not "
                             f"installed here and the local backend does not install them "
                             f"(missing: {', '.join(missing)}); it runs {python}. Fix: "
                             "install them, or LocalConfig(use_venv=True)."

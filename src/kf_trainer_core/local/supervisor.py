@@ -219,7 +219,7 @@ class JobSupervisor:
                 for pod in pods:
                     pod.start_error = (
                         "Error",
-                        f"kf-trainer-local: preparing the trainer failed: {exc}",
+                        f"kf-trainer: preparing the trainer failed: {exc}",
                     )
         for pod in pods:
             kubelet.start(pod)

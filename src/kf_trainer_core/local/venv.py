@@ -58,7 +58,7 @@ def ensure_venv(
     key = venv_key(python, packages, index_urls)
     root = venvs / key
     if (root / READY).exists():
-        log(f"kf-trainer-local: using the cached virtualenv {root}")
+        log(f"kf-trainer: using the cached virtualenv {root}")
         return str(venv_python(root))
     venvs.mkdir(parents=True, exist_ok=True)
     with (venvs / f"{key}.lock").open("w") as lock:
@@ -66,7 +66,7 @@ def ensure_venv(
         if (root / READY).exists():
             return str(venv_python(root))
         shutil.rmtree(root, ignore_errors=True)
-        log(f"kf-trainer-local: building a virtualenv with {' '.join(packages) or 'no packages'}")
+        log(f"kf-trainer: building a virtualenv with {' '.join(packages) or 'no packages'}")
         index: list[str] = []
         if index_urls:
             index = ["--index-url", index_urls[0]]

@@ -35,7 +35,7 @@ def set_suspended(namespace: str, name: str, suspended: bool) -> Program[TrainJo
         obj = yield Patch(TRAINJOBS, namespace, name, {"spec": {"suspend": suspended}})
     except ApiError as err:
         if err.not_found:
-            raise TrainJobNotFoundError(f"TrainJob {namespace}/{name} not found") from None
+            raise TrainJobNotFoundError(f"TrainJob {namespace}/{name} not found.") from None
         raise
     return to_trainjob(obj)
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kf_trainer_core import names, untrusted
-from kf_trainer_core.errors import SpecError
+from kf_trainer_core.errors import SpecError, TrainJobNotFoundError
 from kf_trainer_core.function import progress_from_log
 from kf_trainer_core.k8s.calls import (
     CloseStream,
@@ -76,10 +76,11 @@ def _refuse_missing_step(
 ) -> Program[None]:
     """A finished job has all the pods it will have: asking for a step it never ran is
     a mistake to name (with the steps it has), not an empty log."""
+    from kf_trainer_core.programs.reads import get_object
     from kf_trainer_core.status import _is_mpi, step_name
 
-    obj = yield Get(TRAINJOBS, namespace, name)
-    if not job_state(obj).terminal:
+    obj = yield from get_object(namespace, name)  # TrainJobNotFoundError if it is not there
+    if not pods or not job_state(obj).terminal:
         return None  # the step may not have started yet
     mpi = _is_mpi(pods)
     have = sorted({s for s in (step_name(p, mpi) for p in pods) if s})
@@ -105,7 +106,9 @@ def read_logs(
     ``attempts``: tries of the read (``None``: the retry policy's)."""
     names.require_job_name(name)
     pods = yield from job_pods(namespace, name)
-    if strict and pods and _pod_for_step(pods, step) is None:
+    if strict and _pod_for_step(pods, step) is None:
+        # No pod for the step: a job that does not exist is an error, not an empty log
+        # (asked only then, so a read of a running step costs no extra request).
         yield from _refuse_missing_step(namespace, name, step, pods)
     return (yield from _read_step_log(namespace, pods, step, tail, attempts))
 
@@ -232,9 +235,12 @@ def follow_logs(
             try:
                 obj = yield Get(TRAINJOBS, namespace, name)
             except ApiError as err:
-                if err.not_found:
-                    return
-                raise
+                if not err.not_found:
+                    raise
+                if pod_name is None and waited == 0:
+                    # Asked to follow a job that is not there: an error, not a silent end.
+                    raise TrainJobNotFoundError(f"TrainJob {namespace}/{name} not found.") from None
+                return  # deleted while followed: its log ends here
             if job_state(obj).terminal and pod is None:
                 return  # the job ended without this step ever running
             if pod is not None and failing_pod([pod]) is not None and not _started(pod, container):

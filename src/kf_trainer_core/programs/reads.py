@@ -82,7 +82,7 @@ def get_object(namespace: str, name: str) -> Program[dict[str, Any]]:
         obj: dict[str, Any] = yield Get(TRAINJOBS, namespace, name)
     except ApiError as err:
         if err.not_found:
-            raise TrainJobNotFoundError(f"TrainJob {namespace}/{name} not found") from None
+            raise TrainJobNotFoundError(f"TrainJob {namespace}/{name} not found.") from None
         raise
     return obj
 

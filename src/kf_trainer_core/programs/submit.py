@@ -13,7 +13,7 @@ from kf_trainer_core.builder import (
     SPEC_HASH_ANNOTATION,
     BuiltTrainJob,
 )
-from kf_trainer_core.errors import SpecConflictError, SubmitError
+from kf_trainer_core.errors import BackendConfigRejectedError, SpecConflictError, SubmitError
 from kf_trainer_core.k8s.calls import Create, Get, Program, Sleep
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.paging import list_all
@@ -31,17 +31,27 @@ class Submitted:
     #: The raw object as the API returned it.
     obj: dict[str, Any]
 
-    def reuse_notice(self) -> str | None:
+    def reuse_notice(self, config: Any = None) -> str | None:
         """What to tell the user when the submit found a job that has already finished
         (a rerun under the same identity or name): its result is reused and nothing
-        trains again, so its log is not replayed as if it did. ``None`` otherwise."""
+        trains again, so its log is not replayed as if it did. ``None`` otherwise.
+        ``config`` (the client's backend configuration) makes the command it prints
+        reach the job, as printed (``--backend local --state-dir …`` for local jobs)."""
         if self.created or not self.job.status.terminal:
             return None
+        from kf_trainer_core.config import KubernetesConfig
+        from kf_trainer_core.hints import command
+
         job = self.job
+        look = command(
+            config if config is not None else KubernetesConfig(),
+            ["jobs", "logs", job.name],
+            namespace=job.namespace,
+        )
         return (
             f"[kf-trainer] reusing the finished job {job.namespace}/{job.name} "
             f"({job.status.value}); nothing trains again and its log is not replayed "
-            f"(read it with: kf-trainer jobs logs {job.name} -n {job.namespace})"
+            f"(read it with: {look})"
         )
 
 
@@ -76,6 +86,11 @@ def _create(namespace: str, built: BuiltTrainJob) -> Program[Submitted | None]:
     except ApiError as err:
         if err.invalid or err.code == 400:
             causes = "; ".join(err.causes()) or err.message
+            if any(c.startswith("backend.") for c in err.causes()):
+                raise BackendConfigRejectedError(
+                    f"the backend cannot run TrainJob {built.name!r} as it is "
+                    f"configured: {causes}"
+                ) from None
             raise SubmitError(
                 f"the API server rejected TrainJob {built.name!r}: {causes}"
             ) from None

@@ -233,9 +233,9 @@ def wait_program(
                 reading = log_progress_interval is not None and _reads_log_progress(obj)
                 if reading and log_progress_interval is not None:
                     now = time.monotonic()
-                    if log_due is None:
-                        log_due = now + log_progress_interval
-                    elif now >= log_due:
+                    # The first read comes at once: a watcher sees the job's progress
+                    # as soon as it runs, not 0 % for a whole interval and then a jump.
+                    if log_due is None or now >= log_due:
                         log_due = now + log_progress_interval
                         read = yield from with_log_progress(namespace, obj)
                         log_status = (read.get("status") or {}).get("trainerStatus") or log_status

@@ -86,17 +86,16 @@ def install_runtimes(store: Any, upstream: Path | None = None) -> list[str]:
     """Create (or replace) the Trainer v2.3.0 default ClusterTrainingRuntimes in
     ``store`` (a :class:`~kf_trainer_core.testing.store.Store`), read at run time from
     the upstream folder, with the release overlay applied (image tags ``v2.3.0``, label
-    ``trainer.kubeflow.org/webhook-validation: disabled``). Returns the runtime names."""
+    ``trainer.kubeflow.org/webhook-validation: disabled``); without that folder, the
+    suite's built-in definitions of them. Returns the runtime names."""
+    from kf_trainer_core.testing.builtin_runtimes import builtin_runtimes
     from kf_trainer_core.testing.crd import find_upstream
 
     root = upstream or find_upstream()
-    if root is None:
-        raise FileNotFoundError(
-            "the upstream data folder (shared/upstream/kubeflow-trainer) was not found; "
-            "set KF_TRAINER_UPSTREAM"
-        )
+    # Without a folder of upstream runtimes: the suite's own definitions of them.
+    docs = load_upstream_runtimes(Path(root)) if root is not None else builtin_runtimes()
     names: list[str] = []
-    for doc in load_upstream_runtimes(Path(root)):
+    for doc in docs:
         meta = doc["metadata"]
         res = CLUSTER_TRAINING_RUNTIMES if doc["kind"] == _KINDS[0] else TRAINING_RUNTIMES
         try:

@@ -70,6 +70,10 @@ class ServerBase:
     _loop: asyncio.AbstractEventLoop | None
     _executor: concurrent.futures.ThreadPoolExecutor | None
     _schemas: dict[Resource, crd.CRDSchema]
+    #: Which CRD schemas writes are checked against: "upstream" (the CRD files: CEL
+    #: rules, enums, defaults), "builtin" (derived from the kubeflow-trainer-api
+    #: models: fields and types) or "none" (docs/testing.md).
+    fidelity: str
     _watchers: dict[Resource, set[Watcher]]
     _open_watches: int
     _followers: set[Follower]

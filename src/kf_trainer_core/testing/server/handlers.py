@@ -57,22 +57,37 @@ class HandlerMixin(ServerBase):
     # ------------------------------------------------------------- schemas
 
     def _load_schemas(self) -> None:
-        if self.upstream is None or not self.upstream.is_dir():
-            warnings.warn(
-                "kf_trainer_core.testing: the upstream CRDs (shared/upstream) were not found; "
-                "the test server skips CRD schema checks and seeds no runtimes",
-                RuntimeWarning,
-                stacklevel=3,
-            )
+        """The CRD schemas writes are checked against: the upstream CRD files when a
+        folder of them is found (full fidelity: CEL rules, enums, defaults), else the
+        structural schemas derived from the ``kubeflow-trainer-api`` models (fields and
+        types; docs/testing.md says what each level checks)."""
+        self.fidelity = "none"
+        if self.upstream is not None and not self.upstream.is_dir():
             self.upstream = None
-            return
-        try:
-            schemas = crd.load_upstream_crds(self.upstream)
-        except Exception as exc:  # a broken CRD file must not take the server down
-            warnings.warn(
-                f"loading the upstream CRDs failed: {exc!r}", RuntimeWarning, stacklevel=3
-            )
-            return
+        if self.upstream is not None:
+            try:
+                schemas = crd.load_upstream_crds(self.upstream)
+            except Exception as exc:  # a broken CRD file must not take the server down
+                warnings.warn(
+                    f"loading the upstream CRDs failed: {exc!r}", RuntimeWarning, stacklevel=3
+                )
+                return
+            self.fidelity = "upstream"
+        else:
+            from kf_trainer_core.testing.crd.builtin import builtin_crds, models_available
+
+            if not models_available():
+                warnings.warn(
+                    "kf_trainer_core.testing: neither the kubeflow-trainer-api models nor a "
+                    "folder of upstream CRDs were found; the test server skips CRD schema "
+                    "checks. Fix: pip install 'kf-trainer-suite[testing]', or set "
+                    "KF_TRAINER_UPSTREAM to a folder of the Trainer CRDs.",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+                return
+            schemas = builtin_crds()
+            self.fidelity = "builtin"
         for res in RESOURCES:
             schema = schemas.get(f"{res.plural}.{res.group}") if res.group else None
             if schema is not None:

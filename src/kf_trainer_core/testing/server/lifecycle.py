@@ -61,7 +61,9 @@ class KubeTestServer(Dispatcher):
         enforce_namespaces: bool = True,
         seed: bool = True,
     ) -> None:
-        """``upstream``: the shared/upstream folder (found automatically when None).
+        """``upstream``: a folder of upstream CRDs and runtimes (default:
+        ``$KF_TRAINER_UPSTREAM``, else a ``shared/upstream`` folder above the working
+        directory; without one, the built-in schemas and runtimes: docs/testing.md).
         ``bookmark_interval``: seconds between BOOKMARK events on watches that allow
         them (the apiserver sends about one a minute). ``watch_timeout``: how long a
         watch without ``timeoutSeconds`` stays open. ``user``: the name in 403 messages.
@@ -292,13 +294,19 @@ class KubeTestServer(Dispatcher):
         self.seed_upstream_runtimes()
 
     def seed_upstream_runtimes(self) -> list[str]:
-        """Create the upstream default ClusterTrainingRuntimes (``torch-distributed``, ...)
-        that are missing; returns the names created."""
-        if self.upstream is None:
-            return []
+        """Create the default ClusterTrainingRuntimes (``torch-distributed``, ...) that
+        are missing — the upstream files when a folder of them is named, else the
+        suite's own definitions of them — and return the names created."""
+        from kf_trainer_core.testing.builtin_runtimes import builtin_runtimes
+
         created: list[str] = []
         admit = self._admission("Ignore", [])
-        for runtime in load_upstream_runtimes(self.upstream):
+        runtimes = (
+            load_upstream_runtimes(self.upstream)
+            if self.upstream is not None
+            else builtin_runtimes()
+        )
+        for runtime in runtimes:
             if runtime["kind"] != "ClusterTrainingRuntime":
                 continue
             name = runtime["metadata"]["name"]
