@@ -84,4 +84,3 @@ def test_a_command_that_is_not_a_shell_keeps_its_environment(tmp_path: Path) -> 
     args = runner._create_args(_pod(["python3", "-m", "x"]), {"TOKEN": SECRET})
     assert args["environment"]["TOKEN"] == SECRET  # documented in docs/backends.md
     assert not runner.secret_file("job-node-0-0").exists()
-
