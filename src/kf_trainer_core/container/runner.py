@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shlex
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -36,6 +38,14 @@ JSON = dict[str, Any]
 
 #: Where the job's run directory (termination messages, hostfile) appears in a container.
 RUN_MOUNT = "/kf-trainer/run"
+#: Where a shell command's container reads the values that came from Secrets (a file
+#: mounted read-only), so that they are not in its inspectable configuration.
+SECRET_MOUNT = "/kf-trainer/secret-env"
+#: Run as ``<shell> -c SOURCE_SECRETS kf-trainer <command...>``: the values, then the
+#: pod's own command, unchanged.
+SOURCE_SECRETS = ". " + SECRET_MOUNT + ' && exec "$@"'
+_SHELLS = frozenset({"sh", "bash"})
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Where the suite's own code appears in initializer containers (read-only).
 CODE_MOUNT = "/opt/kf-trainer/lib"
 MPI_HOSTFILE = "/etc/mpi/hostfile"
@@ -186,9 +196,11 @@ class ContainerRunner:
             container = engine.client.containers.create(image, **kwargs)
         except ImageUnavailable as exc:
             pod.start_error = (exc.reason, str(exc))
+            self._forget_secrets(pod.name)
             return
         except Exception as exc:  # the engine refused (bad mount, bad limits, ...)
             pod.start_error = ("StartError", f"the container engine refused the pod: {exc}")
+            self._forget_secrets(pod.name)
             return
         prefix = "podman" if self.engine.name == "podman" else "docker"
         pod.runtime_id = f"{prefix}://{container.id}"
@@ -208,6 +220,7 @@ class ContainerRunner:
             with self._lock:
                 self._running.pop(pod.name, None)
             pod.runtime_id = ""
+            self._forget_secrets(pod.name)
             pod.start_error = ("StartError", f"the container did not start: {exc}")
             return
         running.reader.start()
@@ -249,6 +262,11 @@ class ContainerRunner:
             slots = pod.shape.nnodes * pod.shape.nproc
             hostfile.write_text(f"127.0.0.1 slots={slots}\n")
             mounts.append(Mount(MPI_HOSTFILE, str(hostfile), type="bind", read_only=True))
+        command = [str(c) for c in spec.get("command") or []]
+        hidden = self._hide_secrets(pod.name, spec, env, environment, command)
+        if hidden is not None:
+            mounts.append(Mount(SECRET_MOUNT, str(hidden), type="bind", read_only=True))
+            command = [command[0], "-c", SOURCE_SECRETS, "kf-trainer", *command]
         checkpoints = None if initializer else container_mount(environment, self.namespace)
         if checkpoints is not None:
             mounts.append(Mount(checkpoints[1], checkpoints[0], type="bind"))
@@ -265,7 +283,6 @@ class ContainerRunner:
             "init": True,
             "detach": True,
         }
-        command = [str(c) for c in spec.get("command") or []]
         cargs = [str(c) for c in spec.get("args") or []]
         # Kubernetes' command replaces the image's ENTRYPOINT and args its CMD.
         if command:
@@ -276,6 +293,45 @@ class ContainerRunner:
         if self.settings.get("apply_resource_limits", True) and not initializer:
             args.update(_limits(spec.get("resources") or {}, DeviceRequest))
         return args
+
+    def secret_file(self, pod_name: str) -> Path:
+        """Where a pod's Secret values are kept on this machine while it runs."""
+        return self.run_dir / "secrets" / f"{pod_name}.env"
+
+    def _hide_secrets(
+        self,
+        pod_name: str,
+        spec: JSON,
+        env: dict[str, str],
+        environment: dict[str, str],
+        command: list[str],
+    ) -> Path | None:
+        """Move the values that came from Secrets out of ``environment`` into a file the
+        pod's shell command sources (``docker inspect`` shows a container's environment
+        to anyone who may use the engine; a mounted file it does not). Only for a
+        ``sh``/``bash`` command (the suite's ``CustomTrainer`` programs): another command
+        keeps them in its environment (``docs/backends.md``). The file's directory is
+        private to this user; the file goes when the pod ends, and with the job."""
+        if not command or os.path.basename(command[0]) not in _SHELLS:
+            return None
+        plain = {str(e.get("name")) for e in spec.get("env") or [] if "value" in e}
+        names = [n for n in env if n not in plain and _SHELL_NAME.fullmatch(n) and n in environment]
+        if not names:
+            return None
+        path = self.secret_file(pod_name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.chmod(0o700)  # nobody else on this machine reaches the file
+        text = "".join(f"export {n}={shlex.quote(environment.pop(n))}\n" for n in names)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        # Readable by the container's user, whoever it is: only through the mount.
+        path.chmod(0o644)
+        return path
+
+    def _forget_secrets(self, pod_name: str) -> None:
+        with contextlib.suppress(OSError):
+            self.secret_file(pod_name).unlink()
 
     def _pump(self, container: Any, pod: Any) -> None:
         """Copy the container's output into the pod's log, line by line."""
@@ -323,6 +379,7 @@ class ContainerRunner:
         if not running.done.is_set():
             return None
         running.reader.join(DRAIN_SECONDS)
+        self._forget_secrets(pod.name)
         if self.settings.get("auto_remove", True):
             with contextlib.suppress(Exception):
                 running.container.remove(force=True)
@@ -333,8 +390,11 @@ class ContainerRunner:
     # ------------------------------------------------------------------ stopping
 
     def stop(self, pods: Iterable[Any]) -> None:
+        pods = list(pods)
         with self._lock:
             targets = [self._running.pop(p.name) for p in pods if p.name in self._running]
+        for pod in pods:
+            self._forget_secrets(pod.name)
 
         def stop_one(running: _Running) -> None:
             with contextlib.suppress(Exception):
