@@ -22,6 +22,9 @@ from kf_trainer_core import function as fn
 from kf_trainer_core.errors import FieldProblem, SpecError
 from kf_trainer_core.k8s.trainjob import TRAINER_API, TRAINER_GROUP
 from kf_trainer_core.lineage import LINEAGE_INPUTS_ANNOTATION, inputs_annotation
+from kf_trainer_core.retention import ANNOTATIONS as RETENTION_ANNOTATIONS
+from kf_trainer_core.retention import Retention
+from kf_trainer_core.retention import stamp as stamp_retention
 from kf_trainer_core.runtimes import GPU_RESOURCE, MIG_PREFIX, RuntimeInfo
 from kf_trainer_core.spec import (
     ANNOTATIONS_LIMIT,
@@ -156,6 +159,7 @@ def build_trainjob(
     name_prefix: str = "",
     runtime: RuntimeInfo | None = None,
     attempt: int = 0,
+    retention: Retention | None = None,
 ) -> BuiltTrainJob:
     """Build the TrainJob manifest for ``spec``.
 
@@ -165,7 +169,8 @@ def build_trainjob(
     labelled with the same identity so that all attempts are found together.
     ``runtime`` is what the cluster says about the runtime; without it the builder uses
     what the Trainer's default runtimes hold and checks names against the strictest
-    limit that could apply.
+    limit that could apply. ``retention`` is the backend's default
+    :class:`~kf_trainer_core.retention.Retention`; the spec's own option wins.
 
     Raises :class:`SpecError` naming every field at fault, before anything is submitted.
     """
@@ -258,6 +263,9 @@ def build_trainjob(
     lineage = inputs_annotation(spec, k8s_namespace=namespace)
     if lineage is not None:
         annotations[LINEAGE_INPUTS_ANNOTATION] = lineage
+    # How long the job stays once finished: read by prune, kept out of the spec hash
+    # (a rerun with another retention is the same job, not a conflicting one).
+    stamp_retention(annotations, spec.option(Retention) or retention)
     manifest: dict[str, Any] = {
         "apiVersion": TRAINER_API,
         "kind": KIND,
@@ -299,13 +307,14 @@ def _known_names() -> set[str]:
 
 def spec_hash(manifest: Mapping[str, Any]) -> str:
     """A stable digest of what a TrainJob asks for: its spec, labels and annotations
-    (less the hash itself and the lineage derived from the spec). Two builds of the same
-    spec share it; any change that would make a different job changes it."""
+    (less the hash itself, the lineage derived from the spec and the retention). Two
+    builds of the same spec share it; any change that would make a different job
+    changes it."""
     meta = manifest.get("metadata") or {}
     annotations = {
         k: v
         for k, v in (meta.get("annotations") or {}).items()
-        if k not in (SPEC_HASH_ANNOTATION, LINEAGE_INPUTS_ANNOTATION)
+        if k not in (SPEC_HASH_ANNOTATION, LINEAGE_INPUTS_ANNOTATION, *RETENTION_ANNOTATIONS)
     }
     payload = {
         "spec": manifest.get("spec") or {},

@@ -255,7 +255,12 @@ class ClientBase:
         existing = yield from jobs_for_identity(self.namespace, ident)
         attempt = choose_attempt(existing, fresh_after_failure)
         built = build_trainjob(
-            spec, namespace=self.namespace, identity=ident, runtime=runtime, attempt=attempt
+            spec,
+            namespace=self.namespace,
+            identity=ident,
+            runtime=runtime,
+            attempt=attempt,
+            retention=self.config.retention,
         )
         return (yield from submit(self.namespace, built))
 
