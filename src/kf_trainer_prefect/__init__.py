@@ -19,7 +19,13 @@ client when they run.
 
 from kf_trainer_prefect.credentials import KubeflowTrainerCredentials
 from kf_trainer_prefect.decorators import atrainjob_task, trainjob_task
-from kf_trainer_prefect.flows import stop_flow_run_trainjobs, trainjob_cleanup_hook, trainjob_flow
+from kf_trainer_prefect.flows import (
+    prune_trainjobs,
+    prune_trainjobs_flow,
+    stop_flow_run_trainjobs,
+    trainjob_cleanup_hook,
+    trainjob_flow,
+)
 from kf_trainer_prefect.retries import retry_infrastructure_failures, retry_on_classes
 from kf_trainer_prefect.tasks import (
     acancel_trainjob,
@@ -50,6 +56,8 @@ __all__ = [
     "retry_infrastructure_failures",
     "retry_on_classes",
     "run_trainjob",
+    "prune_trainjobs",
+    "prune_trainjobs_flow",
     "stop_flow_run_trainjobs",
     "stream_trainjob_logs",
     "submit_trainjob",
