@@ -76,7 +76,7 @@ class TrainJobPruneOperator(BaseOperator):
         self.include_foreign = include_foreign
         self.honour_retention = honour_retention
         self.limit = limit
-        self.dry_run = dry_run
+        self.only_plan = dry_run  # BaseOperator.dry_run is a method
         if "{{" not in str(older_than):
             # A bad age fails when the DAG is parsed, naming the argument and the fix.
             from kf_trainer_core.retention import parse_age
@@ -96,7 +96,7 @@ class TrainJobPruneOperator(BaseOperator):
                 include_foreign=self.include_foreign,
                 honour_retention=self.honour_retention,
                 limit=self.limit,
-                dry_run=self.dry_run,
+                dry_run=self.only_plan,
             )
         for entry in report.selected:
             self.log.info(
