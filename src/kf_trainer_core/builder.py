@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from kf_trainer_core import checkpoint_storage, checks, names
+from kf_trainer_core import checkpoint_storage, checks, marks, names
 from kf_trainer_core import function as fn
 from kf_trainer_core.errors import FieldProblem, SpecError
 from kf_trainer_core.k8s.trainjob import TRAINER_API, TRAINER_GROUP
@@ -58,18 +58,17 @@ API_VERSION = TRAINER_API
 KIND = "TrainJob"
 PLURAL = "trainjobs"
 
-#: Labels and annotations the suite puts on every TrainJob it builds.
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY_VALUE = "kf-trainer-suite"
-IDENTITY_LABEL = "kf-trainer-suite/identity"
-IDENTITY_ANNOTATION = "kf-trainer-suite/identity"
-SPEC_HASH_ANNOTATION = "kf-trainer-suite/spec-hash"
-ATTEMPT_ANNOTATION = "kf-trainer-suite/attempt"
-#: Set (to :data:`PROGRESS_FROM_LOG`) on jobs whose function can report progress: rank 0
-#: prints it in node-0's log, where the waiting side looks for it when the cluster has
-#: no status server.
-PROGRESS_ANNOTATION = "kf-trainer-suite/progress"
-PROGRESS_FROM_LOG = "log"
+
+#: Labels and annotations the suite puts on every TrainJob it builds (from
+#: :mod:`kf_trainer_core.marks`, named here as before).
+MANAGED_BY_LABEL = marks.MANAGED_BY_LABEL
+MANAGED_BY_VALUE = marks.MANAGED_BY_VALUE
+IDENTITY_LABEL = marks.IDENTITY_LABEL
+IDENTITY_ANNOTATION = marks.IDENTITY_ANNOTATION
+SPEC_HASH_ANNOTATION = marks.SPEC_HASH_ANNOTATION
+ATTEMPT_ANNOTATION = marks.ATTEMPT_ANNOTATION
+PROGRESS_ANNOTATION = marks.PROGRESS_ANNOTATION
+PROGRESS_FROM_LOG = marks.PROGRESS_FROM_LOG
 
 WORKSPACE = "/workspace"
 DATASET_PATH = f"{WORKSPACE}/dataset"

@@ -24,12 +24,12 @@ from datetime import datetime, timezone
 from typing import Any
 
 from kf_trainer_core import retention
-from kf_trainer_core.builder import IDENTITY_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from kf_trainer_core.k8s.calls import Delete, Get, Program
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE, list_all
 from kf_trainer_core.k8s.resources import TRAINJOBS
 from kf_trainer_core.k8s.trainjob import condition
+from kf_trainer_core.marks import IDENTITY_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from kf_trainer_core.programs.submit import attempt_of
 from kf_trainer_core.selectors import SUITE_SELECTOR
 from kf_trainer_core.status import JobState, job_state
