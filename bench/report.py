@@ -694,6 +694,7 @@ def section_imports(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
                     ms(a.get("own_ms")) if attr else "—",
                     _pulls(a),
                     times(a.get("ratio_vs_sdk")),
+                    verdict(a.get("target_met")),
                 ]
             )
         else:
@@ -701,7 +702,7 @@ def section_imports(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
                 "placeholder": "not available (an empty placeholder so far)",
                 "not available": "not available (no such module yet)",
             }.get(str(status), f"broke: {str(a.get('error', ''))[-200:]}")
-            rows.append([a["adapter"], f"`{a['module']}`", base, why, "", "", ""])
+            rows.append([a["adapter"], f"`{a['module']}`", base, why, "", "", "", ""])
     for key in ("sdk", "kubernetes", "core_client"):
         if key not in section["baselines"]:
             continue
@@ -712,10 +713,10 @@ def section_imports(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
             "core_client": "reference: our core client",
         }[key]
         if "ms" in b:
-            rows.append([label, f"`{b['module']}`", "python", ms(b["ms"]), "", "", ""])
+            rows.append([label, f"`{b['module']}`", "python", ms(b["ms"]), "", "", "", ""])
         else:
             reason = b.get("skipped") or str(b.get("error", "broke"))[-200:]
-            rows.append([label, f"`{b.get('module', '')}`", "", reason, "", "", ""])
+            rows.append([label, f"`{b.get('module', '')}`", "", reason, "", "", "", ""])
     text = [
         "Import time of each adapter's user-facing module in a fresh interpreter that has "
         "already imported its orchestrator — the orchestrator's own time, in brackets, is "
@@ -725,7 +726,10 @@ def section_imports(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
         "module pays for that; *beyond the base class too* leaves that part out. *Pulls "
         "kubernetes*: modules of `kubernetes` / `kubernetes_asyncio` the import loaded "
         "(there should be none). *SDK / ours*: the Kubeflow SDK's `kubeflow.trainer` "
-        "import (what any adapter built on the SDK adds at least) over ours.",
+        "import (what any adapter built on the SDK adds at least) over ours. *≤ 50 ms*: "
+        "the target of issue 27, every module's own cost beyond its orchestrator's base "
+        "classes (the *beyond the base class too* figure; for Prefect and KFP the two are "
+        "the same).",
         "",
         table(
             [
@@ -736,6 +740,7 @@ def section_imports(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
                 "beyond the base class too",
                 "pulls kubernetes",
                 "SDK / ours",
+                "≤ 50 ms",
             ],
             rows,
         ),
@@ -783,7 +788,17 @@ def section_imports(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
             )
     else:
         shown = "not available"
-    return "\n".join(text), [[target, shown, verdict(section.get("airflow_target_met"))]]
+    summary = [[target, shown, verdict(section.get("airflow_target_met"))]]
+    for a in section["adapters"]:
+        if a.get("status") == "measured" and a["adapter"] != "airflow":
+            summary.append(
+                [
+                    f"`{a['module']}` adds ≤ 50 ms beyond its orchestrator's base classes",
+                    ms(a.get("own_ms")),
+                    verdict(a.get("target_met")),
+                ]
+            )
+    return "\n".join(text), summary
 
 
 def section_local(section: JSON, out: Path) -> tuple[str, list[list[str]]]:

@@ -52,37 +52,58 @@ if TYPE_CHECKING:
     )
     from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException, TaskDeferred
 else:
-    BaseHook = _first("BaseHook", *_SDK)
-    BaseOperator = _first("BaseOperator", *_SDK)
-    BaseOperatorLink = _first("BaseOperatorLink", *_SDK)
-    BaseSensorOperator = _first("BaseSensorOperator", *_SDK)
-    BaseXCom = _first("BaseXCom", *_SDK, "airflow.models.xcom")
-    Connection = _first("Connection", *_SDK)
-    PokeReturnValue = _first("PokeReturnValue", *_SDK)
-    conf = _first("conf", *_SDK)
-    DecoratedOperator = _first("DecoratedOperator", *_DECORATORS)
-    TaskDecorator = _first("TaskDecorator", *_DECORATORS)
-    task_decorator_factory = _first("task_decorator_factory", *_DECORATORS)
-    AirflowException = _first("AirflowException", *_EXCEPTIONS)
-    AirflowNotFoundException = _first("AirflowNotFoundException", *_EXCEPTIONS)
-    TaskDeferred = _first("TaskDeferred", *_EXCEPTIONS)
-    try:
-        ResumableJobMixin = _first("ResumableJobMixin", *_SDK)
-    except ImportError:  # Airflow < 3.3 with an older compat provider
 
-        class ResumableJobMixin:
-            """Airflow < 3.3: submit, wait, read — on every try."""
+    def __getattr__(name: str) -> Any:
+        """Each name is resolved on first use and then kept (PEP 562): ``airflow.sdk``
+        loads its classes lazily, and a DAG file that imports the sensor should not pay
+        for the decorator bases, the XCom backend or the hook machinery. Lazy only to
+        defer the cost: every dependent still names what it uses at its top."""
+        where = _WHERE.get(name)
+        if where is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        try:
+            value = _first(name, *where)
+        except ImportError:
+            if name != "ResumableJobMixin":
+                raise
+            value = _ResumableStandIn  # Airflow < 3.3 with an older compat provider
+        globals()[name] = value
+        return value
 
-            external_id_key = "remote_job_id"
 
-            def __init__(self, *, durable: bool = True, **kwargs: Any) -> None:
-                super().__init__(**kwargs)
-                self.durable = False
+#: Where each name is looked for, in order.
+_WHERE: dict[str, tuple[str, ...]] = {
+    "BaseHook": _SDK,
+    "BaseOperator": _SDK,
+    "BaseOperatorLink": _SDK,
+    "BaseSensorOperator": _SDK,
+    "BaseXCom": (*_SDK, "airflow.models.xcom"),
+    "Connection": _SDK,
+    "PokeReturnValue": _SDK,
+    "conf": _SDK,
+    "ResumableJobMixin": _SDK,
+    "DecoratedOperator": _DECORATORS,
+    "TaskDecorator": _DECORATORS,
+    "task_decorator_factory": _DECORATORS,
+    "AirflowException": _EXCEPTIONS,
+    "AirflowNotFoundException": _EXCEPTIONS,
+    "TaskDeferred": _EXCEPTIONS,
+}
 
-            def execute_resumable(self, context: Any) -> Any:
-                external_id = self.submit_job(context)
-                self.poll_until_complete(external_id, context)
-                return self.get_job_result(external_id, context)
+
+class _ResumableStandIn:
+    """Airflow < 3.3: submit, wait, read — on every try."""
+
+    external_id_key = "remote_job_id"
+
+    def __init__(self, *, durable: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.durable = False
+
+    def execute_resumable(self, context: Any) -> Any:
+        external_id = self.submit_job(context)  # type: ignore[attr-defined]
+        self.poll_until_complete(external_id, context)  # type: ignore[attr-defined]
+        return self.get_job_result(external_id, context)  # type: ignore[attr-defined]
 
 
 def known_context_keys() -> frozenset[str]:

@@ -147,7 +147,10 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["software"],
             }
         ],
-        "operators": _modules("kf_trainer_airflow.operators.trainjob"),
+        "operators": [
+            *_modules("kf_trainer_airflow.operators.trainjob"),
+            *_modules("kf_trainer_airflow.operators.prune"),
+        ],
         "sensors": _modules("kf_trainer_airflow.sensors.trainjob"),
         "hooks": _modules("kf_trainer_airflow.hooks.trainer"),
         "triggers": _modules("kf_trainer_airflow.triggers.trainjob"),

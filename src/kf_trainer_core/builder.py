@@ -17,11 +17,14 @@ from typing import Any
 
 import yaml
 
-from kf_trainer_core import checkpoint_storage, checks, names
+from kf_trainer_core import checkpoint_storage, checks, marks, names
 from kf_trainer_core import function as fn
 from kf_trainer_core.errors import FieldProblem, SpecError
 from kf_trainer_core.k8s.trainjob import TRAINER_API, TRAINER_GROUP
 from kf_trainer_core.lineage import LINEAGE_INPUTS_ANNOTATION, inputs_annotation
+from kf_trainer_core.retention import ANNOTATIONS as RETENTION_ANNOTATIONS
+from kf_trainer_core.retention import Retention
+from kf_trainer_core.retention import stamp as stamp_retention
 from kf_trainer_core.runtimes import GPU_RESOURCE, MIG_PREFIX, RuntimeInfo
 from kf_trainer_core.spec import (
     ANNOTATIONS_LIMIT,
@@ -55,18 +58,17 @@ API_VERSION = TRAINER_API
 KIND = "TrainJob"
 PLURAL = "trainjobs"
 
-#: Labels and annotations the suite puts on every TrainJob it builds.
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY_VALUE = "kf-trainer-suite"
-IDENTITY_LABEL = "kf-trainer-suite/identity"
-IDENTITY_ANNOTATION = "kf-trainer-suite/identity"
-SPEC_HASH_ANNOTATION = "kf-trainer-suite/spec-hash"
-ATTEMPT_ANNOTATION = "kf-trainer-suite/attempt"
-#: Set (to :data:`PROGRESS_FROM_LOG`) on jobs whose function can report progress: rank 0
-#: prints it in node-0's log, where the waiting side looks for it when the cluster has
-#: no status server.
-PROGRESS_ANNOTATION = "kf-trainer-suite/progress"
-PROGRESS_FROM_LOG = "log"
+
+#: Labels and annotations the suite puts on every TrainJob it builds (from
+#: :mod:`kf_trainer_core.marks`, named here as before).
+MANAGED_BY_LABEL = marks.MANAGED_BY_LABEL
+MANAGED_BY_VALUE = marks.MANAGED_BY_VALUE
+IDENTITY_LABEL = marks.IDENTITY_LABEL
+IDENTITY_ANNOTATION = marks.IDENTITY_ANNOTATION
+SPEC_HASH_ANNOTATION = marks.SPEC_HASH_ANNOTATION
+ATTEMPT_ANNOTATION = marks.ATTEMPT_ANNOTATION
+PROGRESS_ANNOTATION = marks.PROGRESS_ANNOTATION
+PROGRESS_FROM_LOG = marks.PROGRESS_FROM_LOG
 
 WORKSPACE = "/workspace"
 DATASET_PATH = f"{WORKSPACE}/dataset"
@@ -156,6 +158,7 @@ def build_trainjob(
     name_prefix: str = "",
     runtime: RuntimeInfo | None = None,
     attempt: int = 0,
+    retention: Retention | None = None,
 ) -> BuiltTrainJob:
     """Build the TrainJob manifest for ``spec``.
 
@@ -165,7 +168,8 @@ def build_trainjob(
     labelled with the same identity so that all attempts are found together.
     ``runtime`` is what the cluster says about the runtime; without it the builder uses
     what the Trainer's default runtimes hold and checks names against the strictest
-    limit that could apply.
+    limit that could apply. ``retention`` is the backend's default
+    :class:`~kf_trainer_core.retention.Retention`; the spec's own option wins.
 
     Raises :class:`SpecError` naming every field at fault, before anything is submitted.
     """
@@ -258,6 +262,9 @@ def build_trainjob(
     lineage = inputs_annotation(spec, k8s_namespace=namespace)
     if lineage is not None:
         annotations[LINEAGE_INPUTS_ANNOTATION] = lineage
+    # How long the job stays once finished: read by prune, kept out of the spec hash
+    # (a rerun with another retention is the same job, not a conflicting one).
+    stamp_retention(annotations, spec.option(Retention) or retention)
     manifest: dict[str, Any] = {
         "apiVersion": TRAINER_API,
         "kind": KIND,
@@ -299,13 +306,14 @@ def _known_names() -> set[str]:
 
 def spec_hash(manifest: Mapping[str, Any]) -> str:
     """A stable digest of what a TrainJob asks for: its spec, labels and annotations
-    (less the hash itself and the lineage derived from the spec). Two builds of the same
-    spec share it; any change that would make a different job changes it."""
+    (less the hash itself, the lineage derived from the spec and the retention). Two
+    builds of the same spec share it; any change that would make a different job
+    changes it."""
     meta = manifest.get("metadata") or {}
     annotations = {
         k: v
         for k, v in (meta.get("annotations") or {}).items()
-        if k not in (SPEC_HASH_ANNOTATION, LINEAGE_INPUTS_ANNOTATION)
+        if k not in (SPEC_HASH_ANNOTATION, LINEAGE_INPUTS_ANNOTATION, *RETENTION_ANNOTATIONS)
     }
     payload = {
         "spec": manifest.get("spec") or {},

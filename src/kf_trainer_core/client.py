@@ -62,6 +62,7 @@ from kf_trainer_core.pod_batch import async_pod_batch, sync_pod_batch
 from kf_trainer_core.programs.cancel import cancel, delete, set_suspended, stop_unfinished
 from kf_trainer_core.programs.logs import follow_logs, read_logs
 from kf_trainer_core.programs.outcome import Outcome, explain, get_job, outputs_of
+from kf_trainer_core.programs.prune import PruneReport, PruneRules, prune
 from kf_trainer_core.programs.reads import get_events, get_object, list_jobs, list_runtimes
 from kf_trainer_core.programs.submit import Submitted, submit
 from kf_trainer_core.programs.wait import (
@@ -72,6 +73,7 @@ from kf_trainer_core.programs.wait import (
     wait_program,
 )
 from kf_trainer_core.results import ResultMissing
+from kf_trainer_core.retention import parse_age
 from kf_trainer_core.runtimes import RuntimeInfo
 from kf_trainer_core.spec import TrainJobSpec
 from kf_trainer_core.status import (
@@ -137,7 +139,12 @@ class _Operations(ClientBase):
         spec = self._given_spec(spec)
         runtime = yield from self._runtime_program(spec.runtime.name, spec.runtime.kind.value)
         return build_trainjob(
-            spec, namespace=self.namespace, name=name, identity=identity, runtime=runtime
+            spec,
+            namespace=self.namespace,
+            name=name,
+            identity=identity,
+            runtime=runtime,
+            retention=self.config.retention,
         )
 
     def _submit(
@@ -161,7 +168,12 @@ class _Operations(ClientBase):
         if identity is not None and name is None:
             return (yield from self._identity_program(spec, runtime, identity, fresh_after_failure))
         built = build_trainjob(
-            spec, namespace=self.namespace, name=name, identity=identity, runtime=runtime
+            spec,
+            namespace=self.namespace,
+            name=name,
+            identity=identity,
+            runtime=runtime,
+            retention=self.config.retention,
         )
         return (yield from submit(self.namespace, built))
 
@@ -479,6 +491,47 @@ class _Operations(ClientBase):
             label_selector=label_selector,
         )
 
+    def _prune_jobs(
+        self,
+        *,
+        older_than: str | float | None = None,
+        keep_last: int | None = None,
+        statuses: Iterable[str | JobState] = ("Complete", "Failed"),
+        label_selector: str | None = None,
+        identity_prefix: str | None = None,
+        include_foreign: bool = False,
+        honour_retention: bool = True,
+        limit: int | None = None,
+        dry_run: bool = False,
+        page_size: int | None = None,
+    ) -> Program[PruneReport]:
+        """Delete finished TrainJobs (and with them their JobSets, pods and Kueue
+        Workloads); never an unfinished one, never checkpoints (``docs/retention.md``).
+
+        Picked: jobs that finished more than ``older_than`` ago (``"7d"``, ``"12h"``,
+        seconds) and/or that are not among the newest ``keep_last`` attempts of their
+        identity (both must hold when both are given), plus — unless
+        ``honour_retention`` is off — jobs whose own stamped
+        :class:`~kf_trainer_core.retention.Retention` says they are due. Only jobs in
+        ``statuses``, matching ``label_selector`` and ``identity_prefix``, and made by
+        this suite (unless ``include_foreign``); at most ``limit`` a run, oldest first.
+        Each is deleted only if it is unchanged since listed (a precondition on its uid
+        and resourceVersion). ``dry_run`` returns the plan and deletes nothing."""
+        rules = PruneRules(
+            older_than=None if older_than is None else parse_age(older_than),
+            keep_last=keep_last,
+            statuses=tuple(
+                JobState(s).value for s in ([statuses] if isinstance(statuses, str) else statuses)
+            ),
+            label_selector=label_selector,
+            identity_prefix=identity_prefix,
+            include_foreign=include_foreign,
+            honour_retention=honour_retention,
+            limit=limit,
+        )
+        rules.check()  # before the first request
+        return prune(self.namespace, rules, dry_run=dry_run, page_size=page_size or self._page_size)
+
     # -- checkpoints ------------------------------------------------------------
     def _checkpoint_location(
         self, identity: Identity, *, checkpoints: Checkpoints | None = None
@@ -645,6 +698,7 @@ class TrainerClient(_Operations):
     get_runtime_packages = _blocking(_Operations._get_runtime_packages)
     cancel_job = _blocking(_Operations._cancel_job)
     stop_unfinished = _blocking(_Operations._stop_unfinished)
+    prune_jobs = _blocking(_Operations._prune_jobs)
     checkpoint_location = _blocking(_Operations._checkpoint_location)
     clean_checkpoints = _blocking(_Operations._clean_checkpoints)
     delete_job = _blocking(_Operations._delete_job)
@@ -747,6 +801,7 @@ class AsyncTrainerClient(_Operations):
     get_runtime_packages = _awaiting(_Operations._get_runtime_packages)
     cancel_job = _awaiting(_Operations._cancel_job)
     stop_unfinished = _awaiting(_Operations._stop_unfinished)
+    prune_jobs = _awaiting(_Operations._prune_jobs)
     checkpoint_location = _awaiting(_Operations._checkpoint_location)
     clean_checkpoints = _awaiting(_Operations._clean_checkpoints)
     delete_job = _awaiting(_Operations._delete_job)

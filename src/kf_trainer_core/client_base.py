@@ -262,7 +262,12 @@ class ClientBase:
 
         def build(attempt: int) -> BuiltTrainJob:
             return build_trainjob(
-                spec, namespace=self.namespace, identity=ident, runtime=runtime, attempt=attempt
+                spec,
+                namespace=self.namespace,
+                identity=ident,
+                runtime=runtime,
+                attempt=attempt,
+                retention=self.config.retention,
             )
 
         return (yield from submit_identity(self.namespace, ident, build, fresh_after_failure))

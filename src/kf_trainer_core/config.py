@@ -23,6 +23,7 @@ from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_va
 from kf_trainer_core import checks
 from kf_trainer_core._model import SpecModel, fix
 from kf_trainer_core.errors import ClusterConfigError, FieldProblem, SpecError
+from kf_trainer_core.retention import Retention
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -57,6 +58,9 @@ class KubernetesConfig(SpecModel):
     #: Objects per request when listing (``limit``/``continue``): each page is reduced
     #: to what is needed before the next is read, so memory stays near one page.
     list_page_size: int = Field(default=250, ge=1, le=5000)
+    #: The retention stamped on every job this backend submits whose spec has no
+    #: ``Retention`` option of its own (``docs/retention.md``); ``None``: none.
+    retention: Retention | None = None
 
     @field_validator("kubeconfig_content", mode="before")
     @classmethod
@@ -379,6 +383,8 @@ class LocalConfig(SpecModel):
     #: What to do when a job asks for resources this machine lacks (e.g. gpu: 4).
     on_missing_resources: Literal["warn", "fail"] = "warn"
     namespace: str = "local"
+    #: As :attr:`KubernetesConfig.retention`.
+    retention: Retention | None = None
 
     @field_validator("namespace")
     @classmethod

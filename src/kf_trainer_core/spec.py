@@ -23,6 +23,7 @@ from pydantic import Field, field_validator, model_validator
 from kf_trainer_core._model import SpecModel
 from kf_trainer_core.checkpoint_storage import Checkpoints
 from kf_trainer_core.errors import FieldProblem, SpecError
+from kf_trainer_core.retention import Retention
 from kf_trainer_core.spec_common import (
     ANNOTATIONS_LIMIT,
     DEFAULT_MODEL_IGNORE_PATTERNS,
@@ -254,6 +255,7 @@ __all__ = [
     "QueueName",
     "ReplicatedJobPatch",
     "ResourceValue",
+    "Retention",
     "RuntimeKind",
     "RuntimePatch",
     "RuntimeRef",

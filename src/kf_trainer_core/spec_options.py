@@ -10,6 +10,7 @@ from pydantic import AfterValidator, Field, field_validator
 from kf_trainer_core import checks
 from kf_trainer_core._model import SpecModel, fix
 from kf_trainer_core.checkpoint_storage import Checkpoints
+from kf_trainer_core.retention import Retention
 from kf_trainer_core.spec_common import (
     ANNOTATIONS_LIMIT,
     DEFAULT_PATCH_MANAGER,
@@ -329,7 +330,8 @@ Option = Annotated[
     | Suspend
     | ManagedBy
     | QueueName
-    | Checkpoints,
+    | Checkpoints
+    | Retention,
     Field(discriminator="type"),
 ]
 
@@ -342,4 +344,5 @@ SINGLE_OPTIONS = {
     "ManagedBy",
     "QueueName",
     "Checkpoints",
+    "Retention",
 }

@@ -20,12 +20,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kf_trainer_core import names, untrusted
-from kf_trainer_core.builder import (
-    IDENTITY_ANNOTATION,
-    PROGRESS_ANNOTATION,
-    PROGRESS_FROM_LOG,
-    SPEC_HASH_ANNOTATION,
-)
 from kf_trainer_core.errors import FailureClass, result_unavailable_error
 from kf_trainer_core.failures import classify
 from kf_trainer_core.function import parse_result
@@ -40,6 +34,12 @@ from kf_trainer_core.k8s.resources import (
 from kf_trainer_core.k8s.trainjob import CREATION_FAILED_REASON as CREATION_FAILED_REASON
 from kf_trainer_core.k8s.trainjob import condition, condition_true
 from kf_trainer_core.kueue import QueueStatus
+from kf_trainer_core.marks import (
+    IDENTITY_ANNOTATION,
+    PROGRESS_ANNOTATION,
+    PROGRESS_FROM_LOG,
+    SPEC_HASH_ANNOTATION,
+)
 from kf_trainer_core.results import ResultMissing
 from kf_trainer_core.runtimes import device_of
 from kf_trainer_core.timeutil import duration_text, parse_time

@@ -23,7 +23,13 @@ require("prefect", "prefect", "kf_trainer_prefect", "Prefect 3")
 
 from kf_trainer_prefect.credentials import KubeflowTrainerCredentials  # noqa: E402
 from kf_trainer_prefect.decorators import atrainjob_task, trainjob_task  # noqa: E402
-from kf_trainer_prefect.flows import stop_flow_run_trainjobs, trainjob_cleanup_hook, trainjob_flow  # noqa: E402
+from kf_trainer_prefect.flows import (  # noqa: E402
+    prune_trainjobs,
+    prune_trainjobs_flow,
+    stop_flow_run_trainjobs,
+    trainjob_cleanup_hook,
+    trainjob_flow,
+)
 from kf_trainer_prefect.retries import retry_infrastructure_failures, retry_on_classes  # noqa: E402
 from kf_trainer_prefect.tasks import (  # noqa: E402
     acancel_trainjob,
@@ -51,6 +57,8 @@ __all__ = [
     "await_trainjob",
     "cancel_trainjob",
     "get_trainjob_outputs",
+    "prune_trainjobs",
+    "prune_trainjobs_flow",
     "retry_infrastructure_failures",
     "retry_on_classes",
     "run_trainjob",

@@ -18,14 +18,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from prefect import flow
+from prefect import flow, task
 
 from kf_trainer_core.interruptions import CancelAction, check_action, past
 from kf_trainer_core.status import JobOutputs
 from kf_trainer_prefect._engine import FLOW_RUN_LABEL
 from kf_trainer_prefect.credentials import CredentialsLike, load_credentials
 
-__all__ = ["stop_flow_run_trainjobs", "trainjob_cleanup_hook", "trainjob_flow"]
+__all__ = [
+    "prune_trainjobs",
+    "prune_trainjobs_flow",
+    "stop_flow_run_trainjobs",
+    "trainjob_cleanup_hook",
+    "trainjob_flow",
+]
 
 if TYPE_CHECKING:
     from prefect import Flow
@@ -135,3 +141,75 @@ def trainjob_flow(
         startup_timeout=startup_timeout,
         on_cancel=on_cancel,
     )
+
+
+@task(name="prune-trainjobs")
+def prune_trainjobs(
+    credentials: CredentialsLike | None = None,
+    *,
+    namespace: str | None = None,
+    older_than: str | float | None = None,
+    keep_last: int | None = None,
+    statuses: tuple[str, ...] = ("Complete", "Failed"),
+    label_selector: str | None = None,
+    identity_prefix: str | None = None,
+    include_foreign: bool = False,
+    honour_retention: bool = True,
+    limit: int | None = None,
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """Delete finished TrainJobs (``TrainerClient.prune_jobs``; ``docs/retention.md``):
+    never an unfinished one, never checkpoints; without ``older_than``/``keep_last`` the
+    retention each job was submitted with decides. Returns the report as a dict."""
+    from prefect import get_run_logger
+
+    from kf_trainer_core.client import TrainerClient
+
+    creds = load_credentials(credentials)
+    with TrainerClient(creds.backend_config(), namespace=namespace) as client:
+        report = client.prune_jobs(
+            older_than=older_than,
+            keep_last=keep_last,
+            statuses=statuses,
+            label_selector=label_selector,
+            identity_prefix=identity_prefix,
+            include_foreign=include_foreign,
+            honour_retention=honour_retention,
+            limit=limit,
+            dry_run=dry_run,
+        )
+    logger = get_run_logger()
+    for entry in report.selected:
+        logger.info("%s %s: %s", "would delete" if dry_run else "picked", entry.name, entry.why)
+    for name, why in report.skipped:
+        logger.info("left %s alone: %s", name, why)
+    logger.info("%s", report.summary())
+    return report.to_dict()
+
+
+@flow(name="prune-trainjobs", description="Delete finished Kubeflow Trainer TrainJobs.")
+def prune_trainjobs_flow(
+    credentials: str | None = None,
+    namespace: str | None = None,
+    older_than: str | None = None,
+    keep_last: int | None = None,
+    identity_prefix: str | None = None,
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """A maintenance flow of one :func:`prune_trainjobs` task, with the credentials block
+    saved as ``credentials``. Serve it on a schedule::
+
+        prune_trainjobs_flow.serve(
+            name="prune-trainjobs", cron="0 4 * * *",
+            parameters={"credentials": "prod", "older_than": "14d"},
+        )
+    """
+    result: dict[str, Any] = prune_trainjobs(
+        credentials,
+        namespace=namespace,
+        older_than=older_than,
+        keep_last=keep_last,
+        identity_prefix=identity_prefix,
+        dry_run=dry_run,
+    )
+    return result

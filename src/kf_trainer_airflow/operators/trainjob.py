@@ -527,9 +527,10 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         if not self.wait_for_completion:
             self._result = ({"job_name": name, "namespace": self._job_namespace},)
             return self._result[0]
-        with self._client() as client:
-            outputs = self._outputs = self._outputs or client.get_job_outputs(name)
-            _endings.finish(self, client, succeeded=True)
+        if self._outputs is None:
+            with self._client() as client:
+                self._outputs = client.get_job_outputs(name)
+        outputs = self._outputs
         cost = outputs.cost_text()
         self.log.info(
             "%s is %s%s%s",
@@ -546,6 +547,10 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         ti.xcom_push(key="job_name", value=data["name"])
         for key in XCOM_KEYS[1:]:
             ti.xcom_push(key=key, value=data[key])
+        # on_finish_action only once the outputs are stored in Airflow (docs/retention.md).
+        if self.on_finish_action != "keep":
+            with self._client() as client:
+                _endings.finish(self, client, succeeded=True)
         self._result = (self.task_result(outputs),)
         return self._result[0]
 

@@ -23,7 +23,6 @@ from kf_trainer_airflow import _args
 from kf_trainer_airflow._compat import BaseSensorOperator, PokeReturnValue, conf
 from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
 from kf_trainer_airflow.operators.trainjob import TrainJobFailedException
-from kf_trainer_core.status import JobState
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -94,6 +93,10 @@ class TrainJobSensor(BaseSensorOperator):
         self.recheck_interval = _args.seconds(recheck_interval, "recheck_interval") or 30.0
         self.resume_grace = _args.seconds(resume_grace, "resume_grace", zero=True) or 0.0
         if step is None:
+            # The status models load here, when a sensor is made, not when a DAG file
+            # imports this module.
+            from kf_trainer_core.status import JobState
+
             known = [s.value for s in JobState]
             bad = [s for s in self.target_status if s not in known]
             if bad:
@@ -153,6 +156,8 @@ class TrainJobSensor(BaseSensorOperator):
         raise self._failure(client, job, goal.explain(job, verdict, step))
 
     def _poke_job(self, client: TrainerClient, job: TrainJob) -> bool | PokeReturnValue:
+        from kf_trainer_core.status import JobState
+
         state = job.status.value
         passed = job.status is JobState.COMPLETE and any(
             _JOB_PROGRESS.get(t, 99) < _JOB_PROGRESS["Complete"] for t in self.target_status
@@ -174,6 +179,7 @@ class TrainJobSensor(BaseSensorOperator):
     def _failure(
         self, client: TrainerClient, job: TrainJob, message: str
     ) -> TrainJobFailedException:
+        from kf_trainer_core.status import JobState
         from kf_trainer_core.step_waits import explain_failure
 
         failure = None

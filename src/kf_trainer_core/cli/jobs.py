@@ -1,4 +1,4 @@
-"""``kf-trainer jobs …``: list, inspect, follow, wait for and stop TrainJobs.
+"""``kf-trainer jobs …``: list, inspect, follow, wait for, stop and prune TrainJobs.
 
 Every job command lives under ``jobs`` (there are no top-level aliases): ``kf-trainer
 jobs logs NAME -f``. Reading commands take ``-o table|json|yaml``.
@@ -24,6 +24,7 @@ from kf_trainer_core.cli._output import (
 )
 from kf_trainer_core.cli._where import check_identity, make_client, where_options
 from kf_trainer_core.status import JobState, TrainJob
+from kf_trainer_core.timeutil import duration_text
 
 _STATES = [s.value for s in JobState]
 
@@ -352,3 +353,95 @@ def suspend(ctx: click.Context, name: str) -> None:
 def resume(ctx: click.Context, name: str) -> None:
     """Resume a suspended job."""
     _act(ctx, name, "resumed", lambda c: c.resume_job(name))
+
+
+@jobs.command("prune")
+@where_options
+@click.option(
+    "--older-than",
+    metavar="AGE",
+    help="Only jobs that finished longer ago than AGE (7d, 12h, 30m, 90s).",
+)
+@click.option(
+    "--keep-last",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Keep the newest N attempts of each identity; the older ones are pruned.",
+)
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice(["Complete", "Failed"], case_sensitive=False),
+    help="Only jobs in this finished state (repeatable; default both).",
+)
+@click.option("-l", "--selector", help="Only jobs matching this label selector.")
+@click.option("--identity-prefix", help="Only jobs whose identity starts with this text.")
+@click.option("--all", "include_foreign", is_flag=True, help="Also jobs this suite did not create.")
+@click.option(
+    "--ignore-retention",
+    is_flag=True,
+    help="Ignore the retention the jobs were submitted with (only the flags decide).",
+)
+@click.option("--limit", type=click.IntRange(min=1), help="Delete at most N jobs this run.")
+@click.option("--dry-run", is_flag=True, help="Show what would be deleted; delete nothing.")
+@output_option
+@click.pass_context
+def prune(
+    ctx: click.Context,
+    older_than: str | None,
+    keep_last: int | None,
+    statuses: tuple[str, ...],
+    selector: str | None,
+    identity_prefix: str | None,
+    include_foreign: bool,
+    ignore_retention: bool,
+    limit: int | None,
+    dry_run: bool,
+    output: str,
+) -> None:
+    """Delete finished jobs (their JobSets and pods go with them); never an unfinished
+    one, never checkpoints. Without --older-than/--keep-last, the retention each job
+    was submitted with decides."""
+    from kf_trainer_core.retention import parse_age
+
+    try:
+        age = None if older_than is None else parse_age(older_than, "--older-than")
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    wanted = tuple(s.capitalize() for s in statuses) or ("Complete", "Failed")
+    client = make_client(ctx)
+    try:
+        report = client.prune_jobs(
+            older_than=age,
+            keep_last=keep_last,
+            statuses=wanted,
+            label_selector=selector,
+            identity_prefix=identity_prefix,
+            include_foreign=include_foreign,
+            honour_retention=not ignore_retention,
+            limit=limit,
+            dry_run=dry_run,
+        )
+    except ValueError as exc:
+        raise CliError(str(exc).replace("older_than", "--older-than")) from None
+    if output != "table":
+        dump(report.to_dict(), output)
+        return
+    done = set(report.deleted)
+    skipped = dict(report.skipped)
+    rows = [
+        [
+            e.name,
+            e.identity or "-",
+            e.status,
+            duration_text(e.age_seconds).replace(" ", ""),
+            ("would delete" if dry_run else "deleted" if e.name in done else "kept")
+            + (f" ({skipped[e.name]})" if e.name in skipped else ""),
+            e.why,
+        ]
+        for e in report.selected
+    ]
+    if rows:
+        table(["NAME", "IDENTITY", "STATUS", "FINISHED", "ACTION", "WHY"], rows)
+    click.echo(report.summary())

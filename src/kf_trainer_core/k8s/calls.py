@@ -116,9 +116,20 @@ class Patch(_OneObject):
 
 @dataclass(frozen=True)
 class Delete(_OneObject):
-    """Delete an object. Result: the API's answer (object or Status)."""
+    """Delete an object. Result: the API's answer (object or Status).
+
+    ``uid`` / ``resource_version`` are preconditions: the server deletes only the
+    object that still has them, else answers 409 Conflict (``prune`` deletes only
+    what it listed, unchanged)."""
 
     propagation: str = "Foreground"
+    uid: str | None = None
+    resource_version: str | None = None
+
+    def preconditions(self) -> dict[str, str]:
+        """The DeleteOptions ``preconditions`` (empty when there are none)."""
+        found = {"uid": self.uid, "resourceVersion": self.resource_version}
+        return {k: v for k, v in found.items() if v}
 
 
 @dataclass(frozen=True)

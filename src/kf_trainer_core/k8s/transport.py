@@ -142,6 +142,14 @@ def plan(call: Call, request_timeout: float) -> Plan:
         return Plan(api, methods["patch"], body, timeout, content_type=MERGE_PATCH)
     if isinstance(call, Delete):
         kwargs = {"propagation_policy": call.propagation, **timeout}
+        if call.preconditions():
+            # DeleteOptions in the body: the only place preconditions go.
+            kwargs["body"] = {
+                "apiVersion": "v1",
+                "kind": "DeleteOptions",
+                "propagationPolicy": call.propagation,
+                "preconditions": call.preconditions(),
+            }
         return Plan(api, methods["delete"], at(call.name), kwargs)
     raise TypeError(f"no plan for {call!r}")
 

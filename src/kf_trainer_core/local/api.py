@@ -96,6 +96,26 @@ def _kind(resource: Any) -> Kind:
     return kind
 
 
+def _check_preconditions(
+    kind: Kind, name: str, obj: JSON | None, preconditions: dict[str, str] | None
+) -> None:
+    """A delete's preconditions, as the apiserver checks them: 409 Conflict when the
+    object's uid or resourceVersion is not the one given."""
+    if obj is None:
+        raise not_found(kind, name)
+    meta = obj.get("metadata") or {}
+    for key, want in (preconditions or {}).items():
+        have = str(meta.get(key) or "")
+        if want and str(want) != have:
+            label = "UID" if key == "uid" else "ResourceVersion"
+            raise StatusError.conflict(
+                kind,
+                name,
+                f"Precondition failed: {label} in precondition: {want}, "
+                f"{label} in object meta: {have}",
+            )
+
+
 def _trainjob_ref(obj: JSON) -> JSON:
     meta = obj.get("metadata") or {}
     return object_reference(
@@ -156,7 +176,13 @@ class LocalApi:
                 _kind(call.resource), call.namespace, call.name, call.body, call.subresource
             )
         if isinstance(call, Delete):
-            return self.delete(_kind(call.resource), call.namespace, call.name, call.propagation)
+            return self.delete(
+                _kind(call.resource),
+                call.namespace,
+                call.name,
+                call.propagation,
+                call.preconditions(),
+            )
         if isinstance(call, ReadLog):
             return self.read_log(call)
         raise TypeError(f"the local backend cannot perform {call!r}")
@@ -345,11 +371,20 @@ class LocalApi:
                 self._suspend_changed(result, after)
         return result
 
-    def delete(self, kind: Kind, namespace: str | None, name: str, propagation: str) -> JSON:
+    def delete(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        propagation: str,
+        preconditions: dict[str, str] | None = None,
+    ) -> JSON:
         ns = namespace if kind.namespaced else None
         if kind is TRAINJOBS:
-            return self.delete_trainjob(str(namespace), name, propagation)
+            return self.delete_trainjob(str(namespace), name, propagation, preconditions)
         with self.store.write() as tx:
+            if preconditions:
+                _check_preconditions(kind, name, tx.get(kind, ns, name), preconditions)
             obj = tx.delete(kind, ns, name)
         if obj is None:
             raise not_found(kind, name)
@@ -432,11 +467,18 @@ class LocalApi:
         finally:
             lock.release()
 
-    def delete_trainjob(self, namespace: str, name: str, propagation: str) -> JSON:
+    def delete_trainjob(
+        self,
+        namespace: str,
+        name: str,
+        propagation: str,
+        preconditions: dict[str, str] | None = None,
+    ) -> JSON:
         with self.store.write() as tx:
             obj = tx.get(TRAINJOBS, namespace, name)
             if obj is None:
                 raise not_found(TRAINJOBS, name)
+            _check_preconditions(TRAINJOBS, name, obj, preconditions)
             meta = obj["metadata"]
             if not meta.get("deletionTimestamp"):
                 meta["deletionTimestamp"] = now_iso()

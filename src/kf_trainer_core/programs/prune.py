@@ -1,0 +1,381 @@
+"""Pruning finished TrainJobs, as a program: pick them by age, by count per identity,
+by status, label selector or identity prefix (and by the retention each job was
+stamped with), then delete them one by one, each only if it is still the object that
+was picked.
+
+Never deleted: a job that has not finished (created, queued, suspended, running), a job
+already being deleted, and — unless asked for — a job the suite did not create. Each
+delete carries a precondition on the listed ``uid`` and ``resourceVersion``: a job that
+changed since it was listed is read again and deleted only if it is still finished and
+still due; one that was replaced (another uid under its name) is left alone.
+
+The propagation is ``Foreground``: the TrainJob stays (marked deleting) until the
+garbage collector has removed its JobSet, Jobs, pods and any Kueue Workload it owns, so
+its name is not free for a new job while the old JobSet of that name still exists.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from kf_trainer_core import retention
+from kf_trainer_core.k8s.calls import Delete, Get, Program
+from kf_trainer_core.k8s.errors import ApiError
+from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE, list_all
+from kf_trainer_core.k8s.resources import TRAINJOBS
+from kf_trainer_core.k8s.trainjob import condition
+from kf_trainer_core.marks import IDENTITY_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from kf_trainer_core.programs.submit import attempt_of
+from kf_trainer_core.selectors import SUITE_SELECTOR
+from kf_trainer_core.status import JobState, job_state
+
+FINISHED = (JobState.COMPLETE.value, JobState.FAILED.value)
+#: Propagation of prune's deletes (see the module's docstring).
+PROPAGATION = "Foreground"
+#: What is shown of an identity read from a cluster (untrusted text).
+_SHOWN = 200
+
+
+@dataclass(frozen=True)
+class PruneRules:
+    """Which finished jobs ``prune`` deletes.
+
+    ``older_than`` (seconds since the job finished) and ``keep_last`` (the newest N
+    attempts of each identity are kept) are the caller's rules; given together, a job
+    must satisfy both. With ``honour_retention`` a job is also due when the
+    :class:`~kf_trainer_core.retention.Retention` it was stamped with says so.
+    ``statuses``, ``label_selector``, ``identity_prefix`` and ``include_foreign``
+    narrow (or widen) the jobs looked at; ``limit`` caps the deletes of one run.
+    """
+
+    older_than: float | None = None
+    keep_last: int | None = None
+    statuses: tuple[str, ...] = FINISHED
+    label_selector: str | None = None
+    identity_prefix: str | None = None
+    include_foreign: bool = False
+    honour_retention: bool = True
+    limit: int | None = None
+
+    def check(self) -> None:
+        """Refuse rules that pick nothing or everything, before any request."""
+        if self.older_than is not None and not (
+            math.isfinite(self.older_than) and self.older_than >= 0
+        ):
+            raise ValueError(f"older_than={self.older_than!r}. Fix: use 0 seconds or more.")
+        for what, value in (("keep_last", self.keep_last), ("limit", self.limit)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"{what}={value!r} is no count. Fix: pass a whole number.")
+        if self.keep_last is not None and self.keep_last < 0:
+            raise ValueError(f"keep_last={self.keep_last}. Fix: use 0 or more.")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"limit={self.limit}. Fix: use 1 or more (or None for no cap).")
+        bad = [s for s in self.statuses if s not in FINISHED]
+        if bad or not self.statuses:
+            raise ValueError(
+                f"statuses={list(self.statuses)!r}: only finished jobs are pruned. Fix: pick "
+                "from 'Complete' and 'Failed' (unfinished jobs are never deleted)."
+            )
+        if self.label_selector is not None and not self.label_selector.strip():
+            raise ValueError(
+                "label_selector='' selects nothing in particular. Fix: name a label, e.g. "
+                "'team=a', or leave it out."
+            )
+        if self.identity_prefix is not None and not self.identity_prefix.strip("/ "):
+            raise ValueError(
+                f"identity_prefix={self.identity_prefix!r} names no identity. Fix: pass the "
+                "start of an identity, e.g. 'my_dag/' (or leave it out)."
+            )
+        if self.older_than is None and self.keep_last is None and not self.honour_retention:
+            raise ValueError(
+                "prune has no rule: no older_than, no keep_last, and the jobs' own retention "
+                "is ignored. Fix: give older_than (e.g. '7d') and/or keep_last."
+            )
+
+
+@dataclass(frozen=True)
+class PruneEntry:
+    """One job ``prune`` picked, and why."""
+
+    name: str
+    identity: str | None
+    attempt: int
+    status: str
+    finished_at: str | None
+    age_seconds: float
+    why: str
+
+
+@dataclass(frozen=True)
+class PruneReport:
+    """What ``prune`` found and did. ``selected`` is the plan (what a dry run shows);
+    ``deleted`` what was deleted; ``skipped`` the picked jobs left alone, with why
+    (changed or replaced since listed, already gone); ``kept`` the finished jobs the
+    rules did not pick, ``unfinished`` those never picked, and ``over_limit`` the due
+    jobs left for a later run by ``limit``."""
+
+    namespace: str
+    dry_run: bool
+    selected: list[PruneEntry] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    kept: int = 0
+    unfinished: int = 0
+    over_limit: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable (an orchestrator's result, ``-o json``)."""
+        data = asdict(self)
+        data["skipped"] = [{"name": n, "why": w} for n, w in self.skipped]
+        return data
+
+    def summary(self) -> str:
+        """One line: what was done."""
+        verb = "would delete" if self.dry_run else "deleted"
+        count = len(self.selected) if self.dry_run else len(self.deleted)
+        parts = [f"{self.namespace}: {verb} {count} finished TrainJob(s)"]
+        if self.skipped:
+            parts.append(f"{len(self.skipped)} left alone (changed or gone)")
+        if self.over_limit:
+            parts.append(f"{self.over_limit} more due (over the limit)")
+        parts.append(f"kept {self.kept} finished and {self.unfinished} unfinished")
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What prune needs of a listed job (the rest of the object is dropped per page)."""
+
+    name: str
+    uid: str
+    resource_version: str
+    identity: str | None
+    attempt: int
+    created: str
+    status: JobState
+    finished_at: str | None
+    deleting: bool
+    suite: bool
+    after: int | None
+    keep: int | None
+
+
+def _seen(obj: Mapping[str, Any]) -> _Seen:
+    meta = obj.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    state = job_state(obj)
+    cond = condition(obj, state.value) if state.terminal else None
+    after, keep = retention.stamped(annotations)
+    ident = annotations.get(IDENTITY_ANNOTATION)
+    return _Seen(
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        identity=ident if isinstance(ident, str) and ident else None,
+        attempt=attempt_of(obj),
+        created=str(meta.get("creationTimestamp") or ""),
+        status=state,
+        finished_at=str((cond or {}).get("lastTransitionTime") or "") or None,
+        deleting=bool(meta.get("deletionTimestamp")),
+        suite=(meta.get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE,
+        after=after,
+        keep=keep,
+    )
+
+
+def _epoch(stamp: str | None) -> float | None:
+    if not stamp:
+        return None
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def _ranks(jobs: list[_Seen]) -> dict[str, int]:
+    """Each job's place among its identity's attempts, newest first (0 = newest). The
+    attempt number decides (it is what submit trusts), then creation time, then name.
+    Jobs without an identity are each their own newest."""
+    groups: dict[str, list[_Seen]] = {}
+    for job in jobs:
+        if job.identity is not None:
+            groups.setdefault(job.identity, []).append(job)
+    ranks: dict[str, int] = {}
+    for members in groups.values():
+        members.sort(key=lambda j: (j.attempt, j.created, j.name), reverse=True)
+        ranks.update({j.name: i for i, j in enumerate(members)})
+    return ranks
+
+
+def _shown(identity: str | None) -> str | None:
+    if identity is None:
+        return None
+    text = "".join(c if c.isprintable() else "?" for c in identity)
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "…"
+
+
+def _why(rules: PruneRules, job: _Seen, age: float | None, rank: int) -> str | None:
+    """Why ``job`` is due, or ``None`` if it is kept."""
+    reasons = []
+    if rules.older_than is not None or rules.keep_last is not None:
+        old = rules.older_than is None or (age is not None and age >= rules.older_than)
+        # A job without an identity is no attempt of anything: keep_last never picks it.
+        many = rules.keep_last is None or (job.identity is not None and rank >= rules.keep_last)
+        if old and many:
+            if rules.older_than is not None:
+                reasons.append(f"finished more than {rules.older_than:g}s ago")
+            if rules.keep_last is not None:
+                reasons.append(f"not among the newest {rules.keep_last} of its identity")
+    if rules.honour_retention:
+        if job.after is not None and age is not None and age >= job.after:
+            reasons.append(f"its retention: {job.after}s after it finished")
+        if job.keep is not None and job.identity is not None and rank >= job.keep:
+            reasons.append(f"its retention: keep the last {job.keep}")
+    return "; ".join(reasons) or None
+
+
+def plan_prune(
+    namespace: str, objs: list[Mapping[str, Any]] | list[_Seen], rules: PruneRules, now: float
+) -> tuple[PruneReport, list[tuple[_Seen, int]]]:
+    """The selection, pure: which of the listed jobs are due (oldest first, each with
+    its rank among its identity's attempts), and the report of what was kept."""
+    jobs = [o if isinstance(o, _Seen) else _seen(o) for o in objs]
+    ranks = _ranks(jobs)
+    due: list[tuple[float, _Seen, int, PruneEntry]] = []
+    counts = {"kept": 0, "unfinished": 0}
+    for job in jobs:
+        if job.deleting or not (job.suite or rules.include_foreign):
+            continue
+        if not job.status.terminal:
+            counts["unfinished"] += 1
+            continue
+        if job.status.value not in rules.statuses or not _prefixed(job, rules.identity_prefix):
+            continue
+        finished = _epoch(job.finished_at) or _epoch(job.created)
+        age = None if finished is None else max(0.0, now - finished)
+        rank = ranks.get(job.name, 0)
+        why = _why(rules, job, age, rank)
+        if why is None:
+            counts["kept"] += 1
+            continue
+        entry = PruneEntry(
+            name=job.name,
+            identity=_shown(job.identity),
+            attempt=job.attempt,
+            status=job.status.value,
+            finished_at=job.finished_at,
+            age_seconds=round(age or 0.0, 3),
+            why=why,
+        )
+        due.append((finished or 0.0, job, rank, entry))
+    due.sort(key=lambda d: (d[0], d[1].name))
+    over = 0 if rules.limit is None else max(0, len(due) - rules.limit)
+    picked = due if rules.limit is None else due[: rules.limit]
+    report = PruneReport(
+        namespace=namespace,
+        dry_run=True,
+        selected=[e for *_, e in picked],
+        kept=counts["kept"],
+        unfinished=counts["unfinished"],
+        over_limit=over,
+    )
+    return report, [(j, r) for _, j, r, _ in picked]
+
+
+def _prefixed(job: _Seen, prefix: str | None) -> bool:
+    return prefix is None or (job.identity is not None and job.identity.startswith(prefix))
+
+
+def prune(
+    namespace: str,
+    rules: PruneRules,
+    *,
+    dry_run: bool = False,
+    page_size: int | None = DEFAULT_PAGE_SIZE,
+    now: float | None = None,
+) -> Program[PruneReport]:
+    """List the namespace's TrainJobs a page at a time (each page reduced to what the
+    rules need), pick the due ones (:func:`plan_prune`) and, unless ``dry_run``, delete
+    them, each under a precondition on what was listed."""
+    rules.check()
+    selector = ",".join(
+        s for s in (None if rules.include_foreign else SUITE_SELECTOR, rules.label_selector) if s
+    )
+    listing = yield from list_all(
+        TRAINJOBS, namespace, label_selector=selector or None, page_size=page_size, slim=_seen
+    )
+    clock = time.time() if now is None else now
+    report, picked = plan_prune(namespace, listing["items"], rules, clock)
+    if dry_run:
+        return report
+    deleted: list[str] = []
+    skipped: list[tuple[str, str]] = []
+    for job, rank in picked:
+        outcome = yield from _delete_if_unchanged(namespace, job, rank, rules, clock)
+        if outcome is None:
+            deleted.append(job.name)
+        else:
+            skipped.append((job.name, outcome))
+    return PruneReport(
+        namespace=namespace,
+        dry_run=False,
+        selected=report.selected,
+        deleted=deleted,
+        skipped=skipped,
+        kept=report.kept,
+        unfinished=report.unfinished,
+        over_limit=report.over_limit,
+    )
+
+
+def _delete_if_unchanged(
+    namespace: str, job: _Seen, rank: int, rules: PruneRules, now: float
+) -> Program[str | None]:
+    """Delete ``job`` if it is still the finished object that was picked; ``None`` when
+    deleted, else why not. A job whose resourceVersion moved (a controller touched its
+    status) is read again and deleted only if it is still finished, not deleting, the
+    same uid, and still due (its ``rank`` among its identity's attempts is the planned
+    one: attempts are numbered when created and never renumbered)."""
+    current = job
+    for _ in range(2):
+        try:
+            yield Delete(
+                TRAINJOBS,
+                namespace,
+                current.name,
+                propagation=PROPAGATION,
+                uid=current.uid or None,
+                resource_version=current.resource_version or None,
+            )
+            return None
+        except ApiError as err:
+            if err.not_found:
+                return "already gone"
+            if not err.conflict:
+                raise
+        try:
+            obj = yield Get(TRAINJOBS, namespace, job.name)
+        except ApiError as reread:
+            if reread.not_found:
+                return "already gone"
+            raise
+        fresh = _seen(obj)
+        if fresh.uid != job.uid:
+            return "replaced by another job of that name since it was listed"
+        if fresh.deleting:
+            return "already being deleted"
+        if not fresh.status.terminal or fresh.status.value not in rules.statuses:
+            return f"changed since it was listed (now {fresh.status.value})"
+        # Rank is the listed one; ages and stamps are re-read.
+        finished = _epoch(fresh.finished_at) or _epoch(fresh.created)
+        age = None if finished is None else max(0.0, now - finished)
+        if _why(rules, fresh, age, rank) is None:
+            return "changed since it was listed and no longer due"
+        current = fresh
+    return "kept changing while it was being deleted"

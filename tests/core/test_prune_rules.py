@@ -1,0 +1,230 @@
+"""Which finished TrainJobs ``prune`` picks (issue 27, section 1): the selection rules
+on their own, over objects shaped as the API server returns them, including every
+never-delete case. The same rules against the test server and the real control
+plane: ``tests/client/test_prune.py``, ``tests/client/test_prune_control_plane.py``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kf_trainer_core import retention
+from kf_trainer_core.builder import (
+    ATTEMPT_ANNOTATION,
+    IDENTITY_ANNOTATION,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    build_trainjob,
+)
+from kf_trainer_core.errors import SpecError
+from kf_trainer_core.programs.prune import PruneRules, plan_prune
+from kf_trainer_core.retention import Retention, parse_age
+from kf_trainer_core.spec import CustomTrainerContainer, TrainerCommand, TrainJobSpec
+
+NOW = 1_900_000_000.0  # 2030-03-17
+DAY = 86400.0
+
+
+def _stamp(seconds_ago: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(NOW - seconds_ago, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def job(
+    name: str,
+    *,
+    state: str | None = "Complete",
+    finished_ago: float = 10 * DAY,
+    identity: str | None = None,
+    attempt: int = 0,
+    suite: bool = True,
+    deleting: bool = False,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    ann = dict(annotations or {})
+    if identity is not None:
+        ann[IDENTITY_ANNOTATION] = identity
+        if attempt:
+            ann[ATTEMPT_ANNOTATION] = str(attempt)
+    meta: dict[str, Any] = {
+        "name": name,
+        "uid": f"uid-{name}",
+        "resourceVersion": "7",
+        "creationTimestamp": _stamp(finished_ago + 60),
+        "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE} if suite else {},
+        "annotations": ann,
+    }
+    if deleting:
+        meta["deletionTimestamp"] = _stamp(1)
+    status: dict[str, Any] = {}
+    if state in ("Complete", "Failed"):
+        status["conditions"] = [
+            {"type": state, "status": "True", "lastTransitionTime": _stamp(finished_ago)}
+        ]
+    elif state == "Suspended":
+        status["conditions"] = [{"type": "Suspended", "status": "True"}]
+    elif state == "Running":
+        status["jobsStatus"] = [{"name": "node", "ready": 1}]
+    return {"metadata": meta, "status": status}
+
+
+def picked(objs: list[dict[str, Any]], **rules: Any) -> list[str]:
+    report, _ = plan_prune("ns", objs, PruneRules(**rules), NOW)
+    return [e.name for e in report.selected]
+
+
+def test_older_than_measures_from_when_the_job_finished() -> None:
+    objs = [job("old", finished_ago=8 * DAY), job("young", finished_ago=6 * DAY)]
+    assert picked(objs, older_than=7 * DAY) == ["old"]
+
+
+def test_unfinished_jobs_are_never_picked_whatever_the_rules() -> None:
+    objs = [
+        job("created", state=None, identity="d/t/r"),
+        job("running", state="Running", identity="d/t/r", attempt=1),
+        job("suspended", state="Suspended", identity="d/t/r", attempt=2),
+        job("done", identity="d/t/r", attempt=3),
+    ]
+    everything = {"older_than": 0.0, "keep_last": 0, "include_foreign": True}
+    assert picked(objs, **everything) == ["done"]
+    report, _ = plan_prune("ns", objs, PruneRules(**everything), NOW)
+    assert report.unfinished == 3
+
+
+def test_jobs_being_deleted_and_foreign_jobs_are_left_alone() -> None:
+    objs = [
+        job("going", deleting=True),
+        job("theirs", suite=False),
+        job("ours"),
+    ]
+    assert picked(objs, older_than=0.0) == ["ours"]
+    assert sorted(picked(objs, older_than=0.0, include_foreign=True)) == ["ours", "theirs"]
+
+
+def test_keep_last_keeps_the_newest_attempts_of_each_identity() -> None:
+    objs = [
+        # Attempt numbers decide, not names nor creation times.
+        job("a-z", identity="dag/a/run", attempt=0, finished_ago=1 * DAY),
+        job("a-y", identity="dag/a/run", attempt=1, finished_ago=3 * DAY),
+        job("a-x", identity="dag/a/run", attempt=2, finished_ago=2 * DAY),
+        job("b-0", identity="dag/b/run"),
+        job("no-identity"),
+    ]
+    assert sorted(picked(objs, keep_last=2)) == ["a-z"]
+    assert sorted(picked(objs, keep_last=1)) == ["a-y", "a-z"]
+    # A job without an identity is no attempt of anything: keep_last never picks it.
+    assert "no-identity" not in picked(objs, keep_last=0)
+
+
+def test_an_unfinished_newest_attempt_counts_among_the_kept() -> None:
+    objs = [
+        job("old", identity="i", attempt=0, state="Failed"),
+        job("new", identity="i", attempt=1, state="Running"),
+    ]
+    assert picked(objs, keep_last=1) == ["old"]
+    assert picked(objs, keep_last=2) == []
+
+
+def test_older_than_and_keep_last_together_must_both_hold() -> None:
+    objs = [
+        job("old-0", identity="i", attempt=0, finished_ago=30 * DAY),
+        job("young-1", identity="i", attempt=1, finished_ago=1 * DAY),
+        job("young-2", identity="i", attempt=2, finished_ago=1 * DAY),
+    ]
+    assert picked(objs, older_than=7 * DAY, keep_last=1) == ["old-0"]
+
+
+def test_status_identity_prefix_and_limit_narrow_the_selection() -> None:
+    objs = [
+        job("f1", state="Failed", identity="etl/a/1", finished_ago=9 * DAY),
+        job("c1", identity="etl/a/2", finished_ago=8 * DAY),
+        job("f2", state="Failed", identity="ml/b/1", finished_ago=7 * DAY),
+    ]
+    assert picked(objs, older_than=0.0, statuses=("Failed",)) == ["f1", "f2"]
+    assert picked(objs, older_than=0.0, identity_prefix="etl/") == ["f1", "c1"]
+    # Oldest first, and the rest left for a later run.
+    report, _ = plan_prune("ns", objs, PruneRules(older_than=0.0, limit=2), NOW)
+    assert [e.name for e in report.selected] == ["f1", "c1"]
+    assert report.over_limit == 1
+
+
+def test_the_retention_a_job_was_stamped_with_is_honoured() -> None:
+    hour = retention.Retention(after_finished_seconds=3600).annotations()
+    two = retention.Retention(keep_last=2).annotations()
+    objs = [
+        job("due", annotations=hour, finished_ago=7200),
+        job("not-yet", annotations=hour, finished_ago=60),
+        job("unstamped", finished_ago=100 * DAY),
+        *(job(f"k{a}", identity="i", attempt=a, annotations=two) for a in range(4)),
+    ]
+    assert sorted(picked(objs)) == ["due", "k0", "k1"]
+    # The caller's rules add to the stamps; ignoring the stamps leaves only the rules.
+    assert "unstamped" in picked(objs, older_than=30 * DAY)
+    assert picked(objs, older_than=30 * DAY, honour_retention=False) == ["unstamped"]
+
+
+def test_a_stamp_that_is_not_a_number_never_makes_a_job_due() -> None:
+    for bad in ("-1", "soon", "1e9", "", "9" * 40, " 3600x"):
+        obj = job(
+            "x", finished_ago=100 * DAY, annotations={retention.AFTER_FINISHED_ANNOTATION: bad}
+        )
+        assert picked([obj]) == [], bad
+
+
+def test_rules_that_pick_nothing_in_particular_are_refused() -> None:
+    with pytest.raises(ValueError, match="no rule"):
+        PruneRules(honour_retention=False).check()
+    with pytest.raises(ValueError, match="never deleted"):
+        PruneRules(older_than=0, statuses=("Running",)).check()
+    with pytest.raises(ValueError, match="label_selector"):
+        PruneRules(older_than=0, label_selector=" ").check()
+    with pytest.raises(ValueError, match="identity_prefix"):
+        PruneRules(older_than=0, identity_prefix="/").check()
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("7d", 7 * DAY), ("12h", 43200), ("30m", 1800), ("90s", 90), ("2w", 14 * DAY), (60, 60)],
+)
+def test_ages(text: str | int, seconds: float) -> None:
+    assert parse_age(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["7 days", "-1d", "d", "", "1y", True])
+def test_bad_ages_are_refused_with_the_fix(text: Any) -> None:
+    with pytest.raises(ValueError, match="Fix"):
+        parse_age(text)
+
+
+def _spec(*options: Any) -> TrainJobSpec:
+    trainer = CustomTrainerContainer(image="busybox")
+    return TrainJobSpec(trainer=trainer, options=[TrainerCommand(["true"]), *options])
+
+
+def test_retention_is_stamped_by_the_spec_or_else_the_backend_and_leaves_the_hash() -> None:
+    plain = build_trainjob(_spec(), identity="i")
+    default = Retention(keep_last=3)
+    from_backend = build_trainjob(_spec(), identity="i", retention=default)
+    own = build_trainjob(
+        _spec(Retention(after_finished_seconds=60)), identity="i", retention=default
+    )
+    assert retention.stamped(from_backend.manifest["metadata"]["annotations"]) == (None, 3)
+    assert retention.stamped(own.manifest["metadata"]["annotations"]) == (60, None)
+    assert retention.stamped(plain.manifest["metadata"]["annotations"]) == (None, None)
+    # The same job whatever its retention: a rerun with another setting adopts it.
+    assert plain.spec_hash == from_backend.spec_hash == own.spec_hash
+    assert plain.name == from_backend.name == own.name
+
+
+def test_a_retention_without_a_setting_is_refused() -> None:
+    with pytest.raises(SpecError, match="after_finished_seconds"):
+        Retention()
+    with pytest.raises(SpecError, match="keep_last"):
+        TrainJobSpec.parse(
+            {
+                "trainer": {"image": "busybox"},
+                "options": [{"type": "Retention", "keep_last": 0}],
+            }
+        )
