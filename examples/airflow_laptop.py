@@ -83,9 +83,16 @@ def run(dag: Any, argv: list[str] | None = None) -> int:
         if value is not None
     }
 
+    # Say what the quiet seconds are for (a first run migrates a fresh database).
+    home = os.environ.get("AIRFLOW_HOME", "")
+    print(
+        f"Airflow home {home}: preparing its metadata database (the first run takes a while)…",
+        flush=True,
+    )
     from airflow.utils.db import initdb
 
     initdb()
+    print(f"Running the DAG {dag.dag_id} once with dag.test(); its tasks log below…", flush=True)
     dag_run = dag.test(run_conf=conf)
     states = {ti.task_id: str(ti.state) for ti in dag_run.get_task_instances()}
     print(f"\nDAG run {dag_run.run_id}: {dag_run.state}")

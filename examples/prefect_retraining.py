@@ -65,7 +65,16 @@ from prefect.runtime import flow_run as this_flow_run  # noqa: E402
 
 from kf_trainer_prefect import KubeflowTrainerCredentials, run_trainjob, stop_flow_run_trainjobs  # noqa: E402
 from retraining_jobs import profile as job_profile  # noqa: E402
-from retraining_ml import current_accuracy, day_of, evaluate, layout, prepare_data, promote, train  # noqa: E402
+from retraining_ml import (  # noqa: E402
+    current_accuracy,
+    day_of,
+    evaluate,
+    layout,
+    prepare_data,
+    promote,
+    summary,
+    train,
+)
 
 #: Where files go on this machine when the profile names no shared directory.
 LOCAL_DIR = ".kf-trainer/prefect"
@@ -177,7 +186,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
     outcome = retraining(day=args.day, credentials=args.credentials, profile=args.profile)
-    print(outcome)
+    # After Prefect's own logging: what happened, where the model is, how to see the job.
+    creds = credentials_for(args.credentials, args.profile, None)
+    state_dir = None if isinstance(creds, str) else creds.state_dir
+    root = Path(job_profile(args.profile).root(LOCAL_DIR)).resolve()
+    promoted = outcome["decision"] == "promoted"
+    print(summary(promoted, str(root / "registry"), outcome["trainjob"], state_dir))
     return 0
 
 

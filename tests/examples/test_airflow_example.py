@@ -113,6 +113,9 @@ def test_local_backend_promotes_then_keeps(
         assert [j.status.value for j in jobs] == ["Complete", "Complete"]
         assert all(j.namespace == "local" for j in jobs)
     out = capfd.readouterr().out
+    # No quiet seconds unexplained: the database set-up and the DAG run are announced.
+    assert "preparing its metadata database" in out
+    assert out.index("preparing its metadata database") < out.index("Running the DAG ")
     # The training log reached the task log (the last lines, after the deferred wait).
     assert "[node-0] epoch 20: loss=" in out
     summary = out[out.rindex("Summary: ") :]

@@ -4,6 +4,7 @@ of replaying its log as if it trained again — sync and async clients alike."""
 from __future__ import annotations
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.hints import command
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
 
 SPEC = TrainJobSpec(trainer=CustomTrainer("def fit():\n    print('training')\n    return 7\n"))
@@ -16,10 +17,12 @@ def test_sync_rerun_reuses_the_finished_job(client: TrainerClient) -> None:
     again: list[str] = []
     reused = client.run(SPEC, identity=("nightly", 1), on_log=again.append, timeout=120)
     assert (reused.name, reused.result) == (out.name, 7)
+    # The command reaches the job as printed: the local backend and its state directory.
+    look = command(client.config, ["jobs", "logs", out.name])
+    assert "--backend local" in look
     assert again == [
         f"[kf-trainer] reusing the finished job local/{out.name} (Complete); nothing trains "
-        f"again and its log is not replayed (read it with: kf-trainer jobs logs {out.name} "
-        "-n local)"
+        f"again and its log is not replayed (read it with: {look})"
     ]
     # An adapter that has just submitted the job itself still gets its log.
     replayed: list[str] = []

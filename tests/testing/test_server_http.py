@@ -645,27 +645,27 @@ async def test_async_client_crud_errors_and_logs(
     assert text == "world\n"
 
 
-def test_without_upstream_the_server_warns_and_skips_schemas(
+def test_a_named_upstream_folder_that_is_absent_warns_and_uses_the_builtin_level(
     tmp_path: Path, make_trainjob: Callable[..., Any]
 ) -> None:
-    with pytest.warns(RuntimeWarning, match="upstream CRDs"):
+    with pytest.warns(RuntimeWarning, match="upstream CRDs .* does not exist"):
         server = KubeTestServer(upstream=tmp_path / "absent")
     with server:
-        assert not server.validates
+        assert server.fidelity == "builtin"
+        assert server.validates
         client = kubernetes.config.new_client_from_config(
             config_file=str(server.kubeconfig(tmp_path / "k"))
         )
         try:
             co = custom(client)
-            assert (
-                co.list_cluster_custom_object(GROUP, VERSION, "clustertrainingruntimes")["items"]
-                == []
-            )
-            # No schema: stored as sent (no defaults), numNodes "x" not rejected.
-            made = co.create_namespaced_custom_object(
-                GROUP, VERSION, "default", "trainjobs", make_trainjob("j", num_nodes="x")
-            )
-            assert made["spec"]["runtimeRef"] == {"name": "torch-distributed"}
+            runtimes = co.list_cluster_custom_object(GROUP, VERSION, "clustertrainingruntimes")
+            assert "torch-distributed" in {r["metadata"]["name"] for r in runtimes["items"]}
+            # The built-in schema checks types: numNodes "x" is refused.
+            with pytest.raises(kubernetes.client.ApiException) as refused:
+                co.create_namespaced_custom_object(
+                    GROUP, VERSION, "default", "trainjobs", make_trainjob("j", num_nodes="x")
+                )
+            assert refused.value.status == 422
         finally:
             client.close()
 

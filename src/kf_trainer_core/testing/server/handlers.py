@@ -63,6 +63,13 @@ class HandlerMixin(ServerBase):
         types; docs/testing.md says what each level checks)."""
         self.fidelity = "none"
         if self.upstream is not None and not self.upstream.is_dir():
+            warnings.warn(
+                f"kf_trainer_core.testing: the folder of upstream CRDs {self.upstream} does "
+                "not exist; the test server uses its built-in schemas and runtimes. Fix: "
+                "name an existing folder (KF_TRAINER_UPSTREAM), or none.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
             self.upstream = None
         if self.upstream is not None:
             try:

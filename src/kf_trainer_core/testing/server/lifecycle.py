@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import os
 import socket
 import tempfile
 import threading
@@ -19,7 +20,7 @@ import yaml
 from aiohttp import web
 
 from kf_trainer_core.kueue import WORKLOADS
-from kf_trainer_core.testing.crd import find_upstream
+from kf_trainer_core.testing.crd import UPSTREAM_ENV, find_upstream
 from kf_trainer_core.testing.faults import FaultInjector
 from kf_trainer_core.testing.runtimes import load_upstream_runtimes
 from kf_trainer_core.testing.server.accounting import RequestLog
@@ -107,6 +108,9 @@ class KubeTestServer(Dispatcher):
         self._commit_hooks = []
         self.store.subscribe_changes(self._on_change)
 
+        named = os.environ.get(UPSTREAM_ENV) if upstream is None else None
+        if named and not Path(named).expanduser().is_dir():
+            upstream = Path(named).expanduser()  # absent: _load_schemas says so
         self.upstream = upstream if upstream is not None else find_upstream()
         self._schemas = {}
         self._load_schemas()
