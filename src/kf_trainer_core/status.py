@@ -663,6 +663,15 @@ def _pod_trouble(pod: Mapping[str, Any], step: str) -> tuple[str | None, int | N
             return waiting.get("reason"), None, waiting.get("message") or ""
     if status.get("phase") == "Failed":
         return status.get("reason") or "Failed", None, status.get("message") or ""
+    # The scheduler found no node (more GPUs than any node has, taints...): the pod is
+    # stuck Pending with no container status, only this condition says why.
+    for cond in status.get("conditions") or []:
+        if (
+            cond.get("type") == "PodScheduled"
+            and cond.get("status") == "False"
+            and cond.get("reason") == "Unschedulable"
+        ):
+            return "Unschedulable", None, str(cond.get("message") or "")
     return None, None, ""
 
 

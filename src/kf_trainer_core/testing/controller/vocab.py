@@ -23,4 +23,6 @@ TORCH_MASTER_PORT = 29500
 COMPLETION_INDEX_PATH = f"metadata.annotations['{COMPLETION_INDEX_LABEL}']"
 
 SIM_NODES = 4  # pods are spread over kf-sim-node-0..3
+#: ``nvidia.com/gpu`` each simulated node has (as the control plane's kwok nodes: 8).
+NODE_GPUS = 8
 LOG_TAIL = 80  # lines kept per pod for terminationMessagePolicy FallbackToLogsOnError
