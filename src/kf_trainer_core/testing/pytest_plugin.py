@@ -7,18 +7,137 @@ Enable them from a ``conftest.py``::
 ``kube_server`` starts one server per test session (with the simulated Trainer
 controller when it is available); ``kube`` resets it before each test and yields it;
 ``kubeconfig_path`` is a kubeconfig for it with namespace ``default``.
+
+The real control plane (:mod:`kf_trainer_core.testing.control_plane`): ``control_plane``
+starts one per session (``shared/control-plane`` or ``$KF_CONTROL_PLANE``, or etcd +
+kube-apiserver alone from ``$KUBEBUILDER_ASSETS``) in a temporary directory on free ports
+(``$KF_CONTROL_PLANE_PORT_BASE`` fixes them) and stops it at the end; its tests skip with
+the reason when it cannot run here, or fail with ``--require-control-plane`` (or
+``KF_CONTROL_PLANE_REQUIRED=1``), which CI sets. ``control_plane_namespace`` is a fresh
+namespace per test and ``control_plane_kubeconfig`` a kubeconfig whose context is that
+namespace. Tests that use them are marked ``control_plane`` (``-m control_plane``
+selects them, ``-m "not control_plane"`` leaves them out).
 """
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from kf_trainer_core.testing.control_plane import (
+    CONTROL_PLANE_ENV,
+    ControlPlane,
+    ControlPlaneUnavailable,
+    start_control_plane,
+)
 from kf_trainer_core.testing.server import KubeTestServer
 
-__all__ = ["kube", "kube_server", "kubeconfig_path"]
+__all__ = [
+    "control_plane",
+    "control_plane_kubeconfig",
+    "control_plane_namespace",
+    "kube",
+    "kube_server",
+    "kubeconfig_path",
+]
+
+#: The marker of tests that run on the real control plane.
+MARKER = "control_plane"
+REQUIRED_ENV = "KF_CONTROL_PLANE_REQUIRED"
+_CP_FIXTURES = frozenset({"control_plane", "control_plane_namespace", "control_plane_kubeconfig"})
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("kf-trainer", "kf-trainer-suite test servers")
+    group.addoption(
+        "--control-plane",
+        metavar="DIR",
+        default=None,
+        help=f"the control-plane folder (holding start.sh); default ${CONTROL_PLANE_ENV}, "
+        "else shared/control-plane above the project",
+    )
+    group.addoption(
+        "--require-control-plane",
+        action="store_true",
+        default=False,
+        help=f"fail, not skip, the {MARKER} tests when no control plane can run "
+        f"(also ${REQUIRED_ENV}=1)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{MARKER}: runs against the real control plane (kube-apiserver + etcd)"
+    )
+    folder = config.getoption("--control-plane", default=None)
+    if folder:
+        os.environ[CONTROL_PLANE_ENV] = str(Path(folder).resolve())
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _CP_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(MARKER)
+
+
+@pytest.fixture(scope="session")
+def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    """One real control plane for the session, stopped at the end (even on failure)
+    and its directory (~530 MB) removed."""
+    required = request.config.getoption("--require-control-plane", default=False) or (
+        os.environ.get(REQUIRED_ENV, "") not in ("", "0")
+    )
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    # Not under pytest's basetemp: that is pruned by other sessions of the same user,
+    # which would delete a running control plane's files.
+    directory = Path(tempfile.mkdtemp(prefix="kf-control-plane-"))
+    try:
+        cp = start_control_plane(directory, worker=int(worker) if worker.isdigit() else 0)
+    except ControlPlaneUnavailable as exc:
+        shutil.rmtree(directory, ignore_errors=True)
+        if required:
+            pytest.fail(f"{exc} (a control plane is required here)", pytrace=False)
+        pytest.skip(str(exc))
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+
+    def finish() -> None:
+        cp.stop()
+        shutil.rmtree(directory, ignore_errors=True)  # an attached one's DIR is elsewhere
+
+    atexit.register(finish)  # also on an interrupted session
+    try:
+        yield cp
+    finally:
+        from kf_trainer_core.informer import shutdown_informers
+
+        shutdown_informers()
+        finish()
+
+
+@pytest.fixture
+def control_plane_namespace(control_plane: ControlPlane) -> Iterator[str]:
+    """A fresh namespace on the real control plane, deleted after the test."""
+    name = control_plane.new_namespace()
+    try:
+        yield name
+    finally:
+        control_plane.delete_namespace(name)
+
+
+@pytest.fixture
+def control_plane_kubeconfig(
+    control_plane: ControlPlane, control_plane_namespace: str, tmp_path: Path
+) -> Path:
+    """A kubeconfig for the real control plane whose namespace is the test's own."""
+    return control_plane.kubeconfig_for(control_plane_namespace, tmp_path / "cp-kubeconfig")
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,58 @@
+"""The real-control-plane fixture itself: its namespaces, kubeconfigs and etcd access."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kf_trainer_core.testing import control_plane as cp_module
+from kf_trainer_core.testing.control_plane import (
+    ControlPlane,
+    ControlPlaneUnavailable,
+    find_control_plane,
+    start_control_plane,
+)
+
+
+def test_namespace_and_kubeconfig(
+    control_plane: ControlPlane, control_plane_namespace: str, control_plane_kubeconfig: Path
+) -> None:
+    out = control_plane.kubectl("get", "namespace", control_plane_namespace, "-o", "name")
+    assert out.stdout.strip() == f"namespace/{control_plane_namespace}"
+    cfg = yaml.safe_load(control_plane_kubeconfig.read_text())
+    assert {c["context"]["namespace"] for c in cfg["contexts"]} == {control_plane_namespace}
+    assert control_plane_kubeconfig.stat().st_mode & 0o077 == 0
+    assert control_plane.new_namespace() != control_plane_namespace
+
+
+def test_compaction_advances(control_plane: ControlPlane) -> None:
+    before = control_plane.etcd_revision()
+    control_plane.new_namespace("compact")
+    assert control_plane.compact() > before
+
+
+def test_marker_added(request: pytest.FixtureRequest, control_plane: ControlPlane) -> None:
+    assert request.node.get_closest_marker("control_plane") is not None
+
+
+def test_missing_folder_is_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+    monkeypatch.delenv("KF_CONTROL_PLANE_ATTACH", raising=False)
+    monkeypatch.setenv("KF_CONTROL_PLANE", str(tmp_path / "absent"))
+    assert find_control_plane() is None
+    with pytest.raises(
+        ControlPlaneUnavailable, match=r"KF_CONTROL_PLANE=.*absent has no start\.sh"
+    ):
+        start_control_plane(tmp_path / "d")
+
+
+def test_missing_tool_is_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+    monkeypatch.delenv("KF_CONTROL_PLANE_ATTACH", raising=False)
+    (tmp_path / "start.sh").write_text("#!/bin/sh\nexit 1\n")
+    monkeypatch.setenv("KF_CONTROL_PLANE", str(tmp_path))
+    monkeypatch.setattr(cp_module, "TOOLS_FULL", ("kubectl", "no-such-tool-here"))
+    with pytest.raises(ControlPlaneUnavailable, match="no-such-tool-here not on PATH"):
+        start_control_plane(tmp_path / "d")
