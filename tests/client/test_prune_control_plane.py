@@ -3,14 +3,13 @@
 finished job's JobSet, Jobs, pods and the Kueue Workload it owns are removed by the
 garbage collector; a running job is never deleted; the API server's delete
 preconditions stop a delete of a job that changed after it was listed, and prune then
-reads it again. Skipped where the control plane is not there.
+reads it again. On the session's control plane (the ``control_plane`` fixture: skipped
+where it cannot start, a fresh namespace per test).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,44 +26,15 @@ from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import JOBSETS, PODS, TRAINJOBS
 from kf_trainer_core.kueue import WORKLOADS
 from kf_trainer_core.spec import RuntimePatch
+from kf_trainer_core.testing.control_plane import ControlPlane
 
-CONTROL_PLANE = Path(
-    os.environ.get(
-        "KF_CONTROL_PLANE", Path(__file__).resolve().parents[3] / "shared" / "control-plane"
-    )
-)
-#: This module's own control plane (ports 17700-17709), unless one is given.
-PORT_BASE = os.environ.get("KF_PRUNE_CP_PORT_BASE", "17700")
-NS = "team-a"
-
-pytestmark = pytest.mark.skipif(
-    not (CONTROL_PLANE / "start.sh").exists(), reason=f"no control plane at {CONTROL_PLANE}"
-)
-
-
-@pytest.fixture(scope="module")
-def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    given = os.environ.get("KF_CONTROL_PLANE_KUBECONFIG")
-    if given:
-        yield given
-        return
-    where = tmp_path_factory.mktemp("prune-cp")
-    start = [str(CONTROL_PLANE / "start.sh"), "--dir", str(where), "--port-base", PORT_BASE]
-    done = subprocess.run(
-        [*start, "--controllers"], capture_output=True, text=True, timeout=300, check=False
-    )
-    try:
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        yield done.stdout.strip().splitlines()[-1].split("=", 1)[1]
-    finally:
-        subprocess.run(
-            [str(CONTROL_PLANE / "stop.sh"), "--dir", str(where)], capture_output=True, check=False
-        )
+pytestmark = pytest.mark.control_plane
 
 
 @pytest.fixture
-def client(kubeconfig: str) -> Iterator[TrainerClient]:
-    with TrainerClient(KubernetesConfig(kubeconfig=kubeconfig), namespace=NS) as c:
+def client(control_plane: ControlPlane, control_plane_kubeconfig: Path) -> Iterator[TrainerClient]:
+    control_plane.require_controllers()
+    with TrainerClient(KubernetesConfig(kubeconfig=str(control_plane_kubeconfig))) as c:
         yield c
 
 
@@ -86,8 +56,10 @@ def finished_attempts(client: TrainerClient, identity: str, count: int) -> list[
     by the real controllers."""
     names = []
     for attempt in range(count):
-        built = build_trainjob(spec(None), namespace=NS, identity=identity, attempt=attempt)
-        client._run(one(Create(TRAINJOBS, NS, built.manifest)))
+        built = build_trainjob(
+            spec(None), namespace=client.namespace, identity=identity, attempt=attempt
+        )
+        client._run(one(Create(TRAINJOBS, client.namespace, built.manifest)))
         names.append(built.name)
     for name in names:
         reach(client, name, "Complete")
@@ -108,7 +80,7 @@ def left(client: TrainerClient, job: str) -> set[str]:
     """Which kinds still hold an object of ``job``."""
     found = set()
     for res in (TRAINJOBS, JOBSETS, PODS, WORKLOADS):
-        listing = client._run(one(ListObjects(res, NS)))
+        listing = client._run(one(ListObjects(res, client.namespace)))
         if any(o["metadata"]["name"].startswith(job) for o in listing["items"]):
             found.add(res.plural)
     return found
@@ -127,7 +99,7 @@ def gone(client: TrainerClient, jobs: list[str], timeout: float = 90) -> dict[st
 def workload_of(client: TrainerClient, job: str) -> None:
     """A Workload owned by ``job``, as Kueue makes one (no Kueue controller runs here:
     the object and its owner reference are what the garbage collector acts on)."""
-    obj = client._run(one(Get(TRAINJOBS, NS, job)))
+    obj = client._run(one(Get(TRAINJOBS, client.namespace, job)))
     body = {
         "apiVersion": WORKLOADS.api_version,
         "kind": "Workload",
@@ -145,7 +117,7 @@ def workload_of(client: TrainerClient, job: str) -> None:
             ],
         },
         "spec": {
-            "queueName": "team-a",
+            "queueName": "q",
             "podSets": [
                 {
                     "name": "node",
@@ -155,7 +127,7 @@ def workload_of(client: TrainerClient, job: str) -> None:
             ],
         },
     }
-    client._run(one(Create(WORKLOADS, NS, body)))
+    client._run(one(Create(WORKLOADS, client.namespace, body)))
 
 
 def test_prune_on_the_real_control_plane(client: TrainerClient) -> None:
@@ -177,7 +149,7 @@ def test_prune_on_the_real_control_plane(client: TrainerClient) -> None:
 
     # The async client, on the same server.
     async def prune_rest() -> list[str]:
-        async with AsyncTrainerClient(client.config, namespace=NS) as aclient:
+        async with AsyncTrainerClient(client.config, namespace=client.namespace) as aclient:
             return (await aclient.prune_jobs(older_than=0, identity_prefix="cp/train/")).deleted
 
     assert asyncio.run(prune_rest()) == [attempts[2]]
@@ -187,13 +159,13 @@ def test_prune_on_the_real_control_plane(client: TrainerClient) -> None:
 
 def test_the_api_servers_preconditions_guard_the_delete(client: TrainerClient) -> None:
     (name,) = finished_attempts(client, "cp/changing/run-1", 1)
-    obj = client._run(one(Get(TRAINJOBS, NS, name)))
+    obj = client._run(one(Get(TRAINJOBS, client.namespace, name)))
     meta = obj["metadata"]
     with pytest.raises(ApiError) as stale:
-        client._run(one(Delete(TRAINJOBS, NS, name, resource_version="1")))
+        client._run(one(Delete(TRAINJOBS, client.namespace, name, resource_version="1")))
     assert stale.value.conflict
     with pytest.raises(ApiError) as other:
-        client._run(one(Delete(TRAINJOBS, NS, name, uid="0000-other")))
+        client._run(one(Delete(TRAINJOBS, client.namespace, name, uid="0000-other")))
     assert other.value.conflict
     assert client.get_job(name).uid == meta["uid"]  # still there
 
@@ -205,9 +177,9 @@ def test_the_api_servers_preconditions_guard_the_delete(client: TrainerClient) -
         if isinstance(call, Delete) and not touched:
             touched.append(call.name)
             patch = {"metadata": {"labels": {"touched": "yes"}}}
-            client._run(one(Patch(TRAINJOBS, NS, name, patch)))
+            client._run(one(Patch(TRAINJOBS, client.namespace, name, patch)))
 
-    with TrainerClient(client.config, namespace=NS, request_hook=touch) as hooked:
+    with TrainerClient(client.config, namespace=client.namespace, request_hook=touch) as hooked:
         report = hooked.prune_jobs(older_than=0, identity_prefix="cp/changing/")
     assert touched == [name]
     assert report.deleted == [name]
