@@ -31,7 +31,7 @@ from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE
 from kf_trainer_core.k8s.resources import EVENTS, TRAINJOBS
 from kf_trainer_core.k8s.retry import DEFAULT_POLICY, RetryPolicy
 from kf_trainer_core.kueue import KueueProbe, QueueTracker, probe_for
-from kf_trainer_core.programs.logs import follow_logs, read_logs, shown_logs
+from kf_trainer_core.programs.logs import follow_logs, shown_logs
 from kf_trainer_core.programs.reads import get_runtime
 from kf_trainer_core.programs.submit import Submitted, choose_attempt, jobs_for_identity, submit
 from kf_trainer_core.runtimes import RuntimeInfo
@@ -268,6 +268,6 @@ class ClientBase:
         checks.check_step(step)
         checks.check_count(tail=tail)
         if not follow:
-            return shown_logs(read_logs(self.namespace, name, step, tail, strict=True), raw)
+            return shown_logs(self.namespace, name, step, tail, raw, strict=True)
         names.require_job_name(name)
         return follow_logs(self.namespace, name, step, tail=tail or 1000, raw=raw)
