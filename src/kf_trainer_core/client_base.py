@@ -32,7 +32,7 @@ from kf_trainer_core.k8s.resources import EVENTS, TRAINJOBS
 from kf_trainer_core.k8s.retry import DEFAULT_POLICY, RetryPolicy
 from kf_trainer_core.kueue import KueueProbe, QueueTracker, probe_for
 from kf_trainer_core.pod_batch import PodBatch
-from kf_trainer_core.programs.logs import follow_logs, read_logs, shown_logs
+from kf_trainer_core.programs.logs import follow_logs, shown_logs
 from kf_trainer_core.programs.reads import get_runtime
 from kf_trainer_core.programs.submit import Submitted, submit_identity
 from kf_trainer_core.runtimes import RuntimeInfo
@@ -281,6 +281,6 @@ class ClientBase:
         checks.check_step(step)
         checks.check_count(tail=tail)
         if not follow:
-            return shown_logs(read_logs(self.namespace, name, step, tail, strict=True), raw)
+            return shown_logs(self.namespace, name, step, tail, raw, strict=True)
         names.require_job_name(name)
         return follow_logs(self.namespace, name, step, tail=tail or 1000, raw=raw)

@@ -132,7 +132,7 @@ def test_progress_reported_in_a_container_reaches_the_jobs_status(
     progress = client.get_job(name).progress
     assert progress is not None
     assert progress.percentage == 100
-    assert progress.metrics["step"] == "2"
+    assert progress.metrics["step"] == 2
 
 
 def test_dataset_initializer_fills_the_shared_workspace(

@@ -113,11 +113,29 @@ def read_logs(
     return (yield from _read_step_log(namespace, pods, step, tail, attempts))
 
 
-def shown_logs(lines: Program[list[str]], raw: bool = False) -> Program[list[str]]:
-    """The lines a log read returns, as a person reads them
-    (:func:`kf_trainer_core.untrusted.shown_lines`), or all of them when ``raw``."""
-    read = yield from lines
-    return read if raw else untrusted.shown_lines(read)
+#: Lines read beyond a ``tail`` for those a person does not see: the generated program
+#: ends a log with its last progress report and its result.
+HIDDEN_SLACK = 20
+
+
+def shown_logs(
+    namespace: str,
+    name: str,
+    step: str,
+    tail: int | None,
+    raw: bool = False,
+    *,
+    strict: bool = False,
+) -> Program[list[str]]:
+    """:func:`read_logs` as a person reads it (:func:`kf_trainer_core.untrusted.shown_lines`:
+    the last ``tail`` lines of those shown), or every line when ``raw``."""
+    if raw:
+        return (yield from read_logs(namespace, name, step, tail, strict=strict))
+    more = None if tail is None else tail + HIDDEN_SLACK
+    shown = untrusted.shown_lines(
+        (yield from read_logs(namespace, name, step, more, strict=strict))
+    )
+    return shown if tail is None else shown[len(shown) - min(tail, len(shown)) :]
 
 
 def _read_step_log(
