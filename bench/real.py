@@ -133,6 +133,8 @@ def scale_row(cp: RealControlPlane, settings: Settings, workdir: Path, n: int) -
     row.update(
         {
             "latency": summary(values),
+            # The rate the writer reached (it may fall short of RATE on a busy machine).
+            "completion_seconds": max(done.values()) - min(done.values()) if done else None,
             "rss_before_mb": rss_before / 2**20,
             "rss_waiting_mb": rss_waiting / 2**20,
             "rss_growth_mb": (rss_waiting - rss_before) / 2**20 if rss_before else None,
