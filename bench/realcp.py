@@ -132,18 +132,6 @@ class RealControlPlane:
         with ThreadPoolExecutor(threads) as pool:
             list(pool.map(one, names))
 
-    def delete_all_jobs(self) -> None:
-        """Remove every TrainJob of the namespace (between measurements)."""
-        api = self.api()
-        with contextlib.suppress(Exception):
-            api.delete_collection_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL)
-        # Wait until they are gone: a later list must not see them.
-        for _ in range(600):
-            left = api.list_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, limit=1)
-            if not left.get("items"):
-                return
-            time.sleep(0.2)
-
     def complete(self, name: str) -> float:
         """Write ``Complete=True`` through the status subresource; return ``time.time()``
         when the server answered (the write is committed by then)."""

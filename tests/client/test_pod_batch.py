@@ -41,7 +41,8 @@ async def test_concurrent_async_waits_share_their_pod_reads(
     before = len(server.requests.records)
     outs = await asyncio.gather(*(aclient.wait(n, timeout=30) for n in names))
     for name, (job, result) in zip(names, outs, strict=True):
-        assert job.name == name and job.status is JobState.COMPLETE
+        assert job.name == name
+        assert job.status is JobState.COMPLETE
         assert result == expected[name]
         assert job.steps  # its own pods, not another job's
         assert all(step.pod_name.startswith(name + "-") for step in job.steps)

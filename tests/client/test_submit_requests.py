@@ -77,7 +77,7 @@ def test_concurrent_submitters_of_a_fresh_identity_make_one_job(
     k8s_config: KubernetesConfig, server: KubeTestServer
 ) -> None:
     identity = "dag/train/concurrent-fresh"
-    a0, a1 = _names(identity)
+    a0, _ = _names(identity)
     server.controller.script(a0, Scenario.preset("never-finish"))
     results: list[Submitted] = []
     errors: list[BaseException] = []
@@ -90,7 +90,7 @@ def test_concurrent_submitters_of_a_fresh_identity_make_one_job(
             start.wait()
             try:
                 results.append(c.submit(spec(None), identity=identity))
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:  # reported below
                 errors.append(exc)
 
     threads = [threading.Thread(target=one) for _ in range(12)]

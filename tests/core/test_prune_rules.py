@@ -112,8 +112,10 @@ def test_keep_last_keeps_the_newest_attempts_of_each_identity() -> None:
         job("b-0", identity="dag/b/run"),
         job("no-identity"),
     ]
-    assert sorted(picked(objs, keep_last=2)) == ["a-z"]
-    assert sorted(picked(objs, keep_last=1)) == ["a-y", "a-z"]
+    # Attempt 0 ("a-z") holds the identity's name while a later attempt stays.
+    assert sorted(picked(objs, keep_last=2)) == []
+    assert sorted(picked(objs, keep_last=1)) == ["a-y"]
+    assert sorted(picked(objs, keep_last=0)) == ["a-x", "a-y", "a-z", "b-0"]
     # A job without an identity is no attempt of anything: keep_last never picks it.
     assert "no-identity" not in picked(objs, keep_last=0)
 
@@ -123,17 +125,35 @@ def test_an_unfinished_newest_attempt_counts_among_the_kept() -> None:
         job("old", identity="i", attempt=0, state="Failed"),
         job("new", identity="i", attempt=1, state="Running"),
     ]
-    assert picked(objs, keep_last=1) == ["old"]
+    # The failed attempt 0 would be due, but it holds the identity's name while attempt
+    # 1 runs: with it gone, a rerun would create attempt 0 beside the running attempt.
+    assert picked(objs, keep_last=1) == []
     assert picked(objs, keep_last=2) == []
+
+
+def test_attempt_zero_holds_the_identity_while_a_later_attempt_stays() -> None:
+    """Submit creates attempt 0 first and looks further only when that name is taken:
+    pruning attempt 0 and keeping attempt 1 would make a rerun train again."""
+    objs = [
+        job("i-0", identity="i", attempt=0, state="Failed", finished_ago=30 * DAY),
+        job("i-1", identity="i", attempt=1, finished_ago=20 * DAY),
+        job("i-2", identity="i", attempt=2, finished_ago=1 * DAY),
+    ]
+    assert picked(objs, keep_last=1) == ["i-1"]
+    assert picked(objs, older_than=7 * DAY) == ["i-1"]  # i-2 stays: i-0 is held
+    assert picked(objs, older_than=0) == ["i-0", "i-1", "i-2"]  # nothing of it stays
+    assert picked(objs, older_than=7 * DAY, limit=1) == []  # i-1 would stay: i-0 is held
+    report, _ = plan_prune("ns", objs, PruneRules(keep_last=1), NOW)
+    assert report.kept == 2
 
 
 def test_older_than_and_keep_last_together_must_both_hold() -> None:
     objs = [
-        job("old-0", identity="i", attempt=0, finished_ago=30 * DAY),
-        job("young-1", identity="i", attempt=1, finished_ago=1 * DAY),
+        job("old-1", identity="i", attempt=1, finished_ago=30 * DAY),
         job("young-2", identity="i", attempt=2, finished_ago=1 * DAY),
+        job("young-3", identity="i", attempt=3, finished_ago=1 * DAY),
     ]
-    assert picked(objs, older_than=7 * DAY, keep_last=1) == ["old-0"]
+    assert picked(objs, older_than=7 * DAY, keep_last=1) == ["old-1"]
 
 
 def test_status_identity_prefix_and_limit_narrow_the_selection() -> None:
@@ -159,7 +179,8 @@ def test_the_retention_a_job_was_stamped_with_is_honoured() -> None:
         job("unstamped", finished_ago=100 * DAY),
         *(job(f"k{a}", identity="i", attempt=a, annotations=two) for a in range(4)),
     ]
-    assert sorted(picked(objs)) == ["due", "k0", "k1"]
+    # k0 would be due too, but attempt 0 holds the identity's name while k2, k3 stay.
+    assert sorted(picked(objs)) == ["due", "k1"]
     # The caller's rules add to the stamps; ignoring the stamps leaves only the rules.
     assert "unstamped" in picked(objs, older_than=30 * DAY)
     assert picked(objs, older_than=30 * DAY, honour_retention=False) == ["unstamped"]

@@ -277,6 +277,9 @@ def plan_prune(
     due.sort(key=lambda d: (d[0], d[1].name))
     over = 0 if rules.limit is None else max(0, len(due) - rules.limit)
     picked = due if rules.limit is None else due[: rules.limit]
+    held = _name_holders(jobs, {j.name for _, j, _, _ in picked})
+    counts["kept"] += sum(1 for _, j, _, _ in picked if j.name in held)
+    picked = [d for d in picked if d[1].name not in held]
     report = PruneReport(
         namespace=namespace,
         dry_run=True,
@@ -286,6 +289,20 @@ def plan_prune(
         over_limit=over,
     )
     return report, [(j, r) for _, j, r, _ in picked]
+
+
+def _name_holders(jobs: list[_Seen], going: set[str]) -> set[str]:
+    """Attempt 0 of every identity that keeps another job after this prune. Submit
+    creates attempt 0 first and looks further only when that name is taken, so attempt
+    0's name is what tells a rerun that its identity has jobs: with it gone and a later
+    attempt left, a rerun would create attempt 0 again — training again beside a finished
+    attempt, or beside a running one (two live jobs of one identity)."""
+    staying = {
+        j.identity
+        for j in jobs
+        if j.identity is not None and j.attempt > 0 and j.name not in going and not j.deleting
+    }
+    return {j.name for j in jobs if j.attempt == 0 and j.identity in staying}
 
 
 def _prefixed(job: _Seen, prefix: str | None) -> bool:
