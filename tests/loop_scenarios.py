@@ -1,6 +1,6 @@
 """Run waits in an event loop of a fresh process, timing every callback of the loop.
 
-Run as a script by ``tests/*/test_loop_blocking.py`` (a cold start: nothing of the suite
+Run as a script by ``tests/*/test_*_loop_blocking.py`` (a cold start: nothing of the suite
 is imported before the loop runs, except where a real host imports it first)::
 
     python tests/loop_scenarios.py MODE SETTINGS.json RESULT.json

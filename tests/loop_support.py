@@ -114,6 +114,7 @@ def run_with_completions(
     while not ready.exists() and thread.is_alive() and time.monotonic() < deadline:
         time.sleep(0.2)
     if ready.exists():
+        time.sleep(settings.get("finish_after", 0.0))
         finish_jobs(store, names)
     thread.join()
     if "error" in out:

@@ -15,6 +15,8 @@ from functools import lru_cache
 from typing import Any
 
 # Durations are checked by a module of their own, light enough for the trigger.
+from kf_trainer_airflow._durations import seconds as seconds
+
 # The core's "did you mean" of every unknown field or argument.
 from kf_trainer_core._model import did_you_mean
 from kf_trainer_core.errors import FieldProblem, SpecError

@@ -173,7 +173,7 @@ class LoopWatch:
                 blocked = max(0.0, wall - queued - collected)
                 watch._account(handle, wall, cpu, blocked, collected)
 
-        asyncio.events.Handle._run = timed_run  # type: ignore[method-assign]
+        asyncio.events.Handle._run = timed_run  # type: ignore[method-assign,assignment]
         self._sampler = threading.Thread(target=self._sample, name="loopwatch", daemon=True)
         self._sampler.start()
 
