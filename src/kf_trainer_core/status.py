@@ -42,7 +42,7 @@ from kf_trainer_core.k8s.trainjob import condition, condition_true
 from kf_trainer_core.kueue import QueueStatus
 from kf_trainer_core.results import ResultMissing
 from kf_trainer_core.runtimes import device_of
-from kf_trainer_core.timeutil import duration_text
+from kf_trainer_core.timeutil import duration_text, parse_time
 
 #: Waiting reasons that will not resolve by themselves while a pod is pending.
 STUCK_WAITING_REASONS = frozenset(
@@ -506,15 +506,46 @@ def to_trainjob(
     )
 
 
-def to_event(obj: Mapping[str, Any]) -> Event:
-    """A core/v1 Event object as :class:`Event`."""
-    inv = obj.get("involvedObject") or {}
-    stamp = (
-        obj.get("lastTimestamp")
+def _event_stamp(obj: Mapping[str, Any]) -> Any:
+    series = obj.get("series")
+    return (
+        (series.get("lastObservedTime") if isinstance(series, Mapping) else None)
+        or obj.get("lastTimestamp")
         or obj.get("eventTime")
         or obj.get("firstTimestamp")
         or ((obj.get("metadata") or {}).get("creationTimestamp"))
     )
+
+
+def event_last_seen(obj: Mapping[str, Any]) -> datetime | None:
+    """When an Event was last seen, as a datetime (``None`` if it says nothing usable).
+
+    Recorders of the ``events.k8s.io/v1`` API (the real Trainer controller's) leave
+    ``lastTimestamp`` empty, write ``eventTime`` in microseconds and count repeats in
+    ``series``; older ones write ``lastTimestamp`` to the second. The stamps are parsed,
+    never compared as text: ``...:57.327434Z`` sorts before ``...:57Z`` as a string."""
+    stamp = _event_stamp(obj)
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return parse_time(stamp)
+    except ValueError:
+        return None
+
+
+def _event_count(obj: Mapping[str, Any]) -> int:
+    series = obj.get("series")
+    raw = obj.get("count") or (series.get("count") if isinstance(series, Mapping) else None)
+    try:
+        return max(1, int(raw or 1))
+    except (TypeError, ValueError):
+        return 1
+
+
+def to_event(obj: Mapping[str, Any]) -> Event:
+    """A core/v1 Event object as :class:`Event` (``events.k8s.io/v1`` series included)."""
+    inv = obj.get("involvedObject") or {}
+    stamp = event_last_seen(obj)
     return Event(
         involved_object_kind=str(inv.get("kind", "")),
         involved_object_name=str(inv.get("name", "")),
@@ -522,7 +553,7 @@ def to_event(obj: Mapping[str, Any]) -> Event:
         reason=str(obj.get("reason", "")),
         event_time=stamp,
         type=str(obj.get("type", "Normal")),
-        count=int(obj.get("count") or 1),
+        count=_event_count(obj),
     )
 
 
@@ -573,6 +604,15 @@ def _pod_trouble(pod: Mapping[str, Any], step: str) -> tuple[str | None, int | N
             return waiting.get("reason"), None, waiting.get("message") or ""
     if status.get("phase") == "Failed":
         return status.get("reason") or "Failed", None, status.get("message") or ""
+    # The scheduler found no node (more GPUs than any node has, taints...): the pod is
+    # stuck Pending with no container status, only this condition says why.
+    for cond in status.get("conditions") or []:
+        if (
+            cond.get("type") == "PodScheduled"
+            and cond.get("status") == "False"
+            and cond.get("reason") == "Unschedulable"
+        ):
+            return "Unschedulable", None, str(cond.get("message") or "")
     return None, None, ""
 
 

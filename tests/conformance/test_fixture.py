@@ -39,6 +39,7 @@ def test_marker_added(request: pytest.FixtureRequest, control_plane: ControlPlan
 
 def test_missing_folder_is_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+    monkeypatch.delenv("KF_CONTROL_PLANE_ATTACH", raising=False)
     monkeypatch.setenv("KF_CONTROL_PLANE", str(tmp_path / "absent"))
     assert find_control_plane() is None
     with pytest.raises(
@@ -49,6 +50,7 @@ def test_missing_folder_is_unavailable(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_missing_tool_is_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+    monkeypatch.delenv("KF_CONTROL_PLANE_ATTACH", raising=False)
     (tmp_path / "start.sh").write_text("#!/bin/sh\nexit 1\n")
     monkeypatch.setenv("KF_CONTROL_PLANE", str(tmp_path))
     monkeypatch.setattr(cp_module, "TOOLS_FULL", ("kubectl", "no-such-tool-here"))

@@ -226,8 +226,12 @@ def follow_logs(
                 raise
             if job_state(obj).terminal and pod is None:
                 return  # the job ended without this step ever running
-            if pod is not None and failing_pod([pod]) is not None and not _started(pod, container):
-                return  # stuck (image pull...): nothing will be written
+            stuck = failing_pod([pod]) if pod is not None else None
+            started = pod is not None and _started(pod, container)
+            # Stuck (image pull...): nothing will be written. An unschedulable pod is not:
+            # it starts once a node has room (capacity freed, a node added).
+            if stuck is not None and stuck[2] != "Unschedulable" and not started:
+                return
             if start_timeout is not None and waited >= start_timeout:
                 return
             yield Sleep(poll_interval)

@@ -8,6 +8,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from kf_trainer_core import names
@@ -31,6 +32,7 @@ from kf_trainer_core.status import (
     JobState,
     Progress,
     TrainJob,
+    event_last_seen,
     failing_pod,
     failure_of,
     job_state,
@@ -38,9 +40,18 @@ from kf_trainer_core.status import (
     to_trainjob,
     with_trainer_status,
 )
+from kf_trainer_core.timeutil import parse_time
 
 if TYPE_CHECKING:
     from kf_trainer_core.informer import JobSubscription, Subscription
+
+
+def _created_at(obj: Mapping[str, Any]) -> datetime | None:
+    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+    try:
+        return parse_time(stamp) if isinstance(stamp, str) else None
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -113,13 +124,12 @@ class WaitGoal:
         if state is JobState.COMPLETE:
             # Complete but not wanted (waiting for Running of a job that already ended).
             return Verdict("reached", state)
-        created = (obj.get("metadata") or {}).get("creationTimestamp") or ""
+        created = _created_at(obj)
         failures = [
             e
             for e in events
             if e.get("reason") == CREATION_FAILED_REASON
-            and str(e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp") or "9")
-            >= str(created)
+            and (created is None or (seen := event_last_seen(e)) is None or seen >= created)
         ]
         if failures and state is JobState.CREATED:
             return Verdict("creation-failed", state, str(failures[-1].get("message") or ""))

@@ -54,6 +54,8 @@ __all__ = [
 CONTROL_PLANE_ENV: Final = "KF_CONTROL_PLANE"
 #: Fixes the port base (ports base..base+9 on 127.0.0.1); otherwise a free one is found.
 PORT_BASE_ENV: Final = "KF_CONTROL_PLANE_PORT_BASE"
+#: Use a control plane already started by ``start.sh --dir DIR``; it is left running.
+ATTACH_ENV: Final = "KF_CONTROL_PLANE_ATTACH"
 #: The envtest convention: a folder with ``kube-apiserver`` and ``etcd`` binaries.
 ASSETS_ENV: Final = "KUBEBUILDER_ASSETS"
 
@@ -269,6 +271,9 @@ def start_control_plane(directory: Path, *, worker: int = 0) -> ControlPlane:
     Raises :class:`ControlPlaneUnavailable` when neither can run here (a missing folder
     or tool) and :class:`RuntimeError` when a start fails.
     """
+    attach = os.environ.get(ATTACH_ENV)
+    if attach:
+        return attach_control_plane(Path(attach))
     assets = envtest_assets()
     if assets is not None:
         missing = missing_tools("api")
@@ -310,6 +315,24 @@ def start_control_plane(directory: Path, *, worker: int = 0) -> ControlPlane:
         if "already in use" not in out:
             break  # not a port race: trying another base would fail the same way
     raise RuntimeError("control plane did not start:\n" + "\n".join(errors))
+
+
+def attach_control_plane(directory: Path) -> ControlPlane:
+    """The control plane ``start.sh`` runs in ``directory`` (never stopped by us; its
+    tier is ``full`` when its Trainer controller runs)."""
+    directory = directory.expanduser().resolve()
+    try:
+        base = int((directory / "port-base").read_text())
+    except (OSError, ValueError):
+        raise ControlPlaneUnavailable(f"${ATTACH_ENV}={directory}: no start.sh run there") from None
+    tier: Tier = (
+        "full" if (directory / "run" / "trainer-controller-manager.pid").is_file() else "api"
+    )
+    cp = ControlPlane(directory, base, tier, directory / "kubeconfig", None)
+    cp._stopped = True  # someone else's: stop() leaves it running
+    if not cp.ready():
+        raise ControlPlaneUnavailable(f"${ATTACH_ENV}={directory}: kube-apiserver not ready")
+    return cp
 
 
 def _bases(worker: int) -> list[int]:

@@ -110,7 +110,7 @@ def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
 
     def finish() -> None:
         cp.stop()
-        shutil.rmtree(directory, ignore_errors=True)
+        shutil.rmtree(directory, ignore_errors=True)  # an attached one's DIR is elsewhere
 
     atexit.register(finish)  # also on an interrupted session
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 
-from kf_trainer_core.k8s.objects import new_event, object_reference
+from kf_trainer_core.k8s.objects import micro_now, new_event, object_reference
 from kf_trainer_core.k8s.trainjob import (
     JOB_API,
     JOB_COMPONENT,
@@ -37,6 +37,13 @@ class Recorder:
             now = format_timestamp()
 
             def bump(obj: JSON) -> None:
+                if obj.get("lastTimestamp") is None:  # events.k8s.io/v1 recorder: a series
+                    series = obj.get("series") or {}
+                    obj["series"] = {
+                        "count": int(series.get("count") or 1) + 1,
+                        "lastObservedTime": micro_now(),
+                    }
+                    return
                 obj["count"] = int(obj.get("count") or 1) + 1
                 obj["lastTimestamp"] = now
 
@@ -56,8 +63,22 @@ class Recorder:
         component: str = TRAINER_COMPONENT,
     ) -> None:
         involved = object_reference(TRAINER_API, "TrainJob", sim.name, sim.namespace, sim.uid)
-        what = (type_, reason, message, component)
-        self._about(involved, what, action=action, aggregate=sim.event_keys)
+        event = new_event(
+            sim.namespace,
+            involved,
+            type_,
+            reason,
+            message,
+            component,
+            action=action,
+            seq=next(self._seq),
+        )
+        # The real Trainer records through the events.k8s.io/v1 API, as read back from
+        # core/v1: eventTime in microseconds, no first/lastTimestamp nor count, repeats
+        # counted in `series` (seen on the real control plane).
+        event.update(firstTimestamp=None, lastTimestamp=None, source={})
+        del event["count"]
+        self.emit(event, aggregate=sim.event_keys)
 
     def jobset(self, sim: Sim, type_: str, reason: str, message: str) -> None:
         involved = object_reference(JOBSET_API, "JobSet", sim.name, sim.namespace, sim.jobset_uid)

@@ -28,7 +28,7 @@ from kf_trainer_core.testing.controller.pods import (
     truncate_bytes,
 )
 from kf_trainer_core.testing.controller.state import PodSim, Sim, safe
-from kf_trainer_core.testing.controller.vocab import JSON, SIM_NODES
+from kf_trainer_core.testing.controller.vocab import JSON, NODE_GPUS, SIM_NODES
 from kf_trainer_core.testing.scenarios import (
     KWOK_TERMINATION_MESSAGE_ANNOTATION,
     evict_pod_status,
@@ -45,6 +45,20 @@ _UNSCHEDULABLE = (
 _DEADLINE = "Pod was active on the node longer than the specified deadline"
 
 
+def _gpus(spec: JSON) -> int:
+    """The ``nvidia.com/gpu`` a pod needs on one node (its largest container ask)."""
+    most = 0
+    for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        res = c.get("resources") or {}
+        for part in ("limits", "requests"):
+            value = (res.get(part) or {}).get("nvidia.com/gpu")
+            try:
+                most = max(most, int(str(value))) if value is not None else most
+            except ValueError:
+                continue
+    return most
+
+
 class Kubelet:
     """Drives each pod from ``Pending`` to ``Succeeded``/``Failed`` as its step says."""
 
@@ -59,7 +73,12 @@ class Kubelet:
     # ------------------------------------------------------------------ scheduling
 
     def admit(self, pod: PodSim) -> None:
-        """A new pod: schedule it (after the scenario's unschedulable time)."""
+        """A new pod: schedule it (after the scenario's unschedulable time); a pod that
+        asks for more GPUs than a node has stays Pending, Unschedulable, as the real
+        scheduler leaves it."""
+        if _gpus(pod.spec) > NODE_GPUS:
+            self._unschedulable(pod)
+            return
         unschedulable = pod.job.sim.scenario.unschedulable_for
         if unschedulable > 0:
             self._unschedulable(pod)

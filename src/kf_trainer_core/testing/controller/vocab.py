@@ -13,13 +13,9 @@ from kf_trainer_core.k8s.trainjob import COMPLETION_INDEX_LABEL
 # The suite's generated launcher (builder.py) reads it; here it says "plain python" (no
 # torchrun/mpirun in the simulated pods).
 from kf_trainer_core.local._common import LAUNCHER_ENV as LAUNCHER_ENV
-from kf_trainer_core.testing.store import Resource
+from kf_trainer_core.testing.store import JOBS as JOBS
 
 JSON = dict[str, Any]
-
-#: ``batch/v1`` Jobs: the store holds them (so owner-reference cascades reach the pods)
-#: although the test server need not serve them.
-JOBS = Resource("batch", "v1", "jobs", "Job")
 
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 #: Trainer's ContainerTrainerPort (pkg/constants/constants.go): PET_MASTER_PORT.
@@ -27,4 +23,6 @@ TORCH_MASTER_PORT = 29500
 COMPLETION_INDEX_PATH = f"metadata.annotations['{COMPLETION_INDEX_LABEL}']"
 
 SIM_NODES = 4  # pods are spread over kf-sim-node-0..3
+#: ``nvidia.com/gpu`` each simulated node has (as the control plane's kwok nodes: 8).
+NODE_GPUS = 8
 LOG_TAIL = 80  # lines kept per pod for terminationMessagePolicy FallbackToLogsOnError

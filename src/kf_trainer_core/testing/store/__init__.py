@@ -44,6 +44,7 @@ from kf_trainer_core.testing.store.core import Store
 from kf_trainer_core.testing.store.logs import PodLogs
 from kf_trainer_core.testing.store.reads import decode_continue, encode_continue
 from kf_trainer_core.testing.store.registry import (
+    JOBS,
     RESOURCES,
     Admission,
     ChangeCallback,
@@ -59,6 +60,7 @@ __all__ = [
     "CLUSTER_TRAINING_RUNTIMES",
     "CONFIGMAPS",
     "EVENTS",
+    "JOBS",
     "JOBSETS",
     "NAMESPACES",
     "PODS",

@@ -23,12 +23,17 @@ Key = tuple[str, str]  # (namespace or "", name)
 StoreError = StatusError
 
 
+#: ``batch/v1`` Jobs: the simulated JobSet controller makes them, and the server serves
+#: them as a real apiserver does (a reader can follow TrainJob -> JobSet -> Job -> Pod).
+JOBS = Resource("batch", "v1", "jobs", "Job")
+
 #: Every resource type the test server serves.
 RESOURCES: tuple[Resource, ...] = (
     k8s.TRAINJOBS,
     k8s.TRAINING_RUNTIMES,
     k8s.CLUSTER_TRAINING_RUNTIMES,
     k8s.JOBSETS,
+    JOBS,
     k8s.PODS,
     k8s.EVENTS,
     k8s.SECRETS,

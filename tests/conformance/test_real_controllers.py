@@ -1,0 +1,132 @@
+"""What the client and the CLI show while the real controllers run a job: steps and
+pod states, a pod that cannot be scheduled, pods that fail and are retried by the
+upstream runtime's Jobs (backoffLimit 6: only what shows early is tested), foreground
+deletion. Where the test bed can show the same, the test runs on both servers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from conformance_support import Cluster, until
+
+from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.errors import FailureClass, TrainJobNotFoundError, TrainJobTimeoutError
+from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
+from kf_trainer_core.status import JobState
+
+
+def cli(capsys: pytest.CaptureFixture[str], cluster: Cluster, *args: str) -> tuple[int, str]:
+    """``kf-trainer ARGS`` in this process, pointed at the cluster's namespace."""
+    from kf_trainer_core.cli import main
+
+    capsys.readouterr()
+    code = main([*args, "--kubeconfig", str(cluster.kubeconfig)])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_cli_get_and_list_show_a_running_job(
+    client: TrainerClient, controllers: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = client.submit(controllers.spec("hold", nodes=2)).job.name
+    client.wait_for_job_status(name, "Running", timeout=60)
+    until(lambda: all(s.status == "Running" for s in client.get_job(name).steps), what="pods")
+    code, out = cli(capsys, controllers, "jobs", "get", name, "-o", "json")
+    assert code == 0, out
+    job = json.loads(out)["job"]
+    assert job["name"] == name
+    assert job["status"] == "Running"
+    assert job["num_nodes"] == 2
+    assert [s["name"] for s in job["steps"]] == ["node-0", "node-1"]
+    assert {s["status"] for s in job["steps"]} == {"Running"}
+    code, out = cli(capsys, controllers, "jobs", "list", "-o", "json")
+    assert code == 0, out
+    assert [j["name"] for j in json.loads(out)] == [name]
+    code, out = cli(capsys, controllers, "jobs", "get", name)
+    assert code == 0, out
+    assert name in out
+    assert "Running" in out
+
+
+def test_unschedulable_job_says_why_it_did_not_start(
+    client: TrainerClient, controllers: Cluster
+) -> None:
+    # Nine GPUs on one node: every node (kwok's and the test bed's) has eight.
+    spec = TrainJobSpec(
+        trainer=CustomTrainer(
+            controllers.spec().trainer.func, num_nodes=1, resources_per_node={"gpu": 9}
+        )
+    )
+    name = client.submit(spec).job.name
+    with pytest.raises(TrainJobTimeoutError, match="did not start within 3s") as info:
+        client.wait(name, timeout=60, startup_timeout=3)
+    failure = info.value.failure
+    assert failure is not None
+    assert failure.container_reason == "Unschedulable"
+    assert "Insufficient nvidia.com/gpu" in failure.message
+    assert info.value.failure_class is FailureClass.CAPACITY
+    assert "Insufficient nvidia.com/gpu" in str(info.value)
+    job = client.get_job(name)
+    assert job.status is JobState.CREATED
+    (step,) = job.steps
+    assert step.status == "Pending"
+    assert step.device_count == "9"
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "reason", "code"), [("fail", "Error", 3), ("oom", "OOMKilled", 137)]
+)
+def test_retried_failure_shows_while_the_job_retries(
+    client: TrainerClient, real_cluster: Cluster, behaviour: str, reason: str, code: int
+) -> None:
+    # The upstream runtime leaves backoffLimit at 6: the Job controller retries for
+    # ~10 minutes before the job is Failed. Early on, the failed attempt shows.
+    name = client.submit(real_cluster.spec(behaviour)).job.name
+    step = until(
+        lambda: next((s for s in client.get_job(name).steps if s.container_reason == reason), None),
+        what=f"a {reason} attempt",
+    )
+    assert step.exit_code == code
+    assert client.get_job(name).status not in (JobState.FAILED, JobState.COMPLETE)
+    with pytest.raises(TrainJobTimeoutError) as info:
+        client.wait(name, timeout=2)
+    assert f"exit code {code}" in str(info.value)
+    pods = real_cluster.owned("pods")
+    assert pods  # retried, not given up
+    failure = client.explain_failure(name)
+    assert failure.exit_code == code
+
+
+def test_foreground_delete_shows_the_job_deleting(
+    client: TrainerClient, real_cluster: Cluster
+) -> None:
+    name = client.submit(real_cluster.spec("hold", nodes=2)).job.name
+    client.wait_for_job_status(name, "Running", timeout=60)
+    assert client.delete_job(name) is True
+    seen: list[Any] = []
+
+    def gone() -> bool:
+        try:
+            seen.append(client.get_job(name).deleting)
+        except TrainJobNotFoundError:
+            return True
+        return False
+
+    until(gone, what="TrainJob collected")
+    # While the GC removed the JobSet, Jobs and Pods the TrainJob stayed, marked.
+    assert all(seen)
+
+
+def test_termination_message_is_the_result(client: TrainerClient, real_cluster: Cluster) -> None:
+    from conformance_support import pod_annotations
+
+    result = {"loss": 0.5, "w": 3.0}
+    msg = json.dumps(result, sort_keys=True, separators=(",", ":"))
+    spec = real_cluster.spec("succeed", pod_annotations({"kwok.x-k8s.io/termination-message": msg}))
+    name = client.submit(spec).job.name
+    until(lambda: client.get_job(name).status is JobState.COMPLETE, what="Complete")
+    out = client.get_job_outputs(name)
+    assert out.status is JobState.COMPLETE
+    assert out.result == result
