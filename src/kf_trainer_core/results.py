@@ -79,9 +79,8 @@ def expects_result(obj: Mapping[str, Any], pod: Mapping[str, Any] | None) -> boo
     if pod is not None:
         for container in (pod.get("spec") or {}).get("containers") or []:
             if container.get("name") == names.NODE:
-                found = _carries_marker(container)
-                if found is not None:
-                    return found
+                # No command: the image's own entrypoint, not a generated program.
+                return bool(_carries_marker(container))
     return _carries_marker((obj.get("spec") or {}).get("trainer") or {})
 
 

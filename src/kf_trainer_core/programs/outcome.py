@@ -159,7 +159,7 @@ def _runs_a_function(namespace: str, name: str) -> Program[bool]:
         full = yield from get_object(namespace, name)
     except (TrainJobNotFoundError, ApiError):
         return True
-    return expects_result(full, None) is not False
+    return bool(expects_result(full, None))
 
 
 def _why_missing(

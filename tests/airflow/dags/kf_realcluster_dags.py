@@ -1,4 +1,4 @@
-"""DAGs run on the real control plane (tests/airflow/test_realcluster.py): the operator
+"""DAGs run on the real control plane (tests/airflow/test_airflow_realcluster.py): the operator
 deferred to the triggerer, and the decorated task, on kwok's log-less nodes."""
 
 from __future__ import annotations
