@@ -40,7 +40,7 @@ from kf_trainer_core.checkpoint_storage import (
 )
 from kf_trainer_core.client_base import ClientBase, Identity
 from kf_trainer_core.config import LocalConfig
-from kf_trainer_core.cost import job_cost
+from kf_trainer_core.cost import outputs
 from kf_trainer_core.errors import TrainJobFailedError
 from kf_trainer_core.informer import (
     AsyncInformer,
@@ -72,9 +72,8 @@ from kf_trainer_core.programs.wait import (
     job_emitter,
     wait_program,
 )
-from kf_trainer_core.results import ResultMissing
 from kf_trainer_core.retention import parse_age
-from kf_trainer_core.runtimes import RuntimeInfo
+from kf_trainer_core.runtimes import PACKAGES_SOURCE, RuntimeInfo
 from kf_trainer_core.spec import TrainJobSpec
 from kf_trainer_core.status import (
     Event,
@@ -93,19 +92,6 @@ R = TypeVar("R")
 def _ignore(value: Any) -> None:
     """The sink of a wait's updates when nobody watches them."""
 
-
-#: What ``get_runtime_packages`` runs on a node of the runtime.
-_PACKAGES_SOURCE = """\
-def print_packages():
-    import shutil
-    import subprocess
-    import sys
-
-    pip = [sys.executable, "-m", "pip", "list"]
-    print(subprocess.run(pip, capture_output=True, text=True).stdout)
-    if shutil.which("nvidia-smi"):
-        print(subprocess.run(["nvidia-smi"], capture_output=True, text=True).stdout)
-"""
 
 CancelAction = Literal["delete", "suspend", "keep"]
 
@@ -457,7 +443,7 @@ class _Operations(ClientBase):
         and return that output (SDK ``get_runtime_packages``)."""
         from kf_trainer_core.spec import CustomTrainer
 
-        spec = TrainJobSpec(runtime=runtime, trainer=CustomTrainer(_PACKAGES_SOURCE, num_nodes=1))
+        spec = TrainJobSpec(runtime=runtime, trainer=CustomTrainer(PACKAGES_SOURCE, num_nodes=1))
         identity = f"runtime-packages/{runtime}/{time.time_ns()}"
         name = yield from self._train(spec=spec, identity=identity)
         yield from self._wait(name, timeout=timeout)
@@ -812,27 +798,3 @@ class AsyncTrainerClient(_Operations):
 async def _aiter(items: Iterable[str]) -> AsyncIterator[str]:
     for item in items:
         yield item
-
-
-def outputs(job: TrainJob, result: Any, missing: ResultMissing | None = None) -> JobOutputs:
-    """A finished job's outputs for an orchestrator: its result (or why it could not be
-    read), the metrics it reported, and what it cost (wall, pending and running time,
-    GPU-hours)."""
-    cost = job_cost(job)
-    return JobOutputs(
-        name=job.name,
-        namespace=job.namespace,
-        status=job.status,
-        runtime=job.runtime,
-        steps=job.steps,
-        metrics=job.progress.metrics if job.progress else {},
-        result=result,
-        duration_seconds=cost.wall_seconds if job.completion_timestamp else None,
-        failure=job.failure,
-        queue=job.queue,
-        pending_seconds=cost.pending_seconds,
-        running_seconds=cost.running_seconds,
-        gpu_hours=cost.gpu_hours,
-        progress=job.progress,
-        result_missing=missing,
-    )

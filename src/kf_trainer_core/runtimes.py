@@ -177,3 +177,17 @@ DEFAULT_RUNTIMES: dict[str, RuntimeInfo] = {
         _default("torchtune-qwen2.5-1.5b", "torchtune", "torch", _INIT_TORCH),
     )
 }
+
+
+#: What ``get_runtime_packages`` runs on a node of the runtime.
+PACKAGES_SOURCE = """\
+def print_packages():
+    import shutil
+    import subprocess
+    import sys
+
+    pip = [sys.executable, "-m", "pip", "list"]
+    print(subprocess.run(pip, capture_output=True, text=True).stdout)
+    if shutil.which("nvidia-smi"):
+        print(subprocess.run(["nvidia-smi"], capture_output=True, text=True).stdout)
+"""

@@ -257,7 +257,7 @@ def _report(artifacts: Mapping[str, Any], out: JobOutputs) -> tuple[str, str, st
 def _report_failure(artifacts: Mapping[str, Any], job: TrainJob | None, failure: Failure) -> None:
     if job is None:
         return
-    from kf_trainer_core.client import outputs
+    from kf_trainer_core.cost import outputs
 
     _write_summary(artifacts, summary.markdown(outputs(job, None), failure))
 

@@ -134,9 +134,7 @@ async def test_async_waits_are_each_offered_their_own_jobs_changes(
         key = client._informer_key("trainjobs")
         registry = informer_mod._async_registries.setdefault(asyncio.get_running_loop(), {})
         # The shared informer is made before any wait, so that its index counts.
-        informer = informer_mod.async_informer(
-            key, lambda: client._informer(client._jobs_state())
-        )
+        informer = informer_mod.async_informer(key, lambda: client._informer(client._jobs_state()))
         counting = _CountingSubscribers()
         informer.subscribers = informer.state.wanted = counting
         changes = 0

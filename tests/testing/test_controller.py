@@ -375,11 +375,7 @@ def test_image_pull_error_stays_pending(cluster: Cluster) -> None:
     cluster.create("pull", scenario="image-pull", trainer={"image": "ghcr.io/no/such:1"})
     pod = cluster.wait(
         lambda: next(
-            (
-                p
-                for p in cluster.pods("pull")
-                if waiting_reason(p) == "ImagePullBackOff"
-            ),
+            (p for p in cluster.pods("pull") if waiting_reason(p) == "ImagePullBackOff"),
             None,
         )
     )

@@ -88,8 +88,7 @@ def _create(namespace: str, built: BuiltTrainJob) -> Program[Submitted | None]:
             causes = "; ".join(err.causes()) or err.message
             if any(c.startswith("backend.") for c in err.causes()):
                 raise BackendConfigRejectedError(
-                    f"the backend cannot run TrainJob {built.name!r} as it is "
-                    f"configured: {causes}"
+                    f"the backend cannot run TrainJob {built.name!r} as it is configured: {causes}"
                 ) from None
             raise SubmitError(
                 f"the API server rejected TrainJob {built.name!r}: {causes}"
