@@ -202,18 +202,6 @@ def until(check: Callable[[], Any], timeout: float = 60, what: str = "condition"
         time.sleep(0.2)
 
 
-#: The known bug that wait()/run() turn a SUCCEEDED kwok job (no log, no termination
-#: message) into ApiError 500 containerLogs; fixed on branch r/cp-results (issue 23 #4).
-LOGLESS_SUCCESS = "wait() on a log-less succeeded pod raises ApiError 500 containerLogs (issue 23 item 4, r/cp-results)"
-
-
-def xfail_real_logless(request: pytest.FixtureRequest, cluster: Cluster) -> None:
-    """Mark the running test xfail(strict) on the real server for the log-less bug: it
-    runs, must fail, and turns red once the fix lands (then drop the mark)."""
-    if cluster.real:
-        request.node.add_marker(pytest.mark.xfail(strict=True, reason=LOGLESS_SUCCESS))
-
-
 async def wait_on(face: str, client: Any, aclient: Any, name: str, **kw: Any) -> Any:
     """``wait`` through the sync client (``face == "sync"``) or the async one."""
     if face == "sync":

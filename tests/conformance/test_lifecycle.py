@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from conformance_support import Cluster, until, wait_on, xfail_real_logless
+from conformance_support import Cluster, until, wait_on
 from kubernetes import client as k8s
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
@@ -68,13 +68,11 @@ async def test_wait_for_a_missing_job(
 
 @pytest.mark.parametrize("face", ["sync", "async"])
 async def test_wait_for_complete(
-    request: pytest.FixtureRequest,
     controllers: Cluster,
     face: str,
     client: TrainerClient,
     aclient: AsyncTrainerClient,
 ) -> None:
-    xfail_real_logless(request, controllers)
     name = client.submit(controllers.spec("succeed", nodes=2)).job.name
     if face == "sync":
         job, _ = client.wait(name, timeout=120)
@@ -85,9 +83,8 @@ async def test_wait_for_complete(
 
 
 def test_wait_for_status_complete_returns_the_job(
-    request: pytest.FixtureRequest, client: TrainerClient, controllers: Cluster
+    client: TrainerClient, controllers: Cluster
 ) -> None:
-    xfail_real_logless(request, controllers)
     name = client.submit(controllers.spec("succeed")).job.name
     assert client.wait_for_job_status(name, timeout=120).status is JobState.COMPLETE
 
