@@ -202,8 +202,6 @@ def until(check: Callable[[], Any], timeout: float = 60, what: str = "condition"
         time.sleep(0.2)
 
 
-#: The known bug that wait()/run() turn a SUCCEEDED kwok job (no log, no termination
-#: message) into ApiError 500 containerLogs; fixed on branch r/cp-results (issue 23 #4).
 async def wait_on(face: str, client: Any, aclient: Any, name: str, **kw: Any) -> Any:
     """``wait`` through the sync client (``face == "sync"``) or the async one."""
     if face == "sync":
