@@ -156,7 +156,7 @@ async def test_success_with_outputs_and_progress(
     payload = await first_event(make(name))
     assert payload["status"] == "success"
     assert payload["outputs"]["status"] == "Complete"
-    assert payload["outputs"]["metrics"]["loss"] == "0.1289"
+    assert payload["outputs"]["metrics"]["loss"] == 0.1289  # numbers come back as numbers
     lines = [line for line in capfd.readouterr().out.splitlines() if "% done" in line]
     assert lines
     assert any("loss=" in line and f"TrainJob default/{name}: " in line for line in lines)
