@@ -24,7 +24,7 @@ def _latency(section: JSON, targets: list[list[str]]) -> list[str]:
     if not sides:
         return []
     rows = []
-    for key in ("ours_async", "ours_sync", "sdk"):
+    for key in ("ours_async", "ours_sync", "sdk", "ours_async_no_result"):
         side = sides.get(key)
         if side is None:
             continue
@@ -57,6 +57,9 @@ def _latency(section: JSON, targets: list[list[str]]) -> list[str]:
     return [
         "### Completion latency with the real controllers",
         "",
+        f"_Measured {lat.get('ran_at', '?')}; load average before "
+        f"{_load(lat.get('load_before'))}, after {_load(lat.get('load_after'))}._",
+        "",
         f"`start.sh --controllers`: {lat.get('jobs_per_side')} TrainJobs per side, created "
         "suspended, every wait in place, then resumed together. The real Trainer controller "
         "makes each a JobSet, the real JobSet and Job controllers make its pod, kwok runs it "
@@ -64,7 +67,12 @@ def _latency(section: JSON, targets: list[list[str]]) -> list[str]:
         "set through a `RuntimePatch`), and the Trainer controller writes `Complete`. Notice "
         "latency: from the moment the benchmark's own watch on the TrainJobs delivered "
         "`Complete` to the wait's return in the waiting process (`lastTransitionTime` has "
-        "whole seconds only). Ratio: the SDK's p95 over ours.",
+        "whole seconds only). Ratio: the SDK's p95 over ours. Each pod ends with the "
+        "function's return value as its termination message, as the generated program "
+        "writes it on a real node; the last row is ours on pods that end without one: the "
+        "wait then looks for the result in node-0's log, which a kwok node cannot serve "
+        "(no kubelet), and reports the result as missing: that failed read is the "
+        "difference.",
         "",
         table(
             [
@@ -141,11 +149,16 @@ def _namespace(section: JSON, targets: list[list[str]]) -> list[str]:
     return [
         "### Namespace size on the real server",
         "",
+        f"_Measured {ns.get('ran_at', '?')}; load average before "
+        f"{_load(ns.get('load_before'))}, after {_load(ns.get('load_after'))}._",
+        "",
         f"API-only control plane. {ns.get('foreign_jobs', 10000):,} foreign TrainJobs "
         f"(~{(ns.get('program_bytes') or 20480) // 1024} KiB of program each, no label of "
         f"this suite) {made}; then a fresh process per side waits for 8 jobs of its "
         "own, whose `Complete` the benchmark writes through `/status` over two seconds "
-        "(once the process's CPU has gone quiet: ours has listed the namespace by then). "
+        "(once the process's CPU has gone quiet). Ours lists and watches only the "
+        "suite's own jobs (its shared informer's label selector), so the foreign jobs are "
+        "never sent to it; the SDK reads each job by name. "
         "Notice latency: from the status write's answer to the wait's return. RSS growth: "
         "the process's peak RSS (sampled every 50 ms) over its RSS before the waits.",
         "",
@@ -166,11 +179,10 @@ def section_realwait(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
     targets: list[list[str]] = []
     text = [
         "Two more control planes of `../shared/control-plane`, each started and stopped by "
-        "the benchmark, on the same two shared cores. Load average (1 / 5 / 15 min) before: "
-        f"{_load(section.get('load_before'))}; between the two parts: "
-        f"{_load(section.get('load_between'))}; after: {_load(section.get('load_after'))} "
-        "(the lead's CI run and other engineers' tests ran meanwhile: compare the ratios, "
-        "taken side by side in the same run, not the absolute times).",
+        "the benchmark, on the same two shared cores; each part states the load average "
+        "(1 / 5 / 15 min) before and after it (the lead's CI run and other engineers' tests "
+        "ran meanwhile: compare the ratios, taken side by side in the same run, not the "
+        "absolute times).",
         "",
     ]
     if section.get("sdk_skipped"):
