@@ -22,7 +22,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import api_requests, imports, latency, local, namespace, real, scale, submit
+from bench import (
+    api_requests,
+    imports,
+    latency,
+    local,
+    namespace,
+    real,
+    realwait,
+    scale,
+    submit,
+)
 from bench.common import JSON, REPO, BenchServer, Settings, machine_facts
 from bench.report import write_report
 
@@ -37,6 +47,8 @@ BENCHMARKS: dict[str, tuple[Callable[..., JSON], bool]] = {
     "local": (local.run, False),
     # Starts its own server: the real control plane of ../shared/control-plane.
     "real": (real.run, False),
+    # Two more of its own: with the real controllers, and API-only for namespace size.
+    "realwait": (realwait.run, False),
 }
 
 

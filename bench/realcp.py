@@ -48,9 +48,13 @@ def unavailable_reason() -> str | None:
 class RealControlPlane:
     """One control plane started for the run (apiserver only, or with controllers)."""
 
-    def __init__(self, workdir: Path, *, controllers: bool) -> None:
-        self.dir = workdir / "control-plane"
-        self.port_base = int(os.environ.get("KF_BENCH_CP_PORT_BASE", "17200"))
+    def __init__(
+        self, workdir: Path, *, controllers: bool, name: str = "control-plane", port_offset: int = 0
+    ) -> None:
+        # Each instance of a run has a folder and ports of its own (``port_offset``: a
+        # multiple of ten from the base), so that two never collide.
+        self.dir = workdir / name
+        self.port_base = int(os.environ.get("KF_BENCH_CP_PORT_BASE", "17200")) + port_offset
         self.controllers = controllers
         self.kubeconfig = self.dir / "kubeconfig"
         self.started_in: float | None = None

@@ -901,6 +901,12 @@ def section_real(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
     return render(section, out)
 
 
+def section_realwait(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
+    from bench.realwait_report import section_realwait as render
+
+    return render(section, out)
+
+
 SECTIONS: list[tuple[str, str, Callable[[JSON, Path], tuple[str, list[list[str]]]]]] = [
     ("latency", "Completion latency", section_latency),
     ("requests", "API requests per job", section_requests),
@@ -910,6 +916,7 @@ SECTIONS: list[tuple[str, str, Callable[[JSON, Path], tuple[str, list[list[str]]
     ("imports", "Import cost", section_imports),
     ("local", "Local backend", section_local),
     ("real", "On the real control plane", section_real),
+    ("realwait", "On the real control plane: waiting with its controllers", section_realwait),
 ]
 
 

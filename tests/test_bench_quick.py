@@ -10,7 +10,17 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("latency", "requests", "scale", "namespace", "submit", "imports", "local", "real")
+SECTIONS = (
+    "latency",
+    "requests",
+    "scale",
+    "namespace",
+    "submit",
+    "imports",
+    "local",
+    "real",
+    "realwait",
+)
 
 
 def test_quick_benchmarks_run_and_write_their_outputs(tmp_path: Path) -> None:
