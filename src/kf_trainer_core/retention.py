@@ -97,7 +97,7 @@ def stamped(annotations: Mapping[str, Any] | None) -> tuple[int | None, int | No
     )
 
 
-_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_AGE = re.compile(r"\A\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*\Z")
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 

@@ -37,7 +37,8 @@ def _job(status: Any) -> dict[str, Any]:
     return {
         "metadata": {"name": "j", "namespace": "ns"},
         "spec": {"runtimeRef": {"name": "torch-distributed"}},
-        "status": {"trainerStatus": status},
+        # Running (a node ready): a job that is not running shows no time left.
+        "status": {"trainerStatus": status, "jobsStatus": [{"name": "node", "ready": 1}]},
     }
 
 
