@@ -112,3 +112,26 @@ def test_on_finish_of_wait_trainjob(tmp_path: Path) -> None:
 
     train()
     assert _names(local) == []
+
+
+def test_the_blocks_retention_is_stamped_and_honoured(tmp_path: Path) -> None:
+    """``retention`` on the credentials block is stamped on every job it submits, and
+    a later prune without rules honours it (a spec's own Retention wins)."""
+    local = KubeflowTrainerCredentials(
+        backend="local",
+        state_dir=str(tmp_path / "state"),
+        retention={"after_finished_seconds": 0},
+    )
+    local.save("kf-retention-test", overwrite=True)
+    lasting = Retention(after_finished_seconds=86400)
+
+    @flow
+    def train() -> list[str]:
+        short = TrainJobSpec(trainer=CustomTrainer(add, func_args={"a": 1}))
+        long = TrainJobSpec(trainer=CustomTrainer(add, func_args={"a": 2}), options=[lasting])
+        return [run_trainjob(s, "kf-retention-test").name for s in (short, long)]
+
+    short, long = train()
+    report = prune_trainjobs_flow(credentials="kf-retention-test")  # no rules: the stamps
+    assert report["deleted"] == [short]
+    assert _names(local) == [long]
