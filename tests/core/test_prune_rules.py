@@ -267,7 +267,7 @@ def test_retention_from_flat_fields() -> None:
     assert config_from_fields({"backend": "local", "retention": " "}).retention is None
     with pytest.raises(ValueError, match=r"retention 'soon' is not JSON\. Fix"):
         config_from_fields({"backend": "local", "retention": "soon"})
-    with pytest.raises(ValueError, match="retention.after_finished_seconds"):
+    with pytest.raises(ValueError, match=r"retention\.after_finished_seconds"):
         config_from_fields({"backend": "local", "retention": {"after_finished_seconds": -1}})
 
 
@@ -291,5 +291,5 @@ def test_finish_action_deletes_only_finished_jobs(
 
 def test_finish_action_is_checked() -> None:
     assert retention.check_finish_action("delete") == "delete"
-    with pytest.raises(ValueError, match="on_finish='remove'. Fix: use one of"):
+    with pytest.raises(ValueError, match=r"on_finish='remove'\. Fix: use one of"):
         retention.check_finish_action("remove")

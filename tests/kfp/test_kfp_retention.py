@@ -85,9 +85,11 @@ def test_the_maintenance_component_prunes_finished_jobs_only(
     task = prune()
     assert task.outputs["deleted"] == [done.name]
     report = json.loads(task.outputs["report_json"])
-    assert report["unfinished"] == 1 and report["kept"] == 1
+    assert report["unfinished"] == 1
+    assert report["kept"] == 1
     summary = next(local_kfp.rglob("prune-trainjobs/summary")).read_text()
-    assert done.name in summary and "its retention" in summary
+    assert done.name in summary
+    assert "its retention" in summary
     assert prune(older_than="0").outputs["deleted"] == [old.name]
     assert [j.name for j in client.list_jobs()] == [running]
 

@@ -78,7 +78,8 @@ def test_on_finish_deletes_a_succeeded_job_after_its_outputs_are_in_prefect(
         return outputs.model_dump(mode="json"), summed(a=5)
 
     outputs, result = train()
-    assert outputs["status"] == "Complete" and outputs["result"] == {"sum": 4}
+    assert outputs["status"] == "Complete"
+    assert outputs["result"] == {"sum": 4}
     assert result == {"sum": 7}  # the decorator's task returns the result, then deletes
     assert _names(local) == []  # both finished jobs went once their outputs were stored
 
