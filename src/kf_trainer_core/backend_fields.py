@@ -12,6 +12,7 @@ error naming it and the fix, never silently dropped.
 from __future__ import annotations
 
 import difflib
+import json
 import string
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -33,6 +34,7 @@ __all__ = [
     "flat_fields",
     "parse_config",
     "problems_text",
+    "retention_field",
 ]
 
 BackendConfig = KubernetesConfig | LocalConfig
@@ -57,6 +59,25 @@ LOCAL_FIELDS = ("state_dir", "python", "use_venv", "on_missing_resources")
 CONTAINER_FIELDS = frozenset(ContainerConfig.model_fields) - frozenset(LocalConfig.model_fields)
 
 _DASHBOARD_PLACEHOLDERS = frozenset({"namespace", "name"})
+#: Every backend's field: the ``Retention`` stamped on each job it submits.
+RETENTION_FIELD = "retention"
+
+
+def retention_field(value: Any) -> Any:
+    """The ``retention`` field as a form or a connection's extra gives it: a mapping
+    (``{"keep_last": 3}``), its JSON text, or a ``Retention``; blank text is unset. The
+    config model checks the values."""
+    if isinstance(value, str):
+        if not value.strip():
+            return None
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ValueError(
+                f"retention {checks.shown(value)} is not JSON. Fix: write an object, e.g. "
+                '{"after_finished_seconds": 86400} or {"keep_last": 3}.'
+            ) from None
+    return value
 
 
 def problems_text(err: SpecError, names: Mapping[str, str] | None = None) -> str:
@@ -94,13 +115,16 @@ def _stray(backend: str, names: list[str], owner: str) -> ValueError:
 
 def config_from_fields(values: Mapping[str, Any]) -> BackendConfig:
     """The backend config of flat fields: ``backend``, ``namespace``, the fields above
-    (``None`` for unset ones, ``use_venv`` ``False``), ``list_page_size``, and
-    ``container`` (a mapping of the container backend's settings).
+    (``None`` for unset ones, ``use_venv`` ``False``), ``list_page_size``,
+    ``retention`` (every backend's: a mapping or its JSON text) and ``container`` (a
+    mapping of the container backend's settings).
 
     Raises ``ValueError`` naming the fields at fault and the fix.
     """
     backend = values.get("backend", "kubernetes")
     given = {k: v for k, v in values.items() if v is not None}
+    if RETENTION_FIELD in given:
+        given[RETENTION_FIELD] = retention_field(given[RETENTION_FIELD])
     if "container" in given and backend != "container":
         raise ValueError(
             f"container applies only to backend 'container', but backend is "
@@ -110,7 +134,7 @@ def config_from_fields(values: Mapping[str, Any]) -> BackendConfig:
         stray = [f for f in KUBERNETES_FIELDS if f in given]
         if stray:
             raise _stray(backend, stray, "kubernetes")
-        local = {k: given[k] for k in (*LOCAL_FIELDS, "namespace") if k in given}
+        local = {k: given[k] for k in (*LOCAL_FIELDS, "namespace", RETENTION_FIELD) if k in given}
         if backend == "container":
             return parse_config(ContainerConfig, {**local, **given.get("container", {})})
         return parse_config(LocalConfig, local)
@@ -121,7 +145,13 @@ def config_from_fields(values: Mapping[str, Any]) -> BackendConfig:
         )
     cluster = {
         k: given[k]
-        for k in (*KUBERNETES_FIELDS, "namespace", *KUBERNETES_TUNING, "list_page_size")
+        for k in (
+            *KUBERNETES_FIELDS,
+            "namespace",
+            *KUBERNETES_TUNING,
+            "list_page_size",
+            RETENTION_FIELD,
+        )
         if k in given
     }
     return parse_config(KubernetesConfig, cluster)

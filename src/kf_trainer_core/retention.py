@@ -119,3 +119,35 @@ def parse_age(text: str | float | int, what: str = "older_than") -> float:
     if not 0 <= seconds <= _MAX_SECONDS:
         raise ValueError(f"{what}={text!r} is out of range. Fix: use 0 to 10 years, e.g. '7d'.")
     return seconds
+
+
+#: What a task does with its job once the job has ended and the task has stored the
+#: job's outputs in its orchestrator: keep it (prune decides later), delete it only when
+#: it succeeded (a failed job stays for inspection), or delete it either way. The same
+#: words as the Airflow operator's ``on_finish_action``.
+FINISH_ACTIONS = ("keep", "delete-succeeded", "delete")
+
+
+def check_finish_action(value: Any, field: str = "on_finish") -> str:
+    """``value`` if it is one of :data:`FINISH_ACTIONS`; else a ``ValueError`` naming
+    ``field`` and the choices (raised before anything is submitted)."""
+    if value not in FINISH_ACTIONS:
+        raise ValueError(
+            f"{field}={value!r}. Fix: use one of {', '.join(repr(a) for a in FINISH_ACTIONS)} "
+            "('keep' leaves the job to prune; 'delete-succeeded' keeps failed jobs)."
+        )
+    return str(value)
+
+
+def finish_deletes(action: str, status: str, *, succeeded: bool) -> bool:
+    """Whether a task that ended with its job in ``status`` deletes it per ``action``.
+
+    Only a finished job (``Complete`` or ``Failed``) is ever deleted: a task that stops
+    waiting early (a timeout, a step reached) leaves the job to ``on_cancel``.
+    ``succeeded`` is the task's verdict: a job that completed but whose result could not
+    be read is not a success (a retry reads it again), so it is kept unless ``action`` is
+    ``delete``.
+    """
+    if status not in ("Complete", "Failed") or action == "keep":
+        return False
+    return action == "delete" or (action == "delete-succeeded" and succeeded)

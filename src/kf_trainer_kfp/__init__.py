@@ -17,8 +17,9 @@
 
 Components: :func:`trainjob_component` (a training function), :func:`trainjob_launcher`
 (any spec, as JSON inputs), :func:`step_components` (submit / wait for a step /
-outputs / cancel as separate nodes), and ready-made instances of those with the default
-:class:`ComponentImage`: ``launch_trainjob``, ``submit_trainjob``,
+outputs / cancel as separate nodes), :func:`prune_component` (a maintenance step that
+deletes finished TrainJobs; schedule its pipeline), and ready-made instances of those
+with the default :class:`ComponentImage`: ``launch_trainjob``, ``submit_trainjob``,
 ``wait_for_trainjob_step``, ``trainjob_outputs``, ``cancel_trainjob``.
 
 Importing this package imports neither ``kfp`` nor a Kubernetes library (``kfp``
@@ -35,6 +36,7 @@ from kf_trainer_core.extras import require
 if TYPE_CHECKING:
     from kf_trainer_kfp.components import (
         StepComponents,
+        prune_component,
         step_components,
         trainjob_component,
         trainjob_launcher,
@@ -46,6 +48,7 @@ __all__ = [
     "StepComponents",
     "cancel_trainjob",
     "launch_trainjob",
+    "prune_component",
     "step_components",
     "submit_trainjob",
     "trainjob_component",
@@ -57,6 +60,7 @@ __all__ = [
 _FROM = {
     "ComponentImage": "kf_trainer_kfp.image",
     "StepComponents": "kf_trainer_kfp.components",
+    "prune_component": "kf_trainer_kfp.components",
     "step_components": "kf_trainer_kfp.components",
     "trainjob_component": "kf_trainer_kfp.components",
     "trainjob_launcher": "kf_trainer_kfp.components",

@@ -108,6 +108,7 @@ def wait_inputs(
     on_cancel: str = "delete",
     stream_logs: bool = True,
     admission_timeout_seconds: float = 0.0,
+    on_finish: str = "keep",
 ) -> tuple[Param, ...]:
     """How the task waits, and what happens to the job when the task is stopped."""
     return (
@@ -139,6 +140,13 @@ def wait_inputs(
             "suspend or keep.",
         ),
         Param("stream_logs", "bool", stream_logs, "Copy the training log into the task's log."),
+        Param(
+            "on_finish",
+            "str",
+            on_finish,
+            "What happens to the finished TrainJob once the task has written its outputs: "
+            "keep (prune decides later), delete-succeeded, or delete (failed jobs too).",
+        ),
     )
 
 
@@ -231,6 +239,8 @@ _OUTPUT_DOCS = {
     "status": "Status of the TrainJob (Complete, Running ...).",
     "result_json": "The training function's return value as JSON ('null' when none).",
     "cancelled": "Names of the TrainJobs that were cancelled.",
+    "deleted": "Names of the TrainJobs that were deleted.",
+    "report_json": "The prune report as JSON (selected, deleted, skipped, kept ...).",
 }
 
 

@@ -97,6 +97,8 @@ def _check_constants(kind: str, args: Mapping[str, Any], constant: Callable[[Any
     for field in ("on_cancel", "action"):
         if field in known:
             inp.cancel_action(str(known[field]))
+    if "on_finish" in known:
+        inp.finish_action(str(known["on_finish"]))
     if "step" in known:
         try:
             task_helpers.parse_step(str(known["step"]))
@@ -104,6 +106,50 @@ def _check_constants(kind: str, args: Mapping[str, Any], constant: Callable[[Any
             raise _as_spec_error("step", err) from None
     if kind == "spec" and all(n in known for n in _SPEC_INPUT_NAMES if n in args):
         inp.spec_of_inputs(known)
+    if kind == "prune":
+        _check_prune_rules(known)
+
+
+_PRUNE_RULES = (
+    "older_than",
+    "keep_last",
+    "statuses",
+    "label_selector",
+    "identity_prefix",
+    "include_foreign",
+    "honour_retention",
+    "limit",
+)
+
+
+def _check_prune_rules(known: Mapping[str, Any]) -> None:
+    """The prune rules known now, refused as ``prune`` would refuse them in the pod
+    (``older_than=""``, ``keep_last=-1`` and ``limit=0`` mean "not given")."""
+    import dataclasses
+
+    from kf_trainer_core.programs.prune import PruneRules
+    from kf_trainer_core.retention import parse_age
+
+    given = {k: known[k] for k in _PRUNE_RULES if k in known}
+    keep = given.get("keep_last", -1)
+    try:
+        older = given.get("older_than") or None
+        rules = PruneRules(
+            older_than=None if older is None else parse_age(older),
+            keep_last=None if isinstance(keep, int) and keep < 0 else keep,
+            statuses=tuple(given.get("statuses") or ("Complete", "Failed")),
+            label_selector=given.get("label_selector") or None,
+            identity_prefix=given.get("identity_prefix") or None,
+            honour_retention=bool(given.get("honour_retention", True)),
+            limit=given.get("limit") or None,
+        )
+        if len(given) < len(_PRUNE_RULES):
+            # A rule comes from a channel: whether any rule is set is known in the pod.
+            rules = dataclasses.replace(rules, honour_retention=True)
+        rules.check()
+    except ValueError as err:
+        field = next((f for f in _PRUNE_RULES if str(err).startswith(f"{f}=")), "rules")
+        raise _as_spec_error(field, err) from None
 
 
 _PLACEHOLDERS = {
@@ -173,6 +219,7 @@ def _task_inputs(factory_args: Mapping[str, Any]) -> tuple[tuple[Param, ...], tu
         args["on_cancel"],
         args["stream_logs"],
         admission_timeout_seconds=args["admission_timeout_seconds"],
+        on_finish=args["on_finish"],
     )
     _check_constants("defaults", {p.name: p.default for p in waits}, lambda _v: True)
     return backend, waits
@@ -198,6 +245,7 @@ def trainjob_launcher(
     stream_logs: bool = True,
     name: str = "launch_trainjob",
     admission_timeout_seconds: float = 0.0,
+    on_finish: str = "keep",
 ) -> Any:
     """The general launcher: one task that submits a TrainJob, streams its node-0 log,
     waits for it and reports its outputs.
@@ -206,8 +254,8 @@ def trainjob_launcher(
     pipeline passes a constant), ``runtime``, ``trainer``, ``initializer``,
     ``options``, ``func_args``, ``num_nodes``; ``backend_config``, ``namespace``;
     ``job_key``; ``timeout_seconds``, ``startup_timeout_seconds``,
-    ``admission_timeout_seconds``, ``on_cancel``, ``stream_logs``. The keyword arguments
-    here set those inputs' defaults.
+    ``admission_timeout_seconds``, ``on_cancel``, ``stream_logs``, ``on_finish``. The
+    keyword arguments here set those inputs' defaults.
     """
     backend, waits = _task_inputs(locals())
     params = [*SPEC_INPUTS, *backend, *identity_inputs(), *waits]
@@ -246,6 +294,7 @@ def trainjob_component(
     component_image: ComponentImage | None = None,
     name: str | None = None,
     admission_timeout_seconds: float = 0.0,
+    on_finish: str = "keep",
 ) -> Any:
     """A component that runs ``func`` as a TrainJob (a ``CustomTrainer``).
 
@@ -310,6 +359,60 @@ def trainjob_component(
     return _make(source_text, func_name, component_image, "function", all_params)
 
 
+@suggest_keywords
+def prune_component(
+    *,
+    component_image: ComponentImage | None = None,
+    backend_config: Backend = None,
+    namespace: str = "",
+    older_than: str = "",
+    keep_last: int = -1,
+    statuses: Sequence[str] = ("Complete", "Failed"),
+    label_selector: str = "",
+    identity_prefix: str = "",
+    include_foreign: bool = False,
+    honour_retention: bool = True,
+    limit: int = 0,
+    dry_run: bool = False,
+    name: str = "prune_trainjobs",
+) -> Any:
+    """A maintenance component that deletes finished TrainJobs
+    (``TrainerClient.prune_jobs``; docs/retention.md): never an unfinished one, never
+    checkpoints. Put it in a pipeline and schedule that pipeline (a recurring run).
+
+    Inputs (the keyword arguments here set their defaults): ``older_than`` (``"7d"``,
+    ``"12h"``, seconds; ``""``: not a rule), ``keep_last`` (``-1``: not a rule),
+    ``statuses``, ``label_selector``, ``identity_prefix``, ``include_foreign``,
+    ``honour_retention`` (without other rules, each job's own ``Retention`` decides),
+    ``limit`` (``0``: no cap), ``dry_run``; ``backend_config``, ``namespace``.
+    Outputs: ``deleted`` (the names), ``report_json`` and a ``summary`` Markdown.
+    """
+    backend = backend_inputs(_backend_default(backend_config, namespace), namespace)
+    rules = (
+        Param("older_than", "str", older_than, "Finished longer ago than this (7d, 12h, 3600)."),
+        Param("keep_last", "int", keep_last, "Keep the newest N attempts of each identity."),
+        Param("statuses", "list", list(statuses), "Complete and/or Failed."),
+        Param("label_selector", "str", label_selector, "Only jobs with these labels."),
+        Param("identity_prefix", "str", identity_prefix, "Only identities starting so."),
+        Param("include_foreign", "bool", include_foreign, "Also jobs the suite did not create."),
+        Param("honour_retention", "bool", honour_retention, "Honour each job's Retention."),
+        Param("limit", "int", limit, "Delete at most this many in one run; 0: no cap."),
+        Param("dry_run", "bool", dry_run, "Only report what would be deleted."),
+    )
+    _check_prune_rules({p.name: p.default for p in rules})
+    params = [*backend, *rules]
+    func_name = _identifier(name)
+    source = render_function(
+        func_name,
+        "prune",
+        params,
+        summary="Delete finished Kubeflow Trainer TrainJobs (never unfinished ones).",
+        artifacts=(("summary", "Markdown", "What was deleted, and why."),),
+        outputs=(("deleted", "list"), ("report_json", "str")),
+    )
+    return _make(source, func_name, component_image, "prune", params)
+
+
 @dataclass(frozen=True)
 class StepComponents:
     """The parts of a TrainJob as separate pipeline nodes.
@@ -343,6 +446,7 @@ def step_components(
     on_cancel: str = "delete",
     stream_logs: bool = True,
     admission_timeout_seconds: float = 0.0,
+    on_finish: str = "keep",
 ) -> StepComponents:
     """Make the step-level components (see :class:`StepComponents`); the keyword
     arguments set the defaults of their inputs."""
@@ -370,7 +474,8 @@ def step_components(
                     "initializer, dataset-initializer, model-initializer or trainer (the job).",
                 ),
                 *backend,
-                *waits,
+                # A step's end is no place to delete the job: later steps read it.
+                *(p for p in waits if p.name != "on_finish"),
             ],
             {
                 "summary": "Wait for one step of a TrainJob, streaming its log.",
@@ -379,7 +484,11 @@ def step_components(
         ),
         "outputs": (
             "outputs",
-            [job_name, *backend, *(p for p in waits if p.name in ("timeout_seconds", "on_cancel"))],
+            [
+                job_name,
+                *backend,
+                *(p for p in waits if p.name in ("timeout_seconds", "on_cancel", "on_finish")),
+            ],
             {
                 "summary": "Wait for a TrainJob to finish; report its metrics, model and summary.",
                 "artifacts": RESULT_ARTIFACTS,

@@ -213,6 +213,25 @@ def cancel_action(value: str) -> CancelAction:
     return value
 
 
+def finish_action(value: str) -> str:
+    """The ``on_finish`` input: what happens to the finished job once the task has
+    written its outputs."""
+    from kf_trainer_core.retention import FINISH_ACTIONS
+
+    if value not in FINISH_ACTIONS:
+        raise SpecError(
+            FieldProblem(
+                "on_finish",
+                f"{value!r} is not an action.",
+                "use 'keep' (prune decides later), 'delete-succeeded' (delete the job once "
+                "it completed and its outputs are written; failed jobs stay) or 'delete' "
+                "(failed jobs too, once the failure is reported).",
+            ),
+            title="Invalid component input",
+        )
+    return value
+
+
 def identity(run_id: str, task_name: str, job_key: str = "") -> tuple[str, ...]:
     """The orchestrator identity of a task of a pipeline run: stable across retries
     of the task, different for every run and task (and ``job_key``, for loops)."""

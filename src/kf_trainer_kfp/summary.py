@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kf_trainer_core import untrusted
 from kf_trainer_core.status import Failure, JobOutputs
+
+if TYPE_CHECKING:
+    from kf_trainer_core.programs.prune import PruneReport
 
 MODEL_URI_KEY = "model_uri"
 #: The result shown in the report is cut at this many characters.
@@ -137,4 +140,21 @@ def markdown(out: JobOutputs, failure: Failure | None = None) -> str:
         while fence in text:  # a fence the job's text cannot close
             fence += "`"
         lines += ["", "## Failure", "", f"{fence}text", text, fence]
+    return "\n".join(lines) + "\n"
+
+
+def prune_markdown(report: PruneReport) -> str:
+    """A report of one prune run for ``Output[Markdown]``: the summary line, then the
+    jobs picked (and why) and those left alone. Names and identities come from the
+    cluster: shown as text, never read as markdown."""
+    title = "Prune plan (dry run)" if report.dry_run else "Pruned TrainJobs"
+    lines = [f"# {title}: `{report.namespace}`", "", _cell(report.summary()), ""]
+    if report.selected:
+        lines += ["| TrainJob | Identity | Status | Finished | Why |", "|---|---|---|---|---|"]
+        for e in report.selected:
+            row = (e.name, e.identity, e.status, e.finished_at, e.why)
+            lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
+    if report.skipped:
+        lines += ["", "## Left alone", "", "| TrainJob | Why |", "|---|---|"]
+        lines += [f"| {_cell(n)} | {_cell(w)} |" for n, w in report.skipped]
     return "\n".join(lines) + "\n"

@@ -195,6 +195,7 @@ class _Waits:
     startup: float | None
     admission: float | None
     action: inp.CancelAction
+    finish: str = "keep"
 
 
 def _waits(inputs: Mapping[str, Any]) -> _Waits:
@@ -203,6 +204,7 @@ def _waits(inputs: Mapping[str, Any]) -> _Waits:
         startup=inp.seconds(inputs.get("startup_timeout_seconds"), "startup_timeout_seconds"),
         admission=inp.seconds(inputs.get("admission_timeout_seconds"), "admission_timeout_seconds"),
         action=inp.cancel_action(str(inputs.get("on_cancel", "delete"))),
+        finish=inp.finish_action(str(inputs.get("on_finish", "keep"))),
     )
 
 
@@ -267,11 +269,13 @@ def _finish_or_explain(
     work: Callable[[], T],
     on_terminate: Callable[[], None],
     on_timeout: Callable[[], list[str]],
+    on_failed: Callable[[TrainJob], None] | None = None,
 ) -> T:
-    """Run ``work`` guarded; on failure write the report, on timeout also stop the job;
-    a classified failure exits with its class's code (:func:`_exit_classified`)."""
+    """Run ``work`` guarded; on failure write the report (then ``on_failed`` the failed
+    job), on timeout also stop the job; a classified failure exits with its class's
+    code (:func:`_exit_classified`)."""
     try:
-        return _classified(lambda: _explained(artifacts, work, on_terminate, on_timeout))
+        return _classified(lambda: _explained(artifacts, work, on_terminate, on_timeout, on_failed))
     except SpecConflictError as err:
         raise _conflict(err) from None
 
@@ -313,6 +317,7 @@ def _explained(
     work: Callable[[], T],
     on_terminate: Callable[[], None],
     on_timeout: Callable[[], list[str]],
+    on_failed: Callable[[TrainJob], None] | None = None,
 ) -> T:
     try:
         return guarded(work, on_terminate)
@@ -329,6 +334,8 @@ def _explained(
         raise
     except TrainJobFailedError as err:
         _report_failure(artifacts, err.job, err.failure)
+        if on_failed is not None and err.job is not None:
+            on_failed(err.job)  # after the failure is written
         raise
     except StepFailedError as err:
         if err.job is not None:
@@ -367,8 +374,36 @@ def _launch(
         work,
         lambda: _stop_identity(cleanup, ident, waits.action),
         lambda: task_helpers.cancel_identity(cleanup, ident, waits.action),
+        lambda job: _finished(client, job.name, job.status.value, waits.finish, succeeded=False),
     )
-    return _report(artifacts, out)
+    return _reported(client, artifacts, out, waits.finish)
+
+
+def _reported(
+    client: TrainerClient, artifacts: Mapping[str, Any], out: JobOutputs, action: str
+) -> tuple[Any, ...]:
+    """:func:`_report`, then ``on_finish``: the job is deleted only once its outputs are
+    written (a result that cannot be read fails the report first, and the job stays for
+    a retry to read)."""
+    reported = _report(artifacts, out)
+    _finished(client, out.name, out.status.value, action, succeeded=True)
+    return reported
+
+
+def _finished(
+    client: TrainerClient, name: str, status: str, action: str, *, succeeded: bool
+) -> None:
+    """``on_finish``: delete the finished job, or keep it. A failed delete is said, never
+    raised: the task's outcome is decided."""
+    from kf_trainer_core.retention import finish_deletes
+
+    if not finish_deletes(action, status, succeeded=succeeded):
+        return
+    try:
+        if client.delete_job(name):
+            say(f"deleted TrainJob {client.namespace}/{name} (on_finish={action})")
+    except Exception as exc:
+        say(f"could not delete TrainJob {client.namespace}/{name} (on_finish={action}): {exc}")
 
 
 def _stop_identity(client: TrainerClient, ident: tuple[str, ...], action: inp.CancelAction) -> None:
@@ -402,6 +437,7 @@ def _finish_named(
     cleanup: TrainerClient,
     name: str,
     action: inp.CancelAction,
+    on_failed: Callable[[TrainJob], None] | None = None,
 ) -> T:
     """:func:`_finish_or_explain` for a task that waits on a job by name."""
     return _finish_or_explain(
@@ -409,6 +445,7 @@ def _finish_named(
         work,
         lambda: _stop_name(cleanup, name, action),
         lambda: [name] if task_helpers.cancel_if_unfinished(cleanup, name, action) else [],
+        on_failed,
     )
 
 
@@ -478,8 +515,15 @@ def _outputs(
         out: JobOutputs = client.wait_outputs(name, timeout=waits.timeout)
         return out
 
-    out = _finish_named(artifacts, work, cleanup, name, waits.action)
-    return _report(artifacts, out)
+    out = _finish_named(
+        artifacts,
+        work,
+        cleanup,
+        name,
+        waits.action,
+        lambda job: _finished(client, job.name, job.status.value, waits.finish, succeeded=False),
+    )
+    return _reported(client, artifacts, out, waits.finish)
 
 
 def _cancel(
@@ -509,6 +553,35 @@ def _cancel(
     return (cancelled,)
 
 
+def _prune(
+    inputs: Mapping[str, Any], artifacts: Mapping[str, Any], embedded: Mapping[str, Any]
+) -> tuple[Any, ...]:
+    """Prune finished TrainJobs (``TrainerClient.prune_jobs``): an empty text, ``-1`` or
+    ``0`` input means the rule is not given (``keep_last``: -1; ``limit``: 0)."""
+    keep_last = int(inputs.get("keep_last", -1))
+    limit = int(inputs.get("limit", 0))
+    with _client(inputs) as client:
+        report = client.prune_jobs(
+            older_than=str(inputs.get("older_than") or "") or None,
+            keep_last=None if keep_last < 0 else keep_last,
+            statuses=tuple(inputs.get("statuses") or ("Complete", "Failed")),
+            label_selector=str(inputs.get("label_selector") or "") or None,
+            identity_prefix=str(inputs.get("identity_prefix") or "") or None,
+            include_foreign=bool(inputs.get("include_foreign", False)),
+            honour_retention=bool(inputs.get("honour_retention", True)),
+            limit=limit or None,
+            dry_run=bool(inputs.get("dry_run", False)),
+        )
+    verb = "would delete" if report.dry_run else "picked"
+    for entry in report.selected:
+        say(f"{verb} {entry.name}: {entry.why}")
+    for name, why in report.skipped:
+        say(f"left {name} alone: {why}")
+    say(report.summary())
+    _write_summary(artifacts, summary.prune_markdown(report))
+    return list(report.deleted), json.dumps(report.to_dict(), sort_keys=True)
+
+
 _HANDLERS: dict[
     str,
     Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], tuple[Any, ...]],
@@ -518,6 +591,7 @@ _HANDLERS: dict[
     "wait_step": _wait_step,
     "outputs": _outputs,
     "cancel": _cancel,
+    "prune": _prune,
 }
 
 

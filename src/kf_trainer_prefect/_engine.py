@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
-from kf_trainer_core import interruptions
+from kf_trainer_core import interruptions, retention
 from kf_trainer_core.interruptions import CancelAction, Identity, check_action, past
 from kf_trainer_core.spec import Labels, TrainJobSpec
 from kf_trainer_core.status import JobOutputs, JobState, TrainJob
@@ -249,6 +249,7 @@ class RunOptions:
     artifacts: bool = True
     fresh_after_failure: bool = True
     admission_timeout: float | None = None
+    on_finish: str = "keep"
 
 
 async def _submitting(
@@ -262,6 +263,7 @@ async def _submitting(
     submit. Arguments and spec are checked before the credentials are loaded."""
     run = current_run()
     action = check_action(opts.on_cancel)
+    retention.check_finish_action(opts.on_finish)
     parsed = spec_of(spec)
     identity = identity_for(parsed, run, opts.identity, opts.name)
     creds = await aload_credentials(credentials)
@@ -280,6 +282,20 @@ async def run(
     deletes, suspends or keeps the job per :func:`disposition` and ``on_cancel``."""
     publisher = ArtifactPublisher(opts.artifacts)
     attempt, labelled_spec = await _submitting(spec, credentials, opts, publisher)
+    logger = attempt.run.logger
+    async with _finishing(attempt, opts.on_finish) as done:
+        result = await _running(attempt, labelled_spec, opts)
+        await publisher.outputs(result, attempt.link)
+        finished(logger, result)
+        done(result)
+    return result
+
+
+async def _running(attempt: _Attempt, labelled_spec: TrainJobSpec, opts: RunOptions) -> JobOutputs:
+    """:func:`run`'s hold on the job: submit, stream, wait (an interruption is settled
+    by the attempt)."""
+    publisher = attempt.publisher
+    assert publisher is not None  # run() always gives one
     logger = attempt.run.logger
     async with runner_shutdown_cancels(), _client(attempt.creds, opts.namespace) as client, attempt:
         job = await _submit(client, attempt, labelled_spec, opts)
@@ -305,9 +321,53 @@ async def run(
             publisher.progress.observe,
             publisher.flush,
         )
-    await publisher.outputs(result, attempt.link)
-    finished(logger, result)
     return result
+
+
+class _Finishing:
+    """``on_finish`` for a task's block: after the block has stored the outputs and said
+    so (``done(outputs)``), delete the finished job per the action; when the block ends
+    in the job's failure (already reported by then), delete it only for ``"delete"``.
+    Any other exception (a timeout, a cancellation, a bad spec) leaves the job to
+    ``on_cancel``. A failed delete is logged, never raised: the task's outcome is
+    decided."""
+
+    def __init__(self, attempt: _Attempt, action: str) -> None:
+        self.attempt, self.action = attempt, action
+        self.outputs: JobOutputs | None = None
+
+    def __call__(self, outputs: JobOutputs) -> None:
+        self.outputs = outputs
+
+    async def __aenter__(self) -> _Finishing:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        from kf_trainer_core.errors import TrainJobFailedError
+
+        if exc is None and self.outputs is not None:
+            out = self.outputs
+            ok = out.status is JobState.COMPLETE and out.result_missing is None
+            if retention.finish_deletes(self.action, out.status.value, succeeded=ok):
+                await shielded(self._delete(out.name))
+        elif isinstance(exc, TrainJobFailedError) and exc.job is not None:
+            job = exc.job
+            if retention.finish_deletes(self.action, job.status.value, succeeded=False):
+                await shielded(self._delete(job.name))
+
+    async def _delete(self, name: str) -> None:
+        logger = self.attempt.run.logger
+        try:
+            async with _client(self.attempt.creds, self.attempt.namespace) as client:
+                if await client.delete_job(name):
+                    logger.info("Deleted TrainJob %s (on_finish=%s)", name, self.action)
+        except Exception as exc:
+            logger.warning("Could not delete TrainJob %s (%s): %s", name, self.action, exc)
+
+
+_finishing = _Finishing
 
 
 async def submit(
@@ -349,6 +409,7 @@ class WaitOptions:
     startup_timeout: float | None = None
     on_cancel: str = "delete"
     artifacts: bool = True
+    on_finish: str = "keep"
 
     def __post_init__(self) -> None:
         self.status = (self.status,) if isinstance(self.status, str) else tuple(self.status)
@@ -359,10 +420,23 @@ async def wait(job: JobRef, credentials: CredentialsLike | None, opts: WaitOptio
     progress artifact kept current; return its outputs."""
     run = current_run()
     action = check_action(opts.on_cancel)
+    retention.check_finish_action(opts.on_finish)
     name = job_name_of(job)
     creds = await aload_credentials(credentials)
     publisher = ArtifactPublisher(opts.artifacts)
     attempt = _Attempt(run, creds, opts.namespace, action, publisher, name=name)
+    async with _finishing(attempt, opts.on_finish) as done:
+        result = await _waiting(attempt, name, opts)
+        await publisher.outputs(result, attempt.link)
+        finished(run.logger, result)
+        done(result)
+    return result
+
+
+async def _waiting(attempt: _Attempt, name: str, opts: WaitOptions) -> JobOutputs:
+    """:func:`wait`'s hold on the job."""
+    creds, publisher = attempt.creds, attempt.publisher
+    assert publisher is not None  # wait() always gives one
     async with runner_shutdown_cancels(), _client(creds, opts.namespace) as client, attempt:
         current = await client.get_job(name)
         attempt.known(current)
@@ -378,8 +452,6 @@ async def wait(job: JobRef, credentials: CredentialsLike | None, opts: WaitOptio
             publisher.progress.observe,
             publisher.flush,
         )
-    await publisher.outputs(result, attempt.link)
-    finished(run.logger, result)
     return result
 
 

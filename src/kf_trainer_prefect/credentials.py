@@ -116,6 +116,12 @@ outputs = run_trainjob(spec, credentials=credentials)
         "(engine, host, image, initializer_image, pull_policy, auto_remove, mounts, env, "
         "apply_resource_limits).",
     )
+    retention: dict[str, Any] | None = Field(
+        default=None,
+        description="How long finished jobs stay, stamped on every job these credentials "
+        'submit (a spec\'s own Retention wins), e.g. {"after_finished_seconds": 86400} or '
+        '{"keep_last": 3}; prune deletes them then (docs/retention.md).',
+    )
     dashboard_url: str | None = Field(
         default=None,
         description="Link to a job in a dashboard, with `{namespace}` and `{name}` "

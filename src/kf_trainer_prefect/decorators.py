@@ -30,6 +30,7 @@ from kf_trainer_core import checks
 from kf_trainer_core._model import unknown_arguments_error
 from kf_trainer_core.function_template import TRAINER_SETTINGS, FunctionTemplate
 from kf_trainer_core.interruptions import CancelAction, check_action
+from kf_trainer_core.retention import check_finish_action
 from kf_trainer_core.spec import Initializer, RuntimeRef
 from kf_trainer_prefect import _engine
 from kf_trainer_prefect._engine import RunOptions
@@ -77,6 +78,7 @@ def trainjob_task(
     on_cancel: CancelAction = "delete",
     artifacts: bool = True,
     fresh_after_failure: bool = True,
+    on_finish: str = "keep",
     **task_options: Any,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
@@ -148,6 +150,7 @@ class _Split:
         "on_cancel",
         "artifacts",
         "fresh_after_failure",
+        "on_finish",
     )
 
     def __init__(self, kwargs: dict[str, Any]) -> None:
@@ -163,6 +166,8 @@ class _Split:
         run = {k: rest.pop(k) for k in self._RUN if k in rest}
         if "on_cancel" in run:
             check_action(run["on_cancel"])
+        if "on_finish" in run:
+            check_finish_action(run["on_finish"])
         if run.get("namespace") is not None:
             checks.check_namespace(run["namespace"])  # at decoration, not in the flow run
         checks.check_seconds(timeout=run.get("timeout"), startup_timeout=run.get("startup_timeout"))

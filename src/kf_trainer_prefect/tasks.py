@@ -91,6 +91,7 @@ async def _run(
     artifacts: bool = True,
     fresh_after_failure: bool = True,
     admission_timeout: float | None = None,
+    on_finish: str = "keep",
 ) -> JobOutputs:
     """Run a TrainJob to its end: submit it (or reattach to it), stream its log into
     this task's log, keep a progress artifact current, wait for it, and return its
@@ -100,7 +101,11 @@ async def _run(
     ``credentials`` says where the job runs (see the module docs); every other
     argument is described in docs/prefect.md (``run_trainjob``). A timeout
     (``timeout``, or Prefect's ``timeout_seconds``) or cancellation stops the job per
-    ``on_cancel``: ``"delete"``, ``"suspend"`` or ``"keep"``.
+    ``on_cancel``: ``"delete"``, ``"suspend"`` or ``"keep"``. ``on_finish`` says what
+    happens to the job once it has finished and its outputs are in Prefect (artifacts
+    published, outputs about to be returned): ``"keep"`` (default; see
+    docs/retention.md), ``"delete-succeeded"`` or ``"delete"`` (also a failed job, once
+    its failure is reported).
 
     Raises:
         TrainJobFailedError: with the reason, failing step and pod, exit code and the
@@ -143,11 +148,13 @@ async def _wait(
     startup_timeout: float | None = None,
     on_cancel: CancelAction = "delete",
     artifacts: bool = True,
+    on_finish: str = "keep",
 ) -> JobOutputs:
     """Wait for a job (a name or what :func:`submit_trainjob` returned) to reach one of
     ``status``, on the shared watch rather than by polling; keep its progress artifact
     current and return its outputs. Raises as :func:`run_trainjob` does; a timeout or
-    cancellation of this task stops the job per ``on_cancel``. The async twin is
+    cancellation of this task stops the job per ``on_cancel``; a finished job is
+    deleted per ``on_finish`` as in :func:`run_trainjob`. The async twin is
     ``await_trainjob`` (``await await_trainjob(job)``)."""
     return await _engine.wait(job, credentials, WaitOptions(**_options(locals())))
 

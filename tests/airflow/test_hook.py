@@ -338,3 +338,19 @@ def test_secrets_of_survives_any_parse_error() -> None:
     # (an old pickle, model_construct) must still be masked.
     config = KubernetesConfig.model_construct(kubeconfig_content=SecretStr(f"token: {LEAKY}\n: :"))
     assert LEAKY in secrets_of(config)  # found line by line when the YAML cannot be read
+
+
+def test_retention_in_the_extra_is_every_backends_default() -> None:
+    """docs/retention.md: a connection's extra carries the backend's Retention (an
+    object, or its JSON text from a form); a bad one is refused naming the field."""
+    cluster = parse({"retention": {"keep_last": 3}}, host="https://k:6443", password="t")
+    assert cluster.config.retention is not None
+    assert cluster.config.retention.keep_last == 3
+    local = parse({"backend": "local", "retention": '{"after_finished_seconds": 60}'})
+    assert local.config.retention.after_finished_seconds == 60
+    container = parse({"backend": "container", "retention": {"keep_last": 1}})
+    assert container.config.retention.keep_last == 1
+    with pytest.raises(ConnectionConfigError, match=r"retention.*Fix"):
+        parse({"backend": "local", "retention": "three"})
+    with pytest.raises(ConnectionConfigError, match=r"retention\.keep_last"):
+        parse({"backend": "local", "retention": {"keep_last": 0}})

@@ -358,6 +358,26 @@ def test_on_finish_action(
     assert (live(kube, ti.xcoms["job_name"]) is not None) is kept
 
 
+def test_on_finish_action_never_deletes_a_job_that_has_not_finished(
+    client: TrainerClient, kube: KubeTestServer
+) -> None:
+    """``wait_timeout`` stops waiting and "the job keeps running" (airflow.md): the
+    task's failure must not make ``on_finish_action="delete"`` delete it."""
+    task = op(
+        trainer=CustomTrainer(train),
+        options=[scenario("never-finish")],
+        on_finish_action="delete",
+        wait_timeout=timedelta(seconds=1),
+    )
+    ti = FakeTI(run_id="finish-unfinished")
+    with pytest.raises(Exception, match="did not reach Complete within 1s"):
+        task.execute(context(ti))
+    name = ti.xcoms["job_name"]
+    assert live(kube, name) is not None
+    assert client.get_job(name).status.value != "Complete"
+    client.delete_job(name)
+
+
 def test_fixed_name_is_replaced_after_a_failure(
     client: TrainerClient, kube: KubeTestServer
 ) -> None:

@@ -249,3 +249,47 @@ def test_a_retention_without_a_setting_is_refused() -> None:
                 "options": [{"type": "Retention", "keep_last": 0}],
             }
         )
+
+
+def test_retention_from_flat_fields() -> None:
+    """A block's or form's ``retention`` field reaches every backend's config (as a
+    mapping or its JSON text); a bad value names the field and the fix."""
+    from kf_trainer_core.backend_fields import config_from_fields
+
+    local = config_from_fields({"backend": "local", "retention": {"keep_last": 2}})
+    assert local.retention == Retention(keep_last=2)
+    cluster = config_from_fields(
+        {"host": "https://k:6443", "retention": '{"after_finished_seconds": 3600}'}
+    )
+    assert cluster.retention == Retention(after_finished_seconds=3600)
+    container = config_from_fields({"backend": "container", "retention": {"keep_last": 1}})
+    assert container.retention == Retention(keep_last=1)
+    assert config_from_fields({"backend": "local", "retention": " "}).retention is None
+    with pytest.raises(ValueError, match=r"retention 'soon' is not JSON\. Fix"):
+        config_from_fields({"backend": "local", "retention": "soon"})
+    with pytest.raises(ValueError, match=r"retention\.after_finished_seconds"):
+        config_from_fields({"backend": "local", "retention": {"after_finished_seconds": -1}})
+
+
+@pytest.mark.parametrize(
+    ("action", "status", "succeeded", "deletes"),
+    [
+        ("keep", "Complete", True, False),
+        ("delete-succeeded", "Complete", True, True),
+        ("delete-succeeded", "Complete", False, False),  # result unreadable: a retry reads
+        ("delete-succeeded", "Failed", False, False),
+        ("delete", "Failed", False, True),
+        ("delete", "Running", True, False),  # never an unfinished job
+        ("delete", "Suspended", False, False),
+    ],
+)
+def test_finish_action_deletes_only_finished_jobs(
+    action: str, status: str, succeeded: bool, deletes: bool
+) -> None:
+    assert retention.finish_deletes(action, status, succeeded=succeeded) is deletes
+
+
+def test_finish_action_is_checked() -> None:
+    assert retention.check_finish_action("delete") == "delete"
+    with pytest.raises(ValueError, match=r"on_finish='remove'\. Fix: use one of"):
+        retention.check_finish_action("remove")

@@ -30,7 +30,12 @@ from kf_trainer_airflow.provider_info import (
     DEFAULT_CONN_ID,
     UI_FIELD_BEHAVIOUR,
 )
-from kf_trainer_core.backend_fields import CONTAINER_FIELDS, LOCAL_FIELDS, problems_text
+from kf_trainer_core.backend_fields import (
+    CONTAINER_FIELDS,
+    LOCAL_FIELDS,
+    problems_text,
+    retention_field,
+)
 from kf_trainer_core.config import ContainerConfig, KubernetesConfig, LocalConfig, parse_backend
 from kf_trainer_core.documents import load_json
 from kf_trainer_core.errors import SpecError
@@ -52,6 +57,7 @@ _TUNING = {
     "list_page_size",
     "use_venv",
     "on_missing_resources",
+    "retention",
 }
 # The cncf-kubernetes names, accepted in our connections too: people copy them over.
 _ALIASES = {
@@ -60,7 +66,7 @@ _ALIASES = {
     "cluster_context": "context",
 }
 # The local backend's fields (the core's rule; `python` is not a connection field).
-_LOCAL_KEYS = {"backend", "namespace", *LOCAL_FIELDS}
+_LOCAL_KEYS = {"backend", "namespace", "retention", *LOCAL_FIELDS}
 # The container backend's settings (Extra keys; the connection's Host is the engine's).
 _CONTAINER_KEYS = set(CONTAINER_FIELDS) - {"host"}
 
@@ -171,6 +177,11 @@ def parse_connection(
     for key in ("in_cluster", "verify_ssl", "use_venv"):
         if key in fields:
             fields[key] = _as_bool(fields[key], key, where)
+    if "retention" in fields:
+        try:
+            fields["retention"] = retention_field(fields["retention"])
+        except ValueError as err:
+            raise ConnectionConfigError(f"{where}: extra `retention`: {err}") from None
     if backend == "local":
         stray = sorted(set(fields) - _LOCAL_KEYS) + [
             name for name, value in (("host", host), ("password", password)) if value

@@ -86,11 +86,24 @@ def log_events(op: TrainJobOperator, client: TrainerClient) -> None:
 
 
 def finish(op: TrainJobOperator, client: TrainerClient, *, succeeded: bool) -> None:
-    """``on_finish_action``: delete the ended job, or keep it."""
+    """``on_finish_action``: delete the ended job, or keep it. Only a finished job is
+    deleted (:func:`kf_trainer_core.retention.finish_deletes`, the rule every adapter
+    shares): a task that stopped waiting (``wait_timeout``, ``startup_timeout``) leaves
+    a job that has not finished as it is."""
+    from kf_trainer_core.retention import finish_deletes
+
     action = op.on_finish_action
     if action == "keep" or (action == "delete-succeeded" and not succeeded):
         return
     try:
+        status = client.get_job(str(op._job_name)).status.value
+        if not finish_deletes(action, status, succeeded=succeeded):
+            op.log.info(
+                "Kept %s: it has not finished (%s); on_finish_action applies to finished jobs",
+                op._where,
+                status,
+            )
+            return
         if client.delete_job(str(op._job_name)):
             op.log.info("Deleted %s (on_finish_action=%s)", op._where, action)
     except Exception as exc:  # the task's outcome is decided: report, do not mask it
