@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kf_trainer_core.errors import StateDirNotFoundError
 from kf_trainer_core.k8s.calls import (
     Create,
     Delete,
@@ -50,7 +51,6 @@ from kf_trainer_core.k8s.trainjob import (
     TRAINJOB_SUSPENDED,
     is_finished,
 )
-from kf_trainer_core.errors import StateDirNotFoundError
 from kf_trainer_core.local._common import Paths, missing_state, now_iso
 from kf_trainer_core.local.admission import plan_trainjob, validate_trainjob
 from kf_trainer_core.local.liveness import check_supervisors
