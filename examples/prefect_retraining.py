@@ -73,6 +73,7 @@ from retraining_ml import (  # noqa: E402
     layout,
     prepare_data,
     promote,
+    promoted_note,
     summary,
     train,
 )
@@ -117,7 +118,7 @@ def evaluate_candidate(model_uri: str, paths: dict[str, Any]) -> dict[str, Any]:
     (today's) test set."""
     metrics = evaluate(model_uri, paths["data_dir"])
     baseline = current_accuracy(paths["registry"], paths["data_dir"])
-    print(f"candidate {metrics}, promoted model: accuracy {baseline}")
+    print(f"candidate {metrics}, {promoted_note(paths['registry'], baseline)}")
     return {**metrics, "promoted_accuracy": baseline}
 
 
