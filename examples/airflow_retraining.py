@@ -65,6 +65,7 @@ from retraining_ml import (  # noqa: E402
     layout,
     prepare_data,
     promote,
+    promoted_note,
     train,
 )
 
@@ -119,7 +120,7 @@ def kf_retraining() -> None:
         (today's) test set."""
         metrics = evaluate(trained["model_uri"], paths["data_dir"])
         baseline = current_accuracy(paths["registry"], paths["data_dir"])
-        print(f"candidate {metrics}, promoted model: accuracy {baseline}")
+        print(f"candidate {metrics}, {promoted_note(paths['registry'], baseline)}")
         return {**metrics, "promoted_accuracy": baseline}
 
     @task.branch

@@ -87,11 +87,11 @@ def evaluate_candidate(
     promoted model's accuracy on the same (today's) test set."""
     from collections import namedtuple
 
-    from retraining_ml import current_accuracy, evaluate
+    from retraining_ml import current_accuracy, evaluate, promoted_note
 
     metrics = evaluate(model.uri, data_dir)
     baseline = current_accuracy(registry, data_dir)
-    print(f"candidate {metrics}, promoted model: accuracy {baseline}")
+    print(f"candidate {metrics}, {promoted_note(registry, baseline)}")
     for key, value in {**metrics, "promoted_accuracy": baseline}.items():
         scores.log_metric(key, value)
     decision = "promote" if metrics["accuracy"] > baseline else "keep"

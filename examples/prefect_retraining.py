@@ -49,8 +49,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 #: What Prefect's temporary server needs for a local run on a small machine, set before
 #: Prefect is imported (it reads its settings then): 20 s, Prefect's default start-up
-#: timeout, is not enough on 2 busy cores, and its telemetry prints a traceback when it
-#: cannot phone home. Settings of your own (environment, profile) win.
+#: timeout, is not enough on 2 busy cores, and its telemetry heartbeat's first write races
+#: the server's own writes to its SQLite database ("database is locked", logged with two
+#: tracebacks; docs/prefect.md). Settings of your own (environment, profile) win.
 LOCAL_PREFECT_ENV = {
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -72,6 +73,7 @@ from retraining_ml import (  # noqa: E402
     layout,
     prepare_data,
     promote,
+    promoted_note,
     summary,
     train,
 )
@@ -116,7 +118,7 @@ def evaluate_candidate(model_uri: str, paths: dict[str, Any]) -> dict[str, Any]:
     (today's) test set."""
     metrics = evaluate(model_uri, paths["data_dir"])
     baseline = current_accuracy(paths["registry"], paths["data_dir"])
-    print(f"candidate {metrics}, promoted model: accuracy {baseline}")
+    print(f"candidate {metrics}, {promoted_note(paths['registry'], baseline)}")
     return {**metrics, "promoted_accuracy": baseline}
 
 

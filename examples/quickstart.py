@@ -36,7 +36,14 @@ from kf_trainer_core.config import LocalConfig
 from kf_trainer_core.errors import SpecConflictError
 from kf_trainer_core.hints import command, python_command
 from kf_trainer_core.spec import CustomTrainer, Labels, TrainJobSpec
-from retraining_ml import current_accuracy, evaluate, prepare_data, promote, train
+from retraining_ml import (
+    current_accuracy,
+    evaluate,
+    prepare_data,
+    promote,
+    promoted_note,
+    train,
+)
 
 
 def backend(workdir: Path) -> dict[str, Any] | LocalConfig:
@@ -114,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
 
     metrics = evaluate(outputs.result["model_uri"], data_dir)
     baseline = current_accuracy(registry, data_dir)
-    print(f"3/4 evaluate: {metrics} (promoted model: accuracy {baseline})")
+    print(f"3/4 evaluate: {metrics} ({promoted_note(registry, baseline)})")
 
     if metrics["accuracy"] > baseline:
         print(f"4/4 promote: {promote(outputs.result['model_uri'], metrics, registry)}")

@@ -182,6 +182,14 @@ def current_accuracy(registry_dir: str, data_dir: str) -> float:
     return evaluate(str(promoted), data_dir)["accuracy"]
 
 
+def promoted_note(registry_dir: str, accuracy: float) -> str:
+    """How the evaluation names the promoted model: its accuracy, or that there is none
+    yet (a first run compares with 0 and promotes)."""
+    if not Path(registry_dir, "model.json").exists():
+        return "promoted model: none yet"
+    return f"promoted model: accuracy {accuracy}"
+
+
 def promote(model_uri: str, metrics: dict[str, Any], registry_dir: str) -> dict[str, Any]:
     """Copy the candidate into the registry, with its metrics."""
     registry = Path(registry_dir)

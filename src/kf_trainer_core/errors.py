@@ -187,6 +187,18 @@ class UserCodeFailure(ClassifiedFailure):
     failure_class = FailureClass.USER_CODE
 
 
+class StateDirNotFoundError(TrainJobNotFoundError, ConfigurationFailure):
+    """A read on the local (or container) backend named a state directory that holds
+    no jobs: it does not exist, or no job was ever submitted with it. Reading never
+    creates a state directory (a mistyped one would otherwise answer "no jobs" and be
+    left behind); only a submit does. A :class:`TrainJobNotFoundError` (no job can be
+    found there), whose message names the directory; ``state_dir`` is the directory."""
+
+    def __init__(self, message: str, state_dir: str = "") -> None:
+        super().__init__(message)
+        self.state_dir = state_dir
+
+
 # ----------------------------------------------------------------- a job's outcome
 
 

@@ -50,6 +50,7 @@ def stop_flow_run_trainjobs(
     """Delete (or suspend) the unfinished TrainJobs that tasks of ``flow_run_id``
     submitted; return their names."""
     from kf_trainer_core.client import TrainerClient
+    from kf_trainer_core.errors import StateDirNotFoundError
     from kf_trainer_core.selectors import labels_selector
 
     chosen = check_action(action)
@@ -63,7 +64,10 @@ def stop_flow_run_trainjobs(
     creds = load_credentials(credentials)
     selector = labels_selector({FLOW_RUN_LABEL: flow_run_id})
     with TrainerClient(creds.backend_config(), namespace=namespace) as client:
-        return client.stop_unfinished(label_selector=selector, action=chosen)
+        try:
+            return client.stop_unfinished(label_selector=selector, action=chosen)
+        except StateDirNotFoundError:
+            return []  # a local state directory no job was ever submitted with: none to stop
 
 
 def trainjob_cleanup_hook(

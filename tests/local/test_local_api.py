@@ -39,6 +39,8 @@ from kf_trainer_core.spec import CustomTrainer, SecretKeyRef, TrainJobSpec
 
 @pytest.fixture
 def transport(config: LocalConfig) -> Any:
+    # A state directory a job was submitted with (reads of one never made are refused).
+    Store(Path(str(config.state_dir)) / "state.db").close()
     t = LocalTransport(config)
     yield t
     t.close()

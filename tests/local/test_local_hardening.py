@@ -19,7 +19,9 @@ def trivial() -> int:
 
 
 def _jobs_created(client: TrainerClient) -> int:
-    return len(client.list_jobs())
+    # Nothing submitted: the state directory was not even created (reads never do).
+    state = Path(str(client.config.state_dir))
+    return 0 if not state.exists() else len(client.list_jobs())
 
 
 @pytest.mark.parametrize("namespace", ["../../x", "..", "Team_A", "a/b"])
@@ -98,7 +100,7 @@ async def test_bad_arguments_fail_the_same_on_the_async_client(
     with pytest.raises(SpecError, match="step"):
         async for _ in aclient.get_job_logs("x", step="worker"):
             pass
-    assert await aclient.list_jobs() == []
+    assert not Path(str(aclient.config.state_dir)).exists()  # nothing was created
 
 
 def test_a_string_backend_says_which_config_to_pass() -> None:

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -411,3 +412,15 @@ def test_importing_the_collection_imports_no_kubernetes_client() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_stopping_a_flow_runs_jobs_in_an_unused_state_dir_stops_none_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    from kf_trainer_prefect import KubeflowTrainerCredentials
+    from kf_trainer_prefect.flows import stop_flow_run_trainjobs
+
+    never_used = tmp_path / "state"
+    creds = KubeflowTrainerCredentials(backend="local", state_dir=str(never_used))
+    assert stop_flow_run_trainjobs("0b1c2d3e-flow-run", creds) == []
+    assert not never_used.exists()

@@ -52,6 +52,7 @@ def classify(exc: BaseException, look: str = "kf-trainer jobs list") -> tuple[Ex
         ClusterConfigError,
         SpecConflictError,
         SpecError,
+        StateDirNotFoundError,
         SubmitError,
         TrainJobDeletedError,
         TrainJobFailedError,
@@ -64,6 +65,8 @@ def classify(exc: BaseException, look: str = "kf-trainer jobs list") -> tuple[Ex
         return Exit.JOB_FAILED, str(exc)
     if isinstance(exc, TrainJobTimeoutError):
         return Exit.TIMEOUT, f"{exc} Fix: wait longer (--timeout); the job keeps running."
+    if isinstance(exc, StateDirNotFoundError):
+        return Exit.NOT_FOUND, str(exc)
     if isinstance(exc, TrainJobDeletedError):
         return Exit.NOT_FOUND, str(exc)
     if isinstance(exc, TrainJobNotFoundError):

@@ -174,26 +174,29 @@ def hint(ctx: click.Context, *args: str, namespace: str | None = None) -> str:
 
 
 def require_state(config: Any) -> None:
-    """Refuse a local or container backend's state directory that does not exist: a
+    """Refuse a local or container backend's state directory that holds no jobs: a
     command that reads jobs must not create it (a mistyped ``--state-dir`` would
-    otherwise answer "No TrainJobs" and leave an empty directory behind)."""
+    otherwise answer "No TrainJobs" and leave an empty directory behind). The backend
+    refuses such a read too (:class:`~kf_trainer_core.errors.StateDirNotFoundError`);
+    this says it in the command's words, before any request."""
     if getattr(config, "backend", "kubernetes") == "kubernetes":
         return
+    from kf_trainer_core.local._common import missing_state
     from kf_trainer_core.local.transport import state_dir_of
 
-    state_dir = state_dir_of(config)
-    if not state_dir.is_dir():
+    problem = missing_state(state_dir_of(config), config.backend)
+    if problem:
         raise CliError(
-            f"the {config.backend} backend's state directory {state_dir} does not exist "
-            "(no job has run with it). Fix: check --state-dir (or $KF_TRAINER_STATE_DIR "
-            f"and ${BACKEND_ENV}'s state_dir), or start a job first with `run`.",
+            f"{problem}. Fix: check --state-dir (or $KF_TRAINER_STATE_DIR and "
+            f"${BACKEND_ENV}'s state_dir), or start a job first with `run`.",
             Exit.NOT_FOUND,
         )
 
 
 def make_client(ctx: click.Context, *, creates: bool = False) -> Any:
     """A sync client for this invocation (closed when the command ends). Unless the
-    command ``creates`` jobs, a local state directory must exist already."""
+    command ``creates`` jobs (or reads only runtimes, which need none), a local state
+    directory must hold jobs already."""
     from kf_trainer_core.client import TrainerClient
 
     config = backend_config(ctx)

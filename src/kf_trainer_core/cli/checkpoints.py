@@ -64,7 +64,9 @@ def where(
     output: str,
 ) -> None:
     """The checkpoint location every attempt of IDENTITY shares."""
-    client = make_client(ctx, creates=True)  # where they would be: no job needed yet
+    # Where they would be needs no job of the identity, but a state directory that
+    # exists: a mistyped --state-dir is an error (exit 3), never created.
+    client = make_client(ctx)
     loc = client.checkpoint_location(identity, checkpoints=_option(pvc, uri, mount_path))
     if output != "table":
         dump(_data(loc), output)

@@ -66,6 +66,17 @@ def default_state_dir() -> Path:
     return Path(os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR).expanduser()
 
 
+def missing_state(root: Path, backend: str = "local") -> str | None:
+    """Why ``root`` holds no jobs to read (``None``: it does). Only a submit creates a
+    state directory; a read of one that is not there is an error, so that a mistyped
+    directory is never answered with "no jobs" (nor left behind, empty)."""
+    root = Path(root).expanduser()
+    if (root / "state.db").is_file():
+        return None
+    what = "does not exist" if not root.exists() else "holds no jobs' state (no state.db)"
+    return f"the {backend} backend's state directory {root} {what}: no job was submitted with it"
+
+
 class Paths:
     """The layout of a state directory::
 

@@ -20,10 +20,12 @@ import contextlib
 import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from kf_trainer_core.errors import StateDirNotFoundError
 from kf_trainer_core.k8s.calls import (
     Create,
     Delete,
@@ -49,7 +51,7 @@ from kf_trainer_core.k8s.trainjob import (
     TRAINJOB_SUSPENDED,
     is_finished,
 )
-from kf_trainer_core.local._common import Paths, now_iso
+from kf_trainer_core.local._common import Paths, missing_state, now_iso
 from kf_trainer_core.local.admission import plan_trainjob, validate_trainjob
 from kf_trainer_core.local.liveness import check_supervisors
 from kf_trainer_core.local.logs import LogFollower, read_log
@@ -87,6 +89,8 @@ LOCAL_COMPONENT = "kf-trainer-local"
 
 # State directories reconciled by this process (orphaned jobs restarted once).
 _reconciled: set[str] = set()
+#: Kinds a state directory need not exist for (the built-in runtimes answer).
+RUNTIME_KINDS = (CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES)
 
 
 def _kind(resource: Any) -> Kind:
@@ -142,18 +146,61 @@ class LocalApi:
         self.paths = Paths(state_dir)
         #: The container backend's settings (ContainerConfig's fields); None: processes.
         self.container = container
-        self.store = Store(self.paths.db)
+        # The database is opened when it exists, and created only by a write (a submit):
+        # reading a state directory never creates it.
+        self._store: Store | None = None
+        self._opening = threading.Lock()
         self.db_key = str(self.paths.db)
         self.python = python
         self.use_venv = use_venv
         self.on_missing_resources = on_missing_resources
+        self._existing_store()
+
+    @property
+    def store(self) -> Store:
+        """The state directory's database; :class:`StateDirNotFoundError` (naming the
+        directory) when no job was ever submitted with it."""
+        store = self._existing_store()
+        if store is None:
+            backend = "local" if self.container is None else "container"
+            model = "LocalConfig" if self.container is None else "ContainerConfig"
+            problem = missing_state(self.paths.root, backend)
+            raise StateDirNotFoundError(
+                f"{problem}. Fix: check the state directory ({model}.state_dir, else "
+                "$KF_TRAINER_STATE_DIR, else ~/.kf-trainer/local), or submit a job first: "
+                "reading a state directory never creates it.",
+                str(self.paths.root),
+            )
+        return store
+
+    def _existing_store(self) -> Store | None:
+        """The database if it exists (opened once; another process may create it
+        after this one started), else ``None``; nothing is created."""
+        if self._store is None and self.paths.db.is_file():
+            with self._opening:
+                if self._store is None:
+                    self._store = Store(self.paths.db)
+                    self._reconcile_once()
+        return self._store
+
+    def _writable_store(self) -> Store:
+        """The database, created with its directory if need be: for writes."""
+        if self._existing_store() is None:
+            with self._opening:
+                if self._store is None:
+                    self._store = Store(self.paths.db)
+                    _reconciled.add(str(self.paths.root))  # new: nothing to restart
+        return self.store
+
+    def _reconcile_once(self) -> None:
         key = str(self.paths.root)
         if key not in _reconciled:
             _reconciled.add(key)
             self.reconcile()
 
     def close(self) -> None:
-        self.store.close()
+        if self._store is not None:
+            self._store.close()
 
     # ------------------------------------------------------------------ dispatch
 
@@ -190,6 +237,7 @@ class LocalApi:
     def open_stream(self, call: OpenWatch | OpenLogStream) -> Any:
         if isinstance(call, OpenWatch):
             kind = _kind(call.resource)
+            self.store  # noqa: B018 -- a watch of a state directory that is not there fails
             return WatchStream(
                 self.paths.db,
                 kind,
@@ -214,7 +262,10 @@ class LocalApi:
     # ------------------------------------------------------------------ reads
 
     def _runtime(self, kind: Kind, namespace: str | None, name: str) -> JSON | None:
-        stored = self.store.get(kind, namespace if kind.namespaced else None, name)
+        # Runtimes need no state directory: the built-in ones answer without one.
+        store = self._existing_store()
+        ns = namespace if kind.namespaced else None
+        stored = None if store is None else store.get(kind, ns, name)
         if stored is not None or kind is not CLUSTER_TRAINING_RUNTIMES:
             return stored
         from kf_trainer_core.local.runtimes import default_runtimes
@@ -253,7 +304,8 @@ class LocalApi:
         )
         if kind in (TRAINJOBS, PODS):
             check_supervisors(self.paths, self.store)
-        items, rv = self.store.select(kind, selector)
+        store = self.store if kind not in RUNTIME_KINDS else self._existing_store()
+        items, rv = ([], 0) if store is None else store.select(kind, selector)
         if kind is CLUSTER_TRAINING_RUNTIMES:
             from kf_trainer_core.local.runtimes import default_runtimes
 
@@ -332,7 +384,7 @@ class LocalApi:
             )
         if kind is TRAINJOBS:
             return self.create_trainjob(str(namespace), obj)
-        with self.store.write() as tx:
+        with self._writable_store().write() as tx:
             return tx.create(kind, obj)
 
     def patch(
@@ -411,7 +463,7 @@ class LocalApi:
         )
         if causes:
             raise invalid(TRAINJOBS, name, causes)
-        with self.store.write() as tx:
+        with self._writable_store().write() as tx:
             created = tx.create(TRAINJOBS, obj)
             uid = str(created["metadata"]["uid"])
             tx.put_plan(uid, namespace, name, plan)
