@@ -84,3 +84,19 @@ def test_a_command_that_is_not_a_shell_keeps_its_environment(tmp_path: Path) -> 
     args = runner._create_args(_pod(["python3", "-m", "x"]), {"TOKEN": SECRET})
     assert args["environment"]["TOKEN"] == SECRET  # documented in docs/backends.md
     assert not runner.secret_file("job-node-0-0").exists()
+
+
+def test_the_checkpoint_directory_is_mounted_not_hidden(tmp_path: Path) -> None:
+    """The suite's own checkpoint variable is no Secret: it stays in the environment,
+    rewritten to the path in the container, with its bind mount (hidden with the Secrets,
+    it pointed inside the container at the host's path and every checkpoint was lost)."""
+    from kf_trainer_core import checkpoints as ck
+
+    runner = _runner(tmp_path)
+    host = tmp_path / "state" / "checkpoints" / "default" / "dag-train-run-1"
+    env = {"TOKEN": SECRET, ck.DIR_ENV: str(host)}
+    args = runner._create_args(_pod(["bash", "-c", "echo hi"]), env)
+    inside = f"{ck.DEFAULT_MOUNT}/default/{host.name}"
+    assert args["environment"][ck.DIR_ENV] == inside
+    assert any(m["Target"] == inside and m["Source"] == str(host) for m in args["mounts"])
+    assert ck.DIR_ENV not in runner.secret_file("job-node-0-0").read_text()

@@ -31,7 +31,7 @@ from kf_trainer_core.local._common import (
     TERMINATION_LOG_ENV,
     WORKSPACE_ENV,
 )
-from kf_trainer_core.local.checkpoints import container_mount
+from kf_trainer_core.local.checkpoints import TRAINER_ENV_NAMES, container_mount
 from kf_trainer_core.local.initializer import DEST_ENV, KIND_ENV
 
 JSON = dict[str, Any]
@@ -314,7 +314,10 @@ class ContainerRunner:
         private to this user; the file goes when the pod ends, and with the job."""
         if not command or os.path.basename(command[0]) not in _SHELLS:
             return None
+        # Not from a Secret: the spec's plain values, and what the suite adds itself (the
+        # checkpoint directory, which must stay a variable: its mount is made from it).
         plain = {str(e.get("name")) for e in spec.get("env") or [] if "value" in e}
+        plain |= TRAINER_ENV_NAMES
         names = [n for n in env if n not in plain and _SHELL_NAME.fullmatch(n) and n in environment]
         if not names:
             return None

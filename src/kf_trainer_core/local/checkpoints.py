@@ -25,6 +25,10 @@ def job_dir(state_dir: str | Path, namespace: str, job: dict[str, Any]) -> Path 
     return ck.local_dir(state_dir, namespace, ck.job_identity(job))
 
 
+#: The variables :func:`trainer_env` adds beside the pod's own env (no Secret's values).
+TRAINER_ENV_NAMES = frozenset({ck.DIR_ENV})
+
+
 def trainer_env(state_dir: str | Path, namespace: str, job: dict[str, Any]) -> dict[str, str]:
     """The trainer's checkpoint variable on this machine (empty when turned off). It
     replaces a cluster path the manifest carries (``Checkpoints(pvc=...)``)."""
