@@ -48,7 +48,9 @@ def test_a_fresh_identity_costs_one_request_and_a_rerun_two(
     client.submit(spec(None), identity="warm/the/runtime/cache")
     identity = "dag/train/one-request"
     a0, a1 = _names(identity)
-    server.controller.script(a0, Scenario.preset("fail"))
+    # It fails after a few seconds: the rerun below must find it still alive, however
+    # busy the machine.
+    server.controller.script(a0, Scenario.from_dict({"preset": "fail", "duration": 5.0}))
 
     fresh, verbs = _requests(server, lambda: client.submit(spec(None), identity=identity))
     assert (fresh.job.name, fresh.created) == (a0, True)
@@ -60,7 +62,7 @@ def test_a_fresh_identity_costs_one_request_and_a_rerun_two(
     assert verbs == ["create", "list"]
 
     # Failed: the next attempt is created after the listing.
-    client.wait_for_job_status(a0, "Failed", timeout=30)
+    client.wait_for_job_status(a0, "Failed", timeout=60)
     retry, verbs = _requests(server, lambda: client.submit(spec(None), identity=identity))
     assert (retry.job.name, retry.created) == (a1, True)
     assert verbs == ["create", "list", "create"]
@@ -109,7 +111,9 @@ async def test_concurrent_retries_after_a_failure_make_one_fresh_attempt(
 ) -> None:
     identity = "dag/train/concurrent-retry"
     a0, a1 = _names(identity)
-    server.controller.script(a0, Scenario.preset("fail"))
+    # It fails after a few seconds: the rerun below must find it still alive, however
+    # busy the machine.
+    server.controller.script(a0, Scenario.from_dict({"preset": "fail", "duration": 5.0}))
     server.controller.script(a1, Scenario.preset("never-finish"))
     assert (await aclient.submit(spec(None), identity=identity)).created
     await aclient.wait_for_job_status(a0, "Failed", timeout=30)
