@@ -130,6 +130,7 @@ def test_delete_collects_jobset_jobs_and_pods(client: TrainerClient, controllers
             and not controllers.owned("jobs")
             and not controllers.owned("pods")
         ),
+        timeout=180,  # the garbage collector is slower on a busy machine
         what="JobSet, Jobs and Pods collected",
     )
 
@@ -142,7 +143,7 @@ def test_delete_collects_jobset_jobs_and_pods(client: TrainerClient, controllers
             return True
         return False
 
-    until(job_gone, what="TrainJob collected")
+    until(job_gone, timeout=180, what="TrainJob collected")
     assert client.delete_job(name) is False
 
 
