@@ -114,7 +114,7 @@ def test_foreground_delete_shows_the_job_deleting(
             return True
         return False
 
-    until(gone, what="TrainJob collected")
+    until(gone, timeout=180, what="TrainJob collected")  # a busy collector is slow
     # While the GC removed the JobSet, Jobs and Pods the TrainJob stayed, marked.
     assert all(seen)
 
