@@ -318,13 +318,24 @@ def test_suspend_running_job_kills_pods_and_resume_restarts(client: TrainerClien
 # ------------------------------------------------------------------------ refusals
 
 
+def _nothing_stored(client: TrainerClient) -> None:
+    """A refused submit stores nothing: no job, and on a fresh state directory not even
+    the directory (reading one that was never written to is an error)."""
+    import contextlib
+
+    from kf_trainer_core.errors import StateDirNotFoundError
+
+    with contextlib.suppress(StateDirNotFoundError):
+        assert client.list_jobs() == []
+
+
 def test_builtin_trainer_needs_a_cluster(client: TrainerClient) -> None:
     spec = TrainJobSpec(
         runtime="torchtune-llama3.2-1b", trainer=BuiltinTrainer(config=TorchTuneConfig())
     )
     with pytest.raises(SubmitError, match="needs a Kubeflow Trainer cluster"):
         client.submit(spec, identity="builtin")
-    assert client.list_jobs() == []
+    _nothing_stored(client)
 
 
 def test_missing_resources_warn(client: TrainerClient) -> None:
@@ -345,7 +356,7 @@ def test_missing_resources_fail(state_dir: Path) -> None:
     with TrainerClient(config) as client:
         with pytest.raises(SubmitError, match=r"nvidia.com/gpu 64 per node"):
             client.train(trainer=CustomTrainer(trivial, resources_per_node={"gpu": 64}))
-        assert client.list_jobs() == []
+        _nothing_stored(client)
 
 
 def test_container_trainer_runs_its_command_here(client: TrainerClient) -> None:
