@@ -12,6 +12,7 @@ RuntimePatch). Failing jobs run on a namespaced TrainingRuntime with ``backoffLi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import sys
@@ -200,6 +201,26 @@ def until(check: Callable[[], Any], timeout: float = 60, what: str = "condition"
         if time.monotonic() > end:
             pytest.fail(f"{what} not reached in {timeout} s")
         time.sleep(0.2)
+
+
+GC_TIMEOUT = 180.0
+"""How long a test gives the garbage collector to remove a deleted TrainJob and its
+dependents: a second or two when the machine is quiet, minutes under a CI run's load."""
+
+
+async def until_collected(aclient: Any, name: str) -> None:
+    """Wait (asynchronously) until the TrainJob ``name`` is gone; fail after
+    :data:`GC_TIMEOUT` naming it. The sync face is ``until(..., timeout=GC_TIMEOUT)``."""
+    from kf_trainer_core.errors import TrainJobNotFoundError
+
+    end = time.monotonic() + GC_TIMEOUT
+    while time.monotonic() < end:
+        try:
+            await aclient.get_job(name)
+        except TrainJobNotFoundError:
+            return
+        await asyncio.sleep(0.2)
+    pytest.fail(f"TrainJob {name} not collected in {GC_TIMEOUT} s")
 
 
 async def wait_on(face: str, client: Any, aclient: Any, name: str, **kw: Any) -> Any:

@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from conformance_support import Cluster, until, wait_on
+from conformance_support import GC_TIMEOUT, Cluster, until, until_collected, wait_on
 from kubernetes import client as k8s
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
@@ -130,7 +130,7 @@ def test_delete_collects_jobset_jobs_and_pods(client: TrainerClient, controllers
             and not controllers.owned("jobs")
             and not controllers.owned("pods")
         ),
-        timeout=180,  # the garbage collector is slower on a busy machine
+        timeout=GC_TIMEOUT,
         what="JobSet, Jobs and Pods collected",
     )
 
@@ -143,7 +143,7 @@ def test_delete_collects_jobset_jobs_and_pods(client: TrainerClient, controllers
             return True
         return False
 
-    until(job_gone, timeout=180, what="TrainJob collected")
+    until(job_gone, timeout=GC_TIMEOUT, what="TrainJob collected")
     assert client.delete_job(name) is False
 
 
@@ -156,19 +156,9 @@ async def test_cancel_actions(aclient: AsyncTrainerClient, controllers: Cluster)
     assert job.status is JobState.SUSPENDED
     assert await aclient.cancel_job(name, "delete")
 
-    async def gone() -> bool:
-        try:
-            await aclient.get_job(name)
-        except TrainJobNotFoundError:
-            return True
-        return False
-
-    for _ in range(300):
-        if await gone():
-            break
-        await asyncio.sleep(0.2)
-    # Once it is gone (the real GC takes a second or two: the TrainJob waits with the
-    # foregroundDeletion finalizer until its JobSet, Jobs and Pods are deleted).
+    # The real GC takes a second or two (minutes under load): the TrainJob waits with the
+    # foregroundDeletion finalizer until its JobSet, Jobs and Pods are deleted.
+    await until_collected(aclient, name)
     assert not await aclient.cancel_job(name, "delete")
 
 

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from conformance_support import Cluster, until
+from conformance_support import GC_TIMEOUT, Cluster, until
 
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.errors import FailureClass, TrainJobNotFoundError, TrainJobTimeoutError
@@ -114,7 +114,7 @@ def test_foreground_delete_shows_the_job_deleting(
             return True
         return False
 
-    until(gone, timeout=180, what="TrainJob collected")  # a busy collector is slow
+    until(gone, timeout=GC_TIMEOUT, what="TrainJob collected")
     # While the GC removed the JobSet, Jobs and Pods the TrainJob stayed, marked.
     assert all(seen)
 

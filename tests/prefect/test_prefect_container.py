@@ -28,6 +28,8 @@ def containers(tmp_path: Path) -> Iterator[KubeflowTrainerCredentials]:
         container={"image": image_or_skip(engine), "pull_policy": "Never"},
     )
     yield credentials
+    if not (tmp_path / "state").exists():
+        return  # the test submitted nothing; reading a missing state dir is an error
     with credentials.get_client() as client:
         jobs = client.list_jobs()
         for job in jobs:
