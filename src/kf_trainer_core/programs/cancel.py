@@ -17,14 +17,46 @@ from kf_trainer_core.status import TrainJob, to_trainjob
 
 def delete(namespace: str, name: str, propagation: str = "Foreground") -> Program[bool]:
     """Delete the TrainJob (the Trainer and Kubernetes remove its JobSet and pods);
-    ``False`` if it was already gone."""
+    ``False`` if it was already gone.
+
+    A ``Foreground`` delete suspends the job first (:func:`_quiesce`): while the
+    TrainJob waits for the garbage collector, Trainer v2.3 keeps re-applying the JobSet
+    of a job that has not finished, and a running job's pods would be started again
+    each time the collector removed them. Every delete of the suite comes here."""
     names.require_job_name(name)
+    if propagation == "Foreground" and not (yield from _quiesce(namespace, name)):
+        return False
     try:
         yield Delete(TRAINJOBS, namespace, name, propagation=propagation)
     except ApiError as err:
         if err.not_found:
             return False
         raise
+    return True
+
+
+def _quiesce(namespace: str, name: str) -> Program[bool]:
+    """Set ``spec.suspend`` before a foreground delete; ``False`` if the job is gone.
+
+    Trainer v2.3 reconciles a TrainJob that carries a ``deletionTimestamp`` like any
+    other: while the TrainJob waits (``foregroundDeletion``) for its JobSet, Jobs and
+    pods to be collected, it re-creates the JobSet the collector deleted, the JobSet
+    and Job controllers re-create Jobs and pods, and the delete takes from seconds to
+    minutes, restarting the training each round. A suspended job's re-created JobSet is
+    suspended: no pod starts, and the collector wins within a round or two. Foreground
+    (not Background) is kept so that the name stays taken until the old JobSet is gone:
+    a job submitted again under that name never meets (and adopts) the old JobSet.
+
+    A finished job is suspended too (one request, no read first): the Trainer leaves
+    finished jobs alone, so the flag changes nothing. A refused patch (no ``patch``
+    right, an admission webhook) does not stop the delete that was asked for."""
+    try:
+        yield Patch(TRAINJOBS, namespace, name, {"spec": {"suspend": True}})
+    except ApiError as err:
+        if err.not_found:
+            return False
+        if not 400 <= err.code < 500:
+            raise
     return True
 
 
