@@ -7,6 +7,7 @@ from functools import partial
 from typing import Any
 
 from kf_trainer_core.testing.controller.cluster import Cluster
+from kf_trainer_core.testing.controller.deleting import reapply_while_deleting
 from kf_trainer_core.testing.controller.vocab import JOBS, JSON
 from kf_trainer_core.testing.scenarios import Scenario
 from kf_trainer_core.testing.store import (
@@ -71,6 +72,8 @@ class TrainerController:
         if not self._cx.worker.start():
             return
         self._unsubscribe = self.store.subscribe(self._on_store_event, copy=False)
+        # Trainer v2.3 re-applies the JobSet of an unfinished TrainJob being deleted.
+        self.store.foreground_hooks[TRAINJOBS] = reapply_while_deleting
         items, _ = self.store.list(TRAINJOBS)
         for obj in items:
             self._cx.worker.post(partial(self._cx.trainjobs.on_trainjob, "ADDED", obj))
@@ -80,6 +83,7 @@ class TrainerController:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+            self.store.foreground_hooks.pop(TRAINJOBS, None)
         was_running = self._cx.worker.stop()
         if was_running or self._cx.sims:
             self._cx.reset_state()

@@ -8,6 +8,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kf_trainer_core.k8s.patch import json_copy
 from kf_trainer_core.k8s.resources import Resource
@@ -50,6 +51,12 @@ class StoreBase:
         self._history_limit = history_limit
         self._horizon = 0  # history holds every change with rv > horizon
         self._owners: dict[str, set[tuple[Resource, Key]]] = {}  # owner uid -> dependents
+        #: Called (under the lock) while an owner of that resource is being deleted in
+        #: the foreground, after its dependents were deleted: ``hook(store, owner,
+        #: removed)`` may create dependents again, as a controller racing the GC does.
+        self.foreground_hooks: dict[
+            Resource, Callable[[Any, JSON, list[tuple[Resource, JSON]]], None]
+        ] = {}
         self._subscribers: list[_Subscriber] = []
         self._pending = _Pending()
         self._qlock = threading.Lock()

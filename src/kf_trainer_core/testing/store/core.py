@@ -407,12 +407,14 @@ class Store(StoreReads):
             if "foregroundDeletion" not in finalizers:
                 mm["finalizers"] = [*finalizers, "foregroundDeletion"]
                 self._commit(res, key, old, marked, "MODIFIED")
-            for dres, dkey in sorted(
-                self._owners.get(meta["uid"], set()), key=lambda d: (d[0].plural, d[1])
-            ):
-                dep = self._bucket(dres).get(dkey)
-                if dep is not None:
-                    self._delete_locked(dres, dkey, dep, "Foreground")
+            removed = self._subtree(meta["uid"])
+            self._delete_dependents(meta["uid"])
+            hook = self.foreground_hooks.get(res)
+            if hook is not None:
+                # A controller that re-creates dependents of the deleting owner (one
+                # round of its race with the GC), then the GC's next pass.
+                hook(self, copy_obj(self._bucket(res)[key]), removed)
+                self._delete_dependents(meta["uid"])
             current = self._bucket(res)[key]
             done = copy_obj(current)
             done["metadata"]["finalizers"] = [
@@ -435,6 +437,29 @@ class Store(StoreReads):
         gone["metadata"].setdefault("deletionGracePeriodSeconds", 0)
         self._remove(res, key, gone, propagation)
         return gone
+
+    def _subtree(self, uid: str) -> list[tuple[Resource, JSON]]:
+        """Copies of the objects ``uid`` owns, directly or not, owners before dependents."""
+        out: list[tuple[Resource, JSON]] = []
+        queue = [uid]
+        while queue:
+            owner = queue.pop(0)
+            for dres, dkey in sorted(
+                self._owners.get(owner, set()), key=lambda d: (d[0].plural, d[1])
+            ):
+                dep = self._bucket(dres).get(dkey)
+                if dep is not None:
+                    out.append((dres, copy_obj(dep)))
+                    queue.append(str(dep["metadata"]["uid"]))
+        return out
+
+    def _delete_dependents(self, uid: str) -> None:
+        """The GC's pass over a foreground-deleted owner: delete what it owns, in the
+        foreground."""
+        for dres, dkey in sorted(self._owners.get(uid, set()), key=lambda d: (d[0].plural, d[1])):
+            dep = self._bucket(dres).get(dkey)
+            if dep is not None:
+                self._delete_locked(dres, dkey, dep, "Foreground")
 
     def _remove(self, res: Resource, key: Key, last: JSON, propagation: str) -> None:
         """Remove the object (DELETED event), then handle its dependents."""
