@@ -87,7 +87,8 @@ async def test_same_name_resubmit_after_delete_runs_only_the_new_jobs_pods(
     # The same spec gets the same name: the submit waits the old job out, then creates.
     new = (await aclient.submit(spec)).job
     assert new.name == old.name
-    assert new.uid and new.uid != old.uid
+    assert new.uid
+    assert new.uid != old.uid
 
     def of_new_job(pod: dict[str, Any]) -> bool:
         jobsets = {j["metadata"]["uid"]: j for j in controllers.owned("jobsets")}
