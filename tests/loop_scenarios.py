@@ -92,12 +92,15 @@ def _prefect(settings: dict[str, Any]) -> list[Any]:
     @flow
     async def many() -> list[Any]:
         # Async tasks called from an async flow run in the flow's own event loop.
-        outs = await asyncio.gather(
+        waits = asyncio.gather(
             *(
                 await_trainjob(n, creds, timeout=settings.get("timeout", 300))
                 for n in settings["jobs"]
             )
         )
+        # The parent ends the jobs only once told that the waits have started.
+        await _ready(settings)
+        outs = await waits
         return [str(o.status.value) for o in outs]
 
     return asyncio.run(many())  # type: ignore[arg-type]

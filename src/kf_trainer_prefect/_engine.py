@@ -16,7 +16,8 @@ importing the tasks never imports a Kubernetes library.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -226,11 +227,18 @@ class _Attempt:
             await self.publisher.finish(*shown)
 
 
-def _client(creds: KubeflowTrainerCredentials, namespace: str | None) -> AsyncTrainerClient:
-    # Made inside the running loop, as the async client requires.
-    from kf_trainer_core.client import AsyncTrainerClient
+@asynccontextmanager
+async def _client(
+    creds: KubeflowTrainerCredentials, namespace: str | None
+) -> AsyncIterator[AsyncTrainerClient]:
+    # Made inside the running loop, as the async client requires; its module is
+    # imported in a worker thread (an import on the loop stops the flow's other tasks:
+    # over 100 ms on a busy machine).
+    from kf_trainer_core.offloop import imported
 
-    return AsyncTrainerClient(creds.backend_config(), namespace=namespace)
+    core_client = await imported("kf_trainer_core.client")
+    async with core_client.AsyncTrainerClient(creds.backend_config(), namespace=namespace) as c:
+        yield c
 
 
 @dataclass

@@ -480,8 +480,8 @@ class _AsyncLines:
 class _Connection:
     """One ``kubernetes_asyncio`` API client (its connection pool, TLS context and
     credentials), shared by every transport of one event loop for one configuration:
-    making one costs tens of milliseconds of CPU that hold the GIL (the TLS context),
-    so a loop running hundreds of waits makes it once, not once per wait."""
+    making one costs tens of milliseconds of CPU (the TLS context, built in a worker
+    thread), so a loop running hundreds of waits makes it once, not once per wait."""
 
     def __init__(self, client: Any, apis: dict[str, Any], loader: Any) -> None:
         self.client = client
@@ -520,12 +520,14 @@ _CONNECTIONS: weakref.WeakKeyDictionary[
 
 
 async def _open_connection(config: KubernetesConfig) -> _Connection:
+    from kf_trainer_core.k8s.api_client import new_api_client
     from kf_trainer_core.offloop import imported
 
     k8s = await imported("kubernetes_asyncio")
     cfg = k8s.client.Configuration()
     loader = await _load_async(config, cfg)
-    client = k8s.client.ApiClient(cfg)
+    # Its TLS context (the system CA bundle, tens of ms) is built in a worker thread.
+    client = await new_api_client(k8s, cfg)
     client.user_agent = USER_AGENT
     apis = {
         "custom": k8s.client.CustomObjectsApi(client),
