@@ -54,10 +54,11 @@ async def test_a_thousand_concurrent_waits_share_one_watch(
     # One watch on TrainJobs (a second only if the server ended the first), one on
     # the creation-failure events; requests grow with the jobs, not the waits. Only the
     # result is read per wait: kwok's pods write no termination message, so each wait
-    # asks node-0's log (refused: no kubelet serves it) and returns None for the result.
+    # asks node-0's log (refused: no kubelet serves it; two reads a wait) and returns
+    # None for the result.
     assert watches["trainjobs"] <= 2, watches
     kinds = Counter(type(c).__name__ for c in during)
     assert len(during) - kinds["ReadLog"] < 10 * JOBS, kinds
-    assert kinds["ReadLog"] <= WAITS, kinds
+    assert kinds["ReadLog"] <= 2 * WAITS, kinds
     # Bounded: well under 64 KiB of Python allocations per wait at the peak.
     assert peak < WAITS * 64 * 1024, peak
