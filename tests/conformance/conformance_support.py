@@ -167,6 +167,24 @@ class Cluster:
             assert self.kube is not None
             self.kube.faults.expire_continue_tokens(1)
 
+    def restart_server(self) -> None:
+        """Crash and restart the API server with every resourceVersion handed out so
+        far expired: real, kube-apiserver killed, etcd compacted, started again (its
+        fresh watch cache answers older versions 410); test bed, its history compacted
+        and its connections reset for a second."""
+        if self.cp is not None:
+            if self.cp.source is None:
+                pytest.skip("an attached control plane is not ours to restart")
+            self.cp.restart_apiserver()
+        else:
+            assert self.kube is not None
+            # A write first, so that the compaction passes the versions handed out.
+            k8s.CoreV1Api(self.api()).create_namespaced_config_map(
+                self.namespace, {"metadata": {"generateName": "restart-"}}
+            )
+            self.kube.faults.expire_resource_versions()
+            self.kube.faults.restart(downtime=1.0, abort=True)
+
 
 def pod_annotations(notes: dict[str, str], rjob: str = "node") -> RuntimePatch:
     """A RuntimePatch that sets annotations on the pods of one replicated job."""

@@ -227,6 +227,40 @@ class ControlPlane:
         self._etcd("/v3/kv/compaction", {"revision": str(rev), "physical": True})
         return rev
 
+    def restart_apiserver(self, *, compact: bool = True, timeout: float = 180) -> None:
+        """Kill kube-apiserver (SIGKILL: a crash, every open connection reset), compact
+        etcd while it is down (``compact``), start it again with the same command line
+        and wait until it is ready. Watches then resume from versions its fresh watch
+        cache (and etcd) no longer hold: the server answers 410 ``too old resource
+        version``, as after a real control-plane upgrade or crash. Only for a control
+        plane ``start.sh`` runs (its pid file and log are reused)."""
+        pidfile = self.dir / "run" / "kube-apiserver.pid"
+        try:
+            pid = int(pidfile.read_text())
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+        except (OSError, ValueError):
+            raise ControlPlaneUnavailable("kube-apiserver's pid file is missing here") from None
+        # A write first, so that the compaction passes every version handed out so far.
+        self.new_namespace("restart")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: not Path(f"/proc/{pid}").exists(), 30, "kube-apiserver's exit")
+        if compact:
+            self.compact()
+        log = self.dir / "logs" / "kube-apiserver.log"
+        with log.open("ab") as out:
+            # The same launch as start.sh: its own session, the pid file written by the
+            # shell that execs the server (stop.sh reads it).
+            proc = subprocess.Popen(
+                ["bash", "-c", 'echo $$ > "$0"; exec "$@"', str(pidfile), *map(os.fsdecode, argv)],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self._procs.append(proc)  # reaped by stop()
+        wait_until(self.ready, timeout, "kube-apiserver after its restart", log)
+
     def _etcd(self, path: str, body: dict[str, Any]) -> Any:
         req = urllib.request.Request(self.etcd_url + path, data=json.dumps(body).encode())
         with urllib.request.urlopen(req, timeout=30) as resp:
@@ -245,6 +279,8 @@ class ControlPlane:
                 timeout=120,
                 check=False,
             )
+            for proc in self._procs:  # a restarted apiserver, stopped by stop.sh
+                proc.poll()
             return
         for proc in reversed(self._procs):
             _stop_process(proc)

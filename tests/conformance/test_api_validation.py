@@ -1,0 +1,102 @@
+"""What the API server itself says about a TrainJob, before any controller sees it:
+strict decoding (400 for an unknown field), the CRD's schema and CEL rules (422 with the
+rule's message: name format and length, ``managedBy``, immutable fields). The same
+answer, code, reason and message, from the test bed and the real kube-apiserver."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from conformance_support import Cluster
+from kubernetes import client as k8s
+
+GROUP, VERSION, PLURAL = "trainer.kubeflow.org", "v1alpha1", "trainjobs"
+
+
+def _job(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "TrainJob",
+        "metadata": {"name": name},
+        # Suspended: no controller acts on it (nothing to clean up, nothing to wait for).
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, "suspend": True, **spec},
+    }
+
+
+def _create(cluster: Cluster, body: dict[str, Any]) -> dict[str, Any]:
+    api = k8s.CustomObjectsApi(cluster.api())
+    return dict(
+        api.create_namespaced_custom_object(
+            GROUP, VERSION, cluster.namespace, PLURAL, body, field_validation="Strict"
+        )
+    )
+
+
+def _refused(cluster: Cluster, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    with pytest.raises(k8s.ApiException) as info:
+        _create(cluster, body)
+    return info.value.status, json.loads(info.value.body)
+
+
+def test_an_unknown_spec_field_is_400_naming_it(cluster: Cluster) -> None:
+    code, status = _refused(cluster, _job("unknown-field", numNode=2))
+    assert code == 400
+    assert status["reason"] == "BadRequest"
+    assert 'unknown field "spec.numNode"' in status["message"]
+
+
+def test_an_unknown_nested_field_is_400_naming_its_path(cluster: Cluster) -> None:
+    code, status = _refused(cluster, _job("unknown-nested", trainer={"numNode": 2}))
+    assert code == 400
+    assert 'unknown field "spec.trainer.numNode"' in status["message"]
+
+
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [
+        ("a" * 64, "metadata.name must be no more than 63 characters"),
+        ("9starts-with-a-digit", "metadata.name must match RFC 1035 DNS label format"),
+        ("has.a.dot", "metadata.name must match RFC 1035 DNS label format"),
+    ],
+)
+def test_a_bad_name_is_422_with_the_rule(cluster: Cluster, name: str, rule: str) -> None:
+    code, status = _refused(cluster, _job(name))
+    assert code == 422
+    assert status["reason"] == "Invalid"
+    assert rule in status["message"]
+
+
+def test_a_63_character_name_is_accepted(cluster: Cluster) -> None:
+    created = _create(cluster, _job("a" * 63))
+    assert created["metadata"]["name"] == "a" * 63
+
+
+def test_an_unknown_managed_by_is_422(cluster: Cluster) -> None:
+    code, status = _refused(cluster, _job("managed-elsewhere", managedBy="example.com/other"))
+    assert code == 422
+    assert "ManagedBy must be trainer.kubeflow.org/trainjob-controller" in status["message"]
+
+
+def test_a_wrong_type_is_422_naming_the_field(cluster: Cluster) -> None:
+    code, status = _refused(cluster, _job("wrong-type", trainer={"numNodes": "two"}))
+    assert code == 422
+    assert "spec.trainer.numNodes" in status["message"]
+
+
+def test_managed_by_is_immutable(cluster: Cluster) -> None:
+    name = "immutable-managed-by"
+    _create(cluster, _job(name, managedBy="trainer.kubeflow.org/trainjob-controller"))
+    api = k8s.CustomObjectsApi(cluster.api())
+    with pytest.raises(k8s.ApiException) as info:
+        api.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            cluster.namespace,
+            PLURAL,
+            name,
+            {"spec": {"managedBy": "kueue.x-k8s.io/multikueue"}},
+        )
+    assert info.value.status == 422
+    assert "field is immutable" in json.loads(info.value.body)["message"]
