@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from kf_trainer_core.programs.wait import WaitGoal
+from kf_trainer_core.programs.wait import CREATION_GRACE, WaitGoal
 from kf_trainer_core.status import CREATION_FAILED_REASON, event_last_seen, to_event
 
 JOB = {
@@ -47,3 +47,21 @@ def test_series_gives_last_seen_and_count() -> None:
 def test_unusable_stamps_are_none() -> None:
     assert event_last_seen({"eventTime": "yesterday"}) is None
     assert to_event({"count": "many", "reason": "x"}).count == 1
+
+
+def test_a_build_failure_that_passes_is_not_final() -> None:
+    # One failure in the job's first second (a same-name job meeting its predecessor's
+    # runtime snapshot while the garbage collector removes it), not repeated since.
+    once = {**EVENT, "eventTime": "2026-11-25T11:39:57.4Z", "series": None}
+    goal = WaitGoal.of("j", "Complete", None, None)
+    assert goal.judge(JOB, [once]) is None
+    assert goal.judge(JOB, [once], failing_for=CREATION_GRACE - 1) is None
+
+
+def test_a_build_failure_that_lasts_the_grace_is_final() -> None:
+    once = {**EVENT, "eventTime": "2026-11-25T11:39:57.4Z", "series": None}
+    verdict = WaitGoal.of("j", "Complete", None, None).judge(
+        JOB, [once], failing_for=CREATION_GRACE
+    )
+    assert verdict is not None
+    assert verdict.kind == "creation-failed"

@@ -54,6 +54,45 @@ def _created_at(obj: Mapping[str, Any]) -> datetime | None:
         return None
 
 
+#: How long the Trainer must go on failing to build a job's JobSet before a wait gives up
+#: on it. The Trainer retries a failed build with backoff, and some failures pass: a job
+#: created under the name of one still being collected meets that job's runtime snapshot
+#: ConfigMap, fails once, and builds when the garbage collector has removed it (see
+#: docs/safety.md). A lasting failure (a runtime patch the JobSet refuses) repeats.
+CREATION_GRACE = 10.0
+
+
+def creation_failures(
+    obj: Mapping[str, Any], events: Iterable[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """The ``TrainJobResourcesCreationFailed`` events of this incarnation of the job
+    (an older job of the same name left events that predate this one)."""
+    created = _created_at(obj)
+    return [
+        e
+        for e in events
+        if e.get("reason") == CREATION_FAILED_REASON
+        and (created is None or (seen := event_last_seen(e)) is None or seen >= created)
+    ]
+
+
+def _persistent(
+    obj: Mapping[str, Any], failures: list[Mapping[str, Any]], failing_for: float | None
+) -> bool:
+    """Whether the build failures have lasted :data:`CREATION_GRACE`: as this wait saw
+    them (its own clock), or as the events say (the recorder's clock: the last repeat
+    against the job's creation; both stamps come from the cluster, not from here)."""
+    if failing_for is not None and failing_for >= CREATION_GRACE:
+        return True
+    created = _created_at(obj)
+    last = max((t for e in failures if (t := event_last_seen(e)) is not None), default=None)
+    return (
+        created is not None
+        and last is not None
+        and (last - created).total_seconds() >= (CREATION_GRACE)
+    )
+
+
 @dataclass(frozen=True)
 class Verdict:
     """The end of a wait."""
@@ -111,9 +150,11 @@ class WaitGoal:
         events: Iterable[Mapping[str, Any]] = (),
         elapsed: float = 0.0,
         queue: QueueStatus | None = None,
+        failing_for: float | None = None,
     ) -> Verdict | None:
         """The verdict on the latest object and creation-failure events, or ``None``
-        to keep waiting."""
+        to keep waiting. ``failing_for``: how long this wait has seen the job fail to be
+        built (a build failure is final once it lasts :data:`CREATION_GRACE`)."""
         if obj is None:
             return Verdict("deleted", message=f"TrainJob {self.name} was deleted")
         state = job_state(obj)
@@ -124,14 +165,8 @@ class WaitGoal:
         if state is JobState.COMPLETE:
             # Complete but not wanted (waiting for Running of a job that already ended).
             return Verdict("reached", state)
-        created = _created_at(obj)
-        failures = [
-            e
-            for e in events
-            if e.get("reason") == CREATION_FAILED_REASON
-            and (created is None or (seen := event_last_seen(e)) is None or seen >= created)
-        ]
-        if failures and state is JobState.CREATED:
+        failures = creation_failures(obj, events)
+        if failures and state is JobState.CREATED and _persistent(obj, failures, failing_for):
             return Verdict("creation-failed", state, str(failures[-1].get("message") or ""))
         if (
             self.admission_timeout is not None
@@ -194,6 +229,8 @@ def wait_program(
     fetched_at: float | None = None
     obj: dict[str, Any] | None = None
     final_read = False  # the queue read once more before an admission timeout
+    failing_since: float | None = None  # when this wait first saw the build fail
+    seen_events: list[dict[str, Any]] = []
     while True:
         elapsed = time.monotonic() - start
         if jobs.unavailable:
@@ -246,16 +283,27 @@ def wait_program(
                 if news or key != last_shown:
                     last_shown = key
                     yield Emit(Observed(shown, tracker.status if tracker else None), to=sink)
+            seen_events = [] if events.unavailable else events.objects()
+            if obj is not None and creation_failures(obj, seen_events):
+                failing_since = time.monotonic() if failing_since is None else failing_since
+            else:
+                failing_since = None
             verdict = goal.judge(
                 obj,
-                [] if events.unavailable else events.objects(),
+                seen_events,
                 elapsed,
                 tracker.status if tracker else None,
+                failing_for=None if failing_since is None else time.monotonic() - failing_since,
             )
             if verdict is not None:
                 return verdict, obj or {}
         remaining = None if timeout is None else timeout - elapsed
         if remaining is not None and remaining <= 0:
+            if obj is not None and failing_since is not None:
+                # Out of time while the build fails: that failure is the better answer.
+                final = goal.judge(obj, seen_events, elapsed, failing_for=CREATION_GRACE)
+                if final is not None:
+                    return final, obj
             return Verdict("timeout", job_state(obj) if obj else None), obj or {}
         step = remaining
         if jobs.unavailable or (seen and not in_cache):
@@ -268,6 +316,10 @@ def wait_program(
             step = left if step is None else min(step, left)
         if goal.admission_timeout is not None and elapsed < goal.admission_timeout:
             left = goal.admission_timeout - elapsed + 0.01
+            step = left if step is None else min(step, left)
+        if failing_since is not None:
+            # A build failure becomes final at the grace even if nothing else changes.
+            left = max(0.0, CREATION_GRACE - (time.monotonic() - failing_since)) + 0.01
             step = left if step is None else min(step, left)
         refresh = tracker.wake_in(obj) if tracker is not None else None
         if refresh is not None:
