@@ -88,7 +88,7 @@ def test_no_documented_log_sample_shows_an_internal_marker() -> None:
     """``jobs logs`` hides the marker lines (``--raw`` shows the log as it is): a
     sample that shows one is stale and teaches the user a protocol line as output."""
     stale = []
-    for page in sorted(DOCS.glob("*.md")) + [DOCS.parent / "README.md"]:
+    for page in [*sorted(DOCS.glob("*.md")), DOCS.parent / "README.md"]:
         blocks = re.findall(r"```[a-z]*\n(.*?)```", page.read_text(), flags=re.S)
         for block in blocks:
             if "--raw" in block:
