@@ -95,3 +95,23 @@ def test_no_documented_log_sample_shows_an_internal_marker() -> None:
                 continue
             stale += [f"{page.name}: {ln}" for ln in block.splitlines() if _MARKER.match(ln)]
     assert stale == []
+
+
+def test_every_uv_command_shown_runs_offline_in_a_clone() -> None:
+    """A command shown to a user runs as printed: ``uv run`` without ``--frozen``
+    re-resolves the lock (and fails offline); the README, docs, examples and spec files
+    all say ``uv run --frozen``."""
+    root = DOCS.parent
+    pages = [
+        root / "README.md",
+        *sorted(DOCS.glob("*.md")),
+        *sorted((root / "examples").rglob("*.py")),
+        *sorted((root / "examples").rglob("*.yaml")),
+    ]
+    bare = [
+        f"{page.relative_to(root)}: {line.strip()}"
+        for page in pages
+        for line in page.read_text().splitlines()
+        if re.search(r"\buv run (python|kf-trainer|pytest|ruff|mypy)\b", line)
+    ]
+    assert bare == []
