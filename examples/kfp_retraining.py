@@ -32,10 +32,13 @@ Compile it, or make it a recurring run (daily at 03:00 UTC)::
 
 # No `from __future__ import annotations`: KFP reads component annotations as objects.
 import argparse
+import contextlib
 import json
 import os
+import re
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -211,12 +214,76 @@ def run_locally(
     local.init(
         runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root / "pipeline-root")
     )
-    run = build_pipeline(job)(
-        day=-1 if day is None else day,
-        shared_dir=str(root),
-        backend_config=backend_config or {"backend": "local", "state_dir": str(root / "trainjobs")},
-    )
+    with executor_logs_hidden():
+        run = build_pipeline(job)(
+            day=-1 if day is None else day,
+            shared_dir=str(root),
+            backend_config=backend_config
+            or {"backend": "local", "state_dir": str(root / "trainjobs")},
+        )
     return str(run.output)
+
+
+class ExecutorLogFilter:
+    """A stdout that drops the KFP executor's own INFO lines (``[KFP Executor ...
+    INFO]: Looking for component ...``, ``Got executor_input:`` and the JSON that
+    follows it, ``Wrote executor output file ...``): ``kfp.local`` streams each task's
+    subprocess through the parent's stdout, and those lines buried what the task
+    printed. Everything else passes: the task's own lines, KFP's task summaries and
+    outputs, and the executor's warnings, errors and tracebacks."""
+
+    _EXECUTOR_INFO = re.compile(r"^(\s*)\[KFP Executor [^\]]* INFO\]: (.*)$")
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self._pending = ""
+        #: The indentation of a skipped ``executor_input`` JSON document, while in it.
+        self._json: str | None = None
+        self._json_opened = False
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        while "\n" in self._pending:
+            line, self._pending = self._pending.split("\n", 1)
+            self._line(line)
+        return len(text)
+
+    def _line(self, line: str) -> None:
+        if self._json is not None:
+            if not self._json_opened and line == self._json + "{":
+                self._json_opened = True
+                return
+            if self._json_opened:
+                if line == self._json + "}":
+                    self._json = None
+                return
+            self._json = None  # not the JSON after all: show the line
+        found = self._EXECUTOR_INFO.match(line)
+        if found is not None:
+            if found.group(2).startswith("Got executor_input:"):
+                self._json, self._json_opened = found.group(1), False
+            return
+        self.out.write(line + "\n")
+
+    def flush(self) -> None:
+        if self._pending:
+            self.out.write(self._pending)
+            self._pending = ""
+        self.out.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.out, name)  # isatty, encoding, fileno: the real stdout's
+
+
+@contextlib.contextmanager
+def executor_logs_hidden() -> Iterator[None]:
+    """Run a ``kfp.local`` pipeline with :class:`ExecutorLogFilter` on stdout."""
+    shown = ExecutorLogFilter(sys.stdout)
+    with contextlib.redirect_stdout(shown):
+        try:
+            yield
+        finally:
+            shown.flush()
 
 
 def local_summary(decision: str, job: JobProfile, shared_dir: str | None = None) -> str:

@@ -40,6 +40,7 @@ deletes its unfinished TrainJobs.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from pathlib import Path
@@ -172,6 +173,13 @@ def deployment_parameters(credentials: str | None, profile: str) -> dict[str, An
     }
 
 
+class _NotTheServerStopping(logging.Filter):
+    """Drops Prefect's "Stopping temporary server on ..." line (logged at exit)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Stopping temporary server")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Retrain once, or serve a daily schedule.")
     parser.add_argument("--day", type=int, help="which day's data (default: today)")
@@ -187,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
             tags=["kubeflow-trainer"],
         )
         return 0
+    # Prefect stops its temporary server at exit and logs it, after the summary below:
+    # the summary, and its "see it:" command, stay the last lines a user reads.
+    logging.getLogger("prefect").addFilter(_NotTheServerStopping())
     outcome = retraining(day=args.day, credentials=args.credentials, profile=args.profile)
     # After Prefect's own logging: what happened, where the model is, how to see the job.
     creds = credentials_for(args.credentials, args.profile, None)

@@ -139,7 +139,8 @@ class Progress(_Out):
         parts = []
         if self.percentage is not None:
             parts.append(f"{self.percentage}% done")
-        if self.estimated_remaining_seconds is not None:
+        if self.estimated_remaining_seconds is not None and self.percentage != 100:
+            # "100% done; about 0s left" says nothing the percentage does not.
             parts.append(f"about {duration_text(self.estimated_remaining_seconds)} left")
         if self.metrics:
             parts.append(", ".join(f"{k}={v}" for k, v in sorted(self.metrics.items())))

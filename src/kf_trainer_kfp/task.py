@@ -143,7 +143,7 @@ class _Reporter:
             text += f" ({job.queue.line()})"
         if progress and progress.percentage is not None:
             text += f", {progress.percentage}%"
-            if progress.estimated_remaining_seconds is not None:
+            if progress.estimated_remaining_seconds is not None and progress.percentage < 100:
                 text += f" ({progress.estimated_remaining_seconds}s left)"
         if progress and progress.metrics:
             text += " " + " ".join(f"{k}={v}" for k, v in sorted(progress.metrics.items()))

@@ -67,6 +67,10 @@ def test_local_backend_promotes_then_keeps(
         ]
     out = capsys.readouterr().out
     assert "keeping the promoted model: the candidate's accuracy" in out
+    # What the user needs, not the executor's own INFO lines and input JSON.
+    assert "[kf-trainer] TrainJob local/" in out
+    assert "Got executor_input" not in out
+    assert "parameterValues" not in out
 
 
 def test_schedule_without_a_host_says_what_is_needed(

@@ -96,7 +96,7 @@ class Tracker:
         parts = [stamp, job.name, job.status.value]
         if pct is not None:
             parts.append(f"{pct}%")
-        if job.progress and job.progress.estimated_remaining_seconds is not None:
+        if pct != 100 and job.progress and job.progress.estimated_remaining_seconds is not None:
             parts.append(f"eta={job.progress.estimated_remaining_seconds}s")
         if metrics:
             parts.append(metrics)

@@ -124,8 +124,8 @@ def admit_resources(
     resources: Any, nodes: int, on_missing_resources: str, config: str
 ) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
     """Admission of what ``nodes`` times ``resources`` ask of this machine: the 422
-    causes (one when it lacks some and ``on_missing_resources`` is ``"fail"``) and a
-    Warning ``(reason, message)`` per missing resource; ``config`` (``LocalConfig``,
+    causes (one when it lacks some and ``on_missing_resources`` is ``"fail"``) and the
+    Warning ``(reason, message)`` of :func:`resource_warnings`; ``config`` (``LocalConfig``,
     ``ContainerConfig``) names where the fix goes."""
     missing = missing_resources(resources, nodes)
     causes = []
@@ -137,8 +137,27 @@ def admit_resources(
                 "Forbidden: "
                 + "; ".join(missing)
                 + ". Fix: ask for less, run on a cluster, or use "
-                f"{config}(on_missing_resources='warn') to run without them.",
+                f"{config}(on_missing_resources='warn') to run it anyway.",
             )
         )
-    warnings = [("InsufficientResources", f"{text}: running without it") for text in missing]
-    return causes, warnings
+    return causes, resource_warnings(missing, config)
+
+
+def resource_warnings(missing: list[str], config: str) -> list[tuple[str, str]]:
+    """One Warning ``(reason, message)`` for everything this machine lacks: a single
+    line saying what happens (the job runs anyway, on what the machine has) and how to
+    refuse such jobs instead. It is the first line of every node's log, so it is what a
+    user reading ``jobs logs`` or a task log meets first."""
+    if not missing:
+        return []
+    backend = "container" if config == "ContainerConfig" else "local"
+    return [
+        (
+            "InsufficientResources",
+            "; ".join(missing)
+            + f". The {backend} backend runs the job anyway, on what this machine has; "
+            'to refuse such jobs instead, set "on_missing_resources": '
+            f'"fail" in the backend configuration ({config}(on_missing_resources="fail") '
+            "in Python).",
+        )
+    ]

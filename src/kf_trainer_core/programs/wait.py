@@ -368,8 +368,16 @@ def job_emitter(
         return None, None
     last: list[Progress | None] = [None]
 
-    def said(progress: Progress | None) -> Progress | None:
-        return None if progress is None else progress.model_copy(update={"last_updated": None})
+    def news(seen: Progress) -> bool:
+        now = seen.model_copy(update={"last_updated": None})
+        if last[0] is None:
+            return True
+        before = last[0].model_copy(update={"last_updated": None})
+        if now.estimated_remaining_seconds is None:
+            # A job that stops running loses its time left (status.progress): the same
+            # report again, not a new state to show a second time.
+            before = before.model_copy(update={"estimated_remaining_seconds": None})
+        return now != before
 
     def emit(update: Any) -> None:
         job = (
@@ -380,7 +388,7 @@ def job_emitter(
         for cb in cbs:
             cb(job)
         seen = job.progress
-        if on_progress is not None and seen is not None and said(seen) != said(last[0]):
+        if on_progress is not None and seen is not None and news(seen):
             last[0] = seen
             on_progress(seen)
 
