@@ -19,7 +19,7 @@ every argument.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
@@ -32,7 +32,10 @@ from kf_trainer_prefect._sync_face import sync_face
 # and the core's builder, most of a second) load when a task first runs. Prefect reads a
 # task's signature, not its annotations' values, so these stay strings at run time.
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from kf_trainer_core.interruptions import CancelAction, Identity
+    from kf_trainer_core.spec import TrainJobSpec
     from kf_trainer_core.status import JobOutputs, TrainJob
     from kf_trainer_prefect._engine import JobRef
     from kf_trainer_prefect.credentials import CredentialsLike
@@ -52,7 +55,7 @@ __all__ = [
     "wait_trainjob",
 ]
 
-SpecLike = "TrainJobSpec | Mapping[str, Any] | str"
+SpecLike: TypeAlias = "TrainJobSpec | Mapping[str, Any] | str"
 P = ParamSpec("P")
 R = TypeVar("R")
 
