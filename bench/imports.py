@@ -59,7 +59,10 @@ ADAPTERS = [
         "airflow.triggers.base:BaseTrigger",
         ["kf_trainer_airflow.triggers.trainjob", "kf_trainer_airflow.triggers"],
     ),
-    ("prefect", "prefect", ["kf_trainer_prefect.tasks", "kf_trainer_prefect"]),
+    # `import prefect` loads its `task` decorator (prefect.tasks, the task engine's
+    # caching and result machinery) lazily, on first use: any module of Prefect tasks
+    # pays for it, as any operator module pays for Airflow's BaseOperator.
+    ("prefect", "prefect:task", ["kf_trainer_prefect.tasks", "kf_trainer_prefect"]),
     ("kfp", "kfp.dsl", ["kf_trainer_kfp.components", "kf_trainer_kfp"]),
 ]
 #: What a DAG file does next, timed separately: building its first operator validates

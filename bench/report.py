@@ -723,13 +723,14 @@ def section_imports(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
         f"not part of the figures — median of {section['runs']} run(s). *Adds*: beyond "
         "importing the orchestrator's module (the brief's definition). Airflow loads "
         "`BaseOperator` / `BaseTrigger` lazily, on first use, and any operator or trigger "
-        "module pays for that; *beyond the base class too* leaves that part out. *Pulls "
+        "module pays for that; so does Prefect its `task` decorator, which any module of "
+        "Prefect tasks pays for; *beyond the base class too* leaves that part out. *Pulls "
         "kubernetes*: modules of `kubernetes` / `kubernetes_asyncio` the import loaded "
         "(there should be none). *SDK / ours*: the Kubeflow SDK's `kubeflow.trainer` "
         "import (what any adapter built on the SDK adds at least) over ours. *≤ 50 ms*: "
         "the target of issue 27, every module's own cost beyond its orchestrator's base "
-        "classes (the *beyond the base class too* figure; for Prefect and KFP the two are "
-        "the same).",
+        "classes (the *beyond the base class too* figure; for KFP, whose `kfp.dsl` loads "
+        "everything at once, the two are the same).",
         "",
         table(
             [

@@ -26,27 +26,16 @@ import ast
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 from kf_trainer_core.extras import require
 
 # Imported directly (not through the package's lazy names): the same one-line error.
 require("kfp", "kfp", "kf_trainer_kfp", "Kubeflow Pipelines (kfp)")
 
-from kf_trainer_core import task_helpers  # noqa: E402
-from kf_trainer_core._model import suggest_keywords  # noqa: E402
-from kf_trainer_core.builder import build_trainjob  # noqa: E402
-from kf_trainer_core.config import KubernetesConfig, LocalConfig  # noqa: E402
+import functools  # noqa: E402
+
 from kf_trainer_core.errors import FieldProblem, SpecError  # noqa: E402
-from kf_trainer_core.function import capture_source, resolve_ref  # noqa: E402
-from kf_trainer_core.spec import (  # noqa: E402
-    DEFAULT_RUNTIME,
-    CustomTrainer,
-    Initializer,
-    RuntimeRef,
-    TrainFunction,
-    TrainJobSpec,
-)
 from kf_trainer_kfp import inputs as inp  # noqa: E402
 from kf_trainer_kfp._source import (  # noqa: E402
     JOB_OUTPUTS,
@@ -63,7 +52,37 @@ from kf_trainer_kfp._source import (  # noqa: E402
 )
 from kf_trainer_kfp.image import ComponentImage  # noqa: E402
 
-Backend = KubernetesConfig | LocalConfig | Mapping[str, Any] | None
+# The core's spec models, builder and configuration (pydantic: most of a second) load when
+# a component is first defined, not when a pipeline file imports this module.
+if TYPE_CHECKING:
+    from kf_trainer_core.config import KubernetesConfig, LocalConfig
+    from kf_trainer_core.spec import Initializer, RuntimeRef
+
+Backend = Union["KubernetesConfig", "LocalConfig", Mapping[str, Any], None]
+#: ``kf_trainer_core.spec_common.DEFAULT_RUNTIME``, written out so that a default argument
+#: needs no spec import (a test checks that the two agree).
+DEFAULT_RUNTIME = "torch-distributed"
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def suggest_keywords(func: _F) -> _F:
+    """:func:`kf_trainer_core._model.suggest_keywords`, applied on the first call (that
+    module imports pydantic): a misspelt keyword is a ``SpecError`` with a suggestion."""
+    checked: Callable[..., Any] | None = None
+
+    @functools.wraps(func)
+    def first(*args: Any, **kwargs: Any) -> Any:
+        nonlocal checked
+        if checked is None:
+            from kf_trainer_core._model import suggest_keywords as checking
+
+            checked = checking(func)
+        return checked(*args, **kwargs)
+
+    return first  # type: ignore[return-value]
+
+
 _SPEC_INPUT_NAMES = tuple(p.name for p in SPEC_INPUTS)
 
 
@@ -101,6 +120,8 @@ def _check_constants(kind: str, args: Mapping[str, Any], constant: Callable[[Any
         inp.finish_action(str(known["on_finish"]))
     if "step" in known:
         try:
+            from kf_trainer_core import task_helpers
+
             task_helpers.parse_step(str(known["step"]))
         except ValueError as err:
             raise _as_spec_error("step", err) from None
@@ -309,6 +330,10 @@ def trainjob_component(
 
     Bad settings raise :class:`SpecError` naming the field and the fix, here.
     """
+    from kf_trainer_core.builder import build_trainjob
+    from kf_trainer_core.function import capture_source, resolve_ref
+    from kf_trainer_core.spec import CustomTrainer, TrainFunction, TrainJobSpec
+
     trainer_args: dict[str, Any] = {
         "num_nodes": num_nodes,
         "resources_per_node": resources_per_node,

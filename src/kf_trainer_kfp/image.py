@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from importlib import metadata
 
-from kf_trainer_core import checks
 from kf_trainer_core.errors import FieldProblem, SpecError
 
 DISTRIBUTION = "kf-trainer-suite"
@@ -30,6 +29,8 @@ DEFAULT_BASE_IMAGE = "python:3.11"
 
 
 def _split(problem: str) -> tuple[str, str]:
+    from kf_trainer_core import checks
+
     text, _, how = problem.partition(checks.FIX)
     return text, how
 
@@ -55,7 +56,10 @@ class ComponentImage:
 
     def __post_init__(self) -> None:
         # KFP installs these with pip in the launcher pod: only requirements and
-        # http(s) index URLs, as for a trainer's packages_to_install.
+        # http(s) index URLs, as for a trainer's packages_to_install. The checks load
+        # the core's pydantic helpers: here, not when the module is imported.
+        from kf_trainer_core import checks
+
         problems = [
             FieldProblem(f"packages_to_install[{i}]", *_split(p))
             for i, package in enumerate(self.packages_to_install)

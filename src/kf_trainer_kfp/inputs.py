@@ -13,13 +13,16 @@ import copy
 import math
 import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel
-
-from kf_trainer_core.config import KubernetesConfig, LocalConfig, parse_backend
 from kf_trainer_core.errors import FieldProblem, SpecError
-from kf_trainer_core.spec import TrainJobSpec
+
+# The spec and configuration models (pydantic, most of a second to import) load when a
+# function below first needs them: a pipeline file that imports the components pays
+# for them when it defines a component, not at import.
+if TYPE_CHECKING:
+    from kf_trainer_core.config import KubernetesConfig, LocalConfig
+    from kf_trainer_core.spec import TrainJobSpec
 
 #: KFP's runtime placeholders (``dsl.PIPELINE_JOB_ID_PLACEHOLDER`` and
 #: ``dsl.PIPELINE_TASK_NAME_PLACEHOLDER``), written out so that this module needs no
@@ -48,6 +51,8 @@ IDENTITY_PREFIX = "kfp"
 def jsonable(value: Any) -> Any:
     """A component argument in JSON form: spec models (``TrainJobSpec``,
     ``CustomTrainer``, ``Labels`` ...) become their JSON dicts, recursively."""
+    from pydantic import BaseModel
+
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", exclude_none=True)
     if isinstance(value, (list, tuple)):
@@ -120,6 +125,8 @@ def assemble_spec(
             current["num_nodes"] = num_nodes
     if problems:
         raise SpecError(problems)
+    from kf_trainer_core.spec import TrainJobSpec
+
     parsed = TrainJobSpec.parse(data)
     if options:
         extra = TrainJobSpec.parse({"options": jsonable(list(options))}).options
@@ -153,6 +160,8 @@ def backend_config(
     Tokens and kubeconfig contents in the parameter are refused — KFP stores and shows
     parameters — and read from the environment instead (``KF_TRAINER_TOKEN``,
     ``KF_TRAINER_KUBECONFIG_CONTENT``, ``KF_TRAINER_CA_CERT_DATA``)."""
+    from kf_trainer_core.config import KubernetesConfig, parse_backend
+
     data = dict(jsonable(value) or {})
     refuse_secrets(data)
     if namespace:

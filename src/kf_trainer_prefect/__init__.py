@@ -17,34 +17,44 @@ Importing this package does not import a Kubernetes client library: the tasks lo
 client when they run.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from kf_trainer_core.extras import require
 
 require("prefect", "prefect", "kf_trainer_prefect", "Prefect 3")
 
-from kf_trainer_prefect.credentials import KubeflowTrainerCredentials  # noqa: E402
-from kf_trainer_prefect.decorators import atrainjob_task, trainjob_task  # noqa: E402
-from kf_trainer_prefect.flows import (  # noqa: E402
-    prune_trainjobs,
-    prune_trainjobs_flow,
-    stop_flow_run_trainjobs,
-    trainjob_cleanup_hook,
-    trainjob_flow,
-)
-from kf_trainer_prefect.retries import retry_infrastructure_failures, retry_on_classes  # noqa: E402
-from kf_trainer_prefect.tasks import (  # noqa: E402
-    acancel_trainjob,
-    aget_trainjob_outputs,
-    arun_trainjob,
-    astream_trainjob_logs,
-    asubmit_trainjob,
-    await_trainjob,
-    cancel_trainjob,
-    get_trainjob_outputs,
-    run_trainjob,
-    stream_trainjob_logs,
-    submit_trainjob,
-    wait_trainjob,
-)
+# Names resolve on first use (PEP 562): importing one module of the package
+# (``kf_trainer_prefect.tasks``) must not import the others — the flows build Prefect
+# flows, whose parameter schemas load pydantic.v1, and the credentials block loads the
+# core's configuration models.
+if TYPE_CHECKING:
+    from kf_trainer_prefect.credentials import KubeflowTrainerCredentials
+    from kf_trainer_prefect.decorators import atrainjob_task, trainjob_task
+    from kf_trainer_prefect.flows import (
+        prune_trainjobs,
+        prune_trainjobs_flow,
+        stop_flow_run_trainjobs,
+        trainjob_cleanup_hook,
+        trainjob_flow,
+    )
+    from kf_trainer_prefect.retries import retry_infrastructure_failures, retry_on_classes
+    from kf_trainer_prefect.tasks import (
+        acancel_trainjob,
+        aget_trainjob_outputs,
+        arun_trainjob,
+        astream_trainjob_logs,
+        asubmit_trainjob,
+        await_trainjob,
+        cancel_trainjob,
+        get_trainjob_outputs,
+        run_trainjob,
+        stream_trainjob_logs,
+        submit_trainjob,
+        wait_trainjob,
+    )
 
 __all__ = [
     "KubeflowTrainerCredentials",
@@ -70,3 +80,43 @@ __all__ = [
     "trainjob_task",
     "wait_trainjob",
 ]
+
+_LAZY = {
+    "KubeflowTrainerCredentials": "kf_trainer_prefect.credentials",
+    "acancel_trainjob": "kf_trainer_prefect.tasks",
+    "aget_trainjob_outputs": "kf_trainer_prefect.tasks",
+    "arun_trainjob": "kf_trainer_prefect.tasks",
+    "astream_trainjob_logs": "kf_trainer_prefect.tasks",
+    "asubmit_trainjob": "kf_trainer_prefect.tasks",
+    "atrainjob_task": "kf_trainer_prefect.decorators",
+    "await_trainjob": "kf_trainer_prefect.tasks",
+    "cancel_trainjob": "kf_trainer_prefect.tasks",
+    "get_trainjob_outputs": "kf_trainer_prefect.tasks",
+    "prune_trainjobs": "kf_trainer_prefect.flows",
+    "prune_trainjobs_flow": "kf_trainer_prefect.flows",
+    "retry_infrastructure_failures": "kf_trainer_prefect.retries",
+    "retry_on_classes": "kf_trainer_prefect.retries",
+    "run_trainjob": "kf_trainer_prefect.tasks",
+    "stop_flow_run_trainjobs": "kf_trainer_prefect.flows",
+    "stream_trainjob_logs": "kf_trainer_prefect.tasks",
+    "submit_trainjob": "kf_trainer_prefect.tasks",
+    "trainjob_cleanup_hook": "kf_trainer_prefect.flows",
+    "trainjob_flow": "kf_trainer_prefect.flows",
+    "trainjob_task": "kf_trainer_prefect.decorators",
+    "wait_trainjob": "kf_trainer_prefect.tasks",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next lookup is a plain one
+    return value
+
+
+def __dir__() -> list[str]:
+    # ``prefect block register -m kf_trainer_prefect`` finds the block by listing the
+    # module's members: list the lazy names too.
+    return sorted(set(globals()) | set(_LAZY))

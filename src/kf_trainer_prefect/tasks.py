@@ -18,20 +18,27 @@ every argument.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
 from typing_extensions import ParamSpec
 
-from kf_trainer_core.interruptions import CancelAction, Identity
-from kf_trainer_core.spec import TrainJobSpec
-from kf_trainer_core.status import JobOutputs, TrainJob
-from kf_trainer_prefect import _engine
-from kf_trainer_prefect._engine import JobRef, RunOptions, WaitOptions
 from kf_trainer_prefect._sync_face import sync_face
-from kf_trainer_prefect.credentials import CredentialsLike
+
+# A flow file or worker that imports the tasks pays only for Prefect's own task machinery:
+# the spec models, the status types, the engine and the credentials block (pydantic models
+# and the core's builder, most of a second) load when a task first runs. Prefect reads a
+# task's signature, not its annotations' values, so these stay strings at run time.
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from kf_trainer_core.interruptions import CancelAction, Identity
+    from kf_trainer_core.spec import TrainJobSpec
+    from kf_trainer_core.status import JobOutputs, TrainJob
+    from kf_trainer_prefect._engine import JobRef
+    from kf_trainer_prefect.credentials import CredentialsLike
 
 __all__ = [
     "acancel_trainjob",
@@ -48,7 +55,7 @@ __all__ = [
     "wait_trainjob",
 ]
 
-SpecLike = TrainJobSpec | Mapping[str, Any] | str
+SpecLike: TypeAlias = "TrainJobSpec | Mapping[str, Any] | str"
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -111,7 +118,10 @@ async def _run(
         TrainJobFailedError: with the reason, failing step and pod, exit code and the
             last log lines; ``TrainJobCreationFailedError``, ``TrainJobTimeoutError``.
     """
-    return await _engine.run(spec, credentials, RunOptions(**_options(locals())))
+    opts = _options(locals())  # before the import below adds a local
+    from kf_trainer_prefect import _engine
+
+    return await _engine.run(spec, credentials, _engine.RunOptions(**opts))
 
 
 run_trainjob, arun_trainjob = _faces(_run, "run-trainjob", "run_trainjob")
@@ -132,7 +142,10 @@ async def _submit(
     A retried task reattaches to the job it submitted before; after that job failed,
     it submits a fresh attempt (unless ``fresh_after_failure`` is off).
     """
-    return await _engine.submit(spec, credentials, RunOptions(**_options(locals())))
+    opts = _options(locals())  # before the import below adds a local
+    from kf_trainer_prefect import _engine
+
+    return await _engine.submit(spec, credentials, _engine.RunOptions(**opts))
 
 
 submit_trainjob, asubmit_trainjob = _faces(_submit, "submit-trainjob", "submit_trainjob")
@@ -156,17 +169,72 @@ async def _wait(
     cancellation of this task stops the job per ``on_cancel``; a finished job is
     deleted per ``on_finish`` as in :func:`run_trainjob`. The async twin is
     ``await_trainjob`` (``await await_trainjob(job)``)."""
-    return await _engine.wait(job, credentials, WaitOptions(**_options(locals())))
+    opts = _options(locals())  # before the import below adds a local
+    from kf_trainer_prefect import _engine
+
+    return await _engine.wait(job, credentials, _engine.WaitOptions(**opts))
 
 
 wait_trainjob, await_trainjob = _faces(_wait, "wait-trainjob", "wait_trainjob")
 
 
-# The steps that hold no job: their coroutines are the engine's (signature, docstring).
+async def _logs(
+    job: JobRef,
+    credentials: CredentialsLike | None = None,
+    *,
+    namespace: str | None = None,
+    step: str = "node-0",
+    follow: bool = True,
+    tail: int | None = None,
+) -> int:
+    """Log one step's lines (``node-0``, ``node-1``, ``dataset-initializer``...) into
+    this task's log; with ``follow``, as they are written, until the step ends. Returns
+    the number of lines logged."""
+    opts = _options(locals())  # before the import below adds a local
+    from kf_trainer_prefect import _engine
+
+    return await _engine.logs(job, credentials, **opts)
+
+
 stream_trainjob_logs, astream_trainjob_logs = _faces(
-    _engine.logs, "stream-trainjob-logs", "stream_trainjob_logs"
+    _logs, "stream-trainjob-logs", "stream_trainjob_logs"
 )
+
+
+async def _outputs(
+    job: JobRef,
+    credentials: CredentialsLike | None = None,
+    *,
+    namespace: str | None = None,
+    artifacts: bool = False,
+) -> JobOutputs:
+    """A job's outputs now: status, steps, metrics and the training function's return
+    value (``None`` until it completes). With ``artifacts``, also its summary and
+    table."""
+    opts = _options(locals())  # before the import below adds a local
+    from kf_trainer_prefect import _engine
+
+    return await _engine.outputs(job, credentials, **opts)
+
+
 get_trainjob_outputs, aget_trainjob_outputs = _faces(
-    _engine.outputs, "get-trainjob-outputs", "get_trainjob_outputs"
+    _outputs, "get-trainjob-outputs", "get_trainjob_outputs"
 )
-cancel_trainjob, acancel_trainjob = _faces(_engine.cancel, "cancel-trainjob", "cancel_trainjob")
+
+
+async def _cancel(
+    job: JobRef,
+    credentials: CredentialsLike | None = None,
+    *,
+    namespace: str | None = None,
+    action: CancelAction = "delete",
+) -> bool:
+    """Stop a job: ``"delete"`` it (its pods go with it), ``"suspend"`` it (kept and
+    resumable) or ``"keep"`` it. ``True`` if something was done."""
+    opts = _options(locals())  # before the import below adds a local
+    from kf_trainer_prefect import _engine
+
+    return await _engine.cancel(job, credentials, **opts)
+
+
+cancel_trainjob, acancel_trainjob = _faces(_cancel, "cancel-trainjob", "cancel_trainjob")

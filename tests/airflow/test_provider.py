@@ -58,6 +58,64 @@ def test_user_modules_do_not_import_kubernetes_clients() -> None:
     assert found["airflow_on_package_import"] is False
 
 
+#: What a DAG file must not pay for when it imports a user-facing module: the Kubernetes
+#: clients, and the core's pydantic spec / configuration models, builder and status
+#: (hundreds of milliseconds; they load when a task is built or runs).
+_DEFERRED = (
+    "kubernetes",
+    "kubernetes_asyncio",
+    "kf_trainer_core.spec",
+    "kf_trainer_core.builder",
+    "kf_trainer_core.status",
+    "kf_trainer_core.config",
+    "kf_trainer_core.backend_fields",
+    "kf_trainer_core.client",
+    "kf_trainer_airflow.hooks.trainer",
+)
+
+
+@pytest.mark.parametrize(
+    ("base", "module"),
+    [
+        ("BaseOperator", "kf_trainer_airflow.operators.trainjob"),
+        ("BaseSensorOperator", "kf_trainer_airflow.sensors.trainjob"),
+        ("BaseOperator", "kf_trainer_airflow.decorators.trainer"),
+    ],
+)
+def test_user_module_defers_the_spec_models_and_clients(base: str, module: str) -> None:
+    found = _python(
+        f"""
+        import importlib, json, sys
+        import airflow.sdk
+        getattr(airflow.sdk, {base!r})
+        before = set(sys.modules)
+        importlib.import_module({module!r})
+        deferred = {_DEFERRED!r}
+        print(json.dumps(sorted(
+            m for m in set(sys.modules) - before
+            if any(m == d or m.startswith(d + ".") for d in deferred)
+        )))
+        """
+    )
+    assert found == []
+
+
+def test_trigger_module_defers_the_kubernetes_clients() -> None:
+    found = _python(
+        """
+        import json, sys
+        from airflow.triggers.base import BaseTrigger
+        before = set(sys.modules)
+        import kf_trainer_airflow.triggers.trainjob
+        print(json.dumps(sorted(
+            m for m in set(sys.modules) - before
+            if m.split(".")[0] in ("kubernetes", "kubernetes_asyncio")
+        )))
+        """
+    )
+    assert found == []
+
+
 def test_provider_info_matches_the_schema() -> None:
     import jsonschema
     from airflow import providers_manager

@@ -325,6 +325,33 @@ def test_importing_the_adapter_is_cheap() -> None:
     assert json.loads(proc.stdout) == []
 
 
+def test_components_module_loads_no_pydantic_model_after_kfp() -> None:
+    """A pipeline file imports ``kfp.dsl`` and then the components: ours add no pydantic
+    (``kfp.dsl`` loads none) and none of the core's spec models; defining a component
+    loads them."""
+    code = (
+        "import sys, json\n"
+        "import kfp.dsl\n"
+        "before = set(sys.modules)\n"
+        "import kf_trainer_kfp.components as c\n"
+        "deferred = ('pydantic', 'kf_trainer_core.spec', 'kf_trainer_core.builder',\n"
+        "            'kf_trainer_core.config', 'kf_trainer_core._model', 'kubernetes_asyncio')\n"
+        "print(json.dumps(sorted(m for m in set(sys.modules) - before\n"
+        "      if any(m == d or m.startswith(d + '.') for d in deferred))))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+
+
+def test_components_default_runtime_is_the_specs() -> None:
+    from kf_trainer_core.spec_common import DEFAULT_RUNTIME
+    from kf_trainer_kfp import components
+
+    assert components.DEFAULT_RUNTIME == DEFAULT_RUNTIME
+
+
 def test_components_module_has_no_kfp_name_at_import() -> None:
     import kf_trainer_kfp
 

@@ -414,6 +414,40 @@ def test_importing_the_collection_imports_no_kubernetes_client() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_tasks_module_adds_only_prefects_task_machinery() -> None:
+    """A flow file imports Prefect's ``task`` and then our tasks: they add none of the
+    rest of the package (the flows build Prefect flows at import), no spec or
+    configuration model, no engine and no Kubernetes client; the first run loads them."""
+    code = (
+        "import json, sys\n"
+        "from prefect import task\n"
+        "before = set(sys.modules)\n"
+        "import kf_trainer_prefect.tasks\n"
+        "deferred = ('kubernetes', 'kubernetes_asyncio', 'kf_trainer_core.spec',\n"
+        "            'kf_trainer_core.status', 'kf_trainer_core.config',\n"
+        "            'kf_trainer_core.builder', 'kf_trainer_prefect._engine',\n"
+        "            'kf_trainer_prefect.flows', 'kf_trainer_prefect.credentials',\n"
+        "            'kf_trainer_prefect.decorators')\n"
+        "print(json.dumps(sorted(m for m in set(sys.modules) - before\n"
+        "      if any(m == d or m.startswith(d + '.') for d in deferred))))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+
+
+def test_package_names_resolve_lazily_and_are_listed() -> None:
+    import kf_trainer_prefect
+
+    for name in kf_trainer_prefect.__all__:
+        assert name in dir(kf_trainer_prefect)
+        assert getattr(kf_trainer_prefect, name) is not None
+    with pytest.raises(AttributeError):
+        _ = kf_trainer_prefect.no_such_name  # type: ignore[attr-defined]
+
+
 def test_stopping_a_flow_runs_jobs_in_an_unused_state_dir_stops_none_and_creates_nothing(
     tmp_path: Path,
 ) -> None:

@@ -39,13 +39,14 @@ from kf_trainer_airflow._spec import (
     looks_templated,
     template_form,
 )
-from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
 from kf_trainer_airflow.links.trainjob import LINK_XCOM_KEY, TrainJobLink
 from kf_trainer_airflow.operators import _endings
+from kf_trainer_airflow.provider_info import DEFAULT_CONN_ID
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
     from kf_trainer_core.client import CancelAction, TrainerClient
     from kf_trainer_core.spec import TrainJobSpec
     from kf_trainer_core.status import JobOutputs
@@ -162,7 +163,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         func_args: Mapping[str, Any] | None = None,
         job_name: str | None = None,
         namespace: str | None = None,
-        kubeflow_trainer_conn_id: str | None = KubeflowTrainerHook.default_conn_name,
+        kubeflow_trainer_conn_id: str | None = DEFAULT_CONN_ID,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         wait_for_completion: bool = True,
         startup_timeout: float | timedelta | None = None,
@@ -278,6 +279,10 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
     @cached_property
     def hook(self) -> KubeflowTrainerHook:
         """The hook for this task's connection and namespace."""
+        # Loaded here, not by the module: the hook imports the core's configuration
+        # models, and a DAG file that only builds the task need not pay for them.
+        from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
+
         return KubeflowTrainerHook(self.kubeflow_trainer_conn_id, namespace=self.namespace)
 
     def _client(self) -> TrainerClient:

@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from kf_trainer_airflow import _args
 from kf_trainer_airflow._compat import BaseSensorOperator, PokeReturnValue, conf
-from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
 from kf_trainer_airflow.operators.trainjob import TrainJobFailedException
+from kf_trainer_airflow.provider_info import DEFAULT_CONN_ID
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
     from kf_trainer_core.client import TrainerClient
     from kf_trainer_core.status import TrainJob
 
@@ -75,7 +76,7 @@ class TrainJobSensor(BaseSensorOperator):
         step: str | None = None,
         target_status: str | Sequence[str] | None = None,
         namespace: str | None = None,
-        kubeflow_trainer_conn_id: str | None = KubeflowTrainerHook.default_conn_name,
+        kubeflow_trainer_conn_id: str | None = DEFAULT_CONN_ID,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         recheck_interval: float = 30.0,
         resume_grace: float | timedelta = _args.DEFAULT_RESUME_GRACE,
@@ -116,6 +117,10 @@ class TrainJobSensor(BaseSensorOperator):
     @cached_property
     def hook(self) -> KubeflowTrainerHook:
         """The hook for this sensor's connection and namespace."""
+        # Loaded here, not by the module: the hook imports the core's configuration
+        # models, and a DAG file that only builds the task need not pay for them.
+        from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
+
         return KubeflowTrainerHook(self.kubeflow_trainer_conn_id, namespace=self.namespace)
 
     # -- poking -----------------------------------------------------------------------
