@@ -185,13 +185,17 @@ def main() -> None:
     for name in sorted(graph):
         print(f"  {name} -> {', '.join(sorted(graph[name]))}")
     unit_cycles = cycles(graph)
-    print(f"unit cycles: {len(unit_cycles)} components, units in cycles: "
-          f"{sum(len(c) for c in unit_cycles)}")
+    print(
+        f"unit cycles: {len(unit_cycles)} components, units in cycles: "
+        f"{sum(len(c) for c in unit_cycles)}"
+    )
     for component in unit_cycles:
         print("  SCC:", " ".join(component))
     mod_cycles = cycles(module_graph(imports))
-    print(f"module cycles: {len(mod_cycles)} components, sizes "
-          f"{sorted((len(c) for c in mod_cycles), reverse=True)}")
+    print(
+        f"module cycles: {len(mod_cycles)} components, sizes "
+        f"{sorted((len(c) for c in mod_cycles), reverse=True)}"
+    )
 
 
 if __name__ == "__main__":
