@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import LocalConfig
 from kf_trainer_core.errors import SpecConflictError
-from kf_trainer_core.hints import command, python_command
 from kf_trainer_core.spec import CustomTrainer, Labels, TrainJobSpec
+from kf_trainer_core.tasks.hints import command, python_command
 from retraining_ml import (
     current_accuracy,
     evaluate,

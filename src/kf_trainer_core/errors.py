@@ -5,7 +5,7 @@ Every error a user can cause carries the field it is about and the fix, so that 
 DAG or flow fails at parse or submit time with a message that says what to change.
 Errors about a job's outcome derive from the failure-class markers
 (:class:`InfrastructureFailure`, :class:`CapacityFailure`, :class:`ConfigurationFailure`,
-:class:`UserCodeFailure`; see :mod:`kf_trainer_core.failures`), so that
+:class:`UserCodeFailure`; see :mod:`kf_trainer_core.cluster.failures`), so that
 exception-matching retry rules can tell them apart.
 """
 
@@ -17,9 +17,9 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from kf_trainer_core.kueue import QueueStatus
-    from kf_trainer_core.results import ResultMissing
-    from kf_trainer_core.status import Failure, TrainJob
+    from kf_trainer_core.cluster.kueue import QueueStatus
+    from kf_trainer_core.cluster.results import ResultMissing
+    from kf_trainer_core.cluster.status import Failure, TrainJob
 
 
 class KFTrainerError(Exception):
@@ -231,7 +231,7 @@ class TrainJobFailedError(KFTrainerError):
 
     @property
     def failure_class(self) -> FailureClass:
-        """The failure's class (see :mod:`kf_trainer_core.failures`); the subclasses
+        """The failure's class (see :mod:`kf_trainer_core.cluster.failures`); the subclasses
         below carry it as a class attribute too, for exception-matching rules."""
         return self.failure.failure_class
 

@@ -28,17 +28,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kf_trainer_core.extras import require
+from kf_trainer_core.base.extras import require
 
 # Imported directly (not through the package's lazy names): the same one-line error.
 require("kfp", "kfp", "kf_trainer_kfp", "Kubeflow Pipelines (kfp)")
 
-from kf_trainer_core import task_helpers  # noqa: E402
-from kf_trainer_core._model import suggest_keywords  # noqa: E402
-from kf_trainer_core.builder import build_trainjob  # noqa: E402
 from kf_trainer_core.config import KubernetesConfig, LocalConfig  # noqa: E402
 from kf_trainer_core.errors import FieldProblem, SpecError  # noqa: E402
-from kf_trainer_core.function import capture_source, resolve_ref  # noqa: E402
+from kf_trainer_core.fields._model import suggest_keywords  # noqa: E402
+from kf_trainer_core.manifest.builder import build_trainjob  # noqa: E402
 from kf_trainer_core.spec import (  # noqa: E402
     DEFAULT_RUNTIME,
     CustomTrainer,
@@ -47,6 +45,8 @@ from kf_trainer_core.spec import (  # noqa: E402
     TrainFunction,
     TrainJobSpec,
 )
+from kf_trainer_core.spec.function import capture_source, resolve_ref  # noqa: E402
+from kf_trainer_core.tasks import helpers as task_helpers  # noqa: E402
 from kf_trainer_kfp import inputs as inp  # noqa: E402
 from kf_trainer_kfp._source import (  # noqa: E402
     JOB_OUTPUTS,
@@ -127,8 +127,8 @@ def _check_prune_rules(known: Mapping[str, Any]) -> None:
     (``older_than=""``, ``keep_last=-1`` and ``limit=0`` mean "not given")."""
     import dataclasses
 
+    from kf_trainer_core.fields.retention import parse_age
     from kf_trainer_core.programs.prune import PruneRules
-    from kf_trainer_core.retention import parse_age
 
     given = {k: known[k] for k in _PRUNE_RULES if k in known}
     keep = given.get("keep_last", -1)

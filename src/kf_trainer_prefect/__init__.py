@@ -17,7 +17,7 @@ Importing this package does not import a Kubernetes client library: the tasks lo
 client when they run.
 """
 
-from kf_trainer_core.extras import require
+from kf_trainer_core.base.extras import require
 
 require("prefect", "prefect", "kf_trainer_prefect", "Prefect 3")
 

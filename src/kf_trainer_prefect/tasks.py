@@ -25,9 +25,9 @@ from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
 from typing_extensions import ParamSpec
 
-from kf_trainer_core.interruptions import CancelAction, Identity
+from kf_trainer_core.cluster.status import JobOutputs, TrainJob
 from kf_trainer_core.spec import TrainJobSpec
-from kf_trainer_core.status import JobOutputs, TrainJob
+from kf_trainer_core.tasks.interruptions import CancelAction, Identity
 from kf_trainer_prefect import _engine
 from kf_trainer_prefect._engine import JobRef, RunOptions, WaitOptions
 from kf_trainer_prefect._sync_face import sync_face

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from kf_trainer_core import task_helpers
 from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.status import Failure, JobOutputs, JobState, Step
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
 from kf_trainer_core.errors import SpecError
 from kf_trainer_core.spec import (
@@ -25,7 +25,7 @@ from kf_trainer_core.spec import (
     TorchTuneConfig,
     TrainJobSpec,
 )
-from kf_trainer_core.status import Failure, JobOutputs, JobState, Step
+from kf_trainer_core.tasks import helpers as task_helpers
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_kfp import inputs as inp
 from kf_trainer_kfp import summary

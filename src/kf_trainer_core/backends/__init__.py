@@ -1,0 +1,1 @@
+"""Where a TrainJob runs: Kubernetes (the transports), the local and container backends."""

@@ -1,0 +1,3 @@
+"""Pure helpers every layer may use: time, untrusted job output, marks, extras, the loop
+offload, documents.
+"""
