@@ -281,7 +281,8 @@ class JobOutputs(_Out):
     #: The last ``trainerStatus`` (progress, time left, metrics) the job reported.
     progress: Progress | None = None
     #: Set when the job succeeded but its function's return value could not be read
-    #: (``result`` is then ``None``): why, and what to do. See :mod:`kf_trainer_core.cluster.results`.
+    #: (``result`` is then ``None``): why, and what to do.
+    #: See :mod:`kf_trainer_core.cluster.results`.
     result_missing: ResultMissing | None = None
 
     def require_result(self) -> Any:

@@ -28,7 +28,8 @@ BOOKMARK_SECONDS = 2.0
 
 class _Streams:
     """The watch streams open in this process, so that a read can wait until they
-    have delivered what it returns (see :meth:`~kf_trainer_core.backends.local.api.LocalApi.get`)."""
+    have delivered what it returns (see
+    :meth:`~kf_trainer_core.backends.local.api.LocalApi.get`)."""
 
     def __init__(self) -> None:
         self.cond = threading.Condition()
