@@ -165,6 +165,75 @@ def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
     return found
 
 
+#: The layer contract, bottom first: a unit may import only the units before it (and
+#: itself). ``docs/architecture.md`` draws it. A unit is a top-level module or package of
+#: ``kf_trainer_core``, or a named sub-package (``backends.local``).
+LAYERS: tuple[str, ...] = (
+    "report",  # runs inside the job's pods: standard library only
+    "checkpoints",  # likewise
+    "base",  # pure helpers: time, untrusted job output, marks, extras, loop offload
+    "errors",  # every public exception
+    "k8s",  # Kubernetes' and Trainer's facts and rules; the calls and the drivers
+    "fields",  # the spec's vocabulary: model base, field checks, names, Retention
+    "config",  # backend configuration
+    "spec",  # the SDK-facing spec models, function capture, volumes, checkpoints option
+    "manifest",  # spec -> TrainJob manifest: builder, runtimes, lineage, selectors
+    "cluster",  # what the cluster says: status, failures, Kueue, cost, results
+    "programs",  # the client's logic as programs; informer, pod batches
+    "backends.kubernetes",  # the transports over the kubernetes clients
+    "backends.local",  # the local backend (pods as processes)
+    "backends.container",  # the container backend (pods as containers)
+    "client",  # TrainerClient / AsyncTrainerClient
+    "tasks",  # what orchestrator tasks share
+    "cli",  # kf-trainer
+    "testing",  # the test bed (never imported by the product)
+)
+#: Units that import nothing of the suite (they run in the job's pods).
+STANDALONE: frozenset[str] = frozenset({"report", "checkpoints"})
+
+
+def layer_unit(module: str, layers: Iterable[str] = LAYERS) -> str:
+    """The unit of ``layers`` a module belongs to (the longest one that contains it)."""
+    rest = module.split(".", 1)[1] if "." in module else ""
+    best = ""
+    for name in layers:
+        if (rest == name or rest.startswith(name + ".")) and len(name) > len(best):
+            best = name
+    return best or (rest.split(".")[0] if rest else "__init__")
+
+
+def upward_imports(imports: Iterable[Import], layers: tuple[str, ...] = LAYERS) -> list[str]:
+    """Every import that runs against the layer order (or leaves a standalone unit, or
+    names a unit the contract does not place), one line each: where, what, and why."""
+    rank = {name: i for i, name in enumerate(layers)}
+    problems = []
+    for imp in imports:
+        a, b = layer_unit(imp.source, layers), layer_unit(imp.target, layers)
+        if a == b or a == "__init__" or b == "__init__":
+            continue
+        kind = "TYPE_CHECKING " if imp.type_only else "lazy " if imp.lazy else ""
+        where = f"{imp.source}:{imp.line} {kind}imports {imp.target}"
+        if a not in rank or b not in rank:
+            problems.append(f"{where}: unit {a if a not in rank else b!r} has no layer")
+        elif a in STANDALONE:
+            problems.append(f"{where}: {a} runs in the job's pods and imports nothing")
+        elif rank[b] > rank[a]:
+            problems.append(f"{where}: {a} is below {b}")
+    return problems
+
+
+def layer_graph(imports: Iterable[Import], layers: tuple[str, ...] = LAYERS) -> dict[str, set[str]]:
+    """Edges between the contract's units."""
+    graph: dict[str, set[str]] = {}
+    for imp in imports:
+        a, b = layer_unit(imp.source, layers), layer_unit(imp.target, layers)
+        graph.setdefault(a, set())
+        graph.setdefault(b, set())
+        if a != b and "__init__" not in (a, b):
+            graph[a].add(b)
+    return graph
+
+
 def module_graph(imports: Iterable[Import]) -> dict[str, set[str]]:
     """Edges between modules."""
     graph: dict[str, set[str]] = {}
@@ -191,6 +260,12 @@ def main() -> None:
     )
     for component in unit_cycles:
         print("  SCC:", " ".join(component))
+    layered = layer_graph(imports)
+    print(f"layer-unit cycles: {cycles(layered)}")
+    problems = upward_imports(imports)
+    print(f"upward imports: {len(problems)}")
+    for line in problems:
+        print("  ", line)
     mod_cycles = cycles(module_graph(imports))
     print(
         f"module cycles: {len(mod_cycles)} components, sizes "

@@ -26,6 +26,14 @@ from kf_trainer_core.fields._model import SpecModel, fix
 from kf_trainer_core.fields.retention import Retention
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+#: Where the local and container backends keep their jobs unless ``state_dir`` says.
+STATE_DIR_ENV = "KF_TRAINER_STATE_DIR"
+DEFAULT_STATE_DIR = "~/.kf-trainer/local"
+
+
+def default_state_dir() -> Path:
+    """``$KF_TRAINER_STATE_DIR``, else ``~/.kf-trainer/local``."""
+    return Path(os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR).expanduser()
 
 
 class KubernetesConfig(SpecModel):
@@ -397,6 +405,10 @@ class LocalConfig(SpecModel):
 
     def resolve_namespace(self) -> str:
         return self.namespace
+
+    def state_path(self) -> Path:
+        """The configured state directory, else the default one."""
+        return Path(self.state_dir).expanduser() if self.state_dir else default_state_dir()
 
 
 class ContainerConfig(LocalConfig):

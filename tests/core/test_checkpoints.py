@@ -181,7 +181,7 @@ def test_the_cleaning_pod_refuses_links_and_reports_what_is_left(
 ) -> None:
     """What the cluster's cleaning job runs: ``<mount>/<namespace>/<key>`` only, never
     through a link (the identity's or its namespace's), and it fails if anything stays."""
-    from kf_trainer_core.spec.checkpoint_storage import remove_checkpoints
+    from kf_trainer_core.programs.checkpoints import remove_checkpoints
 
     mount = tmp_path / "mount"
     victim = mount / "team-b" / "theirs"

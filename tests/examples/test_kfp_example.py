@@ -51,7 +51,7 @@ def test_local_backend_promotes_then_keeps(
         assert len(jobs) == 2
         assert all(j.status.value == "Complete" for j in jobs)
         # What `python examples/kfp_retraining.py` prints last, after KFP's logging.
-        from kf_trainer_core.tasks.hints import program
+        from kf_trainer_core.base.hints import program
         from kfp_retraining import local_summary
         from retraining_jobs import profile
 

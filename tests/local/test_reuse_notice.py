@@ -3,9 +3,9 @@ of replaying its log as if it trained again — sync and async clients alike."""
 
 from __future__ import annotations
 
+from kf_trainer_core.base.hints import command
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
-from kf_trainer_core.tasks.hints import command
 
 SPEC = TrainJobSpec(trainer=CustomTrainer("def fit():\n    print('training')\n    return 7\n"))
 

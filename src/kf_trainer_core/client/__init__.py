@@ -53,6 +53,7 @@ from kf_trainer_core.k8s.drivers import (
 from kf_trainer_core.manifest.builder import BuiltTrainJob, build_trainjob, identity_text
 from kf_trainer_core.manifest.runtimes import PACKAGES_SOURCE, RuntimeInfo
 from kf_trainer_core.programs.cancel import cancel, delete, set_suspended, stop_unfinished
+from kf_trainer_core.programs.checkpoints import checkpoints_program, cleaning_job
 from kf_trainer_core.programs.informer import (
     AsyncInformer,
     AsyncWaker,
@@ -80,8 +81,6 @@ from kf_trainer_core.spec.checkpoint_storage import (
     CheckpointLocation,
     Checkpoints,
     CheckpointsUnreachableError,
-    checkpoints_program,
-    cleaning_job,
 )
 
 Callback = Callable[[TrainJob], None]

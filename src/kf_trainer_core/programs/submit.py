@@ -39,8 +39,8 @@ class Submitted:
         reach the job, as printed (``--backend local --state-dir …`` for local jobs)."""
         if self.created or not self.job.status.terminal:
             return None
+        from kf_trainer_core.base.hints import command
         from kf_trainer_core.config import KubernetesConfig
-        from kf_trainer_core.tasks.hints import command
 
         job = self.job
         look = command(

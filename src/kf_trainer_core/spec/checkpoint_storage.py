@@ -15,10 +15,9 @@ attempt after an infrastructure failure resumes from the last checkpoint:
 The training function reads ``$KF_TRAINER_CHECKPOINT_DIR`` (and
 ``$KF_TRAINER_CHECKPOINT_URI``) through :mod:`kf_trainer_core.checkpoints`.
 
-Nothing here deletes anything unless asked: :func:`clean_program` (the clients'
-``clean_checkpoints``, ``kf-trainer jobs checkpoints clean``) removes one identity's
-location, and refuses while an attempt of that identity still runs; on a cluster the
-clients run :func:`cleaning_job`, a one-node job that mounts the claim.
+Nothing deletes anything unless asked: :mod:`kf_trainer_core.programs.checkpoints`
+(the clients' ``clean_checkpoints``, ``kf-trainer jobs checkpoints clean``) removes one
+identity's location, and refuses while an attempt of that identity still runs.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import field_validator, model_validator
 
@@ -35,9 +34,6 @@ from kf_trainer_core import checkpoints as ck
 from kf_trainer_core.errors import FieldProblem, KFTrainerError, SpecError
 from kf_trainer_core.fields import checks, names
 from kf_trainer_core.fields._model import SpecModel, fix
-
-if TYPE_CHECKING:
-    from kf_trainer_core.k8s.calls import Program
 
 #: The runtime patch's ``manager``: the suite's checkpoint volume, nobody else's.
 PATCH_MANAGER = "kf-trainer-suite/checkpoints"
@@ -325,142 +321,3 @@ def option_of(job: Mapping[str, Any]) -> Checkpoints | None:
         return Checkpoints(pvc=pvc, uri=base, mount_path=mount)
     except ValueError:  # pydantic's ValidationError: a manifest edited by hand
         return None
-
-
-def locate_program(
-    namespace: str,
-    identity: str,
-    *,
-    state_dir: str | Path | None,
-    option: Checkpoints | None = None,
-) -> Program[tuple[CheckpointLocation, list[dict[str, Any]]]]:
-    """Where ``identity``'s checkpoints are, and the identity's TrainJobs (on a cluster
-    the option is read back from the newest job that used one, unless given)."""
-    from kf_trainer_core.programs.submit import jobs_for_identity
-
-    if not identity.strip("/ "):
-        raise ValueError(
-            "no identity was named. Fix: pass the identity the job was submitted with, "
-            "e.g. (dag_id, task_id, run_id)."
-        )
-    existing = yield from jobs_for_identity(namespace, identity)
-    if option is None and state_dir is None:  # the local backends need no option
-        option = next((o for o in map(option_of, reversed(existing)) if o is not None), None)
-    return location(option, namespace, identity, state_dir=state_dir), existing
-
-
-def clean_program(
-    namespace: str,
-    identity: str,
-    *,
-    state_dir: str | Path | None,
-    option: Checkpoints | None = None,
-    force: bool = False,
-) -> Program[CheckpointLocation]:
-    """Remove the checkpoints of one identity (every attempt's): the only way they are
-    ever deleted. Refused while an attempt is unfinished (``force`` overrides).
-
-    Local and container backends: the identity's directory is removed. A cluster's
-    volume or bucket cannot be reached from here: :class:`CheckpointsUnreachableError`
-    carries the location (the clients then clean a claim with :func:`cleaning_job`)."""
-    from kf_trainer_core.cluster.status import job_state
-
-    loc, existing = yield from locate_program(
-        namespace, identity, state_dir=state_dir, option=option
-    )
-    live = [o for o in existing if not job_state(o).terminal]
-    if live and not force:
-        running = ", ".join(str(o["metadata"]["name"]) for o in live)
-        raise CheckpointsInUseError(
-            f"the checkpoints of identity {identity!r} are in use: TrainJob {running} has "
-            "not finished and may still write them. Fix: wait for it or cancel it first "
-            "(or pass force=True)."
-        )
-    if loc.local_path is not None and state_dir is not None:
-        try:
-            ck.remove_tree(loc.local_path, state_dir, depth=3)
-        except (OSError, ValueError) as exc:
-            raise CheckpointsNotRemovedError(
-                f"the checkpoints of identity {identity!r} were not removed: {exc}"
-            ) from None
-        return loc
-    if loc.path is None and loc.uri is None:
-        raise CheckpointsNotFoundError(
-            f"no checkpoint location is known for identity {identity!r} in {namespace} "
-            "(none of its TrainJobs used the Checkpoints option). Fix: pass the option the "
-            "job used: clean_checkpoints(identity, checkpoints=Checkpoints(pvc=...))."
-        )
-    raise CheckpointsUnreachableError(
-        f"the checkpoints of identity {identity!r} are at {loc.describe()}, which this "
-        "client cannot reach (only the pods that mount the volume, or your storage "
-        f"client, can). Fix: remove {loc.path or loc.uri} there, e.g. from a pod that "
-        "mounts the claim; every attempt of the identity used it, no other identity did.",
-        loc,
-    )
-
-
-#: The cleaning job reads what to remove from these (its trainer's env).
-CLEAN_PATH_ENV = "KF_TRAINER_CLEAN_PATH"
-CLEAN_MOUNT_ENV = "KF_TRAINER_CLEAN_MOUNT"
-
-
-def cleaning_job(loc: CheckpointLocation) -> tuple[Any, str] | None:
-    """On a cluster, a claim is reached by a pod that mounts it: the spec and identity of
-    a one-node TrainJob that mounts ``loc``'s claim and removes the identity's directory
-    (``None`` for a location without a claim: a bucket is the user's to clean)."""
-    if loc.pvc is None or loc.path is None:
-        return None
-    from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
-
-    mount = loc.path[: -len(f"/{loc.namespace}/{loc.key}")]
-    spec = TrainJobSpec(
-        trainer=CustomTrainer(
-            remove_checkpoints,
-            num_nodes=1,
-            env={CLEAN_PATH_ENV: loc.path, CLEAN_MOUNT_ENV: mount},
-        ),
-        options=[Checkpoints(pvc=loc.pvc, mount_path=mount)],
-    )
-    return spec, f"kf-trainer-suite/clean-checkpoints/{loc.namespace}/{loc.key}"
-
-
-def remove_checkpoints() -> dict[str, Any]:
-    """Runs in the cleaning job's pod: remove ``$KF_TRAINER_CLEAN_PATH``, which must be
-    a directory two levels under the mounted claim (``<mount>/<namespace>/<key>``)."""
-    import os
-
-    from kf_trainer_core.checkpoints import remove_tree
-
-    path = os.environ["KF_TRAINER_CLEAN_PATH"]
-    # Never through a symbolic link (refused), and never reported removed while any of
-    # it is left (the job fails, naming what is).
-    existed = remove_tree(path, os.environ["KF_TRAINER_CLEAN_MOUNT"], depth=2)
-    print(f"removed {path}" if existed else f"{path} did not exist", flush=True)
-    return {"removed": path, "existed": existed}
-
-
-def checkpoints_program(
-    config: Any,
-    namespace: str,
-    identity: str,
-    option: Checkpoints | None,
-    clean: bool,
-    force: bool,
-) -> Program[CheckpointLocation]:
-    """The clients' ``checkpoint_location`` (``clean=False``) and ``clean_checkpoints``:
-    a local or container ``config`` keeps checkpoints under its state directory."""
-    from kf_trainer_core.config import LocalConfig
-
-    state = None
-    if isinstance(config, LocalConfig):
-        from kf_trainer_core.backends.local.transport import state_dir_of
-
-        state = state_dir_of(config).resolve()
-    if clean:
-        return (
-            yield from clean_program(
-                namespace, identity, state_dir=state, option=option, force=force
-            )
-        )
-    loc, _ = yield from locate_program(namespace, identity, state_dir=state, option=option)
-    return loc

@@ -1,3 +1,2 @@
 """What orchestrator tasks share: task helpers, step waits, interruptions, the sync runner,
-backend fields, hints.
-"""
+backend fields."""

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kf_trainer_core.backends.local._common import WORKSPACE_ENV, default_state_dir
+from kf_trainer_core.backends.local._common import WORKSPACE_ENV
 
 if TYPE_CHECKING:
     from kf_trainer_core.backends.local.transport import AsyncLocalTransport, LocalTransport
@@ -57,7 +57,6 @@ __all__ = [
     "WORKSPACE_ENV",
     "AsyncLocalTransport",
     "LocalTransport",
-    "default_state_dir",
     "install_runtime",
     "workspace_of",
 ]
@@ -82,7 +81,6 @@ def install_runtime(config: Any, manifest: dict[str, Any]) -> dict[str, Any]:
         TRAINING_RUNTIMES,
         Store,
     )
-    from kf_trainer_core.backends.local.transport import state_dir_of
 
     kind = (
         TRAINING_RUNTIMES
@@ -98,7 +96,7 @@ def install_runtime(config: Any, manifest: dict[str, Any]) -> dict[str, Any]:
     obj["metadata"] = meta
     from kf_trainer_core.backends.local._common import Paths
 
-    store = Store(Paths(state_dir_of(config)).db)
+    store = Store(Paths(config.state_path()).db)
     try:
         with store.write() as tx:
             existing = tx.get(kind, meta.get("namespace"), str(meta["name"]))
@@ -113,6 +111,5 @@ def install_runtime(config: Any, manifest: dict[str, Any]) -> dict[str, Any]:
 def workspace_of(config: Any, namespace: str, name: str, uid: str) -> str:
     """The local directory that stands for ``/workspace`` of a job."""
     from kf_trainer_core.backends.local._common import Paths
-    from kf_trainer_core.backends.local.transport import state_dir_of
 
-    return str(Paths(state_dir_of(config)).workspace(namespace, name, uid))
+    return str(Paths(config.state_path()).workspace(namespace, name, uid))

@@ -9,7 +9,6 @@ cost ~0.4 s to import).
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from datetime import datetime, timezone
@@ -39,10 +38,6 @@ from kf_trainer_core.k8s.trainjob import (
     TRAINER_GROUP,
 )
 
-#: Where jobs persist unless ``LocalConfig.state_dir`` says otherwise.
-STATE_DIR_ENV = "KF_TRAINER_STATE_DIR"
-DEFAULT_STATE_DIR = "~/.kf-trainer/local"
-
 # The generated program's hand-off (kf_trainer_core.spec.function, duplicated here so the
 # supervisor need not import pydantic; a test keeps the two in step).
 TERMINATION_LOG_ENV = "KF_TRAINER_TERMINATION_LOG"
@@ -59,11 +54,6 @@ JOB_UID_ENV = "KF_TRAINER_LOCAL_JOB_UID"
 POD_ENV = "KF_TRAINER_LOCAL_POD"
 #: The supervisor restores the submitter's PYTHONPATH from this before starting ranks.
 ORIGINAL_PYTHONPATH_ENV = "KF_TRAINER_LOCAL_PYTHONPATH"
-
-
-def default_state_dir() -> Path:
-    """``$KF_TRAINER_STATE_DIR``, else ``~/.kf-trainer/local``."""
-    return Path(os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR).expanduser()
 
 
 def missing_state(root: Path, backend: str = "local") -> str | None:

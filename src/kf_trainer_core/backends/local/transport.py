@@ -12,10 +12,8 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kf_trainer_core.backends.local._common import default_state_dir
 from kf_trainer_core.backends.local.api import POLL_SECONDS, LocalApi
 from kf_trainer_core.backends.local.logs import PENDING
 from kf_trainer_core.backends.local.store import StatusError
@@ -24,11 +22,6 @@ from kf_trainer_core.k8s.errors import ApiError
 
 if TYPE_CHECKING:
     from kf_trainer_core.config import LocalConfig
-
-
-def state_dir_of(config: LocalConfig) -> Path:
-    """The configured state directory, else the default one."""
-    return Path(config.state_dir).expanduser() if config.state_dir else default_state_dir()
 
 
 def container_settings(config: LocalConfig) -> dict[str, Any] | None:
@@ -87,7 +80,7 @@ class LocalTransport:
         with self._lock:
             old = self._api
             self._api = LocalApi(
-                state_dir_of(self.config),
+                self.config.state_path(),
                 python=self.config.python,
                 use_venv=self.config.use_venv,
                 on_missing_resources=self.config.on_missing_resources,

@@ -58,10 +58,8 @@ def where_flags(config: Any, namespace: str | None = None) -> list[str]:
     backend = str(getattr(config, "backend", "kubernetes"))
     flags: list[str] = []
     if backend != "kubernetes":
-        from kf_trainer_core.backends.local.transport import state_dir_of
-
         flags += ["--backend", backend]
-        state_dir = state_dir_of(config)
+        state_dir = config.state_path()
         if config.state_dir or os.environ.get("KF_TRAINER_STATE_DIR"):
             flags += ["--state-dir", str(state_dir)]
         ns = namespace or config.namespace
