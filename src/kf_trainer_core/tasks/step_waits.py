@@ -203,7 +203,8 @@ def _watch_failure(watcher: asyncio.Task[Any]) -> Failure | None:
     if watcher.done() and not watcher.cancelled():
         error = watcher.exception()
         if isinstance(error, TrainJobFailedError):
-            return error.failure
+            failure: Failure = error.failure
+            return failure
     return None
 
 
