@@ -64,7 +64,7 @@ def ours_available() -> str | None:
 def container_image() -> tuple[str | None, str]:
     """The test image in a running engine, or ``None`` and why not."""
     try:
-        from kf_trainer_core.backends.container.engine import connect
+        from kf_trainer_core.backends.local.container.engine import connect
 
         client = connect().client
     except Exception as exc:

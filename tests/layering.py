@@ -181,8 +181,7 @@ LAYERS: tuple[str, ...] = (
     "cluster",  # what the cluster says: status, failures, Kueue, cost, results
     "programs",  # the client's logic as programs; informer, pod batches
     "backends.kubernetes",  # the transports over the kubernetes clients
-    "backends.local",  # the local backend (pods as processes)
-    "backends.container",  # the container backend (pods as containers)
+    "backends.local",  # the local backend (pods as processes; local/container: as containers)
     "client",  # TrainerClient / AsyncTrainerClient
     "tasks",  # what orchestrator tasks share
     "cli",  # kf-trainer

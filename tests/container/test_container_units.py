@@ -6,8 +6,13 @@ from typing import Any
 
 import pytest
 
-from kf_trainer_core.backends.container.engine import EngineUnavailable, _split, candidates, connect
-from kf_trainer_core.backends.container.runner import _limits
+from kf_trainer_core.backends.local.container.engine import (
+    EngineUnavailable,
+    _split,
+    candidates,
+    connect,
+)
+from kf_trainer_core.backends.local.container.runner import _limits
 from kf_trainer_core.backends.local.transport import container_settings
 from kf_trainer_core.config import (
     ContainerConfig,

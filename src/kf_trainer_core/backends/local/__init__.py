@@ -40,7 +40,7 @@ of initializers are copied (relative ones from that directory).
 Limits: POSIX only (process groups, ``flock``); a ``BuiltinTrainer`` (TorchTune
 recipes) needs a cluster and is refused at submit; container images are not used
 (commands run on this machine, said by a Warning event and a log line) — the container
-backend (``ContainerConfig``, :mod:`kf_trainer_core.backends.container`) runs the same jobs in
+backend (``ContainerConfig``, :mod:`kf_trainer_core.backends.local.container`) runs the same jobs in
 their images, with this package's state, API and supervisors.
 """
 

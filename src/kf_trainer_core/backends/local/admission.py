@@ -155,7 +155,7 @@ def plan_trainjob(
         )
         return plan, causes, warnings
     if container is not None:
-        from kf_trainer_core.backends.container.admission import admit
+        from kf_trainer_core.backends.local.container.admission import admit
 
         admit(
             container,

@@ -41,7 +41,7 @@ from kf_trainer_core.k8s.objects import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from kf_trainer_core.backends.container.runner import PodRunner
+    from kf_trainer_core.backends.local.container.runner import PodRunner
 
 JSON = dict[str, Any]
 
@@ -67,11 +67,11 @@ class Kubelet:
     @property
     def runner(self) -> PodRunner | None:
         """What runs the pods when they are not this machine's processes (containers:
-        :mod:`kf_trainer_core.backends.container.runner`), decided by the job's plan; made on
+        :mod:`kf_trainer_core.backends.local.container.runner`), decided by the job's plan; made on
         first use, so that whoever loads the plan — a run, or a repair after this
         job's supervisor died — stops and removes the same pods."""
         if self._runner is None and self.plan.get("container"):
-            from kf_trainer_core.backends.container.runner import ContainerRunner
+            from kf_trainer_core.backends.local.container.runner import ContainerRunner
 
             place = self.place
             where = {"namespace": place.namespace, "name": place.name, "uid": place.uid}

@@ -29,7 +29,7 @@ def purge_job(
     kill_tree([], uid, reap=reap)
     plan = store.get_plan(uid) or {}
     if plan.get("container"):
-        from kf_trainer_core.backends.container.runner import purge_containers
+        from kf_trainer_core.backends.local.container.runner import purge_containers
 
         purge_containers(dict(plan["container"]), uid)
     with store.write() as tx:

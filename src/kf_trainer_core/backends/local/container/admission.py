@@ -1,13 +1,13 @@
 """Admission of a TrainJob on the container backend: what the local API checks before it
 stores the job (an image to run, an engine that answers, resources), and the plan entry
-its supervisor's :class:`~kf_trainer_core.backends.container.runner.ContainerRunner` reads."""
+its supervisor's :class:`~kf_trainer_core.backends.local.container.runner.ContainerRunner` reads."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kf_trainer_core.backends.container.engine import EngineUnavailable, connect
 from kf_trainer_core.backends.local import machine
+from kf_trainer_core.backends.local.container.engine import EngineUnavailable, connect
 
 JSON = dict[str, Any]
 

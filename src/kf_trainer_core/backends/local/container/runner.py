@@ -23,18 +23,6 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
-from kf_trainer_core.backends.container import (
-    JOB_NAME_LABEL,
-    JOB_UID_LABEL,
-    NAMESPACE_LABEL,
-    POD_LABEL,
-)
-from kf_trainer_core.backends.container.engine import (
-    Engine,
-    ImageUnavailable,
-    connect,
-    ensure_image,
-)
 from kf_trainer_core.backends.local._common import (
     CLUSTER_WORKSPACE,
     INITIALIZERS,
@@ -42,6 +30,18 @@ from kf_trainer_core.backends.local._common import (
     WORKSPACE_ENV,
 )
 from kf_trainer_core.backends.local.checkpoints import TRAINER_ENV_NAMES, container_mount
+from kf_trainer_core.backends.local.container import (
+    JOB_NAME_LABEL,
+    JOB_UID_LABEL,
+    NAMESPACE_LABEL,
+    POD_LABEL,
+)
+from kf_trainer_core.backends.local.container.engine import (
+    Engine,
+    ImageUnavailable,
+    connect,
+    ensure_image,
+)
 from kf_trainer_core.backends.local.initializer import DEST_ENV, KIND_ENV
 
 JSON = dict[str, Any]
@@ -100,7 +100,7 @@ class _Running:
 
 class ContainerRunner:
     """One container per pod in a Docker/Podman engine (see
-    :mod:`kf_trainer_core.backends.container`). ``settings`` is the job's plan entry: the
+    :mod:`kf_trainer_core.backends.local.container`). ``settings`` is the job's plan entry: the
     :class:`~kf_trainer_core.config.ContainerConfig` fields plus ``trainer_image``."""
 
     def __init__(
