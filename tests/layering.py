@@ -180,6 +180,7 @@ LAYERS: tuple[str, ...] = (
     "manifest",  # spec -> TrainJob manifest: builder, runtimes, lineage, selectors
     "cluster",  # what the cluster says: status, failures, Kueue, cost, results
     "programs",  # the client's logic as programs; informer, pod batches
+    "backends",  # the package itself (its docstring); its backends follow
     "backends.kubernetes",  # the transports over the kubernetes clients
     "backends.local",  # the local backend (pods as processes; local/container: as containers)
     "client",  # TrainerClient / AsyncTrainerClient
