@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import ErrorDetails
 from typing_extensions import Self
 
+from kf_trainer_core.base.secrets import token_kind
 from kf_trainer_core.errors import FieldProblem, SpecError
 
 # Validators phrase their messages as "<problem> Fix: <fix>", so one string carries both.
@@ -166,8 +167,6 @@ def _fix_for(err: ErrorDetails, field: str) -> str:
 
 def _quotable(value: Any) -> bool:
     """Whether an input may be quoted in an error: never one shaped like a token."""
-    from kf_trainer_core.fields.checks import token_kind
-
     return not (isinstance(value, str) and token_kind(value))
 
 

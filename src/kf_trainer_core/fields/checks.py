@@ -18,6 +18,7 @@ from decimal import Decimal
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from kf_trainer_core.base.secrets import TOKEN_SHAPES, token_kind
 from kf_trainer_core.errors import FieldProblem, SpecError
 from kf_trainer_core.fields._model import FIX_MARK, fix
 
@@ -258,21 +259,6 @@ CREDENTIAL_NAMES = frozenset(
     }
 )
 
-#: Shapes of well-known tokens: refused whatever variable holds them.
-_TOKEN_SHAPES = (
-    ("a HuggingFace token", re.compile(r"\bhf_[A-Za-z0-9]{20,}")),
-    ("a GitHub token", re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})")),
-    ("a GitLab token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),
-    ("an AWS access key id", re.compile(r"\b(AKIA|ASIA)[A-Z0-9]{16}\b")),
-    ("an API key", re.compile(r"\bsk-[A-Za-z0-9_-]{20,}")),
-    ("a Slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
-    ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
-    ("a JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.")),
-    # scheme://user:password@host anywhere in a value (a database URL in an env value, a
-    # requirement's direct URL, an argument): the rule a storage_uri of that shape meets.
-    ("a password inside a URL", re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@")),
-)
-
 _SECRET_LIKE = re.compile(
     r"(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH)",
     re.IGNORECASE,
@@ -289,17 +275,9 @@ def shown(value: Any) -> str:
     every input that may hold one (URLs, hosts, URIs), valid or not."""
     text = value if isinstance(value, str) else str(value)
     text = _USER_PASSWORD.sub("***@", text)
-    for _, shape in _TOKEN_SHAPES:
+    for _, shape in TOKEN_SHAPES:
         text = shape.sub("***", text)
     return repr(text)
-
-
-def token_kind(value: str) -> str | None:
-    """What kind of credential ``value`` looks like (``"a GitHub token"``), or ``None``."""
-    for kind, shape in _TOKEN_SHAPES:
-        if shape.search(value):
-            return kind
-    return None
 
 
 def _secret_fix(name: str) -> str:

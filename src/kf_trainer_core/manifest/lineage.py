@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from kf_trainer_core.k8s.resources import TRAINJOBS
+
 #: The key of a training function's returned dict that names the model it wrote.
 MODEL_URI_KEY = "model_uri"
 #: The TrainJob annotation holding its lineage inputs (compact JSON list).
@@ -243,11 +245,9 @@ def run_facet(
     """The TrainJob as a run facet's fields: what it is (``apiVersion``/``kind``/``uid``),
     where (``namespace``/``name``) and what it ran on (``runtime``). Unknown values are
     left out."""
-    from kf_trainer_core.manifest.builder import API_VERSION, KIND
-
     data: dict[str, Any] = {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
+        "apiVersion": TRAINJOBS.api_version,
+        "kind": TRAINJOBS.kind,
         "name": name,
         "namespace": namespace,
         "uid": uid,
