@@ -180,9 +180,9 @@ class TrainJobRetryPolicy(_retry_policy_base()):  # type: ignore[misc]
 def exception_retry_policy(retry_delay: timedelta | None = None) -> Any:
     """The same decisions as Airflow's own ``ExceptionRetryPolicy`` (rules by exception
     type, serialisable by dotted path): retry
-    :class:`~kf_trainer_core.cluster.failures.InfrastructureFailure`, fail on
-    :class:`~kf_trainer_core.cluster.failures.ConfigurationFailure` and
-    :class:`~kf_trainer_core.cluster.failures.UserCodeFailure`."""
+    :class:`~kf_trainer_core.errors.InfrastructureFailure`, fail on
+    :class:`~kf_trainer_core.errors.ConfigurationFailure` and
+    :class:`~kf_trainer_core.errors.UserCodeFailure`."""
     from airflow.sdk.definitions.retry_policy import (
         ExceptionRetryPolicy,
         RetryAction,
@@ -192,15 +192,15 @@ def exception_retry_policy(retry_delay: timedelta | None = None) -> Any:
     return ExceptionRetryPolicy(
         rules=[
             RetryRule(
-                exception="kf_trainer_core.cluster.failures.InfrastructureFailure",
+                exception="kf_trainer_core.errors.InfrastructureFailure",
                 action=RetryAction.RETRY,
                 retry_delay=retry_delay,
                 reason="TrainJob infrastructure failure: retrying",
             ),
             RetryRule(
                 exception=[
-                    "kf_trainer_core.cluster.failures.ConfigurationFailure",
-                    "kf_trainer_core.cluster.failures.UserCodeFailure",
+                    "kf_trainer_core.errors.ConfigurationFailure",
+                    "kf_trainer_core.errors.UserCodeFailure",
                 ],
                 action=RetryAction.FAIL,
                 reason="TrainJob configuration or user-code failure: no retry",
