@@ -47,24 +47,24 @@ WHEELS = Path("/opt/wheels")
 def ours_available() -> str | None:
     """None when the local backend exists, else why it is skipped."""
     try:
-        spec = importlib.util.find_spec("kf_trainer_core.local")
+        spec = importlib.util.find_spec("kf_trainer_core.backends.local")
     except ModuleNotFoundError:
         spec = None
     if spec is None or spec.origin is None:
-        return "kf_trainer_core.local is not there yet (a package without __init__.py)"
+        return "kf_trainer_core.backends.local is not there yet (a package without __init__.py)"
     try:
-        module = importlib.import_module("kf_trainer_core.local")
+        module = importlib.import_module("kf_trainer_core.backends.local")
     except Exception as exc:
-        return f"kf_trainer_core.local does not import: {exc!r}"
+        return f"kf_trainer_core.backends.local does not import: {exc!r}"
     if not hasattr(module, "LocalTransport"):
-        return "kf_trainer_core.local has no LocalTransport yet"
+        return "kf_trainer_core.backends.local has no LocalTransport yet"
     return None
 
 
 def container_image() -> tuple[str | None, str]:
     """The test image in a running engine, or ``None`` and why not."""
     try:
-        from kf_trainer_core.container.engine import connect
+        from kf_trainer_core.backends.local.container.engine import connect
 
         client = connect().client
     except Exception as exc:

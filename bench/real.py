@@ -93,7 +93,7 @@ def _noop() -> int:
 
 
 def scale_row(cp: RealControlPlane, settings: Settings, workdir: Path, n: int) -> JSON:
-    from kf_trainer_core.builder import build_trainjob
+    from kf_trainer_core.manifest.builder import build_trainjob
     from kf_trainer_core.spec import CustomTrainer, Name, TrainJobSpec
 
     built = build_trainjob(

@@ -126,7 +126,7 @@ def _noop() -> int:
 
 
 def _manifest(duration: str | None = None, *, result: bool = True) -> JSON:
-    from kf_trainer_core.builder import build_trainjob
+    from kf_trainer_core.manifest.builder import build_trainjob
     from kf_trainer_core.spec import CustomTrainer, Name, TrainJobSpec
     from kf_trainer_core.testing.kwok import DURATION, TERMINATION_MESSAGE, node_annotations
 

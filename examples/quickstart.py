@@ -31,10 +31,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from kf_trainer_core.base.hints import command, python_command
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import LocalConfig
 from kf_trainer_core.errors import SpecConflictError
-from kf_trainer_core.hints import command, python_command
 from kf_trainer_core.spec import CustomTrainer, Labels, TrainJobSpec
 from retraining_ml import (
     current_accuracy,

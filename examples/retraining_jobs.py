@@ -29,9 +29,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from kf_trainer_core.checkpoint_storage import Checkpoints
 from kf_trainer_core.spec import CustomTrainer, Labels, TrainJobSpec
-from kf_trainer_core.volumes import mount_pvc
+from kf_trainer_core.spec.checkpoint_storage import Checkpoints
+from kf_trainer_core.spec.volumes import mount_pvc
 
 #: The label every retraining job carries (find them with ``-l`` / ``list_jobs``).
 PART_OF = {"app.kubernetes.io/part-of": "kf-retraining"}

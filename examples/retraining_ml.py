@@ -218,8 +218,8 @@ def summary(
     if job:
         lines.append(f"  TrainJob {job}")
         if state_dir:
+            from kf_trainer_core.base.hints import command
             from kf_trainer_core.config import LocalConfig
-            from kf_trainer_core.hints import command
 
             # Runs as printed from here (`uv run --frozen kf-trainer` in the clone).
             look = command(LocalConfig(state_dir=state_dir), ["jobs", "get", job])

@@ -24,7 +24,7 @@ def engine_or_skip() -> Any:
     """The Docker SDK client of the engine the backend finds (one per session)."""
     global _engine
     if _engine is None:
-        from kf_trainer_core.container.engine import EngineUnavailable, connect
+        from kf_trainer_core.backends.local.container.engine import EngineUnavailable, connect
 
         try:
             _engine = connect().client
@@ -55,7 +55,7 @@ def image_or_skip(engine: Any) -> str:
 
 def job_containers(engine: Any, uid: str) -> list[Any]:
     """The containers (running or not) labelled with job ``uid``."""
-    from kf_trainer_core.container import JOB_UID_LABEL
+    from kf_trainer_core.backends.local.container import JOB_UID_LABEL
 
     # sparse: no inspect per container, which would race with their removal.
     return list(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kf_trainer_core.extras import require
+from kf_trainer_core.base.extras import require
 
 # Every module of the provider is imported through this package: one check, and a
 # lookup only (no Airflow import here; DAG files pay for every import).

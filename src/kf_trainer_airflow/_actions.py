@@ -3,7 +3,7 @@ operator and the trigger without either importing the other)."""
 
 from __future__ import annotations
 
-from kf_trainer_core.interruptions import CANCEL_ACTIONS
+from kf_trainer_core.tasks.interruptions import CANCEL_ACTIONS
 
 #: ``on_kill_action``: delete the job, suspend it (kept, without pods), or let it run.
 ON_KILL_ACTIONS = CANCEL_ACTIONS

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from kf_trainer_core.documents import DocumentError, load_document
+from kf_trainer_core.base.documents import DocumentError, load_document
 from kf_trainer_core.errors import FieldProblem, SpecError
 
 if TYPE_CHECKING:

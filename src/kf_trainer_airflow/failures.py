@@ -3,7 +3,7 @@ policy, and fail-fast for configuration errors.
 
 A failed TrainJob task raises a subclass of
 :class:`~kf_trainer_airflow.operators.trainjob.TrainJobFailedException` per failure class
-(see :mod:`kf_trainer_core.failures`), so Airflow 3.3's ``ExceptionRetryPolicy`` can
+(see :mod:`kf_trainer_core.cluster.failures`), so Airflow 3.3's ``ExceptionRetryPolicy`` can
 match them by type — or use :class:`TrainJobRetryPolicy`, which also classifies API
 errors. By default a *configuration* failure is raised as
 :class:`TrainJobConfigurationFailFast`, an ``AirflowFailException``: the task fails
@@ -24,6 +24,7 @@ try:
 except ImportError:  # pragma: no cover - Airflow before the task SDK
     from airflow.exceptions import AirflowFailException  # type: ignore[no-redef]
 
+from kf_trainer_core.cluster.failures import DEFAULT_RETRY_ON, failure_class_of
 from kf_trainer_core.errors import (
     CapacityFailure,
     ConfigurationFailure,
@@ -31,7 +32,6 @@ from kf_trainer_core.errors import (
     InfrastructureFailure,
     UserCodeFailure,
 )
-from kf_trainer_core.failures import DEFAULT_RETRY_ON, failure_class_of
 
 if TYPE_CHECKING:
     from kf_trainer_airflow.operators.trainjob import TrainJobFailedException
@@ -180,9 +180,9 @@ class TrainJobRetryPolicy(_retry_policy_base()):  # type: ignore[misc]
 def exception_retry_policy(retry_delay: timedelta | None = None) -> Any:
     """The same decisions as Airflow's own ``ExceptionRetryPolicy`` (rules by exception
     type, serialisable by dotted path): retry
-    :class:`~kf_trainer_core.failures.InfrastructureFailure`, fail on
-    :class:`~kf_trainer_core.failures.ConfigurationFailure` and
-    :class:`~kf_trainer_core.failures.UserCodeFailure`."""
+    :class:`~kf_trainer_core.errors.InfrastructureFailure`, fail on
+    :class:`~kf_trainer_core.errors.ConfigurationFailure` and
+    :class:`~kf_trainer_core.errors.UserCodeFailure`."""
     from airflow.sdk.definitions.retry_policy import (
         ExceptionRetryPolicy,
         RetryAction,
@@ -192,15 +192,15 @@ def exception_retry_policy(retry_delay: timedelta | None = None) -> Any:
     return ExceptionRetryPolicy(
         rules=[
             RetryRule(
-                exception="kf_trainer_core.failures.InfrastructureFailure",
+                exception="kf_trainer_core.errors.InfrastructureFailure",
                 action=RetryAction.RETRY,
                 retry_delay=retry_delay,
                 reason="TrainJob infrastructure failure: retrying",
             ),
             RetryRule(
                 exception=[
-                    "kf_trainer_core.failures.ConfigurationFailure",
-                    "kf_trainer_core.failures.UserCodeFailure",
+                    "kf_trainer_core.errors.ConfigurationFailure",
+                    "kf_trainer_core.errors.UserCodeFailure",
                 ],
                 action=RetryAction.FAIL,
                 reason="TrainJob configuration or user-code failure: no retry",

@@ -1,5 +1,5 @@
 """OpenLineage objects for a TrainJob task: the provider's ``OperatorLineage`` built from
-the core's plain lineage data (:mod:`kf_trainer_core.lineage`).
+the core's plain lineage data (:mod:`kf_trainer_core.manifest.lineage`).
 
 Imported only inside the operator's ``get_openlineage_facets_on_*`` methods, which the
 OpenLineage provider calls when it is installed: without the provider nothing here is
@@ -17,7 +17,7 @@ from attrs import define
 from openlineage.client.event_v2 import InputDataset, OutputDataset
 from openlineage.client.facet_v2 import RunFacet, dataset_type_dataset, symlinks_dataset
 
-from kf_trainer_core.lineage import LineageDataset, result_outputs, run_facet, spec_inputs
+from kf_trainer_core.manifest.lineage import LineageDataset, result_outputs, run_facet, spec_inputs
 
 if TYPE_CHECKING:
     from kf_trainer_airflow.operators.trainjob import TrainJobOperator

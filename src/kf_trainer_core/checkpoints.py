@@ -317,7 +317,7 @@ def local_setting(job: dict[str, Any]) -> bool:
     return (meta.get("annotations") or {}).get(ANNOTATION) != "off"
 
 
-#: The builder's annotations (duplicated from :mod:`kf_trainer_core.builder` so that
+#: The builder's annotations (duplicated from :mod:`kf_trainer_core.manifest.builder` so that
 #: the supervisor need not import it; a test keeps them in step).
 IDENTITY_ANNOTATION = "kf-trainer-suite/identity"
 #: The identity key of a job's checkpoints, or ``off``.

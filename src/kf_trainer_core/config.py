@@ -20,12 +20,20 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
-from kf_trainer_core import checks
-from kf_trainer_core._model import SpecModel, fix
 from kf_trainer_core.errors import ClusterConfigError, FieldProblem, SpecError
-from kf_trainer_core.retention import Retention
+from kf_trainer_core.fields import checks
+from kf_trainer_core.fields._model import SpecModel, fix
+from kf_trainer_core.fields.retention import Retention
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+#: Where the local and container backends keep their jobs unless ``state_dir`` says.
+STATE_DIR_ENV = "KF_TRAINER_STATE_DIR"
+DEFAULT_STATE_DIR = "~/.kf-trainer/local"
+
+
+def default_state_dir() -> Path:
+    """``$KF_TRAINER_STATE_DIR``, else ``~/.kf-trainer/local``."""
+    return Path(os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR).expanduser()
 
 
 class KubernetesConfig(SpecModel):
@@ -257,7 +265,7 @@ def _read(path: Path, field: str) -> str:
 def _kubeconfig_mapping(text: str, field: str) -> dict[str, Any]:
     """Parse a kubeconfig document. A YAML error quotes the offending line, which may
     hold a token: only its position is reported."""
-    from kf_trainer_core.documents import MAX_CONFIG_BYTES, DocumentError, load_document
+    from kf_trainer_core.base.documents import MAX_CONFIG_BYTES, DocumentError, load_document
 
     try:
         data = load_document(text, "the kubeconfig", limit=MAX_CONFIG_BYTES)
@@ -398,6 +406,10 @@ class LocalConfig(SpecModel):
     def resolve_namespace(self) -> str:
         return self.namespace
 
+    def state_path(self) -> Path:
+        """The configured state directory, else the default one."""
+        return Path(self.state_dir).expanduser() if self.state_dir else default_state_dir()
+
 
 class ContainerConfig(LocalConfig):
     """Run jobs in containers on this machine (Docker or Podman): one container per
@@ -482,7 +494,7 @@ BACKENDS: dict[str, type[KubernetesConfig] | type[LocalConfig]] = {
 def unknown_backend_fix(name: str) -> str:
     """The fix for a backend name that is none of :data:`BACKENDS` (with a suggestion
     for a misspelt one)."""
-    from kf_trainer_core._model import did_you_mean
+    from kf_trainer_core.fields._model import did_you_mean
 
     return "use one of " + ", ".join(repr(k) for k in BACKENDS) + "." + did_you_mean(name, BACKENDS)
 
@@ -495,7 +507,7 @@ def parse_backend(data: Any) -> KubernetesConfig | LocalConfig:
     if isinstance(data, (KubernetesConfig, LocalConfig)):
         return data
     if isinstance(data, (str, bytes)):
-        from kf_trainer_core.documents import load_json
+        from kf_trainer_core.base.documents import load_json
 
         data = load_json(data, "the backend configuration") if data.strip() else {}
     mapping = dict(data or {})

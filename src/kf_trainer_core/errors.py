@@ -5,7 +5,7 @@ Every error a user can cause carries the field it is about and the fix, so that 
 DAG or flow fails at parse or submit time with a message that says what to change.
 Errors about a job's outcome derive from the failure-class markers
 (:class:`InfrastructureFailure`, :class:`CapacityFailure`, :class:`ConfigurationFailure`,
-:class:`UserCodeFailure`; see :mod:`kf_trainer_core.failures`), so that
+:class:`UserCodeFailure`; see :mod:`kf_trainer_core.cluster.failures`), so that
 exception-matching retry rules can tell them apart.
 """
 
@@ -14,12 +14,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, TypeAlias
 
-if TYPE_CHECKING:
-    from kf_trainer_core.kueue import QueueStatus
-    from kf_trainer_core.results import ResultMissing
-    from kf_trainer_core.status import Failure, TrainJob
+# What the errors about one job carry, from the cluster layer above this module (every
+# layer raises these errors, so this module imports none of them): the job as last seen
+# (:class:`kf_trainer_core.cluster.status.TrainJob`), why it failed
+# (:class:`~kf_trainer_core.cluster.status.Failure`), why its result cannot be read
+# (:class:`~kf_trainer_core.cluster.results.ResultMissing`) and its Kueue queue
+# (:class:`~kf_trainer_core.cluster.kueue.QueueStatus`).
+_Job: TypeAlias = Any
+_Failure: TypeAlias = Any
+_Missing: TypeAlias = Any
+_Queue: TypeAlias = Any
 
 
 class KFTrainerError(Exception):
@@ -207,7 +213,7 @@ class _JobProblem(KFTrainerError):
     explains it (its description follows the message)."""
 
     def __init__(
-        self, message: str, job: TrainJob | None = None, failure: Failure | None = None
+        self, message: str, job: _Job | None = None, failure: _Failure | None = None
     ) -> None:
         self.job = job
         self.failure = failure
@@ -220,7 +226,7 @@ class _JobProblem(KFTrainerError):
 class TrainJobFailedError(KFTrainerError):
     """The job failed; ``failure`` says why (reason, step, pod, exit code, log tail)."""
 
-    def __init__(self, job: TrainJob | None, failure: Failure) -> None:
+    def __init__(self, job: _Job | None, failure: _Failure) -> None:
         self.job = job
         self.failure = failure
         name = f"{job.namespace}/{job.name}" if job else "TrainJob"
@@ -231,9 +237,10 @@ class TrainJobFailedError(KFTrainerError):
 
     @property
     def failure_class(self) -> FailureClass:
-        """The failure's class (see :mod:`kf_trainer_core.failures`); the subclasses
+        """The failure's class (see :mod:`kf_trainer_core.cluster.failures`); the subclasses
         below carry it as a class attribute too, for exception-matching rules."""
-        return self.failure.failure_class
+        found: FailureClass = self.failure.failure_class
+        return found
 
 
 class TrainJobInfrastructureError(InfrastructureFailure, TrainJobFailedError):
@@ -266,7 +273,7 @@ _FAILED_ERRORS: dict[FailureClass, type[TrainJobFailedError]] = {
 }
 
 
-def failed_error(job: TrainJob | None, failure: Failure) -> TrainJobFailedError:
+def failed_error(job: _Job | None, failure: _Failure) -> TrainJobFailedError:
     """The error for a failed job: the subclass of :class:`TrainJobFailedError` that
     matches the failure's class (all of them are ``TrainJobFailedError``)."""
     return _FAILED_ERRORS.get(failure.failure_class, TrainJobFailedError)(job, failure)
@@ -283,7 +290,7 @@ class TrainJobResultUnavailableError(KFTrainerError):
     finds the finished job by its identity and trains nothing) only reads again.
     ``missing`` says why and what to do; the subclasses carry its failure class."""
 
-    def __init__(self, job: TrainJob | None, missing: ResultMissing) -> None:
+    def __init__(self, job: _Job | None, missing: _Missing) -> None:
         self.job = job
         self.missing = missing
         super().__init__(missing.message)
@@ -294,7 +301,8 @@ class TrainJobResultUnavailableError(KFTrainerError):
     @property
     def failure_class(self) -> FailureClass:
         """Infrastructure when a later read may work, else configuration."""
-        return self.missing.failure_class
+        found: FailureClass = self.missing.failure_class
+        return found
 
 
 class TrainJobResultUnreachableError(InfrastructureFailure, TrainJobResultUnavailableError):
@@ -308,9 +316,7 @@ class TrainJobResultLostError(ConfigurationFailure, TrainJobResultUnavailableErr
     return a storage URI."""
 
 
-def result_unavailable_error(
-    job: TrainJob | None, missing: ResultMissing
-) -> TrainJobResultUnavailableError:
+def result_unavailable_error(job: _Job | None, missing: _Missing) -> TrainJobResultUnavailableError:
     """The error for a succeeded job whose result cannot be read, of the subclass that
     matches ``missing.failure_class``."""
     if missing.failure_class is FailureClass.INFRASTRUCTURE:
@@ -334,9 +340,9 @@ class TrainJobAdmissionTimeoutError(CapacityFailure, TrainJobTimeoutError):
     def __init__(
         self,
         message: str,
-        job: TrainJob | None = None,
-        failure: Failure | None = None,
-        queue: QueueStatus | None = None,
+        job: _Job | None = None,
+        failure: _Failure | None = None,
+        queue: _Queue | None = None,
     ) -> None:
         self.queue = queue
         super().__init__(message, job, failure)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from kf_trainer_core.extras import require
+from kf_trainer_core.base.extras import require
 
 if TYPE_CHECKING:
     from kf_trainer_kfp.components import (

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
-from kf_trainer_core.extras import require
+from kf_trainer_core.base.extras import require
 
 # Imported directly (not through the package's lazy names): the same one-line error.
 require("kfp", "kfp", "kf_trainer_kfp", "Kubeflow Pipelines (kfp)")
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from kf_trainer_core.spec import Initializer, RuntimeRef
 
 Backend = Union["KubernetesConfig", "LocalConfig", Mapping[str, Any], None]
-#: ``kf_trainer_core.spec_common.DEFAULT_RUNTIME``, written out so that a default argument
+#: ``kf_trainer_core.spec.common.DEFAULT_RUNTIME``, written out so that a default argument
 #: needs no spec import (a test checks that the two agree).
 DEFAULT_RUNTIME = "torch-distributed"
 
@@ -67,7 +67,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def suggest_keywords(func: _F) -> _F:
-    """:func:`kf_trainer_core._model.suggest_keywords`, applied on the first call (that
+    """:func:`kf_trainer_core.fields._model.suggest_keywords`, applied on the first call (that
     module imports pydantic): a misspelt keyword is a ``SpecError`` with a suggestion."""
     checked: Callable[..., Any] | None = None
 
@@ -75,7 +75,7 @@ def suggest_keywords(func: _F) -> _F:
     def first(*args: Any, **kwargs: Any) -> Any:
         nonlocal checked
         if checked is None:
-            from kf_trainer_core._model import suggest_keywords as checking
+            from kf_trainer_core.fields._model import suggest_keywords as checking
 
             checked = checking(func)
         return checked(*args, **kwargs)
@@ -120,7 +120,7 @@ def _check_constants(kind: str, args: Mapping[str, Any], constant: Callable[[Any
         inp.finish_action(str(known["on_finish"]))
     if "step" in known:
         try:
-            from kf_trainer_core import task_helpers
+            from kf_trainer_core.tasks import helpers as task_helpers
 
             task_helpers.parse_step(str(known["step"]))
         except ValueError as err:
@@ -148,8 +148,8 @@ def _check_prune_rules(known: Mapping[str, Any]) -> None:
     (``older_than=""``, ``keep_last=-1`` and ``limit=0`` mean "not given")."""
     import dataclasses
 
+    from kf_trainer_core.fields.retention import parse_age
     from kf_trainer_core.programs.prune import PruneRules
-    from kf_trainer_core.retention import parse_age
 
     given = {k: known[k] for k in _PRUNE_RULES if k in known}
     keep = given.get("keep_last", -1)
@@ -330,9 +330,9 @@ def trainjob_component(
 
     Bad settings raise :class:`SpecError` naming the field and the fix, here.
     """
-    from kf_trainer_core.builder import build_trainjob
-    from kf_trainer_core.function import capture_source, resolve_ref
+    from kf_trainer_core.manifest.builder import build_trainjob
     from kf_trainer_core.spec import CustomTrainer, TrainFunction, TrainJobSpec
+    from kf_trainer_core.spec.function import capture_source, resolve_ref
 
     trainer_args: dict[str, Any] = {
         "num_nodes": num_nodes,

@@ -23,13 +23,14 @@ from dataclasses import dataclass, field
 from importlib import metadata
 
 from kf_trainer_core.errors import FieldProblem, SpecError
+from kf_trainer_core.fields import checks
 
 DISTRIBUTION = "kf-trainer-suite"
 DEFAULT_BASE_IMAGE = "python:3.11"
 
 
 def _split(problem: str) -> tuple[str, str]:
-    from kf_trainer_core import checks
+    from kf_trainer_core.fields import checks
 
     text, _, how = problem.partition(checks.FIX)
     return text, how
@@ -58,7 +59,7 @@ class ComponentImage:
         # KFP installs these with pip in the launcher pod: only requirements and
         # http(s) index URLs, as for a trainer's packages_to_install. The checks load
         # the core's pydantic helpers: here, not when the module is imported.
-        from kf_trainer_core import checks
+        from kf_trainer_core.fields import checks
 
         problems = [
             FieldProblem(f"packages_to_install[{i}]", *_split(p))

@@ -225,7 +225,7 @@ def cancel_action(value: str) -> CancelAction:
 def finish_action(value: str) -> str:
     """The ``on_finish`` input: what happens to the finished job once the task has
     written its outputs."""
-    from kf_trainer_core.retention import FINISH_ACTIONS
+    from kf_trainer_core.fields.retention import FINISH_ACTIONS
 
     if value not in FINISH_ACTIONS:
         raise SpecError(

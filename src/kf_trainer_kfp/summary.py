@@ -15,8 +15,8 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from kf_trainer_core import untrusted
-from kf_trainer_core.status import Failure, JobOutputs
+from kf_trainer_core.base import untrusted
+from kf_trainer_core.cluster.status import Failure, JobOutputs
 
 if TYPE_CHECKING:
     from kf_trainer_core.programs.prune import PruneReport

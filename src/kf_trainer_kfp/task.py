@@ -20,8 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kf_trainer_core import task_helpers
-from kf_trainer_core.builder import identity_text
+from kf_trainer_core.cluster.status import Failure, JobOutputs, TrainJob
 from kf_trainer_core.errors import (
     SpecConflictError,
     StepFailedError,
@@ -29,9 +28,10 @@ from kf_trainer_core.errors import (
     TrainJobResultUnavailableError,
     TrainJobTimeoutError,
 )
-from kf_trainer_core.names import require_job_name
+from kf_trainer_core.fields.names import require_job_name
+from kf_trainer_core.manifest.builder import identity_text
 from kf_trainer_core.spec import TrainJobSpec
-from kf_trainer_core.status import Failure, JobOutputs, TrainJob
+from kf_trainer_core.tasks import helpers as task_helpers
 from kf_trainer_kfp import inputs as inp
 from kf_trainer_kfp import summary
 
@@ -259,7 +259,7 @@ def _report(artifacts: Mapping[str, Any], out: JobOutputs) -> tuple[str, str, st
 def _report_failure(artifacts: Mapping[str, Any], job: TrainJob | None, failure: Failure) -> None:
     if job is None:
         return
-    from kf_trainer_core.cost import outputs
+    from kf_trainer_core.cluster.cost import outputs
 
     _write_summary(artifacts, summary.markdown(outputs(job, None), failure))
 
@@ -283,10 +283,10 @@ def _finish_or_explain(
 def _classified(run: Callable[[], T]) -> T:
     """Run ``run``; a TrainJob failure of a known class is said in the log (class,
     evidence, exit code) and ends the process with that class's exit code
-    (:data:`~kf_trainer_core.failures.EXIT_CODES`), so a pipeline's exit handler or
+    (:data:`~kf_trainer_core.cluster.failures.EXIT_CODES`), so a pipeline's exit handler or
     retry policy can tell infrastructure from configuration or user code."""
+    from kf_trainer_core.cluster.failures import EXIT_CODES, failure_class_of
     from kf_trainer_core.errors import FailureClass
-    from kf_trainer_core.failures import EXIT_CODES, failure_class_of
 
     try:
         return run()
@@ -395,7 +395,7 @@ def _finished(
 ) -> None:
     """``on_finish``: delete the finished job, or keep it. A failed delete is said, never
     raised: the task's outcome is decided."""
-    from kf_trainer_core.retention import finish_deletes
+    from kf_trainer_core.fields.retention import finish_deletes
 
     if not finish_deletes(action, status, succeeded=succeeded):
         return

@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from kf_trainer_core.extras import require
+from kf_trainer_core.base.extras import require
 
 require("prefect", "prefect", "kf_trainer_prefect", "Prefect 3")
 

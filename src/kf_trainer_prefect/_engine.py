@@ -23,12 +23,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
-from kf_trainer_core import interruptions, retention
-from kf_trainer_core.interruptions import CancelAction, Identity, check_action, past
+from kf_trainer_core.cluster.status import JobOutputs, JobState, TrainJob
+from kf_trainer_core.fields import retention
 from kf_trainer_core.spec import Labels, TrainJobSpec
-from kf_trainer_core.status import JobOutputs, JobState, TrainJob
-from kf_trainer_core.sync_runner import interruption_cause
-from kf_trainer_core.task_jobs import (
+from kf_trainer_core.tasks import interruptions
+from kf_trainer_core.tasks.interruptions import CancelAction, Identity, check_action, past
+from kf_trainer_core.tasks.jobs import (
     announce,
     bad_ending,
     finished,
@@ -38,6 +38,7 @@ from kf_trainer_core.task_jobs import (
     task_identity,
     with_updates,
 )
+from kf_trainer_core.tasks.sync_runner import interruption_cause
 from kf_trainer_prefect._sync_face import TaskRunnerShutdown, runner_shutdown_cancels
 from kf_trainer_prefect.artifacts import ArtifactPublisher
 from kf_trainer_prefect.credentials import (
@@ -109,7 +110,7 @@ def identity_for(
     spec: TrainJobSpec, run: RunInfo, explicit: Identity | None, name: str | None
 ) -> Identity | None:
     """The orchestrator identity of the job a task submits
-    (:func:`~kf_trainer_core.task_jobs.task_identity`).
+    (:func:`~kf_trainer_core.tasks.jobs.task_identity`).
 
     Prefect 3 gives every task run a random id and dynamic key, so neither survives the
     re-run of a crashed flow run; the flow run id, the task's name and the spec do. The
@@ -136,7 +137,7 @@ def labelled(spec: TrainJobSpec, run: RunInfo) -> TrainJobSpec:
 
 def disposition(exc: BaseException, run: RunInfo, flow_cancelling: Callable[[], bool]) -> str:
     """What an interruption means for the job the task was waiting on
-    (:func:`kf_trainer_core.interruptions.disposition`): SIGTERM is how a runner cancels
+    (:func:`kf_trainer_core.tasks.interruptions.disposition`): SIGTERM is how a runner cancels
     a flow run, and also how infrastructure ends a process it evicts; only the flow
     run's state tells them apart."""
     from prefect.exceptions import TerminationSignal
@@ -234,7 +235,7 @@ async def _client(
     # Made inside the running loop, as the async client requires; its module is
     # imported in a worker thread (an import on the loop stops the flow's other tasks:
     # over 100 ms on a busy machine).
-    from kf_trainer_core.offloop import imported
+    from kf_trainer_core.base.offloop import imported
 
     core_client = await imported("kf_trainer_core.client")
     async with core_client.AsyncTrainerClient(creds.backend_config(), namespace=namespace) as c:

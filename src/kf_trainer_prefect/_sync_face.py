@@ -1,6 +1,6 @@
 """How a task's coroutine is interrupted, the same way in both faces of the tasks: the
 sync task runs its async twin's coroutine with the core's
-:class:`~kf_trainer_core.sync_runner.InterruptibleRunner` (which says why); here is
+:class:`~kf_trainer_core.tasks.sync_runner.InterruptibleRunner` (which says why); here is
 what is Prefect's: the thread-pool task runner's shutdown.
 """
 
@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 
 from typing_extensions import ParamSpec
 
-from kf_trainer_core import sync_runner
-from kf_trainer_core.sync_runner import InterruptibleRunner, interruption_cause
+from kf_trainer_core.tasks import sync_runner
+from kf_trainer_core.tasks.sync_runner import InterruptibleRunner, interruption_cause
 
 __all__ = [
     "InterruptibleRunner",

@@ -1,7 +1,7 @@
 """What a TrainJob shows in the Prefect UI: a progress bar, a table of steps and
 metrics, a markdown summary and a dashboard link.
 
-The builders are the core's (:mod:`kf_trainer_core.job_summary`, re-exported here);
+The builders are the core's (:mod:`kf_trainer_core.cluster.job_summary`, re-exported here);
 :class:`ArtifactPublisher` creates and updates the artifacts inside a task run.
 Everything shown comes from the job's status, steps, metrics, result and failure —
 never from the credentials, which the artifacts have no access to.
@@ -12,17 +12,17 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from kf_trainer_core.job_summary import (
+from kf_trainer_core.cluster.job_summary import (
     job_summary,
     outputs_summary,
     progress_description,
     steps_table,
     summary_markdown,
 )
-from kf_trainer_core.task_jobs import ProgressState, outputs_rows
+from kf_trainer_core.tasks.jobs import ProgressState, outputs_rows
 
 if TYPE_CHECKING:
-    from kf_trainer_core.status import JobOutputs, TrainJob
+    from kf_trainer_core.cluster.status import JobOutputs, TrainJob
 
 __all__ = [
     "ArtifactPublisher",

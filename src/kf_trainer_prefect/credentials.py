@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from prefect.blocks.core import Block
 from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from kf_trainer_core.backend_fields import (
+from kf_trainer_core.config import KubernetesConfig, LocalConfig
+from kf_trainer_core.tasks.backend_fields import (
     BackendConfig,
     check_dashboard_url,
     check_known_fields,
     config_from_fields,
     flat_fields,
 )
-from kf_trainer_core.config import KubernetesConfig, LocalConfig
 
 if TYPE_CHECKING:
     from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
@@ -154,7 +154,7 @@ outputs = run_trainjob(spec, credentials=credentials)
 
     def backend_config(self) -> BackendConfig:
         """The core's backend configuration for these credentials
-        (:func:`~kf_trainer_core.backend_fields.config_from_fields`).
+        (:func:`~kf_trainer_core.tasks.backend_fields.config_from_fields`).
 
         Raises ``ValueError`` naming the fields at fault and the fix.
         """

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from prefect import flow, task
 
-from kf_trainer_core.interruptions import CancelAction, check_action, past
-from kf_trainer_core.status import JobOutputs
+from kf_trainer_core.cluster.status import JobOutputs
+from kf_trainer_core.tasks.interruptions import CancelAction, check_action, past
 from kf_trainer_prefect._engine import FLOW_RUN_LABEL
 from kf_trainer_prefect.credentials import CredentialsLike, load_credentials
 
@@ -51,7 +51,7 @@ def stop_flow_run_trainjobs(
     submitted; return their names."""
     from kf_trainer_core.client import TrainerClient
     from kf_trainer_core.errors import StateDirNotFoundError
-    from kf_trainer_core.selectors import labels_selector
+    from kf_trainer_core.manifest.selectors import labels_selector
 
     chosen = check_action(action)
     if not isinstance(flow_run_id, str) or not flow_run_id.strip():

@@ -1,7 +1,7 @@
 """Retry conditions for Prefect tasks that run TrainJobs.
 
 Prefect calls a task's ``retry_condition_fn(task, task_run, state)`` before each retry;
-these decide from the failure's class (see :mod:`kf_trainer_core.failures`): a retry is
+these decide from the failure's class (see :mod:`kf_trainer_core.cluster.failures`): a retry is
 spent only on a failure a retry can fix.
 
 >>> @task(retries=3, retry_condition_fn=retry_infrastructure_failures)
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kf_trainer_core.cluster.failures import failure_class_of, should_retry
 from kf_trainer_core.errors import FailureClass
-from kf_trainer_core.failures import failure_class_of, should_retry
 
 __all__ = ["failure_class_of_state", "retry_infrastructure_failures", "retry_on_classes"]
 

@@ -34,9 +34,9 @@ from kf_trainer_prefect._sync_face import sync_face
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from kf_trainer_core.interruptions import CancelAction, Identity
+    from kf_trainer_core.cluster.status import JobOutputs, TrainJob
     from kf_trainer_core.spec import TrainJobSpec
-    from kf_trainer_core.status import JobOutputs, TrainJob
+    from kf_trainer_core.tasks.interruptions import CancelAction, Identity
     from kf_trainer_prefect._engine import JobRef
     from kf_trainer_prefect.credentials import CredentialsLike
 

@@ -65,7 +65,7 @@ def _remove_home() -> None:
 def _short_linger(monkeypatch: pytest.MonkeyPatch) -> None:
     # Each test has a kubeconfig (so watches) of its own: a finished test's watches stop
     # at their next wake-up rather than lingering for the next task of a DAG.
-    from kf_trainer_core import informer
+    from kf_trainer_core.programs import informer
 
     monkeypatch.setattr(informer._Informer, "linger", 0.2)
 
@@ -95,6 +95,6 @@ def _informers_stop_first(kube_server: Any) -> Iterator[None]:
     """Stop the session's shared watches before the test server goes away, rather than
     letting them retry against a closed port until the interpreter exits."""
     yield
-    from kf_trainer_core.informer import shutdown_informers
+    from kf_trainer_core.programs.informer import shutdown_informers
 
     shutdown_informers()

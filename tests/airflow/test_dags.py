@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from dagtest import run_dag
 
-from kf_trainer_core.builder import (
+from kf_trainer_core.k8s.resources import TRAINJOBS
+from kf_trainer_core.manifest.builder import (
     ATTEMPT_ANNOTATION,
     IDENTITY_ANNOTATION,
     SPEC_HASH_ANNOTATION,
 )
-from kf_trainer_core.k8s.resources import TRAINJOBS
 from kf_trainer_core.testing.server import KubeTestServer
 
 pytestmark = pytest.mark.usefixtures("airflow_db", "kf_conn")

@@ -17,7 +17,7 @@ from kf_trainer_airflow.operators.trainjob import TrainJobFailedException, Train
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import KubernetesConfig
 from kf_trainer_core.k8s.resources import TRAINJOBS
-from kf_trainer_core.lineage import LINEAGE_INPUTS_ANNOTATION
+from kf_trainer_core.manifest.lineage import LINEAGE_INPUTS_ANNOTATION
 from kf_trainer_core.spec import (
     Annotations,
     CustomTrainer,

@@ -29,8 +29,8 @@ from dagtest import DAGS
 from kf_live_dag import GRACE
 from kf_live_dag import SHORT_DURATIONS as SHORT
 
-from kf_trainer_core.builder import IDENTITY_ANNOTATION
 from kf_trainer_core.k8s.resources import TRAINJOBS
+from kf_trainer_core.manifest.builder import IDENTITY_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer
 
 pytestmark = [

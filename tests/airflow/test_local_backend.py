@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("airflow_db")
 def local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TrainerClient]:
     """Connection ``kf_test`` on a local backend of this test's own; every job is
     deleted afterwards, and none of their processes may outlive the test."""
-    from kf_trainer_core.local.procs import processes_of_job
+    from kf_trainer_core.backends.local.procs import processes_of_job
 
     state = tmp_path / "state"
     monkeypatch.setenv(CONN_ENV, connection_json(backend="local", state_dir=str(state)))

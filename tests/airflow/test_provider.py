@@ -65,10 +65,10 @@ _DEFERRED = (
     "kubernetes",
     "kubernetes_asyncio",
     "kf_trainer_core.spec",
-    "kf_trainer_core.builder",
-    "kf_trainer_core.status",
+    "kf_trainer_core.manifest.builder",
+    "kf_trainer_core.cluster.status",
     "kf_trainer_core.config",
-    "kf_trainer_core.backend_fields",
+    "kf_trainer_core.tasks.backend_fields",
     "kf_trainer_core.client",
     "kf_trainer_airflow.hooks.trainer",
 )

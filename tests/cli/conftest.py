@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 @pytest.fixture(autouse=True)
 def _short_linger(monkeypatch: pytest.MonkeyPatch) -> None:
     # Shared watches of a command run in this process stop soon after it, not 30 s later.
-    from kf_trainer_core import informer
+    from kf_trainer_core.programs import informer
 
     monkeypatch.setattr(informer._Informer, "linger", 0.2)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cli_support import run_main
 
-from kf_trainer_core import documents
+from kf_trainer_core.base import documents
 from kf_trainer_core.config import KubernetesConfig, parse_backend
 from kf_trainer_core.errors import SpecError
 

@@ -15,10 +15,10 @@ import pytest
 import yaml
 from cli_support import cli_env
 
-from kf_trainer_core import hints
+from kf_trainer_core.base import hints
+from kf_trainer_core.cluster.status import to_trainjob
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
 from kf_trainer_core.programs.submit import Submitted
-from kf_trainer_core.status import to_trainjob
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from cli_support import run_main, run_script
 
-from kf_trainer_core import untrusted
+from kf_trainer_core.base import untrusted
 
 # Printable source: the escapes are made in the pod, not carried in the spec.
 HOSTILE = """\

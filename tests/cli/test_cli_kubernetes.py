@@ -11,7 +11,7 @@ import pytest
 from cli_support import run_main, run_script, scenario, spec
 
 from kf_trainer_core.client import TrainerClient
-from kf_trainer_core.status import JobState
+from kf_trainer_core.cluster.status import JobState
 
 
 def test_list_filters_and_json_in_a_namespace_of_other_jobs(

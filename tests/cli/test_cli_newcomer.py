@@ -13,7 +13,7 @@ import pytest
 import yaml
 from cli_support import run_main
 
-from kf_trainer_core.local import machine
+from kf_trainer_core.backends.local import machine
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

@@ -19,7 +19,7 @@ from kf_trainer_core.errors import StateDirNotFoundError, TrainJobNotFoundError
 def _used_state_dir(path: Path) -> Path:
     """A state directory as a first submit leaves it, less the job (a client never
     creates one by reading it)."""
-    from kf_trainer_core.local.store import Store
+    from kf_trainer_core.backends.local.store import Store
 
     Store(path / "state.db").close()
     return path

@@ -9,7 +9,7 @@ import pytest
 from cli_support import run_main, spec
 
 from kf_trainer_core.client import TrainerClient
-from kf_trainer_core.kueue import QUEUE_NAME_LABEL
+from kf_trainer_core.cluster.kueue import QUEUE_NAME_LABEL
 from kf_trainer_core.testing.server import KubeTestServer
 
 

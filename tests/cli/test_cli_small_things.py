@@ -9,7 +9,7 @@ import pytest
 from cli_support import run_main
 
 from kf_trainer_core.cli._output import device_text
-from kf_trainer_core.status import steps_from_pods
+from kf_trainer_core.cluster.status import steps_from_pods
 
 
 def test_device_text() -> None:

@@ -11,9 +11,9 @@ import pytest
 from pydantic import Field
 
 from kf_trainer_core import config
-from kf_trainer_core._model import SpecModel
 from kf_trainer_core.cli._errors import CliError
 from kf_trainer_core.cli._where import backend_config
+from kf_trainer_core.fields._model import SpecModel
 
 
 class _FakeConfig(SpecModel):

@@ -17,10 +17,10 @@ import time
 
 from test_client_sync import spec
 
-from kf_trainer_core.builder import ATTEMPT_ANNOTATION, build_trainjob
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.cluster.status import JobState
+from kf_trainer_core.manifest.builder import ATTEMPT_ANNOTATION, build_trainjob
 from kf_trainer_core.programs.submit import attempt_of, choose_attempt
-from kf_trainer_core.status import JobState
 from kf_trainer_core.testing.scenarios import Scenario
 from kf_trainer_core.testing.server import KubeTestServer
 
@@ -165,8 +165,8 @@ def test_every_newest_pod_choice_agrees_on_creation_time_ties() -> None:
     # The same mistake as attempts, one level down: "newest pod of a step" came from
     # creationTimestamp alone, and the step view, the log reader and the result reader
     # broke its ties differently (the last in the list, the first, the first).
+    from kf_trainer_core.cluster.status import steps_from_pods, trainer_pod
     from kf_trainer_core.programs.logs import _pod_for_step
-    from kf_trainer_core.status import steps_from_pods, trainer_pod
 
     old = _pod("job-node-0-0-zzzzz", 0, "Failed")
     new = _pod("job-node-0-0-aaaaa", 1, "Running")

@@ -12,18 +12,18 @@ from typing import Any
 
 import pytest
 
-from kf_trainer_core.checkpoint_storage import (
+from kf_trainer_core.checkpoints import DIR_ENV, URI_ENV, identity_key
+from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.cluster.status import JobState
+from kf_trainer_core.errors import FailureClass, InfrastructureFailure, SpecError
+from kf_trainer_core.k8s.resources import PODS
+from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
+from kf_trainer_core.spec.checkpoint_storage import (
     PATCH_MANAGER,
     VOLUME_NAME,
     Checkpoints,
     CheckpointsUnreachableError,
 )
-from kf_trainer_core.checkpoints import DIR_ENV, URI_ENV, identity_key
-from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
-from kf_trainer_core.errors import FailureClass, InfrastructureFailure, SpecError
-from kf_trainer_core.k8s.resources import PODS
-from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
-from kf_trainer_core.status import JobState
 from kf_trainer_core.testing.scenarios import PodContext, PodResult, Scenario
 from kf_trainer_core.testing.server import KubeTestServer
 

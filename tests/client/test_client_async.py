@@ -10,6 +10,7 @@ import pytest
 from train_functions import train_linear
 
 from kf_trainer_core.client import AsyncTrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.config import KubernetesConfig
 from kf_trainer_core.errors import (
     SpecConflictError,
@@ -17,10 +18,9 @@ from kf_trainer_core.errors import (
     TrainJobFailedError,
     TrainJobNotFoundError,
 )
-from kf_trainer_core.informer import open_watch_count
 from kf_trainer_core.k8s.calls import Create, OpenWatch
+from kf_trainer_core.programs.informer import open_watch_count
 from kf_trainer_core.spec import Annotations, CustomTrainer, Name, Suspend, TrainJobSpec
-from kf_trainer_core.status import JobState
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 
 

@@ -11,6 +11,8 @@ import pytest
 from train_functions import train_linear
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.cluster.failures import failure_class_of, should_retry
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.errors import (
     CapacityFailure,
     ConfigurationFailure,
@@ -21,10 +23,8 @@ from kf_trainer_core.errors import (
     TrainJobTimeoutError,
     UserCodeFailure,
 )
-from kf_trainer_core.failures import failure_class_of, should_retry
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.spec import Annotations, CustomTrainer, TrainJobSpec
-from kf_trainer_core.status import JobState
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION, Scenario
 from kf_trainer_core.testing.server import KubeTestServer
 

@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.cluster.status import JobState, Progress
 from kf_trainer_core.config import KubernetesConfig
 from kf_trainer_core.k8s.resources import PODS
 from kf_trainer_core.report import MARKER
 from kf_trainer_core.spec import Annotations, CustomTrainer, TrainJobSpec
-from kf_trainer_core.status import JobState, Progress
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer
 from kf_trainer_core.testing.status_server import StatusServer, status_path

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from train_functions import train_linear
 
-from kf_trainer_core.builder import IDENTITY_LABEL
 from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.errors import (
     SpecConflictError,
     SubmitError,
@@ -20,6 +20,7 @@ from kf_trainer_core.errors import (
     TrainJobTimeoutError,
 )
 from kf_trainer_core.k8s.calls import Create, ListObjects, OpenWatch
+from kf_trainer_core.manifest.builder import IDENTITY_LABEL
 from kf_trainer_core.spec import (
     Annotations,
     CustomTrainer,
@@ -27,7 +28,6 @@ from kf_trainer_core.spec import (
     Suspend,
     TrainJobSpec,
 )
-from kf_trainer_core.status import JobState
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer
 
@@ -214,7 +214,7 @@ def test_missing_job(client: TrainerClient) -> None:
 
 def test_server_rejection_names_the_field(client: TrainerClient, server: KubeTestServer) -> None:
     # A manifest the builder would never make, sent as a raw spec: the API answers 422.
-    from kf_trainer_core.builder import build_trainjob
+    from kf_trainer_core.manifest.builder import build_trainjob
     from kf_trainer_core.programs.submit import submit
 
     built = build_trainjob(spec(None))

@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kf_trainer_core import informer as informer_mod
 from kf_trainer_core.client import AsyncTrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.config import KubernetesConfig
 from kf_trainer_core.k8s.resources import TRAINJOBS
 from kf_trainer_core.k8s.retry import DEFAULT_POLICY, RetryPolicy
+from kf_trainer_core.programs import informer as informer_mod
 from kf_trainer_core.spec import Annotations, CustomTrainer, Name, Suspend, TrainJobSpec
-from kf_trainer_core.status import JobState
 from kf_trainer_core.testing.population import populate
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer

@@ -12,11 +12,11 @@ import pytest
 from train_functions import train_linear
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.cluster.failures import failure_class_of
+from kf_trainer_core.cluster.kueue import QUEUE_NAME_LABEL, WORKLOADS, QueueStatus
+from kf_trainer_core.cluster.status import JobState, TrainJob
 from kf_trainer_core.errors import FailureClass, TrainJobAdmissionTimeoutError
-from kf_trainer_core.failures import failure_class_of
-from kf_trainer_core.kueue import QUEUE_NAME_LABEL, WORKLOADS, QueueStatus
 from kf_trainer_core.spec import Annotations, CustomTrainer, Labels, TrainJobSpec
-from kf_trainer_core.status import JobState, TrainJob
 from kf_trainer_core.testing.kueue import PRIORITY_CLASS_LABEL, KueueSimulator
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer

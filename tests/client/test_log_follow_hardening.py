@@ -13,7 +13,7 @@ import pytest
 from test_client_sync import spec
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
-from kf_trainer_core.status import JobState
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.testing.server import KubeTestServer
 
 LINES = [f"step {i:02d} loss={1 / (i + 1):.4f}" for i in range(16)]

@@ -16,9 +16,9 @@ from test_client_sync import spec
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
 from kf_trainer_core.errors import InvalidNameError
+from kf_trainer_core.fields.names import require_job_name
 from kf_trainer_core.k8s.calls import Delete, Get, OpenLogStream, Patch, ReadLog
 from kf_trainer_core.k8s.resources import PODS, TRAINJOBS
-from kf_trainer_core.names import require_job_name
 from kf_trainer_core.testing.server import KubeTestServer
 
 BAD_NAMES = ["", " ", "My_Job", "a/b", "x" * 64, "-job"]

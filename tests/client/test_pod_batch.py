@@ -10,8 +10,8 @@ import threading
 from test_client_sync import spec
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.spec import Name
-from kf_trainer_core.status import JobState
 from kf_trainer_core.testing.server import KubeTestServer
 
 

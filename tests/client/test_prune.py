@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from test_client_sync import spec
 
-from kf_trainer_core.builder import build_trainjob
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
 from kf_trainer_core.config import KubernetesConfig
+from kf_trainer_core.fields.retention import Retention
 from kf_trainer_core.k8s.calls import Delete
 from kf_trainer_core.k8s.resources import JOBSETS, PODS, TRAINJOBS
-from kf_trainer_core.retention import Retention
+from kf_trainer_core.manifest.builder import build_trainjob
 from kf_trainer_core.testing.scenarios import Scenario
 from kf_trainer_core.testing.server import KubeTestServer
 

@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 from test_client_sync import spec
 
-from kf_trainer_core.builder import build_trainjob
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.cluster.kueue import WORKLOADS
 from kf_trainer_core.config import KubernetesConfig
 from kf_trainer_core.k8s.calls import Create, Delete, Get, ListObjects, Patch, Program
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import JOBSETS, PODS, TRAINJOBS
-from kf_trainer_core.kueue import WORKLOADS
+from kf_trainer_core.manifest.builder import build_trainjob
 from kf_trainer_core.spec import RuntimePatch
 from kf_trainer_core.testing.control_plane import ControlPlane
 

@@ -18,11 +18,11 @@ import pytest
 from train_functions import train_linear
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.cluster.status import JobState, TrainJob
 from kf_trainer_core.config import KubernetesConfig
 from kf_trainer_core.errors import TrainJobFailedError
 from kf_trainer_core.k8s.retry import RetryPolicy
 from kf_trainer_core.spec import Annotations, CustomTrainer, TrainJobSpec
-from kf_trainer_core.status import JobState, TrainJob
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer
 

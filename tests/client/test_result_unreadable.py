@@ -14,6 +14,8 @@ import pytest
 from train_functions import train_linear
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.cluster.failures import failure_class_of, should_retry
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.errors import (
     InfrastructureFailure,
     TrainJobFailedError,
@@ -22,7 +24,6 @@ from kf_trainer_core.errors import (
     TrainJobResultUnreachableError,
     UserCodeFailure,
 )
-from kf_trainer_core.failures import failure_class_of, should_retry
 from kf_trainer_core.k8s.calls import OpenLogStream, ReadLog
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import PODS
@@ -32,7 +33,6 @@ from kf_trainer_core.spec import (
     CustomTrainerContainer,
     TrainJobSpec,
 )
-from kf_trainer_core.status import JobState
 from kf_trainer_core.testing import kwok
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer

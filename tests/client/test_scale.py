@@ -13,16 +13,16 @@ from typing import Any
 
 import pytest
 
-from kf_trainer_core import informer as informer_mod
-from kf_trainer_core.builder import MANAGED_BY_LABEL
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.config import KubernetesConfig
 from kf_trainer_core.k8s.calls import Get, ListObjects, OpenWatch
 from kf_trainer_core.k8s.resources import TRAINJOBS
 from kf_trainer_core.k8s.retry import RetryPolicy
-from kf_trainer_core.selectors import SUITE_SELECTOR
+from kf_trainer_core.manifest.builder import MANAGED_BY_LABEL
+from kf_trainer_core.manifest.selectors import SUITE_SELECTOR
+from kf_trainer_core.programs import informer as informer_mod
 from kf_trainer_core.spec import Annotations, CustomTrainer, Name, TrainJobSpec
-from kf_trainer_core.status import JobState
 from kf_trainer_core.testing.population import finished_trainjob, populate
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer

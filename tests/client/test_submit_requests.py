@@ -13,12 +13,12 @@ from collections.abc import Callable
 import pytest
 from test_client_sync import spec
 
-from kf_trainer_core.builder import build_trainjob
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
 from kf_trainer_core.config import KubernetesConfig
 from kf_trainer_core.errors import SpecConflictError
+from kf_trainer_core.manifest.builder import build_trainjob
+from kf_trainer_core.manifest.selectors import SUITE_SELECTOR
 from kf_trainer_core.programs.submit import Submitted
-from kf_trainer_core.selectors import SUITE_SELECTOR
 from kf_trainer_core.testing.scenarios import Scenario
 from kf_trainer_core.testing.server import KubeTestServer
 

@@ -12,6 +12,7 @@ from conformance_support import GC_TIMEOUT, Cluster, until, until_collected, wai
 from kubernetes import client as k8s
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.errors import (
     TrainJobCreationFailedError,
     TrainJobFailedError,
@@ -20,7 +21,6 @@ from kf_trainer_core.errors import (
 )
 from kf_trainer_core.k8s.calls import OpenWatch
 from kf_trainer_core.spec import QueueName, Suspend
-from kf_trainer_core.status import JobState
 
 
 # -- waits -------------------------------------------------------------------------

@@ -12,9 +12,9 @@ import pytest
 from conformance_support import GC_TIMEOUT, Cluster, until
 
 from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.errors import FailureClass, TrainJobNotFoundError, TrainJobTimeoutError
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
-from kf_trainer_core.status import JobState
 
 
 def cli(capsys: pytest.CaptureFixture[str], cluster: Cluster, *args: str) -> tuple[int, str]:

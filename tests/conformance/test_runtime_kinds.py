@@ -6,7 +6,7 @@ from __future__ import annotations
 from conformance_support import Cluster
 
 from kf_trainer_core.client import TrainerClient
-from kf_trainer_core.status import JobState
+from kf_trainer_core.cluster.status import JobState
 
 
 def test_a_namespaced_runtime_runs_the_job_and_is_named(

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from conformance_support import Cluster, until
 
-from kf_trainer_core.builder import IDENTITY_LABEL
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.errors import SpecConflictError, TrainJobNotFoundError
 from kf_trainer_core.k8s.calls import ListObjects
+from kf_trainer_core.manifest.builder import IDENTITY_LABEL
 from kf_trainer_core.spec import Labels, Name
-from kf_trainer_core.status import JobState
 
 
 def test_submit_creates_a_job_the_server_keeps(client: TrainerClient, cluster: Cluster) -> None:

@@ -17,8 +17,8 @@ from typing import Any
 from conformance_support import Cluster
 
 from kf_trainer_core.client import AsyncTrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.k8s.calls import OpenWatch
-from kf_trainer_core.status import JobState
 
 WAITS = 1000
 JOBS = 20

@@ -10,7 +10,7 @@ from conformance_support import Cluster
 from kubernetes import client as k8s
 
 from kf_trainer_core.client import TrainerClient
-from kf_trainer_core.status import JobState
+from kf_trainer_core.cluster.status import JobState
 
 
 def _watch_from(cluster: Cluster, rv: str) -> list[dict[str, Any]]:

@@ -10,8 +10,8 @@ from typing import Any
 from conformance_support import Cluster
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.k8s.calls import ListObjects, OpenWatch
-from kf_trainer_core.status import JobState
 
 
 def _on_trainjobs(calls: list[Any], kind: type) -> int:

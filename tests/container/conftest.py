@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from container_support import assert_nothing_left, engine_or_skip, image_or_skip
-from kf_trainer_core import informer
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import ContainerConfig
+from kf_trainer_core.programs import informer
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -76,8 +76,8 @@ def clean(state_dir: Path, engine: Any) -> None:
     engine."""
     if not (state_dir / "state.db").exists():
         return
-    from kf_trainer_core.local.api import LocalApi
-    from kf_trainer_core.local.store import TRAINJOBS
+    from kf_trainer_core.backends.local.api import LocalApi
+    from kf_trainer_core.backends.local.store import TRAINJOBS
 
     api = LocalApi(state_dir)
     try:

@@ -21,13 +21,14 @@ from container_jobs import (
 )
 
 from container_support import job_containers
+from kf_trainer_core.backends.local import workspace_of
+from kf_trainer_core.backends.local._common import Paths
+from kf_trainer_core.backends.local.api import LocalApi
+from kf_trainer_core.backends.local.procs import JobLock
 from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.config import ContainerConfig
 from kf_trainer_core.errors import SubmitError, TrainJobFailedError
-from kf_trainer_core.local import workspace_of
-from kf_trainer_core.local._common import Paths
-from kf_trainer_core.local.api import LocalApi
-from kf_trainer_core.local.procs import JobLock
 from kf_trainer_core.spec import (
     CustomTrainer,
     CustomTrainerContainer,
@@ -36,7 +37,6 @@ from kf_trainer_core.spec import (
     TrainerCommand,
     TrainJobSpec,
 )
-from kf_trainer_core.status import JobState
 
 #: A runtime whose launcher is plain ``python``: function jobs that need no torch.
 PYTHON_RUNTIME = "jax-distributed"
@@ -138,8 +138,8 @@ def test_progress_reported_in_a_container_reaches_the_jobs_status(
 def test_dataset_initializer_fills_the_shared_workspace(
     client: TrainerClient, config: ContainerConfig, tmp_path: Path
 ) -> None:
-    from kf_trainer_core.local import install_runtime
-    from kf_trainer_core.local.runtimes import default_runtimes
+    from kf_trainer_core.backends.local import install_runtime
+    from kf_trainer_core.backends.local.runtimes import default_runtimes
 
     runtime = default_runtimes()["torch-distributed-with-cache"]
     runtime["metadata"]["name"] = "python-with-cache"
@@ -318,7 +318,7 @@ def test_resources_per_node_become_engine_limits(client: TrainerClient, engine: 
 
 
 def test_missing_gpus_refused_with_on_missing_resources_fail(state_dir: Path, image: str) -> None:
-    from kf_trainer_core.local.machine import gpu_count
+    from kf_trainer_core.backends.local.machine import gpu_count
 
     if gpu_count() > 0:
         pytest.skip("this machine has GPUs")

@@ -10,8 +10,8 @@ from container_jobs import resume_once
 
 from kf_trainer_core.checkpoints import DEFAULT_MOUNT, identity_key, local_dir
 from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
-from kf_trainer_core.status import JobState
 
 
 def test_every_attempt_mounts_the_identitys_directory(

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from kf_trainer_core.container import runner as rn
+from kf_trainer_core.backends.local.container import runner as rn
 
 SECRET = "s3cr3t 'quoted' $HOME `x`\nsecond line"
 

@@ -6,16 +6,21 @@ from typing import Any
 
 import pytest
 
+from kf_trainer_core.backends.local.container.engine import (
+    EngineUnavailable,
+    _split,
+    candidates,
+    connect,
+)
+from kf_trainer_core.backends.local.container.runner import _limits
+from kf_trainer_core.backends.local.transport import container_settings
 from kf_trainer_core.config import (
     ContainerConfig,
     KubernetesConfig,
     LocalConfig,
     parse_backend,
 )
-from kf_trainer_core.container.engine import EngineUnavailable, _split, candidates, connect
-from kf_trainer_core.container.runner import _limits
 from kf_trainer_core.errors import SpecError
-from kf_trainer_core.local.transport import container_settings
 
 
 def test_parse_backend_picks_the_model_by_its_backend_key() -> None:
@@ -79,7 +84,7 @@ def test_image_names_split_into_repository_and_tag() -> None:
 
 
 def test_resources_become_engine_limits(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kf_trainer_core.local import machine
+    from kf_trainer_core.backends.local import machine
 
     monkeypatch.setattr(
         machine, "available", lambda: {"cpu": 8.0, "memory": 2.0**35, "nvidia.com/gpu": 0.0}

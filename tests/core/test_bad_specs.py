@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from spec_table import pod_patch
 
-from kf_trainer_core.builder import build_trainjob
 from kf_trainer_core.errors import SpecError
+from kf_trainer_core.manifest.builder import build_trainjob
 from kf_trainer_core.spec import ContainerPatch, TrainJobSpec
 
 FUNC = "def train():\n    return 1\n"

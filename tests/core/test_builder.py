@@ -15,16 +15,16 @@ import yaml
 from spec_table import valid_specs
 from train_functions import shell_hostile, train_linear
 
-from kf_trainer_core.builder import (
+from kf_trainer_core.manifest.builder import (
     IDENTITY_ANNOTATION,
     IDENTITY_LABEL,
     SPEC_HASH_ANNOTATION,
     build_trainjob,
     render_yaml,
 )
-from kf_trainer_core.function import RESULT_MARKER, TERMINATION_LOG_ENV
-from kf_trainer_core.runtimes import RuntimeInfo
+from kf_trainer_core.manifest.runtimes import RuntimeInfo
 from kf_trainer_core.spec import CustomTrainer, Name, TrainJobSpec
+from kf_trainer_core.spec.function import RESULT_MARKER, TERMINATION_LOG_ENV
 
 SPECS = valid_specs()
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from kf_trainer_core import builder
 from kf_trainer_core import checkpoints as ck
-from kf_trainer_core.builder import build_trainjob
-from kf_trainer_core.checkpoint_storage import Checkpoints, option_of
 from kf_trainer_core.errors import SpecError
-from kf_trainer_core.function import program_for
+from kf_trainer_core.manifest import builder
+from kf_trainer_core.manifest.builder import build_trainjob
 from kf_trainer_core.spec import CustomTrainer, RuntimePatch, TrainJobSpec
+from kf_trainer_core.spec.checkpoint_storage import Checkpoints, option_of
+from kf_trainer_core.spec.function import program_for
 
 RESUMES = """\
 def train(steps: int = 3):
@@ -181,7 +181,7 @@ def test_the_cleaning_pod_refuses_links_and_reports_what_is_left(
 ) -> None:
     """What the cluster's cleaning job runs: ``<mount>/<namespace>/<key>`` only, never
     through a link (the identity's or its namespace's), and it fails if anything stays."""
-    from kf_trainer_core.checkpoint_storage import remove_checkpoints
+    from kf_trainer_core.programs.checkpoints import remove_checkpoints
 
     mount = tmp_path / "mount"
     victim = mount / "team-b" / "theirs"

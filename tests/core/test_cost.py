@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from kf_trainer_core.cost import job_cost
-from kf_trainer_core.status import JobState, Step, TrainJob
+from kf_trainer_core.cluster.cost import job_cost
+from kf_trainer_core.cluster.status import JobState, Step, TrainJob
 
 T0 = datetime(2026, 11, 23, 10, 0, tzinfo=timezone.utc)
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from kf_trainer_core.cluster.status import CREATION_FAILED_REASON, event_last_seen, to_event
 from kf_trainer_core.programs.wait import CREATION_GRACE, WaitGoal
-from kf_trainer_core.status import CREATION_FAILED_REASON, event_last_seen, to_event
 
 JOB = {
     "metadata": {"name": "j", "creationTimestamp": "2026-11-25T11:39:57Z"},

@@ -42,7 +42,7 @@ def test_a_missing_orchestrator_names_the_extra(case: str) -> None:
 
 
 def test_the_error_is_a_module_not_found_error() -> None:
-    from kf_trainer_core.extras import MissingExtraError, require
+    from kf_trainer_core.base.extras import MissingExtraError, require
 
     with pytest.raises(ModuleNotFoundError, match=r"kf-trainer-suite\[x\]") as caught:
         require("no_such_module_here", "x", "the suite")

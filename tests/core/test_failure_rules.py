@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from kf_trainer_core.cluster.failures import classify
+from kf_trainer_core.cluster.kueue import queue_status
 from kf_trainer_core.errors import FailureClass
-from kf_trainer_core.failures import classify
-from kf_trainer_core.kueue import queue_status
 
 
 def pod(pod_reason: str | None = None, **cond: Any) -> dict[str, Any]:
@@ -95,8 +95,8 @@ def test_queue_status_of_a_workload_waiting_for_admission_checks() -> None:
 
 
 def test_a_running_job_kueue_does_not_manage_reports_no_queue() -> None:
+    from kf_trainer_core.cluster.kueue import QUEUE_NAME_LABEL, KueueProbe, lookup
     from kf_trainer_core.k8s.calls import ListObjects
-    from kf_trainer_core.kueue import QUEUE_NAME_LABEL, KueueProbe, lookup
 
     def run(suspended: bool) -> object:
         obj = {
@@ -120,7 +120,7 @@ def test_a_running_job_kueue_does_not_manage_reports_no_queue() -> None:
 
 
 def test_describe_says_a_raised_error_once() -> None:
-    from kf_trainer_core.status import Failure
+    from kf_trainer_core.cluster.status import Failure
 
     raised = "ValueError: loss diverged at lr=10.0"
     quoted = Failure(

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from kf_trainer_core.informer import label_predicate
+from kf_trainer_core.backends.local.store import Selector
 from kf_trainer_core.k8s.patch import apply_json_patch
 from kf_trainer_core.k8s.selectors import LabelSelector
 from kf_trainer_core.k8s.status import StatusError
-from kf_trainer_core.local.store import Selector
+from kf_trainer_core.programs.informer import label_predicate
 from kf_trainer_core.testing.crd import find_upstream
 from kf_trainer_core.testing.runtimes import install_runtimes, load_upstream_runtimes
 from kf_trainer_core.testing.store import CLUSTER_TRAINING_RUNTIMES, Store

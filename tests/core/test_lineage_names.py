@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from kf_trainer_core.builder import SPEC_HASH_ANNOTATION, build_trainjob, spec_hash
-from kf_trainer_core.lineage import (
+from kf_trainer_core.manifest.builder import SPEC_HASH_ANNOTATION, build_trainjob, spec_hash
+from kf_trainer_core.manifest.lineage import (
     LINEAGE_INPUTS_ANNOTATION,
     dataset_of_uri,
     redact_uri,

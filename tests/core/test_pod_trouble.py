@@ -4,8 +4,8 @@ message, instead of only "did not start"."""
 
 from __future__ import annotations
 
+from kf_trainer_core.cluster.status import failing_pod, failure_of
 from kf_trainer_core.errors import FailureClass
-from kf_trainer_core.status import failing_pod, failure_of
 
 MESSAGE = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
 POD = {

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from kf_trainer_core.builder import build_trainjob
 from kf_trainer_core.errors import SpecError
-from kf_trainer_core.function import program_for, result_from_log
+from kf_trainer_core.manifest.builder import build_trainjob
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
+from kf_trainer_core.spec.function import program_for, result_from_log
 
 NAMES = [
     "json",

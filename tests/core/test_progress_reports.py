@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kf_trainer_core import report as report_module
-from kf_trainer_core.status import JobState, TrainJob, progress, to_trainjob
+from kf_trainer_core.cluster.status import JobState, TrainJob, progress, to_trainjob
 
 
 @pytest.fixture

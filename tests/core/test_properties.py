@@ -7,9 +7,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kf_trainer_core import names
-from kf_trainer_core.builder import build_trainjob, render_yaml
-from kf_trainer_core.checks import CREDENTIAL_NAMES
+from kf_trainer_core.fields import names
+from kf_trainer_core.fields.checks import CREDENTIAL_NAMES
+from kf_trainer_core.manifest.builder import build_trainjob, render_yaml
 from kf_trainer_core.spec import TrainJobSpec
 
 SOURCE = "def train(**kw):\n    return kw\n"

@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
-from kf_trainer_core import retention
-from kf_trainer_core.builder import (
+from kf_trainer_core.errors import SpecError
+from kf_trainer_core.fields import retention
+from kf_trainer_core.fields.retention import Retention, parse_age
+from kf_trainer_core.manifest.builder import (
     ATTEMPT_ANNOTATION,
     IDENTITY_ANNOTATION,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
     build_trainjob,
 )
-from kf_trainer_core.errors import SpecError
 from kf_trainer_core.programs.prune import PruneRules, plan_prune
-from kf_trainer_core.retention import Retention, parse_age
 from kf_trainer_core.spec import CustomTrainerContainer, TrainerCommand, TrainJobSpec
 
 NOW = 1_900_000_000.0  # 2030-03-17
@@ -254,7 +254,7 @@ def test_a_retention_without_a_setting_is_refused() -> None:
 def test_retention_from_flat_fields() -> None:
     """A block's or form's ``retention`` field reaches every backend's config (as a
     mapping or its JSON text); a bad value names the field and the fix."""
-    from kf_trainer_core.backend_fields import config_from_fields
+    from kf_trainer_core.tasks.backend_fields import config_from_fields
 
     local = config_from_fields({"backend": "local", "retention": {"keep_last": 2}})
     assert local.retention == Retention(keep_last=2)

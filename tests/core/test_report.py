@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from kf_trainer_core import report as rp
-from kf_trainer_core.builder import PROGRESS_ANNOTATION, build_trainjob
-from kf_trainer_core.function import program_for, progress_from_log, result_from_log
+from kf_trainer_core.manifest.builder import PROGRESS_ANNOTATION, build_trainjob
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
+from kf_trainer_core.spec.function import program_for, progress_from_log, result_from_log
 
 REPORTING = """def train(n: int = 4):
     from kf_trainer_core.report import report, track

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from kf_trainer_core import checks
-from kf_trainer_core.backend_fields import check_dashboard_url
-from kf_trainer_core.checkpoint_storage import Checkpoints
 from kf_trainer_core.config import KubernetesConfig
+from kf_trainer_core.fields import checks
 from kf_trainer_core.spec import HuggingFaceDatasetInitializer, S3ModelInitializer
+from kf_trainer_core.spec.checkpoint_storage import Checkpoints
+from kf_trainer_core.tasks.backend_fields import check_dashboard_url
 
 SECRET = "PASSWORD-9f3a"
 

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 import yaml
 
-from kf_trainer_core import checks, function
 from kf_trainer_core import spec as spec_module
-from kf_trainer_core.builder import build_trainjob, custom_trainer_command
+from kf_trainer_core.backends.local import launch
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
 from kf_trainer_core.errors import SpecError
-from kf_trainer_core.local import launch
-from kf_trainer_core.runtimes import RuntimeInfo
+from kf_trainer_core.fields import checks
+from kf_trainer_core.manifest.builder import build_trainjob, custom_trainer_command
+from kf_trainer_core.manifest.runtimes import RuntimeInfo
 from kf_trainer_core.spec import (
     Annotations,
     ContainerPatch,
@@ -32,6 +32,7 @@ from kf_trainer_core.spec import (
     TrainerArgs,
     TrainFunction,
     TrainJobSpec,
+    function,
 )
 
 HF = "hf_" + "a1B2" * 9  # the shape of a HuggingFace token (not a real one)

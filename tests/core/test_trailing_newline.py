@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from kf_trainer_core import checkpoints as ck
-from kf_trainer_core import checks, names
-from kf_trainer_core.builder import build_trainjob
-from kf_trainer_core.checkpoint_storage import Checkpoints
+from kf_trainer_core.backends.local.admission import validate_trainjob
 from kf_trainer_core.errors import SpecError
+from kf_trainer_core.fields import checks, names
 from kf_trainer_core.k8s.selectors import valid_label_value
-from kf_trainer_core.local.admission import validate_trainjob
+from kf_trainer_core.manifest.builder import build_trainjob
 from kf_trainer_core.spec import TrainJobSpec
+from kf_trainer_core.spec.checkpoint_storage import Checkpoints
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 FUNC = "def train():\n    return 1\n"

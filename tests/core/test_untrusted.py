@@ -10,10 +10,17 @@ from typing import Any
 
 import pytest
 
-from kf_trainer_core import untrusted
-from kf_trainer_core.function import progress_from_log
-from kf_trainer_core.job_summary import job_summary, summary_markdown
-from kf_trainer_core.status import Failure, JobState, Progress, failure_of, progress, to_trainjob
+from kf_trainer_core.base import untrusted
+from kf_trainer_core.cluster.job_summary import job_summary, summary_markdown
+from kf_trainer_core.cluster.status import (
+    Failure,
+    JobState,
+    Progress,
+    failure_of,
+    progress,
+    to_trainjob,
+)
+from kf_trainer_core.spec.function import progress_from_log
 
 ESC = "\x1b"
 HOSTILE_LINE = (
@@ -66,7 +73,7 @@ def test_valid_fields_are_kept_and_one_warning_names_the_rest(
             1,
         ],
     }
-    with caplog.at_level(logging.WARNING, logger="kf_trainer_core.untrusted"):
+    with caplog.at_level(logging.WARNING, logger="kf_trainer_core.base.untrusted"):
         for _ in range(3):  # every read of the job: one warning, not three
             got = progress(_job(status))
     assert got == Progress(
@@ -187,7 +194,7 @@ def test_rich_never_reads_markup_in_job_data(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_lineage_takes_no_model_uri_that_is_not_a_printable_uri() -> None:
-    from kf_trainer_core.lineage import result_outputs
+    from kf_trainer_core.manifest.lineage import result_outputs
 
     assert result_outputs({"model_uri": "s3://m/\x1b]0;x\x07"}) == []
     assert result_outputs({"model_uri": "s3://m/" + "a" * 10_000}) == []

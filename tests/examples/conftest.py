@@ -57,7 +57,7 @@ if "airflow" not in sys.modules and not _private("AIRFLOW_HOME", _AIRFLOW_HOME_P
 @pytest.fixture(autouse=True)
 def _short_linger(monkeypatch: pytest.MonkeyPatch) -> None:
     # Shared watches of a finished test stop at their next bookmark, not 30 s later.
-    from kf_trainer_core import informer
+    from kf_trainer_core.programs import informer
 
     monkeypatch.setattr(informer._Informer, "linger", 0.2)
 

@@ -40,7 +40,7 @@ def registry(shared_dir: Path) -> dict[str, Any] | None:
 def local_jobs(state_dir: Path) -> Iterator[TrainerClient]:
     """A client of the local backend in ``state_dir``; afterwards every job there is
     deleted, and none of their processes may be left."""
-    from kf_trainer_core.local.procs import processes_of_job
+    from kf_trainer_core.backends.local.procs import processes_of_job
 
     with TrainerClient(LocalConfig(state_dir=str(state_dir))) as client:
         try:

@@ -14,12 +14,12 @@ import pytest
 import yaml
 from examples_support import EXAMPLES
 
-from kf_trainer_core.builder import build_trainjob
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.errors import SpecError
+from kf_trainer_core.manifest.builder import build_trainjob
 from kf_trainer_core.spec import Annotations
+from kf_trainer_core.spec.volumes import mount_pvc, mount_volume
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
-from kf_trainer_core.volumes import mount_pvc, mount_volume
 from retraining_jobs import CLUSTER, profile
 from retraining_ml import train
 

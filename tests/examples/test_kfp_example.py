@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from examples_support import DAY, DRIFTED_DAY, EXEC_PROFILE, assert_no_secret, local_jobs, registry
 
-from kf_trainer_core.builder import IDENTITY_ANNOTATION
 from kf_trainer_core.k8s.resources import TRAINJOBS
+from kf_trainer_core.manifest.builder import IDENTITY_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer
 
 
@@ -51,7 +51,7 @@ def test_local_backend_promotes_then_keeps(
         assert len(jobs) == 2
         assert all(j.status.value == "Complete" for j in jobs)
         # What `python examples/kfp_retraining.py` prints last, after KFP's logging.
-        from kf_trainer_core.hints import program
+        from kf_trainer_core.base.hints import program
         from kfp_retraining import local_summary
         from retraining_jobs import profile
 

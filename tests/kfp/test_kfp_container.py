@@ -11,8 +11,8 @@ from pipeline_parts import evaluate, prepare_data, train_model
 
 from container_support import assert_nothing_left, engine_or_skip, image_or_skip
 from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.config import ContainerConfig
-from kf_trainer_core.status import JobState
 from kf_trainer_kfp import ComponentImage, trainjob_component
 
 HERE = ComponentImage.current_environment()

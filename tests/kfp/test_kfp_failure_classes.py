@@ -10,11 +10,11 @@ import pytest
 from kfp import dsl
 
 from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.failures import EXIT_CODES
+from kf_trainer_core.cluster.kueue import QUEUE_NAME_LABEL
+from kf_trainer_core.cluster.status import Failure
 from kf_trainer_core.errors import FailureClass, SpecError, failed_error
-from kf_trainer_core.failures import EXIT_CODES
-from kf_trainer_core.kueue import QUEUE_NAME_LABEL
 from kf_trainer_core.spec import Annotations, CustomTrainer, Labels, TrainJobSpec
-from kf_trainer_core.status import Failure
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer
 from kf_trainer_kfp import ComponentImage, step_components, trainjob_launcher

@@ -13,6 +13,7 @@ from kfp_support import files_text, scenario
 from pipeline_parts import evaluate, prepare_data, train_model
 
 from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.spec import (
     Annotations,
     BuiltinTrainer,
@@ -23,7 +24,6 @@ from kf_trainer_core.spec import (
     TorchTuneConfig,
     TrainJobSpec,
 )
-from kf_trainer_core.status import JobState
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer
 from kf_trainer_kfp import ComponentImage, step_components, trainjob_component, trainjob_launcher
@@ -236,7 +236,7 @@ def test_token_from_a_secret_never_shows(
 def test_local_backend(local_kfp: Path, tmp_path: Path) -> None:
     """The same component, with ``backend_config={"backend": "local"}``: the job runs
     as processes on this machine."""
-    pytest.importorskip("kf_trainer_core.local")
+    pytest.importorskip("kf_trainer_core.backends.local")
     backend = {"backend": "local", "state_dir": str(tmp_path / "state")}
     train = trainjob_component(train_model, backend_config=backend, component_image=HERE)
 

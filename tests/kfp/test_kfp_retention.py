@@ -13,9 +13,9 @@ from kfp import dsl
 from kfp_support import scenario
 
 from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.errors import SpecError
 from kf_trainer_core.spec import Annotations, CustomTrainer, Retention, TrainJobSpec
-from kf_trainer_core.status import JobState
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer
 from kf_trainer_kfp import ComponentImage, prune_component, step_components, trainjob_launcher

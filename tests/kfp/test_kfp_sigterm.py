@@ -21,9 +21,9 @@ from typing import Any
 from kfp_support import scenario
 
 from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.errors import TrainJobNotFoundError
 from kf_trainer_core.spec import Annotations, CustomTrainer, TrainJobSpec
-from kf_trainer_core.status import JobState
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_kfp import ComponentImage, step_components, trainjob_launcher
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from kf_trainer_core import task_helpers
 from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.status import Failure, JobOutputs, JobState, Step
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
 from kf_trainer_core.errors import SpecError
 from kf_trainer_core.spec import (
@@ -25,7 +25,7 @@ from kf_trainer_core.spec import (
     TorchTuneConfig,
     TrainJobSpec,
 )
-from kf_trainer_core.status import Failure, JobOutputs, JobState, Step
+from kf_trainer_core.tasks import helpers as task_helpers
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_kfp import inputs as inp
 from kf_trainer_kfp import summary
@@ -334,8 +334,8 @@ def test_components_module_loads_no_pydantic_model_after_kfp() -> None:
         "import kfp.dsl\n"
         "before = set(sys.modules)\n"
         "import kf_trainer_kfp.components as c\n"
-        "deferred = ('pydantic', 'kf_trainer_core.spec', 'kf_trainer_core.builder',\n"
-        "            'kf_trainer_core.config', 'kf_trainer_core._model', 'kubernetes_asyncio')\n"
+        "deferred = ('pydantic', 'kf_trainer_core.spec', 'kf_trainer_core.manifest.builder',\n"
+        "            'kf_trainer_core.config', 'kf_trainer_core.fields._model', 'kubernetes_asyncio')\n"
         "print(json.dumps(sorted(m for m in set(sys.modules) - before\n"
         "      if any(m == d or m.startswith(d + '.') for d in deferred))))\n"
     )
@@ -346,7 +346,7 @@ def test_components_module_loads_no_pydantic_model_after_kfp() -> None:
 
 
 def test_components_default_runtime_is_the_specs() -> None:
-    from kf_trainer_core.spec_common import DEFAULT_RUNTIME
+    from kf_trainer_core.spec.common import DEFAULT_RUNTIME
     from kf_trainer_kfp import components
 
     assert components.DEFAULT_RUNTIME == DEFAULT_RUNTIME

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from kf_trainer_core import informer
+from kf_trainer_core.backends.local.procs import processes_of_job
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
 from kf_trainer_core.config import LocalConfig
-from kf_trainer_core.local.procs import processes_of_job
+from kf_trainer_core.programs import informer
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -58,8 +58,8 @@ def _clean(state_dir: Path) -> None:
     supervisor holds a lock and no process of any job is alive."""
     if not (state_dir / "state.db").exists():
         return
-    from kf_trainer_core.local.api import LocalApi
-    from kf_trainer_core.local.store import TRAINJOBS
+    from kf_trainer_core.backends.local.api import LocalApi
+    from kf_trainer_core.backends.local.store import TRAINJOBS
 
     api = LocalApi(state_dir)
     try:

@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 from local_jobs import trivial
 
-from kf_trainer_core import function
-from kf_trainer_core.builder import build_trainjob
+from kf_trainer_core.backends.local import _common, launch, machine, watch
+from kf_trainer_core.backends.local.logs import LogFollower, LogWriter, read_log
+from kf_trainer_core.backends.local.store import LabelSelector, Store
+from kf_trainer_core.backends.local.transport import LocalTransport
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import LocalConfig
 from kf_trainer_core.errors import TrainJobTimeoutError
@@ -30,11 +32,8 @@ from kf_trainer_core.k8s.calls import (
 )
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import EVENTS, PODS, SECRETS, TRAINJOBS
-from kf_trainer_core.local import _common, launch, machine, watch
-from kf_trainer_core.local.logs import LogFollower, LogWriter, read_log
-from kf_trainer_core.local.store import LabelSelector, Store
-from kf_trainer_core.local.transport import LocalTransport
-from kf_trainer_core.spec import CustomTrainer, SecretKeyRef, TrainJobSpec
+from kf_trainer_core.manifest.builder import build_trainjob
+from kf_trainer_core.spec import CustomTrainer, SecretKeyRef, TrainJobSpec, function
 
 
 @pytest.fixture
@@ -320,8 +319,8 @@ def test_pending_pod_has_the_kubelets_conditions(tmp_path: Path) -> None:
     """The local pod is written with the shapes the test server's kubelet uses: the
     not-ready reason sits on Ready/ContainersReady only (it used to sit on
     PodReadyToStartContainers too), and the name ends in the apiserver's alphabet."""
+    from kf_trainer_core.backends.local.pods import JobPlace, pod_object
     from kf_trainer_core.k8s.objects import GENERATE_NAME_CHARS
-    from kf_trainer_core.local.pods import JobPlace, pod_object
 
     place = JobPlace(
         _common.Paths(tmp_path), "ns", "job", "0" * 8 + "-0000-4000-8000-" + "0" * 12, "h"

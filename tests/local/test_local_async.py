@@ -7,12 +7,12 @@ import asyncio
 import pytest
 from local_jobs import chatty, fail_on_rank, resumable, sleeper, trivial
 
-from kf_trainer_core import informer
 from kf_trainer_core.client import AsyncTrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.errors import TrainJobFailedError, TrainJobNotFoundError
-from kf_trainer_core.informer import open_watch_count
+from kf_trainer_core.programs import informer
+from kf_trainer_core.programs.informer import open_watch_count
 from kf_trainer_core.spec import CustomTrainer
-from kf_trainer_core.status import JobState
 
 
 async def test_train_wait_outputs_logs_events(aclient: AsyncTrainerClient) -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 from local_jobs import scripted
 
 from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.programs.submit import attempt_of
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
-from kf_trainer_core.status import JobState
 
 
 def _spec(counter: Path, plan: str) -> TrainJobSpec:

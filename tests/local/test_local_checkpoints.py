@@ -14,13 +14,13 @@ from checkpoint_jobs import counting
 from local_jobs import trivial
 
 from kf_trainer_core import checkpoints as ck
-from kf_trainer_core.checkpoint_storage import Checkpoints, CheckpointsInUseError
+from kf_trainer_core.backends.local._common import POD_ENV
+from kf_trainer_core.backends.local.procs import processes_of_job
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.errors import FailureClass
-from kf_trainer_core.local._common import POD_ENV
-from kf_trainer_core.local.procs import processes_of_job
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
-from kf_trainer_core.status import JobState
+from kf_trainer_core.spec.checkpoint_storage import Checkpoints, CheckpointsInUseError
 
 
 def _spec(ready: Path, *options: object) -> TrainJobSpec:

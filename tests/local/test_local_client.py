@@ -28,7 +28,10 @@ from local_jobs import (
     trivial,
 )
 
+from kf_trainer_core.backends.local import install_runtime, workspace_of
+from kf_trainer_core.backends.local.api import LocalApi
 from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.status import JobState, TrainJob
 from kf_trainer_core.config import LocalConfig
 from kf_trainer_core.errors import (
     SubmitError,
@@ -36,9 +39,7 @@ from kf_trainer_core.errors import (
     TrainJobFailedError,
     TrainJobNotFoundError,
 )
-from kf_trainer_core.local import install_runtime, workspace_of
-from kf_trainer_core.local.api import LocalApi
-from kf_trainer_core.runtimes import DEFAULT_RUNTIMES
+from kf_trainer_core.manifest.runtimes import DEFAULT_RUNTIMES
 from kf_trainer_core.spec import (
     ActiveDeadlineSeconds,
     BuiltinTrainer,
@@ -53,7 +54,6 @@ from kf_trainer_core.spec import (
     TrainerCommand,
     TrainJobSpec,
 )
-from kf_trainer_core.status import JobState, TrainJob
 
 # ---------------------------------------------------------------------------- runtimes
 
@@ -146,7 +146,7 @@ def test_pod_objects_are_shaped_like_a_clusters(client: TrainerClient, config: L
 
 
 def api_kind(plural: str) -> object:
-    from kf_trainer_core.local.store import KINDS
+    from kf_trainer_core.backends.local.store import KINDS
 
     return KINDS[plural]
 
@@ -264,7 +264,7 @@ def test_delete_kills_the_whole_process_tree(client: TrainerClient, config: Loca
 def test_supervisor_killed_then_recovered(client: TrainerClient, config: LocalConfig) -> None:
     """A supervisor that dies (OOM killer, reboot) leaves a job that the next client
     finds, fails clearly and cleans up after."""
-    from kf_trainer_core.local.procs import JobLock
+    from kf_trainer_core.backends.local.procs import JobLock
 
     name = client.train(trainer=CustomTrainer(sleeper))
     job = client.wait_for_job_status(name, status="Running", timeout=30)

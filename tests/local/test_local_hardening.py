@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from kf_trainer_core.backends.local._common import Paths
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
 from kf_trainer_core.config import LocalConfig
 from kf_trainer_core.errors import SpecError
-from kf_trainer_core.local._common import Paths
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
 
 

@@ -10,10 +10,10 @@ import pytest
 from local_jobs import sleeper, trivial
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.config import LocalConfig
 from kf_trainer_core.errors import InvalidNameError
 from kf_trainer_core.spec import CustomTrainer
-from kf_trainer_core.status import JobState
 
 BAD = ["", "Not_A_Name", "a/b"]
 

@@ -11,10 +11,10 @@ from local_helpers import wait_for
 from progress_jobs import every_rank_reports, paced
 
 from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.status import JobState, Progress
 from kf_trainer_core.config import LocalConfig
 from kf_trainer_core.report import MARKER
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
-from kf_trainer_core.status import JobState, Progress
 
 # Every report is sent at once (no 5 s coalescing), so each step shows.
 FAST = {"KF_TRAINER_REPORT_INTERVAL": "0"}

@@ -20,14 +20,14 @@ import pytest
 from local_helpers import process_alive, wait_for
 from local_jobs import sleeper, spawn_tree
 
+from kf_trainer_core.backends.local import workspace_of
+from kf_trainer_core.backends.local._common import Paths
+from kf_trainer_core.backends.local.procs import JobLock, processes_of_job
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.config import LocalConfig
 from kf_trainer_core.errors import TrainJobFailedError
-from kf_trainer_core.local import workspace_of
-from kf_trainer_core.local._common import Paths
-from kf_trainer_core.local.procs import JobLock, processes_of_job
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
-from kf_trainer_core.status import JobState
 
 
 def _supervisor_pid(config: LocalConfig, uid: str) -> int:

@@ -11,8 +11,8 @@ from pathlib import Path
 from local_helpers import wait_for
 
 from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.status import Progress
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
-from kf_trainer_core.status import Progress
 
 # Every report is printed at once (no 5 s coalescing), so each step can show.
 FAST = {"KF_TRAINER_REPORT_INTERVAL": "0"}

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.errors import TrainJobFailedError
-from kf_trainer_core.function import RESULT_NOT_JSON_ENV
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
-from kf_trainer_core.status import JobState
+from kf_trainer_core.spec.function import RESULT_NOT_JSON_ENV
 
 RETURNS_A_DATE = """\
 def train():

@@ -3,8 +3,8 @@ of replaying its log as if it trained again — sync and async clients alike."""
 
 from __future__ import annotations
 
+from kf_trainer_core.base.hints import command
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
-from kf_trainer_core.hints import command
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
 
 SPEC = TrainJobSpec(trainer=CustomTrainer("def fit():\n    print('training')\n    return 7\n"))

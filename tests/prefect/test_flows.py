@@ -15,11 +15,11 @@ from prefect import flow
 from prefect.client.orchestration import get_client
 from prefect_support import read_artifacts, read_logs, spec
 
-from kf_trainer_core.builder import ATTEMPT_ANNOTATION, IDENTITY_LABEL
 from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.status import JobOutputs, JobState, TrainJob
 from kf_trainer_core.errors import TrainJobFailedError
+from kf_trainer_core.manifest.builder import ATTEMPT_ANNOTATION, IDENTITY_LABEL
 from kf_trainer_core.spec import Annotations
-from kf_trainer_core.status import JobOutputs, JobState, TrainJob
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION, Scenario
 from kf_trainer_core.testing.server import KubeTestServer
 from kf_trainer_prefect import (

@@ -10,13 +10,13 @@ import pytest
 from prefect import flow
 from prefect_support import read_logs
 
-pytest.importorskip("kf_trainer_core.local")
+pytest.importorskip("kf_trainer_core.backends.local")
 
 from prefect_jobs import add, broken, dated, sleepy
 
+from kf_trainer_core.cluster.status import JobOutputs, JobState, TrainJob
 from kf_trainer_core.errors import TrainJobFailedError
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
-from kf_trainer_core.status import JobOutputs, JobState, TrainJob
 from kf_trainer_prefect import (
     KubeflowTrainerCredentials,
     run_trainjob,
@@ -52,7 +52,7 @@ def test_local_run_and_decorator(local: KubeflowTrainerCredentials) -> None:
 
 
 def test_local_timeout_stops_the_processes(local: KubeflowTrainerCredentials) -> None:
-    from kf_trainer_core.local.procs import processes_of_job
+    from kf_trainer_core.backends.local.procs import processes_of_job
 
     submitted: list[TrainJob] = []
 

@@ -8,10 +8,10 @@ import pytest
 from prefect import flow
 from prefect_support import read_artifacts, spec
 
-from kf_trainer_core.builder import ATTEMPT_ANNOTATION
 from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.status import JobOutputs, JobState
 from kf_trainer_core.errors import FailureClass
-from kf_trainer_core.status import JobOutputs, JobState
+from kf_trainer_core.manifest.builder import ATTEMPT_ANNOTATION
 from kf_trainer_core.testing.scenarios import Scenario
 from kf_trainer_core.testing.server import KubeTestServer
 from kf_trainer_prefect import (
@@ -96,7 +96,7 @@ def test_retry_on_classes_widens_the_condition(
 def test_not_admitted_by_kueue_says_why(
     creds: KubeflowTrainerCredentials, k8s: TrainerClient, kube: KubeTestServer
 ) -> None:
-    from kf_trainer_core.kueue import QUEUE_NAME_LABEL
+    from kf_trainer_core.cluster.kueue import QUEUE_NAME_LABEL
     from kf_trainer_core.spec import Labels
 
     sim = kube.install_kueue()

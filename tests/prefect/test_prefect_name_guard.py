@@ -76,7 +76,7 @@ def test_stopping_a_flow_runs_jobs_needs_its_id(
 
 
 def test_an_empty_label_set_selects_nothing_rather_than_everything() -> None:
-    from kf_trainer_core.selectors import labels_selector
+    from kf_trainer_core.manifest.selectors import labels_selector
 
     with pytest.raises(ValueError, match="selects every TrainJob"):
         labels_selector({})

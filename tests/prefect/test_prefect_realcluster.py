@@ -14,9 +14,9 @@ import pytest
 from prefect import flow
 from train_functions import train_linear
 
+from kf_trainer_core.cluster.status import JobOutputs, JobState
 from kf_trainer_core.errors import TrainJobResultUnreachableError
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
-from kf_trainer_core.status import JobOutputs, JobState
 from kf_trainer_core.testing import kwok
 from kf_trainer_core.testing.control_plane import ControlPlane
 from kf_trainer_prefect import KubeflowTrainerCredentials, run_trainjob, trainjob_task

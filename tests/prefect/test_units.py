@@ -18,6 +18,8 @@ from prefect.exceptions import TerminationSignal
 from prefect_support import spec
 from pydantic import ValidationError
 
+from kf_trainer_core.base.timeutil import duration_text
+from kf_trainer_core.cluster.status import Failure, JobOutputs, JobState, Progress, Step, TrainJob
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
 from kf_trainer_core.errors import (
     SpecError,
@@ -27,8 +29,6 @@ from kf_trainer_core.errors import (
     TrainJobTimeoutError,
 )
 from kf_trainer_core.spec import Labels, Name
-from kf_trainer_core.status import Failure, JobOutputs, JobState, Progress, Step, TrainJob
-from kf_trainer_core.timeutil import duration_text
 from kf_trainer_prefect import KubeflowTrainerCredentials, trainjob_task
 from kf_trainer_prefect._engine import (
     FLOW_RUN_LABEL,
@@ -424,8 +424,8 @@ def test_tasks_module_adds_only_prefects_task_machinery() -> None:
         "before = set(sys.modules)\n"
         "import kf_trainer_prefect.tasks\n"
         "deferred = ('kubernetes', 'kubernetes_asyncio', 'kf_trainer_core.spec',\n"
-        "            'kf_trainer_core.status', 'kf_trainer_core.config',\n"
-        "            'kf_trainer_core.builder', 'kf_trainer_prefect._engine',\n"
+        "            'kf_trainer_core.cluster.status', 'kf_trainer_core.config',\n"
+        "            'kf_trainer_core.manifest.builder', 'kf_trainer_prefect._engine',\n"
         "            'kf_trainer_prefect.flows', 'kf_trainer_prefect.credentials',\n"
         "            'kf_trainer_prefect.decorators')\n"
         "print(json.dumps(sorted(m for m in set(sys.modules) - before\n"

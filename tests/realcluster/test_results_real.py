@@ -13,11 +13,11 @@ import pytest
 from train_functions import train_linear
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.config import KubernetesConfig
 from kf_trainer_core.errors import InfrastructureFailure, TrainJobResultUnreachableError
 from kf_trainer_core.k8s.calls import ReadLog
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
-from kf_trainer_core.status import JobState
 from kf_trainer_core.testing import kwok
 from kf_trainer_core.testing.control_plane import ControlPlane
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kf_trainer_core.runtimes import DEFAULT_RUNTIMES, RuntimeInfo
+from kf_trainer_core.manifest.runtimes import DEFAULT_RUNTIMES, RuntimeInfo
 from kf_trainer_core.testing.builtin_runtimes import builtin_runtimes
 from kf_trainer_core.testing.crd.builtin import builtin_crds
 

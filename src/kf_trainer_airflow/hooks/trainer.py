@@ -30,15 +30,15 @@ from kf_trainer_airflow.provider_info import (
     DEFAULT_CONN_ID,
     UI_FIELD_BEHAVIOUR,
 )
-from kf_trainer_core.backend_fields import (
+from kf_trainer_core.base.documents import load_json
+from kf_trainer_core.config import ContainerConfig, KubernetesConfig, LocalConfig, parse_backend
+from kf_trainer_core.errors import SpecError
+from kf_trainer_core.tasks.backend_fields import (
     CONTAINER_FIELDS,
     LOCAL_FIELDS,
     problems_text,
     retention_field,
 )
-from kf_trainer_core.config import ContainerConfig, KubernetesConfig, LocalConfig, parse_backend
-from kf_trainer_core.documents import load_json
-from kf_trainer_core.errors import SpecError
 
 if TYPE_CHECKING:
     from kf_trainer_airflow._compat import Connection

@@ -50,7 +50,7 @@ def fail(
     if failure and op.get_logs and op.log_tail:
         # The task log already shows the job's log (streamed, or its tail after a
         # deferred wait) and events: the error says why once, without them again.
-        from kf_trainer_core.status import Failure
+        from kf_trainer_core.cluster.status import Failure
 
         brief = Failure.model_validate({**failure, "log_tail": [], "events": []})
         message = f"{op._where} failed: {brief.describe()} (its log and events are above)"
@@ -87,10 +87,10 @@ def log_events(op: TrainJobOperator, client: TrainerClient) -> None:
 
 def finish(op: TrainJobOperator, client: TrainerClient, *, succeeded: bool) -> None:
     """``on_finish_action``: delete the ended job, or keep it. Only a finished job is
-    deleted (:func:`kf_trainer_core.retention.finish_deletes`, the rule every adapter
+    deleted (:func:`kf_trainer_core.fields.retention.finish_deletes`, the rule every adapter
     shares): a task that stopped waiting (``wait_timeout``, ``startup_timeout``) leaves
     a job that has not finished as it is."""
-    from kf_trainer_core.retention import finish_deletes
+    from kf_trainer_core.fields.retention import finish_deletes
 
     action = op.on_finish_action
     if action == "keep" or (action == "delete-succeeded" and not succeeded):

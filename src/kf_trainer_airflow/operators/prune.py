@@ -79,7 +79,7 @@ class TrainJobPruneOperator(BaseOperator):
         self.only_plan = dry_run  # BaseOperator.dry_run is a method
         if "{{" not in str(older_than):
             # A bad age fails when the DAG is parsed, naming the argument and the fix.
-            from kf_trainer_core.retention import parse_age
+            from kf_trainer_core.fields.retention import parse_age
 
             if older_than is not None:
                 parse_age(older_than)

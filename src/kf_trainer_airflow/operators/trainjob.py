@@ -48,8 +48,8 @@ if TYPE_CHECKING:
 
     from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
     from kf_trainer_core.client import CancelAction, TrainerClient
+    from kf_trainer_core.cluster.status import JobOutputs
     from kf_trainer_core.spec import TrainJobSpec
-    from kf_trainer_core.status import JobOutputs
 
 #: Job states in which a retry waits for the job instead of submitting another.
 ACTIVE_STATES = ("Created", "Running", "Suspended")
@@ -243,8 +243,8 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
 
         if spec.option(Name) is None:
             return
-        from kf_trainer_core.builder import build_trainjob
         from kf_trainer_core.errors import FieldProblem, SpecError
+        from kf_trainer_core.manifest.builder import build_trainjob
 
         try:
             build_trainjob(spec, namespace=self.namespace)
@@ -270,7 +270,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
     def render_manifest(self) -> str:
         """The TrainJob YAML this task would submit, built without a cluster (the name
         is the one a run called ``dry-run`` would get)."""
-        from kf_trainer_core.builder import build_trainjob
+        from kf_trainer_core.manifest.builder import build_trainjob
 
         identity = (self.dag_id, self.task_id, "dry-run", -1)
         built = build_trainjob(self.build_spec(), namespace=self.namespace, identity=identity)
@@ -353,8 +353,8 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         self, client: TrainerClient, name: str, identity: tuple[str, str, str, int]
     ) -> None:
         # A fixed name cannot take an attempt suffix: make room for the fresh attempt.
-        from kf_trainer_core.builder import identity_text
         from kf_trainer_core.errors import TrainJobNotFoundError
+        from kf_trainer_core.manifest.builder import identity_text
 
         try:
             job = client.get_job(name)
@@ -436,6 +436,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         return self.get_job_result(name, context)
 
     def _wait_in_worker(self, name: str, context: Context) -> JobOutputs:
+        from kf_trainer_core.cluster.failures import failure_class_of
         from kf_trainer_core.errors import (
             SpecConflictError,
             TrainJobDeletedError,
@@ -443,7 +444,6 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
             TrainJobNotFoundError,
             TrainJobTimeoutError,
         )
-        from kf_trainer_core.failures import failure_class_of
 
         step = self.log_step
 
@@ -521,7 +521,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         if self.get_logs and self.log_tail:
             with self._client() as client:
                 _endings.print_log_tail(self, client)
-        from kf_trainer_core.status import JobOutputs
+        from kf_trainer_core.cluster.status import JobOutputs
 
         self._outputs = JobOutputs.model_validate(event["outputs"])
         return self.get_job_result(self._job_name, context)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
     from kf_trainer_core.client import TrainerClient
-    from kf_trainer_core.status import TrainJob
+    from kf_trainer_core.cluster.status import TrainJob
 
 # A job that got further than the wanted state has passed through it.
 _JOB_PROGRESS = {"Created": 0, "Running": 1, "Complete": 2}
@@ -96,7 +96,7 @@ class TrainJobSensor(BaseSensorOperator):
         if step is None:
             # The status models load here, when a sensor is made, not when a DAG file
             # imports this module.
-            from kf_trainer_core.status import JobState
+            from kf_trainer_core.cluster.status import JobState
 
             known = [s.value for s in JobState]
             bad = [s for s in self.target_status if s not in known]
@@ -109,7 +109,7 @@ class TrainJobSensor(BaseSensorOperator):
             self._goal()  # a misspelt step fails when the DAG is parsed
 
     def _goal(self) -> Any:
-        from kf_trainer_core.step_waits import StepGoal
+        from kf_trainer_core.tasks.step_waits import StepGoal
 
         assert self.step is not None
         return StepGoal.of(self.step, self.target_status)
@@ -161,7 +161,7 @@ class TrainJobSensor(BaseSensorOperator):
         raise self._failure(client, job, goal.explain(job, verdict, step))
 
     def _poke_job(self, client: TrainerClient, job: TrainJob) -> bool | PokeReturnValue:
-        from kf_trainer_core.status import JobState
+        from kf_trainer_core.cluster.status import JobState
 
         state = job.status.value
         passed = job.status is JobState.COMPLETE and any(
@@ -184,8 +184,8 @@ class TrainJobSensor(BaseSensorOperator):
     def _failure(
         self, client: TrainerClient, job: TrainJob, message: str
     ) -> TrainJobFailedException:
-        from kf_trainer_core.status import JobState
-        from kf_trainer_core.step_waits import explain_failure
+        from kf_trainer_core.cluster.status import JobState
+        from kf_trainer_core.tasks.step_waits import explain_failure
 
         failure = None
         if job.status is JobState.FAILED:

@@ -1,7 +1,7 @@
 """Everything a ``TrainJobTrigger`` needs to wait or cancel, imported together.
 
 The trigger imports this module in a worker thread when its first instance runs
-(:func:`kf_trainer_core.offloop.imported`): imported on the triggerer's event loop,
+(:func:`kf_trainer_core.base.offloop.imported`): imported on the triggerer's event loop,
 these modules (the hook, the client, the Kubernetes library) would stop every trigger
 of the triggerer for a quarter of a second or, on a busy machine, for seconds.
 """
@@ -14,10 +14,10 @@ import importlib
 #: Heaviest last: each also brings what it imports.
 MODULES = (
     "kf_trainer_core.errors",
-    "kf_trainer_core.failures",
+    "kf_trainer_core.cluster.failures",
     "kf_trainer_core.client",
-    "kf_trainer_core.step_waits",
-    "kf_trainer_core.k8s.transport",
+    "kf_trainer_core.tasks.step_waits",
+    "kf_trainer_core.backends.kubernetes.transport",
     "kf_trainer_airflow._progress",
     "kf_trainer_airflow.hooks.trainer",
 )

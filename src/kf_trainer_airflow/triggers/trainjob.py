@@ -166,7 +166,7 @@ class TrainJobTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         self._warm_up()
         try:
-            from kf_trainer_core.offloop import imported
+            from kf_trainer_core.base.offloop import imported
 
             await imported(_RUNTIME)
         except Exception as exc:
@@ -240,7 +240,7 @@ class TrainJobTrigger(BaseTrigger):
             TrainJobNotFoundError,
             TrainJobTimeoutError,
         )
-        from kf_trainer_core.step_waits import StepGoal, await_step
+        from kf_trainer_core.tasks.step_waits import StepGoal, await_step
 
         base: dict[str, Any] = {"job_name": self.job_name, "namespace": self.namespace}
         try:
@@ -318,7 +318,7 @@ class TrainJobTrigger(BaseTrigger):
 
     async def _cancel(self, why: str) -> None:
         try:
-            from kf_trainer_core.offloop import imported
+            from kf_trainer_core.base.offloop import imported
 
             await imported(_RUNTIME)
             client = await self.hook.aget_client()
@@ -384,7 +384,7 @@ class TrainJobTrigger(BaseTrigger):
 
 def _class_of(err: BaseException) -> str | None:
     """The failure class of an error, for the event (JSON)."""
-    from kf_trainer_core.failures import failure_class_of
+    from kf_trainer_core.cluster.failures import failure_class_of
 
     klass = failure_class_of(err)
     return klass.value if klass is not None else None

@@ -10,12 +10,12 @@ from typing import Any
 
 import click
 
-from kf_trainer_core import untrusted
+from kf_trainer_core.base import untrusted
 from kf_trainer_core.cli._errors import CliError, Exit
 from kf_trainer_core.cli._output import duration, is_terminal
 from kf_trainer_core.cli._where import hint
-from kf_trainer_core.results import ResultMissing
-from kf_trainer_core.status import JobState, TrainJob
+from kf_trainer_core.cluster.results import ResultMissing
+from kf_trainer_core.cluster.status import JobState, TrainJob
 
 
 def _metrics(job: TrainJob) -> str:

@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 import click
 import yaml
 
-from kf_trainer_core import untrusted
-from kf_trainer_core.timeutil import duration_text
+from kf_trainer_core.base import untrusted
+from kf_trainer_core.base.timeutil import duration_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")

@@ -18,9 +18,9 @@ from typing import Any, TypeVar, get_args
 
 import click
 
-from kf_trainer_core import checks
+from kf_trainer_core.base.documents import load_json
 from kf_trainer_core.cli._errors import CliError, Exit
-from kf_trainer_core.documents import load_json
+from kf_trainer_core.fields import checks
 
 #: The environment variable holding a backend configuration as JSON.
 BACKEND_ENV = "KF_TRAINER_BACKEND"
@@ -157,7 +157,7 @@ def forget_last() -> None:
 
 def last_hint(*args: str) -> str:
     """``kf-trainer ARGS`` with the flags of the command that just ran."""
-    from kf_trainer_core.hints import command
+    from kf_trainer_core.base.hints import command
 
     if not _last:
         return "kf-trainer " + " ".join(args)
@@ -167,7 +167,7 @@ def last_hint(*args: str) -> str:
 def hint(ctx: click.Context, *args: str, namespace: str | None = None) -> str:
     """A command line for the user to run next, reaching the same jobs as this one
     (the invocation's backend flags included), runnable as printed."""
-    from kf_trainer_core.hints import command
+    from kf_trainer_core.base.hints import command
 
     config = ctx.find_root().meta.get(_CONFIG) or backend_config(ctx)
     return command(config, args, namespace=namespace)
@@ -181,10 +181,9 @@ def require_state(config: Any) -> None:
     this says it in the command's words, before any request."""
     if getattr(config, "backend", "kubernetes") == "kubernetes":
         return
-    from kf_trainer_core.local._common import missing_state
-    from kf_trainer_core.local.transport import state_dir_of
+    from kf_trainer_core.backends.local._common import missing_state
 
-    problem = missing_state(state_dir_of(config), config.backend)
+    problem = missing_state(config.state_path(), config.backend)
     if problem:
         raise CliError(
             f"{problem}. Fix: check --state-dir (or $KF_TRAINER_STATE_DIR and "

@@ -27,7 +27,7 @@ def _storage_options(func: Any) -> Any:
 def _option(pvc: str | None, uri: str | None, mount_path: str | None) -> Any:
     if pvc is None and uri is None:
         return None
-    from kf_trainer_core.checkpoint_storage import Checkpoints
+    from kf_trainer_core.spec.checkpoint_storage import Checkpoints
 
     extra = {"mount_path": mount_path} if mount_path else {}
     return Checkpoints(pvc=pvc, uri=uri, **extra)
@@ -92,7 +92,7 @@ def clean(
     force: bool,
 ) -> None:
     """Remove the checkpoints of IDENTITY (every attempt's), and nothing else."""
-    from kf_trainer_core import checkpoint_storage as cs
+    from kf_trainer_core.spec import checkpoint_storage as cs
 
     client = make_client(ctx)
     try:

@@ -10,7 +10,8 @@ from typing import Any
 
 import click
 
-from kf_trainer_core import untrusted
+from kf_trainer_core.base import untrusted
+from kf_trainer_core.base.timeutil import duration_text
 from kf_trainer_core.cli._errors import CliError, Exit
 from kf_trainer_core.cli._output import (
     age,
@@ -23,8 +24,7 @@ from kf_trainer_core.cli._output import (
     table,
 )
 from kf_trainer_core.cli._where import check_identity, make_client, where_options
-from kf_trainer_core.status import JobState, TrainJob
-from kf_trainer_core.timeutil import duration_text
+from kf_trainer_core.cluster.status import JobState, TrainJob
 
 _STATES = [s.value for s in JobState]
 
@@ -32,7 +32,7 @@ _STATES = [s.value for s in JobState]
 def _name(name: str) -> str:
     """Refuse an empty or malformed job name before any request (an empty name must
     never reach a URL, where it would address the whole collection)."""
-    from kf_trainer_core.names import name_problem
+    from kf_trainer_core.fields.names import name_problem
 
     problem = name_problem(name)
     if problem:
@@ -96,7 +96,7 @@ def list_jobs(
     output: str,
 ) -> None:
     """Jobs of the namespace, newest first."""
-    from kf_trainer_core.selectors import identity_selector
+    from kf_trainer_core.manifest.selectors import identity_selector
 
     check_identity(identity)
     client = make_client(ctx)
@@ -128,7 +128,7 @@ def _details(client: Any, name: str) -> dict[str, Any]:
 @click.pass_context
 def get_job(ctx: click.Context, name: str, output: str) -> None:
     """A job's steps, conditions, progress, metrics, result and, if it failed, why."""
-    from kf_trainer_core.status import Failure, JobOutputs
+    from kf_trainer_core.cluster.status import Failure, JobOutputs
 
     client = make_client(ctx)
     data = _details(client, name)
@@ -403,7 +403,7 @@ def prune(
     """Delete finished jobs (their JobSets and pods go with them); never an unfinished
     one, never checkpoints. Without --older-than/--keep-last, the retention each job
     was submitted with decides."""
-    from kf_trainer_core.retention import parse_age
+    from kf_trainer_core.fields.retention import parse_age
 
     try:
         age = None if older_than is None else parse_age(older_than, "--older-than")

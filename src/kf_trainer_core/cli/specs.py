@@ -8,10 +8,10 @@ from typing import Any
 
 import click
 
+from kf_trainer_core.base.documents import MAX_SPEC_BYTES, DocumentError, load_document
 from kf_trainer_core.cli._errors import CliError, Exit
 from kf_trainer_core.cli._follow import interrupted
 from kf_trainer_core.cli._where import check_identity, check_namespace, make_client, where_options
-from kf_trainer_core.documents import MAX_SPEC_BYTES, DocumentError, load_document
 
 
 def load_spec(path: str) -> Any:
@@ -54,7 +54,7 @@ def render(
     ctx: click.Context, spec: str, namespace: str | None, name: str | None, identity: str | None
 ) -> None:
     """Print the TrainJob YAML the cluster would receive for SPEC."""
-    from kf_trainer_core.builder import build_trainjob
+    from kf_trainer_core.manifest.builder import build_trainjob
 
     if namespace is None:  # `kf-trainer -n team-a render …` means the same
         namespace = ctx.find_root().meta.get("kf_where", {}).get("namespace")
@@ -72,7 +72,7 @@ def render(
 @click.option("--name", help="Check with this job name.")
 def check(spec: str, name: str | None) -> None:
     """Validate SPEC; exit 2 with the problems."""
-    from kf_trainer_core.builder import build_trainjob
+    from kf_trainer_core.manifest.builder import build_trainjob
 
     built = build_trainjob(load_spec(spec), name=name)
     click.echo(f"ok: {built.name} ({built.runtime.name}, spec hash {built.spec_hash[:12]})")
@@ -108,7 +108,7 @@ def run(
     """Submit SPEC and follow it to its end, as the client's run() does: the log on
     stdout, state changes on stderr; exit 0 when it completes, 1 when it fails."""
     from kf_trainer_core.cli._follow import finished
-    from kf_trainer_core.status import TrainJob
+    from kf_trainer_core.cluster.status import TrainJob
 
     check_identity(identity)
     parsed = load_spec(spec)

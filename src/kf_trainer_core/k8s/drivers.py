@@ -6,8 +6,8 @@ children spawned and stopped — is written once, in :class:`_Run`. The two driv
 perform the I/O a run asks for: :class:`SyncDriver` blocking, :class:`AsyncDriver`
 awaiting. Transports are typed by :class:`SyncTransportProtocol` and
 :class:`AsyncTransportProtocol` (the ``kubernetes`` / ``kubernetes_asyncio`` transports of
-:mod:`kf_trainer_core.k8s.transport` and the local backend's of
-:mod:`kf_trainer_core.local.transport`).
+:mod:`kf_trainer_core.backends.kubernetes.transport` and the local backend's of
+:mod:`kf_trainer_core.backends.local.transport`).
 """
 
 from __future__ import annotations

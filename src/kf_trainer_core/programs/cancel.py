@@ -3,16 +3,16 @@ action, or stop every unfinished job of a name, identity or selector."""
 
 from __future__ import annotations
 
-from kf_trainer_core import names
+from kf_trainer_core.cluster.status import TrainJob, to_trainjob
 from kf_trainer_core.errors import TrainJobNotFoundError
-from kf_trainer_core.informer import slim_trainjob
+from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.calls import Delete, Patch, Program
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.paging import list_all
 from kf_trainer_core.k8s.resources import TRAINJOBS
+from kf_trainer_core.manifest.selectors import identity_selector
+from kf_trainer_core.programs.informer import slim_trainjob
 from kf_trainer_core.programs.reads import get_object
-from kf_trainer_core.selectors import identity_selector
-from kf_trainer_core.status import TrainJob, to_trainjob
 
 
 def delete(namespace: str, name: str, propagation: str = "Foreground") -> Program[bool]:

@@ -6,9 +6,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kf_trainer_core import names, untrusted
+from kf_trainer_core.base import untrusted
+from kf_trainer_core.base.timeutil import parse_time
+from kf_trainer_core.cluster.status import (
+    failing_pod,
+    job_state,
+    pod_recency,
+    reports_in_log,
+    with_trainer_status,
+)
 from kf_trainer_core.errors import SpecError, TrainJobNotFoundError
-from kf_trainer_core.function import progress_from_log
+from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.calls import (
     CloseStream,
     Emit,
@@ -22,14 +30,7 @@ from kf_trainer_core.k8s.calls import (
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import TRAINJOBS
 from kf_trainer_core.programs.reads import job_pods
-from kf_trainer_core.status import (
-    failing_pod,
-    job_state,
-    pod_recency,
-    reports_in_log,
-    with_trainer_status,
-)
-from kf_trainer_core.timeutil import parse_time
+from kf_trainer_core.spec.function import progress_from_log
 
 #: Tries of a log read that is a courtesy or evidence (progress, a finished job's
 #: result, a failure's log tail) and of the first opening of a pod's log stream: a node
@@ -47,7 +48,7 @@ def _container_for(step: str) -> str:
 
 
 def _pod_for_step(pods: list[dict[str, Any]], step: str) -> dict[str, Any] | None:
-    from kf_trainer_core.status import _is_mpi, step_name
+    from kf_trainer_core.cluster.status import _is_mpi, step_name
 
     mpi = _is_mpi(pods)
     matching = [p for p in pods if step_name(p, mpi) == step]
@@ -76,8 +77,8 @@ def _refuse_missing_step(
 ) -> Program[None]:
     """A finished job has all the pods it will have: asking for a step it never ran is
     a mistake to name (with the steps it has), not an empty log."""
+    from kf_trainer_core.cluster.status import _is_mpi, step_name
     from kf_trainer_core.programs.reads import get_object
-    from kf_trainer_core.status import _is_mpi, step_name
 
     obj = yield from get_object(namespace, name)  # TrainJobNotFoundError if it is not there
     if not pods or not job_state(obj).terminal:
@@ -127,7 +128,7 @@ def shown_logs(
     *,
     strict: bool = False,
 ) -> Program[list[str]]:
-    """:func:`read_logs` as a person reads it (:func:`kf_trainer_core.untrusted.shown_lines`:
+    """:func:`read_logs` as a person reads it (:func:`kf_trainer_core.base.untrusted.shown_lines`:
     the last ``tail`` lines of those shown), or every line when ``raw``."""
     if raw:
         return (yield from read_logs(namespace, name, step, tail, strict=strict))
@@ -203,7 +204,7 @@ class _LogCursor:
     def shown(self, line: str, raw: bool) -> str | None:
         """The line's text if it is new and to be shown, else ``None``: unless ``raw``,
         the suite's internal lines are hidden and the others made safe to print
-        (:func:`kf_trainer_core.untrusted.shown_line`)."""
+        (:func:`kf_trainer_core.base.untrusted.shown_line`)."""
         text = self.accept(line.rstrip("\r"))
         if text is None or raw:
             return text

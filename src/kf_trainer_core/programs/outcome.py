@@ -8,21 +8,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from kf_trainer_core import names, untrusted
-from kf_trainer_core.errors import TrainJobNotFoundError
-from kf_trainer_core.function import progress_from_log, result_from_log
-from kf_trainer_core.k8s.calls import Program, ReadLog
-from kf_trainer_core.k8s.errors import ApiError
-from kf_trainer_core.kueue import KueueProbe, QueueStatus, lookup
-from kf_trainer_core.programs.logs import (
-    COURTESY_ATTEMPTS,
-    PROGRESS_LOG_TAIL,
-    _pod_for_step,
-    _started,
-    read_logs,
-)
-from kf_trainer_core.programs.reads import get_events, get_object, job_pods
-from kf_trainer_core.results import (
+from kf_trainer_core.base import untrusted
+from kf_trainer_core.cluster.kueue import KueueProbe, QueueStatus, lookup
+from kf_trainer_core.cluster.results import (
     ResultMissing,
     declined_in_log,
     expects_result,
@@ -30,7 +18,7 @@ from kf_trainer_core.results import (
     not_in_log,
     unreadable_log,
 )
-from kf_trainer_core.status import (
+from kf_trainer_core.cluster.status import (
     Failure,
     JobState,
     TrainJob,
@@ -41,6 +29,19 @@ from kf_trainer_core.status import (
     to_trainjob,
     with_trainer_status,
 )
+from kf_trainer_core.errors import TrainJobNotFoundError
+from kf_trainer_core.fields import names
+from kf_trainer_core.k8s.calls import Program, ReadLog
+from kf_trainer_core.k8s.errors import ApiError
+from kf_trainer_core.programs.logs import (
+    COURTESY_ATTEMPTS,
+    PROGRESS_LOG_TAIL,
+    _pod_for_step,
+    _started,
+    read_logs,
+)
+from kf_trainer_core.programs.reads import get_events, get_object, job_pods
+from kf_trainer_core.spec.function import progress_from_log, result_from_log
 
 #: At most this many log lines are kept for an error message.
 FAILURE_LOG_LINES = 40
@@ -115,9 +116,9 @@ def outputs_of(
 ) -> Program[Outcome]:
     """A finished job's view, the function's return value and its pods (and its queue
     status, with a ``kueue`` probe). Never raises for node-0's log: a result that
-    cannot be read is :attr:`Outcome.missing` (see :mod:`kf_trainer_core.results`).
+    cannot be read is :attr:`Outcome.missing` (see :mod:`kf_trainer_core.cluster.results`).
     ``pods_of`` reads the pods (a waits' shared
-    :class:`~kf_trainer_core.pod_batch.PodBatch`); else one list of the job's pods."""
+    :class:`~kf_trainer_core.programs.pod_batch.PodBatch`); else one list of the job's pods."""
     name = str(obj["metadata"]["name"])
     pods = yield from (pods_of or partial(job_pods, namespace))(name)
     queue = (

@@ -23,16 +23,16 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from kf_trainer_core import retention
+from kf_trainer_core.base.marks import IDENTITY_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from kf_trainer_core.cluster.status import JobState, job_state
+from kf_trainer_core.fields import retention
 from kf_trainer_core.k8s.calls import Delete, Get, Program
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE, list_all
 from kf_trainer_core.k8s.resources import TRAINJOBS
 from kf_trainer_core.k8s.trainjob import condition
-from kf_trainer_core.marks import IDENTITY_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from kf_trainer_core.manifest.selectors import SUITE_SELECTOR
 from kf_trainer_core.programs.submit import attempt_of
-from kf_trainer_core.selectors import SUITE_SELECTOR
-from kf_trainer_core.status import JobState, job_state
 
 FINISHED = (JobState.COMPLETE.value, JobState.FAILED.value)
 #: Propagation of prune's deletes (see the module's docstring).
@@ -48,7 +48,7 @@ class PruneRules:
     ``older_than`` (seconds since the job finished) and ``keep_last`` (the newest N
     attempts of each identity are kept) are the caller's rules; given together, a job
     must satisfy both. With ``honour_retention`` a job is also due when the
-    :class:`~kf_trainer_core.retention.Retention` it was stamped with says so.
+    :class:`~kf_trainer_core.fields.retention.Retention` it was stamped with says so.
     ``statuses``, ``label_selector``, ``identity_prefix`` and ``include_foreign``
     narrow (or widen) the jobs looked at; ``limit`` caps the deletes of one run.
     """

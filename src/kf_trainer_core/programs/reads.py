@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kf_trainer_core import names
+from kf_trainer_core.cluster.status import Event, TrainJob, job_events, to_trainjob
 from kf_trainer_core.errors import TrainJobNotFoundError
-from kf_trainer_core.informer import slim_trainjob
+from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.calls import Get, Program
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE, list_all
@@ -19,8 +19,8 @@ from kf_trainer_core.k8s.resources import (
     TRAINING_RUNTIMES,
     TRAINJOBS,
 )
-from kf_trainer_core.runtimes import RuntimeInfo
-from kf_trainer_core.status import Event, TrainJob, job_events, to_trainjob
+from kf_trainer_core.manifest.runtimes import RuntimeInfo
+from kf_trainer_core.programs.informer import slim_trainjob
 
 
 def pod_selector(job: str) -> str:

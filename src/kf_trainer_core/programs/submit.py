@@ -7,19 +7,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kf_trainer_core.builder import (
-    ATTEMPT_ANNOTATION,
-    IDENTITY_ANNOTATION,
-    SPEC_HASH_ANNOTATION,
-    BuiltTrainJob,
-)
+from kf_trainer_core.cluster.status import JobState, TrainJob, job_state, to_trainjob
 from kf_trainer_core.errors import BackendConfigRejectedError, SpecConflictError, SubmitError
 from kf_trainer_core.k8s.calls import Create, Get, Program, Sleep
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.paging import list_all
 from kf_trainer_core.k8s.resources import TRAINJOBS
-from kf_trainer_core.selectors import identity_selector
-from kf_trainer_core.status import JobState, TrainJob, job_state, to_trainjob
+from kf_trainer_core.manifest.builder import (
+    ATTEMPT_ANNOTATION,
+    IDENTITY_ANNOTATION,
+    SPEC_HASH_ANNOTATION,
+    BuiltTrainJob,
+)
+from kf_trainer_core.manifest.selectors import identity_selector
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,8 @@ class Submitted:
         reach the job, as printed (``--backend local --state-dir …`` for local jobs)."""
         if self.created or not self.job.status.terminal:
             return None
+        from kf_trainer_core.base.hints import command
         from kf_trainer_core.config import KubernetesConfig
-        from kf_trainer_core.hints import command
 
         job = self.job
         look = command(

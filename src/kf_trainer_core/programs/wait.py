@@ -11,22 +11,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from kf_trainer_core import names
-from kf_trainer_core.errors import (
-    FailureClass,
-    TrainJobAdmissionTimeoutError,
-    TrainJobCreationFailedError,
-    TrainJobDeletedError,
-    TrainJobNotFoundError,
-    TrainJobTimeoutError,
-    failed_error,
-)
-from kf_trainer_core.k8s.calls import Await, Emit, Program
-from kf_trainer_core.kueue import QueueStatus, QueueTracker, queue_name
-from kf_trainer_core.programs.logs import with_log_progress
-from kf_trainer_core.programs.outcome import Outcome, explain_failure, outputs_of
-from kf_trainer_core.programs.reads import get_object, job_pods
-from kf_trainer_core.status import (
+from kf_trainer_core.base.timeutil import parse_time
+from kf_trainer_core.cluster.kueue import QueueStatus, QueueTracker, queue_name
+from kf_trainer_core.cluster.status import (
     CREATION_FAILED_REASON,
     Failure,
     JobState,
@@ -40,10 +27,23 @@ from kf_trainer_core.status import (
     to_trainjob,
     with_trainer_status,
 )
-from kf_trainer_core.timeutil import parse_time
+from kf_trainer_core.errors import (
+    FailureClass,
+    TrainJobAdmissionTimeoutError,
+    TrainJobCreationFailedError,
+    TrainJobDeletedError,
+    TrainJobNotFoundError,
+    TrainJobTimeoutError,
+    failed_error,
+)
+from kf_trainer_core.fields import names
+from kf_trainer_core.k8s.calls import Await, Emit, Program
+from kf_trainer_core.programs.logs import with_log_progress
+from kf_trainer_core.programs.outcome import Outcome, explain_failure, outputs_of
+from kf_trainer_core.programs.reads import get_object, job_pods
 
 if TYPE_CHECKING:
-    from kf_trainer_core.informer import JobSubscription, Subscription
+    from kf_trainer_core.programs.informer import JobSubscription, Subscription
 
 
 def _created_at(obj: Mapping[str, Any]) -> datetime | None:
@@ -214,7 +214,7 @@ def wait_program(
     or a :class:`JobSubscription` (which moves to a per-name watch for foreign jobs).
 
     With a ``tracker``, a job queued by Kueue also has its Workload read (see
-    :class:`~kf_trainer_core.kueue.QueueTracker`) and is emitted again when what it
+    :class:`~kf_trainer_core.cluster.kueue.QueueTracker`) and is emitted again when what it
     waits for changes. A running job whose function reports in its log, on a cluster
     without a status server (no ``trainerStatus``), has its log read every
     ``log_progress_interval`` seconds of running (``None``: never); what it reports is

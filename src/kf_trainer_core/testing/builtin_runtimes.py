@@ -1,7 +1,7 @@
 """The default runtimes of Kubeflow Trainer v2.3 as the suite itself defines them, for
 a test server with no folder of upstream runtime files.
 
-Built from :data:`kf_trainer_core.runtimes.DEFAULT_RUNTIMES` (names, frameworks, ML
+Built from :data:`kf_trainer_core.manifest.runtimes.DEFAULT_RUNTIMES` (names, frameworks, ML
 policies, steps — what the builder and the local backend assume) through the local
 backend's manifest shape, plus what a pod needs here: each step's image (with the
 release's tags), the MPI nodes' ``sshd`` command, the TorchTune trainer's ``tune run``
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kf_trainer_core import names
+from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.patch import json_copy
 
 JSON = dict[str, Any]
@@ -120,6 +120,6 @@ def _complete(manifest: JSON) -> JSON:
 
 def builtin_runtimes() -> list[JSON]:
     """Fresh manifests of the default ClusterTrainingRuntimes (callers may edit them)."""
-    from kf_trainer_core.local.runtimes import default_runtimes
+    from kf_trainer_core.backends.local.runtimes import default_runtimes
 
     return [_complete(json_copy(doc)) for _, doc in sorted(default_runtimes().items())]

@@ -36,8 +36,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from kf_trainer_core.cluster.kueue import JOB_UID_LABEL, LOCAL_QUEUES, QUEUE_NAME_LABEL, WORKLOADS
 from kf_trainer_core.k8s.resources import TRAINJOBS
-from kf_trainer_core.kueue import JOB_UID_LABEL, LOCAL_QUEUES, QUEUE_NAME_LABEL, WORKLOADS
 from kf_trainer_core.testing import kueue_rules as rules
 from kf_trainer_core.testing.kueue_rules import (
     PRIORITY_CLASS_LABEL,

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from kf_trainer_core.cluster.kueue import JOB_UID_LABEL, QUEUE_NAME_LABEL, WORKLOADS
 from kf_trainer_core.k8s.resources import TRAINJOBS
-from kf_trainer_core.kueue import JOB_UID_LABEL, QUEUE_NAME_LABEL, WORKLOADS
 
 JSON = dict[str, Any]
 #: Writes a decision into a Workload's ``status`` at time ``now``.

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kf_trainer_core.builder import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from kf_trainer_core.k8s.resources import TRAINJOBS
+from kf_trainer_core.manifest.builder import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from kf_trainer_core.testing.store import Store, format_timestamp
 
 __all__ = ["finished_trainjob", "populate"]

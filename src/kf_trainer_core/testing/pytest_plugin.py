@@ -116,7 +116,7 @@ def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
     try:
         yield cp
     finally:
-        from kf_trainer_core.informer import shutdown_informers
+        from kf_trainer_core.programs.informer import shutdown_informers
 
         shutdown_informers()
         finish()
@@ -151,7 +151,7 @@ def kube_server() -> Iterator[KubeTestServer]:
     finally:
         # Shared watches outlive their waits by design: stop them while the server
         # still answers, or they retry against a closed port until the process exits.
-        from kf_trainer_core.informer import shutdown_informers
+        from kf_trainer_core.programs.informer import shutdown_informers
 
         shutdown_informers()
         server.stop()

@@ -12,7 +12,7 @@ from kf_dag_helpers import CONN_ID, scenario, scenario_by_try
 
 from kf_trainer_airflow.failures import TrainJobRetryPolicy, exception_retry_policy
 from kf_trainer_airflow.operators.trainjob import TrainJobOperator
-from kf_trainer_core.kueue import QUEUE_NAME_LABEL
+from kf_trainer_core.cluster.kueue import QUEUE_NAME_LABEL
 from kf_trainer_core.spec import CustomTrainer, Labels
 
 START = datetime(2026, 1, 1)

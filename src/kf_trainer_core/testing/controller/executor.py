@@ -22,8 +22,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kf_trainer_core.function import TERMINATION_LOG_ENV, TERMINATION_MESSAGE_LIMIT
 from kf_trainer_core.report import URL_ENV
+from kf_trainer_core.spec.function import TERMINATION_LOG_ENV, TERMINATION_MESSAGE_LIMIT
 from kf_trainer_core.testing.controller.jobset import container
 from kf_trainer_core.testing.controller.state import PodSim, Run
 from kf_trainer_core.testing.controller.vocab import JSON, LAUNCHER_ENV

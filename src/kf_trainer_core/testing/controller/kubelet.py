@@ -9,7 +9,6 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from kf_trainer_core.function import TERMINATION_MESSAGE_LIMIT
 from kf_trainer_core.k8s.objects import (
     CONTAINER_CREATING,
     CONTAINERS_NOT_READY,
@@ -18,6 +17,7 @@ from kf_trainer_core.k8s.objects import (
     pod_conditions,
 )
 from kf_trainer_core.k8s.trainjob import SCHEDULER
+from kf_trainer_core.spec.function import TERMINATION_MESSAGE_LIMIT
 from kf_trainer_core.testing.controller.jobset import container, names
 from kf_trainer_core.testing.controller.pods import (
     container_status_of,

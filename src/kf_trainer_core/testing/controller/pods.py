@@ -8,8 +8,8 @@ import hashlib
 import random
 from typing import Any
 
-from kf_trainer_core.function import RESULT_MARKER
 from kf_trainer_core.k8s.objects import container_status
+from kf_trainer_core.spec.function import RESULT_MARKER
 from kf_trainer_core.testing.controller.state import PodSim
 from kf_trainer_core.testing.controller.vocab import JSON, TORCH_MASTER_PORT
 

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kf_trainer_core.k8s.trainjob import COMPLETION_INDEX_LABEL
-
 # The suite's generated launcher (builder.py) reads it; here it says "plain python" (no
 # torchrun/mpirun in the simulated pods).
-from kf_trainer_core.local._common import LAUNCHER_ENV as LAUNCHER_ENV
+from kf_trainer_core.backends.local._common import LAUNCHER_ENV as LAUNCHER_ENV
+from kf_trainer_core.k8s.trainjob import COMPLETION_INDEX_LABEL
 from kf_trainer_core.testing.store import JOBS as JOBS
 
 JSON = dict[str, Any]

@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from kf_trainer_core.kueue import VISIBILITY_LOCAL_QUEUES
+from kf_trainer_core.cluster.kueue import VISIBILITY_LOCAL_QUEUES
 from kf_trainer_core.testing.server.handlers import HandlerMixin
 from kf_trainer_core.testing.server.logs import PodLogMixin
 from kf_trainer_core.testing.server.request import method_not_allowed, truthy, verb_of

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import yaml
 from aiohttp import web
 
-from kf_trainer_core.kueue import WORKLOADS
+from kf_trainer_core.cluster.kueue import WORKLOADS
 from kf_trainer_core.testing.crd import UPSTREAM_ENV, find_upstream
 from kf_trainer_core.testing.faults import FaultInjector
 from kf_trainer_core.testing.runtimes import load_upstream_runtimes

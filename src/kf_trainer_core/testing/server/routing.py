@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kf_trainer_core.kueue import LOCAL_QUEUES, VISIBILITY_LOCAL_QUEUES, WORKLOADS
+from kf_trainer_core.cluster.kueue import LOCAL_QUEUES, VISIBILITY_LOCAL_QUEUES, WORKLOADS
 from kf_trainer_core.testing.store import EVENTS, PODS, RESOURCES, Resource, has_status_subresource
 
 __all__ = ["EVENTS_V1", "Ctx", "Route", "core_event_to_v1", "resolve"]

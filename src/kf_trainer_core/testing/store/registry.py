@@ -10,11 +10,11 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
+from kf_trainer_core.cluster.kueue import WORKLOADS
 from kf_trainer_core.k8s import resources as k8s
 from kf_trainer_core.k8s.patch import json_copy
 from kf_trainer_core.k8s.resources import Resource
 from kf_trainer_core.k8s.status import StatusError
-from kf_trainer_core.kueue import WORKLOADS
 
 JSON = dict[str, Any]
 Key = tuple[str, str]  # (namespace or "", name)

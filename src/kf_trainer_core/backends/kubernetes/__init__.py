@@ -1,0 +1,1 @@
+"""The Kubernetes backend: the transports that perform calls with the kubernetes clients."""

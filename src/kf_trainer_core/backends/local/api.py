@@ -1,0 +1,637 @@
+"""The local backend's API server: what a Kubernetes apiserver, Kubeflow Trainer's
+admission webhook and the start of its reconcile loop do for the calls the client
+makes (:mod:`kf_trainer_core.k8s.calls`), over the state directory.
+
+* Objects are stored as the apiserver stores them (uid, creationTimestamp,
+  resourceVersion, generation) and errors are ``metav1.Status`` bodies with the
+  apiserver's codes, reasons and wording (404 NotFound, 409 AlreadyExists, 422 Invalid,
+  410 Expired), so the client's adoption, watch and failure logic runs unchanged.
+* Creating a TrainJob checks what cannot run here (a ``BuiltinTrainer``, a container
+  without a command, resources this machine lacks) and then starts the job's
+  supervisor; deleting one stops its processes and removes what it owns; patching
+  ``spec.suspend`` suspends or resumes it.
+* ClusterTrainingRuntimes are the Trainer's defaults (see
+  :mod:`kf_trainer_core.backends.local.runtimes`) plus any created locally.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from kf_trainer_core.backends.local._common import Paths, missing_state, now_iso
+from kf_trainer_core.backends.local.admission import plan_trainjob, validate_trainjob
+from kf_trainer_core.backends.local.liveness import check_supervisors
+from kf_trainer_core.backends.local.logs import LogFollower, read_log
+from kf_trainer_core.backends.local.paging import paginate
+from kf_trainer_core.backends.local.procs import JobLock, spawn_supervisor
+from kf_trainer_core.backends.local.store import (
+    CLUSTER_TRAINING_RUNTIMES,
+    EVENTS,
+    KINDS,
+    PODS,
+    TRAINING_RUNTIMES,
+    TRAINJOBS,
+    Kind,
+    Selector,
+    StatusError,
+    Store,
+    Tx,
+    bad_request,
+    invalid,
+    merge_patch,
+    not_found,
+)
+from kf_trainer_core.backends.local.watch import POLL_SECONDS as POLL_SECONDS  # the transport's
+from kf_trainer_core.backends.local.watch import STREAMS, WatchStream
+from kf_trainer_core.errors import StateDirNotFoundError
+from kf_trainer_core.k8s.calls import (
+    Create,
+    Delete,
+    Get,
+    ListObjects,
+    OpenLogStream,
+    OpenWatch,
+    Patch,
+    ReadLog,
+)
+from kf_trainer_core.k8s.objects import (
+    generate_suffix,
+    new_event,
+    object_reference,
+    set_condition,
+)
+from kf_trainer_core.k8s.trainjob import (
+    CREATION_FAILED_PREFIX,
+    CREATION_FAILED_REASON,
+    SUSPENDED,
+    TRAINER_API,
+    TRAINER_COMPONENT,
+    TRAINJOB_SUSPENDED,
+    is_finished,
+)
+
+JSON = dict[str, Any]
+
+#: How long a delete waits for the job's supervisor to stop it and clean up before
+#: it kills the supervisor.
+DELETE_WAIT_SECONDS = 30.0
+#: How long a read waits for this process's watches to deliver what it returns.
+CATCH_UP_SECONDS = 0.5
+#: The source of the Warning events of the local backend's own admission.
+LOCAL_COMPONENT = "kf-trainer-local"
+
+# State directories reconciled by this process (orphaned jobs restarted once).
+_reconciled: set[str] = set()
+#: Kinds a state directory need not exist for (the built-in runtimes answer).
+RUNTIME_KINDS = (CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES)
+
+
+def _kind(resource: Any) -> Kind:
+    kind = KINDS.get(str(resource.plural))
+    if kind is None:
+        raise StatusError(404, "NotFound", "the server could not find the requested resource", {})
+    return kind
+
+
+def _check_preconditions(
+    kind: Kind, name: str, obj: JSON | None, preconditions: dict[str, str] | None
+) -> None:
+    """A delete's preconditions, as the apiserver checks them: 409 Conflict when the
+    object's uid or resourceVersion is not the one given."""
+    if obj is None:
+        raise not_found(kind, name)
+    meta = obj.get("metadata") or {}
+    for key, want in (preconditions or {}).items():
+        have = str(meta.get(key) or "")
+        if want and str(want) != have:
+            label = "UID" if key == "uid" else "ResourceVersion"
+            raise StatusError.conflict(
+                kind,
+                name,
+                f"Precondition failed: {label} in precondition: {want}, "
+                f"{label} in object meta: {have}",
+            )
+
+
+def _trainjob_ref(obj: JSON) -> JSON:
+    meta = obj.get("metadata") or {}
+    return object_reference(
+        TRAINER_API,
+        "TrainJob",
+        str(meta.get("name")),
+        str(meta.get("namespace")),
+        str(meta.get("uid")),
+    )
+
+
+class LocalApi:
+    """Serves the client's calls from one state directory."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        python: str | None = None,
+        use_venv: bool = False,
+        on_missing_resources: str = "warn",
+        container: JSON | None = None,
+    ) -> None:
+        self.paths = Paths(state_dir)
+        #: The container backend's settings (ContainerConfig's fields); None: processes.
+        self.container = container
+        # The database is opened when it exists, and created only by a write (a submit):
+        # reading a state directory never creates it.
+        self._store: Store | None = None
+        self._opening = threading.Lock()
+        self.db_key = str(self.paths.db)
+        self.python = python
+        self.use_venv = use_venv
+        self.on_missing_resources = on_missing_resources
+        self._existing_store()
+
+    @property
+    def store(self) -> Store:
+        """The state directory's database; :class:`StateDirNotFoundError` (naming the
+        directory) when no job was ever submitted with it."""
+        store = self._existing_store()
+        if store is None:
+            backend = "local" if self.container is None else "container"
+            model = "LocalConfig" if self.container is None else "ContainerConfig"
+            problem = missing_state(self.paths.root, backend)
+            raise StateDirNotFoundError(
+                f"{problem}. Fix: check the state directory ({model}.state_dir, else "
+                "$KF_TRAINER_STATE_DIR, else ~/.kf-trainer/local), or submit a job first: "
+                "reading a state directory never creates it.",
+                str(self.paths.root),
+            )
+        return store
+
+    def _existing_store(self) -> Store | None:
+        """The database if it exists (opened once; another process may create it
+        after this one started), else ``None``; nothing is created."""
+        if self._store is None and self.paths.db.is_file():
+            with self._opening:
+                if self._store is None:
+                    self._store = Store(self.paths.db)
+                    self._reconcile_once()
+        return self._store
+
+    def _writable_store(self) -> Store:
+        """The database, created with its directory if need be: for writes."""
+        if self._existing_store() is None:
+            with self._opening:
+                if self._store is None:
+                    self._store = Store(self.paths.db)
+                    _reconciled.add(str(self.paths.root))  # new: nothing to restart
+        return self.store
+
+    def _reconcile_once(self) -> None:
+        key = str(self.paths.root)
+        if key not in _reconciled:
+            _reconciled.add(key)
+            self.reconcile()
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+    # ------------------------------------------------------------------ dispatch
+
+    def perform(self, call: Any) -> Any:
+        if isinstance(call, Get):
+            return self.get(_kind(call.resource), call.namespace, call.name)
+        if isinstance(call, ListObjects):
+            return self.list_objects(
+                _kind(call.resource),
+                call.namespace,
+                call.label_selector,
+                call.field_selector,
+                limit=call.limit,
+                continue_token=call.continue_token,
+            )
+        if isinstance(call, Create):
+            return self.create(_kind(call.resource), call.namespace, call.body)
+        if isinstance(call, Patch):
+            return self.patch(
+                _kind(call.resource), call.namespace, call.name, call.body, call.subresource
+            )
+        if isinstance(call, Delete):
+            return self.delete(
+                _kind(call.resource),
+                call.namespace,
+                call.name,
+                call.propagation,
+                call.preconditions(),
+            )
+        if isinstance(call, ReadLog):
+            return self.read_log(call)
+        raise TypeError(f"the local backend cannot perform {call!r}")
+
+    def open_stream(self, call: OpenWatch | OpenLogStream) -> Any:
+        if isinstance(call, OpenWatch):
+            kind = _kind(call.resource)
+            self.store  # noqa: B018 -- a watch of a state directory that is not there fails
+            return WatchStream(
+                self.paths.db,
+                kind,
+                Selector.parse(
+                    call.namespace if kind.namespaced else None,
+                    call.label_selector,
+                    call.field_selector,
+                ),
+                call.resource_version,
+                call.timeout_seconds,
+                call.bookmarks,
+            )
+        path = self._log_path(call.namespace, call.pod, call.container)
+        return LogFollower(
+            path,
+            self.paths.log_done(call.namespace, call.pod, call.container),
+            since_time=call.since_time,
+            tail_lines=call.tail_lines,
+            timestamps=call.timestamps,
+        )
+
+    # ------------------------------------------------------------------ reads
+
+    def _runtime(self, kind: Kind, namespace: str | None, name: str) -> JSON | None:
+        # Runtimes need no state directory: the built-in ones answer without one.
+        store = self._existing_store()
+        ns = namespace if kind.namespaced else None
+        stored = None if store is None else store.get(kind, ns, name)
+        if stored is not None or kind is not CLUSTER_TRAINING_RUNTIMES:
+            return stored
+        from kf_trainer_core.backends.local.runtimes import default_runtimes
+
+        return default_runtimes().get(name)
+
+    def get(self, kind: Kind, namespace: str | None, name: str) -> JSON:
+        if kind in (TRAINJOBS, PODS):
+            check_supervisors(self.paths, self.store)  # a dead one's job reads Failed
+        if kind in (CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES):
+            obj = self._runtime(kind, namespace, name)
+        else:
+            obj = self.store.get(kind, namespace if kind.namespaced else None, name)
+        if obj is None:
+            raise not_found(kind, name)
+        # Read-your-writes for this process's informers: what a read returns, their
+        # caches hold before it returns. A wait that found its job by a read therefore
+        # finds it in the cache on its next look (and does not take it for deleted).
+        rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        if rv.isdigit():
+            STREAMS.catch_up(self.db_key, kind, namespace, int(rv), CATCH_UP_SECONDS)
+        return obj
+
+    def list_objects(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        *,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> JSON:
+        selector = Selector.parse(
+            namespace if kind.namespaced else None, label_selector, field_selector
+        )
+        if kind in (TRAINJOBS, PODS):
+            check_supervisors(self.paths, self.store)
+        store = self.store if kind not in RUNTIME_KINDS else self._existing_store()
+        items, rv = ([], 0) if store is None else store.select(kind, selector)
+        if kind is CLUSTER_TRAINING_RUNTIMES:
+            from kf_trainer_core.backends.local.runtimes import default_runtimes
+
+            have = {str(o["metadata"]["name"]) for o in items}
+            items += [
+                o
+                for name, o in sorted(default_runtimes().items())
+                if name not in have and selector.matches(o)
+            ]
+        meta: JSON = {"resourceVersion": str(rv)}
+        items, meta = paginate(items, meta, limit, continue_token)
+        return {
+            "apiVersion": kind.api_version,
+            "kind": f"{kind.kind}List",
+            "metadata": meta,
+            "items": items,
+        }
+
+    def _log_path(self, namespace: str, pod_name: str, container: str) -> Path:
+        pod = self.store.get(PODS, namespace, pod_name)
+        if pod is None:
+            raise not_found(PODS, pod_name)
+        names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+        if container not in names:
+            raise bad_request(f"container {container} is not valid for pod {pod_name}")
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            waiting = (cs.get("state") or {}).get("waiting")
+            if cs.get("name") == container and waiting is not None:
+                raise bad_request(
+                    f'container "{container}" in pod "{pod_name}" is waiting to start: '
+                    f"{waiting.get('reason', 'ContainerCreating')}"
+                )
+        path = self.paths.log(namespace, pod_name, container)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        return path
+
+    def read_log(self, call: ReadLog) -> str:
+        path = self._log_path(call.namespace, call.pod, call.container)
+        return read_log(
+            path,
+            tail_lines=call.tail_lines,
+            since_time=call.since_time,
+            timestamps=call.timestamps,
+            limit_bytes=call.limit_bytes,
+        )
+
+    # ------------------------------------------------------------------ writes
+
+    def create(self, kind: Kind, namespace: str | None, body: JSON) -> JSON:
+        obj: JSON = json.loads(json.dumps(body))
+        meta = obj.setdefault("metadata", {})
+        ns = namespace if kind.namespaced else None
+        if ns is not None:
+            if meta.get("namespace") not in (None, ns):
+                raise bad_request(
+                    "the namespace of the provided object does not match the namespace sent "
+                    "on the request"
+                )
+            meta["namespace"] = ns
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = str(meta["generateName"]) + generate_suffix()
+        name = str(meta.get("name") or "")
+        if not name:
+            raise invalid(
+                kind,
+                name,
+                [
+                    (
+                        "metadata.name",
+                        "FieldValueRequired",
+                        "Required value: name or generateName is required",
+                    )
+                ],
+            )
+        if kind is TRAINJOBS:
+            return self.create_trainjob(str(namespace), obj)
+        with self._writable_store().write() as tx:
+            return tx.create(kind, obj)
+
+    def patch(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        body: JSON,
+        subresource: str | None,
+    ) -> JSON:
+        ns = namespace if kind.namespaced else None
+        with self.store.write() as tx:
+            current = tx.get(kind, ns, name)
+            if current is None:
+                raise not_found(kind, name)
+            if subresource == "status":
+                updated = dict(current)
+                updated["status"] = merge_patch(current.get("status"), body.get("status") or {})
+            else:
+                changes = {k: v for k, v in body.items() if k != "status" or kind is not TRAINJOBS}
+                updated = merge_patch(current, changes)
+                # Identity fields are the server's.
+                for key in ("name", "namespace", "uid", "creationTimestamp", "generation"):
+                    if key in (current.get("metadata") or {}):
+                        updated["metadata"][key] = current["metadata"][key]
+                if (
+                    updated.get("spec") != current.get("spec")
+                    and "generation" in updated["metadata"]
+                ):
+                    updated["metadata"]["generation"] = int(updated["metadata"]["generation"]) + 1
+            result = tx.put(kind, updated)
+        if kind is TRAINJOBS and subresource != "status":
+            before = bool((current.get("spec") or {}).get("suspend"))
+            after = bool((result.get("spec") or {}).get("suspend"))
+            if before != after:
+                self._suspend_changed(result, after)
+        return result
+
+    def delete(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        propagation: str,
+        preconditions: dict[str, str] | None = None,
+    ) -> JSON:
+        ns = namespace if kind.namespaced else None
+        if kind is TRAINJOBS:
+            return self.delete_trainjob(str(namespace), name, propagation, preconditions)
+        with self.store.write() as tx:
+            if preconditions:
+                _check_preconditions(kind, name, tx.get(kind, ns, name), preconditions)
+            obj = tx.delete(kind, ns, name)
+        if obj is None:
+            raise not_found(kind, name)
+        if kind is PODS:
+            import shutil
+
+            shutil.rmtree(self.paths.log_dir(str(namespace), name), ignore_errors=True)
+        return _success(kind, name, str((obj.get("metadata") or {}).get("uid", "")))
+
+    # ------------------------------------------------------------------ TrainJobs
+
+    def create_trainjob(self, namespace: str, obj: JSON) -> JSON:
+        meta = obj["metadata"]
+        name = str(meta["name"])
+        spec = validate_trainjob(obj)
+        obj.pop("status", None)
+        plan, causes, warnings = plan_trainjob(
+            obj,
+            runtime=self._runtime,
+            python=self.python,
+            use_venv=self.use_venv,
+            container=self.container,
+            on_missing_resources=self.on_missing_resources,
+        )
+        if causes:
+            raise invalid(TRAINJOBS, name, causes)
+        with self._writable_store().write() as tx:
+            created = tx.create(TRAINJOBS, obj)
+            uid = str(created["metadata"]["uid"])
+            tx.put_plan(uid, namespace, name, plan)
+            ref = _trainjob_ref(created)
+            for reason, message in warnings:
+                tx.create(
+                    EVENTS, new_event(namespace, ref, "Warning", reason, message, LOCAL_COMPONENT)
+                )
+            if plan["runtime_error"]:
+                # The Trainer cannot build the JobSet: the job stays, with this event.
+                tx.create(
+                    EVENTS,
+                    new_event(
+                        namespace,
+                        ref,
+                        "Warning",
+                        CREATION_FAILED_REASON,
+                        CREATION_FAILED_PREFIX + str(plan["runtime_error"]),
+                        TRAINER_COMPONENT,
+                    ),
+                )
+        result: JSON = json.loads(json.dumps(created))
+        if plan["runtime_error"]:
+            return result
+        if spec.get("suspend"):
+            self._suspend_changed(created, True)
+        else:
+            spawn_supervisor(self.paths, namespace, name, uid, plan.get("cwd"))
+        return result
+
+    def _suspend_changed(self, obj: JSON, suspended: bool) -> None:
+        meta = obj.get("metadata") or {}
+        namespace, name, uid = str(meta["namespace"]), str(meta["name"]), str(meta["uid"])
+        if is_finished(obj):
+            return
+        plan = self.store.get_plan(uid) or {}
+        if plan.get("runtime_error"):
+            return
+        if not suspended:
+            spawn_supervisor(self.paths, namespace, name, uid, plan.get("cwd"))
+            return
+        lock = JobLock(self.paths, uid)
+        if not lock.acquire(blocking=False):
+            return  # its supervisor runs and suspends it on its next look
+        try:
+            with self.store.write() as tx:
+                current = tx.get(TRAINJOBS, namespace, name)
+                if current is None or (current.get("metadata") or {}).get("uid") != uid:
+                    return
+                if not (current.get("spec") or {}).get("suspend") or is_finished(current):
+                    return
+                _suspend_status(tx, current)
+        finally:
+            lock.release()
+
+    def delete_trainjob(
+        self,
+        namespace: str,
+        name: str,
+        propagation: str,
+        preconditions: dict[str, str] | None = None,
+    ) -> JSON:
+        with self.store.write() as tx:
+            obj = tx.get(TRAINJOBS, namespace, name)
+            if obj is None:
+                raise not_found(TRAINJOBS, name)
+            _check_preconditions(TRAINJOBS, name, obj, preconditions)
+            meta = obj["metadata"]
+            if not meta.get("deletionTimestamp"):
+                meta["deletionTimestamp"] = now_iso()
+                meta["deletionGracePeriodSeconds"] = 0
+                if propagation == "Foreground":
+                    meta["finalizers"] = [*(meta.get("finalizers") or []), "foregroundDeletion"]
+                tx.put(TRAINJOBS, obj)
+        uid = str(meta["uid"])
+        self.stop_job(namespace, name, uid)
+        return _success(TRAINJOBS, name, uid)
+
+    def stop_job(self, namespace: str, name: str, uid: str) -> None:
+        """Have the job's processes stopped and everything it owns removed, and return
+        when that is done: by its supervisor when one runs (nudged with SIGTERM; it
+        sees the deletionTimestamp), else here."""
+        from kf_trainer_core.backends.local.purge import purge_job
+
+        lock = JobLock(self.paths, uid)
+        deadline = time.monotonic() + DELETE_WAIT_SECONDS
+        nudged = False
+        while not lock.acquire(blocking=False):
+            pid = lock.holder_pid()
+            if pid and not nudged and _is_supervisor(pid, uid):
+                nudged = True
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGTERM)
+            if time.monotonic() > deadline:
+                # A supervisor that does not answer (stuck building a venv): stop it.
+                if pid and _is_supervisor(pid, uid):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGKILL)
+                deadline = time.monotonic() + 5
+            time.sleep(0.02)
+        # No supervisor runs now (it purged and exited, or there was none): finish.
+        try:
+            purge_job(self.store, self.paths, namespace, name, uid)
+        finally:
+            lock.release(remove=True)
+
+    # ------------------------------------------------------------------ recovery
+
+    def reconcile(self) -> None:
+        """Start a supervisor for every job that should be running and has none
+        (its supervisor was killed, the machine restarted). Two supervisors of one job
+        never both run it: they take the job's lock in turn, and the later one finds
+        the job finished."""
+        try:
+            jobs, _ = self.store.select(TRAINJOBS)
+        except Exception:  # a damaged state must not make every client fail
+            return
+        for obj in jobs:
+            meta = obj.get("metadata") or {}
+            uid = str(meta.get("uid") or "")
+            if not uid or is_finished(obj):
+                continue
+            plan = self.store.get_plan(uid)
+            if plan is None or plan.get("runtime_error"):
+                continue
+            suspended = bool((obj.get("spec") or {}).get("suspend"))
+            if suspended and not meta.get("deletionTimestamp"):
+                continue
+            lock = JobLock(self.paths, uid)
+            if lock.acquire(blocking=False):
+                lock.release()
+                spawn_supervisor(
+                    self.paths, str(meta["namespace"]), str(meta["name"]), uid, plan.get("cwd")
+                )
+
+
+def _suspend_status(tx: Tx, obj: JSON) -> None:
+    """Suspended=True on a job whose supervisor is not running."""
+    status = dict(obj.get("status") or {})
+    conditions = list(status.get("conditions") or [])
+    set_condition(conditions, SUSPENDED, "True", *TRAINJOB_SUSPENDED)
+    status["conditions"] = conditions
+    obj["status"] = status
+    tx.put(TRAINJOBS, obj)
+
+
+def _is_supervisor(pid: int, uid: str) -> bool:
+    """Whether ``pid`` is the supervisor of job ``uid`` (pids are reused)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc (macOS): trust the lock file
+        return True
+    return b"kf_trainer_core.backends.local.supervisor" in cmdline and uid.encode() in cmdline
+
+
+def _success(kind: Kind, name: str, uid: str) -> JSON:
+    details: JSON = {"name": name}
+    if kind.group:
+        details["group"] = kind.group
+    details["kind"] = kind.plural
+    if uid:
+        details["uid"] = uid
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    }

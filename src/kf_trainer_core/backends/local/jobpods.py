@@ -1,0 +1,198 @@
+"""The pods a local job's plan makes: one per initializer it asks for, then the trainer
+nodes (with MPI, the launcher as node 0), each with its container as a cluster would
+show it and the processes that run it here; and the preparation of the trainer program
+(its file, the interpreter, torchrun or plain ranks).
+
+Standard library only, like the supervisor that imports it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from kf_trainer_core.backends.local import launch
+from kf_trainer_core.backends.local._common import (
+    JOB_UID_ENV,
+    NODE,
+    ORIGINAL_PYTHONPATH_ENV,
+    POD_ENV,
+    WORKSPACE_ENV,
+)
+from kf_trainer_core.backends.local.initializer import DEST_ENV, KIND_ENV
+from kf_trainer_core.backends.local.pods import JobPlace, PodRun, pod_object
+
+JSON = dict[str, Any]
+
+#: The image an initializer pod shows (the local backend runs it as a process).
+INITIALIZER_IMAGE = "local/kf-trainer-initializer"
+
+
+def initializer_pod(place: JobPlace, rjobs: list[str], rjob: str, entry: JSON, cwd: str) -> PodRun:
+    """The pod of initializer ``rjob`` (``dataset-initializer``...) for the TrainJob's
+    ``spec.initializer`` entry ``entry``."""
+    kind = rjob.split("-")[0]
+    env_list = [{"name": "STORAGE_URI", "value": str(entry.get("storageUri", ""))}]
+    env_list += list(entry.get("env") or [])
+    container: JSON = {
+        "name": rjob,
+        "image": INITIALIZER_IMAGE,
+        "command": [sys.executable, "-m", "kf_trainer_core.backends.local.initializer"],
+        "env": env_list,
+    }
+    secret = (entry.get("secretRef") or {}).get("name")
+    if secret:
+        container["envFrom"] = [{"secretRef": {"name": secret}}]
+    obj = pod_object(place, rjobs, rjob, 0, container)
+    pod = PodRun(obj["metadata"]["name"], rjob, 0, rjob, container["image"], obj)
+    env = dict(os.environ)  # the supervisor's: PYTHONPATH finds this package
+    env.pop(ORIGINAL_PYTHONPATH_ENV, None)
+    env.update({WORKSPACE_ENV: str(place.workspace), JOB_UID_ENV: place.uid})
+    env.update(
+        {
+            KIND_ENV: kind,
+            DEST_ENV: str(place.workspace / kind),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    pod.env = env
+    pod.cwd = cwd
+    pod.launches = [launch.Launch(list(container["command"]))]
+    return pod
+
+
+def _base_env(place: JobPlace) -> dict[str, str]:
+    """The trainer's environment: the submitter's (its PYTHONPATH restored), without
+    any rank variables of an enclosing launcher."""
+    env = dict(os.environ)
+    original = env.pop(ORIGINAL_PYTHONPATH_ENV, None)
+    if original is not None:
+        if original:
+            env["PYTHONPATH"] = original
+        else:
+            env.pop("PYTHONPATH", None)
+    for key in list(env):
+        if key.startswith("PET_") or key in launch.RANK_VARIABLES:
+            del env[key]
+    env["PYTHONUNBUFFERED"] = "1"
+    env[WORKSPACE_ENV] = str(place.workspace)
+    env[JOB_UID_ENV] = place.uid
+    return env
+
+
+def trainer_pods(
+    place: JobPlace,
+    rjobs: list[str],
+    plan: JSON,
+    trainer: JSON,
+    layout: list[tuple[str, int, int]],
+    nnodes: int,
+    cwd: str,
+) -> list[PodRun]:
+    """The trainer's pods, one per ``(replicated job, completion index, node rank)`` of
+    ``layout``; their processes are decided by :func:`prepare_trainer`."""
+    runtime = dict(plan.get("runtime") or {})
+    policy = str(runtime.get("policy") or "torch")
+    nproc = launch.procs_per_node(trainer.get("numProcPerNode"), runtime.get("num_proc_per_node"))
+    image = str(trainer.get("image") or runtime.get("image") or "local/python")
+    port = launch.free_port()
+    base = _base_env(place)
+    pods = []
+    for rjob, index, node_rank in layout:
+        shape = launch.NodeShape(
+            node_rank=node_rank,
+            nnodes=nnodes,
+            nproc=nproc,
+            master_port=port,
+            completion_index=index,
+            mpi=policy == "mpi",
+        )
+        shown_env = list(trainer.get("env") or [])
+        shown_env += [{"name": k, "value": v} for k, v in launch.node_env(shape).items()]
+        container: JSON = {
+            "name": NODE,
+            "image": image,
+            "command": list(trainer.get("command") or runtime.get("command") or []),
+            "env": shown_env,
+        }
+        if trainer.get("args"):
+            container["args"] = list(trainer["args"])
+        if trainer.get("resourcesPerNode"):
+            container["resources"] = trainer["resourcesPerNode"]
+        obj = pod_object(place, rjobs, rjob, index, container)
+        pod = PodRun(obj["metadata"]["name"], rjob, index, NODE, image, obj)
+        pod.env = {**base, **launch.node_env(shape), POD_ENV: pod.name}
+        pod.cwd = cwd
+        pod.launches = []  # decided once the program is prepared
+        pod.first_lines = [f"kf-trainer: warning: {w}" for w in plan.get("warnings") or []]
+        pod.shape = shape
+        pods.append(pod)
+    return pods
+
+
+def prepare_trainer(
+    place: JobPlace, plan: JSON, pods: list[PodRun], program: launch.TrainerProgram
+) -> None:
+    """Write the program, choose interpreter and launcher, fill each pod's
+    processes. Failures become the pods' failures."""
+    python = str(plan.get("python") or sys.executable)
+    policy = str((plan.get("runtime") or {}).get("policy") or "torch")
+    lead = pods[0]
+    program_file: str | None = None
+    if program.kind == "function":
+        if program.packages:
+            if plan.get("use_venv"):
+                from kf_trainer_core.backends.local.venv import ensure_venv
+
+                assert lead.log is not None
+                python = ensure_venv(
+                    place.paths.venvs,
+                    python,
+                    program.packages,
+                    program.index_urls,
+                    lead.log.write,
+                    # Marked with the job: cancelling it stops a long install too.
+                    env={**os.environ, JOB_UID_ENV: place.uid},
+                )
+            else:
+                missing = _missing_distributions(program.packages)
+                if missing:
+                    for pod in pods:
+                        assert pod.log is not None
+                        pod.log.write(
+                            "kf-trainer: warning: packages_to_install are not "
+                            f"installed here and the local backend does not install them "
+                            f"(missing: {', '.join(missing)}); it runs {python}. Fix: "
+                            "install them, or LocalConfig(use_venv=True)."
+                        )
+        text = launch.map_program_args(program.program, str(place.workspace))
+        path = place.run_dir / f"kf_trainer_{program.func_name}.py"
+        path.write_text(text)
+        program_file = str(path)
+    use_torchrun = (
+        program.kind == "function"
+        and policy == "torch"
+        and launch.torch_importable(python, sys.executable)
+    )
+    bindir = os.path.dirname(python)
+    for pod in pods:
+        assert pod.shape is not None
+        pod.env["PATH"] = bindir + os.pathsep + pod.env.get("PATH", os.defpath)
+        pod.launches = launch.node_launches(program, program_file, python, pod.shape, use_torchrun)
+
+
+def _missing_distributions(requirements: tuple[str, ...]) -> list[str]:
+    import re
+    from importlib import metadata
+
+    missing = []
+    for req in requirements:
+        name = re.split(r"[<>=!~;\[ @]", req.strip(), maxsplit=1)[0]
+        if not name or "/" in name:
+            continue
+        try:
+            metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            missing.append(req)
+    return missing

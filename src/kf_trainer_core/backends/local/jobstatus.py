@@ -1,0 +1,224 @@
+"""What the local controllers say about a job: the TrainJob as the supervisor last read
+it, its ``Suspended``/``Complete``/``Failed`` conditions, ``status.jobsStatus`` and
+``status.trainerStatus``, and the Events the Trainer, JobSet, Job controller, scheduler
+and kubelet would emit — written with the shapes and words of
+:mod:`kf_trainer_core.k8s.objects` and :mod:`kf_trainer_core.k8s.trainjob`.
+
+Standard library only, like the supervisor that imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kf_trainer_core.backends.local._common import JOBSET_NAME_LABEL
+from kf_trainer_core.backends.local.pods import JobPlace, PodRun, sub_uid
+from kf_trainer_core.backends.local.store import EVENTS, PODS, TRAINJOBS, Selector, Store, Tx
+from kf_trainer_core.k8s.objects import new_event, object_reference, set_condition
+from kf_trainer_core.k8s.trainjob import (
+    JOB_API,
+    JOB_COMPONENT,
+    JOBSET_API,
+    JOBSET_COMPONENT,
+    KUBELET,
+    SCHEDULER,
+    SUSPENDED,
+    TRAINER_API,
+    condition_true,
+    is_finished,
+)
+
+JSON = dict[str, Any]
+
+
+class JobRecord:
+    """The job's object and its status, read and written through the local store; the
+    pods it runs (:attr:`pods`) and the replicated jobs it has, for ``jobsStatus``."""
+
+    def __init__(self, store: Store, place: JobPlace) -> None:
+        self.store = store
+        self.place = place
+        self.job: JSON = {}
+        self.job_rv: int | None = None
+        #: The job's pods by name, and the replicated jobs in JobSet order.
+        self.pods: dict[str, PodRun] = {}
+        self.rjobs: list[str] = []
+        #: Pods each replicated job runs (its Job's completions).
+        self.expected: dict[str, int] = {}
+        #: Per pod: how many of its progress reports are in the job's status.
+        self.progress_published: dict[str, int] = {}
+        self._event_seq = 0
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def spec(self) -> JSON:
+        return dict(self.job.get("spec") or {})
+
+    def load(self) -> bool:
+        """Read the job again if its version moved (one indexed SELECT when it did
+        not); whether it is still this job (its uid)."""
+        place = self.place
+        rv = self.store.get_rv(TRAINJOBS, place.namespace, place.name)
+        if rv is None:
+            self.job, self.job_rv = {}, None
+            return False
+        if rv != self.job_rv:
+            obj = self.store.get(TRAINJOBS, place.namespace, place.name)
+            if obj is None:
+                self.job, self.job_rv = {}, None
+                return False
+            self.job, self.job_rv = obj, rv
+        return (self.job.get("metadata") or {}).get("uid") == place.uid
+
+    @property
+    def deleting(self) -> bool:
+        return bool((self.job.get("metadata") or {}).get("deletionTimestamp"))
+
+    def terminal(self) -> bool:
+        return is_finished(self.job)
+
+    def suspended(self) -> bool:
+        """Whether the job says ``Suspended=True`` (not: whether its spec asks for it)."""
+        return condition_true(self.job, SUSPENDED)
+
+    def existing_pods(self) -> list[JSON]:
+        """The job's pod objects in the store (from this or an earlier supervisor)."""
+        with self.store.read() as tx:
+            return [
+                p
+                for p in tx.select(PODS, Selector(self.place.namespace), f"{self.place.name}-")
+                if ((p.get("metadata") or {}).get("labels") or {}).get(JOBSET_NAME_LABEL)
+                == self.place.name
+            ]
+
+    def unfinished_pods(self) -> list[JSON]:
+        """The stored pods that are still pending or running."""
+        return [
+            p
+            for p in self.existing_pods()
+            if (p.get("status") or {}).get("phase") in ("Pending", "Running", None)
+        ]
+
+    # ------------------------------------------------------------------ events
+
+    def event(
+        self,
+        tx: Tx,
+        kind: str,
+        name: str,
+        type_: str,
+        reason: str,
+        message: str,
+        component: str,
+        *,
+        uid: str = "",
+        field_path: str | None = None,
+    ) -> None:
+        """An Event about the job's ``kind`` object ``name`` (TrainJob, JobSet, Job or
+        Pod) from ``component``, created in ``tx``."""
+        place = self.place
+        api = {"TrainJob": TRAINER_API, "JobSet": JOBSET_API, "Job": JOB_API}.get(kind, "v1")
+        uid = uid or {
+            "TrainJob": place.uid,
+            "JobSet": sub_uid(place.uid, "jobset"),
+            "Job": sub_uid(place.uid, name),
+        }.get(kind, "")
+        involved = object_reference(api, kind, name, place.namespace, uid)
+        if field_path:
+            involved["fieldPath"] = field_path
+        self._event_seq += 1
+        host = place.host if component == KUBELET else None
+        what = (type_, reason, message, component)
+        event = new_event(place.namespace, involved, *what, host=host, seq=self._event_seq)
+        tx.create(EVENTS, event)
+
+    def job_event(self, tx: Tx, rjob: str, type_: str, reason: str, message: str) -> None:
+        name = self.place.job_name(rjob)
+        self.event(tx, "Job", name, type_, reason, message, JOB_COMPONENT)
+
+    def jobset_event(self, tx: Tx, type_: str, reason: str, message: str) -> None:
+        self.event(tx, "JobSet", self.place.name, type_, reason, message, JOBSET_COMPONENT)
+
+    def pod_event(self, tx: Tx, pod: PodRun, type_: str, reason: str, message: str) -> None:
+        field_path = f"spec.containers{{{pod.container}}}"
+        self.event(
+            tx, "Pod", pod.name, type_, reason, message, KUBELET, uid=pod.uid, field_path=field_path
+        )
+
+    def pod_scheduled(self, tx: Tx, pod: PodRun) -> None:
+        where = f"{self.place.namespace}/{pod.name} to {self.place.host}"
+        message = f"Successfully assigned {where}"
+        self.event(tx, "Pod", pod.name, "Normal", "Scheduled", message, SCHEDULER, uid=pod.uid)
+
+    # ------------------------------------------------------------------ status
+
+    def update_job(self, tx: Tx, fn: Callable[[JSON], None]) -> None:
+        """Change the job's status in ``tx`` (if it is still this job)."""
+        place = self.place
+        obj = tx.get(TRAINJOBS, place.namespace, place.name)
+        if obj is None or (obj.get("metadata") or {}).get("uid") != place.uid:
+            return
+        status = dict(obj.get("status") or {})
+        fn(status)
+        obj["status"] = status
+        tx.put(TRAINJOBS, obj)
+        self.job = obj
+        self.job_rv = tx.rv
+
+    def set_condition(self, tx: Tx, kind: str, value: str, reason: str, message: str) -> None:
+        """Set the job's ``kind`` condition in ``tx``."""
+
+        def fn(status: JSON) -> None:
+            conditions = list(status.get("conditions") or [])
+            set_condition(conditions, kind, value, reason, message)
+            status["conditions"] = conditions
+
+        self.update_job(tx, fn)
+
+    def jobs_status(self, suspended: bool = False) -> list[JSON]:
+        """``status.jobsStatus``: per replicated job, counts of its (one) Job."""
+        out = []
+        for rjob in self.rjobs:
+            pods = [p for p in self.pods.values() if p.rjob == rjob]
+            expected = self.expected.get(rjob, 0)
+            counts = dict.fromkeys(("active", "ready", "succeeded", "failed", "suspended"), 0)
+            if suspended and not (pods and all(p.exit_code == 0 for p in pods)):
+                counts["suspended"] = 1
+            elif any(p.finished and p.exit_code != 0 for p in pods):
+                counts["failed"] = 1
+            elif pods and len(pods) >= expected and all(p.finished for p in pods):
+                counts["succeeded"] = 1
+            elif pods:
+                counts["active"] = 1 if any(not p.finished for p in pods) else 0
+                started = [p for p in pods if p.running or (p.finished and p.exit_code == 0)]
+                counts["ready"] = 1 if len(started) >= expected else 0
+            out.append({"name": rjob, **counts})
+        return out
+
+    def write_jobs_status(self, tx: Tx, suspended: bool = False) -> None:
+        jobs = self.jobs_status(suspended)
+
+        def fn(status: JSON) -> None:
+            status["jobsStatus"] = jobs
+
+        self.update_job(tx, fn)
+
+    def publish_progress(self, pods: list[PodRun]) -> None:
+        """Write the newest trainer status a pod printed as ``status.trainerStatus``,
+        as the Trainer's status server would: here the log is the channel."""
+        fresh = [p for p in pods if p.progress_seq > self.progress_published.get(p.name, 0)]
+        if not fresh:
+            return
+        for pod in fresh:
+            self.progress_published[pod.name] = pod.progress_seq
+        status = fresh[0].progress
+        if status is None:
+            return
+
+        def fn(job_status: JSON) -> None:
+            job_status["trainerStatus"] = dict(status)
+
+        with self.store.write() as tx:
+            self.update_job(tx, fn)

@@ -1,0 +1,348 @@
+"""The local job's kubelet: it creates the job's pods (as the Job controller and the
+scheduler would), starts their processes — or hands them to a pod runner — with their
+Secrets resolved, watches them end, writes their container states, and stops them.
+
+Standard library only, like the supervisor that imports it (the container runner,
+which needs the Docker SDK, is imported only for container jobs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from kf_trainer_core.backends.local import checkpoints as local_checkpoints
+from kf_trainer_core.backends.local._common import (
+    INITIALIZERS,
+    POD_ENV,
+    TERMINATION_LOG_ENV,
+    now_iso,
+)
+from kf_trainer_core.backends.local.jobstatus import JobRecord
+from kf_trainer_core.backends.local.liveness import die_with_parent
+from kf_trainer_core.backends.local.logs import LogWriter
+from kf_trainer_core.backends.local.pods import PodRun, oom_kills, pump, resolve_env, termination
+from kf_trainer_core.backends.local.procs import kill_tree, signal_all
+from kf_trainer_core.backends.local.store import PODS, Tx
+from kf_trainer_core.k8s.objects import (
+    POD_COMPLETED,
+    POD_FAILED,
+    container_status,
+    generate_suffix,
+    pod_conditions,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from kf_trainer_core.backends.local.container.runner import PodRunner
+
+JSON = dict[str, Any]
+
+#: How long log readers get to drain after a container's processes ended.
+DRAIN_SECONDS = 2.0
+
+
+class Kubelet:
+    """Runs the pods of one job (:attr:`JobRecord.pods`) on this machine."""
+
+    def __init__(self, record: JobRecord) -> None:
+        self.record = record
+        self.store = record.store
+        self.place = record.place
+        #: The job's run plan (the local API's admission wrote it).
+        self.plan: JSON = {}
+        self._runner: PodRunner | None = None
+
+    @property
+    def pods(self) -> dict[str, PodRun]:
+        return self.record.pods
+
+    @property
+    def runner(self) -> PodRunner | None:
+        """What runs the pods when they are not this machine's processes (containers:
+        :mod:`kf_trainer_core.backends.local.container.runner`), decided by the job's plan; made on
+        first use, so that whoever loads the plan — a run, or a repair after this
+        job's supervisor died — stops and removes the same pods."""
+        if self._runner is None and self.plan.get("container"):
+            from kf_trainer_core.backends.local.container.runner import ContainerRunner
+
+            place = self.place
+            where = {"namespace": place.namespace, "name": place.name, "uid": place.uid}
+            self._runner = ContainerRunner(
+                dict(self.plan["container"]),
+                **where,
+                workspace=place.workspace,
+                run_dir=place.run_dir,
+                cwd=self.cwd(),
+            )
+        return self._runner
+
+    def cwd(self) -> str:
+        """Where the pods' processes start: the submitter's directory, else the
+        workspace."""
+        cwd = str(self.plan.get("cwd") or "")
+        return cwd if cwd and os.path.isdir(cwd) else str(self.place.workspace)
+
+    # ------------------------------------------------------------------ creating
+
+    def create(self, pods: list[PodRun]) -> None:
+        """Store the pods (a fresh name for one that clashes), with the Job's and the
+        scheduler's events, and open their logs."""
+        record, namespace = self.record, self.place.namespace
+        if self.runner is not None:
+            for pod in pods:
+                self.runner.shape(pod)
+        with self.store.write() as tx:
+            for pod in pods:
+                for _ in range(5):
+                    if tx.get(PODS, namespace, pod.name) is None:
+                        break
+                    pod.name = pod.obj["metadata"]["name"] = (
+                        pod.name.rsplit("-", 1)[0] + "-" + generate_suffix()
+                    )
+                pod.obj = tx.create(PODS, pod.obj)
+                self.pods[pod.name] = pod
+                message = f"Created pod: {pod.name}"
+                record.job_event(tx, pod.rjob, "Normal", "SuccessfulCreate", message)
+                record.pod_scheduled(tx, pod)
+            record.write_jobs_status(tx)
+        paths = self.place.paths
+        for pod in pods:
+            pod.log = LogWriter(
+                paths.log(namespace, pod.name, pod.container),
+                paths.log_done(namespace, pod.name, pod.container),
+            )
+            for line in pod.first_lines:
+                pod.log.write(line)
+
+    # ------------------------------------------------------------------ starting
+
+    def start(self, pod: PodRun) -> None:
+        """Start the pod's processes (or record why it cannot start)."""
+        assert pod.log is not None
+        record = self.record
+        with self.store.read() as rtx:
+            env_values, error = resolve_env(
+                rtx, self.place.namespace, pod.obj["spec"]["containers"][0]
+            )
+        if error is not None and pod.start_error is None:
+            first = pod.waiting_since is None
+            pod.waiting_since = time.monotonic()
+            if first:
+                with self.store.write() as tx:
+                    waiting = {"reason": "CreateContainerConfigError", "message": error}
+                    self.set_waiting(tx, pod, waiting)
+                    record.pod_event(tx, pod, "Warning", "Failed", f"Error: {error}")
+            return
+        pod.waiting_since = None
+        if pod.rjob not in INITIALIZERS:  # every attempt of the identity shares it
+            place = self.place
+            env_values.update(
+                local_checkpoints.trainer_env(place.paths.root, place.namespace, record.job)
+            )
+        env = {**pod.env, **env_values}
+        term = self.place.run_dir / f"{pod.name}.termination-log"
+        with contextlib.suppress(FileNotFoundError):
+            term.unlink()
+        pod.term_file = term
+        env[TERMINATION_LOG_ENV] = str(term)
+        env[POD_ENV] = pod.name
+        pod.oom_before = oom_kills()
+        if pod.start_error is None and self.runner is not None:
+            self.runner.start(pod, env_values)
+        elif pod.start_error is None:
+            self._spawn(pod, env)
+        now = now_iso()
+        pod.started_at = now
+
+        running = {
+            "phase": "Running",
+            "podIP": "127.0.0.1",
+            "conditions": pod_conditions(now, ready=True),
+        }
+        with self.store.write() as tx:
+            self.write_state(tx, pod, running, running_since=now)
+            record.pod_event(tx, pod, "Normal", "Created", f"Created container: {pod.container}")
+            record.pod_event(tx, pod, "Normal", "Started", f"Started container {pod.container}")
+            record.write_jobs_status(tx)
+        if pod.start_error is not None:
+            pod.log.write(pod.start_error[1])
+            self.finish(pod, 128 if pod.start_error[0] == "StartError" else 1)
+
+    def _spawn(self, pod: PodRun, env: dict[str, str]) -> None:
+        """The pod's processes on this machine, each with a reader of its output."""
+        try:
+            for item in pod.launches:
+                proc = subprocess.Popen(
+                    item.argv,
+                    env={**env, **item.env},
+                    cwd=pod.cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    # A session per rank: its process group is the pod's to kill.
+                    start_new_session=True,
+                    close_fds=True,
+                    # ...and, being out of our group, it would outlive a SIGKILLed
+                    # supervisor: the kernel kills it with us (see local.liveness).
+                    preexec_fn=die_with_parent(),
+                )
+                pod.procs.append(proc)
+                reader = threading.Thread(target=pump, args=(proc, pod, item.prefix), daemon=True)
+                reader.start()
+                pod.readers.append(reader)
+        except OSError as exc:
+            # The kubelet's StartError: exit 128, the runtime's message.
+            argv0 = pod.launches[0].argv[0] if pod.launches else "?"
+            pod.start_error = ("StartError", f'exec: "{argv0}": {exc.strerror or exc}')
+            kill_tree(pod.pgids, None, grace=1.0)
+
+    def write_pod(self, tx: Tx, pod: PodRun, fn: Callable[[JSON], None]) -> None:
+        obj = tx.get(PODS, self.place.namespace, pod.name)
+        if obj is None:
+            return
+        fn(obj)
+        pod.obj = tx.put(PODS, obj)
+
+    def write_state(self, tx: Tx, pod: PodRun, status: JSON, **state: Any) -> None:
+        """Update the pod's ``status`` (phase, conditions...) with its container's
+        state: ``running_since=`` a time, or ``terminated=`` how it ended."""
+
+        def fn(obj: JSON) -> None:
+            container = container_status(
+                pod.container, pod.image, container_id=pod.container_id, **state
+            )
+            obj.setdefault("status", {}).update({**status, "containerStatuses": [container]})
+
+        self.write_pod(tx, pod, fn)
+
+    def set_waiting(self, tx: Tx, pod: PodRun, waiting: JSON) -> None:
+        def fn(obj: JSON) -> None:
+            obj.setdefault("status", {})["containerStatuses"] = [
+                container_status(pod.container, pod.image, waiting=waiting)
+            ]
+
+        self.write_pod(tx, pod, fn)
+
+    # ------------------------------------------------------------------ ending
+
+    def poll(self, pod: PodRun) -> None:
+        """Finish the pod if its container ended (a failed rank stops the others)."""
+        if self.runner is not None:
+            code = self.runner.poll(pod)
+            if code is not None:
+                self.finish(pod, code)
+            return
+        codes = [p.poll() for p in pod.procs]
+        if any(c is None for c in codes):
+            if any(c not in (None, 0) for c in codes):
+                # A rank failed: the others are stopped, as torchrun stops a node.
+                kill_tree(
+                    [p.pid for p, c in zip(pod.procs, codes, strict=True) if c is None],
+                    None,
+                    3.0,
+                    reap=self.reap,
+                )
+                for p in pod.procs:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        p.wait(1.0)
+                codes = [p.poll() for p in pod.procs]
+                if any(c is None for c in codes):
+                    return
+            else:
+                return
+        failing = next((c for c in codes if c not in (0, None)), 0)
+        self.finish(pod, failing if failing is not None else 0)
+
+    def finish(self, pod: PodRun, returncode: int) -> None:
+        """Record the container's end: its terminated state, the pod's phase."""
+        # A container ends when its main process does: what it left behind goes too.
+        signal_all(pod.pgids, [], signal.SIGKILL)
+        for reader in pod.readers:
+            reader.join(DRAIN_SECONDS)
+        assert pod.log is not None
+        pod.log.close()
+        code, reason, message = termination(pod, returncode)
+        pod.finished = True
+        pod.exit_code = code
+        now = now_iso()
+        success = code == 0
+
+        term: JSON = {
+            "exitCode": code,
+            "reason": reason,
+            "startedAt": pod.started_at or now,
+            "finishedAt": now,
+        }
+        if message:
+            term["message"] = message
+        status = {
+            "phase": "Succeeded" if success else "Failed",
+            "conditions": pod_conditions(
+                now, ready=False, reason=POD_COMPLETED if success else POD_FAILED
+            ),
+        }
+        with self.store.write() as tx:
+            self.write_state(tx, pod, status, terminated=term)
+            self.record.write_jobs_status(tx)
+
+    def stop(
+        self, tx_events: bool = True, delete: bool = True, finished_nodes: bool = False
+    ) -> None:
+        """Kill every running pod (Killing events) and, with ``delete``, remove the
+        pods that had not succeeded, with their logs — as a JobSet deletes its active
+        Jobs. ``finished_nodes`` removes the trainer pods that did succeed too: after a
+        suspension every node starts again, or the others would wait for it forever."""
+        record, namespace = self.record, self.place.namespace
+        active = [p for p in self.pods.values() if not p.finished]
+        done_nodes = [
+            p
+            for p in self.pods.values()
+            if finished_nodes and p.finished and p.rjob not in INITIALIZERS
+        ]
+        if self.runner is not None:
+            self.runner.stop(active)
+        kill_tree([g for p in active for g in p.pgids], self.place.uid, reap=self.reap)
+        for pod in active:
+            for reader in pod.readers:
+                reader.join(DRAIN_SECONDS)
+            if pod.log is not None:
+                pod.log.close()
+            pod.finished = True
+            pod.exit_code = 137
+        if not active and not done_nodes:
+            return
+        with self.store.write() as tx:
+            for pod in active:
+                if tx_events and (pod.procs or pod.runtime_id):
+                    message = f"Stopping container {pod.container}"
+                    record.pod_event(tx, pod, "Normal", "Killing", message)
+            for pod in [*active, *done_nodes] if delete else []:
+                message = f"Deleted pod: {pod.name}"
+                record.job_event(tx, pod.rjob, "Normal", "SuccessfulDelete", message)
+                tx.delete(PODS, namespace, pod.name)
+        if delete:
+            for pod in [*active, *done_nodes]:
+                log_dir = self.place.paths.log_dir(namespace, pod.name)
+                shutil.rmtree(log_dir, ignore_errors=True)
+                del self.pods[pod.name]
+
+    def reap(self) -> None:
+        """Collect this process's exited children (zombies still answer signals)."""
+        for pod in self.pods.values():
+            for proc in pod.procs:
+                proc.poll()
+
+    def sweep(self, remove: bool = False, grace: float = 1.0) -> None:
+        """Stop whatever processes (and, with ``remove``, containers) of the job are
+        left: a daemon that left its group, a container of a supervisor that died."""
+        kill_tree([], self.place.uid, grace=grace, reap=self.reap)
+        if self.runner is not None:
+            self.runner.sweep(remove=remove)

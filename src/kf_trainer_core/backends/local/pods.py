@@ -1,0 +1,342 @@
+"""The pods of a local job: where the job lives (:class:`JobPlace`), one pod and what
+runs in it (:class:`PodRun`), the pod objects the JobSet and Job controllers would
+create, the Secrets a kubelet resolves into a container's environment, and how a
+container's end reads in its terminated state (exit code, reason, message).
+
+Standard library only, like the supervisor that imports it.
+"""
+
+from __future__ import annotations
+
+import base64
+import signal
+import subprocess
+import threading
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kf_trainer_core.backends.local import launch
+from kf_trainer_core.backends.local._common import (
+    ANCESTOR_LABEL,
+    COMPLETION_INDEX_LABEL,
+    INITIALIZERS,
+    JOB_GLOBAL_INDEX_LABEL,
+    JOB_INDEX_LABEL,
+    JOB_NAME_LABEL,
+    JOBSET_NAME_LABEL,
+    LAUNCHER,
+    NODE,
+    REPLICATED_JOB_LABEL,
+    REPLICATED_JOB_REPLICAS_LABEL,
+    RESTART_ATTEMPT_LABEL,
+    TERMINATION_MESSAGE_LIMIT,
+    Paths,
+    now_iso,
+)
+from kf_trainer_core.backends.local.logs import LogWriter
+from kf_trainer_core.backends.local.store import SECRETS, Tx
+from kf_trainer_core.base import untrusted
+from kf_trainer_core.k8s.objects import (
+    CONTAINER_CREATING,
+    CONTAINERS_NOT_READY,
+    container_status,
+    generate_suffix,
+    owner_reference,
+    pod_conditions,
+)
+from kf_trainer_core.report import MARKER, parse_line
+
+JSON = dict[str, Any]
+
+
+def sub_uid(uid: str, what: str) -> str:
+    """A stable uid for the JobSet and Jobs of job ``uid``: they exist here only as
+    owners of pods and subjects of events."""
+    return str(uuid.uuid5(uuid.UUID(uid), what)) if len(uid) == 36 else uid
+
+
+@dataclass(frozen=True)
+class JobPlace:
+    """Which job this is and where it lives on this machine."""
+
+    paths: Paths
+    namespace: str
+    name: str
+    uid: str
+    #: The node name its pods are scheduled to (the kubelet's host in events).
+    host: str
+
+    @property
+    def workspace(self) -> Path:
+        return self.paths.workspace(self.namespace, self.name, self.uid)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.paths.run_dir(self.uid)
+
+    def job_name(self, rjob: str) -> str:
+        """The name of the (one) Job of replicated job ``rjob``."""
+        return f"{self.name}-{rjob}-0"
+
+
+@dataclass
+class PodRun:
+    """One pod of the job and what runs in it."""
+
+    name: str
+    rjob: str
+    index: int
+    container: str
+    image: str
+    obj: JSON
+    launches: list[launch.Launch] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str = "."
+    term_file: Path | None = None
+    log: LogWriter | None = None
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    readers: list[threading.Thread] = field(default_factory=list)
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=80))
+    first_lines: list[str] = field(default_factory=list)
+    started_at: str | None = None
+    waiting_since: float | None = None  # pending on a missing Secret
+    finished: bool = False
+    exit_code: int | None = None
+    oom_before: int | None = None
+    #: Set when the pod could not start (bad command): (reason, message).
+    start_error: tuple[str, str] | None = None
+    shape: launch.NodeShape | None = None
+    #: The latest trainer status its function printed (report's marker lines), and how
+    #: many it printed: the supervisor writes it into the TrainJob's status.
+    progress: JSON | None = None
+    progress_seq: int = 0
+    #: The container's id (``docker://…``) when a pod runner runs it, else "".
+    runtime_id: str = ""
+
+    def take_line(self, line: str, prefix: str = "") -> None:
+        """One line of the pod's output, from a process or a container alike: kept for
+        failure messages, a progress report (report's marker) noted for the job's
+        status, and written to the pod's log."""
+        # Kept for a failure message: bounded, whatever the process printed.
+        self.tail.append(line if len(line) <= untrusted.LINE_LIMIT else untrusted.line(line))
+        if MARKER in line:
+            # The job's own words: only a valid report reaches the TrainJob's status,
+            # and only its valid fields (a malformed one must not break its readers).
+            status = untrusted.trainer_status(parse_line(line), f"pod {self.name}")
+            if status is not None and "lastUpdatedTime" in status:
+                self.progress = status
+                self.progress_seq += 1
+        if self.log is not None:
+            self.log.write(prefix + line if prefix else line)
+
+    @property
+    def pgids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    @property
+    def running(self) -> bool:
+        return (bool(self.procs) or bool(self.runtime_id)) and not self.finished
+
+    @property
+    def container_id(self) -> str:
+        """``docker://…`` from a pod runner, else ``local://<first process group>``."""
+        return self.runtime_id or f"local://{self.pgids[0] if self.pgids else 0}"
+
+    @property
+    def uid(self) -> str:
+        return str((self.obj.get("metadata") or {}).get("uid", ""))
+
+
+def pod_object(place: JobPlace, rjobs: list[str], rjob: str, index: int, container: JSON) -> JSON:
+    """The pod the Job of ``rjob`` creates for completion ``index``, pending, with the
+    JobSet's and Job's labels and a generated name."""
+    job_name = place.job_name(rjob)
+    labels = {
+        JOBSET_NAME_LABEL: place.name,
+        REPLICATED_JOB_LABEL: rjob,
+        REPLICATED_JOB_REPLICAS_LABEL: "1",
+        JOB_INDEX_LABEL: "0",
+        JOB_GLOBAL_INDEX_LABEL: str(rjobs.index(rjob) if rjob in rjobs else 0),
+        RESTART_ATTEMPT_LABEL: "0",
+        JOB_NAME_LABEL: job_name,
+        "job-name": job_name,
+        COMPLETION_INDEX_LABEL: str(index),
+    }
+    trainer_step = LAUNCHER if LAUNCHER in rjobs else NODE
+    if rjob in INITIALIZERS:
+        labels[ANCESTOR_LABEL] = rjob
+    elif rjob == trainer_step:
+        labels[ANCESTOR_LABEL] = "trainer"
+    now = now_iso()
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{job_name}-{index}-{generate_suffix()}",
+            "namespace": place.namespace,
+            "labels": labels,
+            "annotations": {COMPLETION_INDEX_LABEL: str(index)},
+            "ownerReferences": [
+                owner_reference("batch/v1", "Job", job_name, sub_uid(place.uid, job_name))
+            ],
+        },
+        "spec": {
+            "containers": [container],
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 5,
+            "hostname": f"{job_name}-{index}",
+            "subdomain": place.name,
+            "nodeName": place.host,
+        },
+        "status": {
+            "phase": "Pending",
+            "hostIP": "127.0.0.1",
+            "startTime": now,
+            "qosClass": "BestEffort",
+            "conditions": pod_conditions(now, ready=False, reason=CONTAINERS_NOT_READY),
+            "containerStatuses": [
+                container_status(
+                    str(container["name"]),
+                    str(container.get("image", "")),
+                    waiting={"reason": CONTAINER_CREATING},
+                )
+            ],
+        },
+    }
+
+
+# ---------------------------------------------------------------------- Secrets
+
+
+def secret_data(secret: JSON) -> dict[str, str]:
+    """A Secret's values, decoded (``stringData`` over ``data``)."""
+    out: dict[str, str] = {}
+    for key, value in (secret.get("data") or {}).items():
+        try:
+            out[str(key)] = base64.b64decode(str(value)).decode("utf-8", errors="replace")
+        except ValueError:
+            out[str(key)] = str(value)
+    for key, value in (secret.get("stringData") or {}).items():
+        out[str(key)] = str(value)
+    return out
+
+
+def resolve_env(tx: Tx, namespace: str, container: JSON) -> tuple[dict[str, str], str | None]:
+    """The container's env with Secrets read from the local store; an error text
+    (the kubelet's) when one is missing."""
+    out: dict[str, str] = {}
+    for src in container.get("envFrom") or []:
+        ref = (src.get("secretRef") or {}).get("name")
+        if not ref:
+            continue
+        secret = tx.get(SECRETS, namespace, str(ref))
+        if secret is None:
+            if (src.get("secretRef") or {}).get("optional"):
+                continue
+            return out, f'secret "{ref}" not found'
+        out.update(secret_data(secret))
+    for entry in container.get("env") or []:
+        name = str(entry.get("name"))
+        if "value" in entry:
+            out[name] = str(entry["value"])
+            continue
+        ref = (entry.get("valueFrom") or {}).get("secretKeyRef")
+        if ref is None:
+            continue
+        secret = tx.get(SECRETS, namespace, str(ref.get("name")))
+        data = secret_data(secret) if secret is not None else None
+        if data is None or str(ref.get("key")) not in data:
+            if ref.get("optional"):
+                continue
+            if data is None:
+                return out, f'secret "{ref.get("name")}" not found'
+            return out, (
+                f"couldn't find key {ref.get('key')} in Secret {namespace}/{ref.get('name')}"
+            )
+        out[name] = data[str(ref["key"])]
+    return out, None
+
+
+# ---------------------------------------------------------------------- endings
+
+
+def signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def oom_kills() -> int | None:
+    """The OOM-kill count of this process's memory cgroup (v2 or v1), if readable:
+    a SIGKILL while it grew was the kernel's OOM killer, which Kubernetes reports
+    as ``OOMKilled``."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    candidates = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            candidates.append(Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.events")
+        elif "memory" in controllers.split(","):
+            candidates.append(
+                Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "memory.oom_control"
+            )
+    for file in candidates:
+        try:
+            for entry in file.read_text().splitlines():
+                key, _, value = entry.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def termination(pod: PodRun, returncode: int) -> tuple[int, str, str | None]:
+    """How the pod's container ended, as the kubelet reports it: ``(exitCode, reason,
+    message)`` from its return code (negative: the signal), a start error, its
+    termination log, or else — on failure — the last line it printed."""
+    reason = "Completed"
+    message: str | None = None
+    code = returncode
+    if returncode < 0:
+        sig = -returncode
+        code = 128 + sig
+        reason = "Error"
+        message = f"terminated by {signal_name(sig)}"
+        if sig == signal.SIGKILL:
+            after = oom_kills()
+            if pod.oom_before is not None and after is not None and after > pod.oom_before:
+                reason, message = "OOMKilled", "the kernel's OOM killer stopped it"
+    elif returncode != 0:
+        reason = pod.start_error[0] if pod.start_error else "Error"
+    if pod.start_error is not None:
+        message = pod.start_error[1]
+    if pod.term_file is not None and pod.term_file.exists():
+        text = pod.term_file.read_bytes()[:TERMINATION_MESSAGE_LIMIT].decode(
+            "utf-8", errors="ignore"
+        )
+        if text:
+            message = text
+    if message is None and code != 0:
+        # Like terminationMessagePolicy FallbackToLogsOnError, but one line: the
+        # last thing the process said (usually the exception).
+        said = (line for line in reversed(pod.tail) if not untrusted.is_internal(line))
+        last = next((line for line in said if line.strip()), "")
+        message = last[-1024:] or None
+    return code, reason, message
+
+
+def pump(proc: subprocess.Popen[bytes], pod: PodRun, prefix: str) -> None:
+    """Copy one process's output into its pod's log."""
+    assert proc.stdout is not None
+    assert pod.log is not None
+    with proc.stdout:
+        for raw in iter(proc.stdout.readline, b""):
+            pod.take_line(raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r"), prefix)

@@ -1,0 +1,409 @@
+"""The local stand-in for the Trainer, JobSet and Job controllers and the kubelet:
+one detached process per running TrainJob.
+
+``python -m kf_trainer_core.backends.local.supervisor <state_dir> <namespace> <name> <uid>``
+
+It holds the job's lock while it runs (so anyone can tell it is alive), runs the
+initializer steps, then the training nodes as local processes, and writes what a
+cluster would: pods with container states, exit codes and termination messages, the
+TrainJob's ``jobsStatus`` and ``Complete``/``Failed``/``Suspended`` conditions with the
+Trainer's reasons, Events, and each container's log. It watches its job (a version
+check every tick) and acts on deletion, suspension and ``activeDeadlineSeconds``.
+
+The parts: :mod:`~kf_trainer_core.backends.local.jobstatus` (the job's conditions, jobsStatus
+and events), :mod:`~kf_trainer_core.backends.local.kubelet` (starting, watching and stopping the
+pods), :mod:`~kf_trainer_core.backends.local.jobpods` (the pods a plan makes),
+:mod:`~kf_trainer_core.backends.local.pods` (pod objects and states) and
+:mod:`~kf_trainer_core.backends.local.purge`; this module runs the job through them.
+
+It imports only the standard library and this package's standard-library modules: its
+start-up time is part of every job's latency.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import sys
+import threading
+import time
+from typing import Any
+
+from kf_trainer_core.backends.local import launch
+from kf_trainer_core.backends.local._common import (
+    INITIALIZERS,
+    JOB_NAME_LABEL,
+    LAUNCHER,
+    NODE,
+    REPLICATED_JOB_LABEL,
+    Paths,
+    now_iso,
+)
+from kf_trainer_core.backends.local.jobpods import initializer_pod, prepare_trainer, trainer_pods
+from kf_trainer_core.backends.local.jobstatus import JobRecord
+from kf_trainer_core.backends.local.kubelet import Kubelet
+from kf_trainer_core.backends.local.liveness import mark_supervising, unmark_supervising
+from kf_trainer_core.backends.local.pods import JobPlace, PodRun
+from kf_trainer_core.backends.local.procs import JobLock, kill_tree
+from kf_trainer_core.backends.local.purge import purge_job
+from kf_trainer_core.backends.local.store import PODS, TRAINJOBS, Store
+from kf_trainer_core.k8s.objects import container_status
+from kf_trainer_core.k8s.trainjob import (
+    COMPLETE,
+    FAILED,
+    JOB_BACKOFF,
+    JS_COMPLETED,
+    JS_FAILED,
+    JS_RESUMED,
+    JS_SUSPENDED,
+    SUSPENDED,
+    TRAINJOB_DEADLINE,
+    TRAINJOB_RESUMED,
+    TRAINJOB_SUSPENDED,
+    jobset_failed_message,
+)
+
+JSON = dict[str, Any]
+
+#: Seconds between looks at the job's row (a version check: one indexed SELECT).
+TICK = 0.02
+#: A pod whose Secret is missing retries this often (as the kubelet does).
+SECRET_RETRY_SECONDS = 1.0
+
+_CRASHED = (
+    "the local supervisor of this job stopped while the pod ran (killed, or the machine restarted)"
+)
+_STOPPED = (
+    "the local supervisor of this job was stopped (SIGTERM, SIGINT: a shutdown) while the "
+    "pod ran; its processes were stopped"
+)
+
+
+class JobSupervisor:
+    """Runs one TrainJob to its end (or until it is suspended or deleted)."""
+
+    def __init__(self, paths: Paths, namespace: str, name: str, uid: str) -> None:
+        self.paths = paths
+        self.place = JobPlace(paths, namespace, name, uid, socket.gethostname())
+        self.namespace, self.name, self.uid = namespace, name, uid
+        self.store = Store(paths.db)
+        self.record = JobRecord(self.store, self.place)
+        self.kubelet = Kubelet(self.record)
+        self.stop = threading.Event()
+        self.deadline: float | None = None
+
+    def control(self) -> str | None:
+        """What happened since the last look: ``gone`` (the job or its uid), ``delete``,
+        ``suspend``, ``deadline``, or ``stopped`` (this process got SIGTERM with no
+        reason in the job: a shutdown). ``None``: carry on."""
+        if not self.record.load():
+            return "gone"
+        if self.record.deleting:
+            return "delete"
+        if self.record.spec.get("suspend"):
+            return "suspend"
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return "deadline"
+        if self.stop.is_set():
+            return "stopped"
+        return None
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> None:
+        record = self.record
+        if not record.load():
+            return
+        self.kubelet.plan = self.store.get_plan(self.uid) or {}
+        runtime = self.kubelet.plan.get("runtime") or {}
+        record.rjobs = list(runtime.get("replicated_jobs") or [NODE])
+        if record.deleting:
+            self.purge()
+            return
+        if record.terminal() or self.kubelet.plan.get("runtime_error"):
+            return
+        stale = record.unfinished_pods()
+        if stale:
+            self.recover(stale)
+            return
+        while True:
+            if record.spec.get("suspend"):
+                self.ensure_suspended()
+                return
+            outcome = self.execute()
+            if outcome != "suspend":
+                return
+            # Suspended: if it was resumed meanwhile, run again (this process holds
+            # the lock, so a supervisor spawned by the resume waits for us).
+            if not record.load() or record.spec.get("suspend"):
+                return
+
+    def execute(self) -> str:
+        """Run the job's steps; return how it ended."""
+        record, place = self.record, self.place
+        spec = record.spec
+        trainer = dict(spec.get("trainer") or {})
+        runtime = dict(self.kubelet.plan.get("runtime") or {})
+        policy = str(runtime.get("policy") or "torch")
+        nnodes = int(trainer.get("numNodes") or runtime.get("num_nodes") or 1)
+        init = dict(spec.get("initializer") or {})
+        kept = {
+            str((p.get("metadata") or {}).get("labels", {}).get(REPLICATED_JOB_LABEL)): p
+            for p in record.existing_pods()
+            if (p.get("status") or {}).get("phase") == "Succeeded"
+        }
+        # The initializers the job asks for (the builder checked the runtime has them).
+        init_steps = [r for r in INITIALIZERS if init.get(r.split("-")[0])]
+        if policy == "mpi":
+            # The launcher is node 0 (runLauncherAsNode), the node pods the others.
+            layout = [(LAUNCHER, 0, 0)] + [(NODE, i, i + 1) for i in range(nnodes - 1)]
+        else:
+            layout = [(NODE, i, i) for i in range(nnodes)]
+        record.rjobs = list(init_steps)
+        for rjob in (LAUNCHER, NODE):
+            if any(p[0] == rjob for p in layout):
+                record.rjobs.append(rjob)
+        record.expected = dict.fromkeys(init_steps, 1)
+        for rjob, _, _ in layout:
+            record.expected[rjob] = record.expected.get(rjob, 0) + 1
+        # Initializer pods that succeeded before a suspension are kept and not re-run.
+        for rjob, pod in kept.items():
+            if rjob in INITIALIZERS:
+                name = pod["metadata"]["name"]
+                record.pods[name] = PodRun(name, rjob, 0, rjob, "", pod, finished=True, exit_code=0)
+
+        ads = spec.get("activeDeadlineSeconds")
+        if isinstance(ads, (int, float)) and ads > 0:
+            self.deadline = time.monotonic() + float(ads)
+        place.workspace.mkdir(parents=True, exist_ok=True)
+        (place.workspace / "dataset").mkdir(exist_ok=True)
+        (place.workspace / "model").mkdir(exist_ok=True)
+        place.run_dir.mkdir(parents=True, exist_ok=True)
+
+        with self.store.write() as tx:
+            if record.suspended():
+                record.set_condition(tx, SUSPENDED, "False", *TRAINJOB_RESUMED)
+                record.jobset_event(tx, "Normal", *JS_RESUMED)
+            record.write_jobs_status(tx)
+
+        cwd = self.kubelet.cwd()
+        todo = [r for r in init_steps if r not in kept]
+        if todo:
+            pods = [
+                initializer_pod(place, record.rjobs, r, init[r.split("-")[0]], cwd) for r in todo
+            ]
+            outcome = self.run_pods(pods)
+            if outcome is not None:
+                return self.finish(outcome)
+
+        program = launch.parse_trainer(
+            list(trainer.get("command") or runtime.get("command") or []),
+            list(trainer.get("args") or runtime.get("args") or []),
+        )
+        pods = trainer_pods(place, record.rjobs, self.kubelet.plan, trainer, layout, nnodes, cwd)
+        outcome = self.run_pods(pods, prepare=program)
+        return self.finish(outcome or "complete")
+
+    def run_pods(
+        self, pods: list[PodRun], prepare: launch.TrainerProgram | None = None
+    ) -> str | None:
+        """Create, start and watch ``pods``; ``None`` when all succeeded, else the
+        outcome (``failed:<pod>``, ``delete``, ``suspend``, ...)."""
+        kubelet = self.kubelet
+        kubelet.create(pods)
+        if prepare is not None and self.kubelet.runner is None:
+            try:
+                prepare_trainer(self.place, self.kubelet.plan, pods, prepare)
+            except Exception as exc:  # e.g. a venv that cannot be built: the nodes fail
+                for pod in pods:
+                    pod.start_error = (
+                        "Error",
+                        f"kf-trainer: preparing the trainer failed: {exc}",
+                    )
+        for pod in pods:
+            kubelet.start(pod)
+        while True:
+            self.record.publish_progress(pods)
+            outcome = self.control()
+            if outcome is not None:
+                return outcome
+            for pod in pods:
+                if pod.waiting_since is not None:
+                    if time.monotonic() - pod.waiting_since >= SECRET_RETRY_SECONDS:
+                        kubelet.start(pod)
+                elif not pod.finished:
+                    kubelet.poll(pod)
+            failed = [p for p in pods if p.finished and p.exit_code != 0]
+            if failed:
+                self.record.publish_progress(pods)
+                return f"failed:{failed[0].name}"
+            if all(p.finished for p in pods):
+                self.record.publish_progress(pods)  # the last report, before Complete
+                return None
+            self.stop.wait(TICK)
+
+    # ------------------------------------------------------------------ endings
+
+    def finish(self, outcome: str) -> str:
+        """Bring the job to the end ``outcome`` says: purged (``gone``, ``delete``),
+        stopped (``stopped``), suspended, Complete or Failed."""
+        record, kubelet = self.record, self.kubelet
+        if outcome in ("gone", "delete"):
+            # Gone: deleted, or replaced by a new job of the same name; either way what
+            # this uid owns goes (purge leaves a newer job's objects alone).
+            kubelet.stop(delete=False)
+            self.purge()
+            return outcome
+        if outcome == "stopped":
+            # A shutdown: the processes go, and the job says so now — waiting for a
+            # later client to notice left it "Running" in every waiting process.
+            kubelet.stop(delete=False)
+            self.recover(record.unfinished_pods(), _STOPPED)
+            return outcome
+        if outcome == "suspend":
+            kubelet.stop(finished_nodes=True)
+            self.mark_suspended()
+            return outcome
+        if outcome == "complete":
+            with self.store.write() as tx:
+                for rjob in record.rjobs:
+                    record.job_event(tx, rjob, "Normal", "Completed", "Job completed")
+                record.jobset_event(tx, "Normal", *JS_COMPLETED)
+                record.set_condition(tx, COMPLETE, "True", *JS_COMPLETED)
+                record.write_jobs_status(tx)
+            kubelet.sweep()
+            return outcome
+        # failed:<pod> or deadline
+        kubelet.stop()
+        with self.store.write() as tx:
+            if outcome == "deadline":
+                reason, message = TRAINJOB_DEADLINE
+            else:
+                pod = self.record.pods[outcome.split(":", 1)[1]]
+                record.job_event(tx, pod.rjob, "Warning", *JOB_BACKOFF)
+                reason = JS_FAILED[0]
+                message = jobset_failed_message(self.place.job_name(pod.rjob))
+                record.jobset_event(tx, "Warning", reason, message)
+            record.set_condition(tx, FAILED, "True", reason, message)
+            record.write_jobs_status(tx)
+        kubelet.sweep()
+        return outcome
+
+    def mark_suspended(self) -> None:
+        record = self.record
+        with self.store.write() as tx:
+            if not record.suspended():
+                record.jobset_event(tx, "Normal", *JS_SUSPENDED)
+            record.set_condition(tx, SUSPENDED, "True", *TRAINJOB_SUSPENDED)
+            record.write_jobs_status(tx, suspended=True)
+
+    def ensure_suspended(self) -> None:
+        if self.kubelet.runner is not None:
+            # Containers outlive a supervisor that died while suspending: none may run.
+            self.kubelet.runner.sweep(remove=True)
+        if not self.record.suspended():
+            self.mark_suspended()
+
+    def recover(self, stale: list[JSON], why: str = _CRASHED) -> None:
+        """A supervisor died (or was stopped) with pods running: stop what is left of
+        them and fail the job (the pods' nodes were lost); ``why`` goes on the pods."""
+        self.kubelet.sweep(remove=True)
+        now = now_iso()
+        with self.store.write() as tx:
+            first: str | None = None
+            for pod in stale:
+                meta = pod.get("metadata") or {}
+                container = ((pod.get("spec") or {}).get("containers") or [{}])[0]
+                terminated = {
+                    "exitCode": 137,
+                    "reason": "Error",
+                    "message": why,
+                    "startedAt": now,
+                    "finishedAt": now,
+                }
+                pod.setdefault("status", {}).update(
+                    {
+                        "phase": "Failed",
+                        "containerStatuses": [
+                            container_status(
+                                str(container.get("name", NODE)),
+                                str(container.get("image", "")),
+                                terminated=terminated,
+                            )
+                        ],
+                    }
+                )
+                tx.put(PODS, pod)
+                first = first or (meta.get("labels") or {}).get(JOB_NAME_LABEL)
+                # The writer died with its supervisor: end the log, or its followers
+                # would wait for more forever.
+                for c in (pod.get("spec") or {}).get("containers") or []:
+                    path = self.paths.log_done(
+                        self.namespace, str(meta.get("name")), str(c.get("name"))
+                    )
+                    with contextlib.suppress(OSError):
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                        path.touch()
+            message = jobset_failed_message(first or self.name)
+            self.record.jobset_event(tx, "Warning", JS_FAILED[0], message)
+            self.record.set_condition(tx, FAILED, "True", JS_FAILED[0], message)
+
+    def crashed(self, exc: BaseException) -> None:
+        """This supervisor failed (a bug, a full disk): no process of the job may
+        outlive it, and the job says why instead of running forever."""
+        with contextlib.suppress(Exception):
+            pgids = [g for p in self.record.pods.values() for g in p.pgids]
+            kill_tree(pgids, self.uid, 2.0, self.kubelet.reap)
+        if self.kubelet.runner is not None:
+            with contextlib.suppress(Exception):
+                self.kubelet.runner.sweep(remove=True)
+        message = f"the local supervisor failed: {type(exc).__name__}: {exc}"
+        with contextlib.suppress(Exception), self.store.write() as tx:
+            self.record.set_condition(tx, FAILED, "True", JS_FAILED[0], message)
+
+    def purge(self) -> None:
+        """Delete the job and everything it owns (its deletion was asked for)."""
+        purge_job(self.store, self.paths, self.namespace, self.name, self.uid, self.kubelet.reap)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 4:
+        print("usage: python -m kf_trainer_core.backends.local.supervisor STATE_DIR NS NAME UID")
+        return 2
+    paths = Paths(args[0])
+    namespace, name, uid = args[1], args[2], args[3]
+    supervisor = JobSupervisor(paths, namespace, name, uid)
+
+    def on_term(signum: int, frame: Any) -> None:
+        supervisor.stop.set()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    lock = JobLock(paths, uid)
+    lock.acquire(blocking=True)
+    gone = False
+    try:
+        lock.write_pid()
+        # Held with the lock: a marker left without a lock holder means this process
+        # was killed, which waiting clients then repair (see local.liveness).
+        mark_supervising(paths, uid)
+        supervisor.run()
+        gone = supervisor.store.get(TRAINJOBS, namespace, name) is None
+    except Exception as exc:
+        import traceback
+
+        traceback.print_exc()
+        supervisor.crashed(exc)
+        return 1
+    finally:
+        unmark_supervising(paths, uid)
+        lock.release(remove=gone)
+        supervisor.store.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

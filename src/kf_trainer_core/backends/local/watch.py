@@ -1,0 +1,179 @@
+"""Watches of the local backend: ``{"type", "object"}`` JSON lines from the store's
+change log, as the apiserver streams them, and the registry of open watches that lets a
+read wait until this process's informers hold what it returns."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+import weakref
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from kf_trainer_core.backends.local._common import Paths
+from kf_trainer_core.backends.local.liveness import check_supervisors
+from kf_trainer_core.backends.local.logs import PENDING
+from kf_trainer_core.backends.local.store import TRAINJOBS, Kind, Selector, Store, bad_request, gone
+
+JSON = dict[str, Any]
+
+#: How often a stream looks for news (the change log, a growing log file).
+POLL_SECONDS = 0.05
+#: A watch sends a BOOKMARK (its current version) when quiet this long.
+BOOKMARK_SECONDS = 2.0
+
+
+class _Streams:
+    """The watch streams open in this process, so that a read can wait until they
+    have delivered what it returns (see
+    :meth:`~kf_trainer_core.backends.local.api.LocalApi.get`)."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.open: weakref.WeakSet[WatchStream] = weakref.WeakSet()
+
+    def catch_up(self, db: str, kind: Kind, namespace: str | None, rv: int, timeout: float) -> None:
+        """Wait (at most ``timeout``) until every open watch of ``kind`` covering
+        ``namespace`` has handed out everything up to version ``rv`` and its reader
+        came back for more — that is, took it in."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                lagging = [
+                    s
+                    for s in self.open
+                    if s.db == db
+                    and s.kind is kind
+                    and not s.closed
+                    and (s.namespace is None or namespace is None or s.namespace == namespace)
+                    and s.acked < rv
+                ]
+                if not lagging:
+                    return
+                for stream in lagging:
+                    stream.wake.set()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self.cond.wait(min(remaining, POLL_SECONDS))
+
+
+STREAMS = _Streams()
+
+
+class WatchStream:
+    """A watch: ``{"type", "object"}`` JSON lines from the change log after a version,
+    BOOKMARKs when quiet, an ERROR 410 when that version was pruned; it ends after
+    ``timeout_seconds``, as the apiserver ends a watch."""
+
+    def __init__(
+        self,
+        db: Path,
+        kind: Kind,
+        selector: Selector,
+        resource_version: str | None,
+        timeout_seconds: int,
+        bookmarks: bool,
+    ) -> None:
+        self.store = Store(db, init_schema=False)
+        self.db = str(db)
+        self.paths = Paths(Path(db).parent)
+        self.kind = kind
+        self.namespace = selector.namespace if kind.namespaced else None
+        self.selector = selector
+        self.bookmarks = bookmarks
+        self.deadline = time.monotonic() + max(1, timeout_seconds)
+        self.buffer: deque[bytes] = deque()
+        self.closed = False
+        self.last_sent = time.monotonic()
+        #: Set to poll now instead of after the interval (a reader waits for us).
+        self.wake = threading.Event()
+        #: Every change up to this version was handed out and taken in by the reader.
+        self.acked = 0
+        if resource_version in (None, "", "0"):
+            # "Any version": the current objects as ADDED, then what follows.
+            items, rv = self.store.select(kind, selector)
+            self.buffer.extend(_line("ADDED", item) for item in items)
+            self.cursor = rv
+        else:
+            try:
+                self.cursor = int(str(resource_version))
+            except ValueError:
+                self.store.close()
+                raise bad_request(
+                    f'resourceVersion: Invalid value: "{resource_version}": must be an integer'
+                ) from None
+            self.acked = self.cursor
+        with STREAMS.cond:
+            STREAMS.open.add(self)
+
+    def _ack(self) -> None:
+        if self.cursor > self.acked:
+            with STREAMS.cond:
+                self.acked = self.cursor
+                STREAMS.cond.notify_all()
+
+    def poll(self) -> bytes | None:
+        """The next line, ``None`` at the end, or :data:`PENDING`."""
+        if self.buffer:
+            self.last_sent = time.monotonic()
+            return self.buffer.popleft()
+        if self.closed:
+            return None
+        # The reader is back with the buffer drained: it has taken in all it was given.
+        self._ack()
+        if self.kind is TRAINJOBS:
+            # Waits watch here: a job whose supervisor died turns Failed in the change
+            # log that this stream reads next.
+            check_supervisors(self.paths, self.store)
+        now = time.monotonic()
+        if now >= self.deadline:
+            self.close()
+            return None
+        limit = 500
+        changes, current, horizon = self.store.changes(
+            self.kind, self.namespace, self.cursor, limit
+        )
+        if self.cursor < horizon:
+            err = gone(f"too old resource version: {self.cursor} ({horizon})")
+            self.close()
+            return _line("ERROR", err.status())
+        for change in changes:
+            obj = json.loads(change.data)
+            if self.selector.matches(obj):
+                self.buffer.append(_line(change.type, obj))
+        if len(changes) >= limit:
+            self.cursor = changes[-1].rv
+        else:
+            self.cursor = max(current, self.cursor)
+        if self.buffer:
+            self.last_sent = now
+            return self.buffer.popleft()
+        self._ack()  # nothing of ours up to the cursor
+        if self.bookmarks and now - self.last_sent >= BOOKMARK_SECONDS:
+            self.last_sent = now
+            return _line(
+                "BOOKMARK",
+                {
+                    "apiVersion": self.kind.api_version,
+                    "kind": self.kind.kind,
+                    "metadata": {"resourceVersion": str(self.cursor)},
+                },
+            )
+        return PENDING
+
+    def close(self) -> None:
+        with STREAMS.cond:
+            STREAMS.open.discard(self)
+            STREAMS.cond.notify_all()
+        if not self.closed:
+            self.closed = True
+            with contextlib.suppress(Exception):
+                self.store.close()
+
+
+def _line(kind: str, obj: JSON) -> bytes:
+    return json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode()

@@ -1,0 +1,286 @@
+"""What both clients are made of (:class:`ClientBase`): the backend configuration and
+namespace, the shared informers' setup, the runtime cache, and the program pieces the
+operations of :mod:`kf_trainer_core.client` share. Each client brings its own driver,
+waker, informer registry and informers (``_run``, ``_waker``, ``_registry``,
+``_informer``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from kf_trainer_core.cluster.kueue import KueueProbe, QueueTracker, probe_for
+from kf_trainer_core.cluster.status import CREATION_FAILED_REASON, job_state
+from kf_trainer_core.config import KubernetesConfig, LocalConfig, parse_backend
+from kf_trainer_core.errors import SpecError
+from kf_trainer_core.fields import checks, names
+from kf_trainer_core.k8s.calls import Program
+from kf_trainer_core.k8s.drivers import CallHook
+from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE
+from kf_trainer_core.k8s.resources import EVENTS, TRAINJOBS
+from kf_trainer_core.k8s.retry import DEFAULT_POLICY, RetryPolicy
+from kf_trainer_core.manifest.builder import BuiltTrainJob, build_trainjob, identity_text
+from kf_trainer_core.manifest.runtimes import RuntimeInfo
+from kf_trainer_core.manifest.selectors import SUITE_SELECTOR
+from kf_trainer_core.programs.informer import (
+    AsyncWaker,
+    InformerState,
+    JobSubscription,
+    Subscription,
+    SyncWaker,
+    by_involved_object,
+    label_predicate,
+    slim_trainjob,
+)
+from kf_trainer_core.programs.logs import follow_logs, shown_logs
+from kf_trainer_core.programs.pod_batch import PodBatch
+from kf_trainer_core.programs.reads import get_runtime
+from kf_trainer_core.programs.submit import Submitted, submit_identity
+from kf_trainer_core.spec import TrainJobSpec, train_spec
+from kf_trainer_core.spec.checkpoint_storage import require_storage
+
+Identity = str | Sequence[str | int | None]
+Backend = KubernetesConfig | LocalConfig | Mapping[str, Any] | None
+
+
+def _backend(
+    backend: KubernetesConfig | LocalConfig | Mapping[str, Any] | None,
+) -> KubernetesConfig | LocalConfig:
+    if backend is None:
+        return KubernetesConfig()
+    if isinstance(backend, (KubernetesConfig, LocalConfig)):
+        return backend
+    if not isinstance(backend, Mapping):
+        raise SpecError.single(
+            "backend",
+            f"a {type(backend).__name__} ({backend!r}) is not a backend configuration."
+            if isinstance(backend, str)
+            else f"a {type(backend).__name__} is not a backend configuration.",
+            "pass LocalConfig() or {'backend': 'local'} for this machine, "
+            "ContainerConfig(image=...) for containers here, "
+            "KubernetesConfig(...) or its dict for a cluster, or nothing for the default "
+            "kubeconfig.",
+            title="Invalid client configuration",
+        )
+    return parse_backend(dict(backend))
+
+
+def _required(spec: Any) -> Any:
+    if spec is None:
+        # train_spec() of nothing is a job without a trainer: never what was meant here.
+        raise SpecError.single(
+            "spec",
+            "no spec was given.",
+            "pass a TrainJobSpec (or its dict/JSON form), or call train(trainer=...).",
+        )
+    return spec
+
+
+class ClientBase:
+    """What both clients share: configuration, the informers' setup, building."""
+
+    def __init__(
+        self,
+        backend: Backend = None,
+        *,
+        namespace: str | None = None,
+        retry: RetryPolicy = DEFAULT_POLICY,
+        request_hook: CallHook | None = None,
+    ) -> None:
+        self.config = _backend(backend)
+        if isinstance(self.config, KubernetesConfig):
+            # Both clients, before any request: a kubeconfig that is missing or broken.
+            self.config.check_usable()
+        if namespace is not None:
+            checks.check_namespace(namespace)
+        # The kubeconfig context's namespace is checked too: it names paths locally.
+        self.namespace = checks.check_namespace(namespace or self.config.resolve_namespace())
+        self.retry = retry
+        self.request_hook = request_hook
+        self._runtime_cache: dict[tuple[str, str], RuntimeInfo] = {}
+        self._open()
+
+    def _open(self) -> None:
+        """Connect now if the client's driver can be made outside an event loop."""
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(backend={self.config.backend!r}, namespace={self.namespace!r})"
+        )
+
+    def _informer_key(self, what: str) -> tuple[Any, ...]:
+        cfg = self.config
+        cluster = cfg.cache_key() if isinstance(cfg, KubernetesConfig) else ("local", cfg.state_dir)
+        return (cluster, what, self.namespace)
+
+    def _informer_timing(self) -> dict[str, Any]:
+        cfg = self.config
+        timeout, poll = (
+            (cfg.watch_timeout, cfg.poll_interval)
+            if isinstance(cfg, KubernetesConfig)
+            else (30, 0.5)
+        )
+        return {"watch_timeout": timeout, "poll_interval": poll, "policy": self.retry}
+
+    def _events_state(self) -> InformerState:
+        return InformerState(
+            EVENTS,
+            self.namespace,
+            field_selector=f"involvedObject.kind=TrainJob,reason={CREATION_FAILED_REASON}",
+            key=by_involved_object,
+            page_size=self._page_size,
+        )
+
+    #: The most objects a list request asks for (``None``: the config's page size).
+    _page_cap: int | None = None
+
+    @property
+    def _page_size(self) -> int:
+        cfg = self.config
+        size = cfg.list_page_size if isinstance(cfg, KubernetesConfig) else DEFAULT_PAGE_SIZE
+        return size if self._page_cap is None else min(size, self._page_cap)
+
+    def _jobs_state(self) -> InformerState:
+        # The suite's own jobs only, finished ones kept as stubs unless waited on.
+        return InformerState(
+            TRAINJOBS,
+            self.namespace,
+            label_selector=SUITE_SELECTOR,
+            slim=slim_trainjob,
+            finished=lambda obj: job_state(obj).terminal,
+            page_size=self._page_size,
+        )
+
+    def _named_job_state(self, name: str) -> InformerState:
+        # A job the suite did not create: watched by its name alone.
+        return InformerState(
+            TRAINJOBS, self.namespace, field_selector=f"metadata.name={name}", slim=slim_trainjob
+        )
+
+    def _kueue(self) -> KueueProbe | None:
+        """What this cluster and namespace have shown of Kueue (shared by every client
+        of the process); ``None`` for the local backend, which has no Kueue."""
+        if isinstance(self.config, LocalConfig):
+            return None
+        return probe_for(self._informer_key("kueue"))
+
+    def _tracker(self) -> QueueTracker | None:
+        probe = self._kueue()
+        return QueueTracker(self.namespace, probe) if probe is not None else None
+
+    # What each client brings: its waker, and its process-wide informers.
+    #: What each client brings: its waker, its process-wide informer registry (by
+    #: key, with a factory for the first use) and its informers.
+    _waker: Callable[[], SyncWaker | AsyncWaker]
+    _registry: Callable[[tuple[Any, ...], Callable[[], Any]], Any]
+    #: Its process-wide batch of finished jobs' pod reads, by key and namespace.
+    _pod_batch: Callable[[tuple[Any, ...], str], PodBatch]
+
+    def _informer(self, state: InformerState) -> Any:
+        raise NotImplementedError
+
+    def _subscribe(
+        self, key: tuple[Any, ...], state: InformerState, name: str, waker: Any, brief: bool
+    ) -> Subscription:
+        """Subscribe ``waker`` to ``name`` in the informer for ``key`` (made from
+        ``state`` on first use; ``brief``: it ends with its last wait)."""
+
+        def make() -> Any:
+            informer = self._informer(state)
+            if brief:
+                informer.linger = 0.0
+            return informer
+
+        sub: Subscription = self._registry(key, make).subscribe(name, waker)
+        return sub
+
+    @contextmanager
+    def _subscriptions(self, name: str) -> Iterator[tuple[JobSubscription, Subscription, Any]]:
+        """The job's and its creation events' subscriptions, and the waker they wake."""
+        waker = self._waker()
+
+        def by_name() -> Subscription:
+            key = (*self._informer_key("trainjob"), name)
+            # A per-name watch serves the waits on one foreign job: it ends with the
+            # last of them rather than lingering for the next wait, as the shared
+            # watch does.
+            return self._subscribe(key, self._named_job_state(name), name, waker, True)
+
+        shared = self._subscribe(
+            self._informer_key("trainjobs"), self._jobs_state(), name, waker, False
+        )
+        jobs = JobSubscription(shared, label_predicate(SUITE_SELECTOR), by_name)
+        events = self._subscribe(
+            self._informer_key("events"), self._events_state(), name, waker, False
+        )
+        try:
+            yield jobs, events, waker
+        finally:
+            jobs.close()
+            events.close()
+
+    @staticmethod
+    def _spec(
+        spec: TrainJobSpec | Mapping[str, Any] | str | None,
+        runtime: Any,
+        initializer: Any,
+        trainer: Any,
+        options: Any,
+    ) -> TrainJobSpec:
+        if spec is not None:
+            return spec if isinstance(spec, TrainJobSpec) else TrainJobSpec.parse(spec)
+        return train_spec(
+            runtime=runtime, trainer=trainer, initializer=initializer, options=options
+        )
+
+    def _given_spec(self, spec: TrainJobSpec | Mapping[str, Any] | str | None) -> TrainJobSpec:
+        """The spec to build or submit, checked for what this backend needs of it."""
+        given = self._spec(_required(spec), None, None, None, None)
+        require_storage(given, cluster=isinstance(self.config, KubernetesConfig))
+        return given
+
+    def _runtime_program(self, name: str, kind: str) -> Program[RuntimeInfo]:
+        """A runtime as the cluster has it, read once per client."""
+        key = (name, kind)
+        if key not in self._runtime_cache:
+            info, _ = yield from get_runtime(name, kind, self.namespace)
+            self._runtime_cache[key] = info
+        return self._runtime_cache[key]
+
+    def _identity_program(
+        self,
+        spec: TrainJobSpec,
+        runtime: RuntimeInfo | None,
+        identity: Identity,
+        fresh_after_failure: bool,
+    ) -> Program[Submitted]:
+        """Submit for an orchestrator identity: reattach to its job, or — when the last
+        attempt failed and ``fresh_after_failure`` — submit the next attempt."""
+        ident = identity_text(identity)
+        assert ident is not None
+
+        def build(attempt: int) -> BuiltTrainJob:
+            return build_trainjob(
+                spec,
+                namespace=self.namespace,
+                identity=ident,
+                runtime=runtime,
+                attempt=attempt,
+                retention=self.config.retention,
+            )
+
+        return (yield from submit_identity(self.namespace, ident, build, fresh_after_failure))
+
+    def _logs(
+        self, name: str, step: str, follow: bool, tail: int | None, raw: bool = False
+    ) -> Program[Any]:
+        """The program of ``get_job_logs``: a read that returns the lines, or a follow
+        that emits them (as a person reads them, or ``raw``). Its arguments are checked
+        now, not at the first line."""
+        checks.check_step(step)
+        checks.check_count(tail=tail)
+        if not follow:
+            return shown_logs(self.namespace, name, step, tail, raw, strict=True)
+        names.require_job_name(name)
+        return follow_logs(self.namespace, name, step, tail=tail or 1000, raw=raw)

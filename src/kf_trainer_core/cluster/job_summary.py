@@ -1,0 +1,229 @@
+"""A TrainJob's summary for people, the same for every orchestrator: a one-line state
+(with its Kueue queue and reported progress), a table of steps, metrics and cost, and a
+markdown report (state, duration, steps, metrics, result, queue, dashboard link and,
+for a failure, its class, reason, step, pod, exit code, events and last log lines).
+
+Pure functions of the job's status and outputs: nothing here sees credentials.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from kf_trainer_core.base import untrusted
+from kf_trainer_core.base.timeutil import duration_text
+
+if TYPE_CHECKING:
+    from kf_trainer_core.cluster.kueue import QueueStatus
+    from kf_trainer_core.cluster.status import Failure, JobOutputs, TrainJob
+
+__all__ = [
+    "job_summary",
+    "outputs_summary",
+    "progress_description",
+    "steps_table",
+    "summary_markdown",
+]
+
+#: Log lines of a failure shown in the summary (the whole log is in the task's logs).
+SUMMARY_LOG_LINES = 20
+#: Characters of the function's return value shown in the summary.
+SUMMARY_RESULT_CHARS = 600
+
+
+def progress_description(job: TrainJob) -> str:
+    """One line for a progress display: where the job is and what it reports."""
+    head = f"TrainJob {job.namespace}/{job.name}: {job.status.value}"
+    # A job queued by Kueue says where it waits and why.
+    queue = job.queue.summary() if job.queue is not None and job.queue.waiting else []
+    # Displays render it as markdown (Prefect's progress artifact): the job's own words
+    # are escaped.
+    reported = [untrusted.markdown(part) for part in job.progress.summary()] if job.progress else []
+    return " · ".join([head, *queue, *reported])
+
+
+def steps_table(
+    steps: list[Any],
+    metrics: Mapping[str, Any] | None = None,
+    cost: dict[str, float | None] | None = None,
+) -> list[dict[str, str | int | None]]:
+    """Rows for a table of the job: one per step, one per reported metric, then what
+    the job cost (wall, pending and running seconds, GPU-hours; kind ``cost``)."""
+    rows: list[dict[str, str | int | None]] = []
+    for step in steps:
+        rows.append(
+            {
+                "kind": "step",
+                "name": step.name,
+                "status": step.status or "",
+                "value": "",
+                "device": ""
+                if step.device == "Unknown"
+                else f"{step.device} x {step.device_count}",
+                "pod": step.pod_name,
+                "exit_code": step.exit_code,
+                "reason": step.container_reason or "",
+            }
+        )
+    for key, value in sorted((metrics or {}).items()):
+        rows.append(
+            {
+                "kind": "metric",
+                "name": key,
+                "status": "",
+                "value": value,
+                "device": "",
+                "pod": "",
+                "exit_code": None,
+                "reason": "",
+            }
+        )
+    for key, number in (cost or {}).items():
+        if number is None:
+            continue
+        rows.append(
+            {
+                "kind": "cost",
+                "name": key,
+                "status": "",
+                "value": f"{number:.6g}",
+                "device": "",
+                "pod": "",
+                "exit_code": None,
+                "reason": "",
+            }
+        )
+    return rows
+
+
+def _code(text: str) -> str:
+    return untrusted.code_span(text)
+
+
+def _block(lines: list[str]) -> str:
+    body = "\n".join(untrusted.line(line) for line in lines)
+    fence = "```"
+    while fence in body:
+        fence += "`"
+    return f"{fence}text\n{body}\n{fence}"
+
+
+def summary_markdown(
+    *,
+    name: str,
+    namespace: str,
+    runtime: str,
+    status: str,
+    duration_seconds: float | None = None,
+    steps: list[Any] | None = None,
+    metrics: Mapping[str, Any] | None = None,
+    result: Any = None,
+    failure: Failure | None = None,
+    note: str | None = None,
+    link: str | None = None,
+    queue: QueueStatus | None = None,
+    cost: str | None = None,
+) -> str:
+    """The markdown summary of a job: name, namespace, runtime, state, duration (and
+    what it cost), steps, metrics, result, its Kueue queue and, for a failure, its
+    class, reason, step, pod,
+    exit code and last log lines."""
+    lines = [f"## TrainJob {_code(name)}: {status}", ""]
+    lines.append(f"- **Namespace:** {_code(namespace)}")
+    lines.append(f"- **Runtime:** {_code(runtime)}")
+    lines.append(f"- **Duration:** {duration_text(duration_seconds)}")
+    if cost:
+        lines.append(f"- **Cost:** {cost}")
+    if steps:
+        shown = ", ".join(untrusted.markdown(f"{s.name} ({s.status or 'unknown'})") for s in steps)
+        lines.append(f"- **Steps:** {shown}")
+    if metrics:
+        lines.append(
+            "- **Metrics:** "
+            + ", ".join(f"{_code(f'{k}={v}')}" for k, v in sorted(metrics.items()))
+        )
+    if result is not None:
+        text = json.dumps(result, sort_keys=True, default=str)
+        if len(text) > SUMMARY_RESULT_CHARS:
+            text = text[:SUMMARY_RESULT_CHARS] + "…"
+        lines.append(f"- **Result:** {_code(text)}")
+    if queue is not None:
+        lines.append(f"- **Queue:** {_code(queue.line())}")
+    if link:
+        lines.append(f"- **Dashboard:** [{name}]({link})")
+    if note:
+        lines += ["", note]
+    if failure is not None:
+        lines += ["", "### Failure", ""]
+        lines.append(f"- **Reason:** {_code(failure.reason or 'Failed')}")
+        if failure.failure_class.value != "unknown":
+            why = f" — {untrusted.markdown(failure.classified_by)}" if failure.classified_by else ""
+            lines.append(f"- **Failure class:** {_code(failure.failure_class.value)}{why}")
+        if failure.message:
+            lines.append(f"- **Message:** {_code(failure.message)}")
+        if failure.step:
+            where = f"{failure.step}" + (f" (pod {failure.pod})" if failure.pod else "")
+            lines.append(f"- **Failing step:** {_code(where)}")
+        if failure.container_reason or failure.exit_code is not None:
+            what = [failure.container_reason or ""]
+            if failure.exit_code is not None:
+                what.append(f"exit code {failure.exit_code}")
+            lines.append(f"- **Container:** {_code(', '.join(w for w in what if w))}")
+        if failure.events:
+            lines += ["", "Events:", "", _block(failure.events[-10:])]
+        if failure.log_tail:
+            tail = failure.log_tail[-SUMMARY_LOG_LINES:]
+            lines += ["", f"Last {len(tail)} log lines:", "", _block(tail)]
+    return "\n".join(lines) + "\n"
+
+
+def outputs_summary(outputs: JobOutputs, *, link: str | None = None) -> str:
+    """:func:`summary_markdown` for a finished job's outputs."""
+    return summary_markdown(
+        name=outputs.name,
+        namespace=outputs.namespace,
+        runtime=outputs.runtime,
+        status=outputs.status.value,
+        duration_seconds=outputs.duration_seconds,
+        steps=list(outputs.steps),
+        metrics=dict(outputs.metrics),
+        result=outputs.result,
+        failure=outputs.failure,
+        link=link,
+        queue=outputs.queue,
+        cost=outputs.cost_text(),
+        note=(
+            f"Result unavailable: {outputs.result_missing.message}"
+            if outputs.result_missing
+            else None
+        ),
+    )
+
+
+def job_summary(
+    job: TrainJob,
+    *,
+    failure: Failure | None = None,
+    note: str | None = None,
+    link: str | None = None,
+) -> str:
+    """:func:`summary_markdown` for a job that did not finish well (failed, timed out
+    or cancelled)."""
+    duration = None
+    if job.creation_timestamp and job.completion_timestamp:
+        duration = (job.completion_timestamp - job.creation_timestamp).total_seconds()
+    return summary_markdown(
+        name=job.name,
+        namespace=job.namespace,
+        runtime=job.runtime,
+        status=job.status.value,
+        duration_seconds=duration,
+        steps=list(job.steps),
+        metrics=dict(job.progress.metrics) if job.progress else None,
+        failure=failure or job.failure,
+        note=note,
+        link=link,
+        queue=job.queue,
+    )

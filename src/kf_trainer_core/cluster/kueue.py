@@ -1,0 +1,479 @@
+"""Why a TrainJob waits: its Kueue Workload, read and told as data.
+
+A TrainJob labelled ``kueue.x-k8s.io/queue-name`` is held ``spec.suspend: true`` by Kueue
+until its Workload — owned by the TrainJob and labelled ``kueue.x-k8s.io/job-uid`` with
+its UID — is admitted. The TrainJob alone then only says "Suspended"; the Workload says
+which queue and cluster queue it waits in, why (``QuotaReserved=False`` with a reason and
+a message such as "insufficient unused quota for nvidia.com/gpu ..., 4 more needed"),
+whether it was evicted or preempted, and the visibility API
+(``visibility.kueue.x-k8s.io``) gives its position in the queue.
+
+Cost: nothing at all for a job without the queue label. For a labelled job one list of
+Workloads by the job's UID (plus one visibility read while it is pending). Whether the
+cluster serves Workloads (the CRD is installed, RBAC allows reading them) and the
+visibility API is discovered on first use and remembered per cluster and namespace
+(:class:`KueueProbe`): without Kueue nothing is asked again, nothing is reported and
+nothing fails.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kf_trainer_core.base.timeutil import duration_text, now, parse_time
+from kf_trainer_core.k8s.calls import Get, GetPath, ListObjects, Program
+from kf_trainer_core.k8s.errors import ApiError
+from kf_trainer_core.k8s.resources import Resource
+
+#: The label that puts a job in a Kueue LocalQueue.
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+#: The label Kueue puts on a job's Workload: the job's UID.
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+#: Kueue's Workloads (v1beta2 is the stored version of Kueue v0.19).
+WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
+LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
+CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", False)
+#: The visibility API's view of LocalQueues (``.../localqueues/<q>/pendingworkloads``).
+VISIBILITY_LOCAL_QUEUES = Resource(
+    "visibility.kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue"
+)
+#: A cluster found without Kueue (or without access to it) is asked again after this
+#: long: an administrator may install it or grant access while a long wait runs.
+REPROBE_SECONDS = 600.0
+#: While a job is queued its Workload is read again at most this often (its position
+#: and message change without the TrainJob changing).
+QUEUE_REFRESH_SECONDS = 15.0
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class Eviction(_Out):
+    """One eviction of the job's Workload (``Evicted`` / ``Preempted`` conditions)."""
+
+    reason: str
+    message: str = ""
+    at: datetime | None = None
+    #: ``InClusterQueue``, ``InCohortReclamation``… when Kueue preempted it.
+    preemption_reason: str | None = None
+
+
+class QueueStatus(_Out):
+    """Where a TrainJob stands in Kueue. ``None`` on a job means "not queued by Kueue"
+    (no queue label, or no Kueue on the cluster)."""
+
+    #: The LocalQueue (the job's ``kueue.x-k8s.io/queue-name`` label).
+    queue: str
+    #: The ClusterQueue, once Kueue has assigned one (the Workload's admission) — or the
+    #: one the visibility API names while pending.
+    cluster_queue: str | None = None
+    workload: str | None = None
+    #: Quota is reserved and the Workload admitted: the job may run.
+    admitted: bool = False
+    quota_reserved: bool = False
+    #: Why it is not admitted: ``QuotaReserved``'s reason and message ("Pending",
+    #: "Inadmissible"; "couldn't assign flavors to pod set node: …").
+    pending_reason: str | None = None
+    pending_message: str | None = None
+    #: 0-based positions while pending, where the visibility API answers.
+    position: int | None = None
+    cluster_queue_position: int | None = None
+    priority: int | None = None
+    evictions: list[Eviction] = Field(default_factory=list)
+    #: How many times Kueue requeued the Workload after an eviction.
+    requeue_count: int = 0
+    finished: bool = False
+    queued_at: datetime | None = None
+    admitted_at: datetime | None = None
+    #: Seconds spent waiting for admission (so far, or until admitted).
+    queued_seconds: float | None = None
+    #: Seconds since admission (until the Workload finished).
+    admitted_seconds: float | None = None
+
+    @property
+    def waiting(self) -> bool:
+        """Still waiting for admission."""
+        return not self.admitted and not self.finished
+
+    def summary(self) -> list[str]:
+        """What a person reads: ``["queued in team-a (cluster queue gpus), position 3",
+        "Pending: couldn't assign flavors …", "evicted 1x (Preempted: …)"]``."""
+        where = f"{self.queue}" + (
+            f" (cluster queue {self.cluster_queue})" if self.cluster_queue else ""
+        )
+        if self.finished:
+            head = f"finished in queue {where}"
+        elif self.admitted:
+            head = f"admitted by queue {where}"
+        else:
+            head = f"queued in {where}"
+            if self.position is not None:
+                head += f", position {self.position + 1}"
+                if self.cluster_queue_position is not None:
+                    head += f" ({self.cluster_queue_position + 1} in the cluster queue)"
+        if self.queued_seconds is not None:
+            head += f", waited {duration_text(self.queued_seconds)}"
+        if self.admitted_seconds is not None and self.admitted:
+            head += f", admitted for {duration_text(self.admitted_seconds)}"
+        parts = [head]
+        if self.waiting:
+            if self.workload is None:
+                parts.append("waiting for Kueue to create the job's Workload")
+            elif self.pending_reason or self.pending_message:
+                text = self.pending_message or ""
+                parts.append(f"{self.pending_reason}: {text}" if self.pending_reason else text)
+        if self.evictions:
+            last = self.evictions[-1]
+            detail = f"{last.reason}: {last.message}" if last.message else last.reason
+            count = max(len(self.evictions), self.requeue_count)
+            parts.append(f"evicted {count}x (last: {detail})")
+        return parts
+
+    def line(self) -> str:
+        """:meth:`summary` as one line."""
+        return "; ".join(self.summary())
+
+
+# ------------------------------------------------------------------------ derivation
+
+
+def queue_name(obj: Mapping[str, Any]) -> str | None:
+    """The LocalQueue a TrainJob object is labelled for, if any."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    value = labels.get(QUEUE_NAME_LABEL)
+    return str(value) if value else None
+
+
+def _cond(workload: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
+    for cond in (workload.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return dict(cond)
+    return None
+
+
+def _is_true(cond: Mapping[str, Any] | None) -> bool:
+    return bool(cond and cond.get("status") == "True")
+
+
+def _when(text: Any) -> datetime | None:
+    try:
+        return parse_time(str(text)) if text else None
+    except ValueError:
+        return None
+
+
+def owned_workload(items: list[Mapping[str, Any]], uid: str | None) -> Mapping[str, Any] | None:
+    """The Workload that belongs to the job of ``uid``: owned by it (a Workload
+    carrying the label but owned by another object is not ours), newest first."""
+    mine = [
+        w
+        for w in items
+        if uid is None
+        or any(r.get("uid") == uid for r in (w.get("metadata") or {}).get("ownerReferences") or [])
+    ]
+    if not mine:
+        return None
+    return max(mine, key=lambda w: str((w.get("metadata") or {}).get("creationTimestamp") or ""))
+
+
+def queue_status(
+    queue: str,
+    workload: Mapping[str, Any] | None,
+    *,
+    position: Mapping[str, Any] | None = None,
+    at: datetime | None = None,
+) -> QueueStatus:
+    """A :class:`QueueStatus` from a Workload object (``None``: not created yet) and
+    its entry in the visibility API's pending list. Pure."""
+    if workload is None:
+        return QueueStatus(queue=queue)
+    at = at or now()
+    meta = workload.get("metadata") or {}
+    spec = workload.get("spec") or {}
+    status = workload.get("status") or {}
+    reserved = _cond(workload, "QuotaReserved")
+    admitted = _cond(workload, "Admitted")
+    finished = _cond(workload, "Finished")
+    is_admitted = _is_true(admitted)
+    cluster_queue = (status.get("admission") or {}).get("clusterQueue")
+    queued_at = _when(meta.get("creationTimestamp"))
+    admitted_at = _when(admitted.get("lastTransitionTime")) if is_admitted and admitted else None
+    finished_at = (
+        _when(finished.get("lastTransitionTime")) if finished and _is_true(finished) else None
+    )
+    evictions = []
+    evicted = _cond(workload, "Evicted")
+    if evicted and (_is_true(evicted) or int((status.get("requeueState") or {}).get("count") or 0)):
+        preempted = _cond(workload, "Preempted")
+        evictions.append(
+            Eviction(
+                reason=str(evicted.get("reason") or "Evicted"),
+                message=str(evicted.get("message") or ""),
+                at=_when(evicted.get("lastTransitionTime")),
+                preemption_reason=str(preempted.get("reason"))
+                if _is_true(preempted) and preempted
+                else None,
+            )
+        )
+    pending_reason = pending_message = None
+    if not is_admitted and reserved is not None and not _is_true(reserved):
+        pending_reason = str(reserved.get("reason") or "") or None
+        pending_message = str(reserved.get("message") or "") or None
+    elif not is_admitted and admitted is not None:
+        # Quota reserved, admission checks outstanding: the Admitted condition says why.
+        pending_reason = str(admitted.get("reason") or "") or None
+        pending_message = str(admitted.get("message") or "") or None
+    end = admitted_at if is_admitted else (finished_at or at)
+    queued = (end - queued_at).total_seconds() if queued_at and end else None
+    running = ((finished_at or at) - admitted_at).total_seconds() if admitted_at else None
+    pos = position or {}
+    return QueueStatus(
+        queue=str(spec.get("queueName") or queue),
+        cluster_queue=cluster_queue or pos.get("clusterQueueName"),
+        workload=str(meta.get("name") or "") or None,
+        admitted=is_admitted,
+        quota_reserved=_is_true(reserved),
+        pending_reason=pending_reason,
+        pending_message=pending_message,
+        position=_int(pos.get("positionInLocalQueue")),
+        cluster_queue_position=_int(pos.get("positionInClusterQueue")),
+        priority=_int(spec.get("priority")),
+        evictions=evictions,
+        requeue_count=int((status.get("requeueState") or {}).get("count") or 0),
+        finished=_is_true(finished),
+        queued_at=queued_at,
+        admitted_at=admitted_at,
+        queued_seconds=max(0.0, queued) if queued is not None else None,
+        admitted_seconds=max(0.0, running) if running is not None else None,
+    )
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+# --------------------------------------------------------------------------- probing
+
+
+@dataclass
+class KueueProbe:
+    """What one cluster (and namespace: RBAC is per namespace) has shown of Kueue.
+    ``None``: not asked yet; ``False``: absent or forbidden (asked again after
+    :data:`REPROBE_SECONDS`)."""
+
+    workloads: bool | None = None
+    visibility: bool | None = None
+    workloads_denied_at: float = 0.0
+    visibility_denied_at: float = 0.0
+    #: LocalQueue -> ClusterQueue, read once per queue (``None``: not readable).
+    cluster_queues: dict[str, str | None] = field(default_factory=dict)
+
+    def can_read_workloads(self) -> bool:
+        if self.workloads is False and time.monotonic() - self.workloads_denied_at >= (
+            REPROBE_SECONDS
+        ):
+            self.workloads = None
+        return self.workloads is not False
+
+    def can_read_positions(self) -> bool:
+        if self.visibility is False and time.monotonic() - self.visibility_denied_at >= (
+            REPROBE_SECONDS
+        ):
+            self.visibility = None
+        return self.visibility is not False
+
+    def deny_workloads(self) -> None:
+        self.workloads = False
+        self.workloads_denied_at = time.monotonic()
+
+    def deny_positions(self) -> None:
+        self.visibility = False
+        self.visibility_denied_at = time.monotonic()
+
+
+_PROBES: dict[Hashable, KueueProbe] = {}
+_PROBES_LOCK = threading.Lock()
+
+
+def probe_for(key: Hashable) -> KueueProbe:
+    """The process-wide probe of one cluster and namespace (every client shares it)."""
+    with _PROBES_LOCK:
+        probe = _PROBES.get(key)
+        if probe is None:
+            probe = _PROBES[key] = KueueProbe()
+        return probe
+
+
+def forget_probes() -> None:
+    """Forget every discovery (tests that install or remove Kueue between jobs)."""
+    with _PROBES_LOCK:
+        _PROBES.clear()
+
+
+def _absent(err: ApiError) -> bool:
+    # 404: the CRD (or the aggregated visibility API) is not served; 403: RBAC denies
+    # it; 503: an aggregated API registered but not answering.
+    return err.not_found or err.forbidden or err.code == 503
+
+
+def pending_path(namespace: str, queue: str) -> str:
+    """The visibility API's pending list of a LocalQueue."""
+    res = VISIBILITY_LOCAL_QUEUES
+    base = f"/apis/{res.group}/{res.version}/namespaces/{namespace}/{res.plural}"
+    return f"{base}/{queue}/pendingworkloads"
+
+
+def lookup(
+    namespace: str, obj: Mapping[str, Any], probe: KueueProbe, *, positions: bool = True
+) -> Program[QueueStatus | None]:
+    """The job's :class:`QueueStatus`, or ``None`` when it is not queued by Kueue.
+
+    No request at all for a job without the queue label, or on a cluster already
+    found without Kueue. API trouble never fails the caller: the status is then
+    unknown (``None``) this time."""
+    queue = queue_name(obj)
+    if queue is None or not probe.can_read_workloads():
+        return None
+    meta = obj.get("metadata") or {}
+    uid = meta.get("uid")
+    selector = f"{JOB_UID_LABEL}={uid}" if uid else None
+    try:
+        listing = yield ListObjects(WORKLOADS, namespace, label_selector=selector)
+    except ApiError as err:
+        if _absent(err):
+            probe.deny_workloads()
+        return None
+    probe.workloads = True
+    workload = owned_workload(listing.get("items") or [], uid)
+    if workload is None and not (obj.get("spec") or {}).get("suspend"):
+        # Not held and no Workload: Kueue does not manage this job (its TrainJob
+        # integration is off, or the label came after creation). Nothing to report.
+        return None
+    if queue not in probe.cluster_queues and workload is not None:
+        probe.cluster_queues[queue] = yield from _cluster_queue(namespace, queue)
+    entry: Mapping[str, Any] | None = None
+    if (
+        positions
+        and workload is not None
+        and not _is_true(_cond(workload, "Admitted"))
+        and not _is_true(_cond(workload, "Finished"))
+        and probe.can_read_positions()
+    ):
+        entry = yield from _position(namespace, queue, workload, probe)
+    status = queue_status(queue, workload, position=entry)
+    if status.cluster_queue is None and probe.cluster_queues.get(queue):
+        # Pending: the Workload names no ClusterQueue yet; its LocalQueue does.
+        status = status.model_copy(update={"cluster_queue": probe.cluster_queues[queue]})
+    return status
+
+
+def _cluster_queue(namespace: str, queue: str) -> Program[str | None]:
+    """The ClusterQueue a LocalQueue feeds (``None`` when it cannot be read)."""
+    try:
+        obj = yield Get(LOCAL_QUEUES, namespace, queue)
+    except ApiError:
+        return None
+    value = (obj.get("spec") or {}).get("clusterQueue")
+    return str(value) if value else None
+
+
+def _position(
+    namespace: str, queue: str, workload: Mapping[str, Any], probe: KueueProbe
+) -> Program[Mapping[str, Any] | None]:
+    name = (workload.get("metadata") or {}).get("name")
+    try:
+        summary = yield GetPath(pending_path(namespace, queue))
+    except ApiError as err:
+        if _absent(err):
+            probe.deny_positions()
+        return None
+    probe.visibility = True
+    for item in (summary or {}).get("items") or []:
+        if (item.get("metadata") or {}).get("name") == name:
+            return dict(item)
+    return None
+
+
+class QueueTracker:
+    """Keeps one wait's view of its job's Workload fresh at a bounded cost: read when
+    the job changes while queued, and every :data:`QUEUE_REFRESH_SECONDS` while it
+    waits for admission; never for a job without the queue label."""
+
+    def __init__(
+        self, namespace: str, probe: KueueProbe, *, interval: float = QUEUE_REFRESH_SECONDS
+    ) -> None:
+        self.namespace = namespace
+        self.probe = probe
+        self.interval = interval
+        self.status: QueueStatus | None = None
+        self._version: str | None = None
+        self._fetched_at: float | None = None
+
+    @property
+    def _every(self) -> float:
+        # Kueue creates the Workload moments after the job: look again soon until then.
+        if self.status is not None and self.status.workload is None:
+            return min(1.0, self.interval)
+        return self.interval
+
+    def _queued(self, obj: Mapping[str, Any]) -> bool:
+        spec = obj.get("spec") or {}
+        finished = any(
+            c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+            for c in (obj.get("status") or {}).get("conditions") or []
+        )
+        return bool(spec.get("suspend")) and not finished
+
+    def due(self, obj: Mapping[str, Any]) -> bool:
+        """Whether to read the Workload now."""
+        if queue_name(obj) is None or not self.probe.can_read_workloads():
+            return False
+        version = str((obj.get("metadata") or {}).get("resourceVersion"))
+        if version != self._version:
+            # A change of the job: read once when it is (or was) queued, so admission
+            # and eviction are seen, not on every progress update of a running job.
+            return self._queued(obj) or self.status is None or self.status.waiting
+        return self._queued(obj) and (
+            self._fetched_at is None or time.monotonic() - self._fetched_at >= self._every
+        )
+
+    def refresh(self, obj: Mapping[str, Any]) -> Program[bool]:
+        """Read the Workload; ``True`` when what a person reads of it changed."""
+        self._version = str((obj.get("metadata") or {}).get("resourceVersion"))
+        self._fetched_at = time.monotonic()
+        found = yield from lookup(self.namespace, obj, self.probe)
+        if found is None:
+            return False
+        before = self.status.summary()[1:] if self.status else None
+        before_head = (
+            (self.status.admitted, self.status.position, self.status.cluster_queue)
+            if self.status
+            else None
+        )
+        self.status = found
+        after_head = (found.admitted, found.position, found.cluster_queue)
+        return before != found.summary()[1:] or before_head != after_head
+
+    def wake_in(self, obj: Mapping[str, Any] | None) -> float | None:
+        """Seconds until the next refresh is due (``None``: none needed)."""
+        if (
+            obj is None
+            or queue_name(obj) is None
+            or not self._queued(obj)
+            or not self.probe.can_read_workloads()
+        ):
+            return None
+        if self._fetched_at is None:
+            return 0.0
+        return max(0.0, self._every - (time.monotonic() - self._fetched_at))

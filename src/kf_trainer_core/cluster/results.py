@@ -1,0 +1,140 @@
+"""Where a finished job's result is read from, and why it may not be readable.
+
+A training function's return value leaves its pod two ways: rank 0 writes it (JSON, at
+most :data:`~kf_trainer_core.spec.function.TERMINATION_MESSAGE_LIMIT` bytes) as node-0's
+termination message, which the API server keeps in the pod's status, and prints it as
+the last line of node-0's log. The termination message lives as long as the pod object;
+the log only as long as the node's kubelet keeps it and can serve it. So a result read
+after the job may be unreadable although the job succeeded: the pod has no termination
+message (a result over 4 KiB, a virtual kubelet that writes none) and the log cannot be
+read (the node was scaled away, the kubelet refuses or times out, the pod was deleted).
+
+Reading the result is never allowed to turn the job's success into an error: a reader
+gets the finished job and a :class:`ResultMissing` that says why and what to do; only a
+caller that needs the value (an Airflow ``@task.kubeflow_trainer``, a Prefect
+``trainjob_task``, a KFP function component) raises it, as
+:class:`~kf_trainer_core.errors.TrainJobResultUnavailableError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from kf_trainer_core.errors import FailureClass
+from kf_trainer_core.fields import names
+from kf_trainer_core.k8s.errors import ApiError
+from kf_trainer_core.spec.function import RESULT_MARKER, TERMINATION_MESSAGE_LIMIT
+
+#: Why a result could not be read:
+#: ``log-unreadable`` — the log endpoint refused, failed or timed out (the node's kubelet
+#: is down or gone; a later read may work: infrastructure);
+#: ``pod-gone`` — node-0's pod no longer exists, with its termination message and log;
+#: ``not-in-log`` — the log was read but holds no result line (rotated away, or cut).
+ResultCause = Literal["log-unreadable", "pod-gone", "not-in-log"]
+
+_WHERE = (
+    f"A result reaches the caller through node-0's termination message (JSON of at most "
+    f"{TERMINATION_MESSAGE_LIMIT} bytes, kept with the pod) or, when larger, only through "
+    "node-0's log, which is lost with the node."
+)
+_FIX = (
+    f"Fix: keep the return value under {TERMINATION_MESSAGE_LIMIT} bytes of JSON (write "
+    "models, tables and other large outputs to storage and return their URI), and keep "
+    "the pods until the result is read (no pod garbage collection right after the job)."
+)
+
+
+class ResultMissing(BaseModel):
+    """Why a finished job's function return value could not be read, and what to do."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cause: ResultCause
+    #: What happened and what to do, in words (no secrets: built from status and the
+    #: API's error code only).
+    message: str
+    #: ``infrastructure`` when a later read may work (the job is not run again: a retry
+    #: finds the finished job and reads again); ``configuration`` when the result is lost
+    #: where it was put.
+    failure_class: FailureClass
+
+
+def _carries_marker(holder: Mapping[str, Any]) -> bool | None:
+    words = [*(holder.get("command") or []), *(holder.get("args") or [])]
+    if not words:
+        return None
+    marker = RESULT_MARKER.strip()
+    return any(isinstance(w, str) and marker in w for w in words)
+
+
+def expects_result(obj: Mapping[str, Any], pod: Mapping[str, Any] | None) -> bool | None:
+    """Whether the job runs a training function whose return value is its result (the
+    generated program carries the result marker); container and built-in trainers
+    return nothing, so nothing is missing when their log cannot be read. Read from
+    node-0's pod, else from the TrainJob's trainer; ``None`` when neither says (the pod
+    is gone and ``obj`` is a cached copy without the trainer's program)."""
+    if pod is not None:
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            if container.get("name") == names.NODE:
+                # No command: the image's own entrypoint, not a generated program.
+                return bool(_carries_marker(container))
+    return _carries_marker((obj.get("spec") or {}).get("trainer") or {})
+
+
+def declined_in_log(lines: list[str]) -> bool:
+    """Whether the function's program said it reports no result (a return value that is
+    not JSON, with ``KF_TRAINER_RESULT_NOT_JSON=ignore``): nothing is missing then."""
+    return any("is not JSON-serialisable" in line and "not reported" in line for line in lines)
+
+
+def _code_text(err: ApiError) -> str:
+    # The API's own text may quote internal addresses; the code and a short excerpt
+    # are enough to say what happened. Control characters are dropped: it is the
+    # server's text, shown in task logs.
+    raw = " ".join(str(err).split())
+    cleaned = "".join(ch for ch in raw if ch.isprintable())
+    return cleaned[:300] + ("…" if len(cleaned) > 300 else "")
+
+
+def unreadable_log(job: str, pod: str, err: ApiError) -> ResultMissing:
+    """node-0's log could not be read (refused, 5xx, timeout, no answer)."""
+    if err.not_found:
+        return gone_pod(job, pod)
+    return ResultMissing(
+        cause="log-unreadable",
+        message=(
+            f"TrainJob {job} succeeded, but its result cannot be read: pod {pod} has no "
+            f"termination message and its log cannot be read ({_code_text(err)}); its node "
+            f"may be gone or serve no logs. {_WHERE} {_FIX}"
+        ),
+        failure_class=FailureClass.INFRASTRUCTURE,
+    )
+
+
+def gone_pod(job: str, pod: str | None) -> ResultMissing:
+    """node-0's pod no longer exists: neither its termination message nor its log."""
+    which = f"pod {pod}" if pod else "node-0's pod"
+    return ResultMissing(
+        cause="pod-gone",
+        message=(
+            f"TrainJob {job} succeeded, but its result cannot be read: {which} no longer "
+            f"exists (deleted with its node, or by pod garbage collection). {_WHERE} {_FIX}"
+        ),
+        failure_class=FailureClass.CONFIGURATION,
+    )
+
+
+def not_in_log(job: str, pod: str) -> ResultMissing:
+    """The log was read but holds no result line."""
+    return ResultMissing(
+        cause="not-in-log",
+        message=(
+            f"TrainJob {job} succeeded, but its result cannot be read: pod {pod} has no "
+            "termination message and the end of its log holds no result line (rotated "
+            f"away, or written by something else). {_WHERE} {_FIX}"
+        ),
+        failure_class=FailureClass.CONFIGURATION,
+    )

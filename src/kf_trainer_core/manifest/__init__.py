@@ -1,0 +1,3 @@
+"""The TrainJob manifest: the builder, the runtimes it resolves, lineage stamping,
+selectors.
+"""

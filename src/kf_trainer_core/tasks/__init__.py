@@ -1,0 +1,2 @@
+"""What orchestrator tasks share: task helpers, step waits, interruptions, the sync runner,
+backend fields."""

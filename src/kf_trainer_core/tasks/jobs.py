@@ -1,0 +1,197 @@
+"""A task's TrainJob, for any orchestrator adapter: the spec it submits and the
+identity that finds it again, the task-log lines of its life, and what a job that
+ended badly shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+from uuid import UUID
+
+from kf_trainer_core.cluster.job_summary import job_summary, progress_description, steps_table
+from kf_trainer_core.cluster.status import JobOutputs, TrainJob
+from kf_trainer_core.spec import Name, TrainJobSpec
+
+__all__ = [
+    "ProgressState",
+    "announce",
+    "bad_ending",
+    "finished",
+    "job_name_of",
+    "log_sink",
+    "outputs_rows",
+    "spec_digest",
+    "spec_of",
+    "task_identity",
+    "with_updates",
+]
+
+T = TypeVar("T")
+
+Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
+Identity = str | Sequence[str | int | None]
+
+
+def spec_of(spec: TrainJobSpec | Mapping[str, Any] | str) -> TrainJobSpec:
+    """The spec, validated: a bad field fails the task before anything is submitted."""
+    return spec if isinstance(spec, TrainJobSpec) else TrainJobSpec.parse(spec)
+
+
+def spec_digest(spec: TrainJobSpec) -> str:
+    """A digest of the spec's content, stable across processes and runs."""
+    text = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def task_identity(
+    spec: TrainJobSpec,
+    explicit: Identity | None,
+    name: str | None,
+    scope: Sequence[str] | None,
+) -> Identity | None:
+    """The identity of the job a task submits: ``explicit`` if given; none for a fixed
+    ``name`` (or ``Name`` option), which is its own identity; else the task's ``scope``
+    (what survives the orchestrator's retries and re-runs) and the spec's digest, so a
+    retry finds its job and a different spec makes a different one."""
+    if explicit is not None:
+        return explicit
+    if name is not None or spec.option(Name) is not None or scope is None:
+        return None
+    return (*scope, spec_digest(spec))
+
+
+def job_name_of(job: TrainJob | JobOutputs | str) -> str:
+    """The name of a job given as a name, a ``TrainJob`` or ``JobOutputs``; an empty or
+    invalid name is refused here, before the task makes any request."""
+    from kf_trainer_core.fields.names import require_job_name
+
+    return require_job_name(job if isinstance(job, str) else job.name, "job")
+
+
+def log_sink(logger: Logger, job: str, step: str) -> Callable[[str], None]:
+    """A log line consumer writing ``[job/step] line`` into ``logger``."""
+    prefix = f"[{job}/{step}]"
+
+    def sink(line: str) -> None:
+        logger.info("%s %s", prefix, line)
+
+    return sink
+
+
+def announce(logger: Logger, job: TrainJob, created: bool, link: str | None) -> None:
+    """``Submitted`` (or ``Reattached to``) ``TrainJob ns/name (runtime, state): link``."""
+    logger.info(
+        "%s TrainJob %s/%s (runtime %s, %s)%s",
+        "Submitted" if created else "Reattached to",
+        job.namespace,
+        job.name,
+        job.runtime,
+        job.status.value,
+        f": {link}" if link else "",
+    )
+
+
+def finished(logger: Logger, result: JobOutputs) -> None:
+    """The job's end (state, duration, cost) and its reported metrics."""
+    took = f" after {result.duration_seconds:.0f}s" if result.duration_seconds else ""
+    cost = result.cost_text()
+    took += f" ({cost})" if cost else ""
+    logger.info("TrainJob %s/%s is %s%s", result.namespace, result.name, result.status.value, took)
+    if result.metrics:
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(result.metrics.items()))
+        logger.info("TrainJob %s/%s reported: %s", result.namespace, result.name, shown)
+    if result.result_missing is not None:
+        logger.warning("%s", result.result_missing.message)
+
+
+def outputs_rows(outputs: JobOutputs) -> list[dict[str, Any]]:
+    """The steps-and-metrics table of a job's outputs."""
+    return steps_table(list(outputs.steps), dict(outputs.metrics), outputs.cost())
+
+
+def bad_ending(
+    exc: BaseException, known: TrainJob | None, note: str | None, link: str | None
+) -> tuple[str, str, list[dict[str, Any]]] | None:
+    """The name, summary and table of a job that ended badly (the job ``exc`` carries,
+    else the one the task knew), when there is a job to show."""
+    job = getattr(exc, "job", None) or known
+    if not isinstance(job, TrainJob):
+        return None
+    failure = getattr(exc, "failure", None)
+    metrics = dict(job.progress.metrics) if job.progress else {}
+    return (
+        job.name,
+        job_summary(job, failure=failure, note=note, link=link),
+        steps_table(list(job.steps), metrics),
+    )
+
+
+async def with_updates(
+    start: Callable[[Callable[[TrainJob], None]], Awaitable[T]],
+    observe: Callable[[TrainJob], bool],
+    flush: Callable[[], Awaitable[None]],
+) -> T:
+    """Await the client call ``start(on_update)`` while pushing what ``observe`` finds
+    new: callbacks run inside the client's wait and cannot await, so a companion task
+    awaits ``flush()`` whenever there is news."""
+    news = asyncio.Event()
+
+    def on_update(update: TrainJob) -> None:
+        if observe(update):
+            news.set()
+
+    async def pump() -> None:
+        while True:
+            await news.wait()
+            news.clear()
+            await flush()
+
+    pumping = asyncio.ensure_future(pump())
+    try:
+        return await start(on_update)
+    finally:
+        pumping.cancel()
+
+
+@dataclass
+class ProgressState:
+    """The latest progress of a job seen (from any thread or callback) and what was
+    pushed to a progress display; ``log`` warns once when a push fails."""
+
+    artifact_id: UUID | None = None
+    percentage: float = 0.0
+    description: str = ""
+    pushed: tuple[float, str] | None = None
+    enabled: bool = True
+    warned: bool = field(default=False)
+    log: logging.Logger = field(default=logging.getLogger(__name__), repr=False)
+
+    def observe(self, job: TrainJob) -> bool:
+        """Record a job update; ``True`` if there is something new to push."""
+        if job.progress is not None and job.progress.percentage is not None:
+            self.percentage = float(max(0, min(100, job.progress.percentage)))
+        if job.status.value == "Complete":
+            self.percentage = 100.0
+        self.description = progress_description(job)
+        return self.pending()
+
+    def pending(self) -> bool:
+        """Whether there is progress not pushed yet."""
+        return (
+            self.enabled
+            and self.artifact_id is not None
+            and (self.percentage, self.description) != self.pushed
+        )
+
+    def failed(self, exc: Exception) -> None:
+        """A push failed: warn once (a display's hiccup must not fail the training)."""
+        # Progress is a view: a hiccup of the display's API must not fail the training.
+        if not self.warned:
+            self.log.warning("could not update the progress artifact: %s", exc)
+            self.warned = True

@@ -1,0 +1,117 @@
+"""The core's layer contract (``docs/architecture.md``), enforced: no import runs upward,
+whether at module level, inside a function or under ``TYPE_CHECKING``, and no two units
+import each other."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import sys
+from pathlib import Path
+
+from layering import (
+    CORE,
+    LAYERS,
+    all_imports,
+    cycles,
+    imports_of,
+    layer_graph,
+    layer_unit,
+    read_tree,
+    unit_graph,
+    upward_imports,
+)
+
+
+def test_every_unit_has_a_layer() -> None:
+    units = {layer_unit(module) for module in read_tree()} - {"__init__"}
+    assert units <= set(LAYERS), f"units without a layer: {sorted(units - set(LAYERS))}"
+
+
+def test_no_import_runs_upward() -> None:
+    problems = upward_imports(all_imports())
+    assert not problems, "imports against the layer order:\n" + "\n".join(problems)
+
+
+def test_no_cycle_between_units() -> None:
+    imports = all_imports()
+    assert cycles(layer_graph(imports)) == []
+    assert cycles(unit_graph(imports)) == []
+
+
+def test_job_side_modules_import_the_standard_library_only() -> None:
+    # report.py and checkpoints.py run inside the job's pods, where only they are copied.
+    tree = read_tree()
+    for name in ("report", "checkpoints"):
+        path, _ = tree[f"kf_trainer_core.{name}"]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                tops = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                tops = [node.module.split(".")[0]]
+            else:
+                continue
+            for top in tops:
+                assert top in sys.stdlib_module_names or top == "__future__", (name, top)
+
+
+# ---------------------------------------------------------------- the checker can fail
+
+_MODULES = ("kf_trainer_core.errors", "kf_trainer_core.cluster.status", "kf_trainer_core.k8s")
+
+
+def _planted(source: str, module: str = "kf_trainer_core.errors") -> list[str]:
+    return upward_imports(imports_of(source, module, False, _MODULES))
+
+
+def test_a_planted_upward_import_fails_at_module_level() -> None:
+    problems = _planted("from kf_trainer_core.cluster.status import TrainJob\n")
+    assert len(problems) == 1
+    assert "errors is below cluster" in problems[0]
+
+
+def test_a_planted_lazy_upward_import_fails() -> None:
+    source = "def f():\n    from kf_trainer_core.cluster import status\n    return status\n"
+    problems = _planted(source)
+    assert len(problems) == 1
+    assert "lazy imports kf_trainer_core.cluster.status" in problems[0]
+
+
+def test_a_planted_type_checking_upward_import_fails() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    import kf_trainer_core.cluster.status\n"
+    )
+    problems = _planted(source)
+    assert len(problems) == 1
+    assert "TYPE_CHECKING imports" in problems[0]
+
+
+def test_a_planted_relative_upward_import_fails() -> None:
+    # ``from ..cluster import status`` in kf_trainer_core.k8s.errors
+    problems = upward_imports(
+        imports_of("from ..cluster import status\n", "kf_trainer_core.k8s.errors", False, _MODULES)
+    )
+    assert len(problems) == 1
+    assert "k8s is below cluster" in problems[0]
+
+
+def test_a_downward_import_passes() -> None:
+    assert (
+        _planted("from kf_trainer_core.k8s import calls\n", "kf_trainer_core.cluster.status") == []
+    )
+
+
+def test_a_planted_upward_import_in_a_copy_of_the_tree_fails(tmp_path: Path) -> None:
+    copy = tmp_path / "kf_trainer_core"
+    shutil.copytree(CORE, copy)
+    assert upward_imports(all_imports(copy)) == []
+    errors = copy / "errors.py"
+    errors.write_text(
+        errors.read_text() + "\n\ndef _later():\n    from kf_trainer_core.client import base\n"
+    )
+    problems = upward_imports(all_imports(copy))
+    assert len(problems) == 1
+    assert "errors is below client" in problems[0]
+    assert cycles(layer_graph(all_imports(copy)))  # errors -> client -> ... -> errors
