@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from importlib import metadata
 
 from kf_trainer_core.errors import FieldProblem, SpecError
-from kf_trainer_core.fields import checks
 
 DISTRIBUTION = "kf-trainer-suite"
 DEFAULT_BASE_IMAGE = "python:3.11"

@@ -64,7 +64,8 @@ def _install(tmp_path: Path) -> Path:
     )
     pins.write_text(exported.stdout)
     env = {**os.environ, "VIRTUAL_ENV": str(venv)}
-    install = [uv, "pip", "install", "-q", "-c", str(pins), f"{wheel}[testing]", "pytest"]
+    # Only the extra: it must bring pytest itself (the kit is a pytest plugin).
+    install = [uv, "pip", "install", "-q", "-c", str(pins), f"{wheel}[testing]"]
     if subprocess.run([*install, "--offline"], env=env, check=False, timeout=300).returncode:
         subprocess.run(install, env=env, check=True, timeout=600)
     return venv / "bin" / "python"

@@ -64,13 +64,13 @@ def classify(exc: BaseException, look: str = "kf-trainer jobs list") -> tuple[Ex
     if isinstance(exc, TrainJobFailedError):
         return Exit.JOB_FAILED, str(exc)
     if isinstance(exc, TrainJobTimeoutError):
-        return Exit.TIMEOUT, f"{exc} Fix: wait longer (--timeout); the job keeps running."
+        return Exit.TIMEOUT, _then(exc, "wait longer (--timeout); the job keeps running.")
     if isinstance(exc, StateDirNotFoundError):
         return Exit.NOT_FOUND, str(exc)
     if isinstance(exc, TrainJobDeletedError):
         return Exit.NOT_FOUND, str(exc)
     if isinstance(exc, TrainJobNotFoundError):
-        return Exit.NOT_FOUND, f"{exc} Fix: check the name and namespace with: {look}"
+        return Exit.NOT_FOUND, _then(exc, f"check the name and namespace with: {look}")
     if isinstance(exc, BackendConfigRejectedError):
         return Exit.BAD_INPUT, str(exc)
     if isinstance(exc, SpecConflictError):
@@ -81,16 +81,18 @@ def classify(exc: BaseException, look: str = "kf-trainer jobs list") -> tuple[Ex
         return _api_error(exc, look)
     if isinstance(exc, ClusterConfigError) or type(exc).__name__ == "ConfigException":
         # The kubernetes client's kubeconfig errors (as the core reports them, secrets cut).
-        what = exc.problems[0].problem if isinstance(exc, ClusterConfigError) else f"{exc}."
+        what = exc.problems[0].problem if isinstance(exc, ClusterConfigError) else str(exc)
         return Exit.UNREACHABLE, (
-            f"cannot use the kubeconfig: {what} Fix: check --kubeconfig and --context "
-            "(or $KUBECONFIG), or use --backend local."
+            _then(
+                f"cannot use the kubeconfig: {what}",
+                "check --kubeconfig and --context (or $KUBECONFIG), or use --backend local.",
+            )
         )
     if isinstance(exc, (SpecError, ValueError, TypeError)):
         # The core's bad-input errors are ValueErrors naming the field and the fix.
         return Exit.BAD_INPUT, str(exc)
     if isinstance(exc, FileNotFoundError):
-        return Exit.BAD_INPUT, f"{exc.filename or exc}: no such file. Fix: check the path."
+        return Exit.BAD_INPUT, _then(f"{exc.filename or exc}: no such file", "check the path.")
     if isinstance(exc, (ConnectionError, OSError)):
         return Exit.UNREACHABLE, f"cannot reach the backend: {exc}"
     return Exit.INTERNAL, (
@@ -104,20 +106,34 @@ def _api_error(exc: object, look: str) -> tuple[Exit, str]:
 
     assert isinstance(exc, ApiError)
     if exc.code == 404:
-        return Exit.NOT_FOUND, f"{exc}. Fix: check the name and namespace with: {look}"
+        return Exit.NOT_FOUND, _then(exc, f"check the name and namespace with: {look}")
     if exc.code in (409, 422, 400):
         return Exit.CONFLICT, str(exc)
     if exc.code in (401, 403):
         return Exit.UNREACHABLE, (
-            f"{exc}. Fix: check the credentials of --kubeconfig/--context and that they may "
-            "read TrainJobs in this namespace."
+            _then(
+                exc,
+                "check the credentials of --kubeconfig/--context and that they may read "
+                "TrainJobs in this namespace.",
+            )
         )
     if exc.code == 0:
         return Exit.UNREACHABLE, (
-            f"cannot reach the API server: {exc}. Fix: check --kubeconfig/--context "
-            "(or use --backend local)."
+            _then(
+                f"cannot reach the API server: {exc}",
+                "check --kubeconfig/--context (or use --backend local).",
+            )
         )
     return Exit.UNREACHABLE, str(exc)
+
+
+def _then(message: object, fix: str) -> str:
+    """``message`` ended by one full stop, then ``Fix: fix``: the core's messages come
+    with and without a full stop, and ``... (it is Running) Fix:`` reads as a typo."""
+    text = str(message).rstrip()
+    if not text.endswith((".", "!", "?")):
+        text += "."
+    return f"{text} Fix: {fix}"
 
 
 def one_line(text: str) -> str:
