@@ -237,6 +237,27 @@ async def test_async_foreign_job_and_many_others(
     )
 
 
+@pytest.mark.parametrize("face", ["sync", "async"])
+async def test_a_wait_begun_before_the_first_list_looks_by_name_once_it_ends(
+    kube: KubeTestServer, k8s_config: KubernetesConfig, face: str
+) -> None:
+    # The shared informer's first list is slow: the wait on a foreign job starts before
+    # the cache is authoritative and must be woken when it is, although the list brings
+    # only other keys (the suite's own jobs). Found under CI load: it slept to its
+    # timeout, the job Suspended.
+    populate(kube.store, "default", 3, prefix=f"ours-{face}", suite=True)
+    kube.faults.latency(1.0, verb="list", resource="trainjobs")
+    _foreign(kube, f"early-{face}", suspend=True)
+    _resume_once_watched_by_name(kube, f"early-{face}")
+    if face == "sync":
+        with TrainerClient(k8s_config, retry=FAST) as client:
+            job, _ = await asyncio.to_thread(client.wait, f"early-{face}", timeout=30)
+    else:
+        async with AsyncTrainerClient(k8s_config, retry=FAST) as aclient:
+            job, _ = await aclient.wait(f"early-{face}", timeout=30)
+    assert job.status is JobState.COMPLETE
+
+
 def test_finished_jobs_nobody_waits_for_are_not_kept_in_full(
     kube: KubeTestServer, k8s_config: KubernetesConfig, calls: list[Any]
 ) -> None:

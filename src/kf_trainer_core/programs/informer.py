@@ -328,6 +328,7 @@ def informer_program(
     attempt = 0
     while not stop():
         if state.resource_version is None or state.watch_forbidden:
+            was_synced = state.synced
             try:
                 changes = yield from state.list_program()
             except ApiError as err:
@@ -340,7 +341,11 @@ def informer_program(
                 attempt += 1
                 continue
             state.list_forbidden = False
-            dispatch(changes)
+            # The first list makes the cache authoritative: wake every waiter, not only
+            # those whose objects it listed. A wait that began before it (on a job the
+            # list does not select: a foreign one, a wrong name) looks by name now
+            # instead of sleeping to its timeout.
+            dispatch(changes if was_synced else [])
             if state.watch_forbidden:
                 yield Sleep(poll_interval)
                 continue
