@@ -55,6 +55,16 @@ __all__ = [
     "wait_trainjob",
 ]
 
+
+async def _engine_loaded() -> None:
+    """Import the engine (and with it the spec models and the core's builder, a tenth of
+    a second and more) in a worker thread the first time: the flow's loop, shared with
+    its other tasks, must not stop for it. The task then takes it from ``sys.modules``."""
+    from kf_trainer_core.base.offloop import imported
+
+    await imported("kf_trainer_prefect._engine")
+
+
 SpecLike: TypeAlias = "TrainJobSpec | Mapping[str, Any] | str"
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -119,6 +129,7 @@ async def _run(
             last log lines; ``TrainJobCreationFailedError``, ``TrainJobTimeoutError``.
     """
     opts = _options(locals())  # before the import below adds a local
+    await _engine_loaded()
     from kf_trainer_prefect import _engine
 
     return await _engine.run(spec, credentials, _engine.RunOptions(**opts))
@@ -143,6 +154,7 @@ async def _submit(
     it submits a fresh attempt (unless ``fresh_after_failure`` is off).
     """
     opts = _options(locals())  # before the import below adds a local
+    await _engine_loaded()
     from kf_trainer_prefect import _engine
 
     return await _engine.submit(spec, credentials, _engine.RunOptions(**opts))
@@ -170,6 +182,7 @@ async def _wait(
     deleted per ``on_finish`` as in :func:`run_trainjob`. The async twin is
     ``await_trainjob`` (``await await_trainjob(job)``)."""
     opts = _options(locals())  # before the import below adds a local
+    await _engine_loaded()
     from kf_trainer_prefect import _engine
 
     return await _engine.wait(job, credentials, _engine.WaitOptions(**opts))
@@ -191,6 +204,7 @@ async def _logs(
     this task's log; with ``follow``, as they are written, until the step ends. Returns
     the number of lines logged."""
     opts = _options(locals())  # before the import below adds a local
+    await _engine_loaded()
     from kf_trainer_prefect import _engine
 
     return await _engine.logs(job, credentials, **opts)
@@ -212,6 +226,7 @@ async def _outputs(
     value (``None`` until it completes). With ``artifacts``, also its summary and
     table."""
     opts = _options(locals())  # before the import below adds a local
+    await _engine_loaded()
     from kf_trainer_prefect import _engine
 
     return await _engine.outputs(job, credentials, **opts)
@@ -232,6 +247,7 @@ async def _cancel(
     """Stop a job: ``"delete"`` it (its pods go with it), ``"suspend"`` it (kept and
     resumable) or ``"keep"`` it. ``True`` if something was done."""
     opts = _options(locals())  # before the import below adds a local
+    await _engine_loaded()
     from kf_trainer_prefect import _engine
 
     return await _engine.cancel(job, credentials, **opts)

@@ -81,7 +81,11 @@ class JobLock:
 def package_root() -> str:
     """The directory holding ``kf_trainer_core`` (site-packages, or ``src`` in a
     checkout), so that a supervisor starts even where only sys.path knew it."""
-    return str(Path(__file__).resolve().parents[2])
+    import kf_trainer_core
+
+    # From the package itself, not from this file's depth: a module that moves within
+    # the package must not mount the wrong folder into a container.
+    return str(Path(kf_trainer_core.__file__).resolve().parents[1])
 
 
 def spawn_supervisor(paths: Paths, namespace: str, name: str, uid: str, cwd: str | None) -> None:
