@@ -55,6 +55,12 @@ class Submitted:
         )
 
 
+#: How many one-second rounds a submit waits for a job of the same name that is being
+#: deleted (an identity's rerun after a kill). Trainer v2.3 re-creates the JobSet of a
+#: TrainJob being deleted, so its garbage collection can take minutes (docs/safety.md).
+DELETION_WAIT_ROUNDS = 300
+
+
 def submit(namespace: str, built: BuiltTrainJob) -> Program[Submitted]:
     """Create the TrainJob once.
 
@@ -62,7 +68,7 @@ def submit(namespace: str, built: BuiltTrainJob) -> Program[Submitted]:
     job its crashed predecessor created); the same name with another spec is a
     :class:`SpecConflictError`; a job being deleted is waited out, then created anew.
     """
-    for _ in range(60):
+    for _ in range(DELETION_WAIT_ROUNDS):
         created = yield from _create(namespace, built)
         if created is not None:
             return created
