@@ -221,7 +221,7 @@ def until(check: Callable[[], Any], timeout: float = 60, what: str = "condition"
         time.sleep(0.2)
 
 
-GC_TIMEOUT = 300.0
+GC_TIMEOUT = 180.0
 """How long a test gives the garbage collector to remove a deleted TrainJob and its
 dependents: seconds when the machine is quiet; minutes under a CI run's load, where
 Trainer v2.3 re-creating the JobSet of a TrainJob being deleted can win many rounds."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from conformance_support import GC_TIMEOUT, Cluster, until, until_collected
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
@@ -49,6 +50,7 @@ def owner_uid(obj: dict[str, Any]) -> str | None:
     return str(refs[0]["uid"]) if refs else None
 
 
+@pytest.mark.usefixtures("delete_race")
 def test_deleting_a_running_job_starts_no_new_pods(
     client: TrainerClient, controllers: Cluster
 ) -> None:
@@ -75,6 +77,7 @@ def test_deleting_a_running_job_starts_no_new_pods(
     assert not controllers.owned("jobs")
 
 
+@pytest.mark.usefixtures("delete_race")
 async def test_same_name_resubmit_after_delete_runs_only_the_new_jobs_pods(
     aclient: AsyncTrainerClient, controllers: Cluster
 ) -> None:

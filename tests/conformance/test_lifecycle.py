@@ -118,6 +118,7 @@ async def test_created_suspended_then_resumed(
     assert job.status is JobState.RUNNING
 
 
+@pytest.mark.usefixtures("delete_race")
 def test_delete_collects_jobset_jobs_and_pods(client: TrainerClient, controllers: Cluster) -> None:
     name = client.submit(controllers.spec("hold", nodes=2)).job.name
     client.wait_for_job_status(name, "Running", timeout=60)
@@ -147,6 +148,7 @@ def test_delete_collects_jobset_jobs_and_pods(client: TrainerClient, controllers
     assert client.delete_job(name) is False
 
 
+@pytest.mark.usefixtures("delete_race")
 async def test_cancel_actions(aclient: AsyncTrainerClient, controllers: Cluster) -> None:
     name = (await aclient.submit(controllers.spec("hold"))).job.name
     await aclient.wait_for_job_status(name, "Running", timeout=60)

@@ -99,6 +99,7 @@ def test_retried_failure_shows_while_the_job_retries(
     assert failure.exit_code == code
 
 
+@pytest.mark.usefixtures("delete_race")
 def test_foreground_delete_shows_the_job_deleting(
     client: TrainerClient, real_cluster: Cluster
 ) -> None:
