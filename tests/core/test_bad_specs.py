@@ -10,7 +10,7 @@ from spec_table import pod_patch
 
 from kf_trainer_core.errors import SpecError
 from kf_trainer_core.manifest.builder import build_trainjob
-from kf_trainer_core.spec import ContainerPatch, TrainJobSpec
+from kf_trainer_core.spec import ContainerPatch, CustomTrainerContainer, TrainJobSpec
 
 FUNC = "def train():\n    return 1\n"
 
@@ -431,3 +431,35 @@ def test_bad_spec_is_rejected_naming_field_and_fix(
     assert any(field in f for f in err.fields), (field, err.fields, message)
     assert "Fix:" in message
     assert fix in message, message
+
+
+@pytest.mark.parametrize(
+    ("build", "fix"),
+    [
+        # Another model's real field is no typo: it is named with the model it belongs
+        # to, never "did you mean" itself.
+        (
+            lambda: CustomTrainerContainer(image="x:1", command=["python", "a.py"]),
+            "remove `command`: it is a field of `TrainerCommand`, not of this model.",
+        ),
+        (
+            lambda: CustomTrainerContainer(image="x:1", func_args={}),
+            "remove `func_args`: it is a field of `CustomTrainer`, not of this model.",
+        ),
+        # A model's own field is suggested from its own fields only.
+        (
+            lambda: CustomTrainerContainer(image="x:1", commands=["a"]),
+            "remove `commands` or correct its spelling.",
+        ),
+        (
+            lambda: CustomTrainerContainer(imagee="x:1"),
+            "Did you mean `image`?",
+        ),
+    ],
+)
+def test_unknown_field_named_with_the_model_it_belongs_to(build: Any, fix: str) -> None:
+    with pytest.raises(SpecError) as err:
+        build()
+    text = str(err.value)
+    assert text.endswith(fix) or fix + "\n" in text
+    assert "Did you mean `command`" not in text

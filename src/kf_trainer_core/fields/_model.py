@@ -25,6 +25,9 @@ _SECRET_WORDS = ("token", "secret", "password", "key", "kubeconfig_content", "ce
 
 #: Every field name of every spec model, used to suggest the intended name for a typo.
 _KNOWN_FIELDS: set[str] = set()
+#: The public models that declare each field name: a field given to the wrong model is
+#: named with the model it belongs to, not "suggested" as a spelling of itself.
+_FIELD_OWNERS: dict[str, set[str]] = {}
 #: The class names of spec models: pydantic puts them in error locations as the tag of
 #: a union member, where they are no field of the user's.
 _MODEL_NAMES: set[str] = set()
@@ -35,7 +38,8 @@ _TYPE_LABELS = {"str", "int", "float", "bool", "bytes", "none", "list", "dict"}
 def did_you_mean(word: str, known: Iterable[str]) -> str:
     """`` Did you mean `x`?`` for the known name closest to a misspelled ``word``, or
     ``""`` when none is close: the suggestion of every "unknown field/argument" error."""
-    close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.75)
+    # The word itself is no suggestion: a name that is known is not misspelled.
+    close = difflib.get_close_matches(word, sorted(set(known) - {word}), n=1, cutoff=0.75)
     return f" Did you mean `{close[0]}`?" if close else ""
 
 
@@ -75,8 +79,12 @@ class SpecModel(BaseModel):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _KNOWN_FIELDS.update(getattr(cls, "__annotations__", {}))
+        fields = [f for f in getattr(cls, "__annotations__", {}) if not f.startswith("_")]
+        _KNOWN_FIELDS.update(fields)
         _MODEL_NAMES.add(cls.__name__)
+        if not cls.__name__.startswith("_"):
+            for field in fields:
+                _FIELD_OWNERS.setdefault(field, set()).add(cls.__name__)
         if "_error_root" not in cls.__dict__:
             # Errors of a model built on its own read "CustomTrainer.num_nodes: ...".
             cls._error_root = cls.__name__.lstrip("_")
@@ -86,7 +94,9 @@ class SpecModel(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            error = spec_error_from(exc, root=self._error_root, title=self._error_title)
+            error = spec_error_from(
+                exc, root=self._error_root, title=self._error_title, own=type(self).model_fields
+            )
         if error is not None:
             # Raised outside the handler: pydantic's error, which quotes the input
             # (perhaps a credential), is not even kept as the context.
@@ -103,7 +113,9 @@ class SpecModel(BaseModel):
                 return cls.model_validate_json(data)
             return cls.model_validate(data)
         except ValidationError as exc:
-            error = spec_error_from(exc, root=cls._error_root, title=cls._error_title)
+            error = spec_error_from(
+                exc, root=cls._error_root, title=cls._error_title, own=cls.model_fields
+            )
         assert error is not None
         raise error
 
@@ -133,14 +145,24 @@ def _is_schema_label(part: str) -> bool:
     )
 
 
-def _fix_for(err: ErrorDetails, field: str) -> str:
+def _fix_for(err: ErrorDetails, field: str, own: Iterable[str] = ()) -> str:
     kind = err["type"]
     leaf = field.rsplit(".", 1)[-1].split("[")[0]
     ctx = err.get("ctx") or {}
     if kind == "missing":
         return f"set `{leaf}`."
     if kind == "extra_forbidden":
-        return f"remove `{leaf}` or correct its spelling.{did_you_mean(leaf, _KNOWN_FIELDS)}"
+        # A field of the model itself is suggested from that model's fields only: the
+        # spelling of another model's field would lead nowhere.
+        known = set(own) if own and len(err["loc"]) == 1 else _KNOWN_FIELDS
+        hint = did_you_mean(leaf, known)
+        owners = sorted(_FIELD_OWNERS.get(leaf, ()))
+        if owners and not hint:
+            # A real field of another model (CustomTrainerContainer(command=...)): no
+            # spelling to correct, so say where it belongs.
+            where = " or ".join(f"`{o}`" for o in owners[:3])
+            return f"remove `{leaf}`: it is a field of {where}, not of this model."
+        return f"remove `{leaf}` or correct its spelling.{hint}"
     if kind in {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}:
         return "use a value in the allowed range."
     if kind.startswith(("int_", "float_")):
@@ -170,13 +192,16 @@ def _quotable(value: Any) -> bool:
     return not (isinstance(value, str) and token_kind(value))
 
 
-def spec_error_from(exc: ValidationError, *, root: str = "", title: str = "") -> SpecError:
+def spec_error_from(
+    exc: ValidationError, *, root: str = "", title: str = "", own: Iterable[str] = ()
+) -> SpecError:
     """Turn a pydantic ``ValidationError`` into a :class:`SpecError` whose every line
     names the field and says how to fix it.
 
     Models with their own ``__init__`` (all of ours) are built through it even when
     nested, so an inner model's ``SpecError`` arrives here wrapped: its problems are
-    re-rooted at the outer field rather than reported as one opaque message."""
+    re-rooted at the outer field rather than reported as one opaque message. ``own``:
+    the failing model's field names, which a misspelled field of its own is matched to."""
     problems: list[FieldProblem] = []
     for err in exc.errors(include_url=False):
         field = _loc_to_path(err["loc"])
@@ -197,7 +222,7 @@ def spec_error_from(exc: ValidationError, *, root: str = "", title: str = "") ->
         if FIX_MARK in message:
             problem, fix = message.split(FIX_MARK, 1)
         else:
-            problem, fix = message, _fix_for(err, field)
+            problem, fix = message, _fix_for(err, field, own)
         if not problem.endswith((".", "?", ")")):
             problem += "."
         secret = any(w in field.lower() for w in _SECRET_WORDS)
