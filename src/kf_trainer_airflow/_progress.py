@@ -45,6 +45,6 @@ class ProgressReporter:
         parts = [
             f"{self.where}: {job.status.value}",
             *queue,
-            *(progress.summary() if progress else []),
+            *job.progress_summary(),
         ]
         self.log.info("%s", "; ".join(parts))

@@ -141,9 +141,9 @@ class _Reporter:
         if job.queue is not None and job.queue.waiting:
             # Queued by Kueue: where and why it waits.
             text += f" ({job.queue.line()})"
-        if progress and progress.percentage is not None:
-            text += f", {progress.percentage}%"
-            if progress.estimated_remaining_seconds is not None and progress.percentage < 100:
+        if progress and job.percent_done is not None:
+            text += f", {job.percent_done}%"
+            if progress.estimated_remaining_seconds is not None and job.percent_done < 100:
                 text += f" ({progress.estimated_remaining_seconds}s left)"
         if progress and progress.metrics:
             text += " " + " ".join(f"{k}={v}" for k, v in sorted(progress.metrics.items()))

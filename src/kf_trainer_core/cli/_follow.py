@@ -72,9 +72,7 @@ class Tracker:
 
     def update(self, job: TrainJob) -> None:
         """Show ``job``'s state and progress if they changed."""
-        pct = job.progress.percentage if job.progress else None
-        if job.status is JobState.COMPLETE:
-            pct = 100
+        pct = job.percent_done
         metrics = _metrics(job)
         # A job Kueue holds says why it waits (quota, position) instead of a bare state.
         if job.queue is not None and not job.queue.admitted:

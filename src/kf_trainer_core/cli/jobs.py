@@ -45,10 +45,8 @@ NAME = click.argument("name", callback=lambda _c, _p, v: _name(v))
 
 def progress_text(job: TrainJob) -> str:
     """The job's own progress report (``status.trainerStatus``), e.g. ``40%``."""
-    if job.status is JobState.COMPLETE:
-        return "100%"  # a last report may predate the end (reports come every few seconds)
-    p = job.progress
-    return "-" if p is None or p.percentage is None else f"{p.percentage}%"
+    pct = job.percent_done
+    return "-" if pct is None else f"{pct}%"
 
 
 def job_row(job: TrainJob) -> list[str]:
@@ -149,7 +147,7 @@ def get_job(ctx: click.Context, name: str, output: str) -> None:
         ("Labels", ", ".join(f"{k}={v}" for k, v in sorted(job.labels.items())) or "-"),
     ]
     if job.progress is not None:
-        lines.append(("Progress", "; ".join(job.progress.summary()) or "-"))
+        lines.append(("Progress", "; ".join(job.progress_summary()) or "-"))
     if job.queue is not None:
         lines.append(("Queue", job.queue.line()))
     if outputs is not None and outputs.cost_text():

@@ -38,7 +38,20 @@ def load_spec(path: str) -> Any:
             f"{path}: a spec is a mapping (runtime, trainer, ...), not "
             f"{type(data).__name__}. Fix: see examples/specs/quickstart.yaml."
         )
+    _importable_beside(path)
     return TrainJobSpec.parse(data)
+
+
+def _importable_beside(path: str) -> None:
+    """Let a ``"module:function"`` reference name a module beside the spec file, or in
+    the current folder, as ``python train.py`` would find it: a console script's own
+    ``sys.path`` holds neither, so ``func: train:train`` beside the spec failed with
+    "No module named 'train'"."""
+    folders = [Path.cwd()] if path == "-" else [Path(path).resolve().parent, Path.cwd()]
+    for folder in reversed(folders):
+        entry = str(folder)
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
 
 
 SPEC = click.argument("spec", metavar="SPEC")
@@ -122,7 +135,7 @@ def run(
     started: dict[str, str] = {}  # the submitted job's name and namespace
 
     def on_update(job: TrainJob) -> None:
-        parts = [job.status.value, *(job.progress.summary() if job.progress else [])]
+        parts = [job.status.value, *job.progress_summary()]
         text = ", ".join(parts)
         if seen.get(job.name) != text:
             seen[job.name] = text

@@ -40,7 +40,7 @@ def progress_description(job: TrainJob) -> str:
     queue = job.queue.summary() if job.queue is not None and job.queue.waiting else []
     # Displays render it as markdown (Prefect's progress artifact): the job's own words
     # are escaped.
-    reported = [untrusted.markdown(part) for part in job.progress.summary()] if job.progress else []
+    reported = [untrusted.markdown(part) for part in job.progress_summary()]
     return " · ".join([head, *queue, *reported])
 
 

@@ -255,6 +255,28 @@ class TrainJob(_Out):
     def step(self, name: str) -> Step | None:
         return next((s for s in self.steps if s.name == name), None)
 
+    @property
+    def percent_done(self) -> int | None:
+        """The share of the work done, as every display shows it: 100 for a complete
+        job whatever its last report said (reports come every few seconds, so the last
+        one may predate the end); else what the job reported (a failed job keeps the
+        share it reached), or ``None``."""
+        if self.status is JobState.COMPLETE:
+            return 100
+        return self.progress.percentage if self.progress is not None else None
+
+    def progress_summary(self) -> list[str]:
+        """What a person reads of the job's own progress report (:meth:`Progress.summary`)
+        with the share done read from the job's state (:attr:`percent_done`)."""
+        progress = self.progress
+        if progress is None:
+            return []
+        if progress.percentage is not None and progress.percentage != self.percent_done:
+            progress = progress.model_copy(
+                update={"percentage": self.percent_done, "estimated_remaining_seconds": None}
+            )
+        return progress.summary()
+
 
 class JobOutputs(_Out):
     """What an orchestrator keeps of a finished job (XCom, task result, KFP outputs).

@@ -178,6 +178,17 @@ def call_problem(source: str, name: str, func_args: dict[str, Any] | None) -> st
 def resolve_ref(ref: str) -> Callable[..., Any]:
     """Import the function named by ``"package.module:function"``."""
     module_name, _, attr = ref.partition(":")
+    if module_name.endswith(".py") or "/" in module_name or "\\" in module_name:
+        # A file's path is a natural first guess; the reference is an import name.
+        stem = module_name.removesuffix(".py").replace("\\", "/").rsplit("/", 1)[-1]
+        raise ValueError(
+            fix(
+                f"`{module_name}` in `{ref}` is a file's path, not a module name.",
+                f"write the module's import name, e.g. `{stem}:{attr}`, and run from "
+                "the folder holding it (the kf-trainer command also looks beside the "
+                "spec file).",
+            )
+        )
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

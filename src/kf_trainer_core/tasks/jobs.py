@@ -174,10 +174,8 @@ class ProgressState:
 
     def observe(self, job: TrainJob) -> bool:
         """Record a job update; ``True`` if there is something new to push."""
-        if job.progress is not None and job.progress.percentage is not None:
-            self.percentage = float(max(0, min(100, job.progress.percentage)))
-        if job.status.value == "Complete":
-            self.percentage = 100.0
+        if job.percent_done is not None:
+            self.percentage = float(max(0, min(100, job.percent_done)))
         self.description = progress_description(job)
         return self.pending()
 
