@@ -102,6 +102,13 @@ def test_a_planted_relative_upward_import_fails() -> None:
     assert "k8s is below cluster" in problems[0]
 
 
+def test_a_lower_layer_importing_the_public_errors_module_fails() -> None:
+    # The facade sits above cluster/: a lower layer imports base/errors.py instead.
+    problems = _planted("from kf_trainer_core.errors import SpecError\n", "kf_trainer_core.k8s")
+    assert len(problems) == 1
+    assert "k8s is below errors" in problems[0]
+
+
 def test_a_downward_import_passes() -> None:
     assert (
         _planted("from kf_trainer_core.k8s import calls\n", "kf_trainer_core.cluster.status") == []
