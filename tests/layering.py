@@ -171,14 +171,16 @@ def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
 LAYERS: tuple[str, ...] = (
     "report",  # runs inside the job's pods: standard library only
     "checkpoints",  # likewise
-    "base",  # pure helpers: time, untrusted job output, marks, extras, loop offload
-    "errors",  # every public exception
+    "base",  # pure helpers: time, untrusted job output, marks, extras, loop offload; the
+    # errors every layer raises (base/errors.py)
     "k8s",  # Kubernetes' and Trainer's facts and rules; the calls and the drivers
     "fields",  # the spec's vocabulary: model base, field checks, names, Retention
     "config",  # backend configuration
     "spec",  # the SDK-facing spec models, function capture, volumes, checkpoints option
     "manifest",  # spec -> TrainJob manifest: builder, runtimes, lineage, selectors
-    "cluster",  # what the cluster says: status, failures, Kueue, cost, results
+    "cluster",  # what the cluster says: status, failures, Kueue, cost, results; the errors
+    # about a job's outcome (cluster/errors.py)
+    "errors",  # the public errors module: base/errors.py and cluster/errors.py, re-exported
     "programs",  # the client's logic as programs; informer, pod batches
     "backends",  # the package itself (its docstring); its backends follow
     "backends.kubernetes",  # the transports over the kubernetes clients

@@ -57,17 +57,22 @@ def test_job_side_modules_import_the_standard_library_only() -> None:
 
 # ---------------------------------------------------------------- the checker can fail
 
-_MODULES = ("kf_trainer_core.errors", "kf_trainer_core.cluster.status", "kf_trainer_core.k8s")
+_MODULES = (
+    "kf_trainer_core.base.errors",
+    "kf_trainer_core.errors",
+    "kf_trainer_core.cluster.status",
+    "kf_trainer_core.k8s",
+)
 
 
-def _planted(source: str, module: str = "kf_trainer_core.errors") -> list[str]:
+def _planted(source: str, module: str = "kf_trainer_core.base.errors") -> list[str]:
     return upward_imports(imports_of(source, module, False, _MODULES))
 
 
 def test_a_planted_upward_import_fails_at_module_level() -> None:
     problems = _planted("from kf_trainer_core.cluster.status import TrainJob\n")
     assert len(problems) == 1
-    assert "errors is below cluster" in problems[0]
+    assert "base is below cluster" in problems[0]
 
 
 def test_a_planted_lazy_upward_import_fails() -> None:
@@ -97,6 +102,13 @@ def test_a_planted_relative_upward_import_fails() -> None:
     assert "k8s is below cluster" in problems[0]
 
 
+def test_a_lower_layer_importing_the_public_errors_module_fails() -> None:
+    # The facade sits above cluster/: a lower layer imports base/errors.py instead.
+    problems = _planted("from kf_trainer_core.errors import SpecError\n", "kf_trainer_core.k8s")
+    assert len(problems) == 1
+    assert "k8s is below errors" in problems[0]
+
+
 def test_a_downward_import_passes() -> None:
     assert (
         _planted("from kf_trainer_core.k8s import calls\n", "kf_trainer_core.cluster.status") == []
@@ -107,11 +119,43 @@ def test_a_planted_upward_import_in_a_copy_of_the_tree_fails(tmp_path: Path) -> 
     copy = tmp_path / "kf_trainer_core"
     shutil.copytree(CORE, copy)
     assert upward_imports(all_imports(copy)) == []
-    errors = copy / "errors.py"
+    errors = copy / "base" / "errors.py"
     errors.write_text(
         errors.read_text() + "\n\ndef _later():\n    from kf_trainer_core.client import base\n"
     )
     problems = upward_imports(all_imports(copy))
     assert len(problems) == 1
-    assert "errors is below client" in problems[0]
-    assert cycles(layer_graph(all_imports(copy)))  # errors -> client -> ... -> errors
+    assert "base is below client" in problems[0]
+    assert cycles(layer_graph(all_imports(copy)))  # base -> client -> ... -> base
+
+
+# ------------------------------------------------------------ the public errors module
+
+
+def test_the_public_errors_module_names_every_error_of_both_layers() -> None:
+    # kf_trainer_core.errors is the one path users import errors from; an error added to
+    # base/errors.py or cluster/errors.py must be reachable there too.
+    import kf_trainer_core.errors as public
+    from kf_trainer_core.base import errors as base_errors
+    from kf_trainer_core.cluster import errors as cluster_errors
+
+    for module in (base_errors, cluster_errors):
+        defined = {
+            name
+            for name, value in vars(module).items()
+            if not name.startswith("_") and getattr(value, "__module__", None) == module.__name__
+        }
+        missing = defined - set(public.__all__)
+        assert not missing, f"{module.__name__} defines {sorted(missing)}, not in errors"
+        for name in defined:
+            assert getattr(public, name) is getattr(module, name)
+
+
+def test_the_public_errors_module_is_cheap_to_import() -> None:
+    # Airflow resolves retry rules by dotted path ("kf_trainer_core.errors.…") when a DAG
+    # is parsed: the errors must not bring the status models (pydantic) with them.
+    import subprocess
+
+    code = "import sys, kf_trainer_core.errors; print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'kubernetes'))))"
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert out.stdout.strip() == "[]"

@@ -11,9 +11,10 @@ for every import. The names below are resolved on first use.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kf_trainer_core.base.extras import require
+from kf_trainer_core.base.lazy import lazy_names
 
 # Every module of the provider is imported through this package: one check, and a
 # lookup only (no Airflow import here; DAG files pay for every import).
@@ -27,18 +28,13 @@ if TYPE_CHECKING:
 
 __all__ = ["KubeflowTrainerHook", "TrainJobOperator", "TrainJobSensor", "TrainJobTrigger"]
 
-_LAZY = {
-    "KubeflowTrainerHook": "kf_trainer_airflow.hooks.trainer",
-    "TrainJobOperator": "kf_trainer_airflow.operators.trainjob",
-    "TrainJobSensor": "kf_trainer_airflow.sensors.trainjob",
-    "TrainJobTrigger": "kf_trainer_airflow.triggers.trainjob",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__, _ = lazy_names(
+    __name__,
+    {
+        "KubeflowTrainerHook": "kf_trainer_airflow.hooks.trainer",
+        "TrainJobOperator": "kf_trainer_airflow.operators.trainjob",
+        "TrainJobSensor": "kf_trainer_airflow.sensors.trainjob",
+        "TrainJobTrigger": "kf_trainer_airflow.triggers.trainjob",
+    },
+    globals(),
+)

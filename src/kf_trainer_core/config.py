@@ -20,7 +20,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
-from kf_trainer_core.errors import ClusterConfigError, FieldProblem, SpecError
+from kf_trainer_core.base.errors import ClusterConfigError, FieldProblem, SpecError
 from kf_trainer_core.fields import checks
 from kf_trainer_core.fields._model import SpecModel, fix
 from kf_trainer_core.fields.retention import Retention

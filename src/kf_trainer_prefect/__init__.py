@@ -19,10 +19,10 @@ client when they run.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kf_trainer_core.base.extras import require
+from kf_trainer_core.base.lazy import lazy_names
 
 require("prefect", "prefect", "kf_trainer_prefect", "Prefect 3")
 
@@ -107,16 +107,6 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # the next lookup is a plain one
-    return value
-
-
-def __dir__() -> list[str]:
-    # ``prefect block register -m kf_trainer_prefect`` finds the block by listing the
-    # module's members: list the lazy names too.
-    return sorted(set(globals()) | set(_LAZY))
+# ``prefect block register -m kf_trainer_prefect`` finds the block by listing the
+# module's members: ``__dir__`` lists the lazy names too.
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

@@ -464,18 +464,21 @@ async def _waiting(attempt: _Attempt, name: str, opts: WaitOptions) -> JobOutput
     return result
 
 
+# The tasks below are :mod:`kf_trainer_prefect.tasks`' bodies: the task holds the
+# defaults and the documentation (Prefect reads its signature), and passes every
+# argument.
+
+
 async def logs(
     job: JobRef,
-    credentials: CredentialsLike | None = None,
+    credentials: CredentialsLike | None,
     *,
-    namespace: str | None = None,
-    step: str = "node-0",
-    follow: bool = True,
-    tail: int | None = None,
+    namespace: str | None,
+    step: str,
+    follow: bool,
+    tail: int | None,
 ) -> int:
-    """Log one step's lines (``node-0``, ``node-1``, ``dataset-initializer``...) into
-    this task's log; with ``follow``, as they are written, until the step ends. Returns
-    the number of lines logged."""
+    """``stream_trainjob_logs``."""
     run = current_run()
     name = job_name_of(job)
     creds = await aload_credentials(credentials)
@@ -489,15 +492,9 @@ async def logs(
 
 
 async def outputs(
-    job: JobRef,
-    credentials: CredentialsLike | None = None,
-    *,
-    namespace: str | None = None,
-    artifacts: bool = False,
+    job: JobRef, credentials: CredentialsLike | None, *, namespace: str | None, artifacts: bool
 ) -> JobOutputs:
-    """A job's outputs now: status, steps, metrics and the training function's return
-    value (``None`` until it completes). With ``artifacts``, also its summary and
-    table."""
+    """``get_trainjob_outputs``."""
     name = job_name_of(job)
     creds = await aload_credentials(credentials)
     async with _client(creds, namespace) as client:
@@ -509,14 +506,9 @@ async def outputs(
 
 
 async def cancel(
-    job: JobRef,
-    credentials: CredentialsLike | None = None,
-    *,
-    namespace: str | None = None,
-    action: CancelAction = "delete",
+    job: JobRef, credentials: CredentialsLike | None, *, namespace: str | None, action: CancelAction
 ) -> bool:
-    """Stop a job: ``"delete"`` it (its pods go with it), ``"suspend"`` it (kept and
-    resumable) or ``"keep"`` it. ``True`` if something was done."""
+    """``cancel_trainjob``."""
     run = current_run()
     chosen = check_action(action)
     name = job_name_of(job)

@@ -1,2 +1,3 @@
-"""Pure helpers every layer may use: time, untrusted job output, marks, extras, the loop
-offload, documents, the ``kf-trainer`` commands printed as hints."""
+"""Pure helpers every layer may use: the errors every layer raises, time, untrusted job
+output, marks, extras, the loop offload, a package's lazy names, documents, the
+``kf-trainer`` commands printed as hints."""

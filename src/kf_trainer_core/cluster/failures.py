@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kf_trainer_core.errors import (
+from kf_trainer_core.base.errors import (
     ClassifiedFailure,
     FailureClass,
     KFTrainerError,

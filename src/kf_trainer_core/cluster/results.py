@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from kf_trainer_core.errors import FailureClass
+from kf_trainer_core.base.errors import FailureClass
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.spec.function import RESULT_MARKER, TERMINATION_MESSAGE_LIMIT

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kf_trainer_core.base import untrusted
+from kf_trainer_core.base.errors import FailureClass
 from kf_trainer_core.base.marks import (
     IDENTITY_ANNOTATION,
     PROGRESS_ANNOTATION,
@@ -27,10 +28,10 @@ from kf_trainer_core.base.marks import (
     SPEC_HASH_ANNOTATION,
 )
 from kf_trainer_core.base.timeutil import duration_text, parse_time
+from kf_trainer_core.cluster.errors import result_unavailable_error
 from kf_trainer_core.cluster.failures import classify
 from kf_trainer_core.cluster.kueue import QueueStatus
 from kf_trainer_core.cluster.results import ResultMissing
-from kf_trainer_core.errors import FailureClass, result_unavailable_error
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.resources import (
     COMPLETION_INDEX_LABEL,

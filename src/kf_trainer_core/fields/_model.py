@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import ErrorDetails
 from typing_extensions import Self
 
+from kf_trainer_core.base.errors import FieldProblem, SpecError
 from kf_trainer_core.base.secrets import token_kind
-from kf_trainer_core.errors import FieldProblem, SpecError
 
 # Validators phrase their messages as "<problem> Fix: <fix>", so one string carries both.
 FIX_MARK = " Fix: "

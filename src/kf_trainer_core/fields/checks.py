@@ -18,8 +18,8 @@ from decimal import Decimal
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from kf_trainer_core.base.errors import FieldProblem, SpecError
 from kf_trainer_core.base.secrets import TOKEN_SHAPES, token_kind
-from kf_trainer_core.errors import FieldProblem, SpecError
 from kf_trainer_core.fields._model import FIX_MARK, fix
 
 #: What separates a problem from its fix in a validator's message.

@@ -14,7 +14,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 
-from kf_trainer_core.errors import InvalidNameError
+from kf_trainer_core.base.errors import InvalidNameError
 from kf_trainer_core.fields._model import fix
 
 # The steps' names, where the name limits come from (kept importable from here).

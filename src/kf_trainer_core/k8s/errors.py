@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kf_trainer_core.errors import KFTrainerError
+from kf_trainer_core.base.errors import KFTrainerError
 
 #: Codes worth retrying: a dropped connection (0), throttling and server trouble.
 RETRYABLE_CODES = frozenset({0, 408, 429, 500, 502, 503, 504})

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from kf_trainer_core.base import marks
-from kf_trainer_core.errors import FieldProblem, SpecError
+from kf_trainer_core.base.errors import FieldProblem, SpecError
 from kf_trainer_core.fields import checks, names
 from kf_trainer_core.fields.retention import ANNOTATIONS as RETENTION_ANNOTATIONS
 from kf_trainer_core.fields.retention import Retention

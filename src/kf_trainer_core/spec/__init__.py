@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from kf_trainer_core.errors import FieldProblem, SpecError
+from kf_trainer_core.base.errors import FieldProblem, SpecError
 from kf_trainer_core.fields._model import SpecModel
 from kf_trainer_core.fields.retention import Retention
 from kf_trainer_core.spec.checkpoint_storage import Checkpoints

@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pydantic import field_validator, model_validator
 
 from kf_trainer_core import checkpoints as ck
-from kf_trainer_core.errors import FieldProblem, KFTrainerError, SpecError
+from kf_trainer_core.base.errors import FieldProblem, KFTrainerError, SpecError
 from kf_trainer_core.fields import checks, names
 from kf_trainer_core.fields._model import SpecModel, fix
 

@@ -9,7 +9,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kf_trainer_core.errors import SpecError
+from kf_trainer_core.base.errors import SpecError
 from kf_trainer_core.spec import CustomTrainer, Initializer, RuntimeRef, TrainJobSpec
 
 __all__ = ["TRAINER_SETTINGS", "FunctionTemplate"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kf_trainer_core.errors import SpecError
+from kf_trainer_core.base.errors import SpecError
 from kf_trainer_core.fields import names
 from kf_trainer_core.spec import (
     ContainerPatch,

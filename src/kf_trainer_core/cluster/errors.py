@@ -1,0 +1,184 @@
+"""The errors about one job's outcome: it failed, its result cannot be read, it did not
+get where it was waited for in time, it was deleted. Each carries the job as the
+cluster last reported it (:class:`~kf_trainer_core.cluster.status.TrainJob`) and what
+explains the error (a :class:`~kf_trainer_core.cluster.status.Failure`, a
+:class:`~kf_trainer_core.cluster.results.ResultMissing`, a
+:class:`~kf_trainer_core.cluster.kueue.QueueStatus`), so they live in the layer that
+reads those. Import them from :mod:`kf_trainer_core.errors`, the public module.
+
+They derive from the failure-class markers of :mod:`kf_trainer_core.base.errors`
+(:class:`InfrastructureFailure`, :class:`CapacityFailure`, ...), so that
+exception-matching retry rules can tell them apart.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kf_trainer_core.base.errors import (
+    CapacityFailure,
+    ConfigurationFailure,
+    FailureClass,
+    InfrastructureFailure,
+    KFTrainerError,
+    UserCodeFailure,
+)
+
+if TYPE_CHECKING:
+    # Types only: status.py raises these errors (``JobOutputs.require_result``), and the
+    # public ``kf_trainer_core.errors`` stays cheap to import (no pydantic models).
+    from kf_trainer_core.cluster.kueue import QueueStatus
+    from kf_trainer_core.cluster.results import ResultMissing
+    from kf_trainer_core.cluster.status import Failure, TrainJob
+
+
+class _JobProblem(KFTrainerError):
+    """An error about one job: a message, the job as last seen, and the failure that
+    explains it (its description follows the message)."""
+
+    def __init__(
+        self, message: str, job: TrainJob | None = None, failure: Failure | None = None
+    ) -> None:
+        self.job = job
+        self.failure = failure
+        super().__init__(message if failure is None else f"{message}\n{failure.describe()}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.args[0].split("\n", 1)[0], self.job, self.failure))
+
+
+class TrainJobFailedError(KFTrainerError):
+    """The job failed; ``failure`` says why (reason, step, pod, exit code, log tail)."""
+
+    def __init__(self, job: TrainJob | None, failure: Failure) -> None:
+        self.job = job
+        self.failure = failure
+        name = f"{job.namespace}/{job.name}" if job else "TrainJob"
+        super().__init__(f"{name} failed: {failure.describe()}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.job, self.failure))
+
+    @property
+    def failure_class(self) -> FailureClass:
+        """The failure's class (see :mod:`kf_trainer_core.cluster.failures`); the subclasses
+        below carry it as a class attribute too, for exception-matching rules."""
+        return self.failure.failure_class
+
+
+class TrainJobInfrastructureError(InfrastructureFailure, TrainJobFailedError):
+    """The job failed for the platform's sake (eviction, preemption, node loss,
+    registry trouble): a retry may succeed."""
+
+
+class TrainJobCapacityError(CapacityFailure, TrainJobFailedError):
+    """The job failed for want of capacity (out of memory, deadline)."""
+
+
+class TrainJobConfigurationError(ConfigurationFailure, TrainJobFailedError):
+    """The job failed because of how it is configured (image, runtime, secret)."""
+
+
+class TrainJobUserCodeError(UserCodeFailure, TrainJobFailedError):
+    """The training code failed (a traceback or a non-zero exit)."""
+
+
+class TrainJobCreationFailedError(ConfigurationFailure, TrainJobFailedError):
+    """The Trainer could not build the job's JobSet (a ``TrainJobResourcesCreationFailed``
+    event): the job would stay pending forever."""
+
+
+_FAILED_ERRORS: dict[FailureClass, type[TrainJobFailedError]] = {
+    FailureClass.INFRASTRUCTURE: TrainJobInfrastructureError,
+    FailureClass.CAPACITY: TrainJobCapacityError,
+    FailureClass.CONFIGURATION: TrainJobConfigurationError,
+    FailureClass.USER_CODE: TrainJobUserCodeError,
+}
+
+
+def failed_error(job: TrainJob | None, failure: Failure) -> TrainJobFailedError:
+    """The error for a failed job: the subclass of :class:`TrainJobFailedError` that
+    matches the failure's class (all of them are ``TrainJobFailedError``)."""
+    return _FAILED_ERRORS.get(failure.failure_class, TrainJobFailedError)(job, failure)
+
+
+class TrainJobResultUnavailableError(KFTrainerError):
+    """The job SUCCEEDED, but its function's return value cannot be read (no
+    termination message, and node-0's log refused, gone or without the result line).
+
+    Raised only where a caller needs the value (a decorated Airflow task, a Prefect
+    ``trainjob_task``, a KFP function component); a wait, ``run`` and
+    ``get_job_outputs`` return the finished job with ``result_missing`` instead. It is
+    never a :class:`TrainJobFailedError`: the training did not fail, and a retry (which
+    finds the finished job by its identity and trains nothing) only reads again.
+    ``missing`` says why and what to do; the subclasses carry its failure class."""
+
+    def __init__(self, job: TrainJob | None, missing: ResultMissing) -> None:
+        self.job = job
+        self.missing = missing
+        super().__init__(missing.message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.job, self.missing))
+
+    @property
+    def failure_class(self) -> FailureClass:
+        """Infrastructure when a later read may work, else configuration."""
+        return self.missing.failure_class
+
+
+class TrainJobResultUnreachableError(InfrastructureFailure, TrainJobResultUnavailableError):
+    """node-0's log could not be read (refused, server error, timeout): a retry reads
+    the finished job's result again and may get it; it does not train again."""
+
+
+class TrainJobResultLostError(ConfigurationFailure, TrainJobResultUnavailableError):
+    """The result is gone with node-0's pod, or its log no longer holds it: reading
+    again will not bring it back. Keep results small (the termination message) or
+    return a storage URI."""
+
+
+def result_unavailable_error(
+    job: TrainJob | None, missing: ResultMissing
+) -> TrainJobResultUnavailableError:
+    """The error for a succeeded job whose result cannot be read, of the subclass that
+    matches ``missing.failure_class``."""
+    if missing.failure_class is FailureClass.INFRASTRUCTURE:
+        return TrainJobResultUnreachableError(job, missing)
+    return TrainJobResultLostError(job, missing)
+
+
+class TrainJobTimeoutError(_JobProblem, TimeoutError):
+    """The job did not reach the wanted state in time."""
+
+    @property
+    def failure_class(self) -> FailureClass:
+        """What kept the job from getting there: the stuck pod's class, else unknown."""
+        return self.failure.failure_class if self.failure else FailureClass.UNKNOWN
+
+
+class TrainJobAdmissionTimeoutError(CapacityFailure, TrainJobTimeoutError):
+    """Kueue did not admit the job in time (``admission_timeout``). ``queue`` says what
+    the queue was waiting for (pending reason and message, position)."""
+
+    def __init__(
+        self,
+        message: str,
+        job: TrainJob | None = None,
+        failure: Failure | None = None,
+        queue: QueueStatus | None = None,
+    ) -> None:
+        self.queue = queue
+        super().__init__(message, job, failure)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.args[0].split("\n", 1)[0], self.job, self.failure, self.queue))
+
+
+class TrainJobDeletedError(KFTrainerError):
+    """The job was deleted while being waited for."""
+
+
+class StepFailedError(_JobProblem):
+    """The step failed, or the job ended without the step reaching the wanted state.
+    ``failure`` explains the job's failure when there is one."""
