@@ -50,7 +50,7 @@ def patch(
                 metadata=jobset_meta, spec=JobSetSpecPatch(replicated_jobs=[rjob])
             )
         ),
-        manager="kf-trainer-suite/conformance",
+        manager="kf-trainer-suite/conformance-options",
     )
 
 
