@@ -75,7 +75,11 @@ class Kubelet:
     def admit(self, pod: PodSim) -> None:
         """A new pod: schedule it (after the scenario's unschedulable time); a pod that
         asks for more GPUs than a node has stays Pending, Unschedulable, as the real
-        scheduler leaves it."""
+        scheduler leaves it; a pod with scheduling gates stays Pending, SchedulingGated
+        (the real API server sets that condition; the scheduler skips the pod)."""
+        if pod.spec.get("schedulingGates"):
+            self._gated(pod)
+            return
         if _gpus(pod.spec) > NODE_GPUS:
             self._unschedulable(pod)
             return
@@ -107,6 +111,27 @@ class Kubelet:
 
         self.write(pod, fn)
         self.cx.events.pod(pod, "Warning", "FailedScheduling", _UNSCHEDULABLE, component=SCHEDULER)
+
+    def _gated(self, pod: PodSim) -> None:
+        now = format_timestamp()
+
+        def fn(obj: JSON) -> None:
+            obj["status"] = {
+                "phase": "Pending",
+                "qosClass": (obj.get("status") or {}).get("qosClass", "BestEffort"),
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "SchedulingGated",
+                        "message": "Scheduling is blocked due to non-empty scheduling gates",
+                        "lastProbeTime": None,
+                        "lastTransitionTime": now,
+                    }
+                ],
+            }
+
+        self.write(pod, fn)
 
     def _schedule(self, pod: PodSim) -> None:
         if not pod.active:
