@@ -129,9 +129,7 @@ def test_an_empty_namespace_lists_nothing(client: TrainerClient, calls: list[Any
 
 
 @pytest.mark.parametrize("face", ["sync", "async"])
-async def test_expired_token_with_a_selector_and_foreign_jobs(
-    cluster: Cluster, face: str
-) -> None:
+async def test_expired_token_with_a_selector_and_foreign_jobs(cluster: Cluster, face: str) -> None:
     seen: list[Any] = []
     expired = False
 
@@ -144,7 +142,7 @@ async def test_expired_token_with_a_selector_and_foreign_jobs(
             cluster.compact()
 
     with TrainerClient(cluster.config()) as c:
-        ours, theirs = mixed(c, cluster)
+        ours, _theirs = mixed(c, cluster)
     if face == "sync":
         with TrainerClient(cluster.config(), request_hook=hook) as c:
             jobs = c.list_jobs(label_selector="team=a", page_size=1)

@@ -111,8 +111,7 @@ CASES: dict[str, tuple[Any, Callable[[dict[str, Any]], bool]]] = {
     ),
     "pod-annotations": (
         patch(pod_meta={"annotations": {"kf-conformance/note": "hello world"}}),
-        lambda p: p["metadata"].get("annotations", {}).get("kf-conformance/note")
-        == "hello world",
+        lambda p: p["metadata"].get("annotations", {}).get("kf-conformance/note") == "hello world",
     ),
     "volume-and-mount": (
         patch(
@@ -188,9 +187,7 @@ CASES: dict[str, tuple[Any, Callable[[dict[str, Any]], bool]]] = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_option_reaches_the_pods(
-    client: TrainerClient, controllers: Cluster, case: str
-) -> None:
+def test_option_reaches_the_pods(client: TrainerClient, controllers: Cluster, case: str) -> None:
     option, check = CASES[case]
     name = submit(client, controllers, option, nodes=2)
     pods = pods_of(controllers, name, 2)
@@ -254,7 +251,9 @@ def test_pods_carry_the_trainjob_s_identity_labels(
         labels = pod["metadata"]["labels"]
         assert labels[JOBSET_NAME] == name
         assert labels["jobset.sigs.k8s.io/replicatedjob-name"] == "node"
-    assert sorted(p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] for p in pods) == [
+    assert sorted(
+        p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] for p in pods
+    ) == [
         "0",
         "1",
     ]
