@@ -168,6 +168,8 @@ def test_while_the_initializer_runs_the_trainer_waits(
         what="the dataset initializer running",
     )
     assert [s.name for s in job.steps] == ["dataset-initializer"]
-    assert job.status is JobState.RUNNING
+    # Running once the Trainer copies the initializer's ready pod into jobsStatus (a
+    # moment after the pod runs, on the real controllers).
+    until(lambda: client.get_job("held-init").status is JobState.RUNNING, what="Running")
     assert job.num_nodes == 2
     assert not [p for p in controllers.owned("pods") if "-node-" in p["metadata"]["name"]]
