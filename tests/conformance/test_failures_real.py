@@ -23,7 +23,7 @@ def failed_job(client: TrainerClient, cluster: Cluster, behaviour: str, **kw: in
     return client.submit(cluster.spec(behaviour, runtime=runtime, **kw)).job.name
 
 
-@pytest.mark.parametrize("exit_code", [2, 126, 255])
+@pytest.mark.parametrize("exit_code", [2, 42, 126, 127, 255])
 def test_the_exit_code_reaches_the_wait(
     client: TrainerClient, controllers: Cluster, exit_code: int
 ) -> None:

@@ -50,7 +50,7 @@ def trainjob_lists(calls: list[Any]) -> list[Any]:
     return [c for c in calls if isinstance(c, ListObjects) and "trainjobs" in repr(c)]
 
 
-@pytest.mark.parametrize("page_size", [1, 3, 4, 50])
+@pytest.mark.parametrize("page_size", [1, 2, 3, 4, 7, 50])
 def test_small_pages_list_foreign_jobs_too(
     client: TrainerClient, cluster: Cluster, calls: list[Any], page_size: int
 ) -> None:
@@ -68,7 +68,7 @@ def test_small_pages_list_foreign_jobs_too(
         assert "app.kubernetes.io/managed-by" not in job.labels
 
 
-@pytest.mark.parametrize("page_size", [1, 2])
+@pytest.mark.parametrize("page_size", [1, 2, 3])
 def test_label_selector_with_small_pages(
     client: TrainerClient, cluster: Cluster, page_size: int
 ) -> None:
