@@ -45,18 +45,39 @@ _UNSCHEDULABLE = (
 _DEADLINE = "Pod was active on the node longer than the specified deadline"
 
 
-def _gpus(spec: JSON) -> int:
-    """The ``nvidia.com/gpu`` a pod needs on one node (its largest container ask)."""
-    most = 0
-    for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+#: What each simulated node offers: the same as each of kwok's nodes on the real control
+#: plane, so that a pod too big for them is left unscheduled on both.
+_NODE_CAPACITY = {"cpu": 64, "memory": 256 * 2**30, "nvidia.com/gpu": NODE_GPUS}
+
+
+def _insufficient(spec: JSON) -> list[str]:
+    """The resources a pod asks more of than any node has, as the scheduler counts: the
+    sum over its containers (requests, else limits), or its largest init container."""
+    from kubernetes.utils import parse_quantity
+
+    def ask(c: JSON, name: str) -> float:
         res = c.get("resources") or {}
-        for part in ("limits", "requests"):
-            value = (res.get(part) or {}).get("nvidia.com/gpu")
-            try:
-                most = max(most, int(str(value))) if value is not None else most
-            except ValueError:
-                continue
-    return most
+        value = (res.get("requests") or {}).get(name, (res.get("limits") or {}).get(name))
+        try:
+            return float(parse_quantity(value)) if value is not None else 0.0
+        except ValueError:
+            return 0.0
+
+    short = []
+    for name, capacity in _NODE_CAPACITY.items():
+        run = sum(ask(c, name) for c in spec.get("containers") or [])
+        init = max((ask(c, name) for c in spec.get("initContainers") or []), default=0.0)
+        if max(run, init) > capacity:
+            short.append(name)
+    return sorted(short)
+
+
+def _unschedulable_message(short: list[str]) -> str:
+    reasons = ", ".join(f"4 Insufficient {name}" for name in short)
+    return (
+        f"0/4 nodes are available: {reasons}. preemption: 0/4 nodes are available: 4 No "
+        "preemption victims found for incoming pod."
+    )
 
 
 class Kubelet:
@@ -74,10 +95,15 @@ class Kubelet:
 
     def admit(self, pod: PodSim) -> None:
         """A new pod: schedule it (after the scenario's unschedulable time); a pod that
-        asks for more GPUs than a node has stays Pending, Unschedulable, as the real
-        scheduler leaves it."""
-        if _gpus(pod.spec) > NODE_GPUS:
-            self._unschedulable(pod)
+        asks for more GPUs, CPU or memory than a node has stays Pending, Unschedulable, as the real
+        scheduler leaves it; a pod with scheduling gates stays Pending, SchedulingGated
+        (the real API server sets that condition; the scheduler skips the pod)."""
+        if pod.spec.get("schedulingGates"):
+            self._gated(pod)
+            return
+        short = _insufficient(pod.spec)
+        if short:
+            self._unschedulable(pod, _unschedulable_message(short))
             return
         unschedulable = pod.job.sim.scenario.unschedulable_for
         if unschedulable > 0:
@@ -86,7 +112,7 @@ class Kubelet:
         else:
             self._schedule(pod)
 
-    def _unschedulable(self, pod: PodSim) -> None:
+    def _unschedulable(self, pod: PodSim, message: str = _UNSCHEDULABLE) -> None:
         now = format_timestamp()
 
         def fn(obj: JSON) -> None:
@@ -98,7 +124,7 @@ class Kubelet:
                         "type": "PodScheduled",
                         "status": "False",
                         "reason": "Unschedulable",
-                        "message": _UNSCHEDULABLE,
+                        "message": message,
                         "lastProbeTime": None,
                         "lastTransitionTime": now,
                     }
@@ -106,7 +132,28 @@ class Kubelet:
             }
 
         self.write(pod, fn)
-        self.cx.events.pod(pod, "Warning", "FailedScheduling", _UNSCHEDULABLE, component=SCHEDULER)
+        self.cx.events.pod(pod, "Warning", "FailedScheduling", message, component=SCHEDULER)
+
+    def _gated(self, pod: PodSim) -> None:
+        now = format_timestamp()
+
+        def fn(obj: JSON) -> None:
+            obj["status"] = {
+                "phase": "Pending",
+                "qosClass": (obj.get("status") or {}).get("qosClass", "BestEffort"),
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "SchedulingGated",
+                        "message": "Scheduling is blocked due to non-empty scheduling gates",
+                        "lastProbeTime": None,
+                        "lastTransitionTime": now,
+                    }
+                ],
+            }
+
+        self.write(pod, fn)
 
     def _schedule(self, pod: PodSim) -> None:
         if not pod.active:

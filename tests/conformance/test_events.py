@@ -1,0 +1,80 @@
+"""Events the controllers record about a job, as ``get_job_events`` reads them: the Job
+controller's ``Completed`` and ``BackoffLimitExceeded``, the scheduler's
+``FailedScheduling``, the Trainer's ``TrainJobResourcesCreationFailed``. The same
+reasons, types and objects on the test bed and the real controllers."""
+
+from __future__ import annotations
+
+from conformance_support import Cluster, until
+from kubernetes import client as k8s
+
+from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.status import Event, JobState
+from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
+
+
+def events_with(client: TrainerClient, name: str, kind: str, reason: str) -> list[Event]:
+    """The job's events, once one of ``kind`` with ``reason`` is among them."""
+    return list(
+        until(
+            lambda: (
+                (ev := client.get_job_events(name))
+                and any(e.involved_object_kind == kind and e.reason == reason for e in ev)
+                and ev
+            ),
+            what=f"a {kind} event {reason}",
+        )
+    )
+
+
+def test_a_completed_job_has_the_job_controller_s_completed_event(
+    client: TrainerClient, controllers: Cluster
+) -> None:
+    name = client.submit(controllers.spec("succeed")).job.name
+    until(lambda: client.get_job(name).status is JobState.COMPLETE, what="Complete")
+    events = events_with(client, name, "Job", "Completed")
+    done = [e for e in events if e.reason == "Completed" and e.involved_object_kind == "Job"]
+    assert all(e.type == "Normal" for e in done)
+    assert all(e.involved_object_name.startswith(name) for e in events)
+
+
+def test_a_failed_job_has_backoff_limit_exceeded(
+    client: TrainerClient, controllers: Cluster
+) -> None:
+    runtime = controllers.fast_fail_runtime()
+    name = client.submit(controllers.spec("fail", runtime=runtime)).job.name
+    events = events_with(client, name, "Job", "BackoffLimitExceeded")
+    (ev,) = [e for e in events if e.reason == "BackoffLimitExceeded"]
+    assert ev.type == "Warning"
+    assert "backoff limit" in ev.message
+
+
+def test_an_unschedulable_pod_has_failed_scheduling(
+    client: TrainerClient, controllers: Cluster
+) -> None:
+    trainer = CustomTrainer(controllers.spec().trainer.func, resources_per_node={"gpu": 9})
+    name = client.submit(TrainJobSpec(trainer=trainer)).job.name
+    events = events_with(client, name, "Pod", "FailedScheduling")
+    ev = next(e for e in events if e.reason == "FailedScheduling")
+    assert ev.type == "Warning"
+    assert "Insufficient nvidia.com/gpu" in ev.message
+
+
+def test_a_jobset_that_cannot_be_built_is_an_event_on_the_trainjob(
+    client: TrainerClient, controllers: Cluster
+) -> None:
+    body = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "no-runtime"},
+        "spec": {"runtimeRef": {"name": "no-such-runtime"}, "trainer": {"numNodes": 1}},
+    }
+    k8s.CustomObjectsApi(controllers.api()).create_namespaced_custom_object(
+        "trainer.kubeflow.org", "v1alpha1", controllers.namespace, "trainjobs", body
+    )
+    events = events_with(client, "no-runtime", "TrainJob", "TrainJobResourcesCreationFailed")
+    ev = next(e for e in events if e.reason == "TrainJobResourcesCreationFailed")
+    assert ev.type == "Warning"
+    assert ev.involved_object_name == "no-runtime"
+    assert controllers.owned("jobsets") == []
+    assert client.get_job("no-runtime").status is JobState.CREATED
