@@ -1,0 +1,61 @@
+"""One real Airflow triggerer holding 40 deferred TrainJob tasks at once
+(:mod:`bench.triggerer`, arm ``ours``): api-server, scheduler (LocalExecutor),
+dag-processor and triggerer as separate processes, jobs on the test bed held until every
+task is deferred, three deferred tasks killed through the REST API, the rest released.
+
+Counts, never times: no callback of a trigger blocks the triggerer's loop for more than
+0.2 s (asyncio's debug mode names the task of each slow callback; Airflow's own
+"async thread was blocked" warnings cannot tell whose it was and are only printed),
+the triggerer never "appears deadlocked", every released task succeeds on its first
+try, and every killed task's TrainJob is deleted. ``KF_BENCH_BLOCK=0.3`` makes the
+trigger sleep on the loop first: this test must then fail (checked by hand, see
+docs/airflow.md). Runs alone with ``pytest -m airflow_live``; about 4 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.airflow_live, pytest.mark.slow, pytest.mark.timeout(900)]
+
+REPO = Path(__file__).resolve().parents[2]
+TASKS = 40
+KILLS = 3
+
+
+def test_one_triggerer_holds_40_deferred_tasks(tmp_path: Path) -> None:
+    out = tmp_path / "result.json"
+    # A process of its own: its Airflow home, database and processes are not this
+    # session's (tests/airflow/conftest.py has set AIRFLOW_HOME for in-process DAG tests).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "bench.triggerer",
+            "--tasks", str(TASKS), "--arms", "ours", "--kills", str(KILLS),
+            "--release-over", "5", "--asyncio-debug", "--timeout", "600",
+            "--json", str(out),
+        ],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=840, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    arm = json.loads(out.read_text())["arms"]["ours"]
+    log = arm["log"]
+    print(
+        f"{TASKS} deferred tasks: Airflow blocked-loop warnings {log['blocked_warnings']} "
+        f"(worst {log['blocked_worst_s']} s), slow callbacks {log['slow_callbacks']}, "
+        f"end to success {arm['end_to_success_s']}, kill to delete {arm['kill_to_delete_s']} s, "
+        f"RSS {arm['triggerer_rss_mib']}"
+    )
+    ours = [c for c in log["slow_callbacks_over_0_2s"] if "run_trigger" in c[0] or "kf_" in c[0]]
+    assert not ours, f"trigger callbacks over 0.2 s: {ours}"
+    assert not log["deadlocked"], log
+    assert arm["states"] == {"success": TASKS - KILLS, "failed": KILLS}, arm["states"]
+    assert arm["retried"] == 0
+    assert arm["killed"] == KILLS
+    assert arm["killed_deleted"] == KILLS
