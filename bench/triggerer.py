@@ -324,19 +324,20 @@ def parse_triggerer_log(text: str) -> JSON:
     }
 
 
-def _finished_lines(text: str, dag_id: str) -> dict[int, float]:
-    """When the scheduler processed each deferring worker's exit (by map index)."""
-    out: dict[int, float] = {}
+def _finished_lines(text: str, dag_id: str) -> dict[int, tuple[float, str]]:
+    """When the scheduler processed each deferring worker's exit, by map index: the first
+    "TaskInstance Finished" line of a task (the second is the resumed try's), and the
+    state the task had then (not ``deferred``: processed after the trigger fired)."""
+    out: dict[int, tuple[float, str]] = {}
     for line in text.splitlines():
-        m = FINISHED.search(line)
-        if not m or f"dag_id={dag_id}" not in line or "state=deferred" not in line:
+        if FINISHED.search(line) is None or f"dag_id={dag_id}," not in line:
             continue
         idx = re.search(r"map_index=(-?\d+)", line)
+        state = re.search(r" state=(\w+)", line)
         stamp = STAMP.search(line)
-        if idx and stamp:
-            when = _iso(stamp.group(1))
-            if when is not None:
-                out.setdefault(int(idx.group(1)), when)
+        when = _iso(stamp.group(1)) if stamp else None
+        if idx and when is not None:
+            out.setdefault(int(idx.group(1)), (when, state.group(1) if state else "?"))
     return out
 
 
@@ -437,8 +438,9 @@ def run_arm(arm: str, procs: Processes, jobs: Jobs, opts: Options) -> JSON:
             end_to_success.append(end - completed[job])
     finished_at = _finished_lines(procs.log("scheduler"), dag_id)
     exit_delay = [
-        finished_at[i] - c for i, c in created_at.items() if c is not None and i in finished_at
+        finished_at[i][0] - c for i, c in created_at.items() if c is not None and i in finished_at
     ]
+    late_exits = sum(finished_at[i][1] != "deferred" for i in created_at if i in finished_at)
     reqs = [r for r in jobs.bench.server.requests.records if r.time >= t_run]
     by_verb: dict[str, int] = {}
     for r in reqs:
@@ -457,6 +459,7 @@ def run_arm(arm: str, procs: Processes, jobs: Jobs, opts: Options) -> JSON:
         "kill_to_delete_s": kills,
         "end_to_success_s": _stats(end_to_success),
         "scheduler_defer_exit_delay_s": _stats(exit_delay),
+        "defer_exits_processed_after_the_task_left_deferred": late_exits,
         "resume_grace_s": opts.grace if arm == "ours" else None,
         "poll_interval_s": opts.poll_interval if arm == "poll" else None,
         "time_to_all_deferred_s": round(t_deferred - t_run, 1),
@@ -556,6 +559,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block", type=float, default=0.0, help="a blocking trigger (check)")
     parser.add_argument("--timeout", type=float, default=1500.0)
     parser.add_argument("--json", type=Path, default=REPO / "bench" / "triggerer.json")
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="also put the result in bench/results.json and render BENCHMARKS.md again",
+    )
+    parser.add_argument("--note", default="", help="a sentence for the report's section")
     args = parser.parse_args(argv)
     opts = Options(
         tasks=args.tasks,
@@ -569,10 +578,45 @@ def main(argv: list[str] | None = None) -> int:
         block=args.block,
         timeout=args.timeout,
     )
+    started = time.time()
     result = run(opts)
+    result["ran_at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))
+    result["seconds"] = round(time.time() - started)
+    result["command"] = "python -m bench.triggerer " + " ".join(argv or sys.argv[1:])
+    if args.note:
+        result["note"] = args.note
     args.json.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
+    if args.record:
+        record(result)
     return 0
+
+
+def record(result: JSON, out: Path = REPO) -> None:
+    """Put ``result`` in ``bench/results.json`` as section ``triggerer`` and write its
+    section of ``BENCHMARKS.md`` in place (the file has hand-written parts that a full
+    render would drop; ``python -m bench`` renders this section from the JSON too)."""
+    from bench.report import table
+    from bench.triggerer_report import TITLE, section_triggerer
+
+    path = out / "bench" / "results.json"
+    results = json.loads(path.read_text())
+    results.setdefault("sections", {})["triggerer"] = result
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    text, targets = section_triggerer(result, out)
+    stamp = f"_Measured {result['ran_at']} in {result['seconds']} s with `{result['command']}`._"
+    goals = table(["goal (issue 25)", "measured", "verdict"], targets) if targets else ""
+    block = f"## {TITLE}\n\n{stamp}\n\n{text}\n{goals}\n"
+    md = out / "BENCHMARKS.md"
+    current = md.read_text()
+    head = f"## {TITLE}\n"
+    if head in current:
+        start = current.index(head)
+        nxt = current.find("\n## ", start + len(head))
+        current = current[:start] + block + (current[nxt + 1 :] if nxt >= 0 else "")
+    else:
+        current = current.rstrip() + "\n\n" + block
+    md.write_text(current.rstrip() + "\n")
 
 
 if __name__ == "__main__":

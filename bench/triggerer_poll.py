@@ -36,7 +36,7 @@ class PollingTrainJobTrigger(BaseTrigger):
     def __init__(
         self, job_name: str, namespace: str, kubeconfig_path: str, poll_interval: float
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.job_name = job_name
         self.namespace = namespace
         self.kubeconfig_path = kubeconfig_path
@@ -69,9 +69,8 @@ class PollingTrainJobTrigger(BaseTrigger):
         while True:
             state = _ended(await self._get())
             if state is not None:
-                yield TriggerEvent(
-                    {"status": state, "job_name": self.job_name, "seen": time.time()}
-                )
+                payload = {"status": state, "job_name": self.job_name, "seen": time.time()}
+                yield TriggerEvent(payload)  # type: ignore[no-untyped-call]
                 return
             await asyncio.sleep(self.poll_interval)
 
