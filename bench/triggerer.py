@@ -438,11 +438,16 @@ def run_arm(arm: str, procs: Processes, jobs: Jobs, opts: Options) -> JSON:
     procs.stop(name)
     completed = jobs.bench.clock.completed
     end_to_success = []
+    end_to_scheduled = []
     for t in final:
         job = names.get(t["map_index"])
         end = _iso(t.get("end_date"))
         if t["state"] == "success" and job in completed and end is not None:
             end_to_success.append(end - completed[job])
+            # The trigger's event moves the task to scheduled: the triggerer's share.
+            resumed = _iso(t.get("scheduled_when"))
+            if resumed is not None:
+                end_to_scheduled.append(resumed - completed[job])
     finished_at = _finished_lines(procs.log("scheduler"), dag_id)
     exit_delay = [
         finished_at[i][0] - c for i, c in created_at.items() if c is not None and i in finished_at
@@ -465,6 +470,7 @@ def run_arm(arm: str, procs: Processes, jobs: Jobs, opts: Options) -> JSON:
         "killed_deleted": sum(jobs.gone(names[i]) for i in killed),
         "kill_to_delete_s": kills,
         "end_to_success_s": _stats(end_to_success),
+        "end_to_resumed_s": _stats(end_to_scheduled),
         "scheduler_defer_exit_delay_s": _stats(exit_delay),
         "defer_exits_processed_after_the_task_left_deferred": late_exits,
         "resume_grace_s": opts.grace if arm == "ours" else None,
