@@ -203,8 +203,9 @@ def _group(pgid: int) -> list[int]:
     return pids
 
 
-def group_usage(pgid: int) -> tuple[float, float]:
-    """(RSS MiB, CPU seconds) summed over the live processes of a process group."""
+def group_usage(pgid: int, each: dict[int, float] | None = None) -> tuple[float, float]:
+    """(RSS MiB, CPU seconds) summed over the live processes of a process group;
+    ``each`` gets each process's peak RSS."""
     rss = cpu = 0.0
     tick = os.sysconf("SC_CLK_TCK")
     page = os.sysconf("SC_PAGE_SIZE")
@@ -215,7 +216,10 @@ def group_usage(pgid: int) -> tuple[float, float]:
         except OSError:
             continue
         cpu += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-        rss += int(statm[1]) * page / 2**20
+        mine = int(statm[1]) * page / 2**20
+        rss += mine
+        if each is not None:
+            each[pid] = max(each.get(pid, 0.0), mine)
     return rss, cpu
 
 
@@ -226,11 +230,12 @@ class Sampler(threading.Thread):
         super().__init__(daemon=True)
         self.pgid = pgid
         self.samples: list[tuple[float, float, float]] = []
+        self.peaks: dict[int, float] = {}
         self.done = threading.Event()
 
     def run(self) -> None:
         while not self.done.is_set():
-            rss, cpu = group_usage(self.pgid)
+            rss, cpu = group_usage(self.pgid, self.peaks)
             self.samples.append((time.time(), rss, cpu))
             self.done.wait(1.0)
 
@@ -482,6 +487,11 @@ def run_arm(arm: str, procs: Processes, jobs: Jobs, opts: Options) -> JSON:
             "peak": round(rss_peak, 1),
             "end": round(rss_end, 1),
             "growth_peak": round(rss_peak - rss0, 1),
+            # The supervisor (the group leader) and the forked trigger runner.
+            "peak_by_process": {
+                ("supervisor" if pid == pgid else str(pid)): round(v, 1)
+                for pid, v in sampler.peaks.items()
+            },
         },
         "triggerer_cpu_s": round(cpu_end - cpu0, 2),
         "triggerer_cpu_s_while_all_deferred": round(
