@@ -364,7 +364,10 @@ def run_arm(arm: str, procs: Processes, jobs: Jobs, opts: Options) -> JSON:
     pgid = procs.procs[name].pid
     sampler = Sampler(pgid)
     sampler.start()
-    time.sleep(15)  # the triggerer's own start-up, outside the measured growth
+    # The triggerer's own start-up is outside the measured growth: its runner logs its
+    # first "N triggers currently running" once it is up (a minute on 2 busy cores).
+    _wait("the triggerer up", lambda: "triggers currently running" in procs.log(name), 600)
+    time.sleep(5)
     rss0, cpu0 = group_usage(pgid)
     jobs.bench.server.requests.clear()
     _wait(f"{dag_id} parsed", lambda: api.get(f"/dags/{dag_id}").status_code == 200, 300)
