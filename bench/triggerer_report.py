@@ -28,6 +28,16 @@ def _dist(stats: JSON) -> str:
     return f"{_s(stats['p50'])} / {_s(stats['p95'])} / {_s(stats['max'])} (n={stats['n']})"
 
 
+def _watch(arm: JSON) -> str:
+    watch = arm.get("loopwatch")
+    if not watch:
+        return "not recorded"
+    return (
+        f"{len(watch['ours_over_0_2s'])} / {watch['airflow_over_0_2s']} "
+        f"(of {watch['callbacks']} callbacks)"
+    )
+
+
 def _row(label: str, arms: JSON, pick: Any) -> list[str]:
     return [label] + [pick(arms[a]) if a in arms else "n/a" for a in ("ours", "poll")]
 
@@ -71,7 +81,15 @@ def section_triggerer(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
         _row("triggerer CPU over the run", arms, lambda a: _s(a["triggerer_cpu_s"])),
         _row("API requests to the server (run)", arms, lambda a: count(a["requests"])),
         _row(
+            "job end → task resumed (trigger fired, task scheduled), p50 / p95 / max",
+            arms,
+            lambda a: _dist(a.get("end_to_resumed_s") or {}),
+        ),
+        _row(
             "job end → task success, p50 / p95 / max", arms, lambda a: _dist(a["end_to_success_s"])
+        ),
+        _row(
+            "trigger runner callbacks blocked over 0.2 s: the triggers' / Airflow's", arms, _watch
         ),
         _row(
             "kill → TrainJob delete (each)",
