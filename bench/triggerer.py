@@ -629,7 +629,8 @@ def record(result: JSON, out: Path = REPO) -> None:
     path = out / "bench" / "results.json"
     results = json.loads(path.read_text())
     results.setdefault("sections", {})["triggerer"] = result
-    path.write_text(json.dumps(results, indent=2) + "\n")
+    # As python -m bench writes it (a small diff).
+    path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     text, targets = section_triggerer(result, out)
     stamp = f"_Measured {result['ran_at']} in {result['seconds']} s with `{result['command']}`._"
     goals = table(["goal (issue 25)", "measured", "verdict"], targets) if targets else ""
