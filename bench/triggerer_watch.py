@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -58,10 +59,14 @@ def _in_child() -> None:
     threading.Thread(target=dump, name="loopwatch-dump", daemon=True).start()
 
 
+#: Airflow names the task that runs a trigger "<dag>/<run>/<task>/<map>/<try> (ID <n>)".
+_TRIGGER_TASK = re.compile(r"^task .+ \(ID \d+\) ")
+
+
 def ours(slow: dict[str, Any]) -> bool:
-    """Whether a slow callback is a trigger's own (the task Airflow runs it in) or has
-    our code on a sampled stack."""
-    return "run_trigger" in slow["what"] or any(
+    """Whether a slow callback is a trigger's own (a step of the task Airflow runs it
+    in) or has our code on a sampled stack."""
+    return bool(_TRIGGER_TASK.match(slow["what"])) or any(
         "kf_trainer_" in line or "/bench/triggerer_" in line
         for stack in slow["stacks"]
         for line in stack
