@@ -908,6 +908,12 @@ def section_realwait(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
     return render(section, out)
 
 
+def section_triggerer(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
+    from bench.triggerer_report import section_triggerer as render
+
+    return render(section, out)
+
+
 SECTIONS: list[tuple[str, str, Callable[[JSON, Path], tuple[str, list[list[str]]]]]] = [
     ("latency", "Completion latency", section_latency),
     ("requests", "API requests per job", section_requests),
@@ -918,6 +924,8 @@ SECTIONS: list[tuple[str, str, Callable[[JSON, Path], tuple[str, list[list[str]]
     ("local", "Local backend", section_local),
     ("real", "On the real control plane", section_real),
     ("realwait", "On the real control plane: waiting with its controllers", section_realwait),
+    # Not run by `python -m bench`: `python -m bench.triggerer --record` (tens of minutes).
+    ("triggerer", "Shared triggerer at 200 deferred tasks", section_triggerer),
 ]
 
 
