@@ -7,7 +7,7 @@ from functools import partial
 from typing import Any
 
 from kf_trainer_core.testing.controller.cluster import Cluster
-from kf_trainer_core.testing.controller.deleting import reapply_while_deleting
+from kf_trainer_core.testing.controller.deleting import GC_PASS_SECONDS, reapply_while_deleting
 from kf_trainer_core.testing.controller.vocab import JOBS, JSON
 from kf_trainer_core.testing.scenarios import Scenario
 from kf_trainer_core.testing.store import (
@@ -74,6 +74,8 @@ class TrainerController:
         self._unsubscribe = self.store.subscribe(self._on_store_event, copy=False)
         # Trainer v2.3 re-applies the JobSet of an unfinished TrainJob being deleted.
         self.store.foreground_hooks[TRAINJOBS] = reapply_while_deleting
+        # A TrainJob deleted in the background goes at once; its JobSet a moment later.
+        self.store.background_gc_delays[TRAINJOBS] = GC_PASS_SECONDS
         items, _ = self.store.list(TRAINJOBS)
         for obj in items:
             self._cx.worker.post(partial(self._cx.trainjobs.on_trainjob, "ADDED", obj))
@@ -84,6 +86,7 @@ class TrainerController:
             self._unsubscribe()
             self._unsubscribe = None
             self.store.foreground_hooks.pop(TRAINJOBS, None)
+            self.store.background_gc_delays.pop(TRAINJOBS, None)
         was_running = self._cx.worker.stop()
         if was_running or self._cx.sims:
             self._cx.reset_state()
