@@ -279,8 +279,9 @@ def test_background_delete_collects_dependents_in_a_later_pass(store: Store) -> 
     while store.try_get(JOBSETS, "default", "a") is not None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert store.try_get(JOBSETS, "default", "a") is None
-    assert store.get(JOBSETS, "default", "kept")["metadata"]["ownerReferences"][0]["uid"] == (
-        other["metadata"]["uid"]
+    assert (
+        store.get(JOBSETS, "default", "kept")["metadata"]["ownerReferences"][0]["uid"]
+        == (other["metadata"]["uid"])
     )
 
 

@@ -14,7 +14,6 @@ from kf_trainer_core.manifest.selectors import identity_selector
 from kf_trainer_core.programs.informer import slim_trainjob
 from kf_trainer_core.programs.reads import get_object
 
-
 #: How long a delete waits, at most, for the garbage collector to remove the deleted
 #: job's JobSet (measured on a real control plane: 0.3-0.4 s). Past it the delete
 #: returns all the same: the job is gone, only the guard below gave up.
