@@ -52,7 +52,7 @@ def delete(namespace: str, name: str, propagation: str = "Background") -> Progra
         if err.not_found:
             return False
         raise
-    if propagation != "Foreground":
+    if propagation == "Background":
         yield from _until_jobset_collected(namespace, name, uid or _uid_of(answer))
     return True
 
