@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -112,7 +113,12 @@ class TrainerController:
         """Wait until no work is queued, no timer is pending and no subprocess runs;
         False on timeout. Jobs that never finish (or are stuck pulling an image) leave
         nothing pending, so they count as idle."""
-        return self._cx.worker.wait_idle(timeout)
+        # A garbage collector pass still to come (a TrainJob deleted in the background)
+        # counts as work: it deletes objects the controllers then react to.
+        end = time.monotonic() + timeout
+        if not self.store.wait_collected(timeout):
+            return False
+        return self._cx.worker.wait_idle(max(0.0, end - time.monotonic()))
 
     # ------------------------------------------------------------------ store events
 

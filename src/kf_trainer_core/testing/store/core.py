@@ -443,13 +443,18 @@ class Store(StoreReads):
         """The collector's pass over the dependents of ``uid``, deleted in the
         background a moment ago: each one that still names it as owner is deleted (one
         taken over by another owner meanwhile is left alone)."""
-        with self.lock:
-            for dres, dkey in dependents:
-                dep = self._bucket(dres).get(dkey)
-                refs = (dep or {}).get("metadata", {}).get("ownerReferences") or []
-                if dep is not None and any(r.get("uid") == uid for r in refs):
-                    self._delete_locked(dres, dkey, dep, "Background")
-        self._dispatch()
+        try:
+            with self.lock:
+                for dres, dkey in dependents:
+                    dep = self._bucket(dres).get(dkey)
+                    refs = (dep or {}).get("metadata", {}).get("ownerReferences") or []
+                    if dep is not None and any(r.get("uid") == uid for r in refs):
+                        self._delete_locked(dres, dkey, dep, "Background")
+            self._dispatch()
+        finally:
+            with self._gc_done:
+                self._gc_passes -= 1
+                self._gc_done.notify_all()
 
     def _subtree(self, uid: str) -> list[tuple[Resource, JSON]]:
         """Copies of the objects ``uid`` owns, directly or not, owners before dependents."""
@@ -485,6 +490,7 @@ class Store(StoreReads):
             # a uid that is gone (a controller may take them over meanwhile).
             timer = threading.Timer(delay, self._collect_orphans, (str(uid), dependents))
             timer.daemon = True
+            self._gc_passes += 1
             timer.start()
             return
         if res == NAMESPACES:
