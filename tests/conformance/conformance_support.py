@@ -222,9 +222,9 @@ def until(check: Callable[[], Any], timeout: float = 60, what: str = "condition"
 
 
 GC_TIMEOUT = 180.0
-"""How long a test gives the garbage collector to remove a deleted TrainJob and its
-dependents: seconds when the machine is quiet; minutes under a CI run's load, where
-Trainer v2.3 re-creating the JobSet of a TrainJob being deleted can win many rounds."""
+"""How long a test gives the garbage collector to remove the dependents of a deleted
+TrainJob (the suite deletes in the background: the TrainJob goes at once, its JobSet
+within a second, its Jobs and pods a moment later; generous for a CI run's load)."""
 
 
 async def until_collected(aclient: Any, name: str) -> None:

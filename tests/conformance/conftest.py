@@ -76,21 +76,3 @@ def client(cluster: Cluster, calls: list[Any]) -> Iterator[TrainerClient]:
 async def aclient(cluster: Cluster, calls: list[Any]) -> AsyncIterator[AsyncTrainerClient]:
     async with AsyncTrainerClient(cluster.config(), retry=FAST, request_hook=calls.append) as c:
         yield c
-
-
-@pytest.fixture
-def delete_race(request: pytest.FixtureRequest, cluster: Cluster) -> None:
-    """On the real controllers, a test that waits for a deleted unfinished TrainJob to be
-    collected may lose to an upstream race: Trainer v2.3 re-applies the JobSet of a
-    TrainJob being deleted (suspended, so no pod starts), and the collector removes the
-    TrainJob only once it wins a round: seconds on some runs, over 5 minutes on others on
-    this machine. Such a run is reported as an expected failure, not a pass; the test
-    bed's run, and the real run's other assertions when it is collected, still count."""
-    if cluster.real:
-        request.applymarker(
-            pytest.mark.xfail(
-                reason="Trainer v2.3 re-applies the JobSet of a TrainJob being deleted "
-                "(docs/safety.md): collection time is unbounded",
-                strict=False,
-            )
-        )

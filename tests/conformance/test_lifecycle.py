@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from conformance_support import GC_TIMEOUT, Cluster, until, until_collected, wait_on
+from conformance_support import GC_TIMEOUT, Cluster, until, wait_on
 from kubernetes import client as k8s
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
@@ -118,37 +118,25 @@ async def test_created_suspended_then_resumed(
     assert job.status is JobState.RUNNING
 
 
-@pytest.mark.usefixtures("delete_race")
 def test_delete_collects_jobset_jobs_and_pods(client: TrainerClient, controllers: Cluster) -> None:
     name = client.submit(controllers.spec("hold", nodes=2)).job.name
     client.wait_for_job_status(name, "Running", timeout=60)
     assert controllers.owned("jobsets")
     assert len(controllers.owned("jobs")) == 1
     assert client.delete_job(name) is True
+    # Deleted in the background: the TrainJob is gone at once, and the delete returned
+    # once the collector had removed its JobSet; its Jobs and Pods follow.
+    with pytest.raises(TrainJobNotFoundError):
+        client.get_job(name)
+    assert not controllers.owned("jobsets")
     until(
-        lambda: (
-            not controllers.owned("jobsets")
-            and not controllers.owned("jobs")
-            and not controllers.owned("pods")
-        ),
+        lambda: not controllers.owned("jobs") and not controllers.owned("pods"),
         timeout=GC_TIMEOUT,
-        what="JobSet, Jobs and Pods collected",
+        what="Jobs and Pods collected",
     )
-
-    def job_gone() -> bool:
-        # The TrainJob goes last: the GC lifts its foregroundDeletion finalizer once the
-        # dependents are gone (at once on the test bed, a moment later for real).
-        try:
-            client.get_job(name)
-        except TrainJobNotFoundError:
-            return True
-        return False
-
-    until(job_gone, timeout=GC_TIMEOUT, what="TrainJob collected")
     assert client.delete_job(name) is False
 
 
-@pytest.mark.usefixtures("delete_race")
 async def test_cancel_actions(aclient: AsyncTrainerClient, controllers: Cluster) -> None:
     name = (await aclient.submit(controllers.spec("hold"))).job.name
     await aclient.wait_for_job_status(name, "Running", timeout=60)
@@ -157,10 +145,9 @@ async def test_cancel_actions(aclient: AsyncTrainerClient, controllers: Cluster)
     job = await aclient.wait_for_job_status(name, "Suspended", timeout=60)
     assert job.status is JobState.SUSPENDED
     assert await aclient.cancel_job(name, "delete")
-
-    # The real GC takes a second or two (minutes under load): the TrainJob waits with the
-    # foregroundDeletion finalizer until its JobSet, Jobs and Pods are deleted.
-    await until_collected(aclient, name)
+    # Deleted in the background: gone at once.
+    with pytest.raises(TrainJobNotFoundError):
+        await aclient.get_job(name)
     assert not await aclient.cancel_job(name, "delete")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -248,6 +249,40 @@ def test_delete_cascades_in_order(store: Store) -> None:
     with pytest.raises(StoreError) as exc:
         store.delete(PODS, "default", "b-0", preconditions={"uid": "nope"})
     assert exc.value.code == 409
+
+
+def test_background_delete_collects_dependents_in_a_later_pass(store: Store) -> None:
+    # As the real collector: the owner goes at once, its dependents a moment later;
+    # one taken over by a new owner meanwhile stays.
+    store.background_gc_delays[TRAINJOBS] = 0.05
+    job = store.create(TRAINJOBS, tj("a"), namespace="default")
+    store.create(
+        JOBSETS,
+        {"metadata": {"name": "a", "ownerReferences": [owner_ref(job)]}},
+        namespace="default",
+    )
+    store.create(
+        JOBSETS,
+        {"metadata": {"name": "kept", "ownerReferences": [owner_ref(job)]}},
+        namespace="default",
+    )
+    store.delete(TRAINJOBS, "default", "a")
+    assert store.try_get(TRAINJOBS, "default", "a") is None
+    assert store.count(JOBSETS) == 2  # not yet collected
+    other = store.create(TRAINJOBS, tj("b"), namespace="default")
+
+    def adopt(obj: dict[str, Any]) -> None:
+        obj["metadata"]["ownerReferences"] = [owner_ref(other)]
+
+    store.mutate(JOBSETS, "default", "kept", adopt)
+    deadline = time.monotonic() + 10
+    while store.try_get(JOBSETS, "default", "a") is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert store.try_get(JOBSETS, "default", "a") is None
+    assert (
+        store.get(JOBSETS, "default", "kept")["metadata"]["ownerReferences"][0]["uid"]
+        == (other["metadata"]["uid"])
+    )
 
 
 def test_finalizers_hold_deletion_until_removed(store: Store) -> None:

@@ -554,7 +554,7 @@ class _Operations(ClientBase):
         yield from self._delete_job(done.name)  # the suite's own helper job, finished
         return location
 
-    def _delete_job(self, name: str, *, propagation: str = "Foreground") -> Program[bool]:
+    def _delete_job(self, name: str, *, propagation: str = "Background") -> Program[bool]:
         """Delete the TrainJob (never only its JobSet); ``False`` if already gone."""
         return delete(self.namespace, name, propagation)
 

@@ -6,58 +6,117 @@ from __future__ import annotations
 from kf_trainer_core.cluster.status import TrainJob, to_trainjob
 from kf_trainer_core.errors import TrainJobNotFoundError
 from kf_trainer_core.fields import names
-from kf_trainer_core.k8s.calls import Delete, Patch, Program
+from kf_trainer_core.k8s.calls import Delete, Get, Patch, Program, Sleep
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.paging import list_all
-from kf_trainer_core.k8s.resources import TRAINJOBS
+from kf_trainer_core.k8s.resources import JOBSETS, TRAINJOBS
 from kf_trainer_core.manifest.selectors import identity_selector
 from kf_trainer_core.programs.informer import slim_trainjob
 from kf_trainer_core.programs.reads import get_object
 
+#: How long a delete waits, at most, for the garbage collector to remove the deleted
+#: job's JobSet (measured on a real control plane: 0.3-0.4 s). Past it the delete
+#: returns all the same: the job is gone, only the guard below gave up.
+COLLECT_WAIT_SECONDS = 30.0
 
-def delete(namespace: str, name: str, propagation: str = "Foreground") -> Program[bool]:
-    """Delete the TrainJob (the Trainer and Kubernetes remove its JobSet and pods);
-    ``False`` if it was already gone.
+#: Where JobSets cannot be read (no ``get`` on ``jobsets.jobset.x-k8s.io``): a fixed
+#: pause after the delete, several times the collector's usual time, in place of the
+#: check (docs/troubleshooting.md).
+UNREADABLE_PAUSE_SECONDS = 2.0
 
-    A ``Foreground`` delete suspends the job first (:func:`_quiesce`): while the
-    TrainJob waits for the garbage collector, Trainer v2.3 keeps re-applying the JobSet
-    of a job that has not finished, and a running job's pods would be started again
-    each time the collector removed them. Every delete of the suite comes here."""
+
+def delete(namespace: str, name: str, propagation: str = "Background") -> Program[bool]:
+    """Delete the TrainJob (Kubernetes removes its JobSet, Jobs and pods); ``False`` if
+    it was already gone.
+
+    The job is suspended first (:func:`_quiesce`), then deleted in the background: the
+    TrainJob is gone at once and the garbage collector removes the rest within a
+    second. A ``Foreground`` delete (asked for explicitly) keeps the TrainJob until
+    then, but Trainer v2.3 re-applies the JobSet of an unfinished TrainJob that is
+    being deleted, so that wait has no bound (docs/safety.md). A background delete
+    that meets a job already held by a foreground delete ends that wait too: the
+    server drops the ``foregroundDeletion`` finalizer.
+
+    A background delete frees the name before the JobSet is gone, and a job submitted
+    again under that name would be run by the Trainer on the old JobSet (it takes the
+    JobSet over once the old runtime snapshot is collected). So the delete returns
+    only once the old JobSet is gone (:func:`_until_jobset_collected`). Every delete
+    of the suite comes here."""
     names.require_job_name(name)
-    if propagation == "Foreground" and not (yield from _quiesce(namespace, name)):
+    uid = yield from _quiesce(namespace, name)
+    if uid is None:
         return False
     try:
-        yield Delete(TRAINJOBS, namespace, name, propagation=propagation)
+        answer = yield Delete(TRAINJOBS, namespace, name, propagation=propagation)
     except ApiError as err:
         if err.not_found:
             return False
         raise
+    if propagation == "Background":
+        yield from _until_jobset_collected(namespace, name, uid or _uid_of(answer))
     return True
 
 
-def _quiesce(namespace: str, name: str) -> Program[bool]:
-    """Set ``spec.suspend`` before a foreground delete; ``False`` if the job is gone.
+def _uid_of(obj: object) -> str:
+    """The uid of an API answer that is the object (``""`` for a Status)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    return str(meta.get("uid") or "") if isinstance(meta, dict) else ""
+
+
+def _until_jobset_collected(namespace: str, name: str, uid: str) -> Program[None]:
+    """Wait until the JobSet of the deleted TrainJob ``uid`` is gone: a 404, or a
+    JobSet of that name that the TrainJob does not own (a new job's). One cheap read
+    per round, from 50 ms growing to 0.5 s, for at most :data:`COLLECT_WAIT_SECONDS`.
+
+    Without the right to read JobSets (401/403) the check cannot be made: a fixed
+    pause of :data:`UNREADABLE_PAUSE_SECONDS` stands in for it. Any other failure of
+    the read ends the wait (the delete itself was done; its caller is not told it
+    failed)."""
+    waited, delay = 0.0, 0.05
+    while True:
+        try:
+            jobset = yield Get(JOBSETS, namespace, name)
+        except ApiError as err:
+            if err.code in (401, 403):
+                yield Sleep(UNREADABLE_PAUSE_SECONDS)
+            return  # 404: collected (or never made); anything else: not knowable here
+        if uid and not _owned_by(jobset, uid):
+            return
+        if waited >= COLLECT_WAIT_SECONDS:
+            return
+        yield Sleep(delay)
+        waited += delay
+        delay = min(delay * 2, 0.5)
+
+
+def _owned_by(obj: object, uid: str) -> bool:
+    """Whether ``obj`` names ``uid`` among its owner references."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    refs = (meta.get("ownerReferences") if isinstance(meta, dict) else None) or []
+    return any(isinstance(r, dict) and r.get("uid") == uid for r in refs)
+
+
+def _quiesce(namespace: str, name: str) -> Program[str | None]:
+    """Set ``spec.suspend`` before the delete; the job's uid (``""`` where the patch
+    was refused), ``None`` if the job is gone.
 
     Trainer v2.3 reconciles a TrainJob that carries a ``deletionTimestamp`` like any
-    other: while the TrainJob waits (``foregroundDeletion``) for its JobSet, Jobs and
-    pods to be collected, it re-creates the JobSet the collector deleted, the JobSet
-    and Job controllers re-create Jobs and pods, and the delete takes from seconds to
-    minutes, restarting the training each round. A suspended job's re-created JobSet is
-    suspended: no pod starts, and the collector wins within a round or two. Foreground
-    (not Background) is kept so that the name stays taken until the old JobSet is gone:
-    a job submitted again under that name never meets (and adopts) the old JobSet.
+    other: during a foreground delete it re-creates the JobSet the collector deleted,
+    and a reconcile already under way when a background delete lands may apply the
+    JobSet once more. A suspended job's JobSet is suspended: no pod starts again.
 
     A finished job is suspended too (one request, no read first): the Trainer leaves
     finished jobs alone, so the flag changes nothing. A refused patch (no ``patch``
     right, an admission webhook) does not stop the delete that was asked for."""
     try:
-        yield Patch(TRAINJOBS, namespace, name, {"spec": {"suspend": True}})
+        obj = yield Patch(TRAINJOBS, namespace, name, {"spec": {"suspend": True}})
     except ApiError as err:
         if err.not_found:
-            return False
+            return None
         if not 400 <= err.code < 500:
             raise
-    return True
+        return ""
+    return _uid_of(obj)
 
 
 def set_suspended(namespace: str, name: str, suspended: bool) -> Program[TrainJob]:

@@ -56,9 +56,11 @@ class Submitted:
 
 
 #: How many one-second rounds a submit waits for a job of the same name that is being
-#: deleted (an identity's rerun after a kill). Trainer v2.3 re-creates the JobSet of a
-#: TrainJob being deleted, so its garbage collection can take minutes (docs/safety.md).
-DELETION_WAIT_ROUNDS = 300
+#: deleted. The suite's own deletes are background ones (the TrainJob goes at once);
+#: what is still being deleted is held by a foreground delete or another finalizer, and
+#: Trainer v2.3 can keep a foreground delete of an unfinished job going for minutes
+#: (docs/safety.md): a minute, then a clear error rather than a task hung for longer.
+DELETION_WAIT_ROUNDS = 60
 
 
 def submit(namespace: str, built: BuiltTrainJob) -> Program[Submitted]:
@@ -82,7 +84,12 @@ def submit(namespace: str, built: BuiltTrainJob) -> Program[Submitted]:
         if settled is not None:
             return settled
         yield Sleep(1.0)  # being deleted: create again once it is gone
-    raise SubmitError(f"TrainJob {namespace}/{built.name} kept being deleted and recreated")
+    raise SubmitError(
+        f"TrainJob {namespace}/{built.name} is still being deleted after "
+        f"{DELETION_WAIT_ROUNDS} s (a foreground delete or a finalizer holds it), or kept "
+        "being deleted and created again. Fix: delete it again (delete_job, or kf-trainer jobs "
+        "delete: a background delete ends a foreground one), then submit again."
+    )
 
 
 def _create(namespace: str, built: BuiltTrainJob) -> Program[Submitted | None]:

@@ -1,5 +1,12 @@
-"""What the real controllers do while a TrainJob is deleted in the foreground.
+"""What the real controllers do while a TrainJob is deleted.
 
+In the background (the suite's default): the TrainJob is gone at once and the garbage
+collector removes its JobSet (and, through it, Jobs and pods) in a pass of its own,
+0.3-0.4 s later on a real control plane; the test bed's store waits
+:data:`GC_PASS_SECONDS` (:attr:`Store.background_gc_delays`). Meanwhile the JobSet is
+still there, owned by a uid that is gone.
+
+In the foreground:
 Trainer v2.3 reconciles a TrainJob that carries a ``deletionTimestamp`` like any other:
 while the TrainJob waits (``foregroundDeletion`` finalizer) for the garbage collector,
 it applies the JobSet again whenever the collector has deleted it, unless the job has
@@ -18,6 +25,9 @@ from typing import Any
 from kf_trainer_core.k8s.trainjob import COMPLETE, FAILED
 from kf_trainer_core.testing.controller.vocab import JOBS, JSON
 from kf_trainer_core.testing.store import JOBSETS, PODS, Resource, StoreError, json_copy
+
+#: How long after a TrainJob's background delete its dependents are collected.
+GC_PASS_SECONDS = 0.3
 
 #: Metadata the API server sets: a re-created object gets its own.
 _SERVER_SET = (

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 from kf_trainer_core.testing.controller.cluster import Cluster
-from kf_trainer_core.testing.controller.deleting import reapply_while_deleting
+from kf_trainer_core.testing.controller.deleting import GC_PASS_SECONDS, reapply_while_deleting
 from kf_trainer_core.testing.controller.vocab import JOBS, JSON
 from kf_trainer_core.testing.scenarios import Scenario
 from kf_trainer_core.testing.store import (
@@ -74,6 +75,8 @@ class TrainerController:
         self._unsubscribe = self.store.subscribe(self._on_store_event, copy=False)
         # Trainer v2.3 re-applies the JobSet of an unfinished TrainJob being deleted.
         self.store.foreground_hooks[TRAINJOBS] = reapply_while_deleting
+        # A TrainJob deleted in the background goes at once; its JobSet a moment later.
+        self.store.background_gc_delays[TRAINJOBS] = GC_PASS_SECONDS
         items, _ = self.store.list(TRAINJOBS)
         for obj in items:
             self._cx.worker.post(partial(self._cx.trainjobs.on_trainjob, "ADDED", obj))
@@ -84,6 +87,7 @@ class TrainerController:
             self._unsubscribe()
             self._unsubscribe = None
             self.store.foreground_hooks.pop(TRAINJOBS, None)
+            self.store.background_gc_delays.pop(TRAINJOBS, None)
         was_running = self._cx.worker.stop()
         if was_running or self._cx.sims:
             self._cx.reset_state()
@@ -109,7 +113,12 @@ class TrainerController:
         """Wait until no work is queued, no timer is pending and no subprocess runs;
         False on timeout. Jobs that never finish (or are stuck pulling an image) leave
         nothing pending, so they count as idle."""
-        return self._cx.worker.wait_idle(timeout)
+        # A garbage collector pass still to come (a TrainJob deleted in the background)
+        # counts as work: it deletes objects the controllers then react to.
+        end = time.monotonic() + timeout
+        if not self.store.wait_collected(timeout):
+            return False
+        return self._cx.worker.wait_idle(max(0.0, end - time.monotonic()))
 
     # ------------------------------------------------------------------ store events
 

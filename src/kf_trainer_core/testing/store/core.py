@@ -5,6 +5,7 @@ read-modify-write, and deletion with finalizers and owner-reference cascades."""
 from __future__ import annotations
 
 import random
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -438,6 +439,23 @@ class Store(StoreReads):
         self._remove(res, key, gone, propagation)
         return gone
 
+    def _collect_orphans(self, uid: str, dependents: list[tuple[Resource, Key]]) -> None:
+        """The collector's pass over the dependents of ``uid``, deleted in the
+        background a moment ago: each one that still names it as owner is deleted (one
+        taken over by another owner meanwhile is left alone)."""
+        try:
+            with self.lock:
+                for dres, dkey in dependents:
+                    dep = self._bucket(dres).get(dkey)
+                    refs = (dep or {}).get("metadata", {}).get("ownerReferences") or []
+                    if dep is not None and any(r.get("uid") == uid for r in refs):
+                        self._delete_locked(dres, dkey, dep, "Background")
+            self._dispatch()
+        finally:
+            with self._gc_done:
+                self._gc_passes -= 1
+                self._gc_done.notify_all()
+
     def _subtree(self, uid: str) -> list[tuple[Resource, JSON]]:
         """Copies of the objects ``uid`` owns, directly or not, owners before dependents."""
         out: list[tuple[Resource, JSON]] = []
@@ -466,6 +484,15 @@ class Store(StoreReads):
         self._commit(res, key, self._bucket(res)[key], last, "DELETED")
         uid = last["metadata"]["uid"]
         dependents = sorted(self._owners.pop(uid, set()), key=lambda d: (d[0].plural, d[1]))
+        delay = self.background_gc_delays.get(res)
+        if dependents and delay and propagation == "Background":
+            # The collector's own pass, later: until then the dependents stay, owned by
+            # a uid that is gone (a controller may take them over meanwhile).
+            timer = threading.Timer(delay, self._collect_orphans, (str(uid), dependents))
+            timer.daemon = True
+            self._gc_passes += 1
+            timer.start()
+            return
         if res == NAMESPACES:
             # Deleting a namespace deletes everything in it.
             for other, bucket in self._data.items():
