@@ -72,12 +72,26 @@ def test_background_delete_returns_once_the_old_jobset_is_gone() -> None:
         cancel.delete("ns", "j"), answers([jobset(UID), jobset(UID), ApiError(404, "NotFound")])
     )
     assert done is True
-    assert kinds(calls) == ["Patch", "Delete", "Get", "Sleep", "Get", "Sleep", "Get"]
+    # The 404 is confirmed by one more read a moment later.
+    assert kinds(calls) == [
+        "Patch", "Delete", "Get", "Sleep", "Get", "Sleep", "Get", "Sleep", "Get"
+    ]  # fmt: skip
     delete = calls[1]
     assert delete.resource == TRAINJOBS
     assert delete.propagation == "Background"
     assert calls[0].body == {"spec": {"suspend": True}}  # suspended first
-    assert [c.seconds for c in calls if isinstance(c, Sleep)] == [0.05, 0.1]
+    sleeps = [c.seconds for c in calls if isinstance(c, Sleep)]
+    assert sleeps == [0.05, 0.1, cancel.CONFIRM_SECONDS]
+
+
+def test_a_jobset_applied_again_after_the_first_404_is_waited_for() -> None:
+    """A reconcile of the Trainer under way when the job went may apply its JobSet once
+    more, just after the collector removed it: the second look sees it, and the wait
+    goes on until two reads in a row find none."""
+    gone = ApiError(404, "NotFound")
+    done, calls = play(cancel.delete("ns", "j"), answers([gone, jobset(UID), gone, gone]))
+    assert done is True
+    assert [type(c).__name__ for c in calls if not isinstance(c, Sleep)].count("Get") == 4
 
 
 def test_a_jobset_owned_by_another_job_ends_the_wait() -> None:

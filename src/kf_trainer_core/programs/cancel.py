@@ -24,6 +24,11 @@ COLLECT_WAIT_SECONDS = 30.0
 #: check (docs/troubleshooting.md).
 UNREADABLE_PAUSE_SECONDS = 2.0
 
+#: After the first 404, one more read this much later: a reconcile of the Trainer
+#: already under way when the job went (its cache still holding the job) may apply the
+#: JobSet once more, owned by the deleted uid, just after the collector removed it.
+CONFIRM_SECONDS = 0.3
+
 
 def delete(namespace: str, name: str, propagation: str = "Background") -> Program[bool]:
     """Delete the TrainJob (Kubernetes removes its JobSet, Jobs and pods); ``False`` if
@@ -64,22 +69,29 @@ def _uid_of(obj: object) -> str:
 
 
 def _until_jobset_collected(namespace: str, name: str, uid: str) -> Program[None]:
-    """Wait until the JobSet of the deleted TrainJob ``uid`` is gone: a 404, or a
-    JobSet of that name that the TrainJob does not own (a new job's). One cheap read
+    """Wait until the JobSet of the deleted TrainJob ``uid`` is gone: a 404 seen twice
+    (:data:`CONFIRM_SECONDS` apart), or a JobSet of that name that the TrainJob does
+    not own (a new job's). One cheap read
     per round, from 50 ms growing to 0.5 s, for at most :data:`COLLECT_WAIT_SECONDS`.
 
     Without the right to read JobSets (401/403) the check cannot be made: a fixed
     pause of :data:`UNREADABLE_PAUSE_SECONDS` stands in for it. Any other failure of
     the read ends the wait (the delete itself was done; its caller is not told it
     failed)."""
-    waited, delay = 0.0, 0.05
+    waited, delay, confirming = 0.0, 0.05, False
     while True:
         try:
             jobset = yield Get(JOBSETS, namespace, name)
         except ApiError as err:
             if err.code in (401, 403):
                 yield Sleep(UNREADABLE_PAUSE_SECONDS)
-            return  # 404: collected (or never made); anything else: not knowable here
+            if not err.not_found or confirming or waited >= COLLECT_WAIT_SECONDS:
+                return  # collected (or never made); anything else: not knowable here
+            confirming = True  # a second look, a moment later (CONFIRM_SECONDS)
+            yield Sleep(CONFIRM_SECONDS)
+            waited += CONFIRM_SECONDS
+            continue
+        confirming = False
         if uid and not _owned_by(jobset, uid):
             return
         if waited >= COLLECT_WAIT_SECONDS:
