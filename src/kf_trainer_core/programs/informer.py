@@ -67,20 +67,25 @@ def slim_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
 
 def slim_trainjob(obj: Mapping[str, Any]) -> dict[str, Any]:
     """What waits need of a TrainJob. The spec (which embeds programs of up to
-    128 KiB) stays out of the cache, so a namespace of large jobs costs little memory."""
+    128 KiB) stays out of the cache, so a namespace of large jobs costs little memory;
+    of the trainer's program, only whether it reports a result is kept (a wait whose
+    job's pods are gone would otherwise read the job in full to know)."""
+    # Here, not at the top: the results module brings pydantic, which an informer's
+    # importers (the CLI's listing, the Airflow trigger) must not pay for up front.
+    from kf_trainer_core.cluster.results import result_expectation
+
     spec = obj.get("spec") or {}
+    trainer = spec.get("trainer") or {}
+    # The node count is shown with a job; the rest of the trainer is its program.
+    kept = {"numNodes": trainer["numNodes"]} if "numNodes" in trainer else {}
+    kept.update(result_expectation(trainer))
     return {
         "apiVersion": obj.get("apiVersion"),
         "kind": obj.get("kind"),
         "metadata": slim_metadata(obj.get("metadata") or {}),
         "spec": {
             **{k: spec[k] for k in ("suspend", "managedBy", "runtimeRef") if k in spec},
-            # The node count is shown with a job; the rest of the trainer is its program.
-            **(
-                {"trainer": {"numNodes": spec["trainer"]["numNodes"]}}
-                if "numNodes" in (spec.get("trainer") or {})
-                else {}
-            ),
+            **({"trainer": kept} if kept else {}),
         },
         "status": obj.get("status") or {},
     }
@@ -543,22 +548,46 @@ class SyncWaker:
 
 
 class AsyncWaker:
-    """Wakes a waiting task when any of its subscriptions sees news."""
+    """Wakes a waiting task when any of its subscriptions sees news.
+
+    A wait is one future and, with a timeout, one timer: no task of its own. (With
+    ``asyncio.wait_for`` each wait made a task, and each timeout cancelled it and waited
+    for the cancellation: with ten thousand waits pending in one process that was half
+    of the process's work, and a task's worth of memory per wait.)"""
+
+    __slots__ = ("_fired", "_future")
 
     def __init__(self) -> None:
-        self._event = asyncio.Event()
-        self._event.set()
+        self._fired = True  # the first look needs no news
+        self._future: asyncio.Future[None] | None = None
 
     def notify(self) -> None:
-        self._event.set()
+        self._fired = True
+        future = self._future
+        if future is not None and not future.done():
+            future.set_result(None)
 
     async def wait(self, timeout: float | None) -> bool:
-        try:
-            await asyncio.wait_for(self._event.wait(), timeout)
-        except asyncio.TimeoutError:
-            return False
-        self._event.clear()
+        """Until notified (``True``, the news consumed) or ``timeout`` passed."""
+        if not self._fired:
+            loop = asyncio.get_running_loop()
+            future = self._future = loop.create_future()
+            timer = None if timeout is None else loop.call_later(timeout, _expire, future)
+            try:
+                await future
+            finally:
+                self._future = None
+                if timer is not None:
+                    timer.cancel()
+            if not self._fired:
+                return False
+        self._fired = False
         return True
+
+
+def _expire(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class Subscription:
