@@ -68,16 +68,12 @@ def slim_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
 def slim_trainjob(obj: Mapping[str, Any]) -> dict[str, Any]:
     """What waits need of a TrainJob. The spec (which embeds programs of up to
     128 KiB) stays out of the cache, so a namespace of large jobs costs little memory;
-    of the trainer's program, only whether it reports a result is kept (a wait whose
-    job's pods are gone would otherwise read the job in full to know)."""
-    # Here, not at the top: the results module brings pydantic, which an informer's
-    # importers (the CLI's listing, the Airflow trigger) must not pay for up front.
-    from kf_trainer_core.cluster.results import result_expectation
+    of the program, only whether it reports a result (else a pod-less job is read again)."""
+    from kf_trainer_core.cluster.results import result_expectation  # pydantic: not up front
 
     spec = obj.get("spec") or {}
     trainer = spec.get("trainer") or {}
-    # The node count is shown with a job; the rest of the trainer is its program.
-    kept = {"numNodes": trainer["numNodes"]} if "numNodes" in trainer else {}
+    kept = {"numNodes": trainer["numNodes"]} if "numNodes" in trainer else {}  # shown
     kept.update(result_expectation(trainer))
     return {
         "apiVersion": obj.get("apiVersion"),
@@ -548,12 +544,9 @@ class SyncWaker:
 
 
 class AsyncWaker:
-    """Wakes a waiting task when any of its subscriptions sees news.
-
-    A wait is one future and, with a timeout, one timer: no task of its own. (With
-    ``asyncio.wait_for`` each wait made a task, and each timeout cancelled it and waited
-    for the cancellation: with ten thousand waits pending in one process that was half
-    of the process's work, and a task's worth of memory per wait.)"""
+    """Wakes a waiting task when any of its subscriptions sees news. A wait is a future
+    and a timer, no task (``asyncio.wait_for`` made and cancelled one per wait: half the
+    work of 10,000 waits in one process, and a task's memory each)."""
 
     __slots__ = ("_fired", "_future")
 
