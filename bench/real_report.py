@@ -84,7 +84,7 @@ def section_real(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
         lat = row["latency"]
         rows.append(
             [
-                f"{row['jobs']:,}",
+                f"{row['jobs']:,}" + (f" ({row['label']})" if row.get("label") else ""),
                 ms(lat["p50"] * 1000),
                 ms(lat["p95"] * 1000),
                 count(row.get("rss_growth_mb")) + " MiB",
@@ -96,7 +96,7 @@ def section_real(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
                 _cpu(row),
             ]
         )
-        if row["jobs"] == 10000:
+        if row["jobs"] == 10000 and not row.get("label"):
             targets.append(
                 [
                     "10,000 concurrent waits on the real server, 200 completions/s: notice "
@@ -164,6 +164,17 @@ def section_real(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
             ),
             "",
         ]
+    reruns = [r for r in section.get("scale") or [] if r.get("ran_at")]
+    if reruns:
+        text.append(
+            "Rows re-run alone after the section (same benchmark code, "
+            "`bench.real.scale_row`, on a control plane of their own): "
+            + "; ".join(
+                f"{r['jobs']:,}{' (' + r['label'] + ')' if r.get('label') else ''} at {r['ran_at']}"
+                for r in reruns
+            )
+            + ".\n"
+        )
     rss = section.get("apiserver_rss_mb")
     if rss:
         text.append(f"kube-apiserver RSS at the end: {rss:.0f} MiB.")
