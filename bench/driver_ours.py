@@ -304,6 +304,8 @@ def main() -> None:
     else:
         result = MODES[mode](cfg)
     result["rss_after"] = rss_bytes()
+    times = psutil.Process().cpu_times()
+    result["cpu_after"] = times.user + times.system
     emit("RESULT", result)
 
 

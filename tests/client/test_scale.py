@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.cluster.results import SLIM_EXPECTS_RESULT
 from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.config import KubernetesConfig
 from kf_trainer_core.k8s.calls import Get, ListObjects, OpenWatch
@@ -296,7 +297,9 @@ def test_cache_holds_no_programs_nor_copies_of_the_object(
         client.wait("applied", status="Running", timeout=60)
         cached = _shared_state(client).cache["applied"]
         assert set(cached["spec"]) <= {"suspend", "managedBy", "runtimeRef", "trainer"}
-        assert cached["spec"]["trainer"] == {"numNodes": 1}
+        # Of the trainer's program, only whether it reports a result (this one: a
+        # command of finished_trainjob's, without the marker).
+        assert cached["spec"]["trainer"] == {"numNodes": 1, SLIM_EXPECTS_RESULT: False}
         assert set(cached["metadata"]["annotations"]) == {SCENARIO_ANNOTATION}
         assert cached["metadata"]["labels"][MANAGED_BY_LABEL] == "kf-trainer-suite"
         assert "python -" not in json.dumps(cached)

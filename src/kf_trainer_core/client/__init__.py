@@ -72,7 +72,6 @@ from kf_trainer_core.programs.submit import Submitted, submit
 from kf_trainer_core.programs.wait import (
     LOG_PROGRESS_INTERVAL,
     WaitGoal,
-    conclude,
     job_emitter,
     wait_program,
 )
@@ -300,20 +299,7 @@ class _Operations(ClientBase):
                 sink=emit or _ignore,
             )
         queue = tracker.status if tracker else None
-        # The finished job's pods are read in a batch with those of the process's other
-        # waits (one LIST for many jobs finishing together).
-        batch = self._pod_batch(self._informer_key("pods"), self.namespace)
-        return (
-            yield from conclude(
-                self.namespace,
-                goal,
-                verdict,
-                obj,
-                timeout=timeout,
-                queue=queue,
-                pods_of=batch.reader(self._waker()),
-            )
-        )
+        return (yield from self._conclude(goal, verdict, obj, timeout=timeout, queue=queue))
 
     def _wait_outputs(
         self,

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from kf_trainer_core.cluster.kueue import KueueProbe, QueueTracker, probe_for
+from kf_trainer_core.cluster.kueue import KueueProbe, QueueStatus, QueueTracker, probe_for
 from kf_trainer_core.cluster.status import CREATION_FAILED_REASON, job_state
 from kf_trainer_core.config import KubernetesConfig, LocalConfig, parse_backend
 from kf_trainer_core.errors import SpecError
@@ -34,9 +34,11 @@ from kf_trainer_core.programs.informer import (
     slim_trainjob,
 )
 from kf_trainer_core.programs.logs import follow_logs, shown_logs
+from kf_trainer_core.programs.outcome import Outcome
 from kf_trainer_core.programs.pod_batch import PodBatch
 from kf_trainer_core.programs.reads import get_runtime
 from kf_trainer_core.programs.submit import Submitted, submit_identity
+from kf_trainer_core.programs.wait import Verdict, WaitGoal, conclude
 from kf_trainer_core.spec import TrainJobSpec, train_spec
 from kf_trainer_core.spec.checkpoint_storage import require_storage
 
@@ -219,6 +221,31 @@ class ClientBase:
         finally:
             jobs.close()
             events.close()
+
+    def _conclude(
+        self,
+        goal: WaitGoal,
+        verdict: Verdict,
+        obj: dict[str, Any],
+        *,
+        timeout: float | None,
+        queue: QueueStatus | None,
+    ) -> Program[Outcome]:
+        """A wait's end (see :func:`conclude`). The finished job's pods are read in a
+        batch with those of the process's other waits (one LIST for many jobs finishing
+        together), and the waits on the same job share one reading of its outcome."""
+        batch = self._pod_batch(self._informer_key("pods"), self.namespace)
+        waker = self._waker()
+        return conclude(
+            self.namespace,
+            goal,
+            verdict,
+            obj,
+            timeout=timeout,
+            queue=queue,
+            pods_of=batch.reader(waker),
+            share=batch.shared.sharer(waker),
+        )
 
     @staticmethod
     def _spec(

@@ -70,18 +70,36 @@ def _carries_marker(holder: Mapping[str, Any]) -> bool | None:
     return any(isinstance(w, str) and marker in w for w in words)
 
 
+#: What a slimmed copy of a TrainJob (an informer's cache holds no programs) keeps of its
+#: trainer's program, under ``spec.trainer``: whether it carries the result marker. A
+#: wait whose job's pods are gone then need not read the job in full to know.
+SLIM_EXPECTS_RESULT = "kf-trainer-suite/expects-result"
+
+
+def result_expectation(trainer: Mapping[str, Any]) -> dict[str, bool]:
+    """What :data:`SLIM_EXPECTS_RESULT` keeps of ``trainer`` (nothing when its command
+    and arguments say nothing: the image's own entrypoint)."""
+    said = _carries_marker(trainer)
+    return {} if said is None else {SLIM_EXPECTS_RESULT: said}
+
+
 def expects_result(obj: Mapping[str, Any], pod: Mapping[str, Any] | None) -> bool | None:
     """Whether the job runs a training function whose return value is its result (the
     generated program carries the result marker); container and built-in trainers
     return nothing, so nothing is missing when their log cannot be read. Read from
-    node-0's pod, else from the TrainJob's trainer; ``None`` when neither says (the pod
-    is gone and ``obj`` is a cached copy without the trainer's program)."""
+    node-0's pod, else from the TrainJob's trainer (or what a slimmed copy kept of it);
+    ``None`` when neither says (the pod is gone and ``obj`` is a copy without the
+    trainer's program)."""
     if pod is not None:
         for container in (pod.get("spec") or {}).get("containers") or []:
             if container.get("name") == names.NODE:
                 # No command: the image's own entrypoint, not a generated program.
                 return bool(_carries_marker(container))
-    return _carries_marker((obj.get("spec") or {}).get("trainer") or {})
+    trainer = (obj.get("spec") or {}).get("trainer") or {}
+    said = _carries_marker(trainer)
+    if said is None and SLIM_EXPECTS_RESULT in trainer:
+        return bool(trainer[SLIM_EXPECTS_RESULT])
+    return said
 
 
 def declined_in_log(lines: list[str]) -> bool:

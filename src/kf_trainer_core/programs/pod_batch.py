@@ -19,6 +19,7 @@ it is written once for the sync and the async client; only the waker differs.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import weakref
 from collections.abc import Callable
@@ -30,12 +31,15 @@ from kf_trainer_core.k8s.paging import list_all
 from kf_trainer_core.k8s.resources import PODS
 from kf_trainer_core.k8s.trainjob import JOBSET_NAME_LABEL
 from kf_trainer_core.programs.reads import pod_selector
+from kf_trainer_core.programs.shared_reads import SharedReads
 
 #: Jobs per LIST at most (a selector of 50 names of up to 63 characters stays ~3 KiB).
 MAX_NAMES = 50
-#: A follower looks again after this long even without news (a lost wake-up, a leader
-#: that died with its driver): it then leads itself.
-FOLLOWER_PATIENCE = 1.0
+#: A follower looks again after this long even without news. Every way a batch ends
+#: wakes its members and the next leader (an error or a cancelled leader included), so
+#: this is a guard only, never the pace of a queue.
+FOLLOWER_PATIENCE = 30.0
+_ABSENT = object()
 
 PodsReader = Callable[[str], Program[list[dict[str, Any]]]]
 
@@ -57,8 +61,12 @@ class PodBatch:
     def __init__(self, namespace: str) -> None:
         self.namespace = namespace
         self._lock = threading.Lock()
-        self._queue: list[_Ticket] = []
+        # Insertion-ordered: the oldest tickets lead and join batches first.
+        self._queue: dict[_Ticket, None] = {}
         self._leading = False
+        #: Whole outcomes read once for the waits on one finished job (see
+        #: :mod:`~kf_trainer_core.programs.shared_reads`).
+        self.shared = SharedReads()
 
     def reader(self, waker: Any) -> PodsReader:
         """A pod reader for one wait, woken through ``waker`` (the wait's own)."""
@@ -72,25 +80,37 @@ class PodBatch:
         """The pods of job ``name``, read in a batch with those of other waits."""
         ticket = _Ticket(name, waker)
         with self._lock:
-            self._queue.append(ticket)
-        while True:
+            self._queue[ticket] = None
+        try:
+            while True:
+                with self._lock:
+                    if ticket.pods is not None:
+                        return ticket.pods
+                    batch = self._take(ticket) if not self._leading else None
+                if batch is not None:
+                    return (yield from self._lead(ticket, batch))
+                # Woken when its batch is read or when it is next to lead: a queued
+                # wait never polls (thousands queued behind a slow server would
+                # otherwise each look every second, and slow the process further).
+                yield Await(waker, FOLLOWER_PATIENCE)
+        finally:
+            # A wait that ends while queued (cancelled, timed out) leaves the queue; if
+            # it was to lead next, the one after it is told instead.
             with self._lock:
-                if ticket.pods is not None:
-                    return ticket.pods
-                batch = self._take(ticket) if not self._leading else None
-            if batch is not None:
-                return (yield from self._lead(ticket, batch))
-            yield Await(waker, FOLLOWER_PATIENCE)
+                queued = self._queue.pop(ticket, _ABSENT) is not _ABSENT
+                head = next(iter(self._queue), None) if queued and not self._leading else None
+            if head is not None:
+                head.waker.notify()
 
     def _take(self, ticket: _Ticket) -> list[_Ticket]:
         """Under the lock: become the leader of a batch holding ``ticket`` and the
-        oldest other queued tickets."""
+        oldest other queued tickets (the queue's head only: no scan of the queue)."""
         self._leading = True
-        others = [t for t in self._queue if t is not ticket][: self.max_names - 1]
-        batch = [ticket, *others]
-        taken = {id(t) for t in batch}
-        self._queue = [t for t in self._queue if id(t) not in taken]
-        return batch
+        self._queue.pop(ticket, None)
+        others = list(itertools.islice(self._queue, self.max_names - 1))
+        for t in others:
+            del self._queue[t]
+        return [ticket, *others]
 
     def _lead(self, ticket: _Ticket, batch: list[_Ticket]) -> Program[list[dict[str, Any]]]:
         names = sorted({t.name for t in batch})
@@ -113,8 +133,11 @@ class PodBatch:
             # The others ask again (each then leads, and meets its own error if any).
             with self._lock:
                 self._leading = False
-                self._queue[:0] = [t for t in batch if t is not ticket]
-                first = self._queue[0] if self._queue else None
+                self._queue = {
+                    **dict.fromkeys(t for t in batch if t is not ticket),
+                    **self._queue,
+                }
+                first = next(iter(self._queue), None)
             if first is not None:
                 first.waker.notify()
             raise
@@ -127,7 +150,7 @@ class PodBatch:
             for t in batch:
                 t.pods = list(by_job[t.name])
             self._leading = False
-            first = self._queue[0] if self._queue else None
+            first = next(iter(self._queue), None)
         for t in batch:
             if t is not ticket:
                 t.waker.notify()

@@ -41,6 +41,7 @@ from kf_trainer_core.k8s.calls import Await, Emit, Program
 from kf_trainer_core.programs.logs import with_log_progress
 from kf_trainer_core.programs.outcome import Outcome, explain_failure, outputs_of
 from kf_trainer_core.programs.reads import get_object, job_pods
+from kf_trainer_core.programs.shared_reads import Share
 
 if TYPE_CHECKING:
     from kf_trainer_core.programs.informer import JobSubscription, Subscription
@@ -412,15 +413,25 @@ def conclude(
     timeout: float | None,
     queue: QueueStatus | None = None,
     pods_of: Callable[[str], Program[list[dict[str, Any]]]] | None = None,
+    share: Share | None = None,
 ) -> Program[Outcome]:
     """Turn a verdict into the finished job and its result (a result that cannot be
     read is :attr:`Outcome.missing`, never an error), or the error that explains it.
     ``queue``: the job's last queue status, kept on the job and in timeout messages;
-    ``pods_of``: how a finished job's pods are read (see :func:`outputs_of`)."""
+    ``pods_of``: how a finished job's pods are read (see :func:`outputs_of`);
+    ``share``: how the waits on the same version of a finished job share one reading
+    of its outcome (see :mod:`~kf_trainer_core.programs.shared_reads`)."""
     if verdict.kind == "deleted":
         raise TrainJobDeletedError(f"TrainJob {namespace}/{goal.name} was deleted while waiting")
+    meta = obj.get("metadata") or {}
+    # The same version of the same job (a job of the same name made again is another).
+    key = (goal.name, meta.get("uid"), meta.get("resourceVersion"), verdict.kind)
     if verdict.kind == "reached":
-        done = yield from outputs_of(namespace, obj, pods_of=pods_of)
+
+        def read_outcome() -> Program[Outcome]:
+            return outputs_of(namespace, obj, pods_of=pods_of)
+
+        done = yield from (share(key, read_outcome) if share else read_outcome())
         if queue is None:
             return done
         return dataclasses.replace(done, job=done.job.model_copy(update={"queue": queue}))
@@ -433,9 +444,16 @@ def conclude(
         )
         raise TrainJobCreationFailedError(to_trainjob(obj), failure)
     if verdict.kind == "failed":
-        ended = yield from outputs_of(namespace, obj, pods_of=pods_of)
+
+        def read_failure() -> Program[tuple[Outcome, Failure]]:
+            ended = yield from outputs_of(namespace, obj, pods_of=pods_of)
+            failure = yield from explain_failure(namespace, obj, ended.pods, queue=queue)
+            return ended, failure
+
+        # A queued job's failure names its own wait's queue status: not shared.
+        shared = share if queue is None else None
+        ended, failure = yield from (shared(key, read_failure) if shared else read_failure())
         failed = ended.job
-        failure = yield from explain_failure(namespace, obj, ended.pods, queue=queue)
         if queue is not None:
             failed = failed.model_copy(update={"queue": queue})
         raise failed_error(failed, failure)
