@@ -113,28 +113,17 @@ class Kubelet:
             self._schedule(pod)
 
     def _unschedulable(self, pod: PodSim, message: str = _UNSCHEDULABLE) -> None:
-        now = format_timestamp()
-
-        def fn(obj: JSON) -> None:
-            obj["status"] = {
-                "phase": "Pending",
-                "qosClass": (obj.get("status") or {}).get("qosClass", "BestEffort"),
-                "conditions": [
-                    {
-                        "type": "PodScheduled",
-                        "status": "False",
-                        "reason": "Unschedulable",
-                        "message": message,
-                        "lastProbeTime": None,
-                        "lastTransitionTime": now,
-                    }
-                ],
-            }
-
-        self.write(pod, fn)
+        self._pending(pod, "Unschedulable", message)
         self.cx.events.pod(pod, "Warning", "FailedScheduling", message, component=SCHEDULER)
 
     def _gated(self, pod: PodSim) -> None:
+        self._pending(
+            pod, "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates"
+        )
+
+    def _pending(self, pod: PodSim, reason: str, message: str) -> None:
+        """Leave ``pod`` Pending with ``PodScheduled=False`` for ``reason``, as the real
+        scheduler (Unschedulable) or API server (SchedulingGated) does."""
         now = format_timestamp()
 
         def fn(obj: JSON) -> None:
@@ -145,8 +134,8 @@ class Kubelet:
                     {
                         "type": "PodScheduled",
                         "status": "False",
-                        "reason": "SchedulingGated",
-                        "message": "Scheduling is blocked due to non-empty scheduling gates",
+                        "reason": reason,
+                        "message": message,
                         "lastProbeTime": None,
                         "lastTransitionTime": now,
                     }
