@@ -27,10 +27,10 @@ from typing import Any
 
 from kf_trainer_core.backends.local._common import Paths, missing_state, now_iso
 from kf_trainer_core.backends.local.admission import plan_trainjob, validate_trainjob
-from kf_trainer_core.backends.local.liveness import check_supervisors
 from kf_trainer_core.backends.local.logs import LogFollower, read_log
 from kf_trainer_core.backends.local.paging import paginate
 from kf_trainer_core.backends.local.procs import JobLock, spawn_supervisor
+from kf_trainer_core.backends.local.recovery import check_supervisors
 from kf_trainer_core.backends.local.store import (
     CLUSTER_TRAINING_RUNTIMES,
     EVENTS,

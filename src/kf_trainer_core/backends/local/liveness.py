@@ -15,14 +15,14 @@ How a death is detected, without trusting pids (which are reused):
   drops when the holder dies), and removes it before it lets go of the lock whenever it
   ends on its own terms (job finished, suspended, deleted; SIGTERM included);
 * so a marker whose lock can be taken means a supervisor that died without cleaning up.
-  :func:`check_supervisors` looks for such markers — a directory listing and one
-  non-blocking ``flock`` per running job — at most once a second per state directory,
-  from the reads and watches every wait already makes (``LocalApi`` reads of TrainJobs
-  and pods, and the TrainJob watch streams), so a waiting client sees the job
-  ``Failed``, with the reason on its pods, within about a second, without a new
-  process. Holding the lock while it repairs the job keeps a supervisor that starts
-  meanwhile (a resume, another process's reconcile) waiting until the job says Failed;
-  that supervisor then finds it finished and leaves it alone.
+  :func:`~kf_trainer_core.backends.local.recovery.check_supervisors` looks for such
+  markers — a directory listing and one non-blocking ``flock`` per running job — at most
+  once a second per state directory, from the reads and watches every wait already makes
+  (``LocalApi`` reads of TrainJobs and pods, and the TrainJob watch streams), so a
+  waiting client sees the job ``Failed``, with the reason on its pods, within about a
+  second, without a new process. Holding the lock while it repairs the job keeps a
+  supervisor that starts meanwhile (a resume, another process's reconcile) waiting until
+  the job says Failed; that supervisor then finds it finished and leaves it alone.
 
 How its processes are kept from outliving it (the "orphan" problem): each pod process
 runs in a session of its own (so a pod's whole group can be signalled), which also means
@@ -43,27 +43,12 @@ import ctypes
 import os
 import signal
 import sys
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from kf_trainer_core.backends.local._common import Paths
-from kf_trainer_core.backends.local.procs import JobLock, kill_tree
-from kf_trainer_core.backends.local.store import TRAINJOBS, Store
 
-#: How often (at most) one process looks for dead supervisors in one state directory.
-CHECK_SECONDS = 1.0
 MARKER = "supervising"
-
-#: What a pod that was running says when its supervisor was killed.
-KILLED = (
-    "the local supervisor of this job was killed while the pod ran (SIGKILL, the OOM "
-    "killer, or the machine stopped); its processes were stopped"
-)
-
-_last_check: dict[str, float] = {}
-_check_lock = threading.Lock()
 
 
 def marker_path(paths: Paths, uid: str) -> Path:
@@ -111,93 +96,10 @@ def die_with_parent() -> Callable[[], None] | None:
     return preexec
 
 
-def check_supervisors(paths: Paths, store: Store, *, force: bool = False) -> list[str]:
-    """Repair the jobs of ``paths`` whose supervisor died (see the module's docstring);
-    return their uids. Cheap, and throttled to once per :data:`CHECK_SECONDS` per state
-    directory and process unless ``force``."""
-    key = str(paths.root)
-    now = time.monotonic()
-    with _check_lock:
-        if not force and now - _last_check.get(key, -CHECK_SECONDS) < CHECK_SECONDS:
-            return []
-        _last_check[key] = now
-    try:
-        markers = list((paths.root / "run").glob(f"*/{MARKER}"))
-    except OSError:
-        return []
-    repaired = []
-    for marker in markers:
-        uid = marker.parent.name
-        lock = JobLock(paths, uid)
-        try:
-            if not lock.acquire(blocking=False):
-                continue  # alive
-        except OSError:
-            continue
-        try:
-            # Under the lock: a supervisor that ended normally removed its marker first.
-            if marker.exists() and _repair(paths, store, uid):
-                repaired.append(uid)
-            unmark_supervising(paths, uid)
-        except Exception:  # a damaged entry must not break every read; retried later
-            continue
-        finally:
-            lock.release()
-    return repaired
-
-
-def _repair(paths: Paths, store: Store, uid: str) -> bool:
-    """Bring job ``uid``, whose supervisor died, to an honest state (the caller holds
-    its lock): its processes stopped, and the job Failed with the reason on its pods —
-    or purged if it was being deleted, or Suspended if it was being suspended."""
-    from kf_trainer_core.backends.local.supervisor import JobSupervisor
-
-    plan = store.get_plan(uid)
-    if plan is None:
-        kill_tree([], uid, grace=1.0)  # the job is gone: only stray processes to stop
-        return False
-    namespace, name = _where(store, uid)
-    if namespace is None or name is None:
-        kill_tree([], uid, grace=1.0)
-        return False
-    supervisor = JobSupervisor(paths, namespace, name, uid)
-    record = supervisor.record
-    try:
-        if not record.load():
-            kill_tree([], uid, grace=1.0)
-            return False
-        supervisor.kubelet.plan = plan
-        if record.deleting:
-            supervisor.purge()
-            return True
-        kill_tree([], uid, grace=1.0)
-        if record.terminal():
-            return False
-        if record.spec.get("suspend"):
-            supervisor.ensure_suspended()
-            return True
-        stale = record.unfinished_pods()
-        supervisor.recover(stale, KILLED)
-        return True
-    finally:
-        supervisor.store.close()
-
-
-def _where(store: Store, uid: str) -> tuple[str | None, str | None]:
-    """The namespace and name of the job whose uid is ``uid``."""
-    jobs, _ = store.select(TRAINJOBS)
-    for obj in jobs:
-        meta = obj.get("metadata") or {}
-        if meta.get("uid") == uid:
-            return str(meta.get("namespace")), str(meta.get("name"))
-    return None, None
-
-
 __all__ = [
-    "CHECK_SECONDS",
-    "KILLED",
-    "check_supervisors",
+    "MARKER",
     "die_with_parent",
     "mark_supervising",
+    "marker_path",
     "unmark_supervising",
 ]

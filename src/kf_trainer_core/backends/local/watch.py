@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from kf_trainer_core.backends.local._common import Paths
-from kf_trainer_core.backends.local.liveness import check_supervisors
 from kf_trainer_core.backends.local.logs import PENDING
+from kf_trainer_core.backends.local.recovery import check_supervisors
 from kf_trainer_core.backends.local.store import TRAINJOBS, Kind, Selector, Store, bad_request, gone
 
 JSON = dict[str, Any]
