@@ -17,7 +17,7 @@ import ast
 import json
 import keyword
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,32 +102,28 @@ def identity_inputs() -> tuple[Param, ...]:
     )
 
 
-def wait_inputs(
-    timeout_seconds: float = 0.0,
-    startup_timeout_seconds: float = 0.0,
-    on_cancel: str = "delete",
-    stream_logs: bool = True,
-    admission_timeout_seconds: float = 0.0,
-    on_finish: str = "keep",
-) -> tuple[Param, ...]:
-    """How the task waits, and what happens to the job when the task is stopped."""
+def wait_inputs(defaults: Mapping[str, Any] | None = None) -> tuple[Param, ...]:
+    """How the task waits, and what happens to the job when the task is stopped. An
+    input's default is its value in ``defaults`` (a factory's keyword arguments, which
+    name these inputs) where it is there."""
+    given = defaults or {}
     return (
         Param(
             "timeout_seconds",
             "float",
-            float(timeout_seconds),
+            float(given.get("timeout_seconds", 0.0)),
             "Fail after this long; 0 waits as long as the job runs.",
         ),
         Param(
             "startup_timeout_seconds",
             "float",
-            float(startup_timeout_seconds),
+            float(given.get("startup_timeout_seconds", 0.0)),
             "Fail when the job has not started (pods scheduled and running) by then; 0: no limit.",
         ),
         Param(
             "admission_timeout_seconds",
             "float",
-            float(admission_timeout_seconds),
+            float(given.get("admission_timeout_seconds", 0.0)),
             "Fail when Kueue has not admitted the job (labelled kueue.x-k8s.io/queue-name) "
             "by then, saying what the queue waits for; 0: no limit. Queueing does not use "
             "up the startup timeout.",
@@ -135,15 +131,20 @@ def wait_inputs(
         Param(
             "on_cancel",
             "str",
-            on_cancel,
+            given.get("on_cancel", "delete"),
             "What happens to the TrainJob when the task is terminated or times out: delete, "
             "suspend or keep.",
         ),
-        Param("stream_logs", "bool", stream_logs, "Copy the training log into the task's log."),
+        Param(
+            "stream_logs",
+            "bool",
+            given.get("stream_logs", True),
+            "Copy the training log into the task's log.",
+        ),
         Param(
             "on_finish",
             "str",
-            on_finish,
+            given.get("on_finish", "keep"),
             "What happens to the finished TrainJob once the task has written its outputs: "
             "keep (prune decides later), delete-succeeded, or delete (failed jobs too).",
         ),

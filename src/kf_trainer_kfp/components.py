@@ -234,14 +234,7 @@ def _task_inputs(factory_args: Mapping[str, Any]) -> tuple[tuple[Param, ...], tu
     args = factory_args
     namespace = args["namespace"]
     backend = backend_inputs(_backend_default(args["backend_config"], namespace), namespace)
-    waits = wait_inputs(
-        args["timeout_seconds"],
-        args["startup_timeout_seconds"],
-        args["on_cancel"],
-        args["stream_logs"],
-        admission_timeout_seconds=args["admission_timeout_seconds"],
-        on_finish=args["on_finish"],
-    )
+    waits = wait_inputs(args)
     _check_constants("defaults", {p.name: p.default for p in waits}, lambda _v: True)
     return backend, waits
 

@@ -274,8 +274,33 @@ def _finish_or_explain(
     """Run ``work`` guarded; on failure write the report (then ``on_failed`` the failed
     job), on timeout also stop the job; a classified failure exits with its class's
     code (:func:`_exit_classified`)."""
+
+    def explained() -> T:
+        try:
+            return guarded(work, on_terminate)
+        except TrainJobTimeoutError as err:
+            try:
+                stopped = on_timeout()
+            except Exception as exc:  # the timeout is the error to report
+                say(f"timed out, and could not stop the TrainJob: {exc}")
+                stopped = []
+            if stopped:
+                say(f"timed out: stopped {', '.join(stopped)}")
+            if err.job is not None:
+                _report_failure(artifacts, err.job, err.failure or Failure(reason="Timeout"))
+            raise
+        except TrainJobFailedError as err:
+            _report_failure(artifacts, err.job, err.failure)
+            if on_failed is not None and err.job is not None:
+                on_failed(err.job)  # after the failure is written
+            raise
+        except StepFailedError as err:
+            if err.job is not None:
+                _report_failure(artifacts, err.job, err.failure or Failure(reason="StepFailed"))
+            raise
+
     try:
-        return _classified(lambda: _explained(artifacts, work, on_terminate, on_timeout, on_failed))
+        return _classified(explained)
     except SpecConflictError as err:
         raise _conflict(err) from None
 
@@ -310,37 +335,6 @@ def _classified(run: Callable[[], T]) -> T:
         say(f"{kind} ({type(err).__name__}): {err}")
         say(f"failure class: {klass.value}; exiting with code {code}")
         raise SystemExit(code) from None
-
-
-def _explained(
-    artifacts: Mapping[str, Any],
-    work: Callable[[], T],
-    on_terminate: Callable[[], None],
-    on_timeout: Callable[[], list[str]],
-    on_failed: Callable[[TrainJob], None] | None = None,
-) -> T:
-    try:
-        return guarded(work, on_terminate)
-    except TrainJobTimeoutError as err:
-        try:
-            stopped = on_timeout()
-        except Exception as exc:  # the timeout is the error to report
-            say(f"timed out, and could not stop the TrainJob: {exc}")
-            stopped = []
-        if stopped:
-            say(f"timed out: stopped {', '.join(stopped)}")
-        if err.job is not None:
-            _report_failure(artifacts, err.job, err.failure or Failure(reason="Timeout"))
-        raise
-    except TrainJobFailedError as err:
-        _report_failure(artifacts, err.job, err.failure)
-        if on_failed is not None and err.job is not None:
-            on_failed(err.job)  # after the failure is written
-        raise
-    except StepFailedError as err:
-        if err.job is not None:
-            _report_failure(artifacts, err.job, err.failure or Failure(reason="StepFailed"))
-        raise
 
 
 # ---------------------------------------------------------------------- components
@@ -449,6 +443,13 @@ def _finish_named(
     )
 
 
+def _job_outputs(job: TrainJob, news: str) -> tuple[str, str, str]:
+    """Say ``news`` (where ``job`` stands now) and return the job's outputs of a
+    component that hands it on (``JOB_OUTPUTS``: name, namespace, status)."""
+    say(news)
+    return job.name, job.namespace, job.status.value
+
+
 def _submit(
     inputs: Mapping[str, Any], artifacts: Mapping[str, Any], embedded: Mapping[str, Any]
 ) -> tuple[Any, ...]:
@@ -467,8 +468,9 @@ def _submit(
         raise _conflict(err) from None
     job = submitted.job
     verb = "created" if submitted.created else "found (submitted before by this task)"
-    say(f"TrainJob {job.namespace}/{job.name} {verb}, identity {identity_text(ident)}")
-    return job.name, job.namespace, job.status.value
+    return _job_outputs(
+        job, f"TrainJob {job.namespace}/{job.name} {verb}, identity {identity_text(ident)}"
+    )
 
 
 def _wait_step(
@@ -501,8 +503,9 @@ def _wait_step(
         return job
 
     job = _finish_named(artifacts, work, cleanup, name, waits.action)
-    say(f"the {step} step of TrainJob {job.namespace}/{job.name} is done ({job.status.value})")
-    return job.name, job.namespace, job.status.value
+    return _job_outputs(
+        job, f"the {step} step of TrainJob {job.namespace}/{job.name} is done ({job.status.value})"
+    )
 
 
 def _outputs(

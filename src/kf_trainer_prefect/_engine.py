@@ -517,3 +517,15 @@ async def cancel(
         done = await client.cancel_job(name, chosen)
     run.logger.info("%s TrainJob %s", past(chosen) if done else f"Nothing to {chosen} for", name)
     return done
+
+
+#: Each task's body by operation, as :func:`kf_trainer_prefect.tasks._in_engine` calls it:
+#: with the spec or job, the credentials and the task's other arguments (its options).
+TASK_BODIES: dict[str, Callable[[Any, CredentialsLike | None, dict[str, Any]], Awaitable[Any]]] = {
+    "run": lambda spec, credentials, opts: run(spec, credentials, RunOptions(**opts)),
+    "submit": lambda spec, credentials, opts: submit(spec, credentials, RunOptions(**opts)),
+    "wait": lambda job, credentials, opts: wait(job, credentials, WaitOptions(**opts)),
+    "logs": lambda job, credentials, opts: logs(job, credentials, **opts),
+    "outputs": lambda job, credentials, opts: outputs(job, credentials, **opts),
+    "cancel": lambda job, credentials, opts: cancel(job, credentials, **opts),
+}

@@ -19,7 +19,7 @@ every argument.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
@@ -56,15 +56,6 @@ __all__ = [
 ]
 
 
-async def _engine_loaded() -> None:
-    """Import the engine (and with it the spec models and the core's builder, a tenth of
-    a second and more) in a worker thread the first time: the flow's loop, shared with
-    its other tasks, must not stop for it. The task then takes it from ``sys.modules``."""
-    from kf_trainer_core.base.offloop import imported
-
-    await imported("kf_trainer_prefect._engine")
-
-
 SpecLike: TypeAlias = "TrainJobSpec | Mapping[str, Any] | str"
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -75,9 +66,20 @@ R = TypeVar("R")
 _TASK_DEFAULTS: dict[str, Any] = {"cache_policy": NO_CACHE}
 
 
-def _options(arguments: dict[str, Any]) -> dict[str, Any]:
-    """A task's keyword arguments (its ``locals()`` on entry), for its options."""
-    return {k: v for k, v in arguments.items() if k not in ("spec", "job", "credentials")}
+async def _in_engine(operation: str, arguments: dict[str, Any]) -> Any:
+    """What a task returns: the engine's ``operation`` (``_engine.TASK_BODIES``) run with
+    the task's arguments (its ``locals()`` on entry): the spec or job, the credentials,
+    and the other arguments as its options.
+
+    The engine (and with it the spec models and the core's builder, a tenth of a second
+    and more) is imported in a worker thread the first time: the flow's loop, shared
+    with its other tasks, must not stop for it."""
+    from kf_trainer_core.base.offloop import imported
+
+    engine = await imported("kf_trainer_prefect._engine")
+    target = arguments["spec"] if "spec" in arguments else arguments["job"]
+    options = {k: v for k, v in arguments.items() if k not in ("spec", "job", "credentials")}
+    return await engine.TASK_BODIES[operation](target, arguments["credentials"], options)
 
 
 def _faces(
@@ -128,11 +130,7 @@ async def _run(
         TrainJobFailedError: with the reason, failing step and pod, exit code and the
             last log lines; ``TrainJobCreationFailedError``, ``TrainJobTimeoutError``.
     """
-    opts = _options(locals())  # before the import below adds a local
-    await _engine_loaded()
-    from kf_trainer_prefect import _engine
-
-    return await _engine.run(spec, credentials, _engine.RunOptions(**opts))
+    return cast("JobOutputs", await _in_engine("run", locals()))
 
 
 run_trainjob, arun_trainjob = _faces(_run, "run-trainjob", "run_trainjob")
@@ -153,11 +151,7 @@ async def _submit(
     A retried task reattaches to the job it submitted before; after that job failed,
     it submits a fresh attempt (unless ``fresh_after_failure`` is off).
     """
-    opts = _options(locals())  # before the import below adds a local
-    await _engine_loaded()
-    from kf_trainer_prefect import _engine
-
-    return await _engine.submit(spec, credentials, _engine.RunOptions(**opts))
+    return cast("TrainJob", await _in_engine("submit", locals()))
 
 
 submit_trainjob, asubmit_trainjob = _faces(_submit, "submit-trainjob", "submit_trainjob")
@@ -181,11 +175,7 @@ async def _wait(
     cancellation of this task stops the job per ``on_cancel``; a finished job is
     deleted per ``on_finish`` as in :func:`run_trainjob`. The async twin is
     ``await_trainjob`` (``await await_trainjob(job)``)."""
-    opts = _options(locals())  # before the import below adds a local
-    await _engine_loaded()
-    from kf_trainer_prefect import _engine
-
-    return await _engine.wait(job, credentials, _engine.WaitOptions(**opts))
+    return cast("JobOutputs", await _in_engine("wait", locals()))
 
 
 wait_trainjob, await_trainjob = _faces(_wait, "wait-trainjob", "wait_trainjob")
@@ -203,11 +193,7 @@ async def _logs(
     """Log one step's lines (``node-0``, ``node-1``, ``dataset-initializer``...) into
     this task's log; with ``follow``, as they are written, until the step ends. Returns
     the number of lines logged."""
-    opts = _options(locals())  # before the import below adds a local
-    await _engine_loaded()
-    from kf_trainer_prefect import _engine
-
-    return await _engine.logs(job, credentials, **opts)
+    return cast("int", await _in_engine("logs", locals()))
 
 
 stream_trainjob_logs, astream_trainjob_logs = _faces(
@@ -225,11 +211,7 @@ async def _outputs(
     """A job's outputs now: status, steps, metrics and the training function's return
     value (``None`` until it completes). With ``artifacts``, also its summary and
     table."""
-    opts = _options(locals())  # before the import below adds a local
-    await _engine_loaded()
-    from kf_trainer_prefect import _engine
-
-    return await _engine.outputs(job, credentials, **opts)
+    return cast("JobOutputs", await _in_engine("outputs", locals()))
 
 
 get_trainjob_outputs, aget_trainjob_outputs = _faces(
@@ -246,11 +228,7 @@ async def _cancel(
 ) -> bool:
     """Stop a job: ``"delete"`` it (its pods go with it), ``"suspend"`` it (kept and
     resumable) or ``"keep"`` it. ``True`` if something was done."""
-    opts = _options(locals())  # before the import below adds a local
-    await _engine_loaded()
-    from kf_trainer_prefect import _engine
-
-    return await _engine.cancel(job, credentials, **opts)
+    return cast("bool", await _in_engine("cancel", locals()))
 
 
 cancel_trainjob, acancel_trainjob = _faces(_cancel, "cancel-trainjob", "cancel_trainjob")
