@@ -60,16 +60,8 @@ class PodControl(Protocol):
         """Schedule a new pod, or leave it Pending."""
         ...
 
-    def finish(
-        self,
-        pod: PodSim,
-        exit_code: int,
-        reason: str,
-        message: str | None,
-        *,
-        evicted: bool = False,
-    ) -> None:
-        """The pod's main container exited."""
+    def finish(self, pod: PodSim, exit_code: int, reason: str, message: str | None) -> None:
+        """The pod's main container exited (the runner reports a real run's end)."""
         ...
 
     def kill(self, pod: PodSim, *, delete: bool) -> None:
@@ -90,28 +82,22 @@ class RunControl(Protocol):
 
 
 class ClusterParts(Protocol):
-    """The shared state and the parts of one simulation, read-only to each part."""
+    """The shared state and the parts of one simulation. Each part sees the other parts
+    only through the protocols above (read-only: the cluster builds them)."""
+
+    store: Store
+    logs: PodLogs
+    #: The TrainJob status server whose endpoint trainer pods get (None: off).
+    status_server: Any
+    status: StatusWriter
+    worker: Worker
+    events: Recorder
+    sims: dict[tuple[str, str], Sim]
+    pods: dict[tuple[str, str], PodSim]
+    jobs: dict[tuple[str, str], JobSim]
 
     @property
-    def store(self) -> Store: ...
-    @property
-    def logs(self) -> PodLogs: ...
-    @property
-    def status_server(self) -> Any: ...
-    @property
     def scenarios(self) -> ScenarioChoice: ...
-    @property
-    def status(self) -> StatusWriter: ...
-    @property
-    def worker(self) -> Worker: ...
-    @property
-    def events(self) -> Recorder: ...
-    @property
-    def sims(self) -> dict[tuple[str, str], Sim]: ...
-    @property
-    def pods(self) -> dict[tuple[str, str], PodSim]: ...
-    @property
-    def jobs(self) -> dict[tuple[str, str], JobSim]: ...
     @property
     def job_ctl(self) -> JobControl: ...
     @property
