@@ -63,22 +63,8 @@ class Recorder:
         component: str = TRAINER_COMPONENT,
     ) -> None:
         involved = object_reference(TRAINER_API, "TrainJob", sim.name, sim.namespace, sim.uid)
-        event = new_event(
-            sim.namespace,
-            involved,
-            type_,
-            reason,
-            message,
-            component,
-            action=action,
-            seq=next(self._seq),
-        )
-        # The real Trainer records through the events.k8s.io/v1 API, as read back from
-        # core/v1: eventTime in microseconds, no first/lastTimestamp nor count, repeats
-        # counted in `series` (seen on the real control plane).
-        event.update(firstTimestamp=None, lastTimestamp=None, source={})
-        del event["count"]
-        self.emit(event, aggregate=sim.event_keys)
+        what = (type_, reason, message, component)
+        self._about(involved, what, action=action, aggregate=sim.event_keys, series=True)
 
     def jobset(self, sim: Sim, type_: str, reason: str, message: str) -> None:
         involved = object_reference(JOBSET_API, "JobSet", sim.name, sim.namespace, sim.jobset_uid)
@@ -114,10 +100,17 @@ class Recorder:
         action: str | None = None,
         host: str | None = None,
         aggregate: dict[tuple[str, str, str], str] | None = None,
+        series: bool = False,
     ) -> None:
         """Emit an Event (type, reason, message, component) about ``involved``, in its
-        namespace."""
+        namespace (``series``: as one recorded through the events.k8s.io/v1 API)."""
         event = new_event(
             involved["namespace"], involved, *what, action=action, host=host, seq=next(self._seq)
         )
+        if series:
+            # The real Trainer records through the events.k8s.io/v1 API, as read back from
+            # core/v1: eventTime in microseconds, no first/lastTimestamp nor count, repeats
+            # counted in `series` (seen on the real control plane).
+            event.update(firstTimestamp=None, lastTimestamp=None, source={})
+            del event["count"]
         self.emit(event, aggregate=aggregate)

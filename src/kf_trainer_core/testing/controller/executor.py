@@ -16,32 +16,27 @@ import subprocess
 import tempfile
 import threading
 import traceback
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kf_trainer_core.report import URL_ENV
 from kf_trainer_core.spec.function import TERMINATION_LOG_ENV, TERMINATION_MESSAGE_LIMIT
 from kf_trainer_core.testing.controller.jobset import container
+from kf_trainer_core.testing.controller.parts import ClusterParts
 from kf_trainer_core.testing.controller.state import PodSim, Run
 from kf_trainer_core.testing.controller.vocab import JSON, LAUNCHER_ENV
-from kf_trainer_core.testing.scenarios import PodContext, PodResult
+from kf_trainer_core.testing.scenarios import Executor, PodContext, PodResult
 from kf_trainer_core.testing.store import CONFIGMAPS, SECRETS, Resource
 
-if TYPE_CHECKING:
-    from kf_trainer_core.testing.controller.cluster import Cluster
-
 _log = logging.getLogger(__name__)
-
-Executor = Callable[[PodContext], PodResult]
 
 
 class Runner:
     """Starts, reads and stops real runs; their ends go back to the worker."""
 
-    def __init__(self, cx: Cluster) -> None:
+    def __init__(self, cx: ClusterParts) -> None:
         self.cx = cx
         self._runs: set[Run] = set()
         self._pool: ThreadPoolExecutor | None = None

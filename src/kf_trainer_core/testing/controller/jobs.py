@@ -7,7 +7,6 @@ import hashlib
 import logging
 import time
 from functools import partial
-from typing import TYPE_CHECKING
 
 from kf_trainer_core.k8s.objects import generate_suffix, owner_reference, set_condition
 from kf_trainer_core.k8s.trainjob import (
@@ -36,14 +35,12 @@ from kf_trainer_core.k8s.trainjob import (
     jobset_failed_message,
 )
 from kf_trainer_core.testing.controller.jobset import upsert_env
+from kf_trainer_core.testing.controller.parts import ClusterParts
 from kf_trainer_core.testing.controller.pods import pull_policy, qos_class
 from kf_trainer_core.testing.controller.state import JobSim, PodSim, RJob, Sim, safe
 from kf_trainer_core.testing.controller.vocab import COMPLETION_INDEX_PATH, JOBS, JSON
 from kf_trainer_core.testing.scenarios import LOGS_ANNOTATION, UNSERVED_LOGS
 from kf_trainer_core.testing.store import PODS, StoreError, format_timestamp, json_copy
-
-if TYPE_CHECKING:
-    from kf_trainer_core.testing.controller.cluster import Cluster
 
 _log = logging.getLogger(__name__)
 
@@ -51,7 +48,7 @@ _log = logging.getLogger(__name__)
 class JobController:
     """Creates a JobSet's Jobs in startup order, their pods, and decides outcomes."""
 
-    def __init__(self, cx: Cluster) -> None:
+    def __init__(self, cx: ClusterParts) -> None:
         self.cx = cx
 
     # ------------------------------------------------------------------ startup order

@@ -7,7 +7,6 @@ import itertools
 import random
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
 
 from kf_trainer_core.k8s.objects import (
     CONTAINER_CREATING,
@@ -19,6 +18,7 @@ from kf_trainer_core.k8s.objects import (
 from kf_trainer_core.k8s.trainjob import SCHEDULER
 from kf_trainer_core.spec.function import TERMINATION_MESSAGE_LIMIT
 from kf_trainer_core.testing.controller.jobset import container, names
+from kf_trainer_core.testing.controller.parts import ClusterParts
 from kf_trainer_core.testing.controller.pods import (
     container_status_of,
     default_logs,
@@ -34,9 +34,6 @@ from kf_trainer_core.testing.scenarios import (
     evict_pod_status,
 )
 from kf_trainer_core.testing.store import PODS, TRAINJOBS, format_timestamp
-
-if TYPE_CHECKING:
-    from kf_trainer_core.testing.controller.cluster import Cluster
 
 _UNSCHEDULABLE = (
     "0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are "
@@ -83,7 +80,7 @@ def _unschedulable_message(short: list[str]) -> str:
 class Kubelet:
     """Drives each pod from ``Pending`` to ``Succeeded``/``Failed`` as its step says."""
 
-    def __init__(self, cx: Cluster) -> None:
+    def __init__(self, cx: ClusterParts) -> None:
         self.cx = cx
         self._node_seq = itertools.count()
         self._ip_seq = itertools.count()

@@ -8,7 +8,6 @@ import logging
 import threading
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
 
 from kf_trainer_core.k8s.objects import set_condition
 from kf_trainer_core.k8s.trainjob import (
@@ -28,6 +27,7 @@ from kf_trainer_core.k8s.trainjob import (
     TRAINJOB_SUSPENDED,
 )
 from kf_trainer_core.testing.controller.jobset import build_jobset
+from kf_trainer_core.testing.controller.parts import ClusterParts
 from kf_trainer_core.testing.controller.state import BuildError, Built, Sim, create_or_replace, safe
 from kf_trainer_core.testing.controller.vocab import JSON, MULTIKUEUE
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION, Scenario
@@ -41,9 +41,6 @@ from kf_trainer_core.testing.store import (
     json_copy,
 )
 
-if TYPE_CHECKING:
-    from kf_trainer_core.testing.controller.cluster import Cluster
-
 _log = logging.getLogger(__name__)
 
 Match = str | Callable[[JSON], bool]
@@ -52,7 +49,7 @@ Match = str | Callable[[JSON], bool]
 class TrainJobReconciler:
     """Follows TrainJobs (and their runtimes and JobSets) as Trainer's controller does."""
 
-    def __init__(self, cx: Cluster) -> None:
+    def __init__(self, cx: ClusterParts) -> None:
         self.cx = cx
 
     # ------------------------------------------------------------------ store events

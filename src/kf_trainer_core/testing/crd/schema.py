@@ -11,6 +11,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Final
 
+from kf_trainer_core.k8s.patch import go_json_type
 from kf_trainer_core.testing.crd.cel import Rule, compile_rule
 
 
@@ -136,22 +137,16 @@ CEL_META_FIELDS: Final = ("name", "generateName")
 
 
 def json_type(value: Any) -> str:
-    """kube-openapi's name for the JSON type of ``value``."""
-    if value is None:
-        return "null"
+    """kube-openapi's name for the JSON type of ``value``: Go's decoder's name
+    (:func:`~kf_trainer_core.k8s.patch.go_json_type`), except that a boolean is
+    ``boolean`` and a whole number (a float such as ``2.0`` too) is ``integer``; a value
+    JSON cannot hold (a YAML timestamp) is named by its Python type."""
     if isinstance(value, bool):
         return "boolean"
-    if isinstance(value, int):
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
         return "integer"
-    if isinstance(value, float):
-        return "integer" if value.is_integer() else "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    return type(value).__name__
+    kind = go_json_type(value)
+    return type(value).__name__ if kind == "null" and value is not None else kind
 
 
 def canonical(value: Any) -> str:

@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -22,10 +22,6 @@ from kf_trainer_core.testing.server.accounting import RequestLog, RequestRecord
 from kf_trainer_core.testing.server.request import dumps
 from kf_trainer_core.testing.server.routing import EVENTS_V1, Ctx, Route, core_event_to_v1
 from kf_trainer_core.testing.store import PodLogs, Resource, Store, StoreError, WatchEvent
-
-if TYPE_CHECKING:
-    from kf_trainer_core.testing.server.logs import Follower
-    from kf_trainer_core.testing.server.watch import Watcher
 
 JSON = dict[str, Any]
 _T = TypeVar("_T")
@@ -45,6 +41,15 @@ class Stream:
         self.closed = True
         self.abort = self.abort or abort
         self.wake.set()
+
+
+class Follower(Stream):
+    """One open ``follow=true`` log stream (the log streams start it, the watch fan-out
+    wakes it when its pod is deleted)."""
+
+    def __init__(self, namespace: str, pod: str) -> None:
+        super().__init__()
+        self.pod = (namespace, pod)
 
 
 class ServerBase:
@@ -74,8 +79,6 @@ class ServerBase:
     #: rules, enums, defaults), "builtin" (derived from the kubeflow-trainer-api
     #: models: fields and types) or "none" (docs/testing.md).
     fidelity: str
-    _watchers: dict[Resource, set[Watcher]]
-    _open_watches: int
     _followers: set[Follower]
     _fanned_rv: int
     _inbox: list[tuple[WatchEvent, JSON | None]]

@@ -12,7 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from kf_trainer_core.testing.scenarios import LOGS_ANNOTATION, UNSERVED_LOGS
-from kf_trainer_core.testing.server.base import ServerBase, Stream
+from kf_trainer_core.testing.server.base import Follower, ServerBase
 from kf_trainer_core.testing.server.request import int_param, parse_time, truthy
 from kf_trainer_core.testing.server.routing import Ctx
 from kf_trainer_core.testing.store import PODS, StoreError
@@ -24,14 +24,6 @@ def _format_log_time(when: datetime) -> str:
     # Go's RFC3339Nano: fractional seconds without trailing zeros.
     text = when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f").rstrip("0").rstrip(".")
     return text + "Z"
-
-
-class Follower(Stream):
-    """One open ``follow=true`` log stream."""
-
-    def __init__(self, namespace: str, pod: str) -> None:
-        super().__init__()
-        self.pod = (namespace, pod)
 
 
 class PodLogMixin(ServerBase):

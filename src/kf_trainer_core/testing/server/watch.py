@@ -145,6 +145,9 @@ class Watcher(Stream):
 class WatchMixin(ServerBase):
     """Watch streams of :class:`~kf_trainer_core.testing.server.KubeTestServer`."""
 
+    _watchers: dict[Resource, set[Watcher]]
+    _open_watches: int
+
     def drop_watches(self, *, abort: bool = False) -> int:
         """End every open watch stream (``abort``: reset the connection instead of
         ending the stream cleanly). Returns how many were open."""

@@ -144,18 +144,6 @@ class PodLogs:
 
         return unlisten
 
-    def delete_pod(self, namespace: str, pod: str) -> None:
-        """Forget a pod's logs (the pod was deleted); followers are woken to end."""
-        with self._lock:
-            keys = [k for k in self._streams if k[:2] == (namespace, pod)]
-            listeners = [w for k in keys for w in self._listeners.get(k, ())]
-            for k in keys:
-                self._streams[k].closed = True
-                del self._streams[k]
-                self._previous.pop(k, None)
-        for wake in listeners:
-            wake()
-
     def reset(self) -> None:
         """Forget every log; followers are woken so they can end."""
         with self._lock:

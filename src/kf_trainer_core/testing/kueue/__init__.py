@@ -21,6 +21,9 @@ This module does the same over the test server's store, with the upstream Worklo
 * a finished TrainJob finishes its Workload and frees its quota;
 * the visibility API's ``.../localqueues/<q>/pendingworkloads`` lists positions.
 
+Layout: this module owns the store, the thread and the order of events;
+:mod:`.rules` holds what it decides, as pure functions over plain objects.
+
 Install it with :meth:`KubeTestServer.install_kueue
 <kf_trainer_core.testing.server.KubeTestServer.install_kueue>`; without it the server
 answers 404 for every Kueue path, as a cluster without Kueue does.
@@ -38,8 +41,8 @@ from typing import Any
 
 from kf_trainer_core.cluster.kueue import JOB_UID_LABEL, LOCAL_QUEUES, QUEUE_NAME_LABEL, WORKLOADS
 from kf_trainer_core.k8s.resources import TRAINJOBS
-from kf_trainer_core.testing import kueue_rules as rules
-from kf_trainer_core.testing.kueue_rules import (
+from kf_trainer_core.testing.kueue import rules
+from kf_trainer_core.testing.kueue.rules import (
     PRIORITY_CLASS_LABEL,
     ClusterQueue,
     format_quantity,

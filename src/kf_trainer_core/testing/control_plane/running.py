@@ -1,24 +1,6 @@
-"""A real Kubernetes control plane for tests: one per session, beside the test bed.
-
-Two tiers, chosen by what the machine has:
-
-``full``
-    ``start.sh --controllers`` of the shared ``control-plane`` folder (``$KF_CONTROL_PLANE``,
-    else ``shared/control-plane`` found above this package or the working directory):
-    kube-apiserver + etcd, kube-controller-manager (garbage collector, Job and namespace
-    controllers), kube-scheduler, kwok fake GPU nodes, the JobSet and Trainer controllers.
-    A TrainJob runs to ``Complete`` there.
-``api``
-    The envtest convention: when ``$KUBEBUILDER_ASSETS`` names a folder holding
-    ``kube-apiserver`` and ``etcd``, those two run alone (no controllers) with the
-    upstream CRDs and runtimes applied. Objects are stored, validated, listed and watched
-    by the real server, but nothing reconciles them: tests that need a controller skip
-    (:meth:`ControlPlane.require_controllers`).
-
-Everything a run writes lives under one temporary directory; :meth:`ControlPlane.stop`
-stops exactly the processes it started. Needs ``kubectl``, ``openssl`` (and for the full
-tier ``zstd`` and ``curl``) on ``PATH``: :func:`missing_tools` names what is absent.
-"""
+"""A running control plane (:class:`ControlPlane`) and the process and port helpers both
+tiers' launchers use: the part of :mod:`kf_trainer_core.testing.control_plane` that the
+launchers of the full tier (``__init__``) and the API-only tier (:mod:`.envtest`) share."""
 
 from __future__ import annotations
 
@@ -27,7 +9,6 @@ import contextlib
 import itertools
 import json
 import os
-import shutil
 import signal
 import socket
 import ssl
@@ -41,74 +22,26 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 __all__ = [
-    "CONTROL_PLANE_ENV",
-    "PORT_BASE_ENV",
+    "ASSETS_ENV",
     "ControlPlane",
     "ControlPlaneUnavailable",
-    "find_control_plane",
-    "missing_tools",
-    "start_control_plane",
+    "Tier",
+    "port_free",
+    "stop_process",
+    "wait_until",
 ]
 
-#: Names the control-plane folder (the one holding ``start.sh``).
-CONTROL_PLANE_ENV: Final = "KF_CONTROL_PLANE"
-#: Fixes the port base (ports base..base+9 on 127.0.0.1); otherwise a free one is found.
-PORT_BASE_ENV: Final = "KF_CONTROL_PLANE_PORT_BASE"
-#: Use a control plane already started by ``start.sh --dir DIR``; it is left running.
-ATTACH_ENV: Final = "KF_CONTROL_PLANE_ATTACH"
 #: The envtest convention: a folder with ``kube-apiserver`` and ``etcd`` binaries.
 ASSETS_ENV: Final = "KUBEBUILDER_ASSETS"
 
-#: Tools each tier runs (start.sh checks the same for the full tier).
-TOOLS_FULL: Final = ("kubectl", "zstd", "openssl", "curl")
-TOOLS_API: Final = ("kubectl", "openssl")
-
 Tier = Literal["full", "api"]
-
-# Where a free port base is looked for when none is given (10 ports each).
-_SEARCH_FIRST = 21000
-_SEARCH_LAST = 29990
-_START_TIMEOUT = 600.0
 
 
 class ControlPlaneUnavailable(RuntimeError):
     """No control plane can run here; the message says what is missing (tests skip)."""
 
 
-def find_control_plane(start: Path | None = None) -> Path | None:
-    """The control-plane folder: ``$KF_CONTROL_PLANE`` when set (``None`` when it names
-    no folder with ``start.sh``), else ``shared/control-plane`` in an ancestor of this
-    package or of the working directory."""
-    env = os.environ.get(CONTROL_PLANE_ENV)
-    if env:
-        path = Path(env).expanduser()
-        return path if (path / "start.sh").is_file() else None
-    bases = [start] if start is not None else [Path(__file__), Path.cwd()]
-    for base in bases:
-        for folder in (base.resolve(), *base.resolve().parents):
-            candidate = folder / "shared" / "control-plane"
-            if (candidate / "start.sh").is_file():
-                return candidate
-    return None
-
-
-def envtest_assets() -> Path | None:
-    """``$KUBEBUILDER_ASSETS`` when it names a folder with ``kube-apiserver`` and ``etcd``."""
-    env = os.environ.get(ASSETS_ENV)
-    if not env:
-        return None
-    path = Path(env).expanduser()
-    if all(os.access(path / b, os.X_OK) for b in ("kube-apiserver", "etcd")):
-        return path
-    return None
-
-
-def missing_tools(tier: Tier = "full") -> list[str]:
-    """The command-line tools the tier needs that are not on ``PATH``."""
-    return [t for t in (TOOLS_FULL if tier == "full" else TOOLS_API) if shutil.which(t) is None]
-
-
-def _port_free(port: int) -> bool:
+def port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -116,15 +49,6 @@ def _port_free(port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def _free_bases(worker: int) -> list[int]:
-    """Candidate port bases, all ten ports free now; spread by process and worker so
-    that sessions started together rarely try the same base first."""
-    span = (_SEARCH_LAST - _SEARCH_FIRST) // 10
-    first = (os.getpid() * 7 + worker * 13) % span
-    order = [_SEARCH_FIRST + 10 * ((first + i) % span) for i in range(span)]
-    return [b for b in order if all(_port_free(b + i) for i in range(10))][:5]
 
 
 @dataclass
@@ -283,10 +207,10 @@ class ControlPlane:
                 proc.poll()
             return
         for proc in reversed(self._procs):
-            _stop_process(proc)
+            stop_process(proc)
 
 
-def _stop_process(proc: subprocess.Popen[bytes]) -> None:
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is not None:
         return
     with contextlib.suppress(ProcessLookupError):
@@ -297,90 +221,6 @@ def _stop_process(proc: subprocess.Popen[bytes]) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=15)
-
-
-def start_control_plane(directory: Path, *, worker: int = 0) -> ControlPlane:
-    """Start a control plane under ``directory``: the full tier when the control-plane
-    folder is found, else the API-only tier when ``$KUBEBUILDER_ASSETS`` is usable.
-    ``$KUBEBUILDER_ASSETS`` wins when both are present, as envtest users expect.
-
-    Raises :class:`ControlPlaneUnavailable` when neither can run here (a missing folder
-    or tool) and :class:`RuntimeError` when a start fails.
-    """
-    attach = os.environ.get(ATTACH_ENV)
-    if attach:
-        return attach_control_plane(Path(attach))
-    assets = envtest_assets()
-    if assets is not None:
-        missing = missing_tools("api")
-        if missing:
-            raise ControlPlaneUnavailable(
-                f"{', '.join(missing)} not on PATH (needed with {ASSETS_ENV})"
-            )
-        from kf_trainer_core.testing._envtest import start_api_tier
-
-        return start_api_tier(directory, assets, _bases(worker), source=find_control_plane())
-    source = find_control_plane()
-    if source is None:
-        env = os.environ.get(CONTROL_PLANE_ENV)
-        where = (
-            f"${CONTROL_PLANE_ENV}={env} has no start.sh"
-            if env
-            else (f"no shared/control-plane folder found and ${CONTROL_PLANE_ENV} is not set")
-        )
-        raise ControlPlaneUnavailable(f"real control plane unavailable: {where}")
-    missing = missing_tools("full")
-    if missing:
-        raise ControlPlaneUnavailable(
-            f"real control plane unavailable: {', '.join(missing)} not on PATH"
-        )
-    errors: list[str] = []
-    for base in _bases(worker):
-        cmd = [str(source / "start.sh"), "--dir", str(directory), "--port-base", str(base)]
-        proc = subprocess.run(
-            [*cmd, "--controllers"],
-            capture_output=True,
-            text=True,
-            timeout=_START_TIMEOUT,
-            check=False,
-        )
-        if proc.returncode == 0:
-            return ControlPlane(directory, base, "full", directory / "kubeconfig", source)
-        out = proc.stdout + proc.stderr
-        errors.append(f"port base {base}: {out[-3000:]}")
-        if "already in use" not in out:
-            break  # not a port race: trying another base would fail the same way
-    raise RuntimeError("control plane did not start:\n" + "\n".join(errors))
-
-
-def attach_control_plane(directory: Path) -> ControlPlane:
-    """The control plane ``start.sh`` runs in ``directory`` (never stopped by us; its
-    tier is ``full`` when its Trainer controller runs)."""
-    directory = directory.expanduser().resolve()
-    try:
-        base = int((directory / "port-base").read_text())
-    except (OSError, ValueError):
-        raise ControlPlaneUnavailable(f"${ATTACH_ENV}={directory}: no start.sh run there") from None
-    tier: Tier = (
-        "full" if (directory / "run" / "trainer-controller-manager.pid").is_file() else "api"
-    )
-    cp = ControlPlane(directory, base, tier, directory / "kubeconfig", None)
-    cp._stopped = True  # someone else's: stop() leaves it running
-    if not cp.ready():
-        raise ControlPlaneUnavailable(f"${ATTACH_ENV}={directory}: kube-apiserver not ready")
-    return cp
-
-
-def _bases(worker: int) -> list[int]:
-    env = os.environ.get(PORT_BASE_ENV)
-    if env:
-        try:
-            return [int(env) + 10 * worker]
-        except ValueError:
-            raise ControlPlaneUnavailable(
-                f"${PORT_BASE_ENV} must be a number, got {env!r}"
-            ) from None
-    return _free_bases(worker) or [_SEARCH_FIRST]
 
 
 def wait_until(check: Any, timeout: float, what: str, log: Path | None = None) -> None:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import yaml
 
-from kf_trainer_core.testing.control_plane import (
+from kf_trainer_core.testing.control_plane.running import (
     ControlPlane,
     ControlPlaneUnavailable,
-    _port_free,
-    _stop_process,
+    port_free,
+    stop_process,
     wait_until,
 )
 
@@ -183,7 +183,7 @@ def start_api_tier(
     directory: Path, assets: Path, bases: list[int], *, source: Path | None
 ) -> ControlPlane:
     """Start etcd + kube-apiserver from ``assets`` under ``directory``; apply the CRDs."""
-    base = next((b for b in bases if all(_port_free(b + i) for i in range(3))), None)
+    base = next((b for b in bases if all(port_free(b + i) for i in range(3))), None)
     if base is None:
         raise RuntimeError(f"ports busy at every candidate base {bases}")
     for sub in ("logs", "data"):
@@ -258,6 +258,6 @@ def start_api_tier(
         cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(objects))
     except BaseException:
         for proc in reversed(cp._procs):
-            _stop_process(proc)
+            stop_process(proc)
         raise
     return cp
