@@ -156,25 +156,19 @@ def deadline_seconds(timeout: float | timedelta | None) -> int | None:
     return max(1, math.ceil(seconds))
 
 
-def assemble(
-    *,
-    spec: Any = None,
-    runtime: Any = None,
-    trainer: Any = None,
-    initializer: Any = None,
-    options: Any = None,
-    func_args: Mapping[str, Any] | None = None,
-    job_name: str | None = None,
-    job_timeout: float | timedelta | None = None,
-) -> TrainJobSpec:
-    """The :class:`TrainJobSpec` the operator's (rendered) arguments describe.
+def assemble(arguments: Mapping[str, Any]) -> TrainJobSpec:
+    """The :class:`TrainJobSpec` the operator's (rendered) arguments describe:
+    ``arguments`` holds the values of :data:`SPEC_ARGUMENTS` by name (one left out is
+    ``None``), as the operator's parameters of those names document them.
 
     ``spec`` and the parts (``runtime``, ``trainer``, ``initializer``, ``options``) are
     alternatives; ``func_args`` is merged into a ``CustomTrainer``'s arguments,
     ``job_name`` becomes the ``Name`` option and ``job_timeout`` the
     ``ActiveDeadlineSeconds`` option. Raises :class:`SpecError` naming the argument.
     """
-    parts = {"runtime": runtime, "trainer": trainer, "initializer": initializer}
+    spec, options = arguments.get("spec"), arguments.get("options")
+    func_args, job_name = arguments.get("func_args"), arguments.get("job_name")
+    parts = {k: arguments.get(k) for k in ("runtime", "trainer", "initializer")}
     if spec is not None:
         given = [k for k, v in {**parts, "options": options}.items() if v is not None]
         if given:
@@ -208,7 +202,7 @@ def assemble(
     extra: list[dict[str, Any]] = []
     if job_name:
         extra.append({"type": "Name", "name": job_name})
-    seconds = deadline_seconds(job_timeout)
+    seconds = deadline_seconds(arguments.get("job_timeout"))
     if seconds is not None:
         extra.append({"type": "ActiveDeadlineSeconds", "seconds": seconds})
     if extra:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from prefect import flow, task
 
 from kf_trainer_core.cluster.status import JobOutputs
+from kf_trainer_core.fields.retention import PRUNE_OPTIONS
 from kf_trainer_core.tasks.interruptions import CancelAction, check_action, past
 from kf_trainer_prefect._engine import FLOW_RUN_LABEL
 from kf_trainer_prefect.credentials import CredentialsLike, load_credentials
@@ -169,25 +170,15 @@ def prune_trainjobs(
 
     from kf_trainer_core.client import TrainerClient
 
+    # The options are parameters of their own (Prefect shows them, and ``.map()`` maps
+    # over them) and pass through to the client by name.
+    options = {name: value for name, value in locals().items() if name in PRUNE_OPTIONS}
     creds = load_credentials(credentials)
     with TrainerClient(creds.backend_config(), namespace=namespace) as client:
-        report = client.prune_jobs(
-            older_than=older_than,
-            keep_last=keep_last,
-            statuses=statuses,
-            label_selector=label_selector,
-            identity_prefix=identity_prefix,
-            include_foreign=include_foreign,
-            honour_retention=honour_retention,
-            limit=limit,
-            dry_run=dry_run,
-        )
+        report = client.prune_jobs(**options)
     logger = get_run_logger()
-    for entry in report.selected:
-        logger.info("%s %s: %s", "would delete" if dry_run else "picked", entry.name, entry.why)
-    for name, why in report.skipped:
-        logger.info("left %s alone: %s", name, why)
-    logger.info("%s", report.summary())
+    for line in report.lines():
+        logger.info("%s", line)
     return report.to_dict()
 
 

@@ -5,6 +5,7 @@ plane: ``tests/client/test_prune.py``, ``tests/client/test_prune_control_plane.p
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -203,6 +204,31 @@ def test_rules_that_pick_nothing_in_particular_are_refused() -> None:
         PruneRules(older_than=0, label_selector=" ").check()
     with pytest.raises(ValueError, match="identity_prefix"):
         PruneRules(older_than=0, identity_prefix="/").check()
+
+
+def test_the_options_every_caller_passes_become_checked_rules() -> None:
+    """``PruneRules.of`` reads the options as ``prune_jobs``, the command and the
+    adapters pass them: an age as text, one status or several, ``dry_run`` not a rule."""
+    assert PruneRules.of({}) == PruneRules()
+    rules = PruneRules.of({"older_than": "7d", "statuses": "Failed", "dry_run": True})
+    assert rules == PruneRules(older_than=7 * DAY, statuses=("Failed",))
+    assert retention.PRUNE_OPTIONS[-1] == "dry_run"
+    with pytest.raises(ValueError, match="no rule"):
+        PruneRules.of({"honour_retention": False})
+    with pytest.raises(TypeError, match="keep_lastt"):
+        PruneRules.of({"keep_lastt": 1})  # type: ignore[typeddict-unknown-key]
+
+
+def test_a_tasks_log_lines_name_each_job_and_end_with_the_summary() -> None:
+    objs = [job("old", identity="nightly/a"), job("young", finished_ago=60)]
+    plan, _ = plan_prune("ns", objs, PruneRules(older_than=DAY), NOW)
+    assert plan.lines() == [
+        "Would delete old (Complete, identity nightly/a): finished more than 86400s ago",
+        plan.summary(),
+    ]
+    done = dataclasses.replace(plan, dry_run=False, deleted=["old"], skipped=[("x", "gone")])
+    assert done.lines()[0].startswith("Picked old ")
+    assert done.lines()[1:] == ["Left x alone: gone", done.summary()]
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kf_trainer_airflow._compat import BaseOperator
 from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
+from kf_trainer_core.fields.retention import PRUNE_OPTIONS, parse_age
 
 if TYPE_CHECKING:
     from airflow.sdk import DAG, Context
@@ -77,39 +78,19 @@ class TrainJobPruneOperator(BaseOperator):
         self.honour_retention = honour_retention
         self.limit = limit
         self.only_plan = dry_run  # BaseOperator.dry_run is a method
-        if "{{" not in str(older_than):
+        if older_than is not None and "{{" not in str(older_than):
             # A bad age fails when the DAG is parsed, naming the argument and the fix.
-            from kf_trainer_core.fields.retention import parse_age
-
-            if older_than is not None:
-                parse_age(older_than)
+            parse_age(older_than)
 
     def execute(self, context: Context) -> dict[str, Any]:
+        # Each option is this operator's attribute of the same name (rendered, where
+        # templated), but for ``dry_run``: ``BaseOperator.dry_run`` is a method.
+        options = {name: getattr(self, name) for name in PRUNE_OPTIONS if name != "dry_run"}
         hook = KubeflowTrainerHook(self.kubeflow_trainer_conn_id, namespace=self.namespace)
         with hook.get_client() as client:
-            report = client.prune_jobs(
-                older_than=self.older_than,
-                keep_last=self.keep_last,
-                statuses=self.statuses,
-                label_selector=self.label_selector,
-                identity_prefix=self.identity_prefix,
-                include_foreign=self.include_foreign,
-                honour_retention=self.honour_retention,
-                limit=self.limit,
-                dry_run=self.only_plan,
-            )
-        for entry in report.selected:
-            self.log.info(
-                "%s %s (%s, identity %s): %s",
-                "Would delete" if report.dry_run else "Picked",
-                entry.name,
-                entry.status,
-                entry.identity or "-",
-                entry.why,
-            )
-        for name, why in report.skipped:
-            self.log.info("Left %s alone: %s", name, why)
-        self.log.info("%s", report.summary())
+            report = client.prune_jobs(**options, dry_run=self.only_plan)
+        for line in report.lines():
+            self.log.info("%s", line)
         return report.to_dict()
 
 

@@ -265,7 +265,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
     def build_spec(self) -> TrainJobSpec:
         """The :class:`TrainJobSpec` of the (rendered) arguments. Raises
         :class:`~kf_trainer_core.errors.SpecError` naming the field and the fix."""
-        return assemble(**{name: getattr(self, name) for name in SPEC_ARGUMENTS})
+        return assemble({name: getattr(self, name) for name in SPEC_ARGUMENTS})
 
     def render_manifest(self) -> str:
         """The TrainJob YAML this task would submit, built without a cluster (the name

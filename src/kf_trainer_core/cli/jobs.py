@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from typing_extensions import Unpack
 
 from kf_trainer_core.base import untrusted
 from kf_trainer_core.base.timeutil import duration_text
@@ -25,6 +26,7 @@ from kf_trainer_core.cli._output import (
 )
 from kf_trainer_core.cli._where import check_identity, make_client, where_options
 from kf_trainer_core.cluster.status import JobState, TrainJob
+from kf_trainer_core.fields.retention import PruneOptions, parse_age
 
 _STATES = [s.value for s in JobState]
 
@@ -373,54 +375,38 @@ def resume(ctx: click.Context, name: str) -> None:
     type=click.Choice(["Complete", "Failed"], case_sensitive=False),
     help="Only jobs in this finished state (repeatable; default both).",
 )
-@click.option("-l", "--selector", help="Only jobs matching this label selector.")
+@click.option("-l", "--selector", "label_selector", help="Only jobs matching this label selector.")
 @click.option("--identity-prefix", help="Only jobs whose identity starts with this text.")
 @click.option("--all", "include_foreign", is_flag=True, help="Also jobs this suite did not create.")
 @click.option(
     "--ignore-retention",
-    is_flag=True,
+    "honour_retention",
+    flag_value=False,
+    default=True,
     help="Ignore the retention the jobs were submitted with (only the flags decide).",
 )
 @click.option("--limit", type=click.IntRange(min=1), help="Delete at most N jobs this run.")
 @click.option("--dry-run", is_flag=True, help="Show what would be deleted; delete nothing.")
 @output_option
 @click.pass_context
-def prune(
-    ctx: click.Context,
-    older_than: str | None,
-    keep_last: int | None,
-    statuses: tuple[str, ...],
-    selector: str | None,
-    identity_prefix: str | None,
-    include_foreign: bool,
-    ignore_retention: bool,
-    limit: int | None,
-    dry_run: bool,
-    output: str,
-) -> None:
+def prune(ctx: click.Context, output: str, **options: Unpack[PruneOptions]) -> None:
     """Delete finished jobs (their JobSets and pods go with them); never an unfinished
     one, never checkpoints. Without --older-than/--keep-last, the retention each job
     was submitted with decides."""
-    from kf_trainer_core.fields.retention import parse_age
-
+    # The flags arrive under PruneOptions' names and pass through; the age is read here
+    # only so that its error names the flag.
+    older_than = options.get("older_than")
     try:
-        age = None if older_than is None else parse_age(older_than, "--older-than")
+        if older_than is not None:
+            options["older_than"] = parse_age(older_than, "--older-than")
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    wanted = tuple(s.capitalize() for s in statuses) or ("Complete", "Failed")
+    statuses = tuple(options.pop("statuses", ()))  # none given: the core's default
+    if statuses:
+        options["statuses"] = tuple(s.capitalize() for s in statuses)
     client = make_client(ctx)
     try:
-        report = client.prune_jobs(
-            older_than=age,
-            keep_last=keep_last,
-            statuses=wanted,
-            label_selector=selector,
-            identity_prefix=identity_prefix,
-            include_foreign=include_foreign,
-            honour_retention=not ignore_retention,
-            limit=limit,
-            dry_run=dry_run,
-        )
+        report = client.prune_jobs(**options)
     except ValueError as exc:
         raise CliError(str(exc).replace("older_than", "--older-than")) from None
     if output != "table":
@@ -434,7 +420,7 @@ def prune(
             e.identity or "-",
             e.status,
             duration_text(e.age_seconds).replace(" ", ""),
-            ("would delete" if dry_run else "deleted" if e.name in done else "kept")
+            ("would delete" if report.dry_run else "deleted" if e.name in done else "kept")
             + (f" ({skipped[e.name]})" if e.name in skipped else ""),
             e.why,
         ]

@@ -29,6 +29,8 @@ from collections.abc import (
 )
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
+from typing_extensions import Unpack
+
 from kf_trainer_core.client.base import ClientBase, Identity
 from kf_trainer_core.cluster.cost import outputs
 from kf_trainer_core.cluster.status import (
@@ -42,7 +44,7 @@ from kf_trainer_core.cluster.status import (
 from kf_trainer_core.config import LocalConfig
 from kf_trainer_core.errors import TrainJobFailedError
 from kf_trainer_core.fields import checks
-from kf_trainer_core.fields.retention import parse_age
+from kf_trainer_core.fields.retention import PruneOptions
 from kf_trainer_core.k8s.calls import Join, Program, Spawn
 from kf_trainer_core.k8s.drivers import (
     AsyncDriver,
@@ -463,21 +465,11 @@ class _Operations(ClientBase):
         )
 
     def _prune_jobs(
-        self,
-        *,
-        older_than: str | float | None = None,
-        keep_last: int | None = None,
-        statuses: Iterable[str | JobState] = ("Complete", "Failed"),
-        label_selector: str | None = None,
-        identity_prefix: str | None = None,
-        include_foreign: bool = False,
-        honour_retention: bool = True,
-        limit: int | None = None,
-        dry_run: bool = False,
-        page_size: int | None = None,
+        self, *, page_size: int | None = None, **options: Unpack[PruneOptions]
     ) -> Program[PruneReport]:
         """Delete finished TrainJobs (and with them their JobSets, pods and Kueue
         Workloads); never an unfinished one, never checkpoints (``docs/retention.md``).
+        The options are :class:`~kf_trainer_core.fields.retention.PruneOptions`.
 
         Picked: jobs that finished more than ``older_than`` ago (``"7d"``, ``"12h"``,
         seconds) and/or that are not among the newest ``keep_last`` attempts of their
@@ -488,20 +480,13 @@ class _Operations(ClientBase):
         this suite (unless ``include_foreign``); at most ``limit`` a run, oldest first.
         Each is deleted only if it is unchanged since listed (a precondition on its uid
         and resourceVersion). ``dry_run`` returns the plan and deletes nothing."""
-        rules = PruneRules(
-            older_than=None if older_than is None else parse_age(older_than),
-            keep_last=keep_last,
-            statuses=tuple(
-                JobState(s).value for s in ([statuses] if isinstance(statuses, str) else statuses)
-            ),
-            label_selector=label_selector,
-            identity_prefix=identity_prefix,
-            include_foreign=include_foreign,
-            honour_retention=honour_retention,
-            limit=limit,
+        rules = PruneRules.of(options)  # checked before the first request
+        return prune(
+            self.namespace,
+            rules,
+            dry_run=options.get("dry_run", False),
+            page_size=page_size or self._page_size,
         )
-        rules.check()  # before the first request
-        return prune(self.namespace, rules, dry_run=dry_run, page_size=page_size or self._page_size)
 
     # -- checkpoints ------------------------------------------------------------
     def _checkpoint_location(

@@ -16,8 +16,8 @@ imports it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, MutableMapping
-from typing import Any, Literal
+from collections.abc import Iterable, Mapping, MutableMapping
+from typing import Any, Literal, TypedDict
 
 from pydantic import Field, model_validator
 
@@ -119,6 +119,36 @@ def parse_age(text: str | float | int, what: str = "older_than") -> float:
     if not 0 <= seconds <= _MAX_SECONDS:
         raise ValueError(f"{what}={text!r} is out of range. Fix: use 0 to 10 years, e.g. '7d'.")
     return seconds
+
+
+class PruneOptions(TypedDict, total=False):
+    """The options of a prune, as every caller takes them by name: ``prune_jobs`` of both
+    clients, the Airflow operator, the Prefect task and ``kf-trainer jobs prune``. One left
+    out takes its default (in brackets); ``docs/retention.md`` tells the rules.
+
+    ``older_than``: only jobs that finished longer ago (``"7d"``, ``"12h"``, seconds)
+    [none]. ``keep_last``: keep the newest N attempts of each identity [none].
+    ``statuses``: which finished states, ``Complete`` and/or ``Failed`` [both].
+    ``label_selector``: only jobs matching it [all]. ``identity_prefix``: only jobs whose
+    identity starts with it [all]. ``include_foreign``: also jobs this suite did not
+    create [False]. ``honour_retention``: also jobs whose own :class:`Retention` says
+    they are due [True]. ``limit``: delete at most this many a run [no cap].
+    ``dry_run``: report the plan, delete nothing [False].
+    """
+
+    older_than: str | float | None
+    keep_last: int | None
+    statuses: str | Iterable[str]
+    label_selector: str | None
+    identity_prefix: str | None
+    include_foreign: bool
+    honour_retention: bool
+    limit: int | None
+    dry_run: bool
+
+
+#: The names of :class:`PruneOptions`, in their documented order.
+PRUNE_OPTIONS: tuple[str, ...] = tuple(PruneOptions.__annotations__)
 
 
 #: What a task does with its job once the job has ended and the task has stored the

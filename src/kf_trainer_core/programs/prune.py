@@ -62,6 +62,25 @@ class PruneRules:
     honour_retention: bool = True
     limit: int | None = None
 
+    @classmethod
+    def of(cls, options: retention.PruneOptions) -> PruneRules:
+        """The rules a caller's :class:`~kf_trainer_core.fields.retention.PruneOptions`
+        give (``dry_run`` is the run's, not a rule), checked: a ``ValueError`` naming the
+        option and the fix comes before any request."""
+        unknown = [k for k in options if k not in retention.PRUNE_OPTIONS]
+        if unknown:
+            raise TypeError(f"prune got an unexpected keyword argument {unknown[0]!r}")
+        given: dict[str, Any] = {k: v for k, v in options.items() if k != "dry_run"}
+        if given.get("older_than") is not None:
+            given["older_than"] = retention.parse_age(given["older_than"])
+        statuses = given.get("statuses", FINISHED)
+        given["statuses"] = tuple(
+            JobState(s).value for s in ([statuses] if isinstance(statuses, str) else statuses)
+        )
+        rules = cls(**given)
+        rules.check()
+        return rules
+
     def check(self) -> None:
         """Refuse rules that pick nothing or everything, before any request."""
         if self.older_than is not None and not (
@@ -145,6 +164,19 @@ class PruneReport:
             parts.append(f"{self.over_limit} more due (over the limit)")
         parts.append(f"kept {self.kept} finished and {self.unfinished} unfinished")
         return "; ".join(parts)
+
+    def lines(self) -> list[str]:
+        """What a task logs of the report: each picked job (its status, identity and
+        why), each picked job left alone and why, then :meth:`summary`."""
+        verb = "Would delete" if self.dry_run else "Picked"
+        return [
+            *(
+                f"{verb} {e.name} ({e.status}, identity {e.identity or '-'}): {e.why}"
+                for e in self.selected
+            ),
+            *(f"Left {name} alone: {why}" for name, why in self.skipped),
+            self.summary(),
+        ]
 
 
 @dataclass(frozen=True)
