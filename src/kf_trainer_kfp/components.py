@@ -131,45 +131,21 @@ def _check_constants(kind: str, args: Mapping[str, Any], constant: Callable[[Any
         _check_prune_rules(known)
 
 
-_PRUNE_RULES = (
-    "older_than",
-    "keep_last",
-    "statuses",
-    "label_selector",
-    "identity_prefix",
-    "include_foreign",
-    "honour_retention",
-    "limit",
-)
-
-
 def _check_prune_rules(known: Mapping[str, Any]) -> None:
     """The prune rules known now, refused as ``prune`` would refuse them in the pod
     (``older_than=""``, ``keep_last=-1`` and ``limit=0`` mean "not given")."""
-    import dataclasses
-
-    from kf_trainer_core.fields.retention import parse_age
+    from kf_trainer_core.fields.retention import PRUNE_OPTIONS
     from kf_trainer_core.programs.prune import PruneRules
 
-    given = {k: known[k] for k in _PRUNE_RULES if k in known}
-    keep = given.get("keep_last", -1)
+    rules = [name for name in PRUNE_OPTIONS if name != "dry_run"]
+    options = inp.prune_options({k: known[k] for k in rules if k in known})
+    if any(name not in known for name in rules):
+        # A rule comes from a channel: whether any rule is set is known in the pod.
+        options["honour_retention"] = True
     try:
-        older = given.get("older_than") or None
-        rules = PruneRules(
-            older_than=None if older is None else parse_age(older),
-            keep_last=None if isinstance(keep, int) and keep < 0 else keep,
-            statuses=tuple(given.get("statuses") or ("Complete", "Failed")),
-            label_selector=given.get("label_selector") or None,
-            identity_prefix=given.get("identity_prefix") or None,
-            honour_retention=bool(given.get("honour_retention", True)),
-            limit=given.get("limit") or None,
-        )
-        if len(given) < len(_PRUNE_RULES):
-            # A rule comes from a channel: whether any rule is set is known in the pod.
-            rules = dataclasses.replace(rules, honour_retention=True)
-        rules.check()
+        PruneRules.of(options)
     except ValueError as err:
-        field = next((f for f in _PRUNE_RULES if str(err).startswith(f"{f}=")), "rules")
+        field = next((f for f in rules if str(err).startswith(f"{f}=")), "rules")
         raise _as_spec_error(field, err) from None
 
 

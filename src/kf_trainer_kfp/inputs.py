@@ -13,7 +13,7 @@ import copy
 import math
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from kf_trainer_core.errors import FieldProblem, SpecError
 
@@ -22,6 +22,7 @@ from kf_trainer_core.errors import FieldProblem, SpecError
 # for them when it defines a component, not at import.
 if TYPE_CHECKING:
     from kf_trainer_core.config import KubernetesConfig, LocalConfig
+    from kf_trainer_core.fields.retention import PruneOptions
     from kf_trainer_core.spec import TrainJobSpec
 
 #: KFP's runtime placeholders (``dsl.PIPELINE_JOB_ID_PLACEHOLDER`` and
@@ -239,6 +240,31 @@ def finish_action(value: str) -> str:
             title="Invalid component input",
         )
     return value
+
+
+def prune_options(values: Mapping[str, Any]) -> PruneOptions:
+    """The prune options that the prune component's inputs in ``values`` give.
+
+    A KFP parameter cannot be ``None``, so a rule left out arrives as its "not given"
+    value: ``""`` (``older_than``, ``label_selector``, ``identity_prefix``), ``-1``
+    (``keep_last``), ``0`` (``limit``) or an empty list (``statuses``); those become
+    options left out, which take ``prune_jobs``' defaults. Inputs not in ``values`` stay
+    out too (a rule from an upstream task is known only in the pod)."""
+    options: dict[str, Any] = {}
+    for name in ("older_than", "label_selector", "identity_prefix"):
+        if values.get(name):
+            options[name] = values[name] if name == "older_than" else str(values[name])
+    statuses = values.get("statuses")
+    if statuses:
+        options["statuses"] = statuses if isinstance(statuses, str) else tuple(statuses)
+    if "keep_last" in values and int(values["keep_last"]) >= 0:
+        options["keep_last"] = int(values["keep_last"])
+    if values.get("limit"):
+        options["limit"] = int(values["limit"])
+    for name in ("include_foreign", "honour_retention", "dry_run"):
+        if name in values:
+            options[name] = bool(values[name])
+    return cast("PruneOptions", options)
 
 
 def identity(run_id: str, task_name: str, job_key: str = "") -> tuple[str, ...]:

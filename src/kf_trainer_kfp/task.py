@@ -561,26 +561,10 @@ def _prune(
 ) -> tuple[Any, ...]:
     """Prune finished TrainJobs (``TrainerClient.prune_jobs``): an empty text, ``-1`` or
     ``0`` input means the rule is not given (``keep_last``: -1; ``limit``: 0)."""
-    keep_last = int(inputs.get("keep_last", -1))
-    limit = int(inputs.get("limit", 0))
     with _client(inputs) as client:
-        report = client.prune_jobs(
-            older_than=str(inputs.get("older_than") or "") or None,
-            keep_last=None if keep_last < 0 else keep_last,
-            statuses=tuple(inputs.get("statuses") or ("Complete", "Failed")),
-            label_selector=str(inputs.get("label_selector") or "") or None,
-            identity_prefix=str(inputs.get("identity_prefix") or "") or None,
-            include_foreign=bool(inputs.get("include_foreign", False)),
-            honour_retention=bool(inputs.get("honour_retention", True)),
-            limit=limit or None,
-            dry_run=bool(inputs.get("dry_run", False)),
-        )
-    verb = "would delete" if report.dry_run else "picked"
-    for entry in report.selected:
-        say(f"{verb} {entry.name}: {entry.why}")
-    for name, why in report.skipped:
-        say(f"left {name} alone: {why}")
-    say(report.summary())
+        report = client.prune_jobs(**inp.prune_options(inputs))
+    for line in report.lines():
+        say(line)
     _write_summary(artifacts, summary.prune_markdown(report))
     return list(report.deleted), json.dumps(report.to_dict(), sort_keys=True)
 

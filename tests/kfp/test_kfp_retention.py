@@ -101,3 +101,30 @@ def test_prune_component_refuses_rules_that_pick_nothing() -> None:
         prune_component(older_than="soon")
     with pytest.raises(SpecError, match="statuses"):
         prune_component().__call__(statuses=["Running"])
+
+
+def test_inputs_left_at_their_not_given_value_take_prune_jobs_defaults() -> None:
+    from kf_trainer_kfp import inputs as inp
+
+    not_given = {
+        "older_than": "",
+        "keep_last": -1,
+        "statuses": [],
+        "label_selector": "",
+        "identity_prefix": "",
+        "limit": 0,
+    }
+    assert inp.prune_options(not_given) == {}
+    given = {
+        "older_than": "7d",
+        "keep_last": 0,
+        "statuses": ["Failed"],
+        "label_selector": "team=a",
+        "identity_prefix": "kfp",
+        "limit": 5,
+        "include_foreign": True,
+        "honour_retention": False,
+        "dry_run": True,
+    }
+    assert inp.prune_options(given) == {**given, "statuses": ("Failed",)}
+    assert inp.prune_options({"statuses": "Complete"}) == {"statuses": "Complete"}
