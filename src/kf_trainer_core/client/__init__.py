@@ -85,6 +85,7 @@ from kf_trainer_core.spec.checkpoint_storage import (
 Callback = Callable[[TrainJob], None]
 P = ParamSpec("P")
 R = TypeVar("R")
+S = TypeVar("S")
 
 
 def _ignore(value: Any) -> None:
@@ -95,6 +96,30 @@ CancelAction = Literal["delete", "suspend", "keep"]
 
 #: After a wait ends, a log follower gets this long to drain the last lines.
 _LOG_DRAIN_SECONDS = 5.0
+
+
+def _finishing(
+    program: Callable[Concatenate[S, P], Program[Outcome]],
+) -> Callable[[Callable[[Outcome], R]], Callable[Concatenate[S, P], Program[R]]]:
+    """Decorate ``finish`` (what a wait returns of its :class:`Outcome`) into an operation:
+    ``program``, taking its arguments, then ``finish``. The waits share one signature
+    and one program; each says only what it returns (the docstring is ``finish``'s)."""
+
+    def finishing(finish: Callable[[Outcome], R]) -> Callable[Concatenate[S, P], Program[R]]:
+        def operation(self: S, /, *args: P.args, **kwargs: P.kwargs) -> Program[R]:
+            return finish((yield from program(self, *args, **kwargs)))
+
+        operation.__name__ = finish.__name__
+        operation.__qualname__ = finish.__qualname__
+        operation.__doc__ = finish.__doc__
+        # help() and _named read the program's parameters and what ``finish`` returns.
+        returns = inspect.signature(finish).return_annotation
+        operation.__signature__ = inspect.signature(program).replace(  # type: ignore[attr-defined]
+            return_annotation=f"Program[{returns}]"
+        )
+        return operation
+
+    return finishing
 
 
 class _Operations(ClientBase):
@@ -221,46 +246,6 @@ class _Operations(ClientBase):
         return explain(self.namespace, name, kueue=self._kueue())
 
     # -- waiting ----------------------------------------------------------------
-    def _wait(
-        self,
-        name: str,
-        status: Iterable[str | JobState] | str = ("Complete",),
-        *,
-        timeout: float | None = 600,
-        polling_interval: float = 2,
-        callbacks: Iterable[Callback] | None = None,
-        startup_timeout: float | None = None,
-        admission_timeout: float | None = None,
-        on_progress: Callable[[Progress], None] | None = None,
-        log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
-    ) -> Program[tuple[TrainJob, Any]]:
-        """Wait until the job reaches one of ``status``; return it with the function's
-        return value. Raises TrainJobFailedError (a subclass per failure class, with the
-        reason, failing step, exit code and log tail), TrainJobCreationFailedError,
-        TrainJobTimeoutError, and TrainJobAdmissionTimeoutError when Kueue has not
-        admitted a queued job within ``admission_timeout`` seconds. A job that reached
-        the status is returned whatever node-0's log does: a return value that cannot be
-        read (no termination message, log refused or gone) comes back as ``None``, and
-        ``get_job_outputs(name).result_missing`` says why.
-
-        ``callbacks`` get every new version of the job (a job queued by Kueue with its
-        :class:`~kf_trainer_core.cluster.kueue.QueueStatus`); ``on_progress`` gets the job's
-        :class:`Progress` each time what it reports changes (from the status server's
-        ``trainerStatus`` or, without one, from node-0's log, read every
-        ``log_progress_interval`` seconds while it runs; ``None`` never reads it)."""
-        done = yield from self._wait_outcome(
-            name,
-            status,
-            timeout=timeout,
-            polling_interval=polling_interval,
-            callbacks=callbacks,
-            startup_timeout=startup_timeout,
-            admission_timeout=admission_timeout,
-            on_progress=on_progress,
-            log_progress_interval=log_progress_interval,
-        )
-        return done.job, done.result
-
     def _wait_outcome(
         self,
         name: str,
@@ -274,7 +259,9 @@ class _Operations(ClientBase):
         on_progress: Callable[[Progress], None] | None = None,
         log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
     ) -> Program[Outcome]:
-        """:meth:`_wait`, with the pods and why a result could not be read."""
+        """The program of a wait (see :meth:`_wait`), ending in the job's outcome: with
+        the pods and why a result could not be read. :func:`_finishing` turns it into
+        the waits that return less."""
         checks.check_seconds(
             timeout=timeout,
             polling_interval=polling_interval,
@@ -301,33 +288,29 @@ class _Operations(ClientBase):
         queue = tracker.status if tracker else None
         return (yield from self._conclude(goal, verdict, obj, timeout=timeout, queue=queue))
 
-    def _wait_outputs(
-        self,
-        name: str,
-        status: Iterable[str | JobState] | str = ("Complete",),
-        *,
-        timeout: float | None = 600,
-        polling_interval: float = 2,
-        callbacks: Iterable[Callback] | None = None,
-        startup_timeout: float | None = None,
-        admission_timeout: float | None = None,
-        on_progress: Callable[[Progress], None] | None = None,
-        log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
-    ) -> Program[JobOutputs]:
+    @_finishing(_wait_outcome)
+    def _wait(done: Outcome) -> tuple[TrainJob, Any]:
+        """Wait until the job reaches one of ``status``; return it with the function's
+        return value. Raises TrainJobFailedError (a subclass per failure class, with the
+        reason, failing step, exit code and log tail), TrainJobCreationFailedError,
+        TrainJobTimeoutError, and TrainJobAdmissionTimeoutError when Kueue has not
+        admitted a queued job within ``admission_timeout`` seconds. A job that reached
+        the status is returned whatever node-0's log does: a return value that cannot be
+        read (no termination message, log refused or gone) comes back as ``None``, and
+        ``get_job_outputs(name).result_missing`` says why.
+
+        ``callbacks`` get every new version of the job (a job queued by Kueue with its
+        :class:`~kf_trainer_core.cluster.kueue.QueueStatus`); ``on_progress`` gets the job's
+        :class:`Progress` each time what it reports changes (from the status server's
+        ``trainerStatus`` or, without one, from node-0's log, read every
+        ``log_progress_interval`` seconds while it runs; ``None`` never reads it)."""
+        return done.job, done.result
+
+    @_finishing(_wait_outcome)
+    def _wait_outputs(done: Outcome) -> JobOutputs:
         """:meth:`wait`, returning the job's outputs (what an orchestrator keeps): the
         function's return value, metrics and cost, and ``result_missing`` saying why a
         succeeded job's return value could not be read. Raises as :meth:`wait` does."""
-        done = yield from self._wait_outcome(
-            name,
-            status,
-            timeout=timeout,
-            polling_interval=polling_interval,
-            callbacks=callbacks,
-            startup_timeout=startup_timeout,
-            admission_timeout=admission_timeout,
-            on_progress=on_progress,
-            log_progress_interval=log_progress_interval,
-        )
         return outputs(done.job, done.result, done.missing)
 
     def _wait_for_job_status(
