@@ -50,7 +50,7 @@ from kf_trainer_core.k8s.drivers import (
     SyncDriver,
     SyncTransportProtocol,
 )
-from kf_trainer_core.manifest.builder import BuiltTrainJob, build_trainjob, identity_text
+from kf_trainer_core.manifest.builder import BuiltTrainJob, identity_text
 from kf_trainer_core.manifest.runtimes import PACKAGES_SOURCE, RuntimeInfo
 from kf_trainer_core.programs.cancel import cancel, delete, set_suspended, stop_unfinished
 from kf_trainer_core.programs.checkpoints import checkpoints_program, cleaning_job
@@ -147,14 +147,7 @@ class _Operations(ClientBase):
         as the cluster has it."""
         spec = self._given_spec(spec)
         runtime = yield from self._runtime_program(spec.runtime.name, spec.runtime.kind.value)
-        return build_trainjob(
-            spec,
-            namespace=self.namespace,
-            name=name,
-            identity=identity,
-            runtime=runtime,
-            retention=self.config.retention,
-        )
+        return self._builder(runtime)(spec, name=name, identity=identity)
 
     def _submit(
         self,
@@ -176,14 +169,7 @@ class _Operations(ClientBase):
         runtime = yield from self._runtime_program(spec.runtime.name, spec.runtime.kind.value)
         if identity is not None and name is None:
             return (yield from self._identity_program(spec, runtime, identity, fresh_after_failure))
-        built = build_trainjob(
-            spec,
-            namespace=self.namespace,
-            name=name,
-            identity=identity,
-            runtime=runtime,
-            retention=self.config.retention,
-        )
+        built = self._builder(runtime)(spec, name=name, identity=identity)
         return (yield from submit(self.namespace, built))
 
     def _train(
