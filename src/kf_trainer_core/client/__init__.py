@@ -18,6 +18,7 @@ import asyncio
 import functools
 import inspect
 import time
+import types
 from collections.abc import (
     AsyncIterator,
     Callable,
@@ -27,7 +28,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
 
 from kf_trainer_core.client.base import ClientBase, Identity
 from kf_trainer_core.cluster.cost import outputs
@@ -86,6 +87,8 @@ Callback = Callable[[TrainJob], None]
 P = ParamSpec("P")
 R = TypeVar("R")
 S = TypeVar("S")
+#: What a client's ``get_job_logs`` returns: an iterator, or an async one.
+Lines = TypeVar("Lines", Iterator[str], AsyncIterator[str])
 
 
 def _ignore(value: Any) -> None:
@@ -122,9 +125,39 @@ def _finishing(
     return finishing
 
 
-class _Operations(ClientBase):
-    """Every operation of the clients, once, as a program. Their docstrings are the
-    clients' methods' docstrings; both clients run them through their drivers."""
+class _Method(Generic[P, R]):
+    """An operation as a method of both clients, declared once on :class:`_Operations`:
+    ``factory``'s program, run by the client's face (its ``_face``: :func:`_blocking`
+    runs it to its end, :func:`_awaiting` awaits it). Each face's method is made once."""
+
+    def __init__(self, factory: Callable[Concatenate[_Operations[Any], P], Program[R]]) -> None:
+        self._factory = factory
+        self._methods: dict[Callable[..., Any], Callable[..., Any]] = {}
+
+    @overload
+    def __get__(self, client: TrainerClient, owner: type[Any] | None = None) -> Callable[P, R]: ...
+
+    @overload
+    def __get__(
+        self, client: AsyncTrainerClient, owner: type[Any] | None = None
+    ) -> Callable[P, Coroutine[Any, Any, R]]: ...
+
+    @overload
+    def __get__(self, client: None, owner: type[Any]) -> Callable[..., Any]: ...
+
+    def __get__(self, client: Any, owner: type[Any] | None = None) -> Callable[..., Any]:
+        face = (owner if owner is not None else type(client))._face
+        method = self._methods.get(face)
+        if method is None:
+            method = self._methods[face] = face(self._factory)
+        # From the class, the function (help() shows it); from a client, bound to it.
+        return method if client is None else types.MethodType(method, client)
+
+
+class _Operations(ClientBase, Generic[Lines]):
+    """Every operation of the clients, once, as a program (``_name``: its docstring is
+    the method's), and the clients' methods, once: ``name = _Method(_name)``, which each
+    client runs through its driver (its ``_face``), and ``get_job_logs``."""
 
     # -- runtimes ----------------------------------------------------------------
     def _list_runtimes(self) -> Program[list[RuntimeInfo]]:
@@ -521,6 +554,53 @@ class _Operations(ClientBase):
         """Resume a suspended job."""
         return set_suspended(self.namespace, name, False)
 
+    # -- the clients' methods ----------------------------------------------------
+    def _lines(self, logs: Callable[[], Program[Any]], follow: bool) -> Lines:
+        """The lines of the log program that ``logs`` makes, as this client gives them."""
+        raise NotImplementedError
+
+    def get_job_logs(
+        self,
+        name: str,
+        step: str = "node-0",
+        follow: bool = False,
+        *,
+        tail: int | None = None,
+        raw: bool = False,
+    ) -> Lines:
+        """Log lines of one step; with ``follow``, as they are written, waiting for a
+        pending pod and resuming after dropped connections.
+
+        The lines are what a person reads: the suite's own progress and result lines
+        are left out, control characters and terminal escapes neutralised and each line
+        cut at 4,096 characters, saying so (the job wrote them: they are untrusted).
+        ``raw``: every line exactly as the log holds it."""
+        return self._lines(lambda: self._logs(name, step, follow, tail, raw), follow)
+
+    list_runtimes = _Method(_list_runtimes)
+    get_runtime = _Method(_get_runtime)
+    build = _Method(_build)
+    submit = _Method(_submit)
+    train = _Method(_train)
+    list_jobs = _Method(_list_jobs)
+    get_job = _Method(_get_job)
+    get_job_events = _Method(_get_job_events)
+    get_job_outputs = _Method(_get_job_outputs)
+    explain_failure = _Method(_explain_failure)
+    wait = _Method(_wait)
+    wait_for_job_status = _Method(_wait_for_job_status)
+    wait_outputs = _Method(_wait_outputs)
+    run = _Method(_run_job)
+    get_runtime_packages = _Method(_get_runtime_packages)
+    cancel_job = _Method(_cancel_job)
+    stop_unfinished = _Method(_stop_unfinished)
+    prune_jobs = _Method(_prune_jobs)
+    checkpoint_location = _Method(_checkpoint_location)
+    clean_checkpoints = _Method(_clean_checkpoints)
+    delete_job = _Method(_delete_job)
+    suspend_job = _Method(_suspend_job)
+    resume_job = _Method(_resume_job)
+
 
 def _named(method: Callable[..., Any], factory: Callable[..., Any], owner: str) -> None:
     # The operation's name without the program's underscore: how it shows in help().
@@ -536,7 +616,7 @@ def _named(method: Callable[..., Any], factory: Callable[..., Any], owner: str) 
 
 
 def _blocking(
-    factory: Callable[Concatenate[_Operations, P], Program[R]],
+    factory: Callable[Concatenate[_Operations[Any], P], Program[R]],
 ) -> Callable[Concatenate[TrainerClient, P], R]:
     """A :class:`TrainerClient` method: the operation's program, run to its end."""
 
@@ -549,7 +629,7 @@ def _blocking(
 
 
 def _awaiting(
-    factory: Callable[Concatenate[_Operations, P], Program[R]],
+    factory: Callable[Concatenate[_Operations[Any], P], Program[R]],
 ) -> Callable[Concatenate[AsyncTrainerClient, P], Coroutine[Any, Any, R]]:
     """An :class:`AsyncTrainerClient` method: the same program, awaited."""
 
@@ -561,7 +641,7 @@ def _awaiting(
     return method
 
 
-class TrainerClient(_Operations):
+class TrainerClient(_Operations[Iterator[str]]):
     """Runs TrainJobs on a cluster (``KubernetesConfig``, the default) or on this
     machine (``LocalConfig``), with the Kubeflow SDK's methods."""
 
@@ -602,55 +682,18 @@ class TrainerClient(_Operations):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def get_job_logs(
-        self,
-        name: str,
-        step: str = "node-0",
-        follow: bool = False,
-        *,
-        tail: int | None = None,
-        raw: bool = False,
-    ) -> Iterator[str]:
-        """Log lines of one step; with ``follow``, as they are written, waiting for a
-        pending pod and resuming after dropped connections.
-
-        The lines are what a person reads: the suite's own progress and result lines
-        are left out, control characters and terminal escapes neutralised and each line
-        cut at 4,096 characters, saying so (the job wrote them: they are untrusted).
-        ``raw``: every line exactly as the log holds it."""
-        program = self._logs(name, step, follow, tail, raw)
+    def _lines(self, logs: Callable[[], Program[Any]], follow: bool) -> Iterator[str]:
+        program = logs()
         return self._driver.iterate(program) if follow else iter(self._run(program))
 
-    list_runtimes = _blocking(_Operations._list_runtimes)
-    get_runtime = _blocking(_Operations._get_runtime)
-    build = _blocking(_Operations._build)
-    submit = _blocking(_Operations._submit)
-    train = _blocking(_Operations._train)
-    list_jobs = _blocking(_Operations._list_jobs)
-    get_job = _blocking(_Operations._get_job)
-    get_job_events = _blocking(_Operations._get_job_events)
-    get_job_outputs = _blocking(_Operations._get_job_outputs)
-    explain_failure = _blocking(_Operations._explain_failure)
-    wait = _blocking(_Operations._wait)
-    wait_for_job_status = _blocking(_Operations._wait_for_job_status)
-    wait_outputs = _blocking(_Operations._wait_outputs)
-    run = _blocking(_Operations._run_job)
-    get_runtime_packages = _blocking(_Operations._get_runtime_packages)
-    cancel_job = _blocking(_Operations._cancel_job)
-    stop_unfinished = _blocking(_Operations._stop_unfinished)
-    prune_jobs = _blocking(_Operations._prune_jobs)
-    checkpoint_location = _blocking(_Operations._checkpoint_location)
-    clean_checkpoints = _blocking(_Operations._clean_checkpoints)
-    delete_job = _blocking(_Operations._delete_job)
-    suspend_job = _blocking(_Operations._suspend_job)
-    resume_job = _blocking(_Operations._resume_job)
+    _face = staticmethod(_blocking)
 
 
 #: Objects per list request of the async client (see ``AsyncTrainerClient``).
 ASYNC_PAGE_CAP = 50
 
 
-class AsyncTrainerClient(_Operations):
+class AsyncTrainerClient(_Operations[AsyncIterator[str]]):
     """The same client for event loops (Airflow triggers, Prefect async tasks).
     Create it inside the loop that uses it."""
 
@@ -708,45 +751,16 @@ class AsyncTrainerClient(_Operations):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def get_job_logs(
-        self,
-        name: str,
-        step: str = "node-0",
-        follow: bool = False,
-        *,
-        tail: int | None = None,
-        raw: bool = False,
-    ) -> AsyncIterator[str]:
-        """Log lines of one step (see :meth:`TrainerClient.get_job_logs`)."""
-        program = self._logs(name, step, follow, tail, raw)
+    async def _lines(self, logs: Callable[[], Program[Any]], follow: bool) -> AsyncIterator[str]:
+        # An async generator: the arguments are checked at the first line, as the
+        # program is made only then.
+        program = logs()
         driver = await self._ensure_driver()
         lines = driver.iterate(program) if follow else _aiter(await driver.run(program))
         async for line in lines:
             yield line
 
-    list_runtimes = _awaiting(_Operations._list_runtimes)
-    get_runtime = _awaiting(_Operations._get_runtime)
-    build = _awaiting(_Operations._build)
-    submit = _awaiting(_Operations._submit)
-    train = _awaiting(_Operations._train)
-    list_jobs = _awaiting(_Operations._list_jobs)
-    get_job = _awaiting(_Operations._get_job)
-    get_job_events = _awaiting(_Operations._get_job_events)
-    get_job_outputs = _awaiting(_Operations._get_job_outputs)
-    explain_failure = _awaiting(_Operations._explain_failure)
-    wait = _awaiting(_Operations._wait)
-    wait_for_job_status = _awaiting(_Operations._wait_for_job_status)
-    wait_outputs = _awaiting(_Operations._wait_outputs)
-    run = _awaiting(_Operations._run_job)
-    get_runtime_packages = _awaiting(_Operations._get_runtime_packages)
-    cancel_job = _awaiting(_Operations._cancel_job)
-    stop_unfinished = _awaiting(_Operations._stop_unfinished)
-    prune_jobs = _awaiting(_Operations._prune_jobs)
-    checkpoint_location = _awaiting(_Operations._checkpoint_location)
-    clean_checkpoints = _awaiting(_Operations._clean_checkpoints)
-    delete_job = _awaiting(_Operations._delete_job)
-    suspend_job = _awaiting(_Operations._suspend_job)
-    resume_job = _awaiting(_Operations._resume_job)
+    _face = staticmethod(_awaiting)
 
 
 async def _aiter(items: Iterable[str]) -> AsyncIterator[str]:
