@@ -555,6 +555,9 @@ class _Operations(ClientBase, Generic[Lines]):
         return set_suspended(self.namespace, name, False)
 
     # -- the clients' methods ----------------------------------------------------
+    #: What each client brings: how it makes a method of an operation's program.
+    _face: Callable[[Callable[..., Program[Any]]], Callable[..., Any]]
+
     def _lines(self, logs: Callable[[], Program[Any]], follow: bool) -> Lines:
         """The lines of the log program that ``logs`` makes, as this client gives them."""
         raise NotImplementedError
