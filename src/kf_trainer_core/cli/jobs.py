@@ -6,6 +6,7 @@ jobs logs NAME -f``. Reading commands take ``-o table|json|yaml``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -121,11 +122,18 @@ def _details(client: Any, name: str) -> dict[str, Any]:
     return data
 
 
-@jobs.command("get")
-@NAME
-@where_options
+def _job_command(command: str, **settings: Any) -> Callable[[Callable[..., None]], Any]:
+    """``jobs COMMAND NAME``: a command about one job, with the options that say where it
+    is; the function gets the context, the name and its own options."""
+
+    def make(func: Callable[..., None]) -> Any:
+        return jobs.command(command, **settings)(NAME(where_options(click.pass_context(func))))
+
+    return make
+
+
+@_job_command("get")
 @output_option
-@click.pass_context
 def get_job(ctx: click.Context, name: str, output: str) -> None:
     """A job's steps, conditions, progress, metrics, result and, if it failed, why."""
     from kf_trainer_core.cluster.status import Failure, JobOutputs
@@ -201,9 +209,7 @@ def get_job(ctx: click.Context, name: str, output: str) -> None:
         click.echo("Failure: " + Failure.model_validate(data["failure"]).describe())
 
 
-@jobs.command("logs")
-@NAME
-@where_options
+@_job_command("logs")
 @click.option("--step", default="node-0", show_default=True, help="Which step's log.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing lines as they are written.")
 @click.option("--tail", type=click.IntRange(min=0), help="Only the last N lines.")
@@ -213,7 +219,6 @@ def get_job(ctx: click.Context, name: str, output: str) -> None:
     help="Every line as the log holds it: the suite's progress and result lines, "
     "control characters and escapes, whole lines.",
 )
-@click.pass_context
 def logs(
     ctx: click.Context, name: str, step: str, follow: bool, tail: int | None, raw: bool
 ) -> None:
@@ -230,11 +235,8 @@ def logs(
         raise interrupted(ctx, name, client.namespace) from None
 
 
-@jobs.command("events")
-@NAME
-@where_options
+@_job_command("events")
 @output_option
-@click.pass_context
 def events(ctx: click.Context, name: str, output: str) -> None:
     """Events of the job, its JobSet, Jobs and pods, oldest first."""
     client = make_client(ctx)
@@ -254,9 +256,7 @@ def events(ctx: click.Context, name: str, output: str) -> None:
     )
 
 
-@jobs.command("wait")
-@NAME
-@where_options
+@_job_command("wait")
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
@@ -270,7 +270,6 @@ def events(ctx: click.Context, name: str, output: str) -> None:
     show_default=True,
     help="The state to wait for.",
 )
-@click.pass_context
 def wait(ctx: click.Context, name: str, timeout: float | None, goal: str) -> None:
     """Wait for the job to finish, with its progress; exit 0 if it completed, 1 if it
     failed (the failure is explained)."""
@@ -321,9 +320,7 @@ def delete(ctx: click.Context, names: tuple[str, ...]) -> None:
         )
 
 
-@jobs.command("cancel")
-@NAME
-@where_options
+@_job_command("cancel")
 @click.option(
     "--action",
     type=click.Choice(["delete", "suspend", "keep"]),
@@ -331,28 +328,27 @@ def delete(ctx: click.Context, names: tuple[str, ...]) -> None:
     show_default=True,
     help="delete the job, suspend it (resumable), or keep it running.",
 )
-@click.pass_context
 def cancel(ctx: click.Context, name: str, action: str) -> None:
     """Stop a job as an orchestrator's cancel would."""
     _act(ctx, name, f"cancelled ({action})", lambda c: c.cancel_job(name, action))
 
 
-@jobs.command("suspend")
-@NAME
-@where_options
-@click.pass_context
-def suspend(ctx: click.Context, name: str) -> None:
-    """Suspend a job: its pods go, the job stays and can be resumed."""
-    _act(ctx, name, "suspended", lambda c: c.suspend_job(name))
+def _switch(command: str, verb: str, operation: Callable[[Any, str], Any], doc: str) -> None:
+    """Add ``jobs COMMAND NAME``: ``operation(client, name)``, said with ``verb``. Suspend
+    and resume are one command each way, alike but for the operation."""
+
+    @_job_command(command, help=doc)
+    def switch(ctx: click.Context, name: str) -> None:
+        _act(ctx, name, verb, lambda c: operation(c, name))
 
 
-@jobs.command("resume")
-@NAME
-@where_options
-@click.pass_context
-def resume(ctx: click.Context, name: str) -> None:
-    """Resume a suspended job."""
-    _act(ctx, name, "resumed", lambda c: c.resume_job(name))
+_switch(
+    "suspend",
+    "suspended",
+    lambda c, name: c.suspend_job(name),
+    "Suspend a job: its pods go, the job stays and can be resumed.",
+)
+_switch("resume", "resumed", lambda c, name: c.resume_job(name), "Resume a suspended job.")
 
 
 @jobs.command("prune")

@@ -18,6 +18,7 @@ import asyncio
 import functools
 import inspect
 import time
+import types
 from collections.abc import (
     AsyncIterator,
     Callable,
@@ -27,7 +28,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overload
 
 from typing_extensions import Unpack
 
@@ -52,7 +53,7 @@ from kf_trainer_core.k8s.drivers import (
     SyncDriver,
     SyncTransportProtocol,
 )
-from kf_trainer_core.manifest.builder import BuiltTrainJob, build_trainjob, identity_text
+from kf_trainer_core.manifest.builder import BuiltTrainJob, identity_text
 from kf_trainer_core.manifest.runtimes import PACKAGES_SOURCE, RuntimeInfo
 from kf_trainer_core.programs.cancel import cancel, delete, set_suspended, stop_unfinished
 from kf_trainer_core.programs.checkpoints import checkpoints_program, cleaning_job
@@ -87,6 +88,9 @@ from kf_trainer_core.spec.checkpoint_storage import (
 Callback = Callable[[TrainJob], None]
 P = ParamSpec("P")
 R = TypeVar("R")
+S = TypeVar("S")
+#: What a client's ``get_job_logs`` returns: an iterator, or an async one.
+Lines = TypeVar("Lines", Iterator[str], AsyncIterator[str])
 
 
 def _ignore(value: Any) -> None:
@@ -99,9 +103,63 @@ CancelAction = Literal["delete", "suspend", "keep"]
 _LOG_DRAIN_SECONDS = 5.0
 
 
-class _Operations(ClientBase):
-    """Every operation of the clients, once, as a program. Their docstrings are the
-    clients' methods' docstrings; both clients run them through their drivers."""
+def _finishing(
+    program: Callable[Concatenate[S, P], Program[Outcome]],
+) -> Callable[[Callable[[Outcome], R]], Callable[Concatenate[S, P], Program[R]]]:
+    """Decorate ``finish`` (what a wait returns of its :class:`Outcome`) into an operation:
+    ``program``, taking its arguments, then ``finish``. The waits share one signature
+    and one program; each says only what it returns (the docstring is ``finish``'s)."""
+
+    def finishing(finish: Callable[[Outcome], R]) -> Callable[Concatenate[S, P], Program[R]]:
+        def operation(self: S, /, *args: P.args, **kwargs: P.kwargs) -> Program[R]:
+            return finish((yield from program(self, *args, **kwargs)))
+
+        operation.__name__ = finish.__name__
+        operation.__qualname__ = finish.__qualname__
+        operation.__doc__ = finish.__doc__
+        # help() and _named read the program's parameters and what ``finish`` returns.
+        returns = inspect.signature(finish).return_annotation
+        operation.__signature__ = inspect.signature(program).replace(  # type: ignore[attr-defined]
+            return_annotation=f"Program[{returns}]"
+        )
+        return operation
+
+    return finishing
+
+
+class _Method(Generic[P, R]):
+    """An operation as a method of both clients, declared once on :class:`_Operations`:
+    ``factory``'s program, run by the client's face (its ``_face``: :func:`_blocking`
+    runs it to its end, :func:`_awaiting` awaits it). Each face's method is made once."""
+
+    def __init__(self, factory: Callable[Concatenate[_Operations[Any], P], Program[R]]) -> None:
+        self._factory = factory
+        self._methods: dict[Callable[..., Any], Callable[..., Any]] = {}
+
+    @overload
+    def __get__(self, client: TrainerClient, owner: type[Any] | None = None) -> Callable[P, R]: ...
+
+    @overload
+    def __get__(
+        self, client: AsyncTrainerClient, owner: type[Any] | None = None
+    ) -> Callable[P, Coroutine[Any, Any, R]]: ...
+
+    @overload
+    def __get__(self, client: None, owner: type[Any]) -> Callable[..., Any]: ...
+
+    def __get__(self, client: Any, owner: type[Any] | None = None) -> Callable[..., Any]:
+        face = (owner if owner is not None else type(client))._face
+        method = self._methods.get(face)
+        if method is None:
+            method = self._methods[face] = face(self._factory)
+        # From the class, the function (help() shows it); from a client, bound to it.
+        return method if client is None else types.MethodType(method, client)
+
+
+class _Operations(ClientBase, Generic[Lines]):
+    """Every operation of the clients, once, as a program (``_name``: its docstring is
+    the method's), and the clients' methods, once: ``name = _Method(_name)``, which each
+    client runs through its driver (its ``_face``), and ``get_job_logs``."""
 
     # -- runtimes ----------------------------------------------------------------
     def _list_runtimes(self) -> Program[list[RuntimeInfo]]:
@@ -124,14 +182,7 @@ class _Operations(ClientBase):
         as the cluster has it."""
         spec = self._given_spec(spec)
         runtime = yield from self._runtime_program(spec.runtime.name, spec.runtime.kind.value)
-        return build_trainjob(
-            spec,
-            namespace=self.namespace,
-            name=name,
-            identity=identity,
-            runtime=runtime,
-            retention=self.config.retention,
-        )
+        return self._builder(runtime)(spec, name=name, identity=identity)
 
     def _submit(
         self,
@@ -153,14 +204,7 @@ class _Operations(ClientBase):
         runtime = yield from self._runtime_program(spec.runtime.name, spec.runtime.kind.value)
         if identity is not None and name is None:
             return (yield from self._identity_program(spec, runtime, identity, fresh_after_failure))
-        built = build_trainjob(
-            spec,
-            namespace=self.namespace,
-            name=name,
-            identity=identity,
-            runtime=runtime,
-            retention=self.config.retention,
-        )
+        built = self._builder(runtime)(spec, name=name, identity=identity)
         return (yield from submit(self.namespace, built))
 
     def _train(
@@ -223,46 +267,6 @@ class _Operations(ClientBase):
         return explain(self.namespace, name, kueue=self._kueue())
 
     # -- waiting ----------------------------------------------------------------
-    def _wait(
-        self,
-        name: str,
-        status: Iterable[str | JobState] | str = ("Complete",),
-        *,
-        timeout: float | None = 600,
-        polling_interval: float = 2,
-        callbacks: Iterable[Callback] | None = None,
-        startup_timeout: float | None = None,
-        admission_timeout: float | None = None,
-        on_progress: Callable[[Progress], None] | None = None,
-        log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
-    ) -> Program[tuple[TrainJob, Any]]:
-        """Wait until the job reaches one of ``status``; return it with the function's
-        return value. Raises TrainJobFailedError (a subclass per failure class, with the
-        reason, failing step, exit code and log tail), TrainJobCreationFailedError,
-        TrainJobTimeoutError, and TrainJobAdmissionTimeoutError when Kueue has not
-        admitted a queued job within ``admission_timeout`` seconds. A job that reached
-        the status is returned whatever node-0's log does: a return value that cannot be
-        read (no termination message, log refused or gone) comes back as ``None``, and
-        ``get_job_outputs(name).result_missing`` says why.
-
-        ``callbacks`` get every new version of the job (a job queued by Kueue with its
-        :class:`~kf_trainer_core.cluster.kueue.QueueStatus`); ``on_progress`` gets the job's
-        :class:`Progress` each time what it reports changes (from the status server's
-        ``trainerStatus`` or, without one, from node-0's log, read every
-        ``log_progress_interval`` seconds while it runs; ``None`` never reads it)."""
-        done = yield from self._wait_outcome(
-            name,
-            status,
-            timeout=timeout,
-            polling_interval=polling_interval,
-            callbacks=callbacks,
-            startup_timeout=startup_timeout,
-            admission_timeout=admission_timeout,
-            on_progress=on_progress,
-            log_progress_interval=log_progress_interval,
-        )
-        return done.job, done.result
-
     def _wait_outcome(
         self,
         name: str,
@@ -276,7 +280,9 @@ class _Operations(ClientBase):
         on_progress: Callable[[Progress], None] | None = None,
         log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
     ) -> Program[Outcome]:
-        """:meth:`_wait`, with the pods and why a result could not be read."""
+        """The program of a wait (see :meth:`_wait`), ending in the job's outcome: with
+        the pods and why a result could not be read. :func:`_finishing` turns it into
+        the waits that return less."""
         checks.check_seconds(
             timeout=timeout,
             polling_interval=polling_interval,
@@ -303,33 +309,29 @@ class _Operations(ClientBase):
         queue = tracker.status if tracker else None
         return (yield from self._conclude(goal, verdict, obj, timeout=timeout, queue=queue))
 
-    def _wait_outputs(
-        self,
-        name: str,
-        status: Iterable[str | JobState] | str = ("Complete",),
-        *,
-        timeout: float | None = 600,
-        polling_interval: float = 2,
-        callbacks: Iterable[Callback] | None = None,
-        startup_timeout: float | None = None,
-        admission_timeout: float | None = None,
-        on_progress: Callable[[Progress], None] | None = None,
-        log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
-    ) -> Program[JobOutputs]:
+    @_finishing(_wait_outcome)
+    def _wait(done: Outcome) -> tuple[TrainJob, Any]:
+        """Wait until the job reaches one of ``status``; return it with the function's
+        return value. Raises TrainJobFailedError (a subclass per failure class, with the
+        reason, failing step, exit code and log tail), TrainJobCreationFailedError,
+        TrainJobTimeoutError, and TrainJobAdmissionTimeoutError when Kueue has not
+        admitted a queued job within ``admission_timeout`` seconds. A job that reached
+        the status is returned whatever node-0's log does: a return value that cannot be
+        read (no termination message, log refused or gone) comes back as ``None``, and
+        ``get_job_outputs(name).result_missing`` says why.
+
+        ``callbacks`` get every new version of the job (a job queued by Kueue with its
+        :class:`~kf_trainer_core.cluster.kueue.QueueStatus`); ``on_progress`` gets the job's
+        :class:`Progress` each time what it reports changes (from the status server's
+        ``trainerStatus`` or, without one, from node-0's log, read every
+        ``log_progress_interval`` seconds while it runs; ``None`` never reads it)."""
+        return done.job, done.result
+
+    @_finishing(_wait_outcome)
+    def _wait_outputs(done: Outcome) -> JobOutputs:
         """:meth:`wait`, returning the job's outputs (what an orchestrator keeps): the
         function's return value, metrics and cost, and ``result_missing`` saying why a
         succeeded job's return value could not be read. Raises as :meth:`wait` does."""
-        done = yield from self._wait_outcome(
-            name,
-            status,
-            timeout=timeout,
-            polling_interval=polling_interval,
-            callbacks=callbacks,
-            startup_timeout=startup_timeout,
-            admission_timeout=admission_timeout,
-            on_progress=on_progress,
-            log_progress_interval=log_progress_interval,
-        )
         return outputs(done.job, done.result, done.missing)
 
     def _wait_for_job_status(
@@ -537,6 +539,56 @@ class _Operations(ClientBase):
         """Resume a suspended job."""
         return set_suspended(self.namespace, name, False)
 
+    # -- the clients' methods ----------------------------------------------------
+    #: What each client brings: how it makes a method of an operation's program.
+    _face: Callable[[Callable[..., Program[Any]]], Callable[..., Any]]
+
+    def _lines(self, logs: Callable[[], Program[Any]], follow: bool) -> Lines:
+        """The lines of the log program that ``logs`` makes, as this client gives them."""
+        raise NotImplementedError
+
+    def get_job_logs(
+        self,
+        name: str,
+        step: str = "node-0",
+        follow: bool = False,
+        *,
+        tail: int | None = None,
+        raw: bool = False,
+    ) -> Lines:
+        """Log lines of one step; with ``follow``, as they are written, waiting for a
+        pending pod and resuming after dropped connections.
+
+        The lines are what a person reads: the suite's own progress and result lines
+        are left out, control characters and terminal escapes neutralised and each line
+        cut at 4,096 characters, saying so (the job wrote them: they are untrusted).
+        ``raw``: every line exactly as the log holds it."""
+        return self._lines(lambda: self._logs(name, step, follow, tail, raw), follow)
+
+    list_runtimes = _Method(_list_runtimes)
+    get_runtime = _Method(_get_runtime)
+    build = _Method(_build)
+    submit = _Method(_submit)
+    train = _Method(_train)
+    list_jobs = _Method(_list_jobs)
+    get_job = _Method(_get_job)
+    get_job_events = _Method(_get_job_events)
+    get_job_outputs = _Method(_get_job_outputs)
+    explain_failure = _Method(_explain_failure)
+    wait = _Method(_wait)
+    wait_for_job_status = _Method(_wait_for_job_status)
+    wait_outputs = _Method(_wait_outputs)
+    run = _Method(_run_job)
+    get_runtime_packages = _Method(_get_runtime_packages)
+    cancel_job = _Method(_cancel_job)
+    stop_unfinished = _Method(_stop_unfinished)
+    prune_jobs = _Method(_prune_jobs)
+    checkpoint_location = _Method(_checkpoint_location)
+    clean_checkpoints = _Method(_clean_checkpoints)
+    delete_job = _Method(_delete_job)
+    suspend_job = _Method(_suspend_job)
+    resume_job = _Method(_resume_job)
+
 
 def _named(method: Callable[..., Any], factory: Callable[..., Any], owner: str) -> None:
     # The operation's name without the program's underscore: how it shows in help().
@@ -552,7 +604,7 @@ def _named(method: Callable[..., Any], factory: Callable[..., Any], owner: str) 
 
 
 def _blocking(
-    factory: Callable[Concatenate[_Operations, P], Program[R]],
+    factory: Callable[Concatenate[_Operations[Any], P], Program[R]],
 ) -> Callable[Concatenate[TrainerClient, P], R]:
     """A :class:`TrainerClient` method: the operation's program, run to its end."""
 
@@ -565,7 +617,7 @@ def _blocking(
 
 
 def _awaiting(
-    factory: Callable[Concatenate[_Operations, P], Program[R]],
+    factory: Callable[Concatenate[_Operations[Any], P], Program[R]],
 ) -> Callable[Concatenate[AsyncTrainerClient, P], Coroutine[Any, Any, R]]:
     """An :class:`AsyncTrainerClient` method: the same program, awaited."""
 
@@ -577,7 +629,7 @@ def _awaiting(
     return method
 
 
-class TrainerClient(_Operations):
+class TrainerClient(_Operations[Iterator[str]]):
     """Runs TrainJobs on a cluster (``KubernetesConfig``, the default) or on this
     machine (``LocalConfig``), with the Kubeflow SDK's methods."""
 
@@ -618,55 +670,18 @@ class TrainerClient(_Operations):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def get_job_logs(
-        self,
-        name: str,
-        step: str = "node-0",
-        follow: bool = False,
-        *,
-        tail: int | None = None,
-        raw: bool = False,
-    ) -> Iterator[str]:
-        """Log lines of one step; with ``follow``, as they are written, waiting for a
-        pending pod and resuming after dropped connections.
-
-        The lines are what a person reads: the suite's own progress and result lines
-        are left out, control characters and terminal escapes neutralised and each line
-        cut at 4,096 characters, saying so (the job wrote them: they are untrusted).
-        ``raw``: every line exactly as the log holds it."""
-        program = self._logs(name, step, follow, tail, raw)
+    def _lines(self, logs: Callable[[], Program[Any]], follow: bool) -> Iterator[str]:
+        program = logs()
         return self._driver.iterate(program) if follow else iter(self._run(program))
 
-    list_runtimes = _blocking(_Operations._list_runtimes)
-    get_runtime = _blocking(_Operations._get_runtime)
-    build = _blocking(_Operations._build)
-    submit = _blocking(_Operations._submit)
-    train = _blocking(_Operations._train)
-    list_jobs = _blocking(_Operations._list_jobs)
-    get_job = _blocking(_Operations._get_job)
-    get_job_events = _blocking(_Operations._get_job_events)
-    get_job_outputs = _blocking(_Operations._get_job_outputs)
-    explain_failure = _blocking(_Operations._explain_failure)
-    wait = _blocking(_Operations._wait)
-    wait_for_job_status = _blocking(_Operations._wait_for_job_status)
-    wait_outputs = _blocking(_Operations._wait_outputs)
-    run = _blocking(_Operations._run_job)
-    get_runtime_packages = _blocking(_Operations._get_runtime_packages)
-    cancel_job = _blocking(_Operations._cancel_job)
-    stop_unfinished = _blocking(_Operations._stop_unfinished)
-    prune_jobs = _blocking(_Operations._prune_jobs)
-    checkpoint_location = _blocking(_Operations._checkpoint_location)
-    clean_checkpoints = _blocking(_Operations._clean_checkpoints)
-    delete_job = _blocking(_Operations._delete_job)
-    suspend_job = _blocking(_Operations._suspend_job)
-    resume_job = _blocking(_Operations._resume_job)
+    _face = staticmethod(_blocking)
 
 
 #: Objects per list request of the async client (see ``AsyncTrainerClient``).
 ASYNC_PAGE_CAP = 50
 
 
-class AsyncTrainerClient(_Operations):
+class AsyncTrainerClient(_Operations[AsyncIterator[str]]):
     """The same client for event loops (Airflow triggers, Prefect async tasks).
     Create it inside the loop that uses it."""
 
@@ -724,45 +739,16 @@ class AsyncTrainerClient(_Operations):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def get_job_logs(
-        self,
-        name: str,
-        step: str = "node-0",
-        follow: bool = False,
-        *,
-        tail: int | None = None,
-        raw: bool = False,
-    ) -> AsyncIterator[str]:
-        """Log lines of one step (see :meth:`TrainerClient.get_job_logs`)."""
-        program = self._logs(name, step, follow, tail, raw)
+    async def _lines(self, logs: Callable[[], Program[Any]], follow: bool) -> AsyncIterator[str]:
+        # An async generator: the arguments are checked at the first line, as the
+        # program is made only then.
+        program = logs()
         driver = await self._ensure_driver()
         lines = driver.iterate(program) if follow else _aiter(await driver.run(program))
         async for line in lines:
             yield line
 
-    list_runtimes = _awaiting(_Operations._list_runtimes)
-    get_runtime = _awaiting(_Operations._get_runtime)
-    build = _awaiting(_Operations._build)
-    submit = _awaiting(_Operations._submit)
-    train = _awaiting(_Operations._train)
-    list_jobs = _awaiting(_Operations._list_jobs)
-    get_job = _awaiting(_Operations._get_job)
-    get_job_events = _awaiting(_Operations._get_job_events)
-    get_job_outputs = _awaiting(_Operations._get_job_outputs)
-    explain_failure = _awaiting(_Operations._explain_failure)
-    wait = _awaiting(_Operations._wait)
-    wait_for_job_status = _awaiting(_Operations._wait_for_job_status)
-    wait_outputs = _awaiting(_Operations._wait_outputs)
-    run = _awaiting(_Operations._run_job)
-    get_runtime_packages = _awaiting(_Operations._get_runtime_packages)
-    cancel_job = _awaiting(_Operations._cancel_job)
-    stop_unfinished = _awaiting(_Operations._stop_unfinished)
-    prune_jobs = _awaiting(_Operations._prune_jobs)
-    checkpoint_location = _awaiting(_Operations._checkpoint_location)
-    clean_checkpoints = _awaiting(_Operations._clean_checkpoints)
-    delete_job = _awaiting(_Operations._delete_job)
-    suspend_job = _awaiting(_Operations._suspend_job)
-    resume_job = _awaiting(_Operations._resume_job)
+    _face = staticmethod(_awaiting)
 
 
 async def _aiter(items: Iterable[str]) -> AsyncIterator[str]:

@@ -6,6 +6,7 @@ waker, informer registry and informers (``_run``, ``_waker``, ``_registry``,
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -275,6 +276,16 @@ class ClientBase:
             self._runtime_cache[key] = info
         return self._runtime_cache[key]
 
+    def _builder(self, runtime: RuntimeInfo | None) -> functools.partial[BuiltTrainJob]:
+        """:func:`build_trainjob` against ``runtime``, for this client: its namespace, its
+        backend's retention. Every manifest a client builds or submits is made by it."""
+        return functools.partial(
+            build_trainjob,
+            namespace=self.namespace,
+            runtime=runtime,
+            retention=self.config.retention,
+        )
+
     def _identity_program(
         self,
         spec: TrainJobSpec,
@@ -287,17 +298,12 @@ class ClientBase:
         ident = identity_text(identity)
         assert ident is not None
 
-        def build(attempt: int) -> BuiltTrainJob:
-            return build_trainjob(
-                spec,
-                namespace=self.namespace,
-                identity=ident,
-                runtime=runtime,
-                attempt=attempt,
-                retention=self.config.retention,
-            )
+        build = self._builder(runtime)
 
-        return (yield from submit_identity(self.namespace, ident, build, fresh_after_failure))
+        def attempt_of(attempt: int) -> BuiltTrainJob:
+            return build(spec, identity=ident, attempt=attempt)
+
+        return (yield from submit_identity(self.namespace, ident, attempt_of, fresh_after_failure))
 
     def _logs(
         self, name: str, step: str, follow: bool, tail: int | None, raw: bool = False
