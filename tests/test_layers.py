@@ -17,6 +17,7 @@ from layering import (
     imports_of,
     layer_graph,
     layer_unit,
+    module_graph,
     read_tree,
     unit_graph,
     upward_imports,
@@ -37,6 +38,24 @@ def test_no_cycle_between_units() -> None:
     imports = all_imports()
     assert cycles(layer_graph(imports)) == []
     assert cycles(unit_graph(imports)) == []
+
+
+def test_no_cycle_between_modules() -> None:
+    # Inside a unit too: a cycle there (even one closed by a lazy or TYPE_CHECKING
+    # import) means two modules that cannot be read, tested or moved apart.
+    found = cycles(module_graph(all_imports()))
+    assert found == [], f"module import cycles: {found}"
+
+
+def test_a_planted_module_cycle_inside_a_unit_fails(tmp_path: Path) -> None:
+    copy = tmp_path / "kf_trainer_core"
+    shutil.copytree(CORE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / "cluster" / "status.py"
+    planted = "\nif TYPE_CHECKING:\n    from kf_trainer_core.cluster.outputs import JobOutputs\n"
+    target.write_text(target.read_text() + planted)
+    found = cycles(module_graph(all_imports(copy)))
+    pair = {"kf_trainer_core.cluster.outputs", "kf_trainer_core.cluster.status"}
+    assert any(pair <= set(component) for component in found), found
 
 
 def test_job_side_modules_import_the_standard_library_only() -> None:

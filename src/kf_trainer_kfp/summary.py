@@ -16,7 +16,8 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from kf_trainer_core.base import untrusted
-from kf_trainer_core.cluster.status import Failure, JobOutputs
+from kf_trainer_core.cluster.outputs import JobOutputs
+from kf_trainer_core.cluster.status import Failure
 
 if TYPE_CHECKING:
     from kf_trainer_core.programs.prune import PruneReport

@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kf_trainer_core.cluster.status import Failure, JobOutputs, TrainJob
+from kf_trainer_core.cluster.outputs import JobOutputs
+from kf_trainer_core.cluster.status import Failure, TrainJob
 from kf_trainer_core.errors import (
     SpecConflictError,
     StepFailedError,
@@ -259,7 +260,7 @@ def _report(artifacts: Mapping[str, Any], out: JobOutputs) -> tuple[str, str, st
 def _report_failure(artifacts: Mapping[str, Any], job: TrainJob | None, failure: Failure) -> None:
     if job is None:
         return
-    from kf_trainer_core.cluster.cost import outputs
+    from kf_trainer_core.cluster.outputs import outputs
 
     _write_summary(artifacts, summary.markdown(outputs(job, None), failure))
 

@@ -23,7 +23,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
-from kf_trainer_core.cluster.status import JobOutputs, JobState, TrainJob
+from kf_trainer_core.cluster.outputs import JobOutputs
+from kf_trainer_core.cluster.status import JobState, TrainJob
 from kf_trainer_core.fields import retention
 from kf_trainer_core.spec import Labels, TrainJobSpec
 from kf_trainer_core.tasks import interruptions

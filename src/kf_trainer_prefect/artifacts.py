@@ -22,7 +22,8 @@ from kf_trainer_core.cluster.job_summary import (
 from kf_trainer_core.tasks.jobs import ProgressState, outputs_rows
 
 if TYPE_CHECKING:
-    from kf_trainer_core.cluster.status import JobOutputs, TrainJob
+    from kf_trainer_core.cluster.outputs import JobOutputs
+    from kf_trainer_core.cluster.status import TrainJob
 
 __all__ = [
     "ArtifactPublisher",

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from prefect import flow, task
 
-from kf_trainer_core.cluster.status import JobOutputs
+from kf_trainer_core.cluster.outputs import JobOutputs
 from kf_trainer_core.fields.retention import PRUNE_OPTIONS
 from kf_trainer_core.tasks.interruptions import CancelAction, check_action, past
 from kf_trainer_prefect._engine import FLOW_RUN_LABEL

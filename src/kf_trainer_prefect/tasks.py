@@ -34,7 +34,8 @@ from kf_trainer_prefect._sync_face import sync_face
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from kf_trainer_core.cluster.status import JobOutputs, TrainJob
+    from kf_trainer_core.cluster.outputs import JobOutputs
+    from kf_trainer_core.cluster.status import TrainJob
     from kf_trainer_core.spec import TrainJobSpec
     from kf_trainer_core.tasks.interruptions import CancelAction, Identity
     from kf_trainer_prefect._engine import JobRef

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from kf_trainer_core.client import TrainerClient
-from kf_trainer_core.cluster.status import Failure, JobOutputs, JobState, Step
+from kf_trainer_core.cluster.outputs import JobOutputs
+from kf_trainer_core.cluster.status import Failure, JobState, Step
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
 from kf_trainer_core.errors import SpecError
 from kf_trainer_core.spec import (

@@ -11,7 +11,8 @@ from prefect import flow
 from prefect_support import aread_logs, read_artifacts, spec
 
 from kf_trainer_core.client import TrainerClient
-from kf_trainer_core.cluster.status import JobOutputs, JobState, TrainJob
+from kf_trainer_core.cluster.outputs import JobOutputs
+from kf_trainer_core.cluster.status import JobState, TrainJob
 from kf_trainer_core.errors import TrainJobFailedError
 from kf_trainer_prefect import (
     KubeflowTrainerCredentials,

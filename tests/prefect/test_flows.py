@@ -16,7 +16,8 @@ from prefect.client.orchestration import get_client
 from prefect_support import read_artifacts, read_logs, spec
 
 from kf_trainer_core.client import TrainerClient
-from kf_trainer_core.cluster.status import JobOutputs, JobState, TrainJob
+from kf_trainer_core.cluster.outputs import JobOutputs
+from kf_trainer_core.cluster.status import JobState, TrainJob
 from kf_trainer_core.errors import TrainJobFailedError
 from kf_trainer_core.manifest.builder import ATTEMPT_ANNOTATION, IDENTITY_LABEL
 from kf_trainer_core.spec import Annotations

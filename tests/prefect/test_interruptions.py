@@ -25,7 +25,8 @@ from prefect.states import Cancelling, Scheduled
 from prefect_support import read_artifacts, read_logs, spec
 
 from kf_trainer_core.client import TrainerClient
-from kf_trainer_core.cluster.status import JobOutputs, JobState, TrainJob
+from kf_trainer_core.cluster.outputs import JobOutputs
+from kf_trainer_core.cluster.status import JobState, TrainJob
 from kf_trainer_prefect import (
     KubeflowTrainerCredentials,
     arun_trainjob,

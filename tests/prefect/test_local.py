@@ -14,7 +14,8 @@ pytest.importorskip("kf_trainer_core.backends.local")
 
 from prefect_jobs import add, broken, dated, sleepy
 
-from kf_trainer_core.cluster.status import JobOutputs, JobState, TrainJob
+from kf_trainer_core.cluster.outputs import JobOutputs
+from kf_trainer_core.cluster.status import JobState, TrainJob
 from kf_trainer_core.errors import TrainJobFailedError
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
 from kf_trainer_prefect import (

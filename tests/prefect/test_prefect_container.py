@@ -12,7 +12,8 @@ from prefect import flow
 from prefect_jobs import add
 
 from container_support import assert_nothing_left, engine_or_skip, image_or_skip
-from kf_trainer_core.cluster.status import JobOutputs, JobState
+from kf_trainer_core.cluster.outputs import JobOutputs
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
 from kf_trainer_prefect import KubeflowTrainerCredentials, run_trainjob
 

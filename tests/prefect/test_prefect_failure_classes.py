@@ -9,7 +9,8 @@ from prefect import flow
 from prefect_support import read_artifacts, spec
 
 from kf_trainer_core.client import TrainerClient
-from kf_trainer_core.cluster.status import JobOutputs, JobState
+from kf_trainer_core.cluster.outputs import JobOutputs
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.errors import FailureClass
 from kf_trainer_core.manifest.builder import ATTEMPT_ANNOTATION
 from kf_trainer_core.testing.scenarios import Scenario

@@ -11,7 +11,7 @@ from prefect import flow
 from prefect_support import read_artifacts, read_logs
 
 from kf_trainer_core.base import untrusted
-from kf_trainer_core.cluster.status import JobOutputs
+from kf_trainer_core.cluster.outputs import JobOutputs
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
 from kf_trainer_prefect import KubeflowTrainerCredentials, run_trainjob
 

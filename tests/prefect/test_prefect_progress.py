@@ -20,7 +20,8 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 from prefect_support import read_artifacts, read_logs
 
-from kf_trainer_core.cluster.status import JobOutputs, JobState
+from kf_trainer_core.cluster.outputs import JobOutputs
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.spec import Annotations, CustomTrainer, TrainJobSpec
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer

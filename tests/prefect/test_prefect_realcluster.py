@@ -14,7 +14,8 @@ import pytest
 from prefect import flow
 from train_functions import train_linear
 
-from kf_trainer_core.cluster.status import JobOutputs, JobState
+from kf_trainer_core.cluster.outputs import JobOutputs
+from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.errors import TrainJobResultUnreachableError
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
 from kf_trainer_core.testing import kwok

@@ -19,7 +19,8 @@ from prefect_support import spec
 from pydantic import ValidationError
 
 from kf_trainer_core.base.timeutil import duration_text
-from kf_trainer_core.cluster.status import Failure, JobOutputs, JobState, Progress, Step, TrainJob
+from kf_trainer_core.cluster.outputs import JobOutputs
+from kf_trainer_core.cluster.status import Failure, JobState, Progress, Step, TrainJob
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
 from kf_trainer_core.errors import (
     SpecError,

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
     from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
     from kf_trainer_core.client import CancelAction, TrainerClient
-    from kf_trainer_core.cluster.status import JobOutputs
+    from kf_trainer_core.cluster.outputs import JobOutputs
     from kf_trainer_core.spec import TrainJobSpec
 
 #: Job states in which a retry waits for the job instead of submitting another.
@@ -521,7 +521,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         if self.get_logs and self.log_tail:
             with self._client() as client:
                 _endings.print_log_tail(self, client)
-        from kf_trainer_core.cluster.status import JobOutputs
+        from kf_trainer_core.cluster.outputs import JobOutputs
 
         self._outputs = JobOutputs.model_validate(event["outputs"])
         return self.get_job_result(self._job_name, context)

@@ -136,7 +136,8 @@ def _job_command(command: str, **settings: Any) -> Callable[[Callable[..., None]
 @output_option
 def get_job(ctx: click.Context, name: str, output: str) -> None:
     """A job's steps, conditions, progress, metrics, result and, if it failed, why."""
-    from kf_trainer_core.cluster.status import Failure, JobOutputs
+    from kf_trainer_core.cluster.outputs import JobOutputs
+    from kf_trainer_core.cluster.status import Failure
 
     client = make_client(ctx)
     data = _details(client, name)

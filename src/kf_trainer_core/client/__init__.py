@@ -33,15 +33,8 @@ from typing import Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overl
 from typing_extensions import Unpack
 
 from kf_trainer_core.client.base import ClientBase, Identity
-from kf_trainer_core.cluster.cost import outputs
-from kf_trainer_core.cluster.status import (
-    Event,
-    Failure,
-    JobOutputs,
-    JobState,
-    Progress,
-    TrainJob,
-)
+from kf_trainer_core.cluster.outputs import JobOutputs, outputs
+from kf_trainer_core.cluster.status import Event, Failure, JobState, Progress, TrainJob
 from kf_trainer_core.config import LocalConfig
 from kf_trainer_core.errors import TrainJobFailedError
 from kf_trainer_core.fields import checks

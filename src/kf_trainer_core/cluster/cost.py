@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-from kf_trainer_core.cluster.results import ResultMissing
-from kf_trainer_core.cluster.status import JobOutputs, Step, TrainJob
+from kf_trainer_core.cluster.status import Step, TrainJob
 from kf_trainer_core.fields import names
 
 #: Steps whose GPUs count: the training nodes (the MPI launcher is ``node-0``).
@@ -68,27 +66,3 @@ def job_cost(job: TrainJob, *, now: datetime | None = None) -> Cost:
         ran = _seconds(step.started_at, step.finished_at or end)
         gpu_seconds += gpus * (ran or 0.0)
     return Cost(wall, pending, running, round(gpu_seconds / 3600.0, 6))
-
-
-def outputs(job: TrainJob, result: Any, missing: ResultMissing | None = None) -> JobOutputs:
-    """A finished job's outputs for an orchestrator: its result (or why it could not be
-    read), the metrics it reported, and what it cost (wall, pending and running time,
-    GPU-hours)."""
-    cost = job_cost(job)
-    return JobOutputs(
-        name=job.name,
-        namespace=job.namespace,
-        status=job.status,
-        runtime=job.runtime,
-        steps=job.steps,
-        metrics=job.progress.metrics if job.progress else {},
-        result=result,
-        duration_seconds=cost.wall_seconds if job.completion_timestamp else None,
-        failure=job.failure,
-        queue=job.queue,
-        pending_seconds=cost.pending_seconds,
-        running_seconds=cost.running_seconds,
-        gpu_hours=cost.gpu_hours,
-        progress=job.progress,
-        result_missing=missing,
-    )

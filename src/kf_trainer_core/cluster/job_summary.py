@@ -17,7 +17,8 @@ from kf_trainer_core.base.timeutil import duration_text
 
 if TYPE_CHECKING:
     from kf_trainer_core.cluster.kueue import QueueStatus
-    from kf_trainer_core.cluster.status import Failure, JobOutputs, TrainJob
+    from kf_trainer_core.cluster.outputs import JobOutputs
+    from kf_trainer_core.cluster.status import Failure, TrainJob
 
 __all__ = [
     "job_summary",

@@ -28,10 +28,8 @@ from kf_trainer_core.base.marks import (
     SPEC_HASH_ANNOTATION,
 )
 from kf_trainer_core.base.timeutil import duration_text, parse_time
-from kf_trainer_core.cluster.errors import result_unavailable_error
 from kf_trainer_core.cluster.failures import classify
 from kf_trainer_core.cluster.kueue import QueueStatus
-from kf_trainer_core.cluster.results import ResultMissing
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.resources import (
     COMPLETION_INDEX_LABEL,
@@ -277,69 +275,6 @@ class TrainJob(_Out):
                 update={"percentage": self.percent_done, "estimated_remaining_seconds": None}
             )
         return progress.summary()
-
-
-class JobOutputs(_Out):
-    """What an orchestrator keeps of a finished job (XCom, task result, KFP outputs).
-    Secrets never enter it: it is built from status, steps and the function's result."""
-
-    name: str
-    namespace: str
-    status: JobState
-    runtime: str
-    steps: list[Step] = Field(default_factory=list)
-    #: The job's reported metrics: numbers where they are numbers.
-    metrics: dict[str, MetricValue] = Field(default_factory=dict)
-    result: Any = None
-    #: Wall time: from creation to completion.
-    duration_seconds: float | None = None
-    failure: Failure | None = None
-    #: The job's Kueue queue status when it was queued by Kueue.
-    queue: QueueStatus | None = None
-    #: Of the wall time: waiting to start (queued, suspended, scheduling, pulling
-    #: images) and running (from the first container's start to completion).
-    pending_seconds: float | None = None
-    running_seconds: float | None = None
-    #: GPUs of each training node times the time its container ran, summed, in hours.
-    gpu_hours: float | None = None
-    #: The last ``trainerStatus`` (progress, time left, metrics) the job reported.
-    progress: Progress | None = None
-    #: Set when the job succeeded but its function's return value could not be read
-    #: (``result`` is then ``None``): why, and what to do.
-    #: See :mod:`kf_trainer_core.cluster.results`.
-    result_missing: ResultMissing | None = None
-
-    def require_result(self) -> Any:
-        """The function's return value; a job whose result could not be read raises
-        :class:`~kf_trainer_core.errors.TrainJobResultUnavailableError` saying why (for
-        callers that need the value, not merely the finished job)."""
-        if self.result_missing is not None:
-            raise result_unavailable_error(None, self.result_missing)
-        return self.result
-
-    def cost(self) -> dict[str, float | None]:
-        """What the job cost, as data (``None`` where unknown): ``wall_seconds``,
-        ``pending_seconds``, ``running_seconds``, ``gpu_hours``."""
-        return {
-            "wall_seconds": self.duration_seconds,
-            "pending_seconds": self.pending_seconds,
-            "running_seconds": self.running_seconds,
-            "gpu_hours": self.gpu_hours,
-        }
-
-    def cost_text(self) -> str:
-        """``pending 3s, running 1m 02s, 0.52 GPU-hours`` (unknown parts left out)."""
-        parts = []
-        if self.pending_seconds is not None:
-            parts.append(f"pending {duration_text(self.pending_seconds)}")
-        if self.running_seconds is not None:
-            parts.append(f"running {duration_text(self.running_seconds)}")
-        if self.gpu_hours:
-            parts.append(f"{self.gpu_hours:.3g} GPU-hours")
-        return ", ".join(parts)
-
-
-# ---------------------------------------------------------------------- derivation
 
 
 def job_state(obj: Mapping[str, Any]) -> JobState:

@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from kf_trainer_core.cluster.job_summary import job_summary, progress_description, steps_table
-from kf_trainer_core.cluster.status import JobOutputs, TrainJob
+from kf_trainer_core.cluster.outputs import JobOutputs
+from kf_trainer_core.cluster.status import TrainJob
 from kf_trainer_core.spec import Name, TrainJobSpec
 
 __all__ = [
