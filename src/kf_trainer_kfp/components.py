@@ -138,11 +138,11 @@ def _check_prune_rules(known: Mapping[str, Any]) -> None:
     from kf_trainer_core.programs.prune import PruneRules
 
     rules = [name for name in PRUNE_OPTIONS if name != "dry_run"]
-    options = inp.prune_options({k: known[k] for k in rules if k in known})
-    if any(name not in known for name in rules):
-        # A rule comes from a channel: whether any rule is set is known in the pod.
-        options["honour_retention"] = True
     try:
+        options = inp.prune_options({k: known[k] for k in rules if k in known})
+        if any(name not in known for name in rules):
+            # A rule comes from a channel: whether any rule is set is known in the pod.
+            options["honour_retention"] = True
         PruneRules.of(options)
     except ValueError as err:
         field = next((f for f in rules if str(err).startswith(f"{f}=")), "rules")

@@ -242,6 +242,10 @@ def finish_action(value: str) -> str:
     return value
 
 
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def prune_options(values: Mapping[str, Any]) -> PruneOptions:
     """The prune options that the prune component's inputs in ``values`` give.
 
@@ -257,10 +261,12 @@ def prune_options(values: Mapping[str, Any]) -> PruneOptions:
     statuses = values.get("statuses")
     if statuses:
         options["statuses"] = statuses if isinstance(statuses, str) else tuple(statuses)
-    if "keep_last" in values and int(values["keep_last"]) >= 0:
-        options["keep_last"] = int(values["keep_last"])
+    # Counts pass as given (``prune_jobs`` refuses what is no whole number, naming it).
+    keep_last = values.get("keep_last")
+    if not (keep_last is None or (_int(keep_last) and keep_last < 0)):
+        options["keep_last"] = keep_last
     if values.get("limit"):
-        options["limit"] = int(values["limit"])
+        options["limit"] = values["limit"]
     for name in ("include_foreign", "honour_retention", "dry_run"):
         if name in values:
             options[name] = bool(values[name])

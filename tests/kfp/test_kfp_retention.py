@@ -128,3 +128,21 @@ def test_inputs_left_at_their_not_given_value_take_prune_jobs_defaults() -> None
     }
     assert inp.prune_options(given) == {**given, "statuses": ("Failed",)}
     assert inp.prune_options({"statuses": "Complete"}) == {"statuses": "Complete"}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("keep_last", True),
+        ("keep_last", 2.5),
+        ("keep_last", "3"),
+        ("limit", True),
+        ("limit", 2.5),
+        ("statuses", ["Foo"]),
+        ("statuses", ["complete"]),
+    ],
+)
+def test_prune_component_names_the_input_of_a_bad_rule(field: str, value: Any) -> None:
+    # Refused when the pipeline is defined, as a SpecError naming the input (not coerced).
+    with pytest.raises(SpecError, match=f"{field}: {field}="):
+        prune_component(**{field: value})

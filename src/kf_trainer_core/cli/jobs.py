@@ -377,21 +377,24 @@ _switch("resume", "resumed", lambda c, name: c.resume_job(name), "Resume a suspe
 @click.option("--all", "include_foreign", is_flag=True, help="Also jobs this suite did not create.")
 @click.option(
     "--ignore-retention",
-    "honour_retention",
-    flag_value=False,
-    default=True,
+    is_flag=True,
     help="Ignore the retention the jobs were submitted with (only the flags decide).",
 )
 @click.option("--limit", type=click.IntRange(min=1), help="Delete at most N jobs this run.")
 @click.option("--dry-run", is_flag=True, help="Show what would be deleted; delete nothing.")
 @output_option
 @click.pass_context
-def prune(ctx: click.Context, output: str, **options: Unpack[PruneOptions]) -> None:
+def prune(
+    ctx: click.Context, output: str, ignore_retention: bool, **options: Unpack[PruneOptions]
+) -> None:
     """Delete finished jobs (their JobSets and pods go with them); never an unfinished
     one, never checkpoints. Without --older-than/--keep-last, the retention each job
     was submitted with decides."""
     # The flags arrive under PruneOptions' names and pass through; the age is read here
-    # only so that its error names the flag.
+    # only so that its error names the flag. --ignore-retention is a plain flag turned
+    # round here: a flag_value=False flag with default=True reads False when left out on
+    # Click 8.3.0-8.3.2 (pallets/click#3111).
+    options["honour_retention"] = not ignore_retention
     older_than = options.get("older_than")
     try:
         if older_than is not None:

@@ -154,6 +154,18 @@ class _Operations(ClientBase, Generic[Lines]):
     the method's), and the clients' methods, once: ``name = _Method(_name)``, which each
     client runs through its driver (its ``_face``), and ``get_job_logs``."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "_face" not in cls.__dict__:
+            return
+        # Each client gets its methods as plain functions in its own namespace, made by
+        # its face: what ``unittest.mock.create_autospec`` and ``vars()`` look for (a
+        # descriptor there would make autospec keep ``self`` in every signature). The
+        # ``_Method`` declarations stay for the type checker.
+        for name, declared in vars(_Operations).items():
+            if isinstance(declared, _Method):
+                setattr(cls, name, declared.__get__(None, cls))
+
     # -- runtimes ----------------------------------------------------------------
     def _list_runtimes(self) -> Program[list[RuntimeInfo]]:
         """Cluster-wide and namespaced runtimes."""

@@ -300,10 +300,12 @@ class ClientBase:
 
         build = self._builder(runtime)
 
-        def attempt_of(attempt: int) -> BuiltTrainJob:
+        def build_attempt(attempt: int) -> BuiltTrainJob:
             return build(spec, identity=ident, attempt=attempt)
 
-        return (yield from submit_identity(self.namespace, ident, attempt_of, fresh_after_failure))
+        return (
+            yield from submit_identity(self.namespace, ident, build_attempt, fresh_after_failure)
+        )
 
     def _logs(
         self, name: str, step: str, follow: bool, tail: int | None, raw: bool = False

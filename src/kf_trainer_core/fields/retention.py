@@ -123,8 +123,9 @@ def parse_age(text: str | float | int, what: str = "older_than") -> float:
 
 class PruneOptions(TypedDict, total=False):
     """The options of a prune, as every caller takes them by name: ``prune_jobs`` of both
-    clients, the Airflow operator, the Prefect task and ``kf-trainer jobs prune``. One left
-    out takes its default (in brackets); ``docs/retention.md`` tells the rules.
+    clients, the Airflow operator, the Prefect task, the KFP prune component and
+    ``kf-trainer jobs prune``. One left out takes its default (in brackets);
+    ``docs/retention.md`` tells the rules.
 
     ``older_than``: only jobs that finished longer ago (``"7d"``, ``"12h"``, seconds)
     [none]. ``keep_last``: keep the newest N attempts of each identity [none].

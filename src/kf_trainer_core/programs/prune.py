@@ -74,8 +74,10 @@ class PruneRules:
         if given.get("older_than") is not None:
             given["older_than"] = retention.parse_age(given["older_than"])
         statuses = given.get("statuses", FINISHED)
+        # Names as given: ``check`` refuses any that is not a finished state, naming it.
         given["statuses"] = tuple(
-            JobState(s).value for s in ([statuses] if isinstance(statuses, str) else statuses)
+            s.value if isinstance(s, JobState) else str(s)
+            for s in ([statuses] if isinstance(statuses, str) else statuses)
         )
         rules = cls(**given)
         rules.check()

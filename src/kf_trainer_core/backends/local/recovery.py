@@ -13,7 +13,6 @@ from kf_trainer_core.backends.local._common import Paths
 from kf_trainer_core.backends.local.liveness import MARKER, unmark_supervising
 from kf_trainer_core.backends.local.procs import JobLock, kill_tree
 from kf_trainer_core.backends.local.store import TRAINJOBS, Store
-from kf_trainer_core.backends.local.supervisor import JobSupervisor
 
 #: How often (at most) one process looks for dead supervisors in one state directory.
 CHECK_SECONDS = 1.0
@@ -67,6 +66,10 @@ def _repair(paths: Paths, store: Store, uid: str) -> bool:
     """Bring job ``uid``, whose supervisor died, to an honest state (the caller holds
     its lock): its processes stopped, and the job Failed with the reason on its pods —
     or purged if it was being deleted, or Suspended if it was being suspended."""
+    # Lazy, downward: the supervisor (its kubelet, launcher, pod runners) loads only in
+    # the rare process that finds a dead one, not in every LocalConfig client.
+    from kf_trainer_core.backends.local.supervisor import JobSupervisor
+
     plan = store.get_plan(uid)
     if plan is None:
         kill_tree([], uid, grace=1.0)  # the job is gone: only stray processes to stop
