@@ -134,3 +134,54 @@ def test_describe_says_a_raised_error_once() -> None:
     # Where the reason does not quote it, the class line is the one place it is said.
     bare = quoted.model_copy(update={"message": "jobset failed"})
     assert bare.describe().count(raised) == 1
+
+
+def _refusal(job: str, message: str) -> Any:
+    from kf_trainer_core.cluster.status import Event
+
+    return Event(
+        involved_object_kind="Job",
+        involved_object_name=job,
+        reason="FailedCreate",
+        message=message,
+        type="Warning",
+    )
+
+
+QUOTA = 'Error creating: pods "t-node-0-x" is forbidden: exceeded quota: gpus, requested: ...'
+NO_ACCOUNT = 'Error creating: pods "t-node-0-x" is forbidden: serviceaccount "sa" not found'
+
+
+@pytest.mark.parametrize(
+    ("message", "klass"),
+    [(QUOTA, FailureClass.CAPACITY), (NO_ACCOUNT, FailureClass.CONFIGURATION)],
+)
+def test_refused_pods_name_the_step_and_the_class(message: str, klass: FailureClass) -> None:
+    from kf_trainer_core.cluster.status import refused_pods
+
+    failure = refused_pods([_refusal("t-node-0", message)], [], "t")
+    assert failure is not None
+    assert (failure.reason, failure.step, failure.failure_class) == ("FailedCreate", "node", klass)
+    assert failure.message == message
+
+
+def test_a_refusal_of_a_job_that_has_its_pod_now_or_of_another_job_says_nothing() -> None:
+    from kf_trainer_core.cluster.status import refused_pods
+
+    running = {
+        "metadata": {
+            "labels": {
+                "jobset.sigs.k8s.io/replicatedjob-name": "node",
+                "jobset.sigs.k8s.io/job-index": "0",
+            }
+        }
+    }
+    assert refused_pods([_refusal("t-node-0", QUOTA)], [running], "t") is None
+    assert refused_pods([_refusal("other-node-0", QUOTA)], [], "t") is None
+
+
+def test_a_refusal_for_another_job_whose_name_starts_alike_is_not_ours() -> None:
+    from kf_trainer_core.cluster.status import refused_pods
+
+    assert refused_pods([_refusal("t-2-node-0", QUOTA)], [], "t") is None
+    assert refused_pods([_refusal("t-2-node-0", QUOTA)], [], "t-2") is not None

@@ -75,6 +75,9 @@ _IMAGE_MISSING = re.compile(
     re.IGNORECASE,
 )
 _TRACEBACK = "Traceback (most recent call last)"
+#: The Job controller's Warning when the API server refuses a pod it creates (a missing
+#: service account, an exceeded ResourceQuota, a Pod Security or LimitRange violation).
+POD_CREATE_REFUSED_REASON = "FailedCreate"
 
 
 def _text(value: Any) -> str:
@@ -145,6 +148,12 @@ def classify(
     pods = list(pods)
     if reason == CREATION_FAILED_REASON:
         return FailureClass.CONFIGURATION, f"the Trainer could not build the JobSet: {message}"
+    if reason == POD_CREATE_REFUSED_REASON:
+        # The Job controller keeps retrying; a quota may free up, a missing service
+        # account or a policy violation will not go away by itself.
+        if "exceeded quota" in message:
+            return FailureClass.CAPACITY, "a ResourceQuota refuses the pods (exceeded quota)"
+        return FailureClass.CONFIGURATION, "the API server refuses to create the pods"
     if container_reason in _IMAGE_PULL:
         if _IMAGE_MISSING.search(message):
             return FailureClass.CONFIGURATION, f"the image cannot be pulled ({container_reason})"

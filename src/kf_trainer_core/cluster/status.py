@@ -12,6 +12,7 @@ all derive states, steps, progress and failures the same way.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from enum import Enum
@@ -28,7 +29,7 @@ from kf_trainer_core.base.marks import (
     SPEC_HASH_ANNOTATION,
 )
 from kf_trainer_core.base.timeutil import duration_text, parse_time
-from kf_trainer_core.cluster.failures import classify
+from kf_trainer_core.cluster.failures import POD_CREATE_REFUSED_REASON, classify
 from kf_trainer_core.cluster.kueue import QueueStatus
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.resources import (
@@ -40,7 +41,7 @@ from kf_trainer_core.k8s.resources import (
 
 # Re-exported: the client and the failure classes read it from here.
 from kf_trainer_core.k8s.trainjob import CREATION_FAILED_REASON as CREATION_FAILED_REASON
-from kf_trainer_core.k8s.trainjob import condition, condition_true
+from kf_trainer_core.k8s.trainjob import STEPS, condition, condition_true
 from kf_trainer_core.manifest.runtimes import device_of
 from kf_trainer_core.spec.function import parse_result
 
@@ -606,6 +607,42 @@ def creation_failure(events: Iterable[Mapping[str, Any]], job: str) -> str | Non
         and (e.get("involvedObject") or {}).get("name") == job
     ]
     return found[-1].message if found else None
+
+
+def refused_pods(
+    events: Iterable[Event], pods: Iterable[Mapping[str, Any]], job: str
+) -> Failure | None:
+    """Why a step of ``job`` has no pod, when the API server refuses to create them: the
+    newest ``FailedCreate`` Warning on one of its Jobs (``<job>-<step>-<index>``, a step
+    of the Trainer's: another job named ``<job>-...`` must not be taken for it) that has
+    no pod yet. The Job controller retries for ever, so a wait would otherwise only see
+    a job that never starts."""
+    ours = re.compile(rf"{re.escape(job)}-({'|'.join(STEPS)})-\d+")
+    with_pods = {
+        f"{job}-{labels.get(REPLICATED_JOB_LABEL)}-{labels.get(JOB_INDEX_LABEL)}"
+        for labels in ((p.get("metadata") or {}).get("labels") or {} for p in pods)
+    }
+    refused = [
+        (e, found.group(1))
+        for e in events
+        if e.type == "Warning"
+        and e.reason == POD_CREATE_REFUSED_REASON
+        and e.involved_object_kind == "Job"
+        and (found := ours.fullmatch(e.involved_object_name))
+        and e.involved_object_name not in with_pods
+    ]
+    if not refused:
+        return None
+    newest, step = refused[-1]
+    klass, evidence = classify(reason=newest.reason, message=newest.message)
+    return Failure(
+        reason=newest.reason,
+        message=newest.message,
+        step=step,
+        events=[e.line() for e, _ in refused[-3:]],
+        failure_class=klass,
+        classified_by=evidence,
+    )
 
 
 def _pod_trouble(pod: Mapping[str, Any], step: str) -> tuple[str | None, int | None, str]:

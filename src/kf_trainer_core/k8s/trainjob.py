@@ -45,6 +45,8 @@ MODEL_INITIALIZER = "model-initializer"
 NODE = "node"
 LAUNCHER = "launcher"
 INITIALIZERS = (DATASET_INITIALIZER, MODEL_INITIALIZER)
+#: The replicated jobs the Trainer's runtimes name (their Jobs: ``<job>-<step>-<index>``).
+STEPS = (*INITIALIZERS, NODE, LAUNCHER)
 
 # ---------------------------------------------------------------------- conditions
 # A TrainJob has only these three condition types; "running" is read from

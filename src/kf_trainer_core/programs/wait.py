@@ -23,6 +23,7 @@ from kf_trainer_core.cluster.status import (
     failing_pod,
     failure_of,
     job_state,
+    refused_pods,
     reports_in_log,
     to_trainjob,
     with_trainer_status,
@@ -40,7 +41,7 @@ from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.calls import Await, Emit, Program
 from kf_trainer_core.programs.logs import with_log_progress
 from kf_trainer_core.programs.outcome import Outcome, explain_failure, outputs_of
-from kf_trainer_core.programs.reads import get_object, job_pods
+from kf_trainer_core.programs.reads import get_events, get_object, job_pods
 from kf_trainer_core.programs.shared_reads import Share
 
 if TYPE_CHECKING:
@@ -465,6 +466,10 @@ def conclude(
         job = to_trainjob(obj, pods, queue=queue)
         if failing_pod(pods) is not None:
             stuck = failure_of(obj, pods)
+        else:
+            # No pod says why: maybe the API server refuses to create them (the Job
+            # controller's FailedCreate events; read only now, on the way out).
+            stuck = refused_pods((yield from get_events(namespace, goal.name)), pods, goal.name)
     wanted = ", ".join(sorted(s.value for s in goal.targets))
     if verdict.kind == "admission-timeout":
         raise TrainJobAdmissionTimeoutError(verdict.message, job, stuck, queue)

@@ -218,6 +218,11 @@ class Scenario:
     #: Make building the JobSet fail with this message (a Warning Event
     #: ``TrainJobResourcesCreationFailed`` on the TrainJob; no condition changes).
     creation_failure: str | None = None
+    #: Make the API server refuse the trainer step's pods with this message (a missing
+    #: service account, an exceeded quota): the Job controller's Warning Event
+    #: ``FailedCreate`` on each of its Jobs, and no pods. ``{namespace}``, ``{job}`` and
+    #: ``{pod}`` are substituted.
+    pods_refused: str | None = None
     #: Termination message of the trainer step's rank 0 on success (the SDK-generated
     #: program writes the function's JSON return value there); None for none.
     termination_message: str | None = _DEFAULT_RESULT
@@ -411,6 +416,17 @@ def _creation_failure() -> Scenario:
     )
 
 
+def _pods_refused() -> Scenario:
+    # What the real Job controller reports for a pod whose service account is missing.
+    return Scenario(
+        name="pods-refused",
+        pods_refused=(
+            'Error creating: pods "{pod}" is forbidden: error looking up service account '
+            '{namespace}/missing: serviceaccount "missing" not found'
+        ),
+    )
+
+
 def _never_finish() -> Scenario:
     return Scenario(name="never-finish", outcome="never-finish")
 
@@ -460,6 +476,7 @@ _PRESETS: dict[str, Callable[[], Scenario]] = {
     "oom": _oom,
     "image-pull": _image_pull,
     "creation-failure": _creation_failure,
+    "pods-refused": _pods_refused,
     "never-finish": _never_finish,
     "slow-start": _slow_start,
     "progress": _progress,

@@ -152,6 +152,18 @@ class JobController:
         """Create pods for the indexes that have none, up to the Job's parallelism."""
         if not job.alive or job.finished or job.suspended or job.sim.terminal:
             return
+        refused = job.sim.scenario.pods_refused
+        if refused and job.rjob.kind == "trainer":
+            # The real Job controller retries for ever, one FailedCreate Event after another.
+            pod = f"{job.name}-0-sim"
+            for key, value in (
+                ("namespace", job.sim.namespace),
+                ("job", job.sim.name),
+                ("pod", pod),
+            ):
+                refused = refused.replace(f"{{{key}}}", value)
+            self.cx.events.job(job, "Warning", "FailedCreate", refused)
+            return
         for idx in range(job.rjob.completions):
             if job.active_count >= job.rjob.parallelism:
                 break
