@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kf_trainer_core.base import pysource
 from kf_trainer_core.errors import FieldProblem, SpecError
 from kf_trainer_kfp.inputs import (
     RUN_ID_INPUT,
@@ -172,7 +173,7 @@ JOB_OUTPUTS = (("job_name", "str"), ("namespace", "str"), ("status", "str"))
 def _literal(value: Any, where: str) -> str:
     text = repr(value)
     try:
-        same = ast.literal_eval(text) == value
+        same = ast.literal_eval(pysource.parse_expression(text)) == value
     except (ValueError, SyntaxError):
         same = False
     if not same or (isinstance(value, float) and value != value):
@@ -302,7 +303,7 @@ def parameter_type(annotation: str | None, default: Any, where: str) -> str:
 def function_params(source: str, name: str, reserved: Sequence[str]) -> list[Param]:
     """The inputs a training function's parameters become: name, KFP type and
     default (which must be a literal), read from its source."""
-    tree = ast.parse(source)
+    tree = pysource.parse(source)
     node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
     args = node.args
     problems: list[FieldProblem] = []

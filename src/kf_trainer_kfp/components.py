@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
+from kf_trainer_core.base import pysource
 from kf_trainer_core.base.extras import require
 
 # Imported directly (not through the package's lazy names): the same one-line error.
@@ -337,7 +338,7 @@ def trainjob_component(
     build_trainjob(inp.assemble_spec(spec.to_json_dict(), func_args=defaults))
     func_name = _identifier(name or fn_name)
     doc = ast.get_docstring(
-        next(n for n in ast.parse(params_source).body if isinstance(n, ast.FunctionDef))
+        next(n for n in pysource.parse(params_source).body if isinstance(n, ast.FunctionDef))
     )
     headline = (doc or "").strip().splitlines()[0] if doc else ""
     all_params = [*params, *common]

@@ -19,6 +19,7 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
+from kf_trainer_core.base import pysource
 from kf_trainer_core.fields import checks
 from kf_trainer_core.fields._model import did_you_mean, fix
 
@@ -48,7 +49,7 @@ RESULT_NOT_JSON_ENV = "KF_TRAINER_RESULT_NOT_JSON"
 def _function_node(source: str, name: str | None) -> ast.FunctionDef:
     """Find the top-level ``def`` called ``name`` (or the only one) in ``source``."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError as exc:
         raise ValueError(
             fix(

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from kf_trainer_core.backends.local._common import CLUSTER_WORKSPACE, LAUNCHER_ENV
+from kf_trainer_core.base import pysource
 
 #: Variables a launcher sets per process: never inherited from the submitter.
 RANK_VARIABLES = (
@@ -127,7 +128,7 @@ def map_program_args(program: str, workspace: str) -> str:
     replaced in place, so the user's code is left byte for byte as written.
     """
     try:
-        tree = ast.parse(program)
+        tree = pysource.parse(program)
     except SyntaxError:
         return program
     main = next(
