@@ -35,6 +35,7 @@ from kf_trainer_core.spec import (
     JobSetTemplatePatch,
     JobSpecPatch,
     JobTemplatePatch,
+    PodSpecPatch,
     PodTemplatePatch,
     ReplicatedJobPatch,
     RuntimePatch,
@@ -186,27 +187,33 @@ class Cluster:
             self.kube.faults.restart(downtime=1.0, abort=True)
 
 
-def pod_annotations(notes: dict[str, str], rjob: str = "node") -> RuntimePatch:
-    """A RuntimePatch that sets annotations on the pods of one replicated job."""
+def runtime_patch(
+    *,
+    pod_meta: dict[str, Any] | None = None,
+    pod_spec: PodSpecPatch | None = None,
+    job_meta: dict[str, Any] | None = None,
+    jobset_meta: dict[str, Any] | None = None,
+    rjob: str = "node",
+    manager: str = "kf-trainer-suite/conformance",
+) -> RuntimePatch:
+    """A RuntimePatch of one replicated job (``node``), at every level it can reach."""
+    pod = PodTemplatePatch(metadata=pod_meta, spec=pod_spec)
+    replicated = ReplicatedJobPatch(
+        name=rjob, template=JobTemplatePatch(metadata=job_meta, spec=JobSpecPatch(template=pod))
+    )
     return RuntimePatch(
         TrainingRuntimeSpecPatch(
             template=JobSetTemplatePatch(
-                spec=JobSetSpecPatch(
-                    replicated_jobs=[
-                        ReplicatedJobPatch(
-                            name=rjob,
-                            template=JobTemplatePatch(
-                                spec=JobSpecPatch(
-                                    template=PodTemplatePatch(metadata={"annotations": notes})
-                                )
-                            ),
-                        )
-                    ]
-                )
+                metadata=jobset_meta, spec=JobSetSpecPatch(replicated_jobs=[replicated])
             )
         ),
-        manager="kf-trainer-suite/conformance",
+        manager=manager,
     )
+
+
+def pod_annotations(notes: dict[str, str], rjob: str = "node") -> RuntimePatch:
+    """A RuntimePatch that sets annotations on the pods of one replicated job."""
+    return runtime_patch(pod_meta={"annotations": notes}, rjob=rjob)
 
 
 def until(check: Callable[[], Any], timeout: float = 60, what: str = "condition") -> Any:

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from conformance_support import Cluster, wait_on
+from conformance_support import Cluster, runtime_patch, wait_on
 from train_functions import train_linear
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
@@ -20,15 +20,7 @@ from kf_trainer_core.errors import FailureClass, TrainJobTimeoutError
 from kf_trainer_core.spec import (
     Annotations,
     CustomTrainer,
-    JobSetSpecPatch,
-    JobSetTemplatePatch,
-    JobSpecPatch,
-    JobTemplatePatch,
     PodSpecPatch,
-    PodTemplatePatch,
-    ReplicatedJobPatch,
-    RuntimePatch,
-    TrainingRuntimeSpecPatch,
     TrainJobSpec,
 )
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
@@ -38,16 +30,7 @@ def refused_pods(cluster: Cluster) -> Any:
     """An option that gets the trainer's pods refused by the API server."""
     if not cluster.real:
         return Annotations({SCENARIO_ANNOTATION: json.dumps({"preset": "pods-refused"})})
-    pod = PodTemplatePatch(spec=PodSpecPatch(service_account_name="missing"))
-    rjob = ReplicatedJobPatch(
-        name="node", template=JobTemplatePatch(spec=JobSpecPatch(template=pod))
-    )
-    return RuntimePatch(
-        TrainingRuntimeSpecPatch(
-            template=JobSetTemplatePatch(spec=JobSetSpecPatch(replicated_jobs=[rjob]))
-        ),
-        manager="kf-trainer-suite/conformance",
-    )
+    return runtime_patch(pod_spec=PodSpecPatch(service_account_name="missing"))
 
 
 @pytest.mark.parametrize("face", ["sync", "async"])

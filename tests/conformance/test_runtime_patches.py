@@ -9,49 +9,25 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conformance_support import Cluster, until
+from conformance_support import Cluster, runtime_patch, until
 
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.spec import (
     Annotations,
     ContainerPatch,
     CustomTrainer,
-    JobSetSpecPatch,
-    JobSetTemplatePatch,
-    JobSpecPatch,
-    JobTemplatePatch,
     Labels,
     PodSpecPatch,
-    PodTemplatePatch,
-    ReplicatedJobPatch,
     RuntimePatch,
-    TrainingRuntimeSpecPatch,
     TrainJobSpec,
 )
 
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 
 
-def patch(
-    *,
-    pod_meta: dict[str, Any] | None = None,
-    pod_spec: PodSpecPatch | None = None,
-    job_meta: dict[str, Any] | None = None,
-    jobset_meta: dict[str, Any] | None = None,
-) -> RuntimePatch:
+def patch(**levels: Any) -> RuntimePatch:
     """A RuntimePatch of the ``node`` replicated job at every level it can reach."""
-    pod = PodTemplatePatch(metadata=pod_meta, spec=pod_spec)
-    rjob = ReplicatedJobPatch(
-        name="node", template=JobTemplatePatch(metadata=job_meta, spec=JobSpecPatch(template=pod))
-    )
-    return RuntimePatch(
-        TrainingRuntimeSpecPatch(
-            template=JobSetTemplatePatch(
-                metadata=jobset_meta, spec=JobSetSpecPatch(replicated_jobs=[rjob])
-            )
-        ),
-        manager="kf-trainer-suite/conformance-options",
-    )
+    return runtime_patch(**levels, manager="kf-trainer-suite/conformance-options")
 
 
 def pods_of(cluster: Cluster, name: str, count: int = 1) -> list[dict[str, Any]]:

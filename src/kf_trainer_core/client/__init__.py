@@ -123,11 +123,11 @@ def _finishing(
 class _Method(Generic[P, R]):
     """An operation as a method of both clients, declared once on :class:`_Operations`:
     ``factory``'s program, run by the client's face (its ``_face``: :func:`_blocking`
-    runs it to its end, :func:`_awaiting` awaits it). Each face's method is made once."""
+    runs it to its end, :func:`_awaiting` awaits it). Each client's method is made once,
+    when the client class is made (``_Operations.__init_subclass__``)."""
 
     def __init__(self, factory: Callable[Concatenate[_Operations[Any], P], Program[R]]) -> None:
         self._factory = factory
-        self._methods: dict[Callable[..., Any], Callable[..., Any]] = {}
 
     @overload
     def __get__(self, client: TrainerClient, owner: type[Any] | None = None) -> Callable[P, R]: ...
@@ -141,10 +141,7 @@ class _Method(Generic[P, R]):
     def __get__(self, client: None, owner: type[Any]) -> Callable[..., Any]: ...
 
     def __get__(self, client: Any, owner: type[Any] | None = None) -> Callable[..., Any]:
-        face = (owner if owner is not None else type(client))._face
-        method = self._methods.get(face)
-        if method is None:
-            method = self._methods[face] = face(self._factory)
+        method = (owner if owner is not None else type(client))._face(self._factory)
         # From the class, the function (help() shows it); from a client, bound to it.
         return method if client is None else types.MethodType(method, client)
 
