@@ -41,6 +41,7 @@ __all__ = [
     "shown_lines",
     "text",
     "trainer_status",
+    "whole_number",
 ]
 
 log = logging.getLogger(__name__)
@@ -181,6 +182,44 @@ def warn_once(subject: str, problem: str) -> None:
             _warned.clear()
         _warned.add(key)
     log.warning("%s: %s", subject, problem)
+
+
+#: A whole number as cluster data may write it: ASCII digits only.
+_ASCII_WHOLE = re.compile(r"-?[0-9]{1,18}")
+
+
+def whole_number(
+    value: object,
+    low: int = 0,
+    high: int = 2**63 - 1,
+    *,
+    subject: str = "",
+    what: str = "",
+) -> int | None:
+    """A whole number read from cluster data (an annotation, a label, a status field):
+    an ``int`` (not a bool) or a text of ASCII digits (a minus sign first allowed),
+    spaces around allowed, within
+    ``[low, high]``; anything else counts as absent (``None``), never an error.
+
+    Never call ``int()`` on such text: it reads other scripts' digits (Arabic-Indic
+    ones, mathematical bold ones) as numbers and raises on digits it cannot use (a
+    superscript two passes ``str.isdigit``).
+    Given ``subject`` and ``what``, a value that is there but unusable is warned about
+    once (:func:`warn_once`)."""
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and _ASCII_WHOLE.fullmatch(value.strip(" ")):
+        number = int(value.strip(" "))
+    if number is not None and low <= number <= high:
+        return number
+    if value is not None and subject and what:
+        warn_once(
+            subject,
+            f"{what} {line(repr(value), 80)} is not a whole number from {low} "
+            f"to {high}; it is ignored",
+        )
+    return None
 
 
 def _whole(value: Any, low: int, high: int) -> int | None:

@@ -189,7 +189,7 @@ def explain_failure(
     name = str(obj["metadata"]["name"])
     if pods is None:
         pods = yield from job_pods(namespace, name)
-    events = yield from get_events(namespace, name)
+    events = yield from get_events(namespace, name, pods, obj)
     found = failing_pod(pods)
     tail: list[str] = []
     step = found[0] if found else "node-0"
