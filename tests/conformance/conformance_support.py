@@ -55,7 +55,7 @@ FAST_FAIL_RUNTIME = "fast-fail"
 KWOK = "kwok.x-k8s.io/"
 
 #: What a job's pods do, in the one vocabulary both servers understand here.
-BEHAVIOURS = ("succeed", "hold", "fail", "oom", "slow")
+BEHAVIOURS = ("succeed", "hold", "fail", "oom", "slow", "restart")
 
 
 @dataclass
@@ -95,6 +95,16 @@ class Cluster:
                 "fail": {"preset": "fail", "exit_code": exit_code},
                 "oom": {"preset": "oom"},
                 "slow": {"duration": seconds},
+                # The Job controller's default: 6 retries (the test bed's default is
+                # none, for tests that want the failure at once); each pod runs a
+                # while, so that the job is still retrying minutes later, as on a
+                # real cluster (back-off 10 s, 20 s, 40 s, ...).
+                "restart": {
+                    "preset": "fail",
+                    "exit_code": exit_code,
+                    "backoff_limit": 6,
+                    "duration": seconds,
+                },
             }[behaviour]
             return [Annotations({SCENARIO_ANNOTATION: json.dumps(scenario)})]
         notes = {
@@ -102,6 +112,7 @@ class Cluster:
             "fail": {KWOK + "exit-code": str(exit_code)},
             "oom": {KWOK + "oom": "true"},
             "slow": {KWOK + "duration": f"{seconds}s"},
+            "restart": {KWOK + "exit-code": str(exit_code)},  # upstream runtimes retry 6 times
         }[behaviour]
         return [pod_annotations(notes)]
 

@@ -143,7 +143,7 @@ def remove(
                 suspended_here = True
                 version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
         try:
-            yield Delete(
+            answer = yield Delete(
                 TRAINJOBS,
                 namespace,
                 name,
@@ -164,12 +164,21 @@ def remove(
                     namespace, name, err, changed=suspended_here, restored=restored
                 ) from None
             raise
-        if propagation == "Background":
+        # A TrainJob that another finalizer still holds keeps its name (a submit under it
+        # waits for it to go) and its JobSet until that finalizer goes: nothing to wait
+        # for here.
+        if propagation == "Background" and not _held(answer):
             yield from _until_jobset_collected(namespace, name, uid)
         return None
     if suspended_here:
         yield from _resume_quietly(namespace, name, uid)
     return "kept changing while it was being deleted"
+
+
+def _held(answer: object) -> bool:
+    """Whether a delete's answer is the object still there, held by finalizers."""
+    meta = answer.get("metadata") if isinstance(answer, dict) else None
+    return isinstance(meta, dict) and bool(meta.get("finalizers"))
 
 
 def _resume_quietly(namespace: str, name: str, uid: str) -> Program[bool]:
