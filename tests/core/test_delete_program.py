@@ -89,7 +89,8 @@ def test_background_delete_returns_once_the_old_jobset_is_gone() -> None:
         "Get", "Delete", "Patch", "Delete", "Get", "Sleep", "Get", "Sleep", "Get", "Sleep", "Get"
     ]  # fmt: skip
     asked, patch, delete = calls[1:4]
-    assert asked.dry_run and (asked.uid, asked.resource_version) == (UID, "5")
+    assert asked.dry_run
+    assert (asked.uid, asked.resource_version) == (UID, "5")
     assert asked.options()["dryRun"] == ["All"]  # in the body: the server ignores the query
     # Suspended first, only if the job is still the version read.
     assert patch.body == {"metadata": {"resourceVersion": "5"}, "spec": {"suspend": True}}

@@ -350,7 +350,8 @@ def test_a_retention_annotation_that_is_no_ascii_number_is_ignored(
     value: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Issue 33, finding 6: ``'²'`` passed ``str.isdigit`` and failed ``int()``, which
-    failed every prune of the namespace; ``'١٢'`` and ``'𝟳'`` were read as 12 and 7.
+    failed every prune of the namespace; Arabic-Indic and mathematical digits were read
+    as 12 and 7.
     A bad value counts as absent, with one warning; the other jobs are pruned."""
     objs = [
         job("odd", annotations={retention.AFTER_FINISHED_ANNOTATION: value}, finished_ago=DAY),

@@ -184,7 +184,7 @@ class UserCodeFailure(ClassifiedFailure):
     failure_class = FailureClass.USER_CODE
 
 
-class DeleteRefusedError(ConfigurationFailure, PermissionError):
+class DeleteRefusedError(ConfigurationFailure):
     """The API server refused to delete a TrainJob (403: the credentials lack the
     ``delete`` verb, or an admission policy says no). Asked before anything changed,
     so the job is as it was; where the refusal came only after the job was suspended,
