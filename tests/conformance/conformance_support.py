@@ -17,7 +17,7 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -196,6 +196,28 @@ class Cluster:
             )
             self.kube.faults.expire_resource_versions()
             self.kube.faults.restart(downtime=1.0, abort=True)
+
+
+def make_cluster(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> Iterator[Cluster]:
+    """A fresh namespace on the test bed (``kind == "testbed"``) or the real control
+    plane, as a :class:`Cluster` (for fixtures that choose among more than the two)."""
+    if kind == "testbed":
+        kube: KubeTestServer = request.getfixturevalue("kube")
+        namespace = "conformance"
+        k8s.CoreV1Api(
+            k8s_config.new_client_from_config(
+                config_file=str(kube.kubeconfig(tmp_path / "admin", namespace="default"))
+            )
+        ).create_namespace({"metadata": {"name": namespace}})
+        path = kube.kubeconfig(tmp_path / "kubeconfig", namespace=namespace)
+        yield Cluster("testbed", namespace, path, kube, None)
+        return
+    cp: ControlPlane = request.getfixturevalue("control_plane")
+    namespace = cp.new_namespace("conf")
+    try:
+        yield Cluster("real", namespace, cp.kubeconfig_for(namespace, tmp_path / "kc"), None, cp)
+    finally:
+        cp.delete_namespace(namespace)
 
 
 def runtime_patch(

@@ -34,6 +34,7 @@ __all__ = [
     "LINE_LIMIT",
     "code_span",
     "is_internal",
+    "json_shape_problem",
     "line",
     "markdown",
     "metric_value",
@@ -182,6 +183,44 @@ def warn_once(subject: str, problem: str) -> None:
             _warned.clear()
         _warned.add(key)
     log.warning("%s: %s", subject, problem)
+
+
+#: How deeply a value a job returns may nest (a readable result is far shallower;
+#: pydantic refuses to serialise past a few hundred levels, other serialisers earlier).
+RESULT_DEPTH_LIMIT = 32
+#: How many characters of JSON a value a job returns may take (a result over the
+#: termination message's 4 KiB travels in a log line; this is what a reader keeps).
+RESULT_SIZE_LIMIT = 1_000_000
+
+
+def json_shape_problem(
+    value: Any, max_depth: int = RESULT_DEPTH_LIMIT, max_chars: int = RESULT_SIZE_LIMIT
+) -> str | None:
+    """Why a JSON value a job sent back cannot be carried further as it is: nested deeper
+    than ``max_depth`` levels, or larger than ``max_chars`` characters of JSON (counted
+    roughly, never past the limit); ``None`` when it can. Walks without recursion, so
+    that no depth makes it raise."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    size = 0
+    while stack:
+        item, depth = stack.pop()
+        if depth > max_depth:
+            return f"it is nested more than {max_depth} levels deep"
+        if isinstance(item, Mapping):
+            size += 2
+            for key, inner in item.items():
+                size += len(str(key)) + 4
+                stack.append((inner, depth + 1))
+        elif isinstance(item, (list, tuple)):
+            size += 2 + len(item)
+            stack.extend((inner, depth + 1) for inner in item)
+        elif isinstance(item, str):
+            size += len(item) + 2
+        else:
+            size += 24  # a number, a bool, null
+        if size > max_chars:
+            return f"it takes more than {max_chars:,} characters of JSON"
+    return None
 
 
 #: A whole number as cluster data may write it: ASCII digits only.
