@@ -99,7 +99,7 @@ def test_the_300_level_result_of_the_issue_is_600_bytes_of_valid_json() -> None:
     text = "[" * 300 + "]" * 300
     assert len(text) == 600
     value = json.loads(text)
-    with pytest.raises(ValueError, match="recursion|depth"):
+    with pytest.raises(ValueError, match=r"recursion|depth"):
         JobOutputs(
             name="j", namespace="ns", status=JobState.COMPLETE, runtime="r", result=value
         ).model_dump(mode="json")
