@@ -4,6 +4,7 @@ progress in the log, and cancelling only when the task is really killed."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -397,3 +398,20 @@ async def test_first_trigger_warms_up_the_task_state_request(
     payloads = await asyncio.gather(*(first_event(t) for t in triggers))
     assert {p["status"] for p in payloads} == {"success"}
     assert asked == [names[0]]  # once per process, by the first trigger
+
+
+async def test_a_result_too_deep_to_serialise_is_still_a_success(client: TrainerClient) -> None:
+    """Issue 33, finding 3: a Complete job whose result was 600 bytes of JSON nested 300
+    levels deep made the trigger fire ``status=error`` (pydantic's serialisation depth);
+    a retry adopted the job and failed again. Now the job is a success whose result is
+    withheld and said why, and the payload is what Airflow serialises."""
+    from airflow.sdk.serde import deserialize, serialize
+
+    deep = "[" * 300 + "]" * 300
+    name = submit(client, json.dumps({"termination_message": deep}), "t/deep-result")
+    payload = await first_event(make(name))
+    assert payload["status"] == "success", payload
+    outputs = payload["outputs"]
+    assert outputs["status"] == "Complete"
+    assert outputs["result_missing"]["cause"] == "unusable"
+    assert deserialize(serialize(payload)) == payload

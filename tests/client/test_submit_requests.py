@@ -70,7 +70,8 @@ def test_a_fresh_identity_costs_one_request_and_a_rerun_two(
     client.wait_for_job_status(a0, "Failed", timeout=60)
     retry, verbs = _requests(server, lambda: client.submit(spec(None), identity=identity))
     assert (retry.job.name, retry.created) == (a1, True)
-    assert verbs == ["create", "list", "create"]
+    # The rerun claims attempt 1 on attempt 0 (the identity's lock) before creating it.
+    assert verbs == ["create", "list", "patch", "create"]
 
 
 def test_a_changed_spec_for_an_identity_is_still_refused(client: TrainerClient) -> None:

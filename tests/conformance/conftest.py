@@ -10,36 +10,16 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from conformance_support import FAST, Cluster
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
+from conformance_support import FAST, Cluster, make_cluster
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
-from kf_trainer_core.testing.control_plane import ControlPlane
-from kf_trainer_core.testing.server import KubeTestServer
 
 SERVERS = ["testbed", pytest.param("real", marks=pytest.mark.control_plane)]
 
 
 @pytest.fixture(params=SERVERS)
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
-    if request.param == "testbed":
-        kube: KubeTestServer = request.getfixturevalue("kube")
-        namespace = "conformance"
-        k8s.CoreV1Api(
-            k8s_config.new_client_from_config(
-                config_file=str(kube.kubeconfig(tmp_path / "admin", namespace="default"))
-            )
-        ).create_namespace({"metadata": {"name": namespace}})
-        path = kube.kubeconfig(tmp_path / "kubeconfig", namespace=namespace)
-        yield Cluster("testbed", namespace, path, kube, None)
-        return
-    cp: ControlPlane = request.getfixturevalue("control_plane")
-    namespace = cp.new_namespace("conf")
-    try:
-        yield Cluster("real", namespace, cp.kubeconfig_for(namespace, tmp_path / "kc"), None, cp)
-    finally:
-        cp.delete_namespace(namespace)
+    yield from make_cluster(request, request.param, tmp_path)
 
 
 @pytest.fixture

@@ -78,3 +78,28 @@ def test_a_jobset_that_cannot_be_built_is_an_event_on_the_trainjob(
     assert ev.involved_object_name == "no-runtime"
     assert controllers.owned("jobsets") == []
     assert client.get_job("no-runtime").status is JobState.CREATED
+
+
+def test_another_job_whose_name_starts_with_ours_keeps_its_events(
+    client: TrainerClient, controllers: Cluster
+) -> None:
+    """Issue 33, finding 8: events of Jobs and pods were matched by ``<job>-`` name
+    prefix, so TrainJob ``pfx``'s events, failure explanation, Airflow log and Prefect
+    artifact showed the Warning of TrainJob ``pfx-b``'s pod. Ownership decides now."""
+    from kf_trainer_core.spec import Name
+
+    ours = client.submit(controllers.spec("succeed", Name("pfx"))).job.name
+    trainer = CustomTrainer(controllers.spec().trainer.func, resources_per_node={"gpu": 9})
+    theirs = client.submit(TrainJobSpec(trainer=trainer, options=[Name("pfx-b")])).job.name
+    events_with(client, theirs, "Pod", "FailedScheduling")
+    until(lambda: client.get_job(ours).status is JobState.COMPLETE, what="Complete")
+    mine = events_with(client, ours, "Job", "Completed")
+    strays = [e for e in mine if e.involved_object_name.startswith(f"{theirs}-")]
+    assert strays == [], [
+        (e.involved_object_kind, e.involved_object_name, e.reason) for e in strays
+    ]
+    assert all(e.reason != "FailedScheduling" for e in mine)
+    assert all(
+        e.involved_object_name.startswith(f"{ours}-node-") or e.involved_object_name == ours
+        for e in mine
+    )

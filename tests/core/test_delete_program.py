@@ -1,7 +1,9 @@
-"""The delete program's steps, played against scripted answers (no server): suspend,
-a background delete, then reads of the JobSet until the deleted job's is gone, bounded;
-and a submit that meets a job held in deletion gives up with a clear error. The same
-behaviour on real servers: tests/conformance/test_delete.py."""
+"""The delete program's steps, played against scripted answers (no server): read, the
+right to delete asked for without deleting (dryRun), suspend, a background delete under
+preconditions, then reads of the JobSet until the deleted job's is gone, bounded; a
+refusal before or after the suspend; and a submit that meets a job held in deletion gives
+up with a clear error. The same behaviour on real servers: tests/conformance/test_delete.py
+and tests/conformance/test_state_matrix.py."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Any
 import pytest
 from train_functions import train_linear
 
-from kf_trainer_core.errors import SubmitError
+from kf_trainer_core.errors import DeleteRefusedError, SubmitError
 from kf_trainer_core.k8s.calls import Create, Delete, Get, Patch, Program, Sleep
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import JOBSETS, TRAINJOBS
@@ -42,15 +44,24 @@ def jobset(owner: str) -> dict[str, Any]:
     return {"metadata": {"name": "j", "ownerReferences": [{"uid": owner, "controller": True}]}}
 
 
+def trainjob(version: str = "5", suspend: bool = False) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "j", "uid": UID, "resourceVersion": version},
+        "spec": {"suspend": suspend},
+    }
+
+
 def answers(jobsets: list[Any]) -> Callable[[Any], Any]:
-    """The job ``j`` (uid UID) is patched and deleted; JobSet reads answer ``jobsets``
-    in turn (the last one for ever)."""
+    """The job ``j`` (uid UID) is read, patched and deleted; JobSet reads answer
+    ``jobsets`` in turn (the last one for ever)."""
     reads = iter(jobsets)
     last: list[Any] = [None]
 
     def answer(call: Any) -> Any:
+        if isinstance(call, Get) and call.resource == TRAINJOBS:
+            return trainjob()
         if isinstance(call, Patch):
-            return {"metadata": {"name": "j", "uid": UID}}
+            return trainjob("6", suspend=True)
         if isinstance(call, Delete):
             return {"kind": "Status", "status": "Success"}
         if isinstance(call, Get) and call.resource == JOBSETS:
@@ -72,14 +83,21 @@ def test_background_delete_returns_once_the_old_jobset_is_gone() -> None:
         cancel.delete("ns", "j"), answers([jobset(UID), jobset(UID), ApiError(404, "NotFound")])
     )
     assert done is True
-    # The 404 is confirmed by one more read a moment later.
+    # Read, asked (dry run), suspended, deleted; the 404 is confirmed by one more read
+    # a moment later.
     assert kinds(calls) == [
-        "Patch", "Delete", "Get", "Sleep", "Get", "Sleep", "Get", "Sleep", "Get"
+        "Get", "Delete", "Patch", "Delete", "Get", "Sleep", "Get", "Sleep", "Get", "Sleep", "Get"
     ]  # fmt: skip
-    delete = calls[1]
+    asked, patch, delete = calls[1:4]
+    assert asked.dry_run
+    assert (asked.uid, asked.resource_version) == (UID, "5")
+    assert asked.options()["dryRun"] == ["All"]  # in the body: the server ignores the query
+    # Suspended first, only if the job is still the version read.
+    assert patch.body == {"metadata": {"resourceVersion": "5"}, "spec": {"suspend": True}}
     assert delete.resource == TRAINJOBS
     assert delete.propagation == "Background"
-    assert calls[0].body == {"spec": {"suspend": True}}  # suspended first
+    assert not delete.dry_run
+    assert (delete.uid, delete.resource_version) == (UID, "6")  # the suspended version
     sleeps = [c.seconds for c in calls if isinstance(c, Sleep)]
     assert sleeps == [0.05, 0.1, cancel.CONFIRM_SECONDS]
 
@@ -91,13 +109,14 @@ def test_a_jobset_applied_again_after_the_first_404_is_waited_for() -> None:
     gone = ApiError(404, "NotFound")
     done, calls = play(cancel.delete("ns", "j"), answers([gone, jobset(UID), gone, gone]))
     assert done is True
-    assert [type(c).__name__ for c in calls if not isinstance(c, Sleep)].count("Get") == 4
+    reads = [c for c in calls if isinstance(c, Get) and c.resource == JOBSETS]
+    assert len(reads) == 4
 
 
 def test_a_jobset_owned_by_another_job_ends_the_wait() -> None:
     done, calls = play(cancel.delete("ns", "j"), answers([jobset("new-uid")]))
     assert done is True
-    assert kinds(calls) == ["Patch", "Delete", "Get"]
+    assert kinds(calls) == ["Get", "Delete", "Patch", "Delete", "Get"]
 
 
 def test_the_wait_is_bounded() -> None:
@@ -112,44 +131,119 @@ def test_the_wait_is_bounded() -> None:
 def test_without_read_access_to_jobsets_it_pauses_once(code: int) -> None:
     done, calls = play(cancel.delete("ns", "j"), answers([ApiError(code, "Forbidden")]))
     assert done is True
-    assert kinds(calls) == ["Patch", "Delete", "Get", "Sleep"]
+    assert kinds(calls) == ["Get", "Delete", "Patch", "Delete", "Get", "Sleep"]
     assert calls[-1].seconds == cancel.UNREADABLE_PAUSE_SECONDS
 
 
 def test_another_failure_of_the_read_does_not_fail_the_delete() -> None:
     done, calls = play(cancel.delete("ns", "j"), answers([ApiError(500, "InternalError")]))
     assert done is True
-    assert kinds(calls) == ["Patch", "Delete", "Get"]
+    assert kinds(calls) == ["Get", "Delete", "Patch", "Delete", "Get"]
 
 
-def test_refused_suspend_still_deletes_and_takes_the_uid_from_the_answer() -> None:
+def test_refused_suspend_still_deletes_the_version_read() -> None:
     def answer(call: Any) -> Any:
+        if isinstance(call, Get):
+            return trainjob() if call.resource == TRAINJOBS else jobset("new-uid")
         if isinstance(call, Patch):
             return ApiError(403, "Forbidden")
-        if isinstance(call, Delete):
-            return {"metadata": {"name": "j", "uid": UID}}
-        if isinstance(call, Get):
-            return jobset("new-uid")
-        return None
+        return {"kind": "Status", "status": "Success"}
 
     done, calls = play(cancel.delete("ns", "j"), answer)
     assert done is True
-    assert kinds(calls) == ["Patch", "Delete", "Get"]
+    assert kinds(calls) == ["Get", "Delete", "Patch", "Delete", "Get"]
+    assert (calls[3].uid, calls[3].resource_version) == (UID, "5")
+
+
+def test_a_job_already_suspended_is_not_patched() -> None:
+    def answer(call: Any) -> Any:
+        if isinstance(call, Get):
+            return trainjob(suspend=True) if call.resource == TRAINJOBS else jobset("new-uid")
+        return {"kind": "Status", "status": "Success"}
+
+    done, calls = play(cancel.delete("ns", "j"), answer)
+    assert done is True
+    assert kinds(calls) == ["Get", "Delete", "Delete", "Get"]
+
+
+def test_a_refused_delete_changes_nothing_and_says_so() -> None:
+    """No delete right: the dry run is refused before anything was changed (a patch
+    right alone used to leave the job suspended, with nothing saying so)."""
+
+    def answer(call: Any) -> Any:
+        if isinstance(call, Get):
+            return trainjob()
+        if isinstance(call, Delete):
+            return ApiError(403, "Forbidden", 'User "u" cannot delete resource "trainjobs"')
+        raise AssertionError(f"nothing may be changed: {call}")
+
+    with pytest.raises(DeleteRefusedError, match="nothing was changed") as refused:
+        play(cancel.delete("ns", "j"), answer)
+    assert "Fix: grant the 'delete' verb on trainjobs" in str(refused.value)
+    assert refused.value.restored
+
+
+def test_a_delete_refused_after_the_suspend_resumes_the_job_again() -> None:
+    """The dry run passed but the delete itself was refused (a policy that changed in
+    between): the suspend it made is undone, on that job only, and the error says so."""
+    state = {"suspend": False, "version": 5}
+    calls_seen: list[Any] = []
+
+    def answer(call: Any) -> Any:
+        calls_seen.append(call)
+        if isinstance(call, Get):
+            return trainjob(str(state["version"]), suspend=bool(state["suspend"]))
+        if isinstance(call, Patch):
+            state["suspend"] = call.body["spec"]["suspend"]
+            state["version"] = int(state["version"]) + 1
+            return trainjob(str(state["version"]), suspend=bool(state["suspend"]))
+        if isinstance(call, Delete):
+            return None if call.dry_run else ApiError(403, "Forbidden", "denied by a policy")
+        raise AssertionError(call)
+
+    def answer_or_value(call: Any) -> Any:
+        out = answer(call)
+        return {"kind": "Status"} if out is None else out
+
+    with pytest.raises(DeleteRefusedError, match="suspended for the delete and was resumed"):
+        play(cancel.delete("ns", "j"), answer_or_value)
+    assert state["suspend"] is False
+    undo = [c for c in calls_seen if isinstance(c, Patch)][-1]
+    assert undo.body == {"metadata": {"resourceVersion": "6"}, "spec": {"suspend": False}}
+
+
+def test_a_conflict_reads_the_job_again() -> None:
+    versions = iter(["5", "7"])
+    patches: list[Any] = []
+
+    def answer(call: Any) -> Any:
+        if isinstance(call, Get):
+            return trainjob(next(versions)) if call.resource == TRAINJOBS else jobset("x")
+        if isinstance(call, Patch):
+            patches.append(call)
+            if call.body["metadata"]["resourceVersion"] == "5":
+                return ApiError(409, "Conflict")
+            return trainjob("8", suspend=True)
+        return {"kind": "Status"}
+
+    done, _ = play(cancel.delete("ns", "j"), answer)
+    assert done is True
+    assert [p.body["metadata"]["resourceVersion"] for p in patches] == ["5", "7"]
 
 
 @pytest.mark.parametrize("propagation", ["Foreground", "Orphan"])
 def test_other_propagations(propagation: str) -> None:
     done, calls = play(cancel.delete("ns", "j", propagation), answers([jobset(UID)]))
     assert done is True
-    assert calls[1].propagation == propagation
+    assert calls[3].propagation == propagation
     # Foreground: the TrainJob outlives its JobSet. Orphan: the JobSet is left to run.
-    assert kinds(calls) == ["Patch", "Delete"]
+    assert kinds(calls) == ["Get", "Delete", "Patch", "Delete"]
 
 
 def test_a_job_already_gone_is_not_deleted() -> None:
     done, calls = play(cancel.delete("ns", "j"), lambda call: ApiError(404, "NotFound"))
     assert done is False
-    assert kinds(calls) == ["Patch"]
+    assert kinds(calls) == ["Get"]
 
 
 def test_submit_gives_up_on_a_job_held_in_deletion_with_a_fix() -> None:

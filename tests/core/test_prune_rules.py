@@ -142,8 +142,11 @@ def test_attempt_zero_holds_the_identity_while_a_later_attempt_stays() -> None:
     ]
     assert picked(objs, keep_last=1) == ["i-1"]
     assert picked(objs, older_than=7 * DAY) == ["i-1"]  # i-2 stays: i-0 is held
-    assert picked(objs, older_than=0) == ["i-0", "i-1", "i-2"]  # nothing of it stays
-    assert picked(objs, older_than=7 * DAY, limit=1) == []  # i-1 would stay: i-0 is held
+    # Nothing of it stays: the lock goes too, last.
+    assert picked(objs, older_than=0) == ["i-1", "i-2", "i-0"]
+    # The limit counts what can go: the held i-0 is left out before it applies (it used
+    # to take the one place, and be dropped as held: a run that never deleted anything).
+    assert picked(objs, older_than=7 * DAY, limit=1) == ["i-1"]
     report, _ = plan_prune("ns", objs, PruneRules(keep_last=1), NOW)
     assert report.kept == 2
 
@@ -319,3 +322,42 @@ def test_finish_action_is_checked() -> None:
     assert retention.check_finish_action("delete") == "delete"
     with pytest.raises(ValueError, match=r"on_finish='remove'\. Fix: use one of"):
         retention.check_finish_action("remove")
+
+
+def test_a_limit_filled_with_held_locks_still_makes_progress() -> None:
+    """Issue 33, finding 7: the N oldest due jobs were attempt 0s held by their
+    identities' later attempts, so a run with ``limit=N`` took them, dropped them as held
+    and deleted nothing, for ever (without a limit all 6 went). The limit counts what can
+    go now; the locks follow in a later run, once their identities' other jobs are gone."""
+    objs = [
+        *(
+            job(f"i{n}-0", identity=f"i{n}", attempt=0, state="Failed", finished_ago=30 * DAY)
+            for n in range(3)
+        ),
+        *(job(f"i{n}-1", identity=f"i{n}", attempt=1, finished_ago=20 * DAY) for n in range(3)),
+    ]
+    assert sorted(picked(objs, older_than=7 * DAY)) == sorted(o["metadata"]["name"] for o in objs)
+    first = picked(objs, older_than=7 * DAY, limit=3)
+    assert first == ["i0-1", "i1-1", "i2-1"]
+    report, _ = plan_prune("ns", objs, PruneRules(older_than=7 * DAY, limit=3), NOW)
+    assert report.over_limit == 3
+    rest = [o for o in objs if o["metadata"]["name"] not in first]
+    assert picked(rest, older_than=7 * DAY, limit=3) == ["i0-0", "i1-0", "i2-0"]
+
+
+@pytest.mark.parametrize("value", ["²", "١٢", "𝟳", "12abc", "-3", " ", "1e3", "9" * 40])
+def test_a_retention_annotation_that_is_no_ascii_number_is_ignored(
+    value: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 33, finding 6: ``'²'`` passed ``str.isdigit`` and failed ``int()``, which
+    failed every prune of the namespace; Arabic-Indic and mathematical digits were read
+    as 12 and 7.
+    A bad value counts as absent, with one warning; the other jobs are pruned."""
+    objs = [
+        job("odd", annotations={retention.AFTER_FINISHED_ANNOTATION: value}, finished_ago=DAY),
+        job("old", finished_ago=30 * DAY),
+    ]
+    assert picked(objs, older_than=7 * DAY) == ["old"]
+    assert retention.stamped({retention.AFTER_FINISHED_ANNOTATION: value}) == (None, None)
+    report, _ = plan_prune("ns", objs, PruneRules(older_than=None, keep_last=None), NOW)
+    assert [e.name for e in report.selected] == []  # "odd" is not due by its stamp

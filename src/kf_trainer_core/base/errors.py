@@ -184,6 +184,22 @@ class UserCodeFailure(ClassifiedFailure):
     failure_class = FailureClass.USER_CODE
 
 
+class DeleteRefusedError(ConfigurationFailure):
+    """The API server refused to delete a TrainJob (403: the credentials lack the
+    ``delete`` verb, or an admission policy says no). Asked before anything changed,
+    so the job is as it was; where the refusal came only after the job was suspended,
+    the suspension was undone (``restored``), or the message says how to undo it.
+    ``name``/``namespace`` name the job."""
+
+    def __init__(
+        self, message: str, *, namespace: str = "", name: str = "", restored: bool = True
+    ) -> None:
+        super().__init__(message)
+        self.namespace = namespace
+        self.name = name
+        self.restored = restored
+
+
 class StateDirNotFoundError(TrainJobNotFoundError, ConfigurationFailure):
     """A read on the local (or container) backend named a state directory that holds
     no jobs: it does not exist, or no job was ever submitted with it. Reading never

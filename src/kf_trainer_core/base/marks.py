@@ -16,6 +16,10 @@ IDENTITY_LABEL = "kf-trainer-suite/identity"
 IDENTITY_ANNOTATION = "kf-trainer-suite/identity"
 SPEC_HASH_ANNOTATION = "kf-trainer-suite/spec-hash"
 ATTEMPT_ANNOTATION = "kf-trainer-suite/attempt"
+#: On attempt 0 (the identity's lock): ``"<attempt> <unix seconds>"``, written by a
+#: rerun just before it creates that later attempt, so that a prune racing it keeps
+#: the lock (docs/safety.md).
+CLAIM_ANNOTATION = "kf-trainer-suite/attempt-claimed"
 #: Set (to :data:`PROGRESS_FROM_LOG`) on jobs whose function can report progress: rank 0
 #: prints it in node-0's log, where the waiting side looks for it when the cluster has
 #: no status server.

@@ -34,6 +34,7 @@ __all__ = [
     "LINE_LIMIT",
     "code_span",
     "is_internal",
+    "json_shape_problem",
     "line",
     "markdown",
     "metric_value",
@@ -41,6 +42,7 @@ __all__ = [
     "shown_lines",
     "text",
     "trainer_status",
+    "whole_number",
 ]
 
 log = logging.getLogger(__name__)
@@ -181,6 +183,82 @@ def warn_once(subject: str, problem: str) -> None:
             _warned.clear()
         _warned.add(key)
     log.warning("%s: %s", subject, problem)
+
+
+#: How deeply a value a job returns may nest (a readable result is far shallower;
+#: pydantic refuses to serialise past a few hundred levels, other serialisers earlier).
+RESULT_DEPTH_LIMIT = 32
+#: How many characters of JSON a value a job returns may take (a result over the
+#: termination message's 4 KiB travels in a log line; this is what a reader keeps).
+RESULT_SIZE_LIMIT = 1_000_000
+
+
+def json_shape_problem(
+    value: Any, max_depth: int = RESULT_DEPTH_LIMIT, max_chars: int = RESULT_SIZE_LIMIT
+) -> str | None:
+    """Why a JSON value a job sent back cannot be carried further as it is: nested deeper
+    than ``max_depth`` levels, or larger than ``max_chars`` characters of JSON (counted
+    roughly, never past the limit); ``None`` when it can. Walks without recursion, so
+    that no depth makes it raise."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    size = 0
+    while stack:
+        item, depth = stack.pop()
+        if depth > max_depth:
+            return f"it is nested more than {max_depth} levels deep"
+        if isinstance(item, Mapping):
+            size += 2
+            for key, inner in item.items():
+                size += len(str(key)) + 4
+                stack.append((inner, depth + 1))
+        elif isinstance(item, (list, tuple)):
+            size += 2 + len(item)
+            stack.extend((inner, depth + 1) for inner in item)
+        elif isinstance(item, str):
+            size += len(item) + 2
+        else:
+            size += 24  # a number, a bool, null
+        if size > max_chars:
+            return f"it takes more than {max_chars:,} characters of JSON"
+    return None
+
+
+#: A whole number as cluster data may write it: ASCII digits only.
+_ASCII_WHOLE = re.compile(r"-?[0-9]{1,18}")
+
+
+def whole_number(
+    value: object,
+    low: int = 0,
+    high: int = 2**63 - 1,
+    *,
+    subject: str = "",
+    what: str = "",
+) -> int | None:
+    """A whole number read from cluster data (an annotation, a label, a status field):
+    an ``int`` (not a bool) or a text of ASCII digits (a minus sign first allowed),
+    spaces around allowed, within
+    ``[low, high]``; anything else counts as absent (``None``), never an error.
+
+    Never call ``int()`` on such text: it reads other scripts' digits (Arabic-Indic
+    ones, mathematical bold ones) as numbers and raises on digits it cannot use (a
+    superscript two passes ``str.isdigit``).
+    Given ``subject`` and ``what``, a value that is there but unusable is warned about
+    once (:func:`warn_once`)."""
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and _ASCII_WHOLE.fullmatch(value.strip(" ")):
+        number = int(value.strip(" "))
+    if number is not None and low <= number <= high:
+        return number
+    if value is not None and subject and what:
+        warn_once(
+            subject,
+            f"{what} {line(repr(value), 80)} is not a whole number from {low} "
+            f"to {high}; it is ignored",
+        )
+    return None
 
 
 def _whole(value: Any, low: int, high: int) -> int | None:

@@ -28,6 +28,7 @@ from kf_trainer_core.cli._errors import CliError, Exit, classify, one_line
 from kf_trainer_core.cli._where import forget_last, last_hint, where_options
 from kf_trainer_core.cli.checkpoints import checkpoints
 from kf_trainer_core.cli.jobs import jobs
+from kf_trainer_core.cli.rbac import rbac
 from kf_trainer_core.cli.runtimes import runtimes
 from kf_trainer_core.cli.specs import check, render, run
 
@@ -58,6 +59,7 @@ cli.add_command(runtimes)
 cli.add_command(run)
 cli.add_command(render)
 cli.add_command(check)
+cli.add_command(rbac)
 
 
 def main(argv: list[str] | None = None) -> int:

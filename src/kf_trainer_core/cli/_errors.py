@@ -50,6 +50,7 @@ def classify(exc: BaseException, look: str = "kf-trainer jobs list") -> tuple[Ex
     from kf_trainer_core.errors import (
         BackendConfigRejectedError,
         ClusterConfigError,
+        DeleteRefusedError,
         SpecConflictError,
         SpecError,
         StateDirNotFoundError,
@@ -63,6 +64,8 @@ def classify(exc: BaseException, look: str = "kf-trainer jobs list") -> tuple[Ex
 
     if isinstance(exc, TrainJobFailedError):
         return Exit.JOB_FAILED, str(exc)
+    if isinstance(exc, DeleteRefusedError):
+        return Exit.UNREACHABLE, str(exc)  # says what became of the job, and the fix
     if isinstance(exc, TrainJobTimeoutError):
         return Exit.TIMEOUT, _then(exc, "wait longer (--timeout); the job keeps running.")
     if isinstance(exc, StateDirNotFoundError):
@@ -109,12 +112,14 @@ def _api_error(exc: object, look: str) -> tuple[Exit, str]:
         return Exit.NOT_FOUND, _then(exc, f"check the name and namespace with: {look}")
     if exc.code in (409, 422, 400):
         return Exit.CONFLICT, str(exc)
-    if exc.code in (401, 403):
+    if exc.code == 401:
+        return Exit.UNREACHABLE, _then(exc, "check the credentials of --kubeconfig/--context.")
+    if exc.code == 403:
         return Exit.UNREACHABLE, (
             _then(
                 exc,
-                "check the credentials of --kubeconfig/--context and that they may read "
-                "TrainJobs in this namespace.",
+                "the credentials of --kubeconfig/--context may not do this: grant what "
+                "`kf-trainer rbac` prints (the Role the suite needs) in this namespace.",
             )
         )
     if exc.code == 0:

@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kf_trainer_core.base import untrusted
 from kf_trainer_core.base.timeutil import duration_text, now, parse_time
 from kf_trainer_core.k8s.calls import Get, GetPath, ListObjects, Program
 from kf_trainer_core.k8s.errors import ApiError
@@ -245,7 +246,7 @@ def queue_status(
         pending_message=pending_message,
         position=_int(pos.get("positionInLocalQueue")),
         cluster_queue_position=_int(pos.get("positionInClusterQueue")),
-        priority=_int(spec.get("priority")),
+        priority=_int(spec.get("priority"), low=-(2**31)),
         evictions=evictions,
         requeue_count=int((status.get("requeueState") or {}).get("count") or 0),
         finished=_is_true(finished),
@@ -256,11 +257,8 @@ def queue_status(
     )
 
 
-def _int(value: Any) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
+def _int(value: Any, low: int = 0) -> int | None:
+    return untrusted.whole_number(value, low)
 
 
 # --------------------------------------------------------------------------- probing

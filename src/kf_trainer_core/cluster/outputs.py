@@ -13,7 +13,7 @@ from kf_trainer_core.base.timeutil import duration_text
 from kf_trainer_core.cluster.cost import job_cost
 from kf_trainer_core.cluster.errors import result_unavailable_error
 from kf_trainer_core.cluster.kueue import QueueStatus
-from kf_trainer_core.cluster.results import ResultMissing
+from kf_trainer_core.cluster.results import ResultMissing, carried
 from kf_trainer_core.cluster.status import (
     Failure,
     JobState,
@@ -91,7 +91,14 @@ class JobOutputs(_Out):
 def outputs(job: TrainJob, result: Any, missing: ResultMissing | None = None) -> JobOutputs:
     """A finished job's outputs for an orchestrator: its result (or why it could not be
     read), the metrics it reported, and what it cost (wall, pending and running time,
-    GPU-hours)."""
+    GPU-hours).
+
+    What the job returned is untrusted: a value too deep or too large to carry further
+    (pydantic, an XCom, a trigger's payload, a KFP output would fail on it) is withheld —
+    ``result`` is a placeholder that says so, ``result_missing`` why
+    (:func:`~kf_trainer_core.cluster.results.unusable`)."""
+    result, withheld = carried(f"{job.namespace}/{job.name}", result)
+    missing = missing or withheld
     cost = job_cost(job)
     return JobOutputs(
         name=job.name,

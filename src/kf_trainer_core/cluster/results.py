@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from kf_trainer_core.base import untrusted
 from kf_trainer_core.base.errors import FailureClass
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.errors import ApiError
@@ -33,7 +34,9 @@ from kf_trainer_core.spec.function import RESULT_MARKER, TERMINATION_MESSAGE_LIM
 #: is down or gone; a later read may work: infrastructure);
 #: ``pod-gone`` — node-0's pod no longer exists, with its termination message and log;
 #: ``not-in-log`` — the log was read but holds no result line (rotated away, or cut).
-ResultCause = Literal["log-unreadable", "pod-gone", "not-in-log"]
+#: ``unusable`` — it was read, but it is too deep or too large to carry further (an XCom,
+#: a trigger's payload, a KFP output): withheld, a placeholder in its place.
+ResultCause = Literal["log-unreadable", "pod-gone", "not-in-log", "unusable"]
 
 _WHERE = (
     f"A result reaches the caller through node-0's termination message (JSON of at most "
@@ -100,6 +103,32 @@ def expects_result(obj: Mapping[str, Any], pod: Mapping[str, Any] | None) -> boo
     if said is None and SLIM_EXPECTS_RESULT in trainer:
         return bool(trainer[SLIM_EXPECTS_RESULT])
     return said
+
+
+def unusable(job: str, problem: str) -> ResultMissing:
+    """The result was read but cannot be carried further as it is (see
+    :func:`kf_trainer_core.base.untrusted.json_shape_problem`): a retry returns the
+    same, so it is the configuration's to fix."""
+    return ResultMissing(
+        cause="unusable",
+        message=(
+            f"TrainJob {job} completed, but its function's return value is withheld: "
+            f"{problem}. Fix: return a small, flat value (at most "
+            f"{untrusted.RESULT_DEPTH_LIMIT} levels of nesting); write large outputs to "
+            "storage and return their URI."
+        ),
+        failure_class=FailureClass.CONFIGURATION,
+    )
+
+
+def carried(job: str, value: Any) -> tuple[Any, ResultMissing | None]:
+    """A result as the suite carries it: ``value`` itself, or — when it is too deep or
+    too large for the serialisers it passes through (pydantic, XComs, trigger payloads,
+    KFP outputs) — a placeholder that says so, with :func:`unusable` saying why."""
+    problem = untrusted.json_shape_problem(value)
+    if problem is None:
+        return value, None
+    return f"[kf-trainer: result withheld: {problem}]", unusable(job, problem)
 
 
 def declined_in_log(lines: list[str]) -> bool:

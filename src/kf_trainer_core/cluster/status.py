@@ -335,11 +335,8 @@ def progress(obj: Mapping[str, Any]) -> Progress | None:
 
 
 def _index(labels: Mapping[str, str]) -> int:
-    raw = labels.get(COMPLETION_INDEX_LABEL) or labels.get(JOB_INDEX_LABEL) or "0"
-    try:
-        return int(raw)
-    except ValueError:
-        return 0
+    raw = labels.get(COMPLETION_INDEX_LABEL) or labels.get(JOB_INDEX_LABEL)
+    return untrusted.whole_number(raw) or 0
 
 
 def _is_mpi(pods: Iterable[Mapping[str, Any]]) -> bool:
@@ -404,10 +401,7 @@ def pod_recency(pod: Mapping[str, Any]) -> tuple[int, str, int, str]:
     its name for a total order. Every "newest pod" choice uses it (steps, logs, the
     function's result), so they never disagree."""
     meta = pod.get("metadata") or {}
-    try:
-        restart = int(str((meta.get("labels") or {}).get(RESTART_ATTEMPT_LABEL, 0)))
-    except ValueError:
-        restart = 0
+    restart = untrusted.whole_number((meta.get("labels") or {}).get(RESTART_ATTEMPT_LABEL)) or 0
     phase = str((pod.get("status") or {}).get("phase") or "")
     return (
         restart,
@@ -444,8 +438,9 @@ def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
         device, count = device_of(spec_c.get("resources"))
         for env in spec_c.get("env") or []:
             # torchrun's processes per node beat the resource count, as in the SDK.
-            if env.get("name") == "PET_NPROC_PER_NODE" and str(env.get("value", "")).isdigit():
-                count = str(env["value"])
+            procs = untrusted.whole_number(env.get("value"), 1)
+            if env.get("name") == "PET_NPROC_PER_NODE" and procs is not None:
+                count = str(procs)
         cstate = container_state(pod, container)
         reason, code = _reason_and_code(cstate)
         started, finished = _container_times(cstate)
@@ -557,10 +552,7 @@ def event_last_seen(obj: Mapping[str, Any]) -> datetime | None:
 def _event_count(obj: Mapping[str, Any]) -> int:
     series = obj.get("series")
     raw = obj.get("count") or (series.get("count") if isinstance(series, Mapping) else None)
-    try:
-        return max(1, int(raw or 1))
-    except (TypeError, ValueError):
-        return 1
+    return max(1, untrusted.whole_number(raw) or 1)
 
 
 def to_event(obj: Mapping[str, Any]) -> Event:
@@ -579,23 +571,58 @@ def to_event(obj: Mapping[str, Any]) -> Event:
 
 
 def job_events(
-    job: str, events: Iterable[Mapping[str, Any]], pods: Iterable[str] = ()
+    job: str,
+    events: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]] = (),
+    steps: Iterable[str] = (),
 ) -> list[Event]:
-    """The events about a job: the TrainJob, its JobSet, its Jobs and its pods, oldest
-    first."""
-    pod_names = set(pods)
+    """The events about a job, oldest first: its TrainJob and JobSet (the JobSet has the
+    job's name), its Jobs and its pods.
+
+    Which Jobs and pods are the job's is read from what owns them, never from a name
+    prefix (TrainJob ``a`` must not show the events of TrainJob ``a-b``'s pods): a pod
+    is the job's when it is among ``pods`` (the job's pods, selected by the JobSet's
+    label); a Job when one of those pods names it as its owner, or when its name is
+    exactly what the JobSet controller calls the Jobs of one of the job's replicated
+    jobs (``<job>-<replicated job>-<index>``; ``steps``, else the Trainer's): a Job
+    whose pods the API server refuses has no pod to name it."""
+    pod_list = [p for p in pods if isinstance(p, Mapping)]
+    pod_names = {str((p.get("metadata") or {}).get("name", "")) for p in pod_list}
+    job_names = {
+        str(ref.get("name"))
+        for p in pod_list
+        for ref in (p.get("metadata") or {}).get("ownerReferences") or []
+        if isinstance(ref, Mapping) and ref.get("kind") == "Job"
+    }
+    replicated = {
+        str(((p.get("metadata") or {}).get("labels") or {}).get(REPLICATED_JOB_LABEL, ""))
+        for p in pod_list
+    }
+    names_of_steps = sorted({*STEPS, *steps, *replicated} - {""}, key=len, reverse=True)
+    jobs_of_steps = re.compile(
+        rf"{re.escape(job)}-({'|'.join(re.escape(s) for s in names_of_steps)})-\d+"
+    )
     out = []
     for ev in events:
         inv = ev.get("involvedObject") or {}
         name, kind = str(inv.get("name", "")), inv.get("kind")
         ours = (
             (kind in ("TrainJob", "JobSet") and name == job)
-            or (kind == "Job" and name.startswith(f"{job}-"))
-            or (kind == "Pod" and (name in pod_names or name.startswith(f"{job}-")))
+            or (kind == "Job" and (name in job_names or jobs_of_steps.fullmatch(name) is not None))
+            or (kind == "Pod" and name in pod_names)
         )
         if ours:
             out.append(to_event(ev))
     return sorted(out, key=lambda e: (e.event_time is None, e.event_time or datetime.min))
+
+
+def steps_of(obj: Mapping[str, Any]) -> list[str]:
+    """The names of a TrainJob's replicated jobs, as its status lists them."""
+    return [
+        str(j.get("name"))
+        for j in (obj.get("status") or {}).get("jobsStatus") or []
+        if isinstance(j, Mapping) and j.get("name")
+    ]
 
 
 def creation_failure(events: Iterable[Mapping[str, Any]], job: str) -> str | None:

@@ -21,6 +21,7 @@ from typing import Any, Literal, TypedDict
 
 from pydantic import Field, model_validator
 
+from kf_trainer_core.base.untrusted import whole_number
 from kf_trainer_core.fields._model import SpecModel, fix
 
 #: Seconds after the job finished (its ``Complete``/``Failed`` condition's
@@ -77,23 +78,31 @@ def stamp(annotations: MutableMapping[str, str], retention: Retention | None) ->
         annotations.update(retention.annotations())
 
 
-def _whole(value: Any, low: int, high: int) -> int | None:
-    text = str(value).strip() if isinstance(value, (str, int)) else ""
-    if not text.isdigit() or len(text) > 12:
-        return None
-    number = int(text)
-    return number if low <= number <= high else None
-
-
-def stamped(annotations: Mapping[str, Any] | None) -> tuple[int | None, int | None]:
+def stamped(
+    annotations: Mapping[str, Any] | None, subject: str = ""
+) -> tuple[int | None, int | None]:
     """``(after_finished_seconds, keep_last)`` read back from a TrainJob's annotations.
 
     What a cluster holds is untrusted (anyone may edit an annotation): a value that is
-    not a whole number in range counts as absent — it never makes a job due."""
+    not a whole number in ASCII digits and in range counts as absent — it never makes a
+    job due, nor fails a prune of the namespace — with one warning naming ``subject``
+    (the job)."""
     found = annotations or {}
     return (
-        _whole(found.get(AFTER_FINISHED_ANNOTATION), 0, _MAX_SECONDS),
-        _whole(found.get(KEEP_LAST_ANNOTATION), 1, _MAX_KEEP),
+        whole_number(
+            found.get(AFTER_FINISHED_ANNOTATION),
+            0,
+            _MAX_SECONDS,
+            subject=subject,
+            what=AFTER_FINISHED_ANNOTATION,
+        ),
+        whole_number(
+            found.get(KEEP_LAST_ANNOTATION),
+            1,
+            _MAX_KEEP,
+            subject=subject,
+            what=KEEP_LAST_ANNOTATION,
+        ),
     )
 
 

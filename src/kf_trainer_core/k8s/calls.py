@@ -119,17 +119,35 @@ class Delete(_OneObject):
     """Delete an object. Result: the API's answer (object or Status).
 
     ``uid`` / ``resource_version`` are preconditions: the server deletes only the
-    object that still has them, else answers 409 Conflict (``prune`` deletes only
-    what it listed, unchanged)."""
+    object that still has them, else answers 409 Conflict (a delete removes only the
+    object it checked). ``dry_run`` asks the server to decide without deleting
+    (``dryRun: [All]``): authorisation, admission and preconditions are all checked,
+    so a 403 comes before anything was changed."""
 
     propagation: str = "Foreground"
     uid: str | None = None
     resource_version: str | None = None
+    dry_run: bool = False
 
     def preconditions(self) -> dict[str, str]:
         """The DeleteOptions ``preconditions`` (empty when there are none)."""
         found = {"uid": self.uid, "resourceVersion": self.resource_version}
         return {k: v for k, v in found.items() if v}
+
+    def options(self) -> dict[str, Any]:
+        """The whole request as a ``DeleteOptions`` body. The API server reads a
+        delete's options from its body when it has one and ignores its query then
+        (``?dryRun=All`` beside a body deletes for real), so everything goes here."""
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": self.propagation,
+        }
+        if self.preconditions():
+            body["preconditions"] = self.preconditions()
+        if self.dry_run:
+            body["dryRun"] = ["All"]
+        return body
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,12 @@ action, or stop every unfinished job of a name, identity or selector."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kf_trainer_core.base import untrusted
+from kf_trainer_core.base.errors import DeleteRefusedError, TrainJobNotFoundError
 from kf_trainer_core.cluster.status import TrainJob, to_trainjob
-from kf_trainer_core.errors import TrainJobNotFoundError
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.calls import Delete, Get, Patch, Program, Sleep
 from kf_trainer_core.k8s.errors import ApiError
@@ -30,42 +34,204 @@ UNREADABLE_PAUSE_SECONDS = 2.0
 CONFIRM_SECONDS = 0.3
 
 
+#: How many times a delete reads the job again when it changed under it (the Trainer's
+#: status write after the suspend is the usual one) before it gives up.
+ROUNDS = 8
+#: Why a delete removed nothing because the job was no longer there.
+GONE = "already gone"
+
+Guard = Callable[[Mapping[str, Any]], Program[str | None]]
+"""What a caller checks of the job as it is now, before each step that changes it: a
+program answering ``None`` to go ahead, else why the job is left alone (prune: it is no
+longer the finished, due job it picked; its identity needs it as its lock)."""
+
+
 def delete(namespace: str, name: str, propagation: str = "Background") -> Program[bool]:
     """Delete the TrainJob (Kubernetes removes its JobSet, Jobs and pods); ``False`` if
-    it was already gone.
+    it was already gone. :func:`remove` says how; every delete of the suite comes
+    there."""
+    return (yield from remove(namespace, name, propagation=propagation)) is None
 
-    The job is suspended first (:func:`_quiesce`), then deleted in the background: the
-    TrainJob is gone at once and the garbage collector removes the rest within a
-    second. A ``Foreground`` delete (asked for explicitly) keeps the TrainJob until
-    then, but Trainer v2.3 re-applies the JobSet of an unfinished TrainJob that is
-    being deleted, so that wait has no bound (docs/safety.md). A background delete
-    that meets a job already held by a foreground delete ends that wait too: the
-    server drops the ``foregroundDeletion`` finalizer.
 
-    A background delete frees the name before the JobSet is gone, and a job submitted
-    again under that name would be run by the Trainer on the old JobSet (it takes the
-    JobSet over once the old runtime snapshot is collected). So the delete returns
-    only once the old JobSet is gone (:func:`_until_jobset_collected`). Every delete
-    of the suite comes here."""
+def remove(
+    namespace: str,
+    name: str,
+    *,
+    propagation: str = "Background",
+    guard: Guard | None = None,
+    checked: bool = False,
+) -> Program[str | None]:
+    """Remove one TrainJob safely, whatever its state; ``None`` once it is removed,
+    else why not (:data:`GONE`, or what ``guard`` said).
+
+    Each round reads the job, lets ``guard`` decide on it as it is, then:
+
+    1. asks the API server whether the delete would be allowed (``dryRun: [All]``, with
+       the uid and resourceVersion just read as preconditions): a 403 raises
+       :class:`~kf_trainer_core.base.errors.DeleteRefusedError` before anything was
+       changed (``checked``: the caller already asked, for this namespace);
+    2. suspends the job, under a precondition on the version just read: Trainer v2.3
+       reconciles a TrainJob being deleted like any other — a Failed one loses its
+       condition and gets its JobSet and pods back — and a suspended job's JobSet has
+       no pods (a refused patch does not stop the delete that was asked for);
+    3. deletes it in the background, under the same preconditions: the TrainJob is gone
+       at once, the garbage collector removes its JobSet, Jobs and pods in a pass of its
+       own. A ``Foreground`` delete (asked for explicitly) keeps the TrainJob until then
+       — the Trainer rebuilds its JobSet meanwhile (suspended: no pods).
+
+    A 409 (the job changed since it was read) starts the next round. A delete refused
+    after the job was suspended resumes it again and raises, saying so. A background
+    delete frees the name before the JobSet is gone, and a job submitted again under
+    that name would be run by the Trainer on the old JobSet, so the delete returns only
+    once that JobSet is gone (:func:`_until_jobset_collected`)."""
     names.require_job_name(name)
-    uid = yield from _quiesce(namespace, name)
-    if uid is None:
-        return False
-    try:
-        answer = yield Delete(TRAINJOBS, namespace, name, propagation=propagation)
-    except ApiError as err:
-        if err.not_found:
+    uid = ""
+    suspended_here = False
+    for _ in range(ROUNDS):
+        try:
+            obj = yield Get(TRAINJOBS, namespace, name)
+        except ApiError as err:
+            if err.not_found:
+                return GONE
+            raise
+        meta = obj.get("metadata") or {}
+        why = None if guard is None else (yield from guard(obj))
+        if why is not None:
+            if suspended_here:
+                yield from _resume_quietly(namespace, name, uid)
+            return why
+        if uid and meta.get("uid") != uid:
+            return GONE  # deleted by someone else, and another job made under the name
+        uid, version = str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
+        if not checked:
+            try:
+                yield Delete(
+                    TRAINJOBS,
+                    namespace,
+                    name,
+                    propagation=propagation,
+                    uid=uid or None,
+                    resource_version=version or None,
+                    dry_run=True,
+                )
+            except ApiError as err:
+                if err.not_found:
+                    return GONE
+                if err.conflict:
+                    continue
+                if err.code == 403:
+                    raise _refused(namespace, name, err, changed=False) from None
+                raise
+            checked = True
+        if not (obj.get("spec") or {}).get("suspend"):
+            try:
+                obj = yield Patch(
+                    TRAINJOBS,
+                    namespace,
+                    name,
+                    {"metadata": {"resourceVersion": version}, "spec": {"suspend": True}},
+                )
+            except ApiError as err:
+                if err.not_found:
+                    return GONE
+                if err.conflict:
+                    continue
+                if not 400 <= err.code < 500:
+                    raise
+                # Refused (no patch right, a webhook): the delete asked for goes ahead.
+            else:
+                suspended_here = True
+                version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+        try:
+            answer = yield Delete(
+                TRAINJOBS,
+                namespace,
+                name,
+                propagation=propagation,
+                uid=uid or None,
+                resource_version=version or None,
+            )
+        except ApiError as err:
+            if err.not_found:
+                return GONE
+            if err.conflict:
+                continue
+            if err.code == 403:
+                restored = (
+                    (yield from _resume_quietly(namespace, name, uid)) if suspended_here else True
+                )
+                raise _refused(
+                    namespace, name, err, changed=suspended_here, restored=restored
+                ) from None
+            raise
+        # A TrainJob that another finalizer still holds keeps its name (a submit under it
+        # waits for it to go) and its JobSet until that finalizer goes: nothing to wait
+        # for here.
+        if propagation == "Background" and not _held(answer):
+            yield from _until_jobset_collected(namespace, name, uid)
+        return None
+    if suspended_here:
+        yield from _resume_quietly(namespace, name, uid)
+    return "kept changing while it was being deleted"
+
+
+def _held(answer: object) -> bool:
+    """Whether a delete's answer is the object still there, held by finalizers."""
+    meta = answer.get("metadata") if isinstance(answer, dict) else None
+    return isinstance(meta, dict) and bool(meta.get("finalizers"))
+
+
+def _resume_quietly(namespace: str, name: str, uid: str) -> Program[bool]:
+    """Undo the suspend of a delete that did not happen — on the job ``uid`` only, under
+    a precondition on the version read (never on a job made since under the name);
+    whether the job is left unsuspended."""
+    for _ in range(3):
+        try:
+            obj = yield Get(TRAINJOBS, namespace, name)
+            meta = obj.get("metadata") or {}
+            if meta.get("uid") != uid:
+                return True  # gone, or another job now: nothing of ours to undo
+            if not (obj.get("spec") or {}).get("suspend"):
+                return True
+            version = str(meta.get("resourceVersion") or "")
+            yield Patch(
+                TRAINJOBS,
+                namespace,
+                name,
+                {"metadata": {"resourceVersion": version}, "spec": {"suspend": False}},
+            )
+        except ApiError as err:
+            if err.not_found:
+                return True
+            if err.conflict:
+                continue
             return False
-        raise
-    if propagation == "Background":
-        yield from _until_jobset_collected(namespace, name, uid or _uid_of(answer))
-    return True
+        return True
+    return False
 
 
-def _uid_of(obj: object) -> str:
-    """The uid of an API answer that is the object (``""`` for a Status)."""
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    return str(meta.get("uid") or "") if isinstance(meta, dict) else ""
+def _refused(
+    namespace: str, name: str, err: ApiError, *, changed: bool, restored: bool = True
+) -> DeleteRefusedError:
+    """The error of a delete the API server refused, saying what became of the job."""
+    why = untrusted.line(err.message or err.reason, 300)
+    if not changed:
+        state = "nothing was changed: the job is as it was"
+    elif restored:
+        state = "it had been suspended for the delete and was resumed again"
+    else:
+        state = (
+            f"it was left suspended (resuming it was refused too): resume it with "
+            f"`kf-trainer jobs resume {name} -n {namespace}` or resume_job({name!r})"
+        )
+    return DeleteRefusedError(
+        f"TrainJob {namespace}/{name} may not be deleted ({err.code} {why}); {state}. Fix: "
+        f"grant the 'delete' verb on trainjobs.trainer.kubeflow.org in namespace {namespace} "
+        "(`kf-trainer rbac` prints the Role the suite needs), or ask whoever may delete it.",
+        namespace=namespace,
+        name=name,
+        restored=restored,
+    )
 
 
 def _until_jobset_collected(namespace: str, name: str, uid: str) -> Program[None]:
@@ -106,29 +272,6 @@ def _owned_by(obj: object, uid: str) -> bool:
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     refs = (meta.get("ownerReferences") if isinstance(meta, dict) else None) or []
     return any(isinstance(r, dict) and r.get("uid") == uid for r in refs)
-
-
-def _quiesce(namespace: str, name: str) -> Program[str | None]:
-    """Set ``spec.suspend`` before the delete; the job's uid (``""`` where the patch
-    was refused), ``None`` if the job is gone.
-
-    Trainer v2.3 reconciles a TrainJob that carries a ``deletionTimestamp`` like any
-    other: during a foreground delete it re-creates the JobSet the collector deleted,
-    and a reconcile already under way when a background delete lands may apply the
-    JobSet once more. A suspended job's JobSet is suspended: no pod starts again.
-
-    A finished job is suspended too (one request, no read first): the Trainer leaves
-    finished jobs alone, so the flag changes nothing. A refused patch (no ``patch``
-    right, an admission webhook) does not stop the delete that was asked for."""
-    try:
-        obj = yield Patch(TRAINJOBS, namespace, name, {"spec": {"suspend": True}})
-    except ApiError as err:
-        if err.not_found:
-            return None
-        if not 400 <= err.code < 500:
-            raise
-        return ""
-    return _uid_of(obj)
 
 
 def set_suspended(namespace: str, name: str, suspended: bool) -> Program[TrainJob]:

@@ -12,6 +12,7 @@ from kf_trainer_core.base import untrusted
 from kf_trainer_core.cluster.kueue import KueueProbe, QueueStatus, lookup
 from kf_trainer_core.cluster.results import (
     ResultMissing,
+    carried,
     declined_in_log,
     expects_result,
     gone_pod,
@@ -150,7 +151,9 @@ def outputs_of(
         )
         if status is not None:
             job = to_trainjob(with_trainer_status(obj, status), pods, queue=queue)
-    return Outcome(job, value if found else None, pods, missing)
+    # What the job returned is read here once, and carried only within bounds.
+    value, withheld = carried(f"{namespace}/{name}", value if found else None)
+    return Outcome(job, value, pods, missing or withheld)
 
 
 def _runs_a_function(namespace: str, name: str) -> Program[bool]:
@@ -189,7 +192,7 @@ def explain_failure(
     name = str(obj["metadata"]["name"])
     if pods is None:
         pods = yield from job_pods(namespace, name)
-    events = yield from get_events(namespace, name)
+    events = yield from get_events(namespace, name, pods, obj)
     found = failing_pod(pods)
     tail: list[str] = []
     step = found[0] if found else "node-0"

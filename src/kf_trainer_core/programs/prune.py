@@ -5,13 +5,16 @@ was picked.
 
 Never deleted: a job that has not finished (created, queued, suspended, running), a job
 already being deleted, and — unless asked for — a job the suite did not create. Each
-delete carries a precondition on the listed ``uid`` and ``resourceVersion``: a job that
-changed since it was listed is read again and deleted only if it is still finished and
-still due; one that was replaced (another uid under its name) is left alone.
+job goes through the one safe delete (:func:`~kf_trainer_core.programs.cancel.remove`:
+the right to delete checked first, suspended, deleted in the background, its JobSet
+waited out), which reads it again first and deletes it only if it is still the uid that
+was listed, still finished and still due.
 
-The propagation is ``Foreground``: the TrainJob stays (marked deleting) until the
-garbage collector has removed its JobSet, Jobs, pods and any Kueue Workload it owns, so
-its name is not free for a new job while the old JobSet of that name still exists.
+Attempt 0 of an identity is the identity's lock (a rerun makes a later attempt only
+while attempt 0 exists: :func:`~kf_trainer_core.programs.submit.submit_identity`).
+Prune keeps it while its identity keeps any other job, deletes it after the identity's
+other jobs, and reads the identity again just before: a rerun that made, or is making
+(its claim on attempt 0), a later attempt meanwhile keeps it.
 """
 
 from __future__ import annotations
@@ -26,17 +29,15 @@ from typing import Any
 from kf_trainer_core.base.marks import IDENTITY_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from kf_trainer_core.cluster.status import JobState, job_state
 from kf_trainer_core.fields import retention
-from kf_trainer_core.k8s.calls import Delete, Get, Program
-from kf_trainer_core.k8s.errors import ApiError
+from kf_trainer_core.k8s.calls import Program
 from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE, list_all
 from kf_trainer_core.k8s.resources import TRAINJOBS
 from kf_trainer_core.k8s.trainjob import condition
 from kf_trainer_core.manifest.selectors import SUITE_SELECTOR
-from kf_trainer_core.programs.submit import attempt_of
+from kf_trainer_core.programs.cancel import Guard, remove
+from kf_trainer_core.programs.submit import attempt_of, claim_of, jobs_for_identity
 
 FINISHED = (JobState.COMPLETE.value, JobState.FAILED.value)
-#: Propagation of prune's deletes (see the module's docstring).
-PROPAGATION = "Foreground"
 #: What is shown of an identity read from a cluster (untrusted text).
 _SHOWN = 200
 
@@ -204,7 +205,7 @@ def _seen(obj: Mapping[str, Any]) -> _Seen:
     annotations = meta.get("annotations") or {}
     state = job_state(obj)
     cond = condition(obj, state.value) if state.terminal else None
-    after, keep = retention.stamped(annotations)
+    after, keep = retention.stamped(annotations, f"TrainJob {meta.get('name', '')}")
     ident = annotations.get(IDENTITY_ANNOTATION)
     return _Seen(
         name=str(meta.get("name", "")),
@@ -309,20 +310,53 @@ def plan_prune(
         )
         due.append((finished or 0.0, job, rank, entry))
     due.sort(key=lambda d: (d[0], d[1].name))
-    over = 0 if rules.limit is None else max(0, len(due) - rules.limit)
-    picked = due if rules.limit is None else due[: rules.limit]
-    held = _name_holders(jobs, {j.name for _, j, _, _ in picked})
-    counts["kept"] += sum(1 for _, j, _, _ in picked if j.name in held)
-    picked = [d for d in picked if d[1].name not in held]
+    going_all = {j.name for _, j, _, _ in due}
+    held = _name_holders(jobs, going_all)
+    counts["kept"] += sum(1 for _, j, _, _ in due if j.name in held)
+    eligible = [d for d in due if d[1].name not in held]
+    picked = _within_limit(jobs, eligible, rules.limit)
     report = PruneReport(
         namespace=namespace,
         dry_run=True,
         selected=[e for *_, e in picked],
         kept=counts["kept"],
         unfinished=counts["unfinished"],
-        over_limit=over,
+        over_limit=len(eligible) - len(picked),
     )
     return report, [(j, r) for _, j, r, _ in picked]
+
+
+_Due = tuple[float, _Seen, int, PruneEntry]
+
+
+def _within_limit(jobs: list[_Seen], eligible: list[_Due], limit: int | None) -> list[_Due]:
+    """The eligible jobs one run deletes, at most ``limit``, oldest first, the
+    identities' locks last. The limit counts what can be deleted now: held locks were
+    left out before it applies, and a lock whose identity's other jobs are not all
+    deleted in this run waits for a later one (which the oldest-first order reaches),
+    so every run with something eligible makes progress."""
+    locks = _lock_names(jobs)
+    picked: list[_Due] = []
+    waiting: list[_Due] = []
+    for d in eligible:
+        if limit is not None and len(picked) >= limit:
+            break
+        (waiting if d[1].name in locks else picked).append(d)
+    going = {d[1].name for d in picked}
+    for d in waiting:
+        if limit is not None and len(picked) >= limit:
+            break
+        job = d[1]
+        others = [j for j in jobs if j.identity == job.identity and j.name != job.name]
+        if all(j.name in going or j.deleting for j in others):
+            picked.append(d)
+    return picked
+
+
+def _lock_names(jobs: list[_Seen]) -> set[str]:
+    """Attempt 0 of every identity that has other jobs: the identity's lock."""
+    with_others = {j.identity for j in jobs if j.identity is not None and j.attempt > 0}
+    return {j.name for j in jobs if j.attempt == 0 and j.identity in with_others}
 
 
 def _name_holders(jobs: list[_Seen], going: set[str]) -> set[str]:
@@ -366,13 +400,22 @@ def prune(
     if dry_run:
         return report
     deleted: list[str] = []
+    removed: set[tuple[str | None, int]] = set()  # (identity, attempt) deleted so far
     skipped: list[tuple[str, str]] = []
+    # The identities' locks last (picked lists them last): each is read again with its
+    # identity just before it goes.
     for job, rank in picked:
-        outcome = yield from _delete_if_unchanged(namespace, job, rank, rules, clock)
-        if outcome is None:
+        why = yield from remove(
+            namespace,
+            job.name,
+            guard=_still_due(namespace, job, rank, rules, clock, removed),
+            checked=bool(deleted),
+        )
+        if why is None:
             deleted.append(job.name)
+            removed.add((job.identity, job.attempt))
         else:
-            skipped.append((job.name, outcome))
+            skipped.append((job.name, why))
     return PruneReport(
         namespace=namespace,
         dry_run=False,
@@ -385,37 +428,29 @@ def prune(
     )
 
 
-def _delete_if_unchanged(
-    namespace: str, job: _Seen, rank: int, rules: PruneRules, now: float
-) -> Program[str | None]:
-    """Delete ``job`` if it is still the finished object that was picked; ``None`` when
-    deleted, else why not. A job whose resourceVersion moved (a controller touched its
-    status) is read again and deleted only if it is still finished, not deleting, the
-    same uid, and still due (its ``rank`` among its identity's attempts is the planned
-    one: attempts are numbered when created and never renumbered)."""
-    current = job
-    for _ in range(2):
-        try:
-            yield Delete(
-                TRAINJOBS,
-                namespace,
-                current.name,
-                propagation=PROPAGATION,
-                uid=current.uid or None,
-                resource_version=current.resource_version or None,
-            )
-            return None
-        except ApiError as err:
-            if err.not_found:
-                return "already gone"
-            if not err.conflict:
-                raise
-        try:
-            obj = yield Get(TRAINJOBS, namespace, job.name)
-        except ApiError as reread:
-            if reread.not_found:
-                return "already gone"
-            raise
+#: How long a rerun's claim on attempt 0 (it is about to create a later attempt) keeps
+#: attempt 0 while that attempt is not to be seen. A submit creates the attempt right
+#: after claiming it, or within DELETION_WAIT_ROUNDS seconds while an old job of that
+#: name is still going; a claim older than this is of an attempt since deleted.
+CLAIM_SECONDS = 600.0
+
+
+def _still_due(
+    namespace: str,
+    job: _Seen,
+    rank: int,
+    rules: PruneRules,
+    now: float,
+    removed: set[tuple[str | None, int]],
+) -> Guard:
+    """The guard of one prune delete (see :func:`~kf_trainer_core.programs.cancel.remove`):
+    the job as it is now must be the uid that was listed, not being deleted, still
+    finished and still due (its ``rank`` among its identity's attempts is the planned
+    one: attempts are numbered when created and never renumbered). Attempt 0 must also
+    hold no lock: its identity read again has no other job, and no rerun claimed a later
+    attempt that is not to be seen (:data:`CLAIM_SECONDS`)."""
+
+    def guard(obj: Mapping[str, Any]) -> Program[str | None]:
         fresh = _seen(obj)
         if fresh.uid != job.uid:
             return "replaced by another job of that name since it was listed"
@@ -423,10 +458,31 @@ def _delete_if_unchanged(
             return "already being deleted"
         if not fresh.status.terminal or fresh.status.value not in rules.statuses:
             return f"changed since it was listed (now {fresh.status.value})"
-        # Rank is the listed one; ages and stamps are re-read.
         finished = _epoch(fresh.finished_at) or _epoch(fresh.created)
         age = None if finished is None else max(0.0, now - finished)
         if _why(rules, fresh, age, rank) is None:
             return "changed since it was listed and no longer due"
-        current = fresh
-    return "kept changing while it was being deleted"
+        if fresh.attempt != 0 or fresh.identity is None:
+            return None
+        others = [
+            o
+            for o in (yield from jobs_for_identity(namespace, fresh.identity))
+            if (o.get("metadata") or {}).get("name") != job.name
+        ]
+        staying = [o for o in others if not (o.get("metadata") or {}).get("deletionTimestamp")]
+        if staying:
+            return (
+                f"its identity has {len(staying)} other job(s) now (attempt 0 is the "
+                "identity's lock: a rerun would otherwise create it again)"
+            )
+        claim = claim_of(obj)
+        if claim is not None:
+            attempt, when = claim
+            made = attempt in {attempt_of(o) for o in others} or (
+                (fresh.identity, attempt) in removed
+            )
+            if not made and time.time() - when < CLAIM_SECONDS:
+                return f"a rerun of its identity is creating attempt {attempt}"
+        return None
+
+    return guard

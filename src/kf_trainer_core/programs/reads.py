@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from kf_trainer_core.cluster.status import Event, TrainJob, job_events, to_trainjob
+from kf_trainer_core.cluster.status import Event, TrainJob, job_events, steps_of, to_trainjob
 from kf_trainer_core.errors import TrainJobNotFoundError
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.calls import Get, Program
@@ -109,9 +110,23 @@ def list_jobs(
     return [to_trainjob(o, by_job.get(str(o["metadata"]["name"]), [])) for o in items]
 
 
-def get_events(namespace: str, name: str) -> Program[list[Event]]:
+def get_events(
+    namespace: str,
+    name: str,
+    pods: list[dict[str, Any]] | None = None,
+    obj: Mapping[str, Any] | None = None,
+) -> Program[list[Event]]:
     """Events of the TrainJob, its JobSet, Jobs and pods (one paginated list of the
-    namespace's events; each page keeps only the job's)."""
+    namespace's events; each page keeps only the job's). Which Jobs and pods are the
+    job's comes from its ``pods`` (read here when not given) and the replicated jobs its
+    ``obj``'s status lists (:func:`~kf_trainer_core.cluster.status.job_events`)."""
     names.require_job_name(name)
-    listing = yield from list_all(EVENTS, namespace, where=lambda ev: bool(job_events(name, [ev])))
-    return job_events(name, listing["items"])
+    if pods is None:
+        pods = yield from job_pods(namespace, name)
+    steps = steps_of(obj) if obj is not None else []
+
+    def ours(ev: dict[str, Any]) -> bool:
+        return bool(job_events(name, [ev], pods, steps))
+
+    listing = yield from list_all(EVENTS, namespace, where=ours)
+    return job_events(name, listing["items"], pods, steps)

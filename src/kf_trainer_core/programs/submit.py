@@ -3,13 +3,16 @@ different one under its name, and number an orchestrator identity's attempts."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kf_trainer_core.base import untrusted
+from kf_trainer_core.base.marks import CLAIM_ANNOTATION
 from kf_trainer_core.cluster.status import JobState, TrainJob, job_state, to_trainjob
 from kf_trainer_core.errors import BackendConfigRejectedError, SpecConflictError, SubmitError
-from kf_trainer_core.k8s.calls import Create, Get, Program, Sleep
+from kf_trainer_core.k8s.calls import Create, Get, Patch, Program, Sleep
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.paging import list_all
 from kf_trainer_core.k8s.resources import TRAINJOBS
@@ -152,30 +155,69 @@ def submit_identity(
     next submit creates attempt 0 again, as a fresh start of the identity, and later
     submits adopt whichever attempt completed (:func:`choose_attempt`)."""
     first = build(0)
-    created = yield from _create(namespace, first)
-    if created is not None:
-        return created
-    jobs = yield from jobs_for_identity(namespace, identity)
-    attempt = choose_attempt(jobs, fresh_after_failure)
-    built = first if attempt == 0 else build(attempt)
-    # The job under the chosen name was just listed: settle with it rather than
-    # asking the server twice more (a create refused again, then a read).
-    listed = next((o for o in jobs if (o.get("metadata") or {}).get("name") == built.name), None)
-    if listed is not None:
-        settled = _settle(namespace, built, listed)
-        if settled is not None:
-            return settled
-    return (yield from submit(namespace, built))
+    for _ in range(DELETION_WAIT_ROUNDS):
+        created = yield from _create(namespace, first)
+        if created is not None:
+            return created
+        jobs = yield from jobs_for_identity(namespace, identity)
+        attempt = choose_attempt(jobs, fresh_after_failure)
+        built = first if attempt == 0 else build(attempt)
+        # The job under the chosen name was just listed: settle with it rather than
+        # asking the server twice more (a create refused again, then a read).
+        listed = next(
+            (o for o in jobs if (o.get("metadata") or {}).get("name") == built.name), None
+        )
+        if listed is not None:
+            settled = _settle(namespace, built, listed)
+            if settled is not None:
+                return settled
+        if attempt > 0 and listed is None and not (yield from _claim(namespace, first, attempt)):
+            continue  # attempt 0 went meanwhile: the identity starts over
+        return (yield from submit(namespace, built))
+    raise SubmitError(
+        f"the jobs of identity {untrusted.line(identity, 200)!r} kept changing while a submit "
+        "chose among them. Fix: submit again."
+    )
+
+
+def _claim(namespace: str, first: BuiltTrainJob, attempt: int) -> Program[bool]:
+    """Mark attempt 0 (the identity's lock) before creating ``attempt``; ``False`` when
+    attempt 0 is gone. A prune racing this rerun keeps attempt 0 while the claimed
+    attempt is not yet to be seen (the patch also moves attempt 0's resourceVersion, so
+    a delete already under way with the old one is refused). Where the patch is refused
+    (no ``patch`` right) the submit goes ahead unmarked, as before there were claims."""
+    stamp = f"{attempt} {int(time.time())}"
+    try:
+        yield Patch(
+            TRAINJOBS,
+            namespace,
+            first.name,
+            {"metadata": {"annotations": {CLAIM_ANNOTATION: stamp}}},
+        )
+    except ApiError as err:
+        if err.not_found:
+            return False
+        if not 400 <= err.code < 500:
+            raise
+    return True
+
+
+def claim_of(obj: Mapping[str, Any]) -> tuple[int, float] | None:
+    """The later attempt a rerun claimed on this attempt 0, and when (unix seconds);
+    ``None`` without a readable claim (cluster data: anything else is ignored)."""
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(CLAIM_ANNOTATION)
+    if not isinstance(raw, str):
+        return None
+    attempt, _, when = raw.partition(" ")
+    number, seconds = untrusted.whole_number(attempt, 1), untrusted.whole_number(when)
+    return None if number is None or seconds is None else (number, float(seconds))
 
 
 def attempt_of(obj: Mapping[str, Any]) -> int:
     """The attempt number the builder wrote on a job (``0`` for the first attempt,
     which carries no annotation)."""
     value = ((obj.get("metadata") or {}).get("annotations") or {}).get(ATTEMPT_ANNOTATION)
-    try:
-        return max(0, int(str(value))) if value is not None else 0
-    except ValueError:
-        return 0
+    return untrusted.whole_number(value) or 0
 
 
 def jobs_for_identity(namespace: str, identity: str) -> Program[list[dict[str, Any]]]:

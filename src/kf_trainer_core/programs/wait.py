@@ -469,7 +469,8 @@ def conclude(
         else:
             # No pod says why: maybe the API server refuses to create them (the Job
             # controller's FailedCreate events; read only now, on the way out).
-            stuck = refused_pods((yield from get_events(namespace, goal.name)), pods, goal.name)
+            events = yield from get_events(namespace, goal.name, pods, obj)
+            stuck = refused_pods(events, pods, goal.name)
     wanted = ", ".join(sorted(s.value for s in goal.targets))
     if verdict.kind == "admission-timeout":
         raise TrainJobAdmissionTimeoutError(verdict.message, job, stuck, queue)

@@ -141,15 +141,9 @@ def plan(call: Call, request_timeout: float) -> Plan:
         body = at(call.name, call.body)
         return Plan(api, methods["patch"], body, timeout, content_type=MERGE_PATCH)
     if isinstance(call, Delete):
-        kwargs = {"propagation_policy": call.propagation, **timeout}
-        if call.preconditions():
-            # DeleteOptions in the body: the only place preconditions go.
-            kwargs["body"] = {
-                "apiVersion": "v1",
-                "kind": "DeleteOptions",
-                "propagationPolicy": call.propagation,
-                "preconditions": call.preconditions(),
-            }
+        # DeleteOptions in the body, all of them (see Delete.options): the libraries
+        # also send query parameters, which the server ignores beside a body.
+        kwargs = {"body": call.options(), **timeout}
         return Plan(api, methods["delete"], at(call.name), kwargs)
     raise TypeError(f"no plan for {call!r}")
 

@@ -100,6 +100,20 @@ def _kind(resource: Any) -> Kind:
     return kind
 
 
+def _check_patch_version(kind: Kind, name: str, current: JSON, body: JSON) -> None:
+    """A patch that carries ``metadata.resourceVersion`` applies only to that version
+    of the object, as on the API server (optimistic locking): 409 Conflict otherwise."""
+    want = (body.get("metadata") or {}).get("resourceVersion")
+    have = str((current.get("metadata") or {}).get("resourceVersion") or "")
+    if want is not None and str(want) != have:
+        raise StatusError.conflict(
+            kind,
+            name,
+            "the object has been modified; please apply your changes to the latest "
+            "version and try again",
+        )
+
+
 def _check_preconditions(
     kind: Kind, name: str, obj: JSON | None, preconditions: dict[str, str] | None
 ) -> None:
@@ -229,6 +243,7 @@ class LocalApi:
                 call.name,
                 call.propagation,
                 call.preconditions(),
+                dry_run=call.dry_run,
             )
         if isinstance(call, ReadLog):
             return self.read_log(call)
@@ -400,6 +415,7 @@ class LocalApi:
             current = tx.get(kind, ns, name)
             if current is None:
                 raise not_found(kind, name)
+            _check_patch_version(kind, name, current, body)
             if subresource == "status":
                 updated = dict(current)
                 updated["status"] = merge_patch(current.get("status"), body.get("status") or {})
@@ -430,8 +446,16 @@ class LocalApi:
         name: str,
         propagation: str,
         preconditions: dict[str, str] | None = None,
+        *,
+        dry_run: bool = False,
     ) -> JSON:
         ns = namespace if kind.namespaced else None
+        if dry_run:
+            # Everything the real delete would check, nothing done: the answer a
+            # server gives a dryRun=All delete of an object without finalizers.
+            current = self.store.get(kind, ns, name)
+            _check_preconditions(kind, name, current, preconditions)
+            return _success(kind, name, str(((current or {}).get("metadata") or {}).get("uid")))
         if kind is TRAINJOBS:
             return self.delete_trainjob(str(namespace), name, propagation, preconditions)
         with self.store.write() as tx:

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from kf_trainer_core.backends.local._common import CLUSTER_WORKSPACE, LAUNCHER_ENV
 from kf_trainer_core.base import pysource
+from kf_trainer_core.base.untrusted import whole_number
 
 #: Variables a launcher sets per process: never inherited from the submitter.
 RANK_VARIABLES = (
@@ -172,8 +173,9 @@ def procs_per_node(value: Any, runtime_value: Any) -> int:
     for candidate in (value, runtime_value):
         if isinstance(candidate, int) and candidate > 0:
             return candidate
-        if isinstance(candidate, str) and candidate.isdigit() and int(candidate) > 0:
-            return int(candidate)
+        number = whole_number(candidate, 1) if isinstance(candidate, str) else None
+        if number is not None:
+            return number
         if isinstance(candidate, str) and candidate in ("auto", "gpu"):
             from kf_trainer_core.backends.local.machine import gpu_count
 

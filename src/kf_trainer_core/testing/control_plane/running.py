@@ -113,6 +113,69 @@ class ControlPlane:
         path.chmod(0o600)
         return path
 
+    def user_kubeconfig(
+        self,
+        namespace: str,
+        rules: list[dict[str, Any]],
+        path: Path,
+        *,
+        cluster_rules: list[dict[str, Any]] | None = None,
+        name: str = "kf-user",
+    ) -> Path:
+        """Write a kubeconfig for a least-privilege user: a ServiceAccount ``name`` in
+        ``namespace`` bound to a Role of ``rules`` there (and to a ClusterRole of
+        ``cluster_rules``), authenticated by a token the API server issued for it (an
+        hour). Requests the rules do not allow are refused by the real RBAC."""
+        rbac = "/apis/rbac.authorization.k8s.io/v1"
+        subject = [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+        self._request(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/serviceaccounts",
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
+        )
+        self._request(
+            "POST",
+            f"{rbac}/namespaces/{namespace}/roles",
+            {"kind": "Role", "metadata": {"name": name}, "rules": rules},
+        )
+        role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
+        self._request(
+            "POST",
+            f"{rbac}/namespaces/{namespace}/rolebindings",
+            {"kind": "RoleBinding", "metadata": {"name": name}, "subjects": subject,
+             "roleRef": role_ref},
+        )  # fmt: skip
+        if cluster_rules:
+            cluster_name = f"{namespace}-{name}"
+            self._request(
+                "POST",
+                f"{rbac}/clusterroles",
+                {"kind": "ClusterRole", "metadata": {"name": cluster_name}, "rules": cluster_rules},
+            )
+            self._request(
+                "POST",
+                f"{rbac}/clusterrolebindings",
+                {"kind": "ClusterRoleBinding", "metadata": {"name": cluster_name},
+                 "subjects": subject,
+                 "roleRef": {**role_ref, "kind": "ClusterRole", "name": cluster_name}},
+            )  # fmt: skip
+        issued = self._request(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+             "spec": {"expirationSeconds": 3600}},
+        )  # fmt: skip
+        import yaml
+
+        cfg = yaml.safe_load(self.kubeconfig.read_text())
+        for ctx in cfg.get("contexts", []):
+            ctx["context"]["namespace"] = namespace
+        for user in cfg.get("users", []):
+            user["user"] = {"token": issued["status"]["token"]}
+        path.write_text(yaml.safe_dump(cfg))
+        path.chmod(0o600)
+        return path
+
     # ---- raw access ------------------------------------------------------------
     def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run kubectl against this control plane."""

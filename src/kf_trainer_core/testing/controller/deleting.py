@@ -9,9 +9,11 @@ still there, owned by a uid that is gone.
 In the foreground:
 Trainer v2.3 reconciles a TrainJob that carries a ``deletionTimestamp`` like any other:
 while the TrainJob waits (``foregroundDeletion`` finalizer) for the garbage collector,
-it applies the JobSet again whenever the collector has deleted it, unless the job has
-finished (Complete or Failed). The JobSet controller then creates its Jobs again, and
-the Job controller their pods, unless the JobSet is suspended (the TrainJob's
+it applies the JobSet again whenever the collector has deleted it, unless the job is
+Complete. A Failed job is rebuilt too (measured on Trainer v2.3: its ``Failed``
+condition disappears — only ``Suspended`` stays, when it is suspended — and a job of one
+failing pod had 16 new pods in 20 s). The JobSet controller then creates its Jobs again,
+and the Job controller their pods, unless the JobSet is suspended (the TrainJob's
 ``spec.suspend``). On a real control plane this goes on for a few rounds (seconds to
 minutes) until the collector wins; the test bed's store plays one round of it,
 synchronously, through :attr:`Store.foreground_hooks`: new objects (new uids) appear
@@ -22,9 +24,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from kf_trainer_core.k8s.trainjob import COMPLETE, FAILED
+from kf_trainer_core.k8s.trainjob import COMPLETE, FAILED, SUSPENDED
 from kf_trainer_core.testing.controller.vocab import JOBS, JSON
-from kf_trainer_core.testing.store import JOBSETS, PODS, Resource, StoreError, json_copy
+from kf_trainer_core.testing.store import (
+    JOBSETS,
+    PODS,
+    TRAINJOBS,
+    Resource,
+    StoreError,
+    json_copy,
+)
 
 #: How long after a TrainJob's background delete its dependents are collected.
 GC_PASS_SECONDS = 0.3
@@ -42,12 +51,16 @@ _SERVER_SET = (
 )
 
 
-def finished(trainjob: JSON) -> bool:
-    """Whether the TrainJob has a Complete or Failed condition (the Trainer skips it)."""
+def _has(trainjob: JSON, kind: str) -> bool:
     return any(
-        c.get("type") in (COMPLETE, FAILED) and c.get("status") == "True"
+        c.get("type") == kind and c.get("status") == "True"
         for c in (trainjob.get("status") or {}).get("conditions") or []
     )
+
+
+def finished(trainjob: JSON) -> bool:
+    """Whether the TrainJob has a Complete or Failed condition."""
+    return _has(trainjob, COMPLETE) or _has(trainjob, FAILED)
 
 
 def reapply_while_deleting(
@@ -56,11 +69,26 @@ def reapply_while_deleting(
     """Re-create what the collector just removed from an unfinished ``trainjob`` being
     deleted in the foreground: its JobSet (and other objects it owned) as the Trainer
     applies them, the Jobs as the JobSet controller does, and the pods as the Job
-    controller does unless the job is suspended. ``removed`` lists the removed objects,
-    owners before dependents."""
-    if finished(trainjob):
+    controller does unless the job is suspended. A Failed job loses its condition first,
+    as on the real Trainer. ``removed`` lists the removed objects, owners before
+    dependents."""
+    if _has(trainjob, COMPLETE):
         return
     suspended = bool((trainjob.get("spec") or {}).get("suspend"))
+    if _has(trainjob, FAILED):
+        meta = trainjob["metadata"]
+        kept = [
+            c
+            for c in (trainjob.get("status") or {}).get("conditions") or []
+            if c.get("type") == SUSPENDED and suspended
+        ]
+        store.patch(
+            TRAINJOBS,
+            meta.get("namespace"),
+            meta["name"],
+            {"status": {"conditions": kept}},
+            subresource="status",
+        )
     own = str(trainjob["metadata"]["uid"])
     renamed = {own: own}  # old owner uid -> the uid of its re-created object
     for res, obj in removed:

@@ -11,11 +11,13 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from aiohttp import web
 
+from kf_trainer_core.k8s.rbac import Rule, allows
 from kf_trainer_core.testing import crd
 from kf_trainer_core.testing.faults import FaultInjector
 from kf_trainer_core.testing.server.accounting import RequestLog, RequestRecord
@@ -25,6 +27,24 @@ from kf_trainer_core.testing.store import PodLogs, Resource, Store, StoreError, 
 
 JSON = dict[str, Any]
 _T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A user of the test server and the RBAC rules bound to it
+    (:meth:`KubeTestServer.bind`)."""
+
+    user: str
+    namespace: str
+    rules: tuple[Rule, ...]
+    cluster_rules: tuple[Rule, ...] = ()
+
+    def allows(self, group: str, resource: str, verb: str, namespace: str | None) -> bool:
+        """Whether RBAC lets the user ``verb`` ``resource`` (``plural[/sub]``) of API
+        ``group`` in ``namespace`` (``None``: cluster-scoped)."""
+        if allows(self.cluster_rules, group, resource, verb):
+            return True
+        return namespace == self.namespace and allows(self.rules, group, resource, verb)
 
 
 class Stream:
@@ -72,6 +92,7 @@ class ServerBase:
     upstream: Path | None
     bytes_sent: int
     _token_check: Callable[[str], bool] | None
+    bindings: dict[str, Binding]
     _loop: asyncio.AbstractEventLoop | None
     _executor: concurrent.futures.ThreadPoolExecutor | None
     _schemas: dict[Resource, crd.CRDSchema]

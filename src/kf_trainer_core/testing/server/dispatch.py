@@ -116,12 +116,11 @@ class Dispatcher(HandlerMixin, WatchMixin, PodLogMixin):
         delay = self.faults.delay_for(ctx.verb, plural, route.subresource)
         if delay > 0:
             await asyncio.sleep(delay)
+        header = request.headers.get("Authorization", "")
+        token = header[7:].strip() if header[:7].lower() == "bearer " else ""
         check = self._token_check
-        if check is not None:
-            header = request.headers.get("Authorization", "")
-            token = header[7:].strip() if header[:7].lower() == "bearer " else ""
-            if not token or not check(token):
-                raise StoreError(401, "Unauthorized", "Unauthorized")
+        if check is not None and (not token or not check(token)):
+            raise StoreError(401, "Unauthorized", "Unauthorized")
         failure = self.faults.take_failure(ctx.verb, plural, route.subresource)
         if failure is not None:
             raise failure
@@ -129,8 +128,14 @@ class Dispatcher(HandlerMixin, WatchMixin, PodLogMixin):
             ctx.verb, plural, route.subresource, route.namespace
         ):
             raise self._forbidden(ctx)
+        binding = self.bindings.get(token) if token else None
+        view = route.view or route.res
+        if binding is not None and view is not None:
+            resource = view.plural + (f"/{route.subresource}" if route.subresource else "")
+            if not binding.allows(view.group, resource, ctx.verb, route.namespace):
+                raise self._forbidden(ctx, binding.user)
 
-    def _forbidden(self, ctx: Ctx) -> StoreError:
+    def _forbidden(self, ctx: Ctx, user: str | None = None) -> StoreError:
         route = ctx.route
         view = route.view or route.res
         assert view is not None
@@ -140,7 +145,7 @@ class Dispatcher(HandlerMixin, WatchMixin, PodLogMixin):
             f'in the namespace "{route.namespace}"' if route.namespace else "at the cluster scope"
         )
         message = (
-            f'{subject} is forbidden: User "{self.user}" cannot {ctx.verb} resource '
+            f'{subject} is forbidden: User "{user or self.user}" cannot {ctx.verb} resource '
             f'"{resource}" in API group "{view.group}" {scope}'
         )
         details: JSON = {}

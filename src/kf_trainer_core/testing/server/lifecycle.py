@@ -20,10 +20,12 @@ import yaml
 from aiohttp import web
 
 from kf_trainer_core.cluster.kueue import WORKLOADS
+from kf_trainer_core.k8s.rbac import Rule
 from kf_trainer_core.testing.crd import UPSTREAM_ENV, find_upstream
 from kf_trainer_core.testing.faults import FaultInjector
 from kf_trainer_core.testing.runtimes import load_upstream_runtimes
 from kf_trainer_core.testing.server.accounting import RequestLog
+from kf_trainer_core.testing.server.base import Binding
 from kf_trainer_core.testing.server.dispatch import Dispatcher
 from kf_trainer_core.testing.store import (
     CLUSTER_TRAINING_RUNTIMES,
@@ -84,6 +86,9 @@ class KubeTestServer(Dispatcher):
         self.user = user
         self.enforce_namespaces = enforce_namespaces
         self._token_check = None
+        #: Bearer tokens bound to a user and the RBAC rules granted to it (:meth:`bind`);
+        #: requests without one of them are the admin's.
+        self.bindings: dict[str, Binding] = {}
         #: The TrainJob status server, when enabled (:meth:`enable_status_server`).
         self.status_server: Any = None
         self._controller: Any = None
@@ -280,6 +285,7 @@ class KubeTestServer(Dispatcher):
         self.store.reset()
         self.logs.reset()
         self._token_check = None
+        self.bindings.clear()
         self.bookmark_interval = self.default_bookmark_interval
         self._seed()
         self.requests.clear()
@@ -333,6 +339,22 @@ class KubeTestServer(Dispatcher):
         else:
             accepted = frozenset(tokens)
             self._token_check = accepted.__contains__
+
+    def bind(
+        self,
+        token: str,
+        namespace: str,
+        rules: tuple[Rule, ...],
+        *,
+        cluster_rules: tuple[Rule, ...] = (),
+        user: str = "system:serviceaccount:default:kf-trainer",
+    ) -> None:
+        """Make ``token`` a user (``user``) whose rights are RBAC's: a Role of
+        ``rules`` bound in ``namespace`` and a ClusterRole of ``cluster_rules`` bound
+        cluster-wide (:mod:`kf_trainer_core.k8s.rbac` gives the suite's). A request the
+        rules do not allow is answered 403 in the API server's words, a dry run
+        included. ``kubeconfig(token=...)`` writes a kubeconfig for the user."""
+        self.bindings[token] = Binding(user, namespace, rules, cluster_rules)
 
     def enable_status_server(self) -> Any:
         """Turn on the Trainer's TrainJob status server (feature gate ``TrainJobStatus``):

@@ -101,10 +101,13 @@ def validation_mode(query: Any) -> str:
 
 
 def dry_run_of(query: Any, body: Any = None) -> bool:
-    """Whether ``dryRun=All`` was asked for (in the query or the DeleteOptions)."""
-    values = list(query.getall("dryRun", []))
-    if isinstance(body, dict) and isinstance(body.get("dryRun"), list):
-        values.extend(body["dryRun"])
+    """Whether ``dryRun=All`` was asked for: in the query, or for a delete with a
+    DeleteOptions body in that body alone (the API server decodes a delete's options
+    from its body when there is one, and its query only when there is none)."""
+    if isinstance(body, dict):
+        values = list(body["dryRun"]) if isinstance(body.get("dryRun"), list) else []
+    else:
+        values = list(query.getall("dryRun", []))
     for value in values:
         if value != "All":
             raise StoreError.bad_request(
@@ -114,10 +117,13 @@ def dry_run_of(query: Any, body: Any = None) -> bool:
 
 
 def delete_options(request: web.BaseRequest, body: Any) -> tuple[str, JSON | None]:
-    """The propagation policy and preconditions of a delete."""
+    """The propagation policy and preconditions of a delete: from its DeleteOptions
+    body when it has one (the query is ignored then, as by the API server), else from
+    its query."""
     options = body if isinstance(body, dict) else {}
-    policy = request.query.get("propagationPolicy") or options.get("propagationPolicy")
-    orphan = request.query.get("orphanDependents") or options.get("orphanDependents")
+    query = {} if isinstance(body, dict) else request.query
+    policy = options.get("propagationPolicy") or query.get("propagationPolicy")
+    orphan = options.get("orphanDependents") or query.get("orphanDependents")
     if policy is None and orphan is not None:
         policy = "Orphan" if truthy(str(orphan)) else "Background"
     preconditions = (

@@ -1,0 +1,402 @@
+"""The state x operation x permission matrix (issue 33): what every state-changing
+operation of the suite does to a job in every state, as each kind of user, on both
+servers (see ``test_state_matrix.py``).
+
+:data:`EXPECTED` is the one statement of it: the test asserts each cell, and
+``docs/safety.md`` shows the same table (:func:`markdown`; a test keeps the two equal).
+Each cell reads ``outcome -> state``: what the call returned (or raised), then what
+became of the job. Beyond its cell, every cell asserts that no pod of the job started
+after the call (except where the cell says pods start, and where the Job controller's
+own retries go on: a ``Restarting`` job left running), and that no condition the job
+had was lost while it is kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance_support import Cluster
+from kubernetes import client as k8s
+from kubernetes import watch as k8s_watch
+
+from kf_trainer_core.base.marks import ATTEMPT_ANNOTATION
+from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.status import JobState, job_state
+from kf_trainer_core.errors import DeleteRefusedError
+from kf_trainer_core.k8s.errors import ApiError
+from kf_trainer_core.spec import CustomTrainer, QueueName, Retention, Suspend, TrainJobSpec
+
+STATES = (
+    "Created",
+    "Running",
+    "Suspended",
+    "Complete",
+    "Failed",
+    "Restarting",
+    "Deleting",
+    "Queued",
+)
+
+#: The operations, each as a user calls it on a job of the cell's identity.
+OPS = (
+    "delete_job",
+    "cancel delete",
+    "cancel suspend",
+    "cancel keep",
+    "suspend_job",
+    "resume_job",
+    "stop_unfinished",
+    "prune older_than",
+    "prune keep_last",
+    "prune retention",
+    "submit fresh",
+    "submit adopt",
+)
+
+#: Users: ``admin`` (system:masters), ``runner`` (the Role ``kf-trainer rbac`` prints),
+#: ``no-delete`` (that Role without ``delete`` on trainjobs), ``viewer`` (the viewer
+#: profile: reads only).
+USERS = ("admin", "runner", "no-delete", "viewer")
+
+#: Which operations each user is tried with (admin and runner: all of them).
+USER_OPS = {
+    "admin": OPS,
+    "runner": OPS,
+    "no-delete": (
+        "delete_job",
+        "cancel delete",
+        "cancel suspend",
+        "suspend_job",
+        "stop_unfinished",
+        "prune older_than",
+        "prune retention",
+    ),
+    "viewer": ("delete_job", "suspend_job", "prune older_than", "submit fresh"),
+}
+
+_UNFINISHED = ("Created", "Running", "Restarting")
+_HELD = ("Suspended", "Queued")
+
+#: What each operation does, by state, for a user who may do it (admin and runner).
+_ALLOWED: dict[str, dict[str, str]] = {
+    "delete_job": dict.fromkeys(STATES, "True -> gone")
+    | {"Deleting": "True -> deleting, suspended"},
+    "cancel delete": dict.fromkeys(STATES, "True -> gone")
+    | {"Deleting": "True -> deleting, suspended"},
+    "cancel suspend": dict.fromkeys(STATES, "True -> as before")
+    | dict.fromkeys(_UNFINISHED, "True -> Suspended")
+    | {"Deleting": "True -> deleting, suspended"},
+    "cancel keep": dict.fromkeys(STATES, "False -> as before"),
+    "suspend_job": dict.fromkeys(STATES, "job -> as before")
+    | dict.fromkeys(_UNFINISHED, "job -> Suspended")
+    | {"Deleting": "job -> deleting, suspended"},
+    "resume_job": dict.fromkeys(STATES, "job -> as before")
+    | dict.fromkeys(_HELD, "job -> runs (pods start)"),
+    "stop_unfinished": dict.fromkeys((*_UNFINISHED, *_HELD), "[job] -> gone")
+    | dict.fromkeys(("Complete", "Failed", "Deleting"), "[] -> as before"),
+    "prune older_than": dict.fromkeys(STATES, "0 deleted -> as before")
+    | dict.fromkeys(("Complete", "Failed"), "1 deleted -> gone"),
+    "prune keep_last": dict.fromkeys(STATES, "0 deleted -> as before")
+    | dict.fromkeys(("Complete", "Failed"), "1 deleted -> gone"),
+    "prune retention": dict.fromkeys(STATES, "0 deleted -> as before")
+    | dict.fromkeys(("Complete", "Failed"), "1 deleted -> gone"),
+    "submit fresh": dict.fromkeys(STATES, "adopted -> as before")
+    | {"Failed": "attempt 1 -> as before", "Deleting": "created again -> gone"},
+    "submit adopt": dict.fromkeys(STATES, "adopted -> as before")
+    | {"Deleting": "created again -> gone"},
+}
+
+#: What a delete refused by RBAC leaves: nothing changed.
+_REFUSED = "refused -> as before"
+#: What another refused change leaves (the API server's 403, nothing changed).
+_FORBIDDEN = "403 -> as before"
+
+
+def expected(user: str, op: str, state: str) -> str:
+    """The cell of :data:`EXPECTED`."""
+    allowed = _ALLOWED[op][state]
+    if user in ("admin", "runner"):
+        return allowed
+    deletes = op in ("delete_job", "cancel delete") or (
+        op == "stop_unfinished" and state in (*_UNFINISHED, *_HELD)
+    )
+    prunes = op.startswith("prune") and state in ("Complete", "Failed")
+    if user == "no-delete":
+        return _REFUSED if deletes or prunes else allowed
+    # viewer: reads only
+    if deletes or prunes:
+        return _REFUSED
+    if op.startswith("prune"):
+        return allowed  # nothing picked: nothing asked of the server but reads
+    return _FORBIDDEN
+
+
+EXPECTED: dict[tuple[str, str, str], str] = {
+    (user, op, state): expected(user, op, state)
+    for user in USERS
+    for op in USER_OPS[user]
+    for state in STATES
+}
+
+
+def markdown() -> str:
+    """The admin/runner table of docs/safety.md: a row per operation, a column per state."""
+    head = "| operation | " + " | ".join(STATES) + " |"
+    rule = "| --- |" + " --- |" * len(STATES)
+    rows = [
+        f"| `{op}` | " + " | ".join(EXPECTED["runner", op, s] for s in STATES) + " |" for op in OPS
+    ]
+    return "\n".join([head, rule, *rows])
+
+
+# ----------------------------------------------------------------------------- cells
+
+
+@dataclass
+class Cell:
+    """One job of the matrix and what happened to it."""
+
+    user: str
+    op: str
+    state: str
+    identity: str
+    spec: TrainJobSpec
+    name: str = ""
+    uid: str = ""
+    conditions: set[str] = field(default_factory=set)
+    started: float = 0.0
+    ended: float = 0.0
+    outcome: str = ""
+    after: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.user, self.op, self.state)
+
+    @property
+    def pods_may_start(self) -> bool:
+        """Whether pods of this job may start after the call: a resumed job runs, and
+        the Job controller goes on retrying a failing job the call left running."""
+        if "pods start" in EXPECTED[self.key] or "created again" in EXPECTED[self.key]:
+            return True
+        stopped = EXPECTED[self.key].endswith(("gone", "Suspended", "suspended"))
+        return self.state == "Restarting" and not stopped
+
+
+def specs(cluster: Cluster, state: str, runtime: Any) -> TrainJobSpec:
+    """The spec of a job that will be in ``state``; every job carries a retention of 0 s
+    (``prune retention`` finds finished ones due at once)."""
+    retain = Retention(after_finished_seconds=0)
+    if state == "Created":  # more GPUs than any node has: Pending for good
+        trainer = CustomTrainer(cluster.spec().trainer.func, resources_per_node={"gpu": 9})
+        return TrainJobSpec(trainer=trainer, options=[retain])
+    if state == "Complete":
+        return cluster.spec("succeed", retain)
+    if state == "Failed":
+        return cluster.spec("fail", retain, runtime=runtime)
+    if state == "Restarting":  # the upstream runtime: the Job controller retries 6 times
+        return cluster.spec("restart", retain, seconds=4)
+    if state == "Queued":  # held as Kueue's webhook holds a queued job
+        return cluster.spec("hold", retain, QueueName("matrix"), Suspend())
+    return cluster.spec("hold", retain)
+
+
+HOLD_FINALIZER = "kf-trainer-suite.test/hold"
+
+
+def bring(cluster: Cluster, admin: TrainerClient, cells: list[Cell], pool: Any) -> None:
+    """Bring every cell's job into its state, as the admin: submit them all, then look
+    at the whole namespace twice a second (two lists), acting on a job once it is
+    Running where its state asks for it (suspend it; hold it in deletion)."""
+    for cell, sub in zip(
+        cells, pool.map(lambda c: admin.submit(c.spec, identity=c.identity), cells), strict=True
+    ):
+        cell.name, cell.uid = sub.job.name, sub.job.uid or ""
+    api = cluster.api()
+    custom = k8s.CustomObjectsApi(api)
+    core = k8s.CoreV1Api(api)
+    group = ("trainer.kubeflow.org", "v1alpha1", cluster.namespace, "trainjobs")
+
+    def hold_in_deletion(name: str) -> None:
+        custom.patch_namespaced_custom_object(
+            *group, name, {"metadata": {"finalizers": [HOLD_FINALIZER]}}
+        )
+        custom.delete_namespaced_custom_object(
+            *group, name, body={"propagationPolicy": "Background"}
+        )
+
+    pending = {c.name: c for c in cells}
+    acted: set[str] = set()
+    end = time.monotonic() + 240
+    while pending:
+        assert time.monotonic() < end, f"not reached: {sorted(c.key for c in pending.values())}"
+        jobs = {
+            o["metadata"]["name"]: o for o in custom.list_namespaced_custom_object(*group)["items"]
+        }
+        pods: dict[str, list[str]] = {}
+        for pod in core.list_namespaced_pod(cluster.namespace).items:
+            job = (pod.metadata.labels or {}).get("jobset.sigs.k8s.io/jobset-name", "")
+            pods.setdefault(job, []).append(str(pod.status.phase))
+        for name, cell in list(pending.items()):
+            obj = jobs.get(name)
+            if obj is None:
+                continue
+            status = job_state(obj)
+            if cell.state in ("Suspended", "Deleting") and name not in acted:
+                if status is JobState.RUNNING:
+                    acted.add(name)
+                    if cell.state == "Suspended":
+                        pool.submit(admin.suspend_job, name)
+                    else:
+                        pool.submit(hold_in_deletion, name)
+                continue
+            reached = {
+                "Created": status is JobState.CREATED and bool(pods.get(name)),
+                "Running": status is JobState.RUNNING,
+                "Suspended": status is JobState.SUSPENDED,
+                "Queued": status is JobState.SUSPENDED,
+                "Complete": status is JobState.COMPLETE,
+                "Failed": status is JobState.FAILED,
+                "Restarting": "Failed" in pods.get(name, []) and not status.terminal,
+                "Deleting": bool(obj["metadata"].get("deletionTimestamp")),
+            }[cell.state]
+            if reached:
+                cell.conditions = _true_conditions(obj)
+                del pending[name]
+        time.sleep(0.5)
+
+
+def raw(custom: k8s.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any] | None:
+    """The TrainJob as stored (``None`` when there is none)."""
+    try:
+        obj: dict[str, Any] = custom.get_namespaced_custom_object(
+            "trainer.kubeflow.org", "v1alpha1", namespace, "trainjobs", name
+        )
+    except k8s.ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+    return obj
+
+
+def _true_conditions(obj: dict[str, Any]) -> set[str]:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return {c["type"] for c in conditions if c.get("status") == "True"} - {"Suspended"}
+
+
+def run_op(client: TrainerClient, cell: Cell) -> str:
+    """Perform the cell's operation as its user; the outcome as the table words it."""
+    op, name = cell.op, cell.name
+    try:
+        if op == "delete_job":
+            return str(client.delete_job(name))
+        if op.startswith("cancel "):
+            return str(client.cancel_job(name, op.split()[1]))  # type: ignore[arg-type]
+        if op in ("suspend_job", "resume_job"):
+            getattr(client, op)(name)
+            return "job"
+        if op == "stop_unfinished":
+            done = client.stop_unfinished(identity=cell.identity, action="delete")
+            return "[job]" if done == [name] else str(done)
+        if op.startswith("prune "):
+            rule = op.split()[1]
+            options: dict[str, Any] = {"identity_prefix": cell.identity}
+            if rule == "older_than":
+                options["older_than"] = 0
+            elif rule == "keep_last":
+                options["keep_last"] = 0
+            report = client.prune_jobs(**options)
+            return f"{len(report.deleted)} deleted"
+        fresh = op == "submit fresh"
+        sub = client.submit(cell.spec, identity=cell.identity, fresh_after_failure=fresh)
+        if sub.job.name == name and sub.job.uid == cell.uid:
+            return "adopted"
+        if sub.job.name == name:
+            return "created again"
+        annotations = (sub.obj.get("metadata") or {}).get("annotations") or {}
+        return f"attempt {annotations.get(ATTEMPT_ANNOTATION)}" if sub.created else "other"
+    except DeleteRefusedError:
+        return "refused"
+    except ApiError as err:
+        return str(err.code)
+
+
+def state_after(cluster: Cluster, cell: Cell) -> str:
+    """What became of the cell's job, as the table words it (read as stored)."""
+    obj = raw(k8s.CustomObjectsApi(cluster.api()), cluster.namespace, cell.name)
+    if obj is None or obj["metadata"].get("uid") != cell.uid:
+        return "gone"
+    suspended = bool((obj.get("spec") or {}).get("suspend"))
+    if obj["metadata"].get("deletionTimestamp"):
+        if suspended:
+            return "deleting, suspended"
+        return "as before" if cell.state == "Deleting" else "deleting"
+    lost = cell.conditions - _true_conditions(obj)
+    if lost:
+        return f"lost {sorted(lost)}"
+    status = job_state(obj)
+    if status.terminal:
+        return "as before" if status.value == cell.state else status.value
+    if suspended or status is JobState.SUSPENDED:
+        return "as before" if cell.state in _HELD else "Suspended"
+    if cell.state in _HELD:
+        return "runs (pods start)"
+    return "as before" if cell.state in _UNFINISHED else status.value
+
+
+# ----------------------------------------------------------------------------- pods
+
+
+class PodWatch:
+    """Every pod ADDED to the namespace from now on: (job name, pod uid, when seen)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.api = cluster.api()
+        core = k8s.CoreV1Api(self.api)
+        listing = core.list_namespaced_pod(cluster.namespace)
+        self.before = {p.metadata.uid for p in listing.items}
+        self.added: list[tuple[str, str, float]] = []
+        self._stop = threading.Event()
+        self._rv = str(listing.metadata.resource_version)
+        self._thread = threading.Thread(target=self._run, args=(cluster.namespace,), daemon=True)
+        self._thread.start()
+
+    def _run(self, namespace: str) -> None:
+        core = k8s.CoreV1Api(self.api)
+        while not self._stop.is_set():
+            with contextlib.suppress(Exception):
+                stream = k8s_watch.Watch().stream(
+                    core.list_namespaced_pod,
+                    namespace,
+                    resource_version=self._rv,
+                    timeout_seconds=1,
+                    allow_watch_bookmarks=True,
+                )
+                for event in stream:
+                    pod = event["object"]
+                    self._rv = str(pod.metadata.resource_version or self._rv)
+                    if event["type"] == "ADDED" and pod.metadata.uid not in self.before:
+                        labels = pod.metadata.labels or {}
+                        job = labels.get("jobset.sigs.k8s.io/jobset-name", "")
+                        self.added.append((job, pod.metadata.uid, time.monotonic()))
+                        self.before.add(pod.metadata.uid)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def started_after(self, job: str, when: float) -> int:
+        return sum(1 for name, _, seen in self.added if name == job and seen > when)
+
+
+def timed(fn: Callable[[], str], cell: Cell) -> None:
+    cell.started = time.monotonic()
+    try:
+        cell.outcome = fn()
+    finally:
+        cell.ended = time.monotonic()
