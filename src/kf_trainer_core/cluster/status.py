@@ -29,6 +29,7 @@ from kf_trainer_core.base.marks import (
     SPEC_HASH_ANNOTATION,
 )
 from kf_trainer_core.base.timeutil import duration_text, parse_time
+from kf_trainer_core.cluster import distributed
 from kf_trainer_core.cluster.failures import POD_CREATE_REFUSED_REASON, classify
 from kf_trainer_core.cluster.kueue import QueueStatus
 from kf_trainer_core.fields import names
@@ -674,10 +675,10 @@ def _pod_trouble(pod: Mapping[str, Any], step: str) -> tuple[str | None, int | N
 
 
 def failing_pod(
-    pods: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]], first: str | None = None
 ) -> tuple[str, Mapping[str, Any], str | None, int | None, str] | None:
-    """The first pod, in step order, that failed or is stuck:
-    ``(step, pod, container reason, exit code, message)``."""
+    """The first pod, in step order, that failed or is stuck — step ``first``'s when it
+    is one of them: ``(step, pod, container reason, exit code, message)``."""
     pods = list(pods)
     mpi = _is_mpi(pods)
     ranked = []
@@ -692,7 +693,7 @@ def failing_pod(
             )
     if not ranked:
         return None
-    ranked.sort(key=lambda r: r[0])
+    ranked.sort(key=lambda r: (r[1] != first, r[0]))
     _, step, pod, reason, code, message = ranked[0]
     return step, pod, reason, code, message
 
@@ -703,17 +704,24 @@ def failure_of(
     events: Iterable[Event] = (),
     log_tail: Iterable[str] = (),
     queue: QueueStatus | None = None,
+    *,
+    first: str | None = None,
+    shown: int | None = None,
 ) -> Failure:
     """Explain a failed (or stuck) job from its condition, pods, events and log, and
-    classify it (:func:`kf_trainer_core.cluster.failures.classify`)."""
+    classify it (:func:`kf_trainer_core.cluster.failures.classify`). ``first``: the
+    step that failed first, when the caller knows (a distributed job's root cause,
+    :mod:`kf_trainer_core.cluster.root_cause`), whose log ``log_tail`` is; ``shown``:
+    how many of its last lines the failure keeps (every line given is evidence)."""
     pods = list(pods)
     # The job's own words: safe and bounded before anything reads them.
     log_tail = untrusted.shown_lines(log_tail)
     cond = condition(obj, "Failed") or {}
-    found = failing_pod(pods)
+    found = failing_pod(pods, first)
     step = pod_name = container_reason = None
     code: int | None = None
     message = str(cond.get("message") or "")
+    pod_message = ""
     if found is not None:
         step, pod, container_reason, code, pod_message = found
         pod_name = (pod.get("metadata") or {}).get("name")
@@ -730,7 +738,11 @@ def failure_of(
         log_tail=log_tail,
         pods=pods,
         evictions=[(e.reason, e.message) for e in queue.evictions] if queue else (),
+        step=step,
+        pod_message=untrusted.text(pod_message, newlines=True),
     )
+    if shown is not None:
+        log_tail = distributed.without_launcher_traceback(log_tail)[-shown:] if shown else []
     return Failure(
         reason=reason,
         message=message,
