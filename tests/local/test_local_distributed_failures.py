@@ -149,7 +149,7 @@ def test_a_sigkilled_worker_while_the_cgroup_counted_an_oom_kill_is_oom_killed(
     pod = pod_with_output(fixture("gloo_worker_sigkill.log"))
     pod.oom_before = 3
     monkeypatch.setattr(pods, "oom_kills", lambda: 4)
-    code, reason, said = termination(pod, 1)
+    code, reason, _ = termination(pod, 1)
     assert (code, reason) == (1, "OOMKilled")
     monkeypatch.setattr(pods, "oom_kills", lambda: 3)  # no OOM kill: killed from outside
     assert termination(pod, 1)[1] == "Error"
