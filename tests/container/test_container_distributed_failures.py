@@ -50,9 +50,7 @@ def failed(client: TrainerClient, trainer: CustomTrainer, has_torch: bool) -> Tr
     return info.value
 
 
-def test_a_sigkilled_worker_is_infrastructure(
-    client: TrainerClient, image_has_torch: bool
-) -> None:
+def test_a_sigkilled_worker_is_infrastructure(client: TrainerClient, image_has_torch: bool) -> None:
     err = failed(client, CustomTrainer(killed_after_a_step), image_has_torch)
     assert isinstance(err, TrainJobInfrastructureError), str(err)
     assert err.failure.classified_by.startswith("rank 0 on node-0 was killed by SIGKILL")
