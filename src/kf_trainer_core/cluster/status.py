@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from kf_trainer_core.base import untrusted
 from kf_trainer_core.base.errors import FailureClass
 from kf_trainer_core.base.marks import (
+    GPUS_ANNOTATION,
     IDENTITY_ANNOTATION,
     PROGRESS_ANNOTATION,
     PROGRESS_FROM_LOG,
@@ -94,6 +95,13 @@ def _safe_text(value: Any) -> Any:
     return untrusted.text(value, newlines=True) if isinstance(value, str) else value
 
 
+def _safe_gpus(value: Any) -> Any:
+    # From a pod's annotation: a few short ids, whatever the annotation held.
+    if not isinstance(value, list):
+        return value
+    return [untrusted.line(v, 64) for v in value[:64]]
+
+
 def _safe_metrics(value: Any) -> Any:
     if not isinstance(value, Mapping):
         return value
@@ -118,8 +126,12 @@ class Step(_Out):
     #: When the step's main container started and ended (for wall time and GPU-hours).
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    #: The GPUs the local and container backends gave the node (``["0", "1"]``, as
+    #: ``CUDA_VISIBLE_DEVICES`` names them); empty elsewhere.
+    gpus: list[str] = Field(default_factory=list)
 
     _lines = field_validator("container_reason", "status", mode="before")(_safe_line)
+    _gpus = field_validator("gpus", mode="before")(_safe_gpus)
 
 
 class Progress(_Out):
@@ -433,6 +445,7 @@ def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
     steps = []
     for name, pod in newest.items():
         meta = pod.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
         container = _main_container(pod, name)
         spec_c: Mapping[str, Any] = next(
             (
@@ -447,6 +460,9 @@ def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
             # torchrun's processes per node beat the resource count, as in the SDK.
             if env.get("name") == "PET_NPROC_PER_NODE" and str(env.get("value", "")).isdigit():
                 count = str(env["value"])
+        gpus = [g for g in str(annotations.get(GPUS_ANNOTATION) or "").split(",") if g]
+        if gpus and device in (None, "cpu"):
+            device = "gpu"  # a local node given GPUs it did not ask for
         cstate = container_state(pod, container)
         reason, code = _reason_and_code(cstate)
         started, finished = _container_times(cstate)
@@ -464,6 +480,7 @@ def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
                 exit_code=code,
                 started_at=started,
                 finished_at=finished,
+                gpus=gpus,
             )
         )
     return sorted(steps, key=_step_order)

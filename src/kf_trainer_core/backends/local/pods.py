@@ -118,6 +118,11 @@ class PodRun:
     progress_seq: int = 0
     #: The container's id (``docker://…``) when a pod runner runs it, else "".
     runtime_id: str = ""
+    #: The GPUs the node was given (:mod:`~kf_trainer_core.backends.local.gpus`); None:
+    #: not shared out (an initializer, or a machine without GPUs).
+    gpus: list[str] | None = None
+    #: ``numProcPerNode: auto``: one process per GPU the node is given.
+    auto_procs: bool = False
 
     def take_line(self, line: str, prefix: str = "") -> None:
         """One line of the pod's output, from a process or a container alike: kept for
