@@ -463,7 +463,7 @@ def _record(fields: Mapping[str, object], trace: list[str], root: bool) -> RankF
     return RankFailure(
         rank=_int(rank_text),
         local_rank=int(local.group(1)) if local else None,
-        host=str(fields.get("host", ""))[:253],
+        host=untrusted.line(str(fields.get("host", "")), 253),
         exit_code=_int(str(fields.get("exitcode", ""))),
         error=error,
         root_cause=root,
