@@ -59,11 +59,11 @@ _CHILD_FAILED = "ChildFailedError"
 #: ``[rank3]:`` (torchrun's prefix of a worker's lines: the global rank) or
 #: ``[default1]:`` (older torchrun's ``--tee`` prefix: the local rank).
 _PREFIX = re.compile(r"^\[(rank|default)(\d{1,7})\]:")
-_SUMMARY_ROOT = re.compile(r"^\s*Root Cause \(first observed failure\):\s*$")
-_SUMMARY_FAILURES = re.compile(r"^\s*Failures:\s*$")
-_RECORD = re.compile(r"^\s*\[(\d{1,7})\]:\s*$")
-_FIELD = re.compile(r"^(\s*)(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
-_RULE_LINE = re.compile(r"^\s*(?:-{8,}|={8,})\s*$")
+_SUMMARY_ROOT = re.compile(r"^\s*Root Cause \(first observed failure\):\s*\Z")
+_SUMMARY_FAILURES = re.compile(r"^\s*Failures:\s*\Z")
+_RECORD = re.compile(r"^\s*\[(\d{1,7})\]:\s*\Z")
+_FIELD = re.compile(r"^(\s*)(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)\Z")
+_RULE_LINE = re.compile(r"^\s*(?:-{8,}|={8,})\s*\Z")
 _INT = re.compile(r"-?\d{1,9}")
 _LOCAL_RANK = re.compile(r"local_rank:\s*(\d{1,7})")
 #: glog's line of the agent when a worker ends: ``E1127 15:08:23.351000 22180 ...
