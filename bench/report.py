@@ -908,6 +908,12 @@ def section_realwait(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
     return render(section, out)
 
 
+def section_gpu(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
+    from bench.gpu.report import section_gpu as render
+
+    return render(section, out)
+
+
 def section_triggerer(section: JSON, out: Path) -> tuple[str, list[list[str]]]:
     from bench.triggerer_report import section_triggerer as render
 
@@ -926,6 +932,9 @@ SECTIONS: list[tuple[str, str, Callable[[JSON, Path], tuple[str, list[list[str]]
     ("realwait", "On the real control plane: waiting with its controllers", section_realwait),
     # Not run by `python -m bench`: `python -m bench.triggerer --record` (tens of minutes).
     ("triggerer", "Shared triggerer at 200 deferred tasks", section_triggerer),
+    # Not run by `python -m bench`: bench/gpu/run.py on a GPU machine, then
+    # `python -m bench.gpu.record gpu_bench.json`.
+    ("gpu", "On a GPU", section_gpu),
 ]
 
 
@@ -945,6 +954,8 @@ def write_report(results: JSON, out: Path) -> Path:
         if section.get("command") not in (None, results.get("command")):
             stamp += f", re-run alone with `{section['command']}`"
         stamp += " (quick mode: small sizes)._" if section.get("quick") else "._"
+        if section.get("not_run"):
+            stamp = f"_Not measured yet; run `{section.get('command')}`._"
         body += [f"## {title}", "", stamp, "", text, ""]
         targets += section_targets
     load = machine.get("load_at_start") or []

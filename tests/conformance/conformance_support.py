@@ -83,12 +83,21 @@ class Cluster:
 
     # -- what pods do -------------------------------------------------------------
     def pods(
-        self, behaviour: str = "succeed", *, exit_code: int = 3, seconds: int = 8
+        self,
+        behaviour: str = "succeed",
+        *,
+        exit_code: int = 3,
+        seconds: int = 8,
+        message: str | None = None,
     ) -> list[Any]:
-        """Spec options that make the job's trainer pods ``behaviour``."""
+        """Spec options that make the job's trainer pods ``behaviour``; a failing pod
+        with ``message`` ends with it as its termination message and serves no log (as
+        kwok's pods do)."""
         assert behaviour in BEHAVIOURS, behaviour
         if behaviour == "succeed":
             return []
+        # The same annotation on both: kwok's and the test bed's pods honour it.
+        said = {} if message is None else {KWOK + "termination-message": message}
         if not self.real:
             scenario: dict[str, Any] = {
                 "hold": {"preset": "never-finish"},
@@ -107,7 +116,10 @@ class Cluster:
                     "duration": seconds,
                 },
             }[behaviour]
-            return [Annotations({SCENARIO_ANNOTATION: json.dumps(scenario)})]
+            if message is not None:
+                scenario["serve_logs"] = False
+            options: list[Any] = [Annotations({SCENARIO_ANNOTATION: json.dumps(scenario)})]
+            return options + ([pod_annotations(said)] if said else [])
         notes = {
             "hold": {KWOK + "hold": "true"},
             "fail": {KWOK + "exit-code": str(exit_code)},
@@ -115,7 +127,7 @@ class Cluster:
             "slow": {KWOK + "duration": f"{seconds}s"},
             "restart": {KWOK + "exit-code": str(exit_code)},  # upstream runtimes retry 6 times
         }[behaviour]
-        return [pod_annotations(notes)]
+        return [pod_annotations({**notes, **said})]
 
     def spec(
         self,

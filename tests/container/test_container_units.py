@@ -89,14 +89,13 @@ def test_resources_become_engine_limits(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(
         machine, "available", lambda: {"cpu": 8.0, "memory": 2.0**35, "nvidia.com/gpu": 0.0}
     )
-    monkeypatch.setattr(machine, "gpu_count", lambda: 0)
 
     def request(**kw: Any) -> dict[str, Any]:
         return kw
 
     limits = _limits({"limits": {"cpu": "1500m", "memory": "2Gi", "nvidia.com/gpu": 4}}, request)
-    assert limits == {"nano_cpus": 1_500_000_000, "mem_limit": 2 * 2**30}  # no GPU here
+    assert limits == {"nano_cpus": 1_500_000_000, "mem_limit": 2 * 2**30}  # no GPU given
     assert _limits({"requests": {"cpu": 64}}, request) == {"nano_cpus": 8_000_000_000}
-    monkeypatch.setattr(machine, "gpu_count", lambda: 2)
-    limits = _limits({"limits": {"nvidia.com/gpu": 4}}, request)
-    assert limits["device_requests"] == [{"count": 2, "capabilities": [["gpu"]]}]
+    # The node's own GPUs, by id (the kubelet shared them out).
+    limits = _limits({"limits": {"nvidia.com/gpu": 2}}, request, ["2", "3"])
+    assert limits["device_requests"] == [{"device_ids": ["2", "3"], "capabilities": [["gpu"]]}]

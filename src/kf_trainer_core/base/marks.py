@@ -25,3 +25,6 @@ CLAIM_ANNOTATION = "kf-trainer-suite/attempt-claimed"
 #: no status server.
 PROGRESS_ANNOTATION = "kf-trainer-suite/progress"
 PROGRESS_FROM_LOG = "log"
+#: On a local backend's pod: the GPUs its node was given (``0,1``), as
+#: ``CUDA_VISIBLE_DEVICES`` and the container engine name them.
+GPUS_ANNOTATION = "kf-trainer-suite/gpus"

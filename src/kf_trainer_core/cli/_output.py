@@ -129,9 +129,12 @@ def duration(start: datetime | None, end: datetime | None) -> str:
     return age(start, end) if end is not None else age(start)
 
 
-def device_text(device: str | None, count: str | int | None) -> str:
-    """``gpu x4``, ``cpu`` when the count is not known, ``-`` when neither is."""
+def device_text(device: str | None, count: str | int | None, gpus: Sequence[str] = ()) -> str:
+    """``gpu x4``, ``cpu`` when the count is not known, ``-`` when neither is; with the
+    GPUs a local node was given, ``gpu x2 [GPUs 0,1]``."""
     known = None if count in (None, "", "Unknown") else count
     if not device or device == "Unknown":
-        return "-" if known is None else f"x{known}"
-    return device if known is None else f"{device} x{known}"
+        text = "-" if known is None else f"x{known}"
+    else:
+        text = device if known is None else f"{device} x{known}"
+    return f"{text} [GPUs {','.join(gpus)}]" if gpus else text

@@ -173,7 +173,7 @@ def get_job(ctx: click.Context, name: str, output: str) -> None:
                     s.name,
                     s.status or "-",
                     s.pod_name,
-                    device_text(s.device, s.device_count),
+                    device_text(s.device, s.device_count, s.gpus),
                     s.container_reason or "-",
                     "-" if s.exit_code is None else str(s.exit_code),
                 ]

@@ -6,15 +6,20 @@ disruption conditions, Kueue's Workload and the log tail:
 
 * ``infrastructure`` — the platform let the job down; a retry may well succeed: a pod
   evicted, preempted or lost with its node, a Kueue eviction, an image pull that failed
-  for a registry's transient trouble, a container killed from outside, the API server
-  failing (5xx, no answer).
-* ``capacity`` — the job does not fit what it was given: out of memory, past its
-  deadline, unschedulable, never admitted by Kueue.
+  for a registry's transient trouble, a container or a worker killed from outside, a
+  GPU's hardware fault, NCCL or the rendezvous losing a peer, the API server failing
+  (5xx, no answer).
+* ``capacity`` — the job does not fit what it was given: out of memory (host or GPU),
+  past its deadline, unschedulable, never admitted by Kueue.
 * ``configuration`` — the job as written cannot run: an image that does not exist, a
   bad runtime or spec, a missing secret, an admission rejection, the Trainer failing to
-  build its JobSet (``TrainJobResourcesCreationFailed``).
+  build its JobSet (``TrainJobResourcesCreationFailed``), two workers on one GPU.
 * ``user-code`` — the training code failed: a Python traceback in the log, or another
   non-zero exit of the program.
+
+A distributed job's log is read for its root cause (:mod:`kf_trainer_core.cluster.distributed`):
+torchrun's failure summary and the failed worker's own error, not torchrun's traceback
+nor the peers that failed because of it.
 * ``unknown`` — nothing said enough.
 
 The error types raised for each class derive from :class:`InfrastructureFailure`,
@@ -39,6 +44,7 @@ from kf_trainer_core.base.errors import (
     SubmitError,
     TrainJobNotFoundError,
 )
+from kf_trainer_core.cluster import distributed
 
 #: Process exit codes per class (``sysexits.h`` where one fits), for runners that only
 #: see an exit status (a KFP component): an exit handler or a retry policy can tell
@@ -74,7 +80,6 @@ _IMAGE_MISSING = re.compile(
     r"unauthorized|insufficient_scope|denied|invalid reference format",
     re.IGNORECASE,
 )
-_TRACEBACK = "Traceback (most recent call last)"
 #: The Job controller's Warning when the API server refuses a pod it creates (a missing
 #: service account, an exceeded ResourceQuota, a Pod Security or LimitRange violation).
 POD_CREATE_REFUSED_REASON = "FailedCreate"
@@ -115,21 +120,6 @@ def _unschedulable(pods: Iterable[Mapping[str, Any]]) -> str | None:
     return None
 
 
-def _exception_line(lines: Sequence[str]) -> str | None:
-    """The exception a Python traceback ends with (``ValueError: bad lr``)."""
-    start = None
-    for i, line in enumerate(lines):
-        if _TRACEBACK in line:
-            start = i
-    if start is None:
-        return None
-    for line in reversed(lines[start + 1 :]):
-        text = line.strip()
-        if text and not text.startswith(("File ", "^", "~")) and not line.startswith((" ", "\t")):
-            return text
-    return "a Python exception"
-
-
 def classify(
     *,
     reason: str = "",
@@ -139,10 +129,15 @@ def classify(
     log_tail: Sequence[str] = (),
     pods: Iterable[Mapping[str, Any]] = (),
     evictions: Sequence[tuple[str, str]] = (),
+    step: str | None = None,
+    pod_message: str = "",
 ) -> tuple[FailureClass, str]:
     """The class of a failure and the evidence for it (one line), from the job's
-    Failed condition (``reason``, ``message``), its failing container, all its pods,
-    Kueue evictions (``(reason, message)``) and the failing step's log tail."""
+    Failed condition (``reason``, ``message``: with the pod's own, ``pod_message``,
+    in it), its failing container (of ``step``), all its pods, Kueue evictions
+    (``(reason, message)``) and the failing step's log tail — read as a distributed
+    job's output (:mod:`kf_trainer_core.cluster.distributed`: torchrun's failure
+    summary, the workers' own errors, CUDA's and NCCL's texts)."""
     from kf_trainer_core.k8s.trainjob import CREATION_FAILED_REASON
 
     pods = list(pods)
@@ -164,6 +159,9 @@ def classify(
     if disrupted is not None:
         return FailureClass.INFRASTRUCTURE, disrupted
     if container_reason == "OOMKilled":
+        killed = _distributed_cause(log_tail, pod_message or message, step, oom_killed=True)
+        if killed is not None and killed.failure_class is FailureClass.CAPACITY:
+            return FailureClass.CAPACITY, f"{killed.evidence()} (OOMKilled)"
         return FailureClass.CAPACITY, "a container ran out of memory (OOMKilled)"
     if "DeadlineExceeded" in (reason, container_reason) or "DeadlineExceeded" in message:
         return FailureClass.CAPACITY, "the job ran past its deadline (DeadlineExceeded)"
@@ -173,11 +171,9 @@ def classify(
     for ev_reason, ev_message in reversed(evictions):
         if ev_reason in INFRA_EVICTION_REASONS and exit_code is None:
             return FailureClass.INFRASTRUCTURE, f"evicted by Kueue ({ev_reason}: {ev_message})"
-    # The log tail first; the termination message (the kubelet's fallback to the log)
-    # when the log could not be read.
-    raised = _exception_line(log_tail) or _exception_line(message.splitlines())
-    if raised is not None and exit_code not in (None, 0):
-        return FailureClass.USER_CODE, f"the training code raised {raised}"
+    cause = _distributed_cause(log_tail, pod_message or message, step)
+    if cause is not None and exit_code not in (None, 0):
+        return cause.failure_class, cause.evidence()
     if container_reason == "CrashLoopBackOff":
         return FailureClass.USER_CODE, "the container keeps crashing (CrashLoopBackOff)"
     if exit_code in (137, 143):
@@ -185,6 +181,17 @@ def classify(
     if exit_code not in (None, 0):
         return FailureClass.USER_CODE, f"the training program exited with code {exit_code}"
     return FailureClass.UNKNOWN, ""
+
+
+def _distributed_cause(
+    log_tail: Sequence[str], message: str, step: str | None, *, oom_killed: bool = False
+) -> distributed.Cause | None:
+    """What the failing step's output says: its log tail first, its termination
+    message (the kubelet's fallback to the log, or what a launcher wrote) when the log
+    says nothing."""
+    return distributed.diagnose(log_tail, node=step, oom_killed=oom_killed) or distributed.diagnose(
+        message.splitlines(), node=step, oom_killed=oom_killed
+    )
 
 
 def failure_class_of(exc: BaseException) -> FailureClass | None:

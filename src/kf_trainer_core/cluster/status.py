@@ -23,12 +23,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from kf_trainer_core.base import untrusted
 from kf_trainer_core.base.errors import FailureClass
 from kf_trainer_core.base.marks import (
+    GPUS_ANNOTATION,
     IDENTITY_ANNOTATION,
     PROGRESS_ANNOTATION,
     PROGRESS_FROM_LOG,
     SPEC_HASH_ANNOTATION,
 )
 from kf_trainer_core.base.timeutil import duration_text, parse_time
+from kf_trainer_core.cluster import distributed
 from kf_trainer_core.cluster.failures import POD_CREATE_REFUSED_REASON, classify
 from kf_trainer_core.cluster.kueue import QueueStatus
 from kf_trainer_core.fields import names
@@ -93,6 +95,13 @@ def _safe_text(value: Any) -> Any:
     return untrusted.text(value, newlines=True) if isinstance(value, str) else value
 
 
+def _safe_gpus(value: Any) -> Any:
+    # From a pod's annotation: a few short ids, whatever the annotation held.
+    if not isinstance(value, list):
+        return value
+    return [untrusted.line(v, 64) for v in value[:64]]
+
+
 def _safe_metrics(value: Any) -> Any:
     if not isinstance(value, Mapping):
         return value
@@ -117,8 +126,12 @@ class Step(_Out):
     #: When the step's main container started and ended (for wall time and GPU-hours).
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    #: The GPUs the local and container backends gave the node (``["0", "1"]``, as
+    #: ``CUDA_VISIBLE_DEVICES`` names them); empty elsewhere.
+    gpus: list[str] = Field(default_factory=list)
 
     _lines = field_validator("container_reason", "status", mode="before")(_safe_line)
+    _gpus = field_validator("gpus", mode="before")(_safe_gpus)
 
 
 class Progress(_Out):
@@ -426,6 +439,7 @@ def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
     steps = []
     for name, pod in newest.items():
         meta = pod.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
         container = _main_container(pod, name)
         spec_c: Mapping[str, Any] = next(
             (
@@ -441,6 +455,9 @@ def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
             procs = untrusted.whole_number(env.get("value"), 1)
             if env.get("name") == "PET_NPROC_PER_NODE" and procs is not None:
                 count = str(procs)
+        gpus = [g for g in str(annotations.get(GPUS_ANNOTATION) or "").split(",") if g]
+        if gpus and device in (None, "cpu"):
+            device = "gpu"  # a local node given GPUs it did not ask for
         cstate = container_state(pod, container)
         reason, code = _reason_and_code(cstate)
         started, finished = _container_times(cstate)
@@ -458,6 +475,7 @@ def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
                 exit_code=code,
                 started_at=started,
                 finished_at=finished,
+                gpus=gpus,
             )
         )
     return sorted(steps, key=_step_order)
@@ -701,10 +719,10 @@ def _pod_trouble(pod: Mapping[str, Any], step: str) -> tuple[str | None, int | N
 
 
 def failing_pod(
-    pods: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]], first: str | None = None
 ) -> tuple[str, Mapping[str, Any], str | None, int | None, str] | None:
-    """The first pod, in step order, that failed or is stuck:
-    ``(step, pod, container reason, exit code, message)``."""
+    """The first pod, in step order, that failed or is stuck — step ``first``'s when it
+    is one of them: ``(step, pod, container reason, exit code, message)``."""
     pods = list(pods)
     mpi = _is_mpi(pods)
     ranked = []
@@ -719,7 +737,7 @@ def failing_pod(
             )
     if not ranked:
         return None
-    ranked.sort(key=lambda r: r[0])
+    ranked.sort(key=lambda r: (r[1] != first, r[0]))
     _, step, pod, reason, code, message = ranked[0]
     return step, pod, reason, code, message
 
@@ -730,17 +748,24 @@ def failure_of(
     events: Iterable[Event] = (),
     log_tail: Iterable[str] = (),
     queue: QueueStatus | None = None,
+    *,
+    first: str | None = None,
+    shown: int | None = None,
 ) -> Failure:
     """Explain a failed (or stuck) job from its condition, pods, events and log, and
-    classify it (:func:`kf_trainer_core.cluster.failures.classify`)."""
+    classify it (:func:`kf_trainer_core.cluster.failures.classify`). ``first``: the
+    step that failed first, when the caller knows (a distributed job's root cause,
+    :mod:`kf_trainer_core.cluster.root_cause`), whose log ``log_tail`` is; ``shown``:
+    how many of its last lines the failure keeps (every line given is evidence)."""
     pods = list(pods)
     # The job's own words: safe and bounded before anything reads them.
     log_tail = untrusted.shown_lines(log_tail)
     cond = condition(obj, "Failed") or {}
-    found = failing_pod(pods)
+    found = failing_pod(pods, first)
     step = pod_name = container_reason = None
     code: int | None = None
     message = str(cond.get("message") or "")
+    pod_message = ""
     if found is not None:
         step, pod, container_reason, code, pod_message = found
         pod_name = (pod.get("metadata") or {}).get("name")
@@ -757,7 +782,11 @@ def failure_of(
         log_tail=log_tail,
         pods=pods,
         evictions=[(e.reason, e.message) for e in queue.evictions] if queue else (),
+        step=step,
+        pod_message=untrusted.text(pod_message, newlines=True),
     )
+    if shown is not None:
+        log_tail = distributed.without_launcher_traceback(log_tail)[-shown:] if shown else []
     return Failure(
         reason=reason,
         message=message,

@@ -9,6 +9,7 @@ from functools import partial
 from typing import Any
 
 from kf_trainer_core.base import untrusted
+from kf_trainer_core.cluster import root_cause
 from kf_trainer_core.cluster.kueue import KueueProbe, QueueStatus, lookup
 from kf_trainer_core.cluster.results import (
     ResultMissing,
@@ -38,14 +39,17 @@ from kf_trainer_core.programs.logs import (
     COURTESY_ATTEMPTS,
     PROGRESS_LOG_TAIL,
     _pod_for_step,
+    _read_step_log,
     _started,
-    read_logs,
 )
 from kf_trainer_core.programs.reads import get_events, get_object, job_pods
 from kf_trainer_core.spec.function import progress_from_log, result_from_log
 
 #: At most this many log lines are kept for an error message.
 FAILURE_LOG_LINES = 40
+#: Log lines read of a failed step, for evidence: torchrun's own traceback and
+#: summary take ~45 lines after the workers' errors, each worker's traceback ~15.
+EVIDENCE_LOG_LINES = 300
 
 
 def get_job(
@@ -194,18 +198,30 @@ def explain_failure(
         pods = yield from job_pods(namespace, name)
     events = yield from get_events(namespace, name, pods, obj)
     found = failing_pod(pods)
-    tail: list[str] = []
     step = found[0] if found else "node-0"
+    # Evidence only: a node that serves no log is not waited out (see ReadLog).
+    logs = {step: (yield from _evidence_log(namespace, pods, step))}
+    # A distributed job's first failed node may say only that a peer went away: the
+    # other failed nodes' logs then say which failed first (a few reads at most).
+    if root_cause.needs_more_logs(logs[step], step):
+        others = [s for s, _ in root_cause.failed_nodes(pods) if s != step]
+        for other in others[: root_cause.LOG_READS - 1]:
+            logs[other] = yield from _evidence_log(namespace, pods, other)
+    first = root_cause.root_cause_node(pods, logs)
+    tail = logs.get(first or step) or logs[step]
+    return failure_of(obj, pods, events, tail, queue=queue, first=first, shown=FAILURE_LOG_LINES)
+
+
+def _evidence_log(namespace: str, pods: list[dict[str, Any]], step: str) -> Program[list[str]]:
+    """The end of one step's log, as evidence of its failure (the lines a person does
+    not read left out); empty when it cannot be read."""
     try:
-        # Evidence only: a node that serves no log is not waited out (see ReadLog); a
-        # few more lines than shown, since the progress and result lines are hidden.
-        tail = yield from read_logs(
-            namespace, name, step, tail=FAILURE_LOG_LINES + 10, attempts=COURTESY_ATTEMPTS
+        lines = yield from _read_step_log(
+            namespace, pods, step, EVIDENCE_LOG_LINES, attempts=COURTESY_ATTEMPTS
         )
     except ApiError:
-        tail = []
-    shown = untrusted.shown_lines(tail)
-    return failure_of(obj, pods, events, shown[-FAILURE_LOG_LINES:], queue=queue)
+        return []
+    return untrusted.shown_lines(lines)
 
 
 def explain(namespace: str, name: str, *, kueue: KueueProbe | None = None) -> Program[Failure]:

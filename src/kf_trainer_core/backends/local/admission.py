@@ -88,11 +88,12 @@ def plan_trainjob(
     use_venv: bool,
     container: JSON | None,
     on_missing_resources: str,
+    held_gpus: int = 0,
 ) -> tuple[JSON, list[tuple[str, str, str]], list[tuple[str, str]]]:
     """Admission: what the supervisor needs to know (the job's run plan), the 422
     causes, and warnings ``(reason, message)`` for Warning events. ``runtime`` looks up
     a (Cluster)TrainingRuntime; ``container`` holds the container backend's settings
-    (None: processes)."""
+    (None: processes); ``held_gpus``: this machine's GPUs that running jobs hold."""
     from kf_trainer_core.manifest.runtimes import RuntimeInfo
 
     spec = obj.get("spec") or {}
@@ -167,6 +168,7 @@ def plan_trainjob(
             on_missing_resources=on_missing_resources,
             causes=causes,
             warnings=warnings,
+            held_gpus=held_gpus,
         )
         plan["warnings"] = [message for _, message in warnings]
         return plan, causes, warnings
@@ -201,7 +203,7 @@ def plan_trainjob(
     nodes = int(trainer.get("numNodes") or info.num_nodes or 1)
     resources = trainer.get("resourcesPerNode") or node.get("resources")
     more_causes, more_warnings = machine.admit_resources(
-        resources, nodes, on_missing_resources, "LocalConfig"
+        resources, nodes, on_missing_resources, "LocalConfig", held_gpus
     )
     causes += more_causes
     warnings += more_warnings

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kf_trainer_core.backends.local import gpus, machine
 from kf_trainer_core.backends.local._common import Paths, missing_state, now_iso
 from kf_trainer_core.backends.local.admission import plan_trainjob, validate_trainjob
 from kf_trainer_core.backends.local.logs import LogFollower, read_log
@@ -484,6 +485,7 @@ class LocalApi:
             use_venv=self.use_venv,
             container=self.container,
             on_missing_resources=self.on_missing_resources,
+            held_gpus=self._held_gpus(),
         )
         if causes:
             raise invalid(TRAINJOBS, name, causes)
@@ -517,6 +519,14 @@ class LocalApi:
         else:
             spawn_supervisor(self.paths, namespace, name, uid, plan.get("cwd"))
         return result
+
+    def _held_gpus(self) -> int:
+        """The GPUs of this machine that running jobs hold (admission counts the rest)."""
+        store = self._existing_store()
+        if store is None or not machine.gpu_devices():
+            return 0
+        with store.read() as tx:
+            return gpus.held_count(tx.conn)
 
     def _suspend_changed(self, obj: JSON, suspended: bool) -> None:
         meta = obj.get("metadata") or {}

@@ -94,7 +94,9 @@ def trainer_pods(
     ``layout``; their processes are decided by :func:`prepare_trainer`."""
     runtime = dict(plan.get("runtime") or {})
     policy = str(runtime.get("policy") or "torch")
-    nproc = launch.procs_per_node(trainer.get("numProcPerNode"), runtime.get("num_proc_per_node"))
+    asked = launch.procs_per_node(trainer.get("numProcPerNode"), runtime.get("num_proc_per_node"))
+    # auto: one per GPU the node is given, known once the kubelet shares them out.
+    nproc = asked or 1
     image = str(trainer.get("image") or runtime.get("image") or "local/python")
     port = launch.free_port()
     base = _base_env(place)
@@ -127,6 +129,7 @@ def trainer_pods(
         pod.launches = []  # decided once the program is prepared
         pod.first_lines = [f"kf-trainer: warning: {w}" for w in plan.get("warnings") or []]
         pod.shape = shape
+        pod.auto_procs = asked is None
         pods.append(pod)
     return pods
 

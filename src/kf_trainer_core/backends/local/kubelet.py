@@ -15,9 +15,11 @@ import signal
 import subprocess
 import threading
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kf_trainer_core.backends.local import checkpoints as local_checkpoints
+from kf_trainer_core.backends.local import gpus, launch, machine
 from kf_trainer_core.backends.local._common import (
     INITIALIZERS,
     POD_ENV,
@@ -100,6 +102,9 @@ class Kubelet:
             for pod in pods:
                 self.runner.shape(pod)
         with self.store.write() as tx:
+            # In the transaction that stores the pods: two jobs starting at once see
+            # each other's GPUs taken.
+            self.share_gpus(tx, [p for p in pods if p.shape is not None])
             for pod in pods:
                 for _ in range(5):
                     if tx.get(PODS, namespace, pod.name) is None:
@@ -121,6 +126,35 @@ class Kubelet:
             )
             for line in pod.first_lines:
                 pod.log.write(line)
+
+    def share_gpus(self, tx: Tx, nodes: list[PodRun]) -> None:
+        """Give each training node its GPUs (see :mod:`~kf_trainer_core.backends.local.gpus`):
+        its processes' ``CUDA_VISIBLE_DEVICES`` or its container's device request, one
+        process per GPU with ``numProcPerNode: auto``, and the pod's annotation."""
+        devices = machine.gpu_devices()
+        if not nodes or not devices:
+            return
+        place = self.place
+        taken = gpus.held(gpus.pods_with_gpus(tx.conn), place.namespace, place.name)
+        per_node = gpus.requested(nodes[0].obj["spec"]["containers"][0].get("resources"))
+        given, warning = gpus.assign(
+            devices, taken, len(nodes), per_node, unrequested=self.runner is None
+        )
+        for pod, mine in zip(nodes, given, strict=True):
+            pod.gpus = mine
+            if warning:
+                pod.first_lines.append(f"kf-trainer: warning: {warning}")
+            if not mine:
+                continue
+            gpus.annotate(pod.obj, mine)
+            pod.env.update(gpus.node_env(mine))
+            if pod.auto_procs and pod.shape is not None:
+                pod.shape = replace(pod.shape, nproc=len(mine))
+                shown = launch.node_env(pod.shape)
+                pod.env.update(shown)
+                container = pod.obj["spec"]["containers"][0]
+                env = [e for e in container.get("env") or [] if e.get("name") not in shown]
+                container["env"] = env + [{"name": k, "value": v} for k, v in shown.items()]
 
     # ------------------------------------------------------------------ starting
 

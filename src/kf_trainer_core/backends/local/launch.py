@@ -167,9 +167,9 @@ def map_program_args(program: str, workspace: str) -> str:
     return program
 
 
-def procs_per_node(value: Any, runtime_value: Any) -> int:
-    """``numProcPerNode``: an int, or ``auto``/``cpu``/``gpu`` (one process per GPU
-    if this machine has any, else one)."""
+def procs_per_node(value: Any, runtime_value: Any) -> int | None:
+    """``numProcPerNode``: an int, ``None`` for ``auto``/``gpu`` (one process per GPU
+    the node is given: :mod:`~kf_trainer_core.backends.local.gpus`), else one."""
     for candidate in (value, runtime_value):
         if isinstance(candidate, int) and candidate > 0:
             return candidate
@@ -177,9 +177,7 @@ def procs_per_node(value: Any, runtime_value: Any) -> int:
         if number is not None:
             return number
         if isinstance(candidate, str) and candidate in ("auto", "gpu"):
-            from kf_trainer_core.backends.local.machine import gpu_count
-
-            return max(1, gpu_count())
+            return None
     return 1
 
 

@@ -1,9 +1,11 @@
 """What this machine has, against what a job asks for (``resourcesPerNode``).
 
 Locally every node runs on the same machine, so a job of N nodes asks N times its
-per-node resources of it. Accelerators are counted without importing a framework:
-``CUDA_VISIBLE_DEVICES`` when set, else the NVIDIA driver's ``/proc`` entries, else
-``nvidia-smi -L``.
+per-node resources of it. The NVIDIA GPUs are found without importing a framework
+(:func:`gpu_devices`): ``CUDA_VISIBLE_DEVICES`` when set (the GPUs the submitter may
+use), else the NVIDIA driver's ``/proc`` entries, else ``nvidia-smi -L`` — so a test
+fakes a machine's GPUs with either the variable or an ``nvidia-smi`` on ``PATH``. Which
+GPUs each node gets is :mod:`~kf_trainer_core.backends.local.gpus`' business.
 """
 
 from __future__ import annotations
@@ -50,16 +52,28 @@ def quantity(value: Any) -> float:
 
 
 @functools.lru_cache(maxsize=1)
-def gpu_count() -> int:
-    """NVIDIA GPUs this process may use."""
+def gpu_devices() -> tuple[str, ...]:
+    """The NVIDIA GPUs this process may use, as ``CUDA_VISIBLE_DEVICES`` and a container
+    engine's device requests name them: the variable's own entries when it is set
+    (indexes or UUIDs; CUDA stops at the first ``-1``), else indexes ``0..N-1``."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
-        ids = [v for v in visible.split(",") if v.strip() and v.strip() != "-1"]
-        return len(ids)
+        ids: list[str] = []
+        for entry in visible.split(","):
+            entry = entry.strip()
+            if entry == "-1":
+                break
+            if entry and entry not in ids:
+                ids.append(entry)
+        return tuple(ids)
     try:
-        return len(os.listdir("/proc/driver/nvidia/gpus"))
+        count = len(os.listdir("/proc/driver/nvidia/gpus"))
     except OSError:
-        pass
+        count = _smi_count()
+    return tuple(str(i) for i in range(count))
+
+
+def _smi_count() -> int:
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return 0
@@ -68,6 +82,11 @@ def gpu_count() -> int:
     except (OSError, subprocess.SubprocessError):
         return 0
     return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+def gpu_count() -> int:
+    """NVIDIA GPUs this process may use."""
+    return len(gpu_devices())
 
 
 def memory_bytes() -> int:
@@ -89,8 +108,11 @@ def available() -> dict[str, float]:
 _IGNORED = frozenset({"ephemeral-storage", "storage", "pods"})
 
 
-def missing_resources(resources: Mapping[str, Any] | None, nodes: int) -> list[str]:
-    """What a job asks for (``resourcesPerNode``) that this machine lacks, each as a
+def missing_resources(
+    resources: Mapping[str, Any] | None, nodes: int, held_gpus: int = 0
+) -> list[str]:
+    """What a job asks for (``resourcesPerNode``) that this machine lacks — its GPUs
+    counted without the ``held_gpus`` other running jobs were given — each as a
     sentence for an event, a log line or an error."""
     if not resources:
         return []
@@ -98,6 +120,8 @@ def missing_resources(resources: Mapping[str, Any] | None, nodes: int) -> list[s
     for key, value in (resources.get("requests") or {}).items():
         wanted.setdefault(key, value)
     have = available()
+    total_gpus = have["nvidia.com/gpu"]
+    have["nvidia.com/gpu"] = max(0.0, total_gpus - held_gpus)
     problems = []
     for key, value in sorted(wanted.items()):
         if key in _IGNORED:
@@ -110,24 +134,26 @@ def missing_resources(resources: Mapping[str, Any] | None, nodes: int) -> list[s
         offered = have.get(key, 0.0)
         if total <= offered:
             continue
+        asked = f"{value} per node x {nodes} node(s)"
         if key == "memory":
-            asked = f"{value} per node x {nodes} node(s)"
             has = f"{offered / 2**30:.1f}Gi"
+        elif key == "nvidia.com/gpu" and held_gpus:
+            has = f"{total_gpus:g}, {offered:g} of them free (other jobs hold {held_gpus})"
         else:
-            asked = f"{value} per node x {nodes} node(s)"
             has = f"{offered:g}"
         problems.append(f"the job asks for {key} {asked}; this machine has {has}")
     return problems
 
 
 def admit_resources(
-    resources: Any, nodes: int, on_missing_resources: str, config: str
+    resources: Any, nodes: int, on_missing_resources: str, config: str, held_gpus: int = 0
 ) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
-    """Admission of what ``nodes`` times ``resources`` ask of this machine: the 422
-    causes (one when it lacks some and ``on_missing_resources`` is ``"fail"``) and the
-    Warning ``(reason, message)`` of :func:`resource_warnings`; ``config`` (``LocalConfig``,
-    ``ContainerConfig``) names where the fix goes."""
-    missing = missing_resources(resources, nodes)
+    """Admission of what ``nodes`` times ``resources`` ask of this machine (less the
+    ``held_gpus`` of other running jobs): the 422 causes (one when it lacks some and
+    ``on_missing_resources`` is ``"fail"``) and the Warning ``(reason, message)`` of
+    :func:`resource_warnings`; ``config`` (``LocalConfig``, ``ContainerConfig``) names
+    where the fix goes."""
+    missing = missing_resources(resources, nodes, held_gpus)
     causes = []
     if missing and on_missing_resources == "fail":
         causes.append(

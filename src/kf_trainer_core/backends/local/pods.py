@@ -39,6 +39,7 @@ from kf_trainer_core.backends.local._common import (
 from kf_trainer_core.backends.local.logs import LogWriter
 from kf_trainer_core.backends.local.store import SECRETS, Tx
 from kf_trainer_core.base import untrusted
+from kf_trainer_core.cluster import distributed
 from kf_trainer_core.k8s.objects import (
     CONTAINER_CREATING,
     CONTAINERS_NOT_READY,
@@ -99,7 +100,9 @@ class PodRun:
     log: LogWriter | None = None
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     readers: list[threading.Thread] = field(default_factory=list)
-    tail: deque[str] = field(default_factory=lambda: deque(maxlen=80))
+    #: The output's end, for the termination message: torchrun's summary and its
+    #: traceback take ~45 lines after the workers' errors.
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=200))
     first_lines: list[str] = field(default_factory=list)
     started_at: str | None = None
     waiting_since: float | None = None  # pending on a missing Secret
@@ -115,6 +118,11 @@ class PodRun:
     progress_seq: int = 0
     #: The container's id (``docker://…``) when a pod runner runs it, else "".
     runtime_id: str = ""
+    #: The GPUs the node was given (:mod:`~kf_trainer_core.backends.local.gpus`); None:
+    #: not shared out (an initializer, or a machine without GPUs).
+    gpus: list[str] | None = None
+    #: ``numProcPerNode: auto``: one process per GPU the node is given.
+    auto_procs: bool = False
 
     def take_line(self, line: str, prefix: str = "") -> None:
         """One line of the pod's output, from a process or a container alike: kept for
@@ -305,17 +313,25 @@ def termination(pod: PodRun, returncode: int) -> tuple[int, str, str | None]:
     reason = "Completed"
     message: str | None = None
     code = returncode
+    # What the pod's output says of its failure (torchrun's summary, a worker's error).
+    cause = distributed.diagnose(pod.tail) if returncode != 0 else None
     if returncode < 0:
         sig = -returncode
         code = 128 + sig
         reason = "Error"
         message = f"terminated by {signal_name(sig)}"
-        if sig == signal.SIGKILL:
-            after = oom_kills()
-            if pod.oom_before is not None and after is not None and after > pod.oom_before:
-                reason, message = "OOMKilled", "the kernel's OOM killer stopped it"
     elif returncode != 0:
         reason = pod.start_error[0] if pod.start_error else "Error"
+    # A SIGKILL of the container's process, or of a worker under torchrun, while the
+    # memory cgroup counted an OOM kill: the kernel's OOM killer (the kubelet's
+    # OOMKilled; on a cluster a worker's OOM kill ends its container as one).
+    killed = returncode == -signal.SIGKILL or (
+        cause is not None and cause.signal == "SIGKILL" and pod.start_error is None
+    )
+    if killed:
+        after = oom_kills()
+        if pod.oom_before is not None and after is not None and after > pod.oom_before:
+            reason, message = "OOMKilled", "the kernel's OOM killer stopped it"
     if pod.start_error is not None:
         message = pod.start_error[1]
     if pod.term_file is not None and pod.term_file.exists():
@@ -326,10 +342,14 @@ def termination(pod: PodRun, returncode: int) -> tuple[int, str, str | None]:
             message = text
     if message is None and code != 0:
         # Like terminationMessagePolicy FallbackToLogsOnError, but one line: the
-        # last thing the process said (usually the exception).
-        said = (line for line in reversed(pod.tail) if not untrusted.is_internal(line))
-        last = next((line for line in said if line.strip()), "")
-        message = last[-1024:] or None
+        # failure the output shows (under torchrun its last lines are a banner and a
+        # summary), else the last thing the process said (usually the exception).
+        if cause is not None:
+            message = cause.summary()[:1024]
+        else:
+            said = (line for line in reversed(pod.tail) if not untrusted.is_internal(line))
+            last = next((line for line in said if line.strip()), "")
+            message = last[-1024:] or None
     return code, reason, message
 
 

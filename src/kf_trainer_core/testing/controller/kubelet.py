@@ -391,7 +391,9 @@ class Kubelet:
         elif outcome in ("fail", "oom"):
             code = int(step.exit_code if step.exit_code is not None else 1)
             reason = "OOMKilled" if outcome == "oom" else "Error"
-            self._after(pod, duration, partial(self.finish, pod, code, reason, step.message))
+            # kwok's failing stages keep the annotation's message too.
+            message = pod.annotations.get(KWOK_TERMINATION_MESSAGE_ANNOTATION, step.message)
+            self._after(pod, duration, partial(self.finish, pod, code, reason, message))
         elif outcome == "evicted":
             self._after(pod, duration, partial(self.finish, pod, 137, "Error", None, evicted=True))
         # never-finish / hang: runs until killed

@@ -23,6 +23,7 @@ def admit(
     on_missing_resources: str,
     causes: list[tuple[str, str, str]],
     warnings: list[tuple[str, str]],
+    held_gpus: int = 0,
 ) -> None:
     """Fill ``plan["container"]`` and append 422 ``causes`` / Warning ``warnings``."""
     image = settings.get("image") or trainer.get("image") or node.get("image")
@@ -49,7 +50,7 @@ def admit(
         engine.client.close()
     resources = trainer.get("resourcesPerNode") or node.get("resources")
     more_causes, more_warnings = machine.admit_resources(
-        resources, nodes, on_missing_resources, "ContainerConfig"
+        resources, nodes, on_missing_resources, "ContainerConfig", held_gpus
     )
     causes += more_causes
     warnings += more_warnings

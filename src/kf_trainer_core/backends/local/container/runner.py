@@ -301,7 +301,7 @@ class ContainerRunner:
         elif cargs:
             args["command"] = cargs
         if self.settings.get("apply_resource_limits", True) and not initializer:
-            args.update(_limits(spec.get("resources") or {}, DeviceRequest))
+            args.update(_limits(spec.get("resources") or {}, DeviceRequest, pod.gpus))
         return args
 
     def secret_file(self, pod_name: str) -> Path:
@@ -466,9 +466,11 @@ def purge_containers(settings: JSON, uid: str) -> None:
             engine.client.close()
 
 
-def _limits(resources: JSON, device_request: Any) -> JSON:
-    """Engine limits from a container's ``resources`` (limits, else requests)."""
-    from kf_trainer_core.backends.local.machine import available, gpu_count, quantity
+def _limits(resources: JSON, device_request: Any, gpus: list[str] | None = None) -> JSON:
+    """Engine limits from a container's ``resources`` (limits, else requests), and a
+    device request for the node's ``gpus`` (:mod:`~kf_trainer_core.backends.local.gpus`:
+    given only where it asks for some, as on a cluster)."""
+    from kf_trainer_core.backends.local.machine import available, quantity
 
     wanted: JSON = dict(resources.get("limits") or {})
     for key, value in (resources.get("requests") or {}).items():
@@ -483,10 +485,7 @@ def _limits(resources: JSON, device_request: Any) -> JSON:
     with contextlib.suppress(ValueError):
         if "memory" in wanted:
             out["mem_limit"] = max(int(quantity(wanted["memory"])), 6 * 2**20)
-    gpus = wanted.get("nvidia.com/gpu")
-    if gpus is not None and gpu_count() > 0:
-        with contextlib.suppress(ValueError):
-            count = min(int(quantity(gpus)), gpu_count())
-            if count > 0:
-                out["device_requests"] = [device_request(count=count, capabilities=[["gpu"]])]
+    if gpus:
+        # By id: each node its own GPUs (the engine numbers them 0.. inside).
+        out["device_requests"] = [device_request(device_ids=list(gpus), capabilities=[["gpu"]])]
     return out

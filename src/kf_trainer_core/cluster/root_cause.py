@@ -1,0 +1,83 @@
+"""Which node of a failed distributed job failed first.
+
+When one node of a job fails, its peers fail after it: their workers lose a connection
+(gloo's ``Connection closed by peer``, NCCL's ``remote process exited``), time out in a
+collective, or are stopped by torchrun. Every failed node's pod shows a failure; only
+one of them is the cause. Each failed node's output — its log tail when it was read,
+else its termination message (on a cluster, the kubelet's fallback to the log's end,
+which holds torchrun's summary) — is read by :mod:`kf_trainer_core.cluster.distributed`,
+and the node whose failure is its own, earliest, is the root cause.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kf_trainer_core.cluster import distributed
+from kf_trainer_core.cluster.status import container_state, pod_recency, step_name
+from kf_trainer_core.fields import names
+from kf_trainer_core.k8s.resources import REPLICATED_JOB_LABEL
+
+#: Failed nodes whose logs a failure's explanation reads, at most (one request each).
+LOG_READS = 4
+
+
+def _node_number(step: str) -> int:
+    try:
+        return int(step.rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+def _terminated(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    state = container_state(pod, names.NODE).get("state") or {}
+    return state.get("terminated") or {}
+
+
+def failed_nodes(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The training nodes whose newest pod failed, in node order: ``(step, pod)``."""
+    pods = list(pods)
+    mpi = any(
+        ((p.get("metadata") or {}).get("labels") or {}).get(REPLICATED_JOB_LABEL) == names.LAUNCHER
+        for p in pods
+    )
+    newest: dict[str, Mapping[str, Any]] = {}
+    for pod in pods:
+        step = step_name(pod, mpi)
+        if step is None or not step.startswith(f"{names.NODE}-"):
+            continue
+        held = newest.get(step)
+        if held is None or pod_recency(pod) >= pod_recency(held):
+            newest[step] = pod
+    failed = [
+        (step, pod)
+        for step, pod in newest.items()
+        if (pod.get("status") or {}).get("phase") == "Failed"
+        or _terminated(pod).get("exitCode") not in (None, 0)
+    ]
+    return sorted(failed, key=lambda item: _node_number(item[0]))
+
+
+def root_cause_node(
+    pods: Iterable[Mapping[str, Any]], logs: Mapping[str, Iterable[str]] | None = None
+) -> str | None:
+    """The failed training node whose failure came first (see the module), read from
+    its log tail in ``logs`` (by step) or else its termination message; ``None`` when
+    no node's output shows a failure."""
+    logs = logs or {}
+    texts: dict[str, Iterable[str]] = {}
+    for step, pod in failed_nodes(pods):
+        if logs.get(step):
+            texts[step] = logs[step]
+        else:
+            texts[step] = str(_terminated(pod).get("message") or "").splitlines()
+    found = distributed.first_failure(texts)
+    return found[0] if found is not None else None
+
+
+def needs_more_logs(lines: Iterable[str], step: str) -> bool:
+    """Whether one node's log leaves the root cause open: it shows no failure, or one
+    that may be another node's seen from here."""
+    cause = distributed.diagnose(lines, node=step)
+    return cause is None or cause.consequence
