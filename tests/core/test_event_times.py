@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from kf_trainer_core.cluster.status import CREATION_FAILED_REASON, event_last_seen, to_event
+from kf_trainer_core.cluster.events import event_last_seen, to_event
+from kf_trainer_core.cluster.status import CREATION_FAILED_REASON
 from kf_trainer_core.programs.wait import CREATION_GRACE, WaitGoal
 
 JOB = {

@@ -157,7 +157,7 @@ NO_ACCOUNT = 'Error creating: pods "t-node-0-x" is forbidden: serviceaccount "sa
     [(QUOTA, FailureClass.CAPACITY), (NO_ACCOUNT, FailureClass.CONFIGURATION)],
 )
 def test_refused_pods_name_the_step_and_the_class(message: str, klass: FailureClass) -> None:
-    from kf_trainer_core.cluster.status import refused_pods
+    from kf_trainer_core.cluster.events import refused_pods
 
     failure = refused_pods([_refusal("t-node-0", message)], [], "t")
     assert failure is not None
@@ -166,7 +166,7 @@ def test_refused_pods_name_the_step_and_the_class(message: str, klass: FailureCl
 
 
 def test_a_refusal_of_a_job_that_has_its_pod_now_or_of_another_job_says_nothing() -> None:
-    from kf_trainer_core.cluster.status import refused_pods
+    from kf_trainer_core.cluster.events import refused_pods
 
     running = {
         "metadata": {
@@ -181,7 +181,7 @@ def test_a_refusal_of_a_job_that_has_its_pod_now_or_of_another_job_says_nothing(
 
 
 def test_a_refusal_for_another_job_whose_name_starts_alike_is_not_ours() -> None:
-    from kf_trainer_core.cluster.status import refused_pods
+    from kf_trainer_core.cluster.events import refused_pods
 
     assert refused_pods([_refusal("t-2-node-0", QUOTA)], [], "t") is None
     assert refused_pods([_refusal("t-2-node-0", QUOTA)], [], "t-2") is not None

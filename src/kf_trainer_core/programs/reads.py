@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kf_trainer_core.cluster.status import Event, TrainJob, job_events, steps_of, to_trainjob
+from kf_trainer_core.cluster.events import job_events, steps_of
+from kf_trainer_core.cluster.status import Event, TrainJob, to_trainjob
 from kf_trainer_core.errors import TrainJobNotFoundError
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.calls import Get, Program

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from kf_trainer_core.base.timeutil import parse_time
+from kf_trainer_core.cluster.events import event_last_seen, refused_pods
 from kf_trainer_core.cluster.kueue import QueueStatus, QueueTracker, queue_name
 from kf_trainer_core.cluster.status import (
     CREATION_FAILED_REASON,
@@ -19,11 +20,9 @@ from kf_trainer_core.cluster.status import (
     JobState,
     Progress,
     TrainJob,
-    event_last_seen,
     failing_pod,
     failure_of,
     job_state,
-    refused_pods,
     reports_in_log,
     to_trainjob,
     with_trainer_status,
