@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 import socket
@@ -44,6 +45,23 @@ _CORE = {"pods": "pod", "events": "event", "secrets": "secret", "namespaces": "n
 
 
 @dataclass(frozen=True)
+class Timeouts:
+    """How long a request may take, in seconds, said once for both libraries (each
+    transport renders it in its own library's terms).
+
+    ``read`` is an *idle* timeout: the longest silence between two reads of the answer
+    (urllib3's per-read socket timeout, aiohttp's ``sock_read``), so a stream that goes
+    silent — a half-open connection, a black-holed path — fails after ``read`` seconds,
+    however long it had been alive. ``connect`` bounds the TCP connection and the TLS
+    handshake; ``total`` the whole request where the library can (aiohttp; urllib3 has
+    no whole-request deadline, its reads are bounded one by one)."""
+
+    connect: float
+    read: float
+    total: float | None = None
+
+
+@dataclass(frozen=True)
 class Plan:
     """Which API object and method serve a call, with what arguments."""
 
@@ -55,20 +73,28 @@ class Plan:
     #: Forced Content-Type (patches are merge patches; some clients default to JSON
     #: Patch for a dict body).
     content_type: str | None = None
+    timeouts: Timeouts = Timeouts(30.0, 30.0, 30.0)
 
 
 def _opt(**kw: Any) -> dict[str, Any]:
     return {k: v for k, v in kw.items() if v is not None}
 
 
-def plan(call: Call, request_timeout: float) -> Plan:
-    """Map a call onto the client libraries' typed methods (same names in both)."""
-    timeout: dict[str, Any] = {"_preload_content": False, "_request_timeout": request_timeout}
+def plan(call: Call, request_timeout: float, idle_timeout: float) -> Plan:
+    """Map a call onto the client libraries' typed methods (same names in both).
+
+    A plain request may take ``request_timeout`` seconds; a stream (a watch, a followed
+    log) may live as long as it speaks, but a silence of ``idle_timeout`` seconds ends
+    it: the program reconnects and resumes where it stopped. (A live watch is never
+    that silent: its program asks the server to end it sooner, see
+    :func:`~kf_trainer_core.k8s.calls.watch_period`.)"""
+    timeouts = Timeouts(request_timeout, request_timeout, request_timeout)
     if isinstance(call, (OpenWatch, OpenLogStream)):
-        # Streams: the server ends a watch after timeout_seconds; the client allows a
-        # little more before it calls the connection dead.
-        read = (call.timeout_seconds + 30) if isinstance(call, OpenWatch) else None
-        timeout = {"_preload_content": False, "_request_timeout": read}
+        timeouts = Timeouts(min(request_timeout, idle_timeout), idle_timeout)
+    return dataclasses.replace(_route(call, {"_preload_content": False}), timeouts=timeouts)
+
+
+def _route(call: Call, timeout: dict[str, Any]) -> Plan:
     if isinstance(call, (ReadLog, OpenLogStream)):
         return _log_plan(call, timeout)
     if isinstance(call, GetPath):
@@ -249,9 +275,8 @@ def _one_call(kw: dict[str, Any]) -> dict[str, Any]:
 
 async def _araw_get(client: Any, http_method: str, path: str, **kw: Any) -> Any:
     """:func:`_raw_get` for ``kubernetes_asyncio`` (one ``call_api`` in 30 to 36)."""
-    timeout = kw.get("_request_timeout")
     return await client.call_api(
-        path, http_method, **_one_call(kw), **({"_request_timeout": timeout} if timeout else {})
+        path, http_method, **_one_call(kw), _request_timeout=kw["_request_timeout"]
     )
 
 
@@ -292,6 +317,42 @@ def _explicit(cfg: KubernetesConfig, target: Any, key: str) -> None:
         target.api_key = {key: f"Bearer {cfg.token.get_secret_value()}"}
     target.verify_ssl = cfg.verify_ssl
     target.ssl_ca_cert = _ca_file(cfg)
+
+
+# ----------------------------------------------------------- connections that die
+
+#: TCP keepalive on every connection of both transports: a connection whose peer is
+#: gone (a node that crashed, a path that went down) is found dead by the kernel after
+#: about a minute without traffic (idle 30 s, then 3 probes 10 s apart) instead of on
+#: its next use. A path that stays up but carries nothing (a middlebox that lost the
+#: connection's state answers no data yet may answer probes) is caught by the streams'
+#: idle timeouts (:class:`Timeouts`).
+KEEPALIVE_IDLE = 30
+KEEPALIVE_INTERVAL = 10
+KEEPALIVE_PROBES = 3
+
+
+def keepalive_options() -> list[tuple[int, int, int]]:
+    """The socket options that turn TCP keepalive on, as this platform names them."""
+    options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    idle = getattr(socket, "TCP_KEEPIDLE", None) or getattr(socket, "TCP_KEEPALIVE", None)
+    for option, value in (
+        (idle, KEEPALIVE_IDLE),
+        (getattr(socket, "TCP_KEEPINTVL", None), KEEPALIVE_INTERVAL),
+        (getattr(socket, "TCP_KEEPCNT", None), KEEPALIVE_PROBES),
+    ):
+        if option is not None:
+            options.append((socket.IPPROTO_TCP, option, value))
+    return options
+
+
+#: When a connection to each cluster last timed out (``time.monotonic()``), by the
+#: configuration's cache key. A silence long enough to time out says the path may have
+#: died under every connection opened before it: a sync transport drops its pooled ones
+#: before its next request (see ``SyncTransport._drop_suspects``) rather than sending it
+#: down a dead one and waiting out ``request_timeout``. (aiohttp closes a connection
+#: idle for 15 s by itself, before any stream's idle timeout can fire.)
+_TIMED_OUT: dict[str, float] = {}
 
 
 # --------------------------------------------------------------------------- sync
@@ -345,6 +406,8 @@ class SyncTransport:
         self._apis: dict[str, Any] = {}
         self._errors: tuple[type[BaseException], ...] = ()
         self._content_type_kwarg: bool | None = None
+        self._key = config.cache_key()
+        self._pooled_since = 0.0  # when the pooled connections were last dropped
         self.connect()
 
     def connect(self) -> None:
@@ -357,6 +420,7 @@ class SyncTransport:
         _load_sync(self.config, cfg)
         client = kubernetes.client.ApiClient(cfg)
         client.user_agent = USER_AGENT
+        _keepalive_pools(client)
         with self._lock:
             old, self._client = self._client, client
             self._apis = {
@@ -366,12 +430,37 @@ class SyncTransport:
             }
             self._errors = (kubernetes.client.exceptions.ApiException,)
             self._conn_errors = (urllib3.exceptions.HTTPError, OSError)
+            self._timeouts = (urllib3.exceptions.TimeoutError, TimeoutError)
+            self._pooled_since = time.monotonic()
         if old is not None:
             old.close()
 
+    def _timed_out(self, exc: BaseException) -> ApiError:
+        """The error of a failed connection; a timeout marks the path suspect (also one
+        urllib3 met on its last try: a ``MaxRetryError``'s ``reason``)."""
+        if isinstance(exc, self._timeouts) or isinstance(
+            getattr(exc, "reason", None), self._timeouts
+        ):
+            _TIMED_OUT[self._key] = time.monotonic()
+        return _unreachable(exc)
+
+    def _drop_suspects(self) -> None:
+        """Close the pooled connections if one to this cluster timed out since they were
+        pooled: urllib3 reuses an idle connection however long it sat, and one that
+        lived through a dead path hears nothing. Connections in use (a stream another
+        thread reads) are left alone; they are closed when released."""
+        dead_at = _TIMED_OUT.get(self._key)
+        if dead_at is not None and dead_at > self._pooled_since:
+            self._pooled_since = time.monotonic()
+            self._client.rest_client.pool_manager.clear()
+
     def _invoke(self, p: Plan) -> Any:
+        self._drop_suspects()
         method = _bind(self._apis, p, _raw_get)
         kwargs = dict(p.kwargs)
+        # (connect, read): the one form every release (30 to 37) reads as a per-read
+        # timeout; a float means nothing to ``kubernetes`` 30 (no timeout at all).
+        kwargs["_request_timeout"] = (p.timeouts.connect, p.timeouts.read)
         if p.content_type and self._content_type_kwarg is not False:
             kwargs["_content_type"] = p.content_type
         try:
@@ -387,7 +476,7 @@ class SyncTransport:
         except self._errors as exc:
             raise _from_exception(exc) from None
         except self._conn_errors as exc:
-            raise _unreachable(exc) from None
+            raise self._timed_out(exc) from None
         # Unloaded responses are not status-checked by every client version (37 and
         # kubernetes_asyncio return 4xx/5xx as they are): check here, the same for all.
         if not 200 <= response.status <= 299:
@@ -398,27 +487,47 @@ class SyncTransport:
             raise _status_error(response, body)
         return response
 
+    def _plan(self, call: Call) -> Plan:
+        return plan(call, self.config.request_timeout, self.config.watch_timeout)
+
     def perform(self, call: Call) -> Any:
         """Perform one call; JSON answers come back as dicts, logs as text."""
-        p = plan(call, self.config.request_timeout)
+        p = self._plan(call)
         response = self._invoke(p)
         try:
-            return _decode(response.data, p.text)
+            try:
+                return _decode(response.data, p.text)
+            except self._conn_errors as exc:  # the body stopped coming
+                raise self._timed_out(exc) from None
         finally:
             response.release_conn()
 
     def open_stream(self, call: OpenWatch | OpenLogStream) -> _SyncLines:
-        return _SyncLines(self._invoke(plan(call, self.config.request_timeout)))
+        return _SyncLines(self._invoke(self._plan(call)))
 
     def read_line(self, stream: _SyncLines) -> bytes | None:
         try:
             return stream.readline()
         except self._conn_errors as exc:
-            raise _unreachable(exc) from None
+            raise self._timed_out(exc) from None
 
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
+
+
+def _keepalive_pools(client: Any) -> None:
+    """Every connection the client's urllib3 ``PoolManager`` opens gets TCP keepalive:
+    pools take their connections' socket options from the manager's
+    ``connection_pool_kw`` (urllib3's documented way; ``kubernetes`` offers no setting
+    for it before 35). urllib3's own default (``TCP_NODELAY``) is kept."""
+    from urllib3.connection import HTTPConnection
+
+    pools = client.rest_client.pool_manager
+    pools.connection_pool_kw["socket_options"] = [
+        *HTTPConnection.default_socket_options,
+        *keepalive_options(),
+    ]
 
 
 def _load_sync(cfg: KubernetesConfig, target: Any) -> None:
@@ -620,8 +729,12 @@ class AsyncTransport:
 
         method = _bind(self._apis, p, _araw_get)
         kwargs = dict(p.kwargs)
-        if kwargs.get("_request_timeout") is None:
-            kwargs.pop("_request_timeout", None)
+        # A ClientTimeout: the one form every release (30 to 36) hands to aiohttp as it
+        # is (30 and 31 take a tuple for a total).
+        t = p.timeouts
+        kwargs["_request_timeout"] = aiohttp.ClientTimeout(
+            total=t.total, sock_connect=t.connect, sock_read=t.read
+        )
         if p.content_type:
             kwargs["_content_type"] = p.content_type
         try:
@@ -630,6 +743,7 @@ class AsyncTransport:
             raise _from_exception(exc) from None
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             raise _unreachable(exc) from None
+        _keep_alive(response)
         if not 200 <= response.status <= 299:
             try:
                 body = await response.read()
@@ -638,16 +752,23 @@ class AsyncTransport:
             raise _status_error(response, body)
         return response
 
+    def _plan(self, call: Call) -> Plan:
+        return plan(call, self.config.request_timeout, self.config.watch_timeout)
+
     async def perform(self, call: Call) -> Any:
-        p = plan(call, self.config.request_timeout)
+        import aiohttp
+
+        p = self._plan(call)
         response = await self._invoke(p)
         try:
             return _decode(await response.read(), p.text)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            raise _unreachable(exc) from None  # the body stopped coming
         finally:
             response.release()
 
     async def open_stream(self, call: OpenWatch | OpenLogStream) -> _AsyncLines:
-        return _AsyncLines(await self._invoke(plan(call, self.config.request_timeout)))
+        return _AsyncLines(await self._invoke(self._plan(call)))
 
     async def read_line(self, stream: _AsyncLines) -> bytes | None:
         import aiohttp
@@ -661,6 +782,21 @@ class AsyncTransport:
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.release()
+
+
+def _keep_alive(response: Any) -> None:
+    """TCP keepalive on the connection under an aiohttp response. aiohttp's client
+    leaves it off and ``kubernetes_asyncio`` makes its connector itself (no socket
+    factory to hand it): the socket is reached through the response's public
+    ``connection.transport``, and set once (a pooled connection already has it)."""
+    transport = getattr(getattr(response, "connection", None), "transport", None)
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None:
+        return
+    with contextlib.suppress(OSError):
+        if not sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE):
+            for level, option, value in keepalive_options():
+                sock.setsockopt(level, option, value)
 
 
 async def _load_async(cfg: KubernetesConfig, target: Any) -> Any:
