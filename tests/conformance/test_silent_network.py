@@ -47,7 +47,7 @@ SETTINGS = {"watch_timeout": IDLE, "request_timeout": IDLE, "poll_interval": 0.2
 #: How soon after the network comes back a wait must have returned: a generous bound on
 #: what the design allows (a stalled reconnect's connect timeout, one back-off step, a
 #: list and the final reads: ~5 s), well under what the old read timeout allowed.
-AFTER_HEAL = 15.0
+AFTER_HEAL = 20.0
 SCRIPT = shutil.which("kf-trainer", path=str(Path(sys.executable).parent)) or "kf-trainer"
 
 

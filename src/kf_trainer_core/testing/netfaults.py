@@ -60,6 +60,8 @@ class Connection:
     dead: bool = False
     #: Bytes the client sent on it after the network was healed while it was dead.
     sent_after_heal: int = 0
+    #: Answered ``401 Unauthorized`` (see :meth:`FaultProxy.unauthorized`).
+    refused: bool = False
     closed: bool = False
     writers: list[asyncio.StreamWriter] = field(default_factory=list, repr=False)
 
@@ -215,7 +217,7 @@ class FaultProxy:
             conn = Connection(len(self.connections), time.monotonic(), dead=self._hole)
             conn.writers.append(writer)
             self.connections.append(conn)
-            refuse = not conn.dead and self._unauthorized > 0
+            refuse = conn.refused = not conn.dead and self._unauthorized > 0
             if refuse:
                 self._unauthorized -= 1
         try:
