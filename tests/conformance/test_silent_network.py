@@ -27,11 +27,8 @@ from typing import Any
 import pytest
 from conformance_support import FAST, Cluster
 
-from kf_trainer_core.backends.kubernetes.transport import (
-    KEEPALIVE_IDLE,
-    AsyncTransport,
-    SyncTransport,
-)
+from kf_trainer_core.backends.kubernetes.sockets import KEEPALIVE_IDLE
+from kf_trainer_core.backends.kubernetes.transport import AsyncTransport, SyncTransport
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
 from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.k8s.calls import OpenWatch
@@ -151,7 +148,8 @@ def test_a_sync_client_drops_connections_that_lived_through_a_dead_path(
     # urllib3 reuses an idle pooled connection however long it sat; one that lived
     # through the hole hears nothing, and a request sent down it waited out the whole
     # request timeout before its retry. Once any connection to the cluster timed out,
-    # the pooled ones are dropped instead.
+    # the pooled ones are dropped instead. And a try is one try: urllib3 repeated each
+    # timed-out one three times unseen (four request timeouts per try of the policy).
     config = cluster.through(proxy, tmp_path / "proxied").config(**SETTINGS)
     with (
         TrainerClient(config, retry=FAST) as pooled,
@@ -159,8 +157,10 @@ def test_a_sync_client_drops_connections_that_lived_through_a_dead_path(
     ):
         name = pooled.submit(cluster.spec("hold")).job.name  # its connection stays pooled
         proxy.blackhole()
+        before = len(proxy.connections)
         with pytest.raises(ApiError, match="timed out"):
             other.get_job(name)  # another client times out: the path is dead
+        assert len(proxy.connections) - before == 1  # one try, one connection
         proxy.heal()
         assert pooled.get_job(name).name == name
         assert proxy.dead_reused() == 0

@@ -4,14 +4,15 @@ Both transports call the typed API methods (``CustomObjectsApi``, ``CoreV1Api``)
 ``_preload_content=False`` and parse the JSON themselves: that surface is the same in
 ``kubernetes`` 30 through 37 and in ``kubernetes_asyncio``, skips the libraries' slow
 model deserialisation, and lets watches and log follows be read line by line. Which
-method serves which call is decided once, in :func:`plan`.
+method serves which call, and how long it may take, is decided once, in
+:func:`~kf_trainer_core.backends.kubernetes.plan.plan`; connections get TCP keepalive and
+are dropped after a dead path (:mod:`~kf_trainer_core.backends.kubernetes.sockets`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import json
 import socket
@@ -19,223 +20,20 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from kf_trainer_core.config import KubernetesConfig, loading_errors
-from kf_trainer_core.k8s.calls import (
-    Call,
-    Create,
-    Delete,
-    Get,
-    GetPath,
-    ListObjects,
-    OpenLogStream,
-    OpenWatch,
-    Patch,
-    ReadLog,
+from kf_trainer_core.backends.kubernetes.plan import Plan, plan
+from kf_trainer_core.backends.kubernetes.sockets import (
+    keep_alive,
+    keepalive_pools,
+    last_timeout,
+    note_timeout,
 )
+from kf_trainer_core.config import KubernetesConfig, loading_errors
+from kf_trainer_core.k8s.calls import Call, OpenLogStream, OpenWatch
 from kf_trainer_core.k8s.errors import ApiError
-from kf_trainer_core.k8s.resources import Resource
 
 USER_AGENT = "kf-trainer-suite"
-MERGE_PATCH = "application/merge-patch+json"
-# Core resources: the CoreV1Api method stem for each plural.
-_CORE = {"pods": "pod", "events": "event", "secrets": "secret", "namespaces": "namespace"}
-
-
-@dataclass(frozen=True)
-class Timeouts:
-    """How long a request may take, in seconds, said once for both libraries (each
-    transport renders it in its own library's terms).
-
-    ``read`` is an *idle* timeout: the longest silence between two reads of the answer
-    (urllib3's per-read socket timeout, aiohttp's ``sock_read``), so a stream that goes
-    silent — a half-open connection, a black-holed path — fails after ``read`` seconds,
-    however long it had been alive. ``connect`` bounds the TCP connection and the TLS
-    handshake; ``total`` the whole request where the library can (aiohttp; urllib3 has
-    no whole-request deadline, its reads are bounded one by one)."""
-
-    connect: float
-    read: float
-    total: float | None = None
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Which API object and method serve a call, with what arguments."""
-
-    api: str  # "custom" | "core"
-    method: str
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    text: bool = False  # the answer is text (logs), not JSON
-    #: Forced Content-Type (patches are merge patches; some clients default to JSON
-    #: Patch for a dict body).
-    content_type: str | None = None
-    timeouts: Timeouts = Timeouts(30.0, 30.0, 30.0)
-
-
-def _opt(**kw: Any) -> dict[str, Any]:
-    return {k: v for k, v in kw.items() if v is not None}
-
-
-def plan(call: Call, request_timeout: float, idle_timeout: float) -> Plan:
-    """Map a call onto the client libraries' typed methods (same names in both).
-
-    A plain request may take ``request_timeout`` seconds; a stream (a watch, a followed
-    log) may live as long as it speaks, but a silence of ``idle_timeout`` seconds ends
-    it: the program reconnects and resumes where it stopped. (A live watch is never
-    that silent: its program asks the server to end it sooner, see
-    :func:`~kf_trainer_core.k8s.calls.watch_period`.)"""
-    timeouts = Timeouts(request_timeout, request_timeout, request_timeout)
-    if isinstance(call, (OpenWatch, OpenLogStream)):
-        timeouts = Timeouts(min(request_timeout, idle_timeout), idle_timeout)
-    return dataclasses.replace(_route(call, {"_preload_content": False}), timeouts=timeouts)
-
-
-def _route(call: Call, timeout: dict[str, Any]) -> Plan:
-    if isinstance(call, (ReadLog, OpenLogStream)):
-        return _log_plan(call, timeout)
-    if isinstance(call, GetPath):
-        # A path no typed method serves (an aggregated API's view): the ApiClient's
-        # generic request, as for logs, with the same authentication.
-        return Plan(
-            "client",
-            "GET",
-            (call.path,),
-            {
-                "path_params": {},
-                "query_params": list(call.query),
-                "header_params": {"Accept": "application/json"},
-                **timeout,
-            },
-        )
-    res: Resource = call.resource
-    ns = call.namespace
-    if isinstance(call, (OpenWatch, ListObjects)):
-        # A watch is a list with watch=true: the same method, the same selectors.
-        extra = (
-            {
-                "resource_version": call.resource_version,
-                "timeout_seconds": call.timeout_seconds,
-                "allow_watch_bookmarks": call.bookmarks or None,
-                "watch": True,
-            }
-            if isinstance(call, OpenWatch)
-            else {
-                "limit": call.limit,
-                "_continue": call.continue_token,
-                "resource_version": None if call.continue_token else call.resource_version,
-            }
-        )
-        selectors = _opt(label_selector=call.label_selector, field_selector=call.field_selector)
-        return _list_plan(res, ns, {**selectors, **_opt(**extra), **timeout})
-    # The same four verbs on both APIs; they differ in method names, in where the
-    # scope goes (custom: group, version, [namespace,] plural before the name; core:
-    # the namespace after it) and in a few extras.
-    head: tuple[Any, ...]
-    create_extra: dict[str, Any] = {}
-    if res.is_custom:
-        api, name_first = "custom", False
-        head = (
-            (res.group, res.version, ns, res.plural) if ns else (res.group, res.version, res.plural)
-        )
-        scope = "namespaced" if ns else "cluster"
-        methods = {
-            verb: f"{verb}_{scope}_custom_object" for verb in ("get", "create", "patch", "delete")
-        }
-        if isinstance(call, Patch) and call.subresource == "status":
-            methods["patch"] += "_status"
-        if isinstance(call, Create):
-            create_extra = {"field_validation": call.field_validation}
-    else:
-        api, name_first = "core", True
-        where = ("namespaced_" if res.namespaced else "") + _CORE[res.plural]
-        head = (ns,) if res.namespaced else ()
-        methods = {verb: f"{verb}_{where}" for verb in ("create", "patch", "delete")}
-        methods["get"] = f"read_{where}"
-
-    def at(name: str, *rest: Any) -> tuple[Any, ...]:
-        return (name, *head, *rest) if name_first else (*head, name, *rest)
-
-    if isinstance(call, Get):
-        return Plan(api, methods["get"], at(call.name), timeout)
-    if isinstance(call, Create):
-        return Plan(api, methods["create"], (*head, call.body), {**create_extra, **timeout})
-    if isinstance(call, Patch):
-        body = at(call.name, call.body)
-        return Plan(api, methods["patch"], body, timeout, content_type=MERGE_PATCH)
-    if isinstance(call, Delete):
-        kwargs = {"propagation_policy": call.propagation, **timeout}
-        if call.preconditions():
-            # DeleteOptions in the body: the only place preconditions go.
-            kwargs["body"] = {
-                "apiVersion": "v1",
-                "kind": "DeleteOptions",
-                "propagationPolicy": call.propagation,
-                "preconditions": call.preconditions(),
-            }
-        return Plan(api, methods["delete"], at(call.name), kwargs)
-    raise TypeError(f"no plan for {call!r}")
-
-
-def _list_plan(res: Resource, ns: str | None, kwargs: dict[str, Any]) -> Plan:
-    if res.is_custom:
-        if ns:
-            return Plan(
-                "custom",
-                "list_namespaced_custom_object",
-                (res.group, res.version, ns, res.plural),
-                kwargs,
-            )
-        return Plan(
-            "custom", "list_cluster_custom_object", (res.group, res.version, res.plural), kwargs
-        )
-    stem = _CORE[res.plural]
-    if ns and res.namespaced:
-        return Plan("core", f"list_namespaced_{stem}", (ns,), kwargs)
-    return Plan(
-        "core", f"list_{stem}_for_all_namespaces" if res.namespaced else f"list_{stem}", (), kwargs
-    )
-
-
-def _log_plan(call: ReadLog | OpenLogStream, timeout: dict[str, Any]) -> Plan:
-    """A pod log read, through the client library's own ``ApiClient``.
-
-    The typed ``read_namespaced_pod_log`` offers ``sinceSeconds`` but not the API's
-    ``sinceTime``, and a resume point expressed in seconds before *now* is measured by
-    the kubelet against its own clock: with the node's clock ahead of ours, a resume
-    asked for from our clock starts after lines we never received (a 120 s skew lost
-    half of a log). ``sinceTime`` carries the last line's own timestamp (the node's
-    clock wrote it), so no clock is compared. The request is the same one the typed
-    method makes (path, Accept, BearerToken auth), with the query built here, sent by
-    :func:`_raw_get` (both generations of the sync library) or :func:`_araw_get`."""
-    follow = isinstance(call, OpenLogStream)
-    query: list[tuple[str, Any]] = [("container", call.container)]
-    if follow:
-        query.append(("follow", "true"))
-    if call.since_time is not None:
-        query.append(("sinceTime", call.since_time))
-    if call.tail_lines is not None:
-        query.append(("tailLines", call.tail_lines))
-    if call.timestamps:
-        query.append(("timestamps", "true"))
-    limit = getattr(call, "limit_bytes", None)
-    if limit is not None:
-        query.append(("limitBytes", limit))
-    return Plan(
-        "client",
-        "GET",
-        ("/api/v1/namespaces/{namespace}/pods/{name}/log",),
-        {
-            "path_params": {"namespace": call.namespace, "name": call.pod},
-            "query_params": query,
-            "header_params": {"Accept": "text/plain, application/json"},
-            **timeout,
-        },
-        True,
-    )
 
 
 def _raw_get(client: Any, http_method: str, path: str, **kw: Any) -> Any:
@@ -301,7 +99,11 @@ def _from_exception(exc: Any) -> ApiError:
 
 
 def _unreachable(exc: BaseException) -> ApiError:
-    """A connection that failed below HTTP: status 0, retryable."""
+    """A connection that failed below HTTP: status 0, retryable. urllib3 wraps what its
+    one try met in a ``MaxRetryError`` (``reason``): that is what is named."""
+    cause = getattr(exc, "reason", None)
+    if isinstance(cause, BaseException):
+        exc = cause
     return ApiError(0, type(exc).__name__, str(exc))
 
 
@@ -317,42 +119,6 @@ def _explicit(cfg: KubernetesConfig, target: Any, key: str) -> None:
         target.api_key = {key: f"Bearer {cfg.token.get_secret_value()}"}
     target.verify_ssl = cfg.verify_ssl
     target.ssl_ca_cert = _ca_file(cfg)
-
-
-# ----------------------------------------------------------- connections that die
-
-#: TCP keepalive on every connection of both transports: a connection whose peer is
-#: gone (a node that crashed, a path that went down) is found dead by the kernel after
-#: about a minute without traffic (idle 30 s, then 3 probes 10 s apart) instead of on
-#: its next use. A path that stays up but carries nothing (a middlebox that lost the
-#: connection's state answers no data yet may answer probes) is caught by the streams'
-#: idle timeouts (:class:`Timeouts`).
-KEEPALIVE_IDLE = 30
-KEEPALIVE_INTERVAL = 10
-KEEPALIVE_PROBES = 3
-
-
-def keepalive_options() -> list[tuple[int, int, int]]:
-    """The socket options that turn TCP keepalive on, as this platform names them."""
-    options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
-    idle = getattr(socket, "TCP_KEEPIDLE", None) or getattr(socket, "TCP_KEEPALIVE", None)
-    for option, value in (
-        (idle, KEEPALIVE_IDLE),
-        (getattr(socket, "TCP_KEEPINTVL", None), KEEPALIVE_INTERVAL),
-        (getattr(socket, "TCP_KEEPCNT", None), KEEPALIVE_PROBES),
-    ):
-        if option is not None:
-            options.append((socket.IPPROTO_TCP, option, value))
-    return options
-
-
-#: When a connection to each cluster last timed out (``time.monotonic()``), by the
-#: configuration's cache key. A silence long enough to time out says the path may have
-#: died under every connection opened before it: a sync transport drops its pooled ones
-#: before its next request (see ``SyncTransport._drop_suspects``) rather than sending it
-#: down a dead one and waiting out ``request_timeout``. (aiohttp closes a connection
-#: idle for 15 s by itself, before any stream's idle timeout can fire.)
-_TIMED_OUT: dict[str, float] = {}
 
 
 # --------------------------------------------------------------------------- sync
@@ -418,9 +184,13 @@ class SyncTransport:
 
         cfg = kubernetes.client.Configuration()
         _load_sync(self.config, cfg)
+        # Failed tries are retried once, by the driver's RetryPolicy: urllib3's own
+        # retries (3 by default) would repeat each timed-out try unseen, making a read
+        # on a dead path take four request timeouts before the policy even hears of it.
+        cfg.retries = urllib3.Retry(connect=0, read=0, other=0)
         client = kubernetes.client.ApiClient(cfg)
         client.user_agent = USER_AGENT
-        _keepalive_pools(client)
+        keepalive_pools(client)
         with self._lock:
             old, self._client = self._client, client
             self._apis = {
@@ -441,7 +211,7 @@ class SyncTransport:
         if isinstance(exc, self._timeouts) or isinstance(
             getattr(exc, "reason", None), self._timeouts
         ):
-            _TIMED_OUT[self._key] = time.monotonic()
+            note_timeout(self._key)
         return _unreachable(exc)
 
     def _drop_suspects(self) -> None:
@@ -449,7 +219,7 @@ class SyncTransport:
         pooled: urllib3 reuses an idle connection however long it sat, and one that
         lived through a dead path hears nothing. Connections in use (a stream another
         thread reads) are left alone; they are closed when released."""
-        dead_at = _TIMED_OUT.get(self._key)
+        dead_at = last_timeout(self._key)
         if dead_at is not None and dead_at > self._pooled_since:
             self._pooled_since = time.monotonic()
             self._client.rest_client.pool_manager.clear()
@@ -514,20 +284,6 @@ class SyncTransport:
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
-
-
-def _keepalive_pools(client: Any) -> None:
-    """Every connection the client's urllib3 ``PoolManager`` opens gets TCP keepalive:
-    pools take their connections' socket options from the manager's
-    ``connection_pool_kw`` (urllib3's documented way; ``kubernetes`` offers no setting
-    for it before 35). urllib3's own default (``TCP_NODELAY``) is kept."""
-    from urllib3.connection import HTTPConnection
-
-    pools = client.rest_client.pool_manager
-    pools.connection_pool_kw["socket_options"] = [
-        *HTTPConnection.default_socket_options,
-        *keepalive_options(),
-    ]
 
 
 def _load_sync(cfg: KubernetesConfig, target: Any) -> None:
@@ -743,7 +499,7 @@ class AsyncTransport:
             raise _from_exception(exc) from None
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             raise _unreachable(exc) from None
-        _keep_alive(response)
+        keep_alive(response)
         if not 200 <= response.status <= 299:
             try:
                 body = await response.read()
@@ -782,21 +538,6 @@ class AsyncTransport:
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.release()
-
-
-def _keep_alive(response: Any) -> None:
-    """TCP keepalive on the connection under an aiohttp response. aiohttp's client
-    leaves it off and ``kubernetes_asyncio`` makes its connector itself (no socket
-    factory to hand it): the socket is reached through the response's public
-    ``connection.transport``, and set once (a pooled connection already has it)."""
-    transport = getattr(getattr(response, "connection", None), "transport", None)
-    sock = transport.get_extra_info("socket") if transport is not None else None
-    if sock is None:
-        return
-    with contextlib.suppress(OSError):
-        if not sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE):
-            for level, option, value in keepalive_options():
-                sock.setsockopt(level, option, value)
 
 
 async def _load_async(cfg: KubernetesConfig, target: Any) -> Any:
