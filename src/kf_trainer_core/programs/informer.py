@@ -407,6 +407,15 @@ def informer_program(
             if failure.gone:
                 state.resource_version = None
             else:
+                # A broken or silent stream (watch_timeout without a byte): said once
+                # per outage, then resumed from the last version seen.
+                if attempt == 0:
+                    log.info(
+                        "watch on %s lost (%s): resuming from resourceVersion %s",
+                        state.resource.plural,
+                        failure,
+                        state.resource_version,
+                    )
                 yield Sleep(policy.delay(attempt, failure))
                 attempt += 1
 

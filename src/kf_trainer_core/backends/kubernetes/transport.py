@@ -184,7 +184,7 @@ class SyncTransport:
 
         cfg = kubernetes.client.Configuration()
         _load_sync(self.config, cfg)
-        # Failed tries are retried once, by the driver's RetryPolicy: urllib3's own
+        # Failed tries are retried in one place, the driver's RetryPolicy: urllib3's own
         # retries (3 by default) would repeat each timed-out try unseen, making a read
         # on a dead path take four request timeouts before the policy even hears of it.
         cfg.retries = urllib3.Retry(connect=0, read=0, other=0)
