@@ -134,12 +134,11 @@ class FaultProxy:
             self._server.close()
         for conn in list(self.connections):
             _close(conn, abort=True)
-        # The connections' pumps end with their sockets; any still waiting is cancelled
-        # rather than left pending when the loop stops.
+        # The connections' pumps end with their sockets: let them (a cancelled handler
+        # of asyncio's server logs an error).
         others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        for task in others:
-            task.cancel()
-        await asyncio.gather(*others, return_exceptions=True)
+        if others:
+            await asyncio.wait(others, timeout=2)
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
