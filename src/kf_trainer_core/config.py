@@ -58,10 +58,18 @@ class KubernetesConfig(SpecModel):
     ca_cert_data: SecretStr | None = Field(default=None, repr=False)
     verify_ssl: bool = True
     namespace: str | None = None
-    #: Waits and log follows reconnect when a stream idles this long (seconds).
-    watch_timeout: int = Field(default=240, ge=5, le=3600)
+    #: Idle timeout of streams (seconds): a watch or a followed log that stays silent
+    #: this long is taken for a dead connection (a half-open socket, a black-holed
+    #: path), closed and reopened where it stopped — a watch from its last
+    #: resourceVersion, a log after its last line. Each watch asks the server to end it
+    #: after three quarters of this, so a live one always speaks in time; a quiet log is
+    #: simply reopened. A lost connection is noticed this long after it went silent at
+    #: the latest (docs/troubleshooting.md, "When the network goes silent").
+    watch_timeout: int = Field(default=60, ge=2, le=3600)
     #: Where watching is forbidden (RBAC without `watch`), list this often instead.
     poll_interval: float = Field(default=2.0, gt=0)
+    #: Seconds to connect (TCP and TLS) and, for a plain request, to wait for each part
+    #: of its answer; a read that hears nothing this long fails and is retried.
     request_timeout: float = Field(default=30.0, gt=0)
     #: Objects per request when listing (``limit``/``continue``): each page is reduced
     #: to what is needed before the next is read, so memory stays near one page.

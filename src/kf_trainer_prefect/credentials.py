@@ -83,7 +83,11 @@ outputs = run_trainjob(spec, credentials=credentials)
     ca_cert_data: SecretStr | None = Field(default=None, description="PEM of the API server's CA.")
     verify_ssl: bool = Field(default=True, description="Verify the API server's certificate.")
     watch_timeout: int = Field(
-        default=240, ge=5, le=3600, description="Seconds before an idle watch reconnects."
+        default=60,
+        ge=2,
+        le=3600,
+        description="Seconds of silence after which a watch or a followed log is taken for "
+        "a dead connection and reopened where it stopped.",
     )
     poll_interval: float = Field(
         default=2.0, gt=0, description="Seconds between lists where watching is forbidden."

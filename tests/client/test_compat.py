@@ -26,7 +26,7 @@ def test_client_suite_with_kubernetes_37() -> None:
         uv, "run", "--frozen", "--with", "kubernetes==37.0.2", "--with", "kubernetes_asyncio==30.3.1",
         "python", "-m", "pytest", "-q", "-p", "no:cacheprovider",
         "tests/client/test_client_sync.py", "tests/client/test_client_async.py",
-        "tests/client/test_log_follow_hardening.py",
+        "tests/client/test_log_follow_hardening.py", "tests/client/test_log_follow_silence.py",
     ]  # fmt: skip
     env = {**os.environ, "KF_TRAINER_COMPAT_CHILD": "1"}
     env.pop("VIRTUAL_ENV", None)

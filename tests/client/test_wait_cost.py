@@ -24,9 +24,10 @@ from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.k8s.calls import Await, Get, ListObjects, ReadLog
 from kf_trainer_core.k8s.resources import PODS, TRAINJOBS
 from kf_trainer_core.programs import pod_batch
-from kf_trainer_core.programs.informer import AsyncWaker, slim_trainjob
+from kf_trainer_core.programs.informer import slim_trainjob
 from kf_trainer_core.programs.pod_batch import PodBatch
 from kf_trainer_core.programs.shared_reads import SharedReads
+from kf_trainer_core.programs.wakers import AsyncWaker
 from kf_trainer_core.spec import Annotations, CustomTrainer, Suspend, TrainJobSpec
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import sys
 import time
@@ -21,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from kubernetes import client as k8s
@@ -43,6 +45,7 @@ from kf_trainer_core.spec import (
     TrainJobSpec,
 )
 from kf_trainer_core.testing.control_plane import ControlPlane
+from kf_trainer_core.testing.netfaults import FaultProxy, proxied_kubeconfig
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer
 
@@ -76,6 +79,21 @@ class Cluster:
         kw.setdefault("watch_timeout", 30)
         kw.setdefault("poll_interval", 0.1)
         return KubernetesConfig(kubeconfig=str(self.kubeconfig), **kw)
+
+    @property
+    def upstream(self) -> tuple[str, int]:
+        """The API server's address (where a proxy in front of it forwards)."""
+        if self.cp is not None:
+            return ("127.0.0.1", self.cp.port_base)
+        assert self.kube is not None
+        url = urlsplit(self.kube.url)
+        return (url.hostname or "127.0.0.1", url.port or 80)
+
+    def through(self, proxy: FaultProxy, path: Path) -> Cluster:
+        """This cluster reached through ``proxy`` (a kubeconfig of its own at ``path``)."""
+        return dataclasses.replace(
+            self, kubeconfig=proxied_kubeconfig(self.kubeconfig, path, proxy)
+        )
 
     def api(self) -> k8s.ApiClient:
         """A plain ``kubernetes`` client for what the suite's client does not do."""

@@ -74,7 +74,7 @@ def test_block_maps_to_core_configs() -> None:
     assert isinstance(local.backend_config(), LocalConfig)
     assert local.backend_config().state_dir == "/tmp/x"
     assert KubeflowTrainerCredentials().backend_config() == KubernetesConfig(
-        watch_timeout=240, poll_interval=2.0, request_timeout=30.0
+        watch_timeout=60, poll_interval=2.0, request_timeout=30.0
     )
 
 
@@ -150,7 +150,7 @@ def test_prefect_kubernetes_credentials_are_accepted() -> None:
     # Their cluster config on its own, and credentials without one (discovery).
     assert credentials_from(theirs.cluster_config).backend_config() == config
     assert credentials_from(KubernetesCredentials()).backend_config() == KubernetesConfig(
-        watch_timeout=240, poll_interval=2.0, request_timeout=30.0
+        watch_timeout=60, poll_interval=2.0, request_timeout=30.0
     )
 
 

@@ -52,10 +52,8 @@ from kf_trainer_core.programs.cancel import cancel, delete, set_suspended, stop_
 from kf_trainer_core.programs.checkpoints import checkpoints_program, cleaning_job
 from kf_trainer_core.programs.informer import (
     AsyncInformer,
-    AsyncWaker,
     InformerState,
     SyncInformer,
-    SyncWaker,
     async_informer,
     sync_informer,
 )
@@ -71,6 +69,7 @@ from kf_trainer_core.programs.wait import (
     job_emitter,
     wait_program,
 )
+from kf_trainer_core.programs.wakers import AsyncWaker, SyncWaker
 from kf_trainer_core.spec import TrainJobSpec
 from kf_trainer_core.spec.checkpoint_storage import (
     CheckpointLocation,

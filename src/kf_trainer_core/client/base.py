@@ -25,11 +25,9 @@ from kf_trainer_core.manifest.builder import BuiltTrainJob, build_trainjob, iden
 from kf_trainer_core.manifest.runtimes import RuntimeInfo
 from kf_trainer_core.manifest.selectors import SUITE_SELECTOR
 from kf_trainer_core.programs.informer import (
-    AsyncWaker,
     InformerState,
     JobSubscription,
     Subscription,
-    SyncWaker,
     by_involved_object,
     label_predicate,
     slim_trainjob,
@@ -40,6 +38,7 @@ from kf_trainer_core.programs.pod_batch import PodBatch
 from kf_trainer_core.programs.reads import get_runtime
 from kf_trainer_core.programs.submit import Submitted, submit_identity
 from kf_trainer_core.programs.wait import Verdict, WaitGoal, conclude
+from kf_trainer_core.programs.wakers import AsyncWaker, SyncWaker
 from kf_trainer_core.spec import TrainJobSpec, train_spec
 from kf_trainer_core.spec.checkpoint_storage import require_storage
 

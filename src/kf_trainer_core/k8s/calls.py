@@ -175,6 +175,17 @@ class ReadLog(_ContainerLog):
     attempts: int | None = None
 
 
+def watch_period(idle_timeout: float) -> int:
+    """The ``timeoutSeconds`` a watch asks of the server when a silence of
+    ``idle_timeout`` seconds is taken for a dead connection: three quarters of it (at
+    least 1 s). The server ends the stream then (kube-apiserver 1.36 sends a bookmark
+    a second or two before), so a live watch is never silent that long. Bookmarks alone
+    do not ensure it: kube-apiserver sends them about once a minute, none until its
+    watch cache has seen a change of the resource (the first minute of a fresh server),
+    and none at all on a watch it serves without that cache (events, by default)."""
+    return max(1, int(idle_timeout * 3 / 4))
+
+
 @dataclass(frozen=True)
 class OpenWatch(_Addressed):
     """Open a watch stream. Result: a stream handle for :class:`ReadLine`."""

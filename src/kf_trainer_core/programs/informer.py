@@ -30,12 +30,20 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from kf_trainer_core.k8s.calls import CloseStream, OpenWatch, Program, ReadLine, Sleep
+from kf_trainer_core.k8s.calls import (
+    CloseStream,
+    OpenWatch,
+    Program,
+    ReadLine,
+    Sleep,
+    watch_period,
+)
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE, list_pages
 from kf_trainer_core.k8s.resources import Resource
 from kf_trainer_core.k8s.retry import RetryPolicy
 from kf_trainer_core.k8s.selectors import LabelSelector
+from kf_trainer_core.programs.wakers import AsyncWaker, SyncWaker
 
 log = logging.getLogger(__name__)
 
@@ -322,10 +330,15 @@ def informer_program(
     *,
     stop: Callable[[], bool],
     policy: RetryPolicy,
-    watch_timeout: int = 240,
+    watch_timeout: float = 60,
     poll_interval: float = 2.0,
 ) -> Program[None]:
-    """List, then watch from the listed version, forever (until ``stop()``)."""
+    """List, then watch from the listed version, forever (until ``stop()``).
+
+    ``watch_timeout`` is the transport's idle timeout (``KubernetesConfig.watch_timeout``):
+    each watch asks the server to end it sooner (:func:`watch_period`), so only a dead
+    connection is silent that long; its read fails and the watch resumes from the last
+    version seen."""
     attempt = 0
     while not stop():
         if state.resource_version is None or state.watch_forbidden:
@@ -357,7 +370,7 @@ def informer_program(
                 state.resource_version,
                 state.label_selector,
                 state.field_selector,
-                timeout_seconds=watch_timeout,
+                timeout_seconds=watch_period(watch_timeout),
             )
         except ApiError as err:
             if err.forbidden:
@@ -394,6 +407,15 @@ def informer_program(
             if failure.gone:
                 state.resource_version = None
             else:
+                # A broken or silent stream (watch_timeout without a byte): said once
+                # per outage, then resumed from the last version seen.
+                if attempt == 0:
+                    log.info(
+                        "watch on %s lost (%s): resuming from resourceVersion %s",
+                        state.resource.plural,
+                        failure,
+                        state.resource_version,
+                    )
                 yield Sleep(policy.delay(attempt, failure))
                 attempt += 1
 
@@ -415,7 +437,7 @@ class _Informer:
         state: InformerState,
         make_driver: Callable[[], Any],
         *,
-        watch_timeout: int,
+        watch_timeout: float,
         poll_interval: float,
         policy: RetryPolicy,
     ) -> None:
@@ -524,63 +546,6 @@ class _Informer:
                 and time.monotonic() - self.idle_since > self.linger
             )
         )
-
-
-class SyncWaker:
-    """Wakes a waiting thread when any of its subscriptions sees news."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self._event.set()  # the first look needs no news
-
-    def notify(self) -> None:
-        self._event.set()
-
-    def wait(self, timeout: float | None) -> bool:
-        """Block until woken (``True``) or ``timeout`` passed."""
-        fired = self._event.wait(timeout)
-        self._event.clear()
-        return fired
-
-
-class AsyncWaker:
-    """Wakes a waiting task when any of its subscriptions sees news. A wait is a future
-    and a timer, no task (``asyncio.wait_for`` made and cancelled one per wait: half the
-    work of 10,000 waits in one process, and a task's memory each)."""
-
-    __slots__ = ("_fired", "_future")
-
-    def __init__(self) -> None:
-        self._fired = True  # the first look needs no news
-        self._future: asyncio.Future[None] | None = None
-
-    def notify(self) -> None:
-        self._fired = True
-        future = self._future
-        if future is not None and not future.done():
-            future.set_result(None)
-
-    async def wait(self, timeout: float | None) -> bool:
-        """Until notified (``True``, the news consumed) or ``timeout`` passed."""
-        if not self._fired:
-            loop = asyncio.get_running_loop()
-            future = self._future = loop.create_future()
-            timer = None if timeout is None else loop.call_later(timeout, _expire, future)
-            try:
-                await future
-            finally:
-                self._future = None
-                if timer is not None:
-                    timer.cancel()
-            if not self._fired:
-                return False
-        self._fired = False
-        return True
-
-
-def _expire(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 class Subscription:

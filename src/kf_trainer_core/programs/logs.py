@@ -304,6 +304,8 @@ def follow_logs(
                 if text is not None:
                     yield Emit(text)
         except ApiError:
+            # Cut, or silent for the transport's idle timeout (a dead connection, or a
+            # quiet log): resumed after the last line either way.
             dropped = True
         yield CloseStream(stream)
         # The stream ended: finished container, or a cut connection to resume.

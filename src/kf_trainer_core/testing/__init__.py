@@ -7,7 +7,8 @@ What users' tests import stands at the top (docs/testing.md):
 * :mod:`.pytest_plugin` - the fixtures (``kube``, ``kubeconfig_path``, ``control_plane``, ...);
 * :mod:`.server` - :class:`~kf_trainer_core.testing.server.KubeTestServer`;
 * :mod:`.scenarios` - how a simulated TrainJob behaves (``SCENARIO_ANNOTATION``, ``Scenario``);
-* :mod:`.faults` - a misbehaving API server; :mod:`.status_server` - the TrainJob status server;
+* :mod:`.faults` - a misbehaving API server; :mod:`.netfaults` - a misbehaving network (a TCP
+  proxy: black-holes, drips, resets, 401s); :mod:`.status_server` - the TrainJob status server;
 * :mod:`.population` - crowded namespaces; :mod:`.runtimes`, :mod:`.builtin_runtimes` - the
   default runtimes; :mod:`.kwok` - pod behaviours on the real control plane's kwok nodes;
   :mod:`.loopwatch` - what blocks an event loop.

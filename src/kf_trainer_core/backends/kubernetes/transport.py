@@ -4,7 +4,9 @@ Both transports call the typed API methods (``CustomObjectsApi``, ``CoreV1Api``)
 ``_preload_content=False`` and parse the JSON themselves: that surface is the same in
 ``kubernetes`` 30 through 37 and in ``kubernetes_asyncio``, skips the libraries' slow
 model deserialisation, and lets watches and log follows be read line by line. Which
-method serves which call is decided once, in :func:`plan`.
+method serves which call, and how long it may take, is decided once, in
+:func:`~kf_trainer_core.backends.kubernetes.plan.plan`; connections get TCP keepalive and
+are dropped after a dead path (:mod:`~kf_trainer_core.backends.kubernetes.sockets`).
 """
 
 from __future__ import annotations
@@ -18,192 +20,20 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from kf_trainer_core.config import KubernetesConfig, loading_errors
-from kf_trainer_core.k8s.calls import (
-    Call,
-    Create,
-    Delete,
-    Get,
-    GetPath,
-    ListObjects,
-    OpenLogStream,
-    OpenWatch,
-    Patch,
-    ReadLog,
+from kf_trainer_core.backends.kubernetes.plan import Plan, plan
+from kf_trainer_core.backends.kubernetes.sockets import (
+    keep_alive,
+    keepalive_pools,
+    last_timeout,
+    note_timeout,
 )
+from kf_trainer_core.config import KubernetesConfig, loading_errors
+from kf_trainer_core.k8s.calls import Call, OpenLogStream, OpenWatch
 from kf_trainer_core.k8s.errors import ApiError
-from kf_trainer_core.k8s.resources import Resource
 
 USER_AGENT = "kf-trainer-suite"
-MERGE_PATCH = "application/merge-patch+json"
-# Core resources: the CoreV1Api method stem for each plural.
-_CORE = {"pods": "pod", "events": "event", "secrets": "secret", "namespaces": "namespace"}
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Which API object and method serve a call, with what arguments."""
-
-    api: str  # "custom" | "core"
-    method: str
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    text: bool = False  # the answer is text (logs), not JSON
-    #: Forced Content-Type (patches are merge patches; some clients default to JSON
-    #: Patch for a dict body).
-    content_type: str | None = None
-
-
-def _opt(**kw: Any) -> dict[str, Any]:
-    return {k: v for k, v in kw.items() if v is not None}
-
-
-def plan(call: Call, request_timeout: float) -> Plan:
-    """Map a call onto the client libraries' typed methods (same names in both)."""
-    timeout: dict[str, Any] = {"_preload_content": False, "_request_timeout": request_timeout}
-    if isinstance(call, (OpenWatch, OpenLogStream)):
-        # Streams: the server ends a watch after timeout_seconds; the client allows a
-        # little more before it calls the connection dead.
-        read = (call.timeout_seconds + 30) if isinstance(call, OpenWatch) else None
-        timeout = {"_preload_content": False, "_request_timeout": read}
-    if isinstance(call, (ReadLog, OpenLogStream)):
-        return _log_plan(call, timeout)
-    if isinstance(call, GetPath):
-        # A path no typed method serves (an aggregated API's view): the ApiClient's
-        # generic request, as for logs, with the same authentication.
-        return Plan(
-            "client",
-            "GET",
-            (call.path,),
-            {
-                "path_params": {},
-                "query_params": list(call.query),
-                "header_params": {"Accept": "application/json"},
-                **timeout,
-            },
-        )
-    res: Resource = call.resource
-    ns = call.namespace
-    if isinstance(call, (OpenWatch, ListObjects)):
-        # A watch is a list with watch=true: the same method, the same selectors.
-        extra = (
-            {
-                "resource_version": call.resource_version,
-                "timeout_seconds": call.timeout_seconds,
-                "allow_watch_bookmarks": call.bookmarks or None,
-                "watch": True,
-            }
-            if isinstance(call, OpenWatch)
-            else {
-                "limit": call.limit,
-                "_continue": call.continue_token,
-                "resource_version": None if call.continue_token else call.resource_version,
-            }
-        )
-        selectors = _opt(label_selector=call.label_selector, field_selector=call.field_selector)
-        return _list_plan(res, ns, {**selectors, **_opt(**extra), **timeout})
-    # The same four verbs on both APIs; they differ in method names, in where the
-    # scope goes (custom: group, version, [namespace,] plural before the name; core:
-    # the namespace after it) and in a few extras.
-    head: tuple[Any, ...]
-    create_extra: dict[str, Any] = {}
-    if res.is_custom:
-        api, name_first = "custom", False
-        head = (
-            (res.group, res.version, ns, res.plural) if ns else (res.group, res.version, res.plural)
-        )
-        scope = "namespaced" if ns else "cluster"
-        methods = {
-            verb: f"{verb}_{scope}_custom_object" for verb in ("get", "create", "patch", "delete")
-        }
-        if isinstance(call, Patch) and call.subresource == "status":
-            methods["patch"] += "_status"
-        if isinstance(call, Create):
-            create_extra = {"field_validation": call.field_validation}
-    else:
-        api, name_first = "core", True
-        where = ("namespaced_" if res.namespaced else "") + _CORE[res.plural]
-        head = (ns,) if res.namespaced else ()
-        methods = {verb: f"{verb}_{where}" for verb in ("create", "patch", "delete")}
-        methods["get"] = f"read_{where}"
-
-    def at(name: str, *rest: Any) -> tuple[Any, ...]:
-        return (name, *head, *rest) if name_first else (*head, name, *rest)
-
-    if isinstance(call, Get):
-        return Plan(api, methods["get"], at(call.name), timeout)
-    if isinstance(call, Create):
-        return Plan(api, methods["create"], (*head, call.body), {**create_extra, **timeout})
-    if isinstance(call, Patch):
-        body = at(call.name, call.body)
-        return Plan(api, methods["patch"], body, timeout, content_type=MERGE_PATCH)
-    if isinstance(call, Delete):
-        # DeleteOptions in the body, all of them (see Delete.options): the libraries
-        # also send query parameters, which the server ignores beside a body.
-        kwargs = {"body": call.options(), **timeout}
-        return Plan(api, methods["delete"], at(call.name), kwargs)
-    raise TypeError(f"no plan for {call!r}")
-
-
-def _list_plan(res: Resource, ns: str | None, kwargs: dict[str, Any]) -> Plan:
-    if res.is_custom:
-        if ns:
-            return Plan(
-                "custom",
-                "list_namespaced_custom_object",
-                (res.group, res.version, ns, res.plural),
-                kwargs,
-            )
-        return Plan(
-            "custom", "list_cluster_custom_object", (res.group, res.version, res.plural), kwargs
-        )
-    stem = _CORE[res.plural]
-    if ns and res.namespaced:
-        return Plan("core", f"list_namespaced_{stem}", (ns,), kwargs)
-    return Plan(
-        "core", f"list_{stem}_for_all_namespaces" if res.namespaced else f"list_{stem}", (), kwargs
-    )
-
-
-def _log_plan(call: ReadLog | OpenLogStream, timeout: dict[str, Any]) -> Plan:
-    """A pod log read, through the client library's own ``ApiClient``.
-
-    The typed ``read_namespaced_pod_log`` offers ``sinceSeconds`` but not the API's
-    ``sinceTime``, and a resume point expressed in seconds before *now* is measured by
-    the kubelet against its own clock: with the node's clock ahead of ours, a resume
-    asked for from our clock starts after lines we never received (a 120 s skew lost
-    half of a log). ``sinceTime`` carries the last line's own timestamp (the node's
-    clock wrote it), so no clock is compared. The request is the same one the typed
-    method makes (path, Accept, BearerToken auth), with the query built here, sent by
-    :func:`_raw_get` (both generations of the sync library) or :func:`_araw_get`."""
-    follow = isinstance(call, OpenLogStream)
-    query: list[tuple[str, Any]] = [("container", call.container)]
-    if follow:
-        query.append(("follow", "true"))
-    if call.since_time is not None:
-        query.append(("sinceTime", call.since_time))
-    if call.tail_lines is not None:
-        query.append(("tailLines", call.tail_lines))
-    if call.timestamps:
-        query.append(("timestamps", "true"))
-    limit = getattr(call, "limit_bytes", None)
-    if limit is not None:
-        query.append(("limitBytes", limit))
-    return Plan(
-        "client",
-        "GET",
-        ("/api/v1/namespaces/{namespace}/pods/{name}/log",),
-        {
-            "path_params": {"namespace": call.namespace, "name": call.pod},
-            "query_params": query,
-            "header_params": {"Accept": "text/plain, application/json"},
-            **timeout,
-        },
-        True,
-    )
 
 
 def _raw_get(client: Any, http_method: str, path: str, **kw: Any) -> Any:
@@ -243,9 +73,8 @@ def _one_call(kw: dict[str, Any]) -> dict[str, Any]:
 
 async def _araw_get(client: Any, http_method: str, path: str, **kw: Any) -> Any:
     """:func:`_raw_get` for ``kubernetes_asyncio`` (one ``call_api`` in 30 to 36)."""
-    timeout = kw.get("_request_timeout")
     return await client.call_api(
-        path, http_method, **_one_call(kw), **({"_request_timeout": timeout} if timeout else {})
+        path, http_method, **_one_call(kw), _request_timeout=kw["_request_timeout"]
     )
 
 
@@ -270,7 +99,11 @@ def _from_exception(exc: Any) -> ApiError:
 
 
 def _unreachable(exc: BaseException) -> ApiError:
-    """A connection that failed below HTTP: status 0, retryable."""
+    """A connection that failed below HTTP: status 0, retryable. urllib3 wraps what its
+    one try met in a ``MaxRetryError`` (``reason``): that is what is named."""
+    cause = getattr(exc, "reason", None)
+    if isinstance(cause, BaseException):
+        exc = cause
     return ApiError(0, type(exc).__name__, str(exc))
 
 
@@ -339,6 +172,8 @@ class SyncTransport:
         self._apis: dict[str, Any] = {}
         self._errors: tuple[type[BaseException], ...] = ()
         self._content_type_kwarg: bool | None = None
+        self._key = config.cache_key()
+        self._pooled_since = 0.0  # when the pooled connections were last dropped
         self.connect()
 
     def connect(self) -> None:
@@ -349,8 +184,13 @@ class SyncTransport:
 
         cfg = kubernetes.client.Configuration()
         _load_sync(self.config, cfg)
+        # Failed tries are retried in one place, the driver's RetryPolicy: urllib3's own
+        # retries (3 by default) would repeat each timed-out try unseen, making a read
+        # on a dead path take four request timeouts before the policy even hears of it.
+        cfg.retries = urllib3.Retry(connect=0, read=0, other=0)
         client = kubernetes.client.ApiClient(cfg)
         client.user_agent = USER_AGENT
+        keepalive_pools(client)
         with self._lock:
             old, self._client = self._client, client
             self._apis = {
@@ -360,12 +200,37 @@ class SyncTransport:
             }
             self._errors = (kubernetes.client.exceptions.ApiException,)
             self._conn_errors = (urllib3.exceptions.HTTPError, OSError)
+            self._timeouts = (urllib3.exceptions.TimeoutError, TimeoutError)
+            self._pooled_since = time.monotonic()
         if old is not None:
             old.close()
 
+    def _timed_out(self, exc: BaseException) -> ApiError:
+        """The error of a failed connection; a timeout marks the path suspect (also one
+        urllib3 met on its last try: a ``MaxRetryError``'s ``reason``)."""
+        if isinstance(exc, self._timeouts) or isinstance(
+            getattr(exc, "reason", None), self._timeouts
+        ):
+            note_timeout(self._key)
+        return _unreachable(exc)
+
+    def _drop_suspects(self) -> None:
+        """Close the pooled connections if one to this cluster timed out since they were
+        pooled: urllib3 reuses an idle connection however long it sat, and one that
+        lived through a dead path hears nothing. Connections in use (a stream another
+        thread reads) are left alone; they are closed when released."""
+        dead_at = last_timeout(self._key)
+        if dead_at is not None and dead_at > self._pooled_since:
+            self._pooled_since = time.monotonic()
+            self._client.rest_client.pool_manager.clear()
+
     def _invoke(self, p: Plan) -> Any:
+        self._drop_suspects()
         method = _bind(self._apis, p, _raw_get)
         kwargs = dict(p.kwargs)
+        # (connect, read): the one form every release (30 to 37) reads as a per-read
+        # timeout; a float means nothing to ``kubernetes`` 30 (no timeout at all).
+        kwargs["_request_timeout"] = (p.timeouts.connect, p.timeouts.read)
         if p.content_type and self._content_type_kwarg is not False:
             kwargs["_content_type"] = p.content_type
         try:
@@ -381,7 +246,7 @@ class SyncTransport:
         except self._errors as exc:
             raise _from_exception(exc) from None
         except self._conn_errors as exc:
-            raise _unreachable(exc) from None
+            raise self._timed_out(exc) from None
         # Unloaded responses are not status-checked by every client version (37 and
         # kubernetes_asyncio return 4xx/5xx as they are): check here, the same for all.
         if not 200 <= response.status <= 299:
@@ -392,23 +257,29 @@ class SyncTransport:
             raise _status_error(response, body)
         return response
 
+    def _plan(self, call: Call) -> Plan:
+        return plan(call, self.config.request_timeout, self.config.watch_timeout)
+
     def perform(self, call: Call) -> Any:
         """Perform one call; JSON answers come back as dicts, logs as text."""
-        p = plan(call, self.config.request_timeout)
+        p = self._plan(call)
         response = self._invoke(p)
         try:
-            return _decode(response.data, p.text)
+            try:
+                return _decode(response.data, p.text)
+            except self._conn_errors as exc:  # the body stopped coming
+                raise self._timed_out(exc) from None
         finally:
             response.release_conn()
 
     def open_stream(self, call: OpenWatch | OpenLogStream) -> _SyncLines:
-        return _SyncLines(self._invoke(plan(call, self.config.request_timeout)))
+        return _SyncLines(self._invoke(self._plan(call)))
 
     def read_line(self, stream: _SyncLines) -> bytes | None:
         try:
             return stream.readline()
         except self._conn_errors as exc:
-            raise _unreachable(exc) from None
+            raise self._timed_out(exc) from None
 
     def close(self) -> None:
         if self._client is not None:
@@ -614,8 +485,12 @@ class AsyncTransport:
 
         method = _bind(self._apis, p, _araw_get)
         kwargs = dict(p.kwargs)
-        if kwargs.get("_request_timeout") is None:
-            kwargs.pop("_request_timeout", None)
+        # A ClientTimeout: the one form every release (30 to 36) hands to aiohttp as it
+        # is (30 and 31 take a tuple for a total).
+        t = p.timeouts
+        kwargs["_request_timeout"] = aiohttp.ClientTimeout(
+            total=t.total, sock_connect=t.connect, sock_read=t.read
+        )
         if p.content_type:
             kwargs["_content_type"] = p.content_type
         try:
@@ -624,6 +499,7 @@ class AsyncTransport:
             raise _from_exception(exc) from None
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             raise _unreachable(exc) from None
+        keep_alive(response)
         if not 200 <= response.status <= 299:
             try:
                 body = await response.read()
@@ -632,16 +508,23 @@ class AsyncTransport:
             raise _status_error(response, body)
         return response
 
+    def _plan(self, call: Call) -> Plan:
+        return plan(call, self.config.request_timeout, self.config.watch_timeout)
+
     async def perform(self, call: Call) -> Any:
-        p = plan(call, self.config.request_timeout)
+        import aiohttp
+
+        p = self._plan(call)
         response = await self._invoke(p)
         try:
             return _decode(await response.read(), p.text)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            raise _unreachable(exc) from None  # the body stopped coming
         finally:
             response.release()
 
     async def open_stream(self, call: OpenWatch | OpenLogStream) -> _AsyncLines:
-        return _AsyncLines(await self._invoke(plan(call, self.config.request_timeout)))
+        return _AsyncLines(await self._invoke(self._plan(call)))
 
     async def read_line(self, stream: _AsyncLines) -> bytes | None:
         import aiohttp
