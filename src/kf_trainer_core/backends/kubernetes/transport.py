@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.config import KubernetesConfig, loading_errors
 from kf_trainer_core.k8s.calls import (
     Call,
@@ -151,7 +152,7 @@ def plan(call: Call, request_timeout: float) -> Plan:
                 "preconditions": call.preconditions(),
             }
         return Plan(api, methods["delete"], at(call.name), kwargs)
-    raise TypeError(f"no plan for {call!r}")
+    raise TypeError(f"no plan for {shown(call)}")
 
 
 def _list_plan(res: Resource, ns: str | None, kwargs: dict[str, Any]) -> Plan:
