@@ -152,7 +152,8 @@ def retraining(
     paths = prepare(shared_dir or job.root(LOCAL_DIR), when)
     spec = job.spec(train, {"data_dir": paths["data_dir"], "model_dir": paths["model_dir"]})
     outputs = train_job(spec, credentials_for(credentials, profile, shared_dir))
-    model_uri = outputs.result["model_uri"]
+    # require_result: a job whose return value cannot be read fails the flow saying why.
+    model_uri = outputs.require_result()["model_uri"]
     metrics = evaluate_candidate(model_uri, paths)
     if metrics["accuracy"] > metrics["promoted_accuracy"]:
         promote_model(model_uri, metrics, paths)

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kf_trainer_core.base.hints import command, python_command
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import LocalConfig
-from kf_trainer_core.errors import SpecConflictError
+from kf_trainer_core.errors import SpecConflictError, TrainJobResultUnavailableError
 from kf_trainer_core.spec import CustomTrainer, Labels, TrainJobSpec
 from retraining_ml import (
     current_accuracy,
@@ -118,13 +118,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"    job {outputs.name}: {outputs.status.value}, result {outputs.result}")
     print(f"    reported {outputs.metrics}; {outputs.cost_text()}")
+    try:
+        # The job succeeded, but its return value may not be readable (on a cluster
+        # whose nodes serve no log, or a result over 4 KiB): say why, do not guess.
+        result = outputs.require_result()
+    except TrainJobResultUnavailableError as exc:
+        print(f"    {exc}", file=sys.stderr)
+        print(f"    see it: {command(client.config, ['jobs', 'get', outputs.name])}")
+        return 1
 
-    metrics = evaluate(outputs.result["model_uri"], data_dir)
+    metrics = evaluate(result["model_uri"], data_dir)
     baseline = current_accuracy(registry, data_dir)
     print(f"3/4 evaluate: {metrics} ({promoted_note(registry, baseline)})")
 
     if metrics["accuracy"] > baseline:
-        print(f"4/4 promote: {promote(outputs.result['model_uri'], metrics, registry)}")
+        print(f"4/4 promote: {promote(result['model_uri'], metrics, registry)}")
     else:
         print("4/4 keep the promoted model: the candidate is not better")
     # A command that runs as printed, from here (uv run inside the clone).

@@ -16,6 +16,7 @@ from typing import Any
 
 # Durations are checked by a module of their own, light enough for the trigger.
 from kf_trainer_airflow._durations import seconds as seconds
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.errors import FieldProblem, SpecError
 
 # The core's "did you mean" of every unknown field or argument.
@@ -47,13 +48,13 @@ def log_step(value: Any) -> str:
 
     if not isinstance(value, str):
         raise ValueError(
-            f"log_step={value!r} is not a step name. Fix: use node-0, node-<i>, "
+            f"log_step={shown(value)} is not a step name. Fix: use node-0, node-<i>, "
             "dataset-initializer or model-initializer."
         )
     try:
         StepGoal.of(value)
     except ValueError as exc:
-        raise ValueError(f"log_step={value!r}: {exc}") from None
+        raise ValueError(f"log_step={shown(value)}: {exc}") from None
     return value
 
 
@@ -79,7 +80,7 @@ def job_name(value: Any) -> None:
     if value is None:
         return
     if isinstance(value, (bool, int, float, bytes)):
-        raise ValueError(f"job_name={value!r} is not a string. Fix: give the TrainJob's name.")
+        raise ValueError(f"job_name={shown(value)} is not a string. Fix: give the TrainJob's name.")
     if not isinstance(value, str):
         return  # an XComArg or another value Airflow resolves when the task runs
     if "{{" in value or "{%" in value:
@@ -136,18 +137,18 @@ def operator_choices(
 
     if on_kill_action not in ON_KILL_ACTIONS:
         raise ValueError(
-            f"on_kill_action={on_kill_action!r}. Fix: use one of {', '.join(ON_KILL_ACTIONS)}."
+            f"on_kill_action={shown(on_kill_action)}. Fix: use one of {', '.join(ON_KILL_ACTIONS)}."
         )
     if on_finish_action not in ON_FINISH_ACTIONS:
         raise ValueError(
-            f"on_finish_action={on_finish_action!r}. Fix: use one of "
+            f"on_finish_action={shown(on_finish_action)}. Fix: use one of "
             f"{', '.join(ON_FINISH_ACTIONS)}."
         )
     if isinstance(log_tail, bool) or not isinstance(log_tail, int) or log_tail < 0:
-        raise ValueError(f"log_tail={log_tail!r}. Fix: give 0 or more lines.")
+        raise ValueError(f"log_tail={shown(log_tail)}. Fix: give 0 or more lines.")
     if isinstance(fail_fast_on, str) or not set(fail_fast_on) <= {"configuration"}:
         raise ValueError(
-            f"fail_fast_on={fail_fast_on!r}. Fix: use ('configuration',) (the default) "
+            f"fail_fast_on={shown(fail_fast_on)}. Fix: use ('configuration',) (the default) "
             "or () — other failure classes are a retry_policy's to decide "
             "(kf_trainer_airflow.failures.TrainJobRetryPolicy)."
         )

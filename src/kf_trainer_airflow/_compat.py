@@ -18,6 +18,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from kf_trainer_core.base.quoting import shown
+
 _SDK = ("airflow.sdk", "airflow.providers.common.compat.sdk")
 _EXCEPTIONS = ("airflow.sdk.exceptions", "airflow.providers.common.compat.sdk")
 _DECORATORS = ("airflow.sdk.bases.decorator", "airflow.providers.common.compat.sdk")
@@ -60,7 +62,7 @@ else:
         defer the cost: every dependent still names what it uses at its top."""
         where = _WHERE.get(name)
         if where is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+            raise AttributeError(f"module {shown(__name__)} has no attribute {shown(name)}")
         try:
             value = _first(name, *where)
         except ImportError:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from kf_trainer_core.base.quoting import shown
+
 __all__ = ["seconds"]
 
 
@@ -21,12 +23,12 @@ def seconds(value: Any, field: str, *, zero: bool = False) -> float | None:
         number = float(value)
     else:
         raise ValueError(
-            f"{field}={value!r} is not a duration. Fix: give seconds as a number or a "
+            f"{field}={shown(value)} is not a duration. Fix: give seconds as a number or a "
             f"timedelta, e.g. {field}=3600 or {field}=timedelta(hours=1)."
         )
     if number != number or number in (float("inf"), float("-inf")):  # NaN, infinities
-        raise ValueError(f"{field}={value!r}. Fix: give a finite number of seconds.")
+        raise ValueError(f"{field}={shown(value)}. Fix: give a finite number of seconds.")
     if number < 0 or (number == 0 and not zero):
         least = "0 or more" if zero else "a positive number of"
-        raise ValueError(f"{field}={value!r}. Fix: give {least} seconds, or a timedelta.")
+        raise ValueError(f"{field}={shown(value)}. Fix: give {least} seconds, or a timedelta.")
     return number

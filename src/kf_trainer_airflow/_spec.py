@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from kf_trainer_core.base.documents import DocumentError, load_document
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.errors import FieldProblem, SpecError
 
 if TYPE_CHECKING:
@@ -151,7 +152,9 @@ def deadline_seconds(timeout: float | timedelta | None) -> int | None:
     seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
     if seconds <= 0:
         raise SpecError.single(
-            "job_timeout", f"must be positive (got {timeout!r}).", "give seconds or a timedelta."
+            "job_timeout",
+            f"must be positive (got {shown(timeout)}).",
+            "give seconds or a timedelta.",
         )
     return max(1, math.ceil(seconds))
 

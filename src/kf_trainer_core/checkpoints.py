@@ -92,6 +92,13 @@ def checkpoint_dir() -> Path | None:
     return path
 
 
+def _shown(value: object) -> str:
+    """``repr(value)`` cut to 200 characters, as ``kf_trainer_core.base.quoting.shown``
+    quotes a value in an error (this module imports nothing of the suite)."""
+    text = repr(value)
+    return text if len(text) <= 200 else f"{text[:160]}… [{len(text):,} characters]"
+
+
 def checkpoint_uri() -> str | None:
     """The identity's storage URI (``Checkpoints(uri=...)``), or ``None``."""
     return os.environ.get(URI_ENV, "").strip() or None
@@ -102,7 +109,7 @@ def step_of(path: str | os.PathLike[str]) -> int:
     match = _STEP.fullmatch(Path(path).name)
     if match is None:
         raise ValueError(
-            f"{Path(path).name!r} is not a checkpoint name. "
+            f"{_shown(Path(path).name)} is not a checkpoint name. "
             "Fix: name checkpoints step-<N>[.suffix] (save() does)."
         )
     return int(match.group(1))
@@ -148,13 +155,13 @@ def save(
     """
     if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP:
         raise ValueError(
-            f"step must be an integer from 0 to {MAX_STEP} (got {step!r}): checkpoint "
+            f"step must be an integer from 0 to {MAX_STEP} (got {_shown(step)}): checkpoint "
             "names carry the step in 10 digits. Fix: pass the step or epoch number."
         )
     if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
-        raise ValueError(f"keep must be an integer >= 1 (got {keep!r}).")
+        raise ValueError(f"keep must be an integer >= 1 (got {_shown(keep)}).")
     if suffix and not _STEP.fullmatch("step-0" + suffix):
-        raise ValueError(f"suffix {suffix!r} is not a plain file suffix. Fix: e.g. '.pt'.")
+        raise ValueError(f"suffix {_shown(suffix)} is not a plain file suffix. Fix: e.g. '.pt'.")
     if not all_ranks and not _rank_zero():
         return None
     root = Path(directory) if directory is not None else checkpoint_dir()
@@ -298,7 +305,7 @@ def identity_key(identity: str) -> str:
 def local_dir(state_dir: str | os.PathLike[str], namespace: str, identity: str) -> Path:
     """The identity's checkpoint directory under a local backend's state directory."""
     if not namespace or "/" in namespace or namespace in (".", ".."):
-        raise ValueError(f"{namespace!r} is not a namespace.")
+        raise ValueError(f"{_shown(namespace)} is not a namespace.")
     return Path(state_dir) / LOCAL_SUBDIR / namespace / identity_key(identity)
 
 

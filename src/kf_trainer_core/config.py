@@ -21,6 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from kf_trainer_core.base.errors import ClusterConfigError, FieldProblem, SpecError
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.fields import checks
 from kf_trainer_core.fields._model import SpecModel, fix
 from kf_trainer_core.fields.retention import Retention
@@ -222,8 +223,8 @@ def loading_errors(cfg: KubernetesConfig) -> Iterator[None]:
             FieldProblem(
                 field,
                 f"cannot load the cluster credentials ({text}).",
-                "check the kubeconfig's current context, cluster and user (`kubectl config "
-                "view`), or give host and token.",
+                "check the kubeconfig's current context, cluster and user (with kubectl: "
+                "`kubectl config view`), or give host and token.",
             ),
             title="Invalid cluster configuration",
         ) from None
@@ -264,7 +265,7 @@ def _read(path: Path, field: str) -> str:
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError.single(
             field,
-            f"cannot read {str(path)!r} ({type(exc).__name__}).",
+            f"cannot read {shown(str(path))} ({type(exc).__name__}).",
             "check the path and its permissions.",
             title="Invalid cluster configuration",
         ) from None
@@ -282,8 +283,8 @@ def _kubeconfig_mapping(text: str, field: str) -> dict[str, Any]:
         raise SpecError.single(
             field,
             f"{exc} (its text is not shown: it may hold credentials).",
-            "paste the whole kubeconfig file as it is, or check it with "
-            "`kubectl config view --kubeconfig <file>`.",
+            "paste the whole kubeconfig file as it is, or check it (with kubectl: "
+            "`kubectl config view --kubeconfig <file>`).",
             title="Invalid cluster configuration",
         ) from None
     if not isinstance(data, dict):
@@ -308,7 +309,7 @@ def _host_problem(host: str) -> str | None:
         ok = password = False
     if ok and password:
         return fix(
-            f"host {checks.shown(host)} carries a password in its user info.",
+            f"host {shown(host)} carries a password in its user info.",
             "drop it from the URL and authenticate with token= (or a kubeconfig).",
         )
     if ok:
@@ -316,8 +317,8 @@ def _host_problem(host: str) -> str | None:
     # Quoted masked: a malformed host may still hold user:password@.
     example = host if "://" in host else f"https://{host}"
     return fix(
-        f"host {checks.shown(host)} is not an http(s) URL of an API server.",
-        f"write the URL with its scheme, e.g. {checks.shown(example)}.",
+        f"host {shown(host)} is not an http(s) URL of an API server.",
+        f"write the URL with its scheme, e.g. {shown(example)}.",
     )
 
 
@@ -467,12 +468,14 @@ class ContainerConfig(LocalConfig):
             if len(parts) not in (2, 3) or not parts[0] or not parts[1].startswith("/"):
                 raise ValueError(
                     fix(
-                        f"mount {item!r} is not HOST:CONTAINER[:ro|rw].",
+                        f"mount {shown(item)} is not HOST:CONTAINER[:ro|rw].",
                         "write e.g. '/data:/data:ro' (an absolute path inside the container).",
                     )
                 )
             if len(parts) == 3 and parts[2] not in ("ro", "rw"):
-                raise ValueError(fix(f"mount {item!r}: mode {parts[2]!r}.", "use ro or rw."))
+                raise ValueError(
+                    fix(f"mount {shown(item)}: mode {shown(parts[2])}.", "use ro or rw.")
+                )
         return value
 
     @model_validator(mode="after")
@@ -524,7 +527,7 @@ def parse_backend(data: Any) -> KubernetesConfig | LocalConfig:
     if model is None:
         raise SpecError.single(
             "backend",
-            f"backend {kind!r} is unknown.",
+            f"backend {shown(kind)} is unknown.",
             unknown_backend_fix(kind),
             title="Invalid backend configuration",
         )

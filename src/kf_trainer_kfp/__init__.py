@@ -32,6 +32,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from kf_trainer_core.base.extras import require
+from kf_trainer_core.base.quoting import shown
 
 if TYPE_CHECKING:
     from kf_trainer_kfp.components import (
@@ -93,7 +94,7 @@ def __getattr__(name: str) -> Any:
 
             _made["steps"] = step_components()
         return getattr(_made["steps"], _STEP_DEFAULTS[name])
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    raise AttributeError(f"module {shown(__name__)} has no attribute {shown(name)}")
 
 
 def __dir__() -> list[str]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kf_trainer_core.base import pysource
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.errors import FieldProblem, SpecError
 from kf_trainer_kfp.inputs import (
     RUN_ID_INPUT,
@@ -179,7 +180,7 @@ def _literal(value: Any, where: str) -> str:
     if not same or (isinstance(value, float) and value != value):
         raise SpecError.single(
             where,
-            f"the default {value!r} cannot be a KFP input default.",
+            f"the default {shown(value)} cannot be a KFP input default.",
             "use a JSON value: str, int, float, bool, list or dict.",
         )
     return text
@@ -283,7 +284,7 @@ def parameter_type(annotation: str | None, default: Any, where: str) -> str:
         if found is None:
             raise SpecError.single(
                 where,
-                f"the annotation {annotation!r} is not a type a KFP parameter can carry.",
+                f"the annotation {shown(annotation)} is not a type a KFP parameter can carry.",
                 "annotate it str, int, float, bool, list or dict (JSON values); pass files "
                 "and models as URIs (str).",
             )
@@ -337,7 +338,7 @@ def function_params(source: str, name: str, reserved: Sequence[str]) -> list[Par
             problems.append(
                 FieldProblem(
                     where,
-                    f"the parameter name {arg.arg!r} is taken by an input or output of the "
+                    f"the parameter name {shown(arg.arg)} is taken by an input or output of the "
                     "component.",
                     f"rename the parameter (taken: {', '.join(sorted(reserved))}).",
                 )

@@ -15,6 +15,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.errors import FieldProblem, SpecError
 
 # The spec and configuration models (pydantic, most of a second to import) load when a
@@ -201,7 +202,7 @@ def seconds(value: float | int | None, field: str) -> float | None:
     if number < 0 or math.isnan(number):
         raise SpecError(
             FieldProblem(
-                field, f"{value!r} seconds.", "give a positive number, or 0 for no limit."
+                field, f"{shown(value)} seconds.", "give a positive number, or 0 for no limit."
             ),
             title="Invalid component input",
         )
@@ -214,7 +215,7 @@ def cancel_action(value: str) -> CancelAction:
         raise SpecError(
             FieldProblem(
                 "on_cancel",
-                f"{value!r} is not an action.",
+                f"{shown(value)} is not an action.",
                 "use 'delete' (the job and its pods go), 'suspend' (pods go, the job stays, "
                 "resumable) or 'keep' (the job keeps running).",
             ),
@@ -232,7 +233,7 @@ def finish_action(value: str) -> str:
         raise SpecError(
             FieldProblem(
                 "on_finish",
-                f"{value!r} is not an action.",
+                f"{shown(value)} is not an action.",
                 "use 'keep' (prune decides later), 'delete-succeeded' (delete the job once "
                 "it completed and its outputs are written; failed jobs stay) or 'delete' "
                 "(failed jobs too, once the failure is reported).",
@@ -285,8 +286,8 @@ def identity(run_id: str, task_name: str, job_key: str = "") -> tuple[str, ...]:
             problems.append(
                 FieldProblem(
                     field,
-                    f"{value!r}: KFP did not fill in the pipeline run's identity, so a retried "
-                    "task could not find its TrainJob again.",
+                    f"{shown(value)}: KFP did not fill in the pipeline run's identity, so a "
+                    "retried task could not find its TrainJob again.",
                     f"pass {field}={constant} when calling the component in a pipeline (the "
                     "components made by kf_trainer_kfp do it themselves; a component loaded "
                     "from YAML does not).",

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.cluster.outputs import JobOutputs
 from kf_trainer_core.cluster.status import Failure, TrainJob
 from kf_trainer_core.errors import (
@@ -594,7 +595,7 @@ def run_component(
     handler = _HANDLERS.get(kind)
     if handler is None:
         raise ValueError(
-            f"unknown kf-trainer component kind {kind!r}: the component was made by another "
+            f"unknown kf-trainer component kind {shown(kind)}: the component was made by another "
             "version of kf-trainer-suite. Fix: install the version that compiled the pipeline."
         )
     return handler(inputs, artifacts, json.loads(embedded) if embedded else {})

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from prefect.blocks.core import Block
 from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
 from kf_trainer_core.tasks.backend_fields import (
     BackendConfig,
@@ -139,7 +140,9 @@ outputs = run_trainjob(spec, credentials=credentials)
         from kf_trainer_core.config import BACKENDS, unknown_backend_fix
 
         if isinstance(value, str) and value not in BACKENDS:
-            raise ValueError(f"backend {value!r} is unknown. Fix: {unknown_backend_fix(value)}")
+            raise ValueError(
+                f"backend {shown(value)} is unknown. Fix: {unknown_backend_fix(value)}"
+            )
         return value
 
     @field_validator("dashboard_url")
@@ -259,5 +262,5 @@ async def aload_credentials(value: CredentialsLike | None) -> KubeflowTrainerCre
 
 def _checked_block(loaded: Any, name: str) -> KubeflowTrainerCredentials:
     if not isinstance(loaded, KubeflowTrainerCredentials):
-        raise TypeError(f"block {name!r} is not a KubeflowTrainerCredentials block")
+        raise TypeError(f"block {shown(name)} is not a KubeflowTrainerCredentials block")
     return loaded

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from prefect import flow, task
 
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.cluster.outputs import JobOutputs
 from kf_trainer_core.fields.retention import PRUNE_OPTIONS
 from kf_trainer_core.tasks.interruptions import CancelAction, check_action, past
@@ -57,7 +58,7 @@ def stop_flow_run_trainjobs(
     chosen = check_action(action)
     if not isinstance(flow_run_id, str) or not flow_run_id.strip():
         raise ValueError(
-            f"flow_run_id={flow_run_id!r} names no flow run. Fix: pass the flow run's id "
+            f"flow_run_id={shown(flow_run_id)} names no flow run. Fix: pass the flow run's id "
             "(flow_run.id in a state hook)."
         )
     if chosen == "keep":

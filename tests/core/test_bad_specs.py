@@ -88,7 +88,7 @@ BAD: list[tuple[str, Any, dict[str, Any], str, str]] = [
         {"runtime": "Torch_Distributed"},
         {},
         "runtime.name",
-        "kubectl get clustertrainingruntimes",
+        "kf-trainer runtimes list",
     ),
     (
         "bad-runtime-kind",

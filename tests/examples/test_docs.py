@@ -119,14 +119,34 @@ def test_kfp_page_lists_every_parameter_input_and_output() -> None:
     assert missing("kfp.md", names) == []
 
 
-@pytest.mark.parametrize("page", ["README.md", "docs/airflow.md", "docs/prefect.md", "docs/kfp.md"])
-def test_relative_links_resolve(page: str) -> None:
+#: The repository's pages online (pyproject.toml's project URLs): README links there.
+_ONLINE = re.compile(r"https://github\.com/kf-trainer-suite/kf-trainer-suite/(?:blob|tree)/main/")
+
+
+@pytest.mark.parametrize(
+    "page", ["README.md", "docs/airflow.md", "docs/prefect.md", "docs/kfp.md", "docs/cli.md"]
+)
+def test_links_to_the_repository_resolve(page: str) -> None:
+    """Relative links, and absolute ones into the repository, name files that exist."""
     path = ROOT / page
     prose = _SPAN.sub("", path.read_text())  # code may hold anything that looks like a link
     for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", prose):
-        if "://" in target:
-            continue
-        assert (path.parent / target).exists(), f"{page} links to a missing {target}"
+        if _ONLINE.match(target):
+            local = ROOT / _ONLINE.sub("", target)
+            assert local.exists(), f"{page} links to {target}, which is not in the repository"
+        elif "://" not in target:
+            assert (path.parent / target).exists(), f"{page} links to a missing {target}"
+
+
+def test_readme_links_work_where_pypi_shows_it() -> None:
+    """The README is the PyPI page: a relative link there leads nowhere (issue 35)."""
+    prose = _SPAN.sub("", (ROOT / "README.md").read_text())
+    relative = [
+        t for t in re.findall(r"\]\(([^)]+)\)", prose) if "://" not in t and not t.startswith("#")
+    ]
+    assert relative == [], (
+        f"make these absolute (https://github.com/kf-trainer-suite/...): {relative}"
+    )
 
 
 def test_readme_examples_commands_exist() -> None:
@@ -141,4 +161,6 @@ def test_readme_examples_commands_exist() -> None:
     for command in commands:
         assert (ROOT / command).is_file()
     for page in ("docs/airflow.md", "docs/prefect.md", "docs/kfp.md", "docs/testing.md"):
-        assert f"]({page})" in section
+        assert (
+            f"](https://github.com/kf-trainer-suite/kf-trainer-suite/blob/main/{page})" in section
+        )

@@ -100,3 +100,33 @@ def test_test_server_through_a_block(kube: KubeTestServer, token: str, tmp_path:
     flow_run_id = state.state_details.flow_run_id
     # The token stays in the (encrypted) block: not in logs, artifacts, results or jobs.
     assert_no_secret(token, flow_logs(flow_run_id), flow_artifacts(flow_run_id), first, items)
+
+
+def test_a_job_without_a_readable_result_fails_the_flow_saying_why(
+    kube: KubeTestServer, token: str, tmp_path: Path
+) -> None:
+    """The flow read ``outputs.result["model_uri"]``: a job whose result cannot be read
+    (nodes that serve no log) ended in ``TypeError: 'NoneType' object is not
+    subscriptable`` (issue 35, item 5); ``require_result()`` says why."""
+    from kf_trainer_core.errors import TrainJobResultUnavailableError
+    from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
+    from kf_trainer_prefect import KubeflowTrainerCredentials
+    from prefect_retraining import retraining
+
+    KubeflowTrainerCredentials(
+        host=kube.url, token=token, namespace="default", watch_timeout=30, poll_interval=0.1
+    ).save("kf-examples-no-result", overwrite=True)
+    log_less = {
+        "options": [{"type": "Annotations", "annotations": {SCENARIO_ANNOTATION: "log-less"}}]
+    }
+    state = retraining(
+        day=DAY,
+        credentials="kf-examples-no-result",
+        profile=log_less,
+        shared_dir=str(tmp_path / "shared"),
+        return_state=True,
+    )
+    assert state.is_failed()
+    with pytest.raises(TrainJobResultUnavailableError, match="its result cannot be read"):
+        state.result()
+    assert registry(tmp_path / "shared") is None  # nothing promoted

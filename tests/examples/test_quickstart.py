@@ -9,7 +9,9 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 from examples_support import EXAMPLES, local_jobs
 
 SCRIPT = str(EXAMPLES / "quickstart.py")
@@ -91,3 +93,57 @@ def test_a_changed_spec_for_a_trained_day_gives_a_runnable_fix(tmp_path: Path) -
         fixed = as_printed(fix.removeprefix("Fix: "))
         assert fixed.returncode == 0, fixed.stderr
         assert "reusing the finished job" not in fixed.stdout
+
+
+def _on_cluster(
+    workdir: Path, kubeconfig: Path, namespace: str
+) -> subprocess.CompletedProcess[str]:
+    """The quickstart pointed at a cluster as the README says: configuration only."""
+    import json
+    import os
+
+    backend = {"backend": "kubernetes", "kubeconfig": str(kubeconfig), "namespace": namespace}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KF_TRAINER_")}
+    env["KF_TRAINER_BACKEND"] = json.dumps(backend)
+    return subprocess.run(
+        [sys.executable, SCRIPT, "--workdir", str(workdir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=ROOT,
+        env=env,
+    )
+
+
+def _says_why_there_is_no_result(done: subprocess.CompletedProcess[str]) -> None:
+    # It read outputs.result["model_uri"] of a job with no readable result:
+    # "TypeError: 'NoneType' object is not subscriptable" (issue 35, item 5).
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "succeeded, but its result cannot be read" in done.stderr
+    assert "3/4" not in done.stdout
+    assert re.search(r"^\s*see it: .* jobs get train-", done.stdout, re.M), done.stdout
+
+
+def test_a_job_whose_result_cannot_be_read_is_said_not_a_type_error(
+    kube: Any, kubeconfig_path: Path, tmp_path: Path
+) -> None:
+    """On the test server, nodes that serve no log and write no termination message."""
+    before = kube.controller.default_preset
+    kube.controller.default_preset = "log-less"
+    try:
+        _says_why_there_is_no_result(_on_cluster(tmp_path, kubeconfig_path, "default"))
+    finally:
+        kube.controller.default_preset = before
+        kube.controller.reset()
+
+
+@pytest.mark.control_plane
+def test_on_the_real_control_plane_no_result_is_said(
+    control_plane_kubeconfig: Path, control_plane_namespace: str, tmp_path: Path
+) -> None:
+    """kwok's pods run nothing and serve no log: what the issue's newcomer met."""
+    _says_why_there_is_no_result(
+        _on_cluster(tmp_path, control_plane_kubeconfig, control_plane_namespace)
+    )

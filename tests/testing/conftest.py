@@ -26,7 +26,7 @@ GROUP, VERSION = "trainer.kubeflow.org", "v1alpha1"
 
 @pytest.fixture(scope="session")
 def bare_server() -> Iterator[KubeTestServer]:
-    server = KubeTestServer()
+    server = KubeTestServer(default_scenario="success")  # as the suite's ini says
     server.start()
     try:
         yield server

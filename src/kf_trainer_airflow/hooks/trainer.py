@@ -31,6 +31,7 @@ from kf_trainer_airflow.provider_info import (
     UI_FIELD_BEHAVIOUR,
 )
 from kf_trainer_core.base.documents import load_json
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.config import ContainerConfig, KubernetesConfig, LocalConfig, parse_backend
 from kf_trainer_core.errors import SpecError
 from kf_trainer_core.tasks.backend_fields import (
@@ -100,7 +101,7 @@ def _as_bool(value: Any, field: str, where: str) -> bool:
     if text in ("false", "0", "no", "off"):
         return False
     raise ConnectionConfigError(
-        f"{where}: extra `{field}` is {value!r}, not a boolean. Fix: set it to true or false."
+        f"{where}: extra `{field}` is {shown(value)}, not a boolean. Fix: set it to true or false."
     )
 
 
@@ -151,8 +152,8 @@ def parse_connection(
         return _from_kubernetes(where, extra or {}, namespace)
     if conn_type not in (CONN_TYPE, None, ""):
         raise ConnectionConfigError(
-            f"{where} has type {conn_type!r}. Fix: use a {CONN_TYPE!r} connection (or a "
-            f"{KUBERNETES_CONN_TYPE!r} one from the cncf-kubernetes provider)."
+            f"{where} has type {shown(conn_type)}. Fix: use a {shown(CONN_TYPE)} connection (or a "
+            f"{shown(KUBERNETES_CONN_TYPE)} one from the cncf-kubernetes provider)."
         )
     fields = _unprefixed(extra or {}, CONN_TYPE)
     for alias, name in _ALIASES.items():
@@ -215,7 +216,7 @@ def parse_connection(
             raise _config_error(where, err, {}) from None
     if backend != "kubernetes":
         raise ConnectionConfigError(
-            f"{where}: extra `backend` is {backend!r}. Fix: use 'kubernetes', 'local' or "
+            f"{where}: extra `backend` is {shown(backend)}. Fix: use 'kubernetes', 'local' or "
             "'container'."
         )
     stray_container = sorted(set(fields) & _CONTAINER_KEYS)
@@ -427,12 +428,12 @@ class KubeflowTrainerHook(BaseHook):
                 loaded = load_json(conn.extra, "extra")
             except ValueError as exc:
                 raise ConnectionConfigError(
-                    f"connection {conn.conn_id!r}: {exc} Fix: write it as a JSON object, "
+                    f"connection {shown(conn.conn_id)}: {exc} Fix: write it as a JSON object, "
                     'e.g. {"namespace": "team-a"}.'
                 ) from None
             if not isinstance(loaded, dict):
                 raise ConnectionConfigError(
-                    f"connection {conn.conn_id!r}: extra is not a JSON object. Fix: write "
+                    f"connection {shown(conn.conn_id)}: extra is not a JSON object. Fix: write "
                     'it as {"field": value, ...}.'
                 )
             extra = loaded

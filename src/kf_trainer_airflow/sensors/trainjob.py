@@ -23,6 +23,7 @@ from kf_trainer_airflow import _args
 from kf_trainer_airflow._compat import BaseSensorOperator, PokeReturnValue, conf
 from kf_trainer_airflow.operators.trainjob import TrainJobFailedException
 from kf_trainer_airflow.provider_info import DEFAULT_CONN_ID
+from kf_trainer_core.base.quoting import shown
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -102,7 +103,7 @@ class TrainJobSensor(BaseSensorOperator):
             bad = [s for s in self.target_status if s not in known]
             if bad:
                 raise ValueError(
-                    f"target_status {bad!r} is not a job state. Fix: use some of "
+                    f"target_status {shown(bad)} is not a job state. Fix: use some of "
                     f"{', '.join(known)} (or set `step` to wait for a step's pod phase)."
                 )
         elif "{{" not in step:

@@ -32,6 +32,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from kf_trainer_airflow._actions import ON_KILL_ACTIONS
 from kf_trainer_airflow._durations import seconds
 from kf_trainer_airflow.provider_info import DEFAULT_CONN_ID
+from kf_trainer_core.base.quoting import shown
 
 if TYPE_CHECKING:
     from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
@@ -105,7 +106,8 @@ class TrainJobTrigger(BaseTrigger):
         super().__init__()  # type: ignore[no-untyped-call]
         if on_kill_action not in ON_KILL_ACTIONS:
             raise ValueError(
-                f"on_kill_action={on_kill_action!r}. Fix: use one of {', '.join(ON_KILL_ACTIONS)}."
+                f"on_kill_action={shown(on_kill_action)}. Fix: use one of "
+                f"{', '.join(ON_KILL_ACTIONS)}."
             )
         self.job_name = job_name
         self.namespace = namespace

@@ -120,6 +120,34 @@ class TrainJobNotFoundError(KFTrainerError, LookupError):
     """No TrainJob of that name in the namespace."""
 
 
+class RuntimeNotFoundError(TrainJobNotFoundError):
+    """No runtime of that name and kind: the message names the nearest installed name,
+    or the other kind when a runtime of that name has it, and the fix. A
+    :class:`TrainJobNotFoundError` (what a missing runtime raised before it had a class
+    of its own)."""
+
+
+class NamespaceNotFoundError(TrainJobNotFoundError):
+    """The namespace does not exist on the cluster (a real API server lists an empty
+    collection there, which would read as "no jobs"). ``namespace`` names it."""
+
+    def __init__(self, message: str, namespace: str = "") -> None:
+        super().__init__(message)
+        self.namespace = namespace
+
+
+class WaitInterrupted(KeyboardInterrupt):
+    """Ctrl-C while a client waited on a job it had submitted (``run``): only the wait
+    stopped, the TrainJob keeps running. A ``KeyboardInterrupt``, so a program stops as
+    it did (and ``except Exception`` does not swallow it); its message names the job
+    and how to stop it or follow it again. ``name`` and ``namespace`` name the job."""
+
+    def __init__(self, message: str, name: str = "", namespace: str = "") -> None:
+        super().__init__(message)
+        self.name = name
+        self.namespace = namespace
+
+
 class SpecConflictError(KFTrainerError):
     """A TrainJob of the same name exists with a different spec: adopting it would run
     something other than what was asked."""

@@ -95,3 +95,12 @@ def python_command(args: Iterable[str]) -> str:
     else:
         head = shlex.quote(sys.executable)
     return " ".join([head, *(shlex.quote(a) for a in args)])
+
+
+def keeps_running(namespace: str, name: str, stop: str, again: str) -> str:
+    """What an interrupted wait says, whoever waited (the CLI, the client): the job
+    keeps running, and how to stop it (``stop``) or follow it again (``again``)."""
+    return (
+        f"interrupted; the TrainJob {namespace}/{name} keeps running. Stop it with: {stop} "
+        f"— or follow it again with: {again}"
+    )

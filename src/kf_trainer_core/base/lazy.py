@@ -7,6 +7,8 @@ import importlib
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
+from kf_trainer_core.base.quoting import shown
+
 
 def lazy_names(
     package: str, where: Mapping[str, str], namespace: MutableMapping[str, Any]
@@ -20,7 +22,7 @@ def lazy_names(
     def __getattr__(name: str) -> Any:
         module = where.get(name)
         if module is None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+            raise AttributeError(f"module {shown(package)} has no attribute {shown(name)}")
         value = getattr(importlib.import_module(module), name)
         namespace[name] = value
         return value

@@ -12,7 +12,8 @@ spec files.
 
 Where jobs are comes from ``$KF_TRAINER_BACKEND`` (JSON) and ``--backend``,
 ``--namespace/-n``, ``--context``, ``--kubeconfig``, ``--state-dir``. Exit codes and
-every command: docs/cli.md.
+every command: docs/cli.md (online for the installed version: ``--help`` gives the
+address).
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from importlib.metadata import PackageNotFoundError, version
 
 import click
 
+from kf_trainer_core.base.project import docs_url, version
 from kf_trainer_core.cli._errors import CliError, Exit, classify, one_line
 from kf_trainer_core.cli._where import forget_last, last_hint, where_options
 from kf_trainer_core.cli.checkpoints import checkpoints
@@ -35,22 +36,17 @@ from kf_trainer_core.cli.specs import check, render, run
 __all__ = ["Exit", "cli", "main"]
 
 
-def _version() -> str:
-    try:
-        return version("kf-trainer-suite")
-    except PackageNotFoundError:  # pragma: no cover - running from a bare source tree
-        return "unknown"
-
-
 @click.group(
     "kf-trainer",
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    # The address of the docs of the installed version: an installed copy has no docs/.
+    help="See, follow and manage Kubeflow Trainer TrainJobs (on a cluster or this machine), "
+    f"and render or check spec files.\n\n\b\nDocs: {docs_url('cli.md')}",
 )
-@click.version_option(_version(), "--version", prog_name="kf-trainer")
+@click.version_option(version(), "--version", prog_name="kf-trainer")
 @where_options
 def cli() -> None:
-    """See, follow and manage Kubeflow Trainer TrainJobs (on a cluster or this machine),
-    and render or check spec files. Docs: docs/cli.md."""
+    """The ``kf-trainer`` command group (its help is the group's ``help=``)."""
 
 
 jobs.add_command(checkpoints)

@@ -51,6 +51,8 @@ def classify(exc: BaseException, look: str = "kf-trainer jobs list") -> tuple[Ex
         BackendConfigRejectedError,
         ClusterConfigError,
         DeleteRefusedError,
+        NamespaceNotFoundError,
+        RuntimeNotFoundError,
         SpecConflictError,
         SpecError,
         StateDirNotFoundError,
@@ -72,6 +74,8 @@ def classify(exc: BaseException, look: str = "kf-trainer jobs list") -> tuple[Ex
         return Exit.NOT_FOUND, str(exc)
     if isinstance(exc, TrainJobDeletedError):
         return Exit.NOT_FOUND, str(exc)
+    if isinstance(exc, (RuntimeNotFoundError, NamespaceNotFoundError)):
+        return Exit.NOT_FOUND, str(exc)  # their message carries the fix that applies
     if isinstance(exc, TrainJobNotFoundError):
         return Exit.NOT_FOUND, _then(exc, f"check the name and namespace with: {look}")
     if isinstance(exc, BackendConfigRejectedError):
@@ -104,6 +108,11 @@ def classify(exc: BaseException, look: str = "kf-trainer jobs list") -> tuple[Ex
     )
 
 
+#: Where the command's user chose the cluster and credentials (the fixes of the API's
+#: failures name them; the client's name its configuration).
+_SETTINGS = "--kubeconfig/--context"
+
+
 def _api_error(exc: object, look: str) -> tuple[Exit, str]:
     from kf_trainer_core.k8s.errors import ApiError
 
@@ -112,23 +121,11 @@ def _api_error(exc: object, look: str) -> tuple[Exit, str]:
         return Exit.NOT_FOUND, _then(exc, f"check the name and namespace with: {look}")
     if exc.code in (409, 422, 400):
         return Exit.CONFLICT, str(exc)
-    if exc.code == 401:
-        return Exit.UNREACHABLE, _then(exc, "check the credentials of --kubeconfig/--context.")
-    if exc.code == 403:
-        return Exit.UNREACHABLE, (
-            _then(
-                exc,
-                "the credentials of --kubeconfig/--context may not do this: grant what "
-                "`kf-trainer rbac` prints (the Role the suite needs) in this namespace.",
-            )
-        )
-    if exc.code == 0:
-        return Exit.UNREACHABLE, (
-            _then(
-                f"cannot reach the API server: {exc}",
-                "check --kubeconfig/--context (or use --backend local).",
-            )
-        )
+    fix = exc.fix(_SETTINGS)
+    if exc.unreachable and fix:
+        return Exit.UNREACHABLE, _then(exc.detail, f"{fix[:-1]} (--backend local).")
+    if fix:
+        return Exit.UNREACHABLE, _then(exc.detail, fix)
     return Exit.UNREACHABLE, str(exc)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from kf_trainer_core.base import untrusted
+from kf_trainer_core.base.hints import keeps_running
 from kf_trainer_core.cli._errors import CliError, Exit
 from kf_trainer_core.cli._output import duration, is_terminal
 from kf_trainer_core.cli._where import hint
@@ -106,11 +107,7 @@ def interrupted(ctx: click.Context, name: str, namespace: str) -> CliError:
     command stopped), and the two commands that stop it or follow it again."""
     stop = hint(ctx, "jobs", "cancel", name, namespace=namespace)
     again = hint(ctx, "jobs", "wait", name, namespace=namespace)
-    return CliError(
-        f"interrupted; the TrainJob {namespace}/{name} keeps running. Stop it with: {stop} "
-        f"— or follow it again with: {again}",
-        Exit.INTERRUPTED,
-    )
+    return CliError(keeps_running(namespace, name, stop, again), Exit.INTERRUPTED)
 
 
 def finished(job: TrainJob, result: Any, missing: ResultMissing | None = None) -> None:

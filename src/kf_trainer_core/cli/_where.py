@@ -19,6 +19,7 @@ from typing import Any, TypeVar, get_args
 import click
 
 from kf_trainer_core.base.documents import load_json
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.cli._errors import CliError, Exit
 from kf_trainer_core.fields import checks
 
@@ -114,7 +115,9 @@ def backend_config(ctx: click.Context) -> Any:
     name = given.pop("backend", None)
     if name is not None:
         if name not in models:
-            raise CliError(f"--backend {name!r} is unknown. Fix: use one of {', '.join(models)}.")
+            raise CliError(
+                f"--backend {shown(name)} is unknown. Fix: use one of {', '.join(models)}."
+            )
         if data.get("backend", "kubernetes") != name:
             data = {}  # another backend's settings do not carry over
         data["backend"] = name
@@ -122,7 +125,7 @@ def backend_config(ctx: click.Context) -> Any:
         data.setdefault("backend", "kubernetes")
     if data["backend"] not in models:
         raise CliError(
-            f"${BACKEND_ENV} names backend {data['backend']!r}. Fix: use one of "
+            f"${BACKEND_ENV} names backend {shown(data['backend'])}. Fix: use one of "
             f"{', '.join(models)}."
         )
     model = models[data["backend"]]

@@ -34,13 +34,18 @@ def runtimes() -> None:
     """The runtimes jobs can name."""
 
 
+KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
+
+
 @runtimes.command("list")
 @where_options
+@click.option("--kind", type=click.Choice(KINDS), help="Only runtimes of this kind.")
 @output_option
 @click.pass_context
-def list_runtimes(ctx: click.Context, output: str) -> None:
+def list_runtimes(ctx: click.Context, kind: str | None, output: str) -> None:
     """Cluster-wide and namespaced runtimes."""
     found = make_client(ctx, creates=True).list_runtimes()  # built-in ones need no job
+    found = [info for info in found if kind is None or info.kind == kind]
     headers = ["NAME", "KIND", "FRAMEWORK", "NODES", "DEVICE", "IMAGE"]
     show_list(found, output, headers, _row, data=_data)
 
@@ -50,15 +55,27 @@ def list_runtimes(ctx: click.Context, output: str) -> None:
 @where_options
 @click.option(
     "--kind",
-    type=click.Choice(["ClusterTrainingRuntime", "TrainingRuntime"]),
-    default="ClusterTrainingRuntime",
-    show_default=True,
+    type=click.Choice(KINDS),
+    help="Which kind (default: the ClusterTrainingRuntime of that name, else the "
+    "namespace's TrainingRuntime).",
 )
 @output_option
 @click.pass_context
-def get_runtime(ctx: click.Context, name: str, kind: str, output: str) -> None:
+def get_runtime(ctx: click.Context, name: str, kind: str | None, output: str) -> None:
     """One runtime: framework, steps, nodes, devices, image."""
-    info = make_client(ctx, creates=True).get_runtime(name, kind)
+    from kf_trainer_core.errors import RuntimeNotFoundError
+
+    client = make_client(ctx, creates=True)
+    try:
+        info = client.get_runtime(name, kind or KINDS[0])
+    except RuntimeNotFoundError as missing:
+        if kind is not None:
+            raise
+        # What `runtimes list` shows, `runtimes get` finds: a namespaced runtime too.
+        try:
+            info = client.get_runtime(name, KINDS[1])
+        except RuntimeNotFoundError:
+            raise missing from None
     data = _data(info)
     if output != "table":
         dump(data, output)

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from kf_trainer_core.base.documents import MAX_SPEC_BYTES, DocumentError, load_document
-from kf_trainer_core.cli._errors import CliError, Exit
+from kf_trainer_core.cli._errors import CliError, Exit, classify, one_line
 from kf_trainer_core.cli._follow import interrupted
 from kf_trainer_core.cli._where import check_identity, check_namespace, make_client, where_options
 
@@ -82,13 +82,66 @@ def render(
 
 @click.command("check")
 @SPEC
+@where_options
 @click.option("--name", help="Check with this job name.")
-def check(spec: str, name: str | None) -> None:
-    """Validate SPEC; exit 2 with the problems."""
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="Check the spec alone: do not look its runtime up on the backend.",
+)
+@click.pass_context
+def check(ctx: click.Context, spec: str, name: str | None, offline: bool) -> None:
+    """Validate SPEC, and its runtime against the backend when it can be reached (the
+    runtime `run` would use: a misspelt name is caught here, with the nearest one);
+    exit 2 with the problems, 3 for a runtime the backend does not have."""
     from kf_trainer_core.manifest.builder import build_trainjob
 
-    built = build_trainjob(load_spec(spec), name=name)
-    click.echo(f"ok: {built.name} ({built.runtime.name}, spec hash {built.spec_hash[:12]})")
+    parsed = load_spec(spec)
+    built = build_trainjob(parsed, name=name)  # the spec alone first: no request for it
+    where = "not looked up (--offline)" if offline else _checked_on_backend(ctx, parsed, name)
+    click.echo(
+        f"ok: {built.name} ({built.runtime.name}, spec hash {built.spec_hash[:12]}; "
+        f"runtime {where})"
+    )
+
+
+#: How long `check` waits for a backend (it is a quick validation, not a job).
+_CHECK_TIMEOUT = 5.0
+
+
+def _checked_on_backend(ctx: click.Context, parsed: Any, name: str | None) -> str:
+    """Build the manifest against the runtime as the backend has it, as `run` does;
+    what was checked, for the ``ok`` line. A runtime the backend lacks is an error
+    (exit 3, with the nearest name); a backend that cannot be reached or read leaves the
+    runtime unchecked, said on stderr with the reason."""
+    from kf_trainer_core.cli._where import backend_config
+    from kf_trainer_core.client import TrainerClient
+    from kf_trainer_core.errors import SpecError
+    from kf_trainer_core.k8s.errors import ApiError
+    from kf_trainer_core.k8s.retry import RetryPolicy
+
+    config = backend_config(ctx)
+    try:
+        if "request_timeout" in type(config).model_fields:
+            config = config.model_copy(update={"request_timeout": _CHECK_TIMEOUT})
+        client = TrainerClient(config, retry=RetryPolicy(attempts=2, base=0.2, cap=1.0))
+    except SpecError as exc:  # no kubeconfig, a context it lacks: no cluster to ask
+        return _unchecked(one_line(str(exc)))
+    ctx.call_on_close(client.close)
+    try:
+        client.build(parsed, name=name)
+    except ApiError as exc:
+        if exc.not_found:
+            raise
+        return _unchecked(one_line(classify(exc)[1]))
+    if config.backend == "kubernetes":
+        return "found on the cluster"
+    return f"found on the {config.backend} backend"
+
+
+def _unchecked(reason: str) -> str:
+    click.echo(f"[kf-trainer] the runtime was not looked up on the backend: {reason}", err=True)
+    return "not looked up (see stderr)"
 
 
 @click.command("run")

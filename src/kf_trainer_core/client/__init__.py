@@ -32,7 +32,14 @@ from typing import Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, overl
 
 from typing_extensions import Unpack
 
-from kf_trainer_core.client.base import ClientBase, Identity
+from kf_trainer_core.client.base import (
+    ClientBase,
+    Identity,
+    begin_call,
+    end_call,
+    interrupted,
+    note_submitted,
+)
 from kf_trainer_core.cluster.outputs import JobOutputs, outputs
 from kf_trainer_core.cluster.status import Event, Failure, JobState, Progress, TrainJob
 from kf_trainer_core.config import LocalConfig
@@ -204,9 +211,12 @@ class _Operations(ClientBase, Generic[Lines]):
         spec = self._given_spec(spec)
         runtime = yield from self._runtime_program(spec.runtime.name, spec.runtime.kind.value)
         if identity is not None and name is None:
-            return (yield from self._identity_program(spec, runtime, identity, fresh_after_failure))
-        built = self._builder(runtime)(spec, name=name, identity=identity)
-        return (yield from submit(self.namespace, built))
+            done = yield from self._identity_program(spec, runtime, identity, fresh_after_failure)
+        else:
+            built = self._builder(runtime)(spec, name=name, identity=identity)
+            done = yield from submit(self.namespace, built)
+        note_submitted(done)  # a Ctrl-C from now on leaves this job running: say so
+        return done
 
     def _train(
         self,
@@ -374,7 +384,11 @@ class _Operations(ClientBase, Generic[Lines]):
 
         When the submit finds a job that had already finished (a rerun), ``on_log`` gets
         "reusing the finished job …" instead of its log replayed as if it trained again;
-        callers that have just submitted the job themselves turn ``reuse_notice`` off."""
+        callers that have just submitted the job themselves turn ``reuse_notice`` off.
+
+        Ctrl-C while it waits (the sync client) raises
+        :class:`~kf_trainer_core.errors.WaitInterrupted`, a ``KeyboardInterrupt`` whose
+        message says that the job keeps running and how to stop or follow it."""
         # Settle the waiting and logging arguments before anything is submitted.
         checks.check_seconds(
             timeout=timeout, startup_timeout=startup_timeout, admission_timeout=admission_timeout
@@ -649,7 +663,16 @@ class TrainerClient(_Operations[Iterator[str]]):
         return SyncTransport(self.config)
 
     def _run(self, program: Program[R], on_emit: Callable[[Any], None] | None = None) -> R:
-        return self._driver.run(program, on_emit)
+        token = begin_call()
+        try:
+            return self._driver.run(program, on_emit)
+        except KeyboardInterrupt as exc:
+            stopped = interrupted(self.config, exc)
+            if stopped is exc:
+                raise
+            raise stopped from None  # the job keeps running: said, not a driver traceback
+        finally:
+            end_call(token)
 
     _waker = SyncWaker
     _registry = staticmethod(sync_informer)

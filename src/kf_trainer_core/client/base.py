@@ -9,8 +9,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar, Token
 from typing import Any
 
+from kf_trainer_core.base.errors import WaitInterrupted
+from kf_trainer_core.base.hints import command, keeps_running
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.cluster.kueue import KueueProbe, QueueStatus, QueueTracker, probe_for
 from kf_trainer_core.cluster.status import CREATION_FAILED_REASON, job_state
 from kf_trainer_core.config import KubernetesConfig, LocalConfig, parse_backend
@@ -42,6 +46,53 @@ from kf_trainer_core.programs.wakers import AsyncWaker, SyncWaker
 from kf_trainer_core.spec import TrainJobSpec, train_spec
 from kf_trainer_core.spec.checkpoint_storage import require_storage
 
+#: The job the running call of a client submitted: what a Ctrl-C during the wait that
+#: follows leaves running (set by ``_submit``, read by the sync client's ``_run``).
+_SUBMITTED: ContextVar[Submitted | None] = ContextVar("kf_trainer_submitted", default=None)
+
+
+def note_submitted(submitted: Submitted) -> None:
+    """Remember the job this call submitted (or reattached to)."""
+    _SUBMITTED.set(submitted)
+
+
+def begin_call() -> Token[Submitted | None]:
+    """A call of the sync client starts: it has submitted nothing yet."""
+    return _SUBMITTED.set(None)
+
+
+def end_call(token: Token[Submitted | None]) -> None:
+    """The call has ended (see :func:`begin_call`)."""
+    _SUBMITTED.reset(token)
+
+
+def interrupted(config: Any, exc: KeyboardInterrupt) -> KeyboardInterrupt:
+    """What a Ctrl-C during a call of the sync client raises: after the call submitted a
+    job, :class:`~kf_trainer_core.errors.WaitInterrupted`, which says the job keeps
+    running and how to stop or follow it (the ``kf-trainer`` commands and the client's
+    methods), as the CLI says it; before that, ``exc`` as it is."""
+    submitted = _SUBMITTED.get()
+    if submitted is None or isinstance(exc, WaitInterrupted):
+        return exc
+    return wait_interrupted(config, submitted.job.name, submitted.job.namespace)
+
+
+def wait_interrupted(config: Any, name: str, namespace: str) -> WaitInterrupted:
+    """The error of a wait on ``name`` stopped by Ctrl-C."""
+    stop = command(config, ["jobs", "cancel", name], namespace=namespace)
+    again = command(config, ["jobs", "wait", name], namespace=namespace)
+    return WaitInterrupted(
+        keeps_running(
+            namespace,
+            name,
+            f"client.cancel_job({name!r}) or `{stop}`",
+            f"client.wait({name!r}) or `{again}`",
+        ),
+        name,
+        namespace,
+    )
+
+
 Identity = str | Sequence[str | int | None]
 Backend = KubernetesConfig | LocalConfig | Mapping[str, Any] | None
 
@@ -56,7 +107,7 @@ def _backend(
     if not isinstance(backend, Mapping):
         raise SpecError.single(
             "backend",
-            f"a {type(backend).__name__} ({backend!r}) is not a backend configuration."
+            f"a {type(backend).__name__} ({shown(backend)}) is not a backend configuration."
             if isinstance(backend, str)
             else f"a {type(backend).__name__} is not a backend configuration.",
             "pass LocalConfig() or {'backend': 'local'} for this machine, "

@@ -15,6 +15,7 @@ from pydantic_core import ErrorDetails
 from typing_extensions import Self
 
 from kf_trainer_core.base.errors import FieldProblem, SpecError
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.base.secrets import token_kind
 
 # Validators phrase their messages as "<problem> Fix: <fix>", so one string carries both.
@@ -229,7 +230,7 @@ def spec_error_from(
         if err["type"] not in {"value_error", "missing", "extra_forbidden"} and not secret:
             value = err.get("input")
             if not isinstance(value, (dict, list)) and value is not None and _quotable(value):
-                problem = f"{problem[:-1]} (got {value!r})."
+                problem = f"{problem[:-1]} (got {shown(value)})."
         problems.append(FieldProblem(field, problem, fix))
     return SpecError(problems, root=root, title=title)
 

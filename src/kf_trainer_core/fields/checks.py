@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from kf_trainer_core.base.errors import FieldProblem, SpecError
-from kf_trainer_core.base.secrets import TOKEN_SHAPES, token_kind
+from kf_trainer_core.base.quoting import shown
+from kf_trainer_core.base.secrets import token_kind
 from kf_trainer_core.fields._model import FIX_MARK, fix
 
 #: What separates a problem from its fix in a validator's message.
@@ -100,9 +101,9 @@ def identifier_problem(text: str, what: str) -> str | None:
     if suggestion[0].isdigit() or keyword.iskeyword(suggestion):
         suggestion = f"fn_{suggestion}"
     return fix(
-        f"{what} {text!r} is not a Python identifier; it becomes a name in the program "
+        f"{what} {shown(text)} is not a Python identifier; it becomes a name in the program "
         "that the training pods run.",
-        f"use letters, digits and '_' only, e.g. {suggestion!r}.",
+        f"use letters, digits and '_' only, e.g. {shown(suggestion)}.",
     )
 
 
@@ -112,7 +113,7 @@ def module_path_problem(text: str, what: str) -> str | None:
     if all(p.isidentifier() and not keyword.iskeyword(p) for p in parts):
         return None
     return fix(
-        f"{what} {text!r} is not a dotted module path of Python identifiers.",
+        f"{what} {shown(text)} is not a dotted module path of Python identifiers.",
         "name an importable module, e.g. 'my_package.training'.",
     )
 
@@ -127,7 +128,7 @@ def requirement_problem(text: str) -> str | None:
     would reach pip as an option."""
     if not isinstance(text, str) or text.startswith("-"):
         return fix(
-            f"{text!r} is a pip option, not a requirement; options are not passed to pip.",
+            f"{shown(text)} is a pip option, not a requirement; options are not passed to pip.",
             "list requirement specifiers such as 'numpy>=1.26'; give indexes with pip_index_urls.",
         )
     # packaging's grammar costs ~20 ms to import: paid by specs that install packages,
@@ -147,7 +148,7 @@ def requirement_problem(text: str) -> str | None:
         Requirement(text)
     except InvalidRequirement:
         return fix(
-            f"{text!r} is not a requirement specifier (PEP 508).",
+            f"{shown(text)} is not a requirement specifier (PEP 508).",
             "write e.g. 'numpy>=1.26', 'torch[cpu]==2.5.1', or 'name @ https://host/x.whl' "
             "for a direct URL.",
         )
@@ -265,21 +266,6 @@ _SECRET_LIKE = re.compile(
 )
 
 
-#: ``user:password@`` with or without a scheme before it (a malformed URL included).
-_USER_PASSWORD = re.compile(r"[^\s/@:]*:[^\s/@]+@")
-
-
-def shown(value: Any) -> str:
-    """``value`` as an error message may quote it (``repr``), with everything shaped like
-    a credential masked: a URL's ``user:password@`` and every token shape. Use it for
-    every input that may hold one (URLs, hosts, URIs), valid or not."""
-    text = value if isinstance(value, str) else str(value)
-    text = _USER_PASSWORD.sub("***@", text)
-    for _, shape in TOKEN_SHAPES:
-        text = shape.sub("***", text)
-    return repr(text)
-
-
 def _secret_fix(name: str) -> str:
     return (
         f"store it in a Secret (kubectl create secret generic <secret> "
@@ -386,9 +372,9 @@ def namespace_problem(namespace: Any, what: str = "namespace") -> str | None:
         return None
     example = re.sub(r"[^a-z0-9-]+", "-", str(namespace).lower()).strip("-")[:63] or "team-a"
     return fix(
-        f"{what} {namespace!r} is not a valid namespace name (RFC 1123 label: at most 63 "
+        f"{what} {shown(namespace)} is not a valid namespace name (RFC 1123 label: at most 63 "
         "lowercase letters, digits and '-', starting and ending alphanumeric).",
-        f"use e.g. {example!r}.",
+        f"use e.g. {shown(example)}.",
     )
 
 
@@ -414,7 +400,7 @@ def image_problem(image: str) -> str | None:
     if _IMAGE.match(image):
         return None
     return fix(
-        f"{image!r} is not a container image reference.",
+        f"{shown(image)} is not a container image reference.",
         "write [registry/]repository[:tag][@digest] without spaces, with a lowercase "
         "repository, e.g. 'ghcr.io/team/trainer:1.2'.",
     )
@@ -436,7 +422,7 @@ def check_seconds(**durations: Any) -> None:
             problems.append(
                 FieldProblem(
                     field,
-                    f"a {type(value).__name__} is not a number of seconds (got {value!r}).",
+                    f"a {type(value).__name__} is not a number of seconds (got {shown(value)}).",
                     f"give a number, e.g. {field}={example if _is_number(example) else 600}.",
                 )
             )
@@ -444,7 +430,7 @@ def check_seconds(**durations: Any) -> None:
             problems.append(
                 FieldProblem(
                     field,
-                    f"{value!r} seconds is not a positive duration.",
+                    f"{shown(value)} seconds is not a positive duration.",
                     f"give a number greater than 0, or {field}=None for no limit.",
                 )
             )
@@ -461,7 +447,7 @@ def check_count(**counts: Any) -> None:
         ):
             raise SpecError.single(
                 field,
-                f"{value!r} is not a number of lines.",
+                f"{shown(value)} is not a number of lines.",
                 f"give a whole number >= 0, e.g. {field}=100, or leave it out.",
                 title="Invalid arguments",
             )
@@ -485,7 +471,7 @@ def step_problem(step: Any) -> str | None:
     if isinstance(step, str) and STEP_NAME.match(step):
         return None
     return fix(
-        f"{step!r} is not a step of a TrainJob.",
+        f"{shown(step)} is not a step of a TrainJob.",
         "use dataset-initializer, model-initializer or node-<index> (node-0 is the first "
         "training node, or the MPI launcher); TrainerClient.get_job(name).steps lists a "
         "job's steps.",

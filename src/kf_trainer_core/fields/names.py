@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable
 
 from kf_trainer_core.base.errors import InvalidNameError
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.fields._model import fix
 
 # The steps' names, where the name limits come from (kept importable from here).
@@ -43,15 +44,15 @@ def name_problem(name: str, limit: int = CRD_MAX_LENGTH, why: str = "") -> str |
     """Why ``name`` cannot name a TrainJob (with the fix), or ``None`` if it can."""
     if not NAME_PATTERN.match(name):
         return fix(
-            f"{name!r} is not a valid TrainJob name (RFC 1035 label: lowercase letters, digits "
-            "and '-', starting with a letter, ending alphanumeric).",
-            f"use e.g. {slugify(name) or 'train-job'!r}.",
+            f"{shown(name)} is not a valid TrainJob name (RFC 1035 label: lowercase letters, "
+            "digits and '-', starting with a letter, ending alphanumeric).",
+            f"use e.g. {shown(slugify(name) or 'train-job')}.",
         )
     if len(name) > limit:
         reason = why or "the CRD allows 63"
         return fix(
-            f"{name!r} has {len(name)} characters; {reason}, so at most {limit}.",
-            f"shorten it to {limit} characters, e.g. {fit_name(name, limit)!r}.",
+            f"{shown(name)} has {len(name)} characters; {reason}, so at most {limit}.",
+            f"shorten it to {limit} characters, e.g. {shown(fit_name(name, limit))}.",
         )
     return None
 
@@ -108,19 +109,19 @@ def require_job_name(name: object, argument: str = "name") -> str:
     """
     if not isinstance(name, str):
         raise InvalidNameError(
-            f"{argument}={name!r} is a {type(name).__name__}, not a TrainJob name. Fix: pass "
+            f"{argument}={shown(name)} is a {type(name).__name__}, not a TrainJob name. Fix: pass "
             "the job's name as a string (submit() returns it as .job.name, train() as is)."
         )
     if not name.strip():
         raise InvalidNameError(
-            f"{argument}={name!r} is empty: it names no TrainJob (sent as is, it would "
+            f"{argument}={shown(name)} is empty: it names no TrainJob (sent as is, it would "
             "address every TrainJob of the namespace). Fix: pass the job's name as submit() "
             "or train() returned it; to act on several jobs use stop_unfinished(identity=...) "
             "or label_selector=...."
         )
     if len(name) > CRD_MAX_LENGTH or not NAME_PATTERN.match(name):
         raise InvalidNameError(
-            f"{argument}={name!r} is not a TrainJob name (lowercase letters, digits and '-', "
+            f"{argument}={shown(name)} is not a TrainJob name (lowercase letters, digits and '-', "
             f"starting with a letter, ending alphanumeric, at most {CRD_MAX_LENGTH} "
             "characters), so no such job can exist. Fix: pass the job's name as submit() or "
             "train() returned it (list_jobs() shows the namespace's jobs)."

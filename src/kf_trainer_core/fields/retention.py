@@ -21,6 +21,7 @@ from typing import Any, Literal, TypedDict
 
 from pydantic import Field, model_validator
 
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.base.untrusted import whole_number
 from kf_trainer_core.fields._model import SpecModel, fix
 
@@ -114,19 +115,21 @@ def parse_age(text: str | float | int, what: str = "older_than") -> float:
     """Seconds from an age such as ``7d``, ``12h``, ``30m``, ``90s`` or a number of
     seconds; a clear error otherwise."""
     if isinstance(text, bool):
-        raise ValueError(f"{what}={text!r} is no age. Fix: write e.g. '7d', '12h' or 3600.")
+        raise ValueError(f"{what}={shown(text)} is no age. Fix: write e.g. '7d', '12h' or 3600.")
     if isinstance(text, (int, float)):
         seconds = float(text)
     else:
         match = _AGE.match(str(text))
         if match is None:
             raise ValueError(
-                f"{what}={text!r} is no age. Fix: write a number with s, m, h, d or w, "
+                f"{what}={shown(text)} is no age. Fix: write a number with s, m, h, d or w, "
                 "e.g. '7d', '12h', '30m' (a bare number is seconds)."
             )
         seconds = float(match.group(1)) * _UNIT[match.group(2)]
     if not 0 <= seconds <= _MAX_SECONDS:
-        raise ValueError(f"{what}={text!r} is out of range. Fix: use 0 to 10 years, e.g. '7d'.")
+        raise ValueError(
+            f"{what}={shown(text)} is out of range. Fix: use 0 to 10 years, e.g. '7d'."
+        )
     return seconds
 
 
@@ -173,7 +176,7 @@ def check_finish_action(value: Any, field: str = "on_finish") -> str:
     ``field`` and the choices (raised before anything is submitted)."""
     if value not in FINISH_ACTIONS:
         raise ValueError(
-            f"{field}={value!r}. Fix: use one of {', '.join(repr(a) for a in FINISH_ACTIONS)} "
+            f"{field}={shown(value)}. Fix: use one of {', '.join(repr(a) for a in FINISH_ACTIONS)} "
             "('keep' leaves the job to prune; 'delete-succeeded' keeps failed jobs)."
         )
     return str(value)

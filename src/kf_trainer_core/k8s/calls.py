@@ -15,6 +15,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.k8s.resources import Resource
 
 T = TypeVar("T")
@@ -27,7 +28,7 @@ def _require(value: object, what: str, call: str) -> None:
     floor under all of them, for both transports and the local backend."""
     if not isinstance(value, str) or not value or "/" in value or value in (".", ".."):
         raise ValueError(
-            f"{call}: {what} {value!r} names no single object (an empty or partial name would "
+            f"{call}: {what} {shown(value)} names no single object (an empty or partial name would "
             "address the whole collection). Fix: pass the object's name."
         )
 
@@ -37,7 +38,7 @@ def _require_namespace(namespace: object, call: str) -> None:
     would silently mean the same — widening a list or a selection to every namespace."""
     if namespace is not None and (not isinstance(namespace, str) or not namespace.strip()):
         raise ValueError(
-            f"{call}: namespace {namespace!r} is empty (it would address every namespace). "
+            f"{call}: namespace {shown(namespace)} is empty (it would address every namespace). "
             "Fix: pass the namespace, e.g. 'default'."
         )
 

@@ -44,11 +44,21 @@ class _CodeIs:
         raise AttributeError("read-only: set the error's code instead")
 
 
+#: Where a client chooses its cluster and credentials, as its fixes name them. The
+#: ``kf-trainer`` command names its flags instead (``ApiError.fix(settings)``).
+CLIENT_SETTINGS = "the client's KubernetesConfig (kubeconfig, context)"
+
+#: Failures with code 0 that are not a connection that failed.
+_NOT_UNREACHABLE = frozenset({"BadWatchLine"})
+
+
 class ApiError(KFTrainerError):
     """A failed API request, with the Kubernetes ``Status`` when the server sent one.
 
     ``code`` is the HTTP status, or 0 when no answer came (connection refused, reset or
-    timed out).
+    timed out). Where the fix is known whoever asked (credentials refused, a request
+    forbidden, an API server out of reach), the message ends with it, naming the
+    client's settings; :meth:`fix` words it for other settings (the CLI's flags).
     """
 
     def __init__(
@@ -66,7 +76,38 @@ class ApiError(KFTrainerError):
         self.status = status or {}
         self.retry_after = retry_after
         text = f"{code} {reason}".strip() if code else reason or "connection failed"
-        super().__init__(f"{text}: {message}" if message else text)
+        #: What failed, without the fix.
+        self.detail = f"{text}: {message}" if message else text
+        if self.unreachable:
+            self.detail = f"cannot reach the API server: {self.detail}"
+        fix = self.fix()
+        super().__init__(_with_fix(self.detail, fix) if fix else self.detail)
+
+    @property
+    def unreachable(self) -> bool:
+        """No answer came: the connection failed (refused, reset, timed out)."""
+        return self.code == 0 and self.reason not in _NOT_UNREACHABLE
+
+    def fix(self, settings: str = CLIENT_SETTINGS) -> str | None:
+        """How to fix a failure whose fix does not depend on the request: credentials
+        the API server refused (401) or that may not do this (403), an API server out
+        of reach (0). ``settings``: where the user chose the cluster and credentials."""
+        if self.code == 401:
+            return (
+                f"check the credentials of {settings}: the API server did not accept them "
+                "(an expired token or certificate, or a context of another cluster)."
+            )
+        if self.code == 403:
+            return (
+                f"check the credentials of {settings} and that they may do this in this "
+                "namespace (the message names the verb and resource RBAC must grant)."
+            )
+        if self.unreachable:
+            return (
+                f"check that the API server of {settings} is reachable (its address, the "
+                "network, a VPN or proxy), or run on this machine with the local backend."
+            )
+        return None
 
     @classmethod
     def from_response(
@@ -125,3 +166,11 @@ class ApiError(KFTrainerError):
         """Field causes of a 422 (``spec.trainer.numNodes: Invalid value ...``)."""
         found = (self.status.get("details") or {}).get("causes") or []
         return [f"{c.get('field', '')}: {c.get('message', '')}".strip(": ") for c in found]
+
+
+def _with_fix(problem: str, fix: str) -> str:
+    """``problem`` ended by one full stop, then ``Fix: fix``."""
+    text = problem.rstrip()
+    if not text.endswith((".", "!", "?")):
+        text += "."
+    return f"{text} Fix: {fix}"

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kf_trainer_core.base.quoting import shown
+
 __all__ = [
     "apply_json_patch",
     "apply_merge_patch",
@@ -129,7 +131,7 @@ def apply_json_patch(target: Any, ops: Any) -> Any:
             raise ValueError("invalid operation: an operation needs an op and a path")
         kind, path = op.get("op"), op["path"]
         if kind not in _OPS:
-            raise ValueError(f"unknown operation {kind!r}")
+            raise ValueError(f"unknown operation {shown(kind)}")
         if kind in ("add", "replace", "test") and "value" not in op:
             raise ValueError(f'{kind} operation does not apply: missing value for "{path}"')
         if kind in ("move", "copy") and not isinstance(op.get("from"), str):

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from kf_trainer_core.base.quoting import shown
+
 #: A Role's rules: (API groups, resources, verbs) each.
 Rule = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
 
@@ -81,7 +83,9 @@ def manifests(
     identity the client runs as (a RoleBinding in each namespace that runs jobs, a
     ClusterRoleBinding for the ClusterRole)."""
     if profile not in PROFILES:
-        raise ValueError(f"unknown profile {profile!r}. Fix: use one of {', '.join(PROFILES)}.")
+        raise ValueError(
+            f"unknown profile {shown(profile)}. Fix: use one of {', '.join(PROFILES)}."
+        )
     rbac = "rbac.authorization.k8s.io/v1"
     suffix = "" if profile == "runner" else f"-{profile}"
     return [

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.k8s.resources import EVENTS, NAMESPACES, PODS, SECRETS, Resource
 from kf_trainer_core.k8s.status import StatusError
 
@@ -90,7 +91,7 @@ class LabelSelector:
     @staticmethod
     def _parse_term(term: str, whole: str) -> Requirement:
         if not term:
-            raise _bad(f"found '', expected: identifier in {whole!r}")
+            raise _bad(f"found '', expected: identifier in {shown(whole)}")
         key: str
         op: str
         values: list[str]

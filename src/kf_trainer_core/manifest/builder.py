@@ -19,6 +19,7 @@ import yaml
 
 from kf_trainer_core.base import marks
 from kf_trainer_core.base.errors import FieldProblem, SpecError
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.fields import checks, names
 from kf_trainer_core.fields.retention import ANNOTATIONS as RETENTION_ANNOTATIONS
 from kf_trainer_core.fields.retention import Retention
@@ -443,7 +444,7 @@ def _trainer(spec: TrainJobSpec, rt: RuntimeInfo, problems: list[FieldProblem]) 
             problems.append(
                 FieldProblem(
                     "trainer",
-                    f"BuiltinTrainer needs a TorchTune runtime; {rt.name!r} is a "
+                    f"BuiltinTrainer needs a TorchTune runtime; {shown(rt.name)} is a "
                     f"{rt.framework} runtime.",
                     "use e.g. runtime='torchtune-llama3.2-1b', or a CustomTrainer.",
                 )
@@ -461,7 +462,7 @@ def _trainer(spec: TrainJobSpec, rt: RuntimeInfo, problems: list[FieldProblem]) 
         problems.append(
             FieldProblem(
                 "trainer",
-                f"runtime {rt.name!r} runs TorchTune recipes, not custom code.",
+                f"runtime {shown(rt.name)} runs TorchTune recipes, not custom code.",
                 "use BuiltinTrainer(config=TorchTuneConfig(...)) or a runtime such as "
                 "'torch-distributed'.",
             )
@@ -510,10 +511,26 @@ def custom_trainer_command(trainer: CustomTrainer, rt: RuntimeInfo) -> list[str]
         if trainer.packages_to_install
         else []
     )
-    command = ["bash", "-c", script, "kf-trainer", program, *pip]
+    command = ["bash", "-c", script, _SCRIPT_NAME, program, *pip]
     if rt.launcher == "mpirun":
         return ["mpirun", "--hostfile", "/etc/mpi/hostfile", *command]
     return command
+
+
+#: ``$0`` of a function's launch script: ``bash -c SCRIPT kf-trainer PROGRAM [PIP …]``.
+_SCRIPT_NAME = "kf-trainer"
+
+
+def is_function_launch(command: list[str]) -> bool:
+    """Whether ``command`` is a node command this builder made for a training function
+    that installs nothing (``packages_to_install`` empty), launched without MPI: what a
+    test bed can run on its own machine."""
+    return (
+        len(command) == 5
+        and command[:2] == ["bash", "-c"]
+        and command[3] == _SCRIPT_NAME
+        and command[2].startswith("set -e\n")
+    )
 
 
 def _launch_script(func_name: str, launcher: str, folder: str, packages: int) -> str:
@@ -637,7 +654,8 @@ def _initializer(
             problems.append(
                 FieldProblem(
                     f"initializer.{key}",
-                    f"runtime {rt.name!r} has no {step!r} step, so the Trainer would ignore it.",
+                    f"runtime {shown(rt.name)} has no {shown(step)} step, so the Trainer would "
+                    "ignore it.",
                     "use a runtime with that step (e.g. 'torch-distributed-with-cache' or a "
                     "torchtune runtime), or fetch the data inside the training function.",
                 )
@@ -720,7 +738,7 @@ def _runtime_patch(
             problems.append(
                 FieldProblem(
                     f"{base}.name",
-                    f"runtime {rt.name!r} has no replicated job {rjob.name!r} "
+                    f"runtime {shown(rt.name)} has no replicated job {shown(rjob.name)} "
                     f"(it has {', '.join(rt.replicated_jobs)}).",
                     "patch one of those.",
                 )
@@ -759,7 +777,7 @@ def _runtime_patch(
                     problems.append(
                         FieldProblem(
                             f"{cwhere}.env",
-                            f"the Trainer sets the env of the {container.name!r} container "
+                            f"the Trainer sets the env of the {shown(container.name)} container "
                             "from the TrainJob and rejects runtime patches of it.",
                             f"set these variables through {owner}.",
                         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.k8s.selectors import valid_label_value
 from kf_trainer_core.manifest.builder import (
     IDENTITY_LABEL,
@@ -45,6 +46,6 @@ def labels_selector(labels: Mapping[str, str]) -> str:
     parts = []
     for key, value in sorted(labels.items()):
         if not valid_label_value(value):
-            raise ValueError(f"{value!r} is not a valid label value for {key!r}")
+            raise ValueError(f"{shown(value)} is not a valid label value for {shown(key)}")
         parts.append(f"{key}={value}")
     return ",".join(parts)

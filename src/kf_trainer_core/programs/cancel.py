@@ -8,6 +8,7 @@ from typing import Any
 
 from kf_trainer_core.base import untrusted
 from kf_trainer_core.base.errors import DeleteRefusedError, TrainJobNotFoundError
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.cluster.status import TrainJob, to_trainjob
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.calls import Delete, Get, Patch, Program, Sleep
@@ -299,7 +300,9 @@ def cancel(namespace: str, name: str, action: str) -> Program[bool]:
             return False
         return True
     if action != "delete":
-        raise ValueError(f"unknown cancel action {action!r}. Fix: use delete, suspend or keep.")
+        raise ValueError(
+            f"unknown cancel action {shown(action)}. Fix: use delete, suspend or keep."
+        )
     return (yield from delete(namespace, name))
 
 
@@ -318,7 +321,7 @@ def stop_unfinished(
     # Checked before the first request: cancel() would only catch a bad action once it
     # met an unfinished job.
     if action not in ("delete", "suspend", "keep"):
-        raise ValueError(f"unknown action {action!r}. Fix: use delete, suspend or keep.")
+        raise ValueError(f"unknown action {shown(action)}. Fix: use delete, suspend or keep.")
     if name is None and identity is None and label_selector is None:
         raise ValueError(
             "stop_unfinished() picks no job. Fix: pass a name, an identity or a label selector."
@@ -329,7 +332,7 @@ def stop_unfinished(
         names.require_job_name(name)
     if identity is not None and not identity.strip("/ "):
         raise ValueError(
-            f"stop_unfinished(identity={identity!r}) names no identity. Fix: pass the "
+            f"stop_unfinished(identity={shown(identity)}) names no identity. Fix: pass the "
             "identity the job was submitted with, e.g. (dag_id, task_id, run_id)."
         )
     if label_selector is not None and not label_selector.strip():

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kf_trainer_core import checkpoints as ck
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.cluster.status import job_state
 from kf_trainer_core.config import LocalConfig
 from kf_trainer_core.k8s.calls import Program
@@ -69,7 +70,7 @@ def clean_program(
     if live and not force:
         running = ", ".join(str(o["metadata"]["name"]) for o in live)
         raise CheckpointsInUseError(
-            f"the checkpoints of identity {identity!r} are in use: TrainJob {running} has "
+            f"the checkpoints of identity {shown(identity)} are in use: TrainJob {running} has "
             "not finished and may still write them. Fix: wait for it or cancel it first "
             "(or pass force=True)."
         )
@@ -78,17 +79,17 @@ def clean_program(
             ck.remove_tree(loc.local_path, state_dir, depth=3)
         except (OSError, ValueError) as exc:
             raise CheckpointsNotRemovedError(
-                f"the checkpoints of identity {identity!r} were not removed: {exc}"
+                f"the checkpoints of identity {shown(identity)} were not removed: {exc}"
             ) from None
         return loc
     if loc.path is None and loc.uri is None:
         raise CheckpointsNotFoundError(
-            f"no checkpoint location is known for identity {identity!r} in {namespace} "
+            f"no checkpoint location is known for identity {shown(identity)} in {namespace} "
             "(none of its TrainJobs used the Checkpoints option). Fix: pass the option the "
             "job used: clean_checkpoints(identity, checkpoints=Checkpoints(pvc=...))."
         )
     raise CheckpointsUnreachableError(
-        f"the checkpoints of identity {identity!r} are at {loc.describe()}, which this "
+        f"the checkpoints of identity {shown(identity)} are at {loc.describe()}, which this "
         "client cannot reach (only the pods that mount the volume, or your storage "
         f"client, can). Fix: remove {loc.path or loc.uri} there, e.g. from a pod that "
         "mounts the claim; every attempt of the identity used it, no other identity did.",

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kf_trainer_core.base import untrusted
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.base.timeutil import parse_time
 from kf_trainer_core.cluster.status import (
     failing_pod,
@@ -87,7 +88,7 @@ def _refuse_missing_step(
     have = sorted({s for s in (step_name(p, mpi) for p in pods) if s})
     raise SpecError.single(
         "step",
-        f"TrainJob {name} has no step {step!r}; its steps are {', '.join(have)}.",
+        f"TrainJob {name} has no step {shown(step)}; its steps are {', '.join(have)}.",
         "ask for one of those.",
         title="Invalid arguments",
     )

@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from kf_trainer_core.base.marks import IDENTITY_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.cluster.status import JobState, job_state
 from kf_trainer_core.fields import retention
 from kf_trainer_core.k8s.calls import Program
@@ -70,7 +71,7 @@ class PruneRules:
         option and the fix comes before any request."""
         unknown = [k for k in options if k not in retention.PRUNE_OPTIONS]
         if unknown:
-            raise TypeError(f"prune got an unexpected keyword argument {unknown[0]!r}")
+            raise TypeError(f"prune got an unexpected keyword argument {shown(unknown[0])}")
         given: dict[str, Any] = {k: v for k, v in options.items() if k != "dry_run"}
         if given.get("older_than") is not None:
             given["older_than"] = retention.parse_age(given["older_than"])
@@ -89,10 +90,10 @@ class PruneRules:
         if self.older_than is not None and not (
             math.isfinite(self.older_than) and self.older_than >= 0
         ):
-            raise ValueError(f"older_than={self.older_than!r}. Fix: use 0 seconds or more.")
+            raise ValueError(f"older_than={shown(self.older_than)}. Fix: use 0 seconds or more.")
         for what, value in (("keep_last", self.keep_last), ("limit", self.limit)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise ValueError(f"{what}={value!r} is no count. Fix: pass a whole number.")
+                raise ValueError(f"{what}={shown(value)} is no count. Fix: pass a whole number.")
         if self.keep_last is not None and self.keep_last < 0:
             raise ValueError(f"keep_last={self.keep_last}. Fix: use 0 or more.")
         if self.limit is not None and self.limit < 1:
@@ -100,7 +101,7 @@ class PruneRules:
         bad = [s for s in self.statuses if s not in FINISHED]
         if bad or not self.statuses:
             raise ValueError(
-                f"statuses={list(self.statuses)!r}: only finished jobs are pruned. Fix: pick "
+                f"statuses={shown(list(self.statuses))}: only finished jobs are pruned. Fix: pick "
                 "from 'Complete' and 'Failed' (unfinished jobs are never deleted)."
             )
         if self.label_selector is not None and not self.label_selector.strip():
@@ -110,7 +111,7 @@ class PruneRules:
             )
         if self.identity_prefix is not None and not self.identity_prefix.strip("/ "):
             raise ValueError(
-                f"identity_prefix={self.identity_prefix!r} names no identity. Fix: pass the "
+                f"identity_prefix={shown(self.identity_prefix)} names no identity. Fix: pass the "
                 "start of an identity, e.g. 'my_dag/' (or leave it out)."
             )
         if self.older_than is None and self.keep_last is None and not self.honour_retention:

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import Any
 
+from kf_trainer_core.base.errors import NamespaceNotFoundError, RuntimeNotFoundError
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.cluster.events import job_events, steps_of
 from kf_trainer_core.cluster.status import Event, TrainJob, to_trainjob
 from kf_trainer_core.errors import TrainJobNotFoundError
@@ -17,6 +20,7 @@ from kf_trainer_core.k8s.resources import (
     CLUSTER_TRAINING_RUNTIMES,
     EVENTS,
     JOBSET_NAME_LABEL,
+    NAMESPACES,
     PODS,
     TRAINING_RUNTIMES,
     TRAINJOBS,
@@ -40,10 +44,11 @@ def job_pods(namespace: str, name: str) -> Program[list[dict[str, Any]]]:
 def get_runtime(
     name: str, kind: str, namespace: str
 ) -> Program[tuple[RuntimeInfo, dict[str, Any]]]:
-    """Read a runtime; a missing one is a clear error naming what exists."""
+    """Read a runtime; a missing one is a :class:`RuntimeNotFoundError` naming the
+    nearest installed name, or the kind a runtime of that name has."""
     if not isinstance(name, str) or not name.strip() or "/" in name:
         raise ValueError(
-            f"runtime name {name!r} names no runtime. Fix: use a runtime's name, e.g. "
+            f"runtime name {shown(name)} names no runtime. Fix: use a runtime's name, e.g. "
             "'torch-distributed' (list_runtimes() shows those installed)."
         )
     res = CLUSTER_TRAINING_RUNTIMES if kind == "ClusterTrainingRuntime" else TRAINING_RUNTIMES
@@ -53,14 +58,97 @@ def get_runtime(
     except ApiError as err:
         if not err.not_found:
             raise
-        listing = yield from list_all(res, ns, slim=lambda o: (o.get("metadata") or {}).get("name"))
-        known = sorted(str(n) for n in listing["items"])
-        where = f" in namespace {namespace!r}" if ns else ""
-        raise TrainJobNotFoundError(
-            f"{kind} {name!r} does not exist{where}. Fix: use one of {known or 'none installed'}"
-            " (kubectl get clustertrainingruntimes)."
-        ) from None
+        missing = yield from _runtime_missing(name, kind, namespace)
+        raise missing from None
     return RuntimeInfo.from_manifest(obj), obj
+
+
+#: At most this many installed runtimes are named in an error.
+_NAMED_RUNTIMES = 12
+#: Where a user sees the runtimes, whichever way they reached the error.
+_RUNTIMES_HINT = "`kf-trainer runtimes list` or list_runtimes() shows them"
+
+
+def _runtime_names(kind: str, namespace: str) -> Program[list[str]]:
+    """The names of the installed runtimes of ``kind`` (none where the namespace's
+    runtimes may not be read)."""
+    res = CLUSTER_TRAINING_RUNTIMES if kind == "ClusterTrainingRuntime" else TRAINING_RUNTIMES
+    ns = None if res is CLUSTER_TRAINING_RUNTIMES else namespace
+    try:
+        listing = yield from list_all(res, ns, slim=lambda o: (o.get("metadata") or {}).get("name"))
+    except ApiError as err:
+        if res is CLUSTER_TRAINING_RUNTIMES or not (err.forbidden or err.not_found):
+            raise
+        return []
+    return sorted(str(n) for n in listing["items"] if n)
+
+
+def _runtime_missing(name: str, kind: str, namespace: str) -> Program[RuntimeNotFoundError]:
+    """The error for a runtime that does not exist: the other kind when a runtime of
+    that name has it, else the nearest installed name ("did you mean") and what is
+    installed. One fix, never a second one added by whoever reports it."""
+    other = "TrainingRuntime" if kind == "ClusterTrainingRuntime" else "ClusterTrainingRuntime"
+    here = yield from _runtime_names(kind, namespace)
+    there = yield from _runtime_names(other, namespace)
+
+    def where(k: str) -> str:
+        return f" in namespace {namespace!r}" if k == "TrainingRuntime" else ""
+
+    problem = f"{kind} {name!r} does not exist{where(kind)}"
+    if name in there:
+        return RuntimeNotFoundError(
+            f"{problem}; a {other} of that name exists{where(other)}. Fix: name its kind: "
+            f"`runtime: {{name: {name}, kind: {other}}}` in a spec, "
+            f"RuntimeRef(name={name!r}, kind={other!r}) in Python, "
+            f"`--kind {other}` for `kf-trainer runtimes get`."
+        )
+    installed = [*here, *(f"{n} ({other})" for n in there)]
+    listed = ", ".join(installed[:_NAMED_RUNTIMES])
+    if len(installed) > _NAMED_RUNTIMES:
+        listed += f" and {len(installed) - _NAMED_RUNTIMES} more"
+    close = difflib.get_close_matches(name, [*here, *there], n=1, cutoff=0.75)
+    if close:
+        return RuntimeNotFoundError(
+            f"{problem}. Fix: did you mean {close[0]!r}? (installed: {listed}; {_RUNTIMES_HINT})."
+        )
+    if not installed:
+        return RuntimeNotFoundError(
+            f"{problem}, and none is installed{where(kind)}. Fix: install Kubeflow "
+            "Trainer's runtimes, or name a runtime the cluster has "
+            f"({_RUNTIMES_HINT})."
+        )
+    return RuntimeNotFoundError(f"{problem}. Fix: use one of {listed} ({_RUNTIMES_HINT}).")
+
+
+def namespace_missing(namespace: str) -> Program[bool]:
+    """Whether the cluster says ``namespace`` does not exist. ``False`` where it exists
+    or where that cannot be told: credentials that may not read namespaces (most
+    tenants' on a shared cluster), or a backend without namespace objects."""
+    try:
+        yield Get(NAMESPACES, None, namespace)
+    except ApiError as err:
+        return about_namespace(err, namespace)
+    return False
+
+
+def about_namespace(err: ApiError, namespace: str) -> bool:
+    """Whether ``err`` is the API server's 404 for ``namespace`` itself (``namespaces
+    "team-x" not found``: a GET of it, or a create in it)."""
+    details = err.status.get("details") or {}
+    return bool(
+        err.not_found and details.get("kind") == "namespaces" and details.get("name") == namespace
+    )
+
+
+def missing_namespace_error(namespace: str, what: str) -> NamespaceNotFoundError:
+    """The error for ``what`` (e.g. "No TrainJobs can be listed") in a namespace that
+    does not exist."""
+    return NamespaceNotFoundError(
+        f"{what}: namespace {namespace!r} does not exist. Fix: name an existing "
+        "namespace (`-n` for kf-trainer, namespace= of the backend configuration, or the "
+        "kubeconfig context's).",
+        namespace,
+    )
 
 
 def list_runtimes(namespace: str) -> Program[list[RuntimeInfo]]:
@@ -83,9 +171,13 @@ def get_object(namespace: str, name: str) -> Program[dict[str, Any]]:
     try:
         obj: dict[str, Any] = yield Get(TRAINJOBS, namespace, name)
     except ApiError as err:
-        if err.not_found:
-            raise TrainJobNotFoundError(f"TrainJob {namespace}/{name} not found.") from None
-        raise
+        if not err.not_found:
+            raise
+        if (yield from namespace_missing(namespace)):
+            raise missing_namespace_error(
+                namespace, f"TrainJob {namespace}/{name} not found"
+            ) from None
+        raise TrainJobNotFoundError(f"TrainJob {namespace}/{name} not found.") from None
     return obj
 
 
@@ -99,6 +191,10 @@ def list_jobs(
     )
     items = listing["items"]
     if not items:
+        # A real API server lists an empty collection in a namespace that does not
+        # exist: say so, instead of "no jobs" there.
+        if (yield from namespace_missing(namespace)):
+            raise missing_namespace_error(namespace, "No TrainJobs can be listed")
         return []
     pods = yield from list_all(
         PODS, namespace, label_selector=JOBSET_NAME_LABEL, page_size=page_size

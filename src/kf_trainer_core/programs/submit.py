@@ -10,6 +10,7 @@ from typing import Any
 
 from kf_trainer_core.base import untrusted
 from kf_trainer_core.base.marks import CLAIM_ANNOTATION
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.cluster.status import JobState, TrainJob, job_state, to_trainjob
 from kf_trainer_core.errors import BackendConfigRejectedError, SpecConflictError, SubmitError
 from kf_trainer_core.k8s.calls import Create, Get, Patch, Program, Sleep
@@ -23,6 +24,7 @@ from kf_trainer_core.manifest.builder import (
     BuiltTrainJob,
 )
 from kf_trainer_core.manifest.selectors import identity_selector
+from kf_trainer_core.programs.reads import about_namespace, missing_namespace_error
 
 
 @dataclass(frozen=True)
@@ -100,14 +102,19 @@ def _create(namespace: str, built: BuiltTrainJob) -> Program[Submitted | None]:
     try:
         obj = yield Create(TRAINJOBS, namespace, built.manifest)
     except ApiError as err:
+        if about_namespace(err, namespace):
+            raise missing_namespace_error(
+                namespace, f"TrainJob {built.name} cannot be created"
+            ) from None
         if err.invalid or err.code == 400:
             causes = "; ".join(err.causes()) or err.message
             if any(c.startswith("backend.") for c in err.causes()):
                 raise BackendConfigRejectedError(
-                    f"the backend cannot run TrainJob {built.name!r} as it is configured: {causes}"
+                    f"the backend cannot run TrainJob {shown(built.name)} as it is configured: "
+                    f"{causes}"
                 ) from None
             raise SubmitError(
-                f"the API server rejected TrainJob {built.name!r}: {causes}"
+                f"the API server rejected TrainJob {shown(built.name)}: {causes}"
             ) from None
         if not err.conflict:
             raise
@@ -175,7 +182,7 @@ def submit_identity(
             continue  # attempt 0 went meanwhile: the identity starts over
         return (yield from submit(namespace, built))
     raise SubmitError(
-        f"the jobs of identity {untrusted.line(identity, 200)!r} kept changing while a submit "
+        f"the jobs of identity {shown(identity)} kept changing while a submit "
         "chose among them. Fix: submit again."
     )
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.base.timeutil import parse_time
 from kf_trainer_core.cluster.events import event_last_seen, refused_pods
 from kf_trainer_core.cluster.kueue import QueueStatus, QueueTracker, queue_name
@@ -141,7 +142,7 @@ class WaitGoal:
         except ValueError:
             known = ", ".join(s.value for s in JobState)
             raise ValueError(
-                f"unknown job status in {wanted!r}. Fix: use some of {known}."
+                f"unknown job status in {shown(wanted)}. Fix: use some of {known}."
             ) from None
         return cls(name, targets, startup_timeout, admission_timeout)
 

@@ -20,7 +20,9 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
+from kf_trainer_core.base.documents import DocumentError, load_document
 from kf_trainer_core.base.errors import FieldProblem, SpecError
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.fields._model import SpecModel
 from kf_trainer_core.fields.retention import Retention
 from kf_trainer_core.spec.checkpoint_storage import Checkpoints
@@ -113,6 +115,28 @@ class TrainJobSpec(SpecModel):
     initializer: Initializer | None = None
     options: list[Option] = Field(default_factory=list)
 
+    @classmethod
+    def parse(cls, data: Any) -> TrainJobSpec:
+        """Validate ``data`` into a spec: a dict, an instance, or the text of a spec file,
+        YAML or JSON, read as ``kf-trainer`` and the Airflow operator read it (at most
+        1 MiB, aliases refused). A text that cannot be read is a :class:`SpecError`
+        naming the position, never quoting the text."""
+        if isinstance(data, (str, bytes)):
+            try:
+                data = load_document(data, "the spec text")
+            except DocumentError as exc:
+                raise SpecError.single(
+                    "", f"cannot be read: {exc}", "pass a dict, a TrainJobSpec, or YAML/JSON text."
+                ) from None
+            if not isinstance(data, dict):
+                raise SpecError.single(
+                    "",
+                    f"the spec text holds a {type(data).__name__}, not a mapping.",
+                    "write the spec's fields (runtime, trainer, …) as a mapping, e.g. "
+                    "examples/specs/quickstart.yaml.",
+                )
+        return super().parse(data)
+
     @field_validator("runtime", mode="before")
     @classmethod
     def _runtime(cls, v: Any) -> Any:
@@ -150,8 +174,8 @@ class TrainJobSpec(SpecModel):
                     problems.append(
                         FieldProblem(
                             f"{where}.manager",
-                            f"two RuntimePatch options use manager {opt.manager!r}; patches are "
-                            "keyed by manager.",
+                            f"two RuntimePatch options use manager {shown(opt.manager)}; "
+                            "patches are keyed by manager.",
                             "give each patch its own `manager`, or merge them.",
                         )
                     )

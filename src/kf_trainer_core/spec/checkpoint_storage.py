@@ -32,7 +32,8 @@ from pydantic import field_validator, model_validator
 
 from kf_trainer_core import checkpoints as ck
 from kf_trainer_core.base.errors import FieldProblem, KFTrainerError, SpecError
-from kf_trainer_core.fields import checks, names
+from kf_trainer_core.base.quoting import shown
+from kf_trainer_core.fields import names
 from kf_trainer_core.fields._model import SpecModel, fix
 
 #: The runtime patch's ``manager``: the suite's checkpoint volume, nobody else's.
@@ -68,7 +69,7 @@ class Checkpoints(SpecModel):
         if v is not None and (len(v) > 253 or not _DNS_SUBDOMAIN.match(v)):
             raise ValueError(
                 fix(
-                    f"{v!r} is not a PersistentVolumeClaim name.",
+                    f"{shown(v)} is not a PersistentVolumeClaim name.",
                     "use the claim's name, e.g. 'team-checkpoints'.",
                 )
             )
@@ -80,7 +81,7 @@ class Checkpoints(SpecModel):
         if v is not None and not _URI.match(v):
             raise ValueError(
                 fix(
-                    f"{checks.shown(v)} is not a storage URI.",
+                    f"{shown(v)} is not a storage URI.",
                     "write e.g. 's3://bucket/checkpoints'.",
                 )
             )
@@ -99,8 +100,8 @@ class Checkpoints(SpecModel):
         if not v.startswith("/") or v.rstrip("/") in ("", "/workspace") or ".." in v.split("/"):
             raise ValueError(
                 fix(
-                    f"mount_path {v!r} must be an absolute path of its own.",
-                    f"use e.g. {ck.DEFAULT_MOUNT!r} (not / nor /workspace).",
+                    f"mount_path {shown(v)} must be an absolute path of its own.",
+                    f"use e.g. {shown(ck.DEFAULT_MOUNT)} (not / nor /workspace).",
                 )
             )
         return v.rstrip("/")
@@ -234,7 +235,7 @@ def apply(
         problems.append(
             FieldProblem(
                 where,
-                f"a RuntimePatch uses manager {PATCH_MANAGER!r}, which the option needs.",
+                f"a RuntimePatch uses manager {shown(PATCH_MANAGER)}, which the option needs.",
                 "give that RuntimePatch another manager.",
             )
         )

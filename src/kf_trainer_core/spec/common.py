@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import field_validator
 
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.fields import checks
 from kf_trainer_core.fields._model import SpecModel, fix
 
@@ -41,7 +42,7 @@ def check_env_name(name: str) -> str:
     if not name or not _ENV_NAME.match(name):
         raise ValueError(
             fix(
-                f"{name!r} is not a valid environment variable name.",
+                f"{shown(name)} is not a valid environment variable name.",
                 "use letters, digits, '_', '-' or '.', not starting with a digit.",
             )
         )
@@ -56,7 +57,7 @@ def check_label_key(key: str, what: str) -> None:
     if not ok:
         raise ValueError(
             fix(
-                f"{key!r} is not a valid {what} key.",
+                f"{shown(key)} is not a valid {what} key.",
                 "use an optional DNS-subdomain prefix and '/', then a name of at most 63 "
                 "letters, digits, '-', '_' or '.', starting and ending alphanumeric.",
             )
@@ -112,9 +113,9 @@ class RuntimeRef(SpecModel):
         if not v or len(v) > 253 or not DNS_SUBDOMAIN.match(v):
             raise ValueError(
                 fix(
-                    f"{v!r} is not a valid runtime name.",
+                    f"{shown(v)} is not a valid runtime name.",
                     "use the name of an installed runtime, e.g. 'torch-distributed' "
-                    "(`kubectl get clustertrainingruntimes`).",
+                    "(`kf-trainer runtimes list` shows them).",
                 )
             )
         return v
@@ -132,7 +133,9 @@ class SecretKeyRef(SpecModel):
     def _name(cls, v: str) -> str:
         if not DNS_SUBDOMAIN.match(v) or len(v) > 253:
             raise ValueError(
-                fix(f"{v!r} is not a valid Secret name.", "use a lowercase DNS subdomain name.")
+                fix(
+                    f"{shown(v)} is not a valid Secret name.", "use a lowercase DNS subdomain name."
+                )
             )
         return v
 

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kf_trainer_core.base import pysource
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.fields import checks
 from kf_trainer_core.fields._model import did_you_mean, fix
 
@@ -147,7 +148,7 @@ def refuse_dotted_path(text: str) -> None:
         module, _, attr = text.rpartition(".")
         raise ValueError(
             fix(
-                f"{text!r} is neither function source nor a reference.",
+                f"{shown(text)} is neither function source nor a reference.",
                 f"write a reference as 'module:function', e.g. '{module}:{attr}'.",
             )
         )
@@ -239,7 +240,7 @@ def program_for(
         # A dunder at the program's top level would replace the interpreter's own
         # (__name__, __builtins__...): the program would silently not run.
         problem = fix(
-            f"the function name {name!r} is one of Python's special names.",
+            f"the function name {shown(name)} is one of Python's special names.",
             "rename the function, e.g. 'train'.",
         )
     if problem:

@@ -8,6 +8,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.fields import checks
 from kf_trainer_core.fields._model import SpecModel, fix
 from kf_trainer_core.spec.common import (
@@ -72,7 +73,9 @@ class _Initializer(SpecModel):
     def _secret(cls, v: str | None) -> str | None:
         if v is not None and (not DNS_SUBDOMAIN.match(v) or len(v) > 253):
             raise ValueError(
-                fix(f"{v!r} is not a valid Secret name.", "use a lowercase DNS subdomain name.")
+                fix(
+                    f"{shown(v)} is not a valid Secret name.", "use a lowercase DNS subdomain name."
+                )
             )
         return v
 
@@ -94,7 +97,7 @@ def _require_scheme(v: str, scheme: str, example: str) -> str:
     if not v.startswith(scheme):
         raise ValueError(
             fix(
-                f"storage_uri must start with '{scheme}' (got {checks.shown(v)}).",
+                f"storage_uri must start with '{scheme}' (got {shown(v)}).",
                 f"write it as '{example}'.",
             )
         )
@@ -175,7 +178,7 @@ class DataCacheInitializer(_Initializer):
         if len(v[len("cache://") :].split("/")) != 2:
             raise ValueError(
                 fix(
-                    f"{checks.shown(v)} is not cache://<schema>/<table>.",
+                    f"{shown(v)} is not cache://<schema>/<table>.",
                     "name one schema and one table.",
                 )
             )
@@ -219,7 +222,7 @@ class _GenericInitializer(_Initializer):
         if not _SCHEME_URI.match(v):
             raise ValueError(
                 fix(
-                    f"{checks.shown(v)} is not a URI.",
+                    f"{shown(v)} is not a URI.",
                     "write scheme://..., e.g. file:///data/train or s3://b/p.",
                 )
             )

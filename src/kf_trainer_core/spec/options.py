@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.fields import checks
 from kf_trainer_core.fields._model import SpecModel, fix
 from kf_trainer_core.fields.retention import Retention
@@ -47,7 +48,10 @@ class ContainerPatch(SpecModel):
             check_env_name(str(entry.get("name", "")))
             if "value" not in entry and "valueFrom" not in entry:
                 raise ValueError(
-                    fix(f"env {entry.get('name')!r} has neither value nor valueFrom.", "give one.")
+                    fix(
+                        f"env {shown(entry.get('name'))} has neither value nor valueFrom.",
+                        "give one.",
+                    )
                 )
         checks.check_env({str(e.get("name")): e.get("value") for e in v or [] if "value" in e})
         return v
@@ -60,7 +64,7 @@ class ContainerPatch(SpecModel):
             if not m.get("name") or not isinstance(path, str) or not path.startswith("/"):
                 raise ValueError(
                     fix(
-                        f"volume mount {m!r} needs a `name` and an absolute `mountPath`.",
+                        f"volume mount {shown(m)} needs a `name` and an absolute `mountPath`.",
                         "write {'name': 'data', 'mountPath': '/data'}.",
                     )
                 )
@@ -181,7 +185,7 @@ class Labels(_Option):
             if len(value) > 63 or not LABEL_VALUE.match(value):
                 raise ValueError(
                     fix(
-                        f"label {key}={value!r} has an invalid value.",
+                        f"label {key}={shown(value)} has an invalid value.",
                         "use at most 63 letters, digits, '-', '_' or '.', starting and ending "
                         "alphanumeric (or an annotation for free text).",
                     )
@@ -258,7 +262,7 @@ class ActiveDeadlineSeconds(_Option):
     def _secs(cls, v: Any) -> Any:
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(
-                fix(f"seconds must be a positive integer (got {v!r}).", "use 1 or more.")
+                fix(f"seconds must be a positive integer (got {shown(v)}).", "use 1 or more.")
             )
         return v
 
@@ -313,7 +317,8 @@ class QueueName(_Option):
         if not DNS_SUBDOMAIN.match(v) or len(v) > 63:
             raise ValueError(
                 fix(
-                    f"{v!r} is not a valid LocalQueue name.", "use the queue's name, e.g. 'team-a'."
+                    f"{shown(v)} is not a valid LocalQueue name.",
+                    "use the queue's name, e.g. 'team-a'.",
                 )
             )
         return v

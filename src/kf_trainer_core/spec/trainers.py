@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from kf_trainer_core.base.errors import SpecError
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.fields import checks
 from kf_trainer_core.fields._model import SpecModel, fix
 from kf_trainer_core.spec import function as fn
@@ -40,19 +41,19 @@ def _resources(value: dict[str, ResourceValue] | None) -> dict[str, ResourceValu
         if not (known or low.startswith("mig-") or "/" in key):
             raise ValueError(
                 fix(
-                    f"unknown resource {key!r}.",
+                    f"unknown resource {shown(key)}.",
                     "use gpu, cpu, memory, storage, mig-<profile> (e.g. mig-1g.5gb) or a "
                     "full extended resource name such as 'amd.com/gpu'.",
                 )
             )
         if isinstance(qty, bool) or (isinstance(qty, (int, float)) and qty < 0):
             raise ValueError(
-                fix(f"{key}: {qty!r} is not a quantity.", "give e.g. 2, '500m', '16Gi'.")
+                fix(f"{key}: {shown(qty)} is not a quantity.", "give e.g. 2, '500m', '16Gi'.")
             )
         if isinstance(qty, str) and not QUANTITY.match(qty):
             raise ValueError(
                 fix(
-                    f"{key}: {qty!r} is not a Kubernetes quantity.",
+                    f"{key}: {shown(qty)} is not a Kubernetes quantity.",
                     "give e.g. 2, '500m', '16Gi' (no spaces; Gi not GB).",
                 )
             )
@@ -61,7 +62,7 @@ def _resources(value: dict[str, ResourceValue] | None) -> dict[str, ResourceValu
         ):
             raise ValueError(
                 fix(
-                    f"{key}: {qty!r} is not a whole number; GPUs and other extended resources "
+                    f"{key}: {shown(qty)} is not a whole number; GPUs and other extended resources "
                     "are whole devices.",
                     "request an integer count; for a fraction of a GPU request a MIG profile "
                     "such as mig-1g.5gb: 1.",
@@ -125,7 +126,7 @@ class TrainFunction(SpecModel):
             if not fn.REF_PATTERN.match(self.ref):
                 raise ValueError(
                     fix(
-                        f"{self.ref!r} is not a 'package.module:function' reference.",
+                        f"{shown(self.ref)} is not a 'package.module:function' reference.",
                         "fix its form.",
                     )
                 )

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kf_trainer_core.base.errors import SpecError
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.fields import names
 from kf_trainer_core.spec import (
     ContainerPatch,
@@ -86,7 +87,7 @@ def mount_volume(
     if not mount_path.startswith("/"):
         raise SpecError.single(
             "mount_path",
-            f"{mount_path!r} is not an absolute path.",
+            f"{shown(mount_path)} is not an absolute path.",
             "give the path the container sees, e.g. '/mnt/shared'.",
         )
     if not replicated_jobs:

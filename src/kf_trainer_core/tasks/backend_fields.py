@@ -17,9 +17,9 @@ import string
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.config import ContainerConfig, KubernetesConfig, LocalConfig
 from kf_trainer_core.errors import SpecError
-from kf_trainer_core.fields import checks
 
 __all__ = [
     "BACKENDS",
@@ -74,7 +74,7 @@ def retention_field(value: Any) -> Any:
             value = json.loads(value)
         except ValueError:
             raise ValueError(
-                f"retention {checks.shown(value)} is not JSON. Fix: write an object, e.g. "
+                f"retention {shown(value)} is not JSON. Fix: write an object, e.g. "
                 '{"after_finished_seconds": 86400} or {"keep_last": 3}.'
             ) from None
     return value
@@ -128,7 +128,7 @@ def config_from_fields(values: Mapping[str, Any]) -> BackendConfig:
     if "container" in given and backend != "container":
         raise ValueError(
             f"container applies only to backend 'container', but backend is "
-            f"{backend!r}. Fix: clear it, or set backend to 'container'."
+            f"{shown(backend)}. Fix: clear it, or set backend to 'container'."
         )
     if backend in ("local", "container"):
         stray = [f for f in KUBERNETES_FIELDS if f in given]
@@ -189,7 +189,7 @@ def check_dashboard_url(value: str | None) -> str | None:
         return None
     if not value.startswith(("http://", "https://")):
         raise ValueError(
-            f"dashboard_url {checks.shown(value)} is not an http(s) URL. Fix: give a URL such as "
+            f"dashboard_url {shown(value)} is not an http(s) URL. Fix: give a URL such as "
             "https://kubeflow.example.com/trainjobs/{namespace}/{name}."
         )
     try:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.cluster.status import TrainJob
 from kf_trainer_core.fields import names
 from kf_trainer_core.fields._model import fix
@@ -57,7 +58,7 @@ def parse_step(step: str) -> str:
         return key
     raise ValueError(
         fix(
-            f"step {step!r} is not a step of a TrainJob.",
+            f"step {shown(step)} is not a step of a TrainJob.",
             "use 'initializer' (all initializers), 'dataset-initializer', "
             "'model-initializer' or 'trainer' (the whole job).",
         )
@@ -118,7 +119,7 @@ def wait_for_step(
         raise ValueError(
             fix(
                 f"TrainJob {job.namespace}/{name} has no {canonical} step: its runtime "
-                f"{runtime.name!r} runs {', '.join(runtime.replicated_jobs)}.",
+                f"{shown(runtime.name)} runs {', '.join(runtime.replicated_jobs)}.",
                 "wait for one of those steps, or for 'trainer'.",
             )
         )

@@ -15,6 +15,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from kf_trainer_core.base.quoting import shown
+
 if TYPE_CHECKING:
     from kf_trainer_core.client import AsyncTrainerClient
 
@@ -45,7 +47,7 @@ def check_action(action: str) -> CancelAction:
     """Validate an ``on_cancel`` / ``action`` argument."""
     if action not in CANCEL_ACTIONS:
         raise ValueError(
-            f"on_cancel={action!r} is not an action. Fix: use 'delete' (remove the job), "
+            f"on_cancel={shown(action)} is not an action. Fix: use 'delete' (remove the job), "
             "'suspend' (keep it, stopped and resumable) or 'keep' (leave it running)."
         )
     return action  # type: ignore[return-value]

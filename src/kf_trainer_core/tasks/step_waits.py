@@ -20,6 +20,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.cluster.status import Failure, JobState, Step, TrainJob
 from kf_trainer_core.errors import (
     StepFailedError,
@@ -54,12 +55,13 @@ class StepGoal:
         """Validate a step name and the wanted states; errors say what to write."""
         problem = checks.step_problem(step)
         if problem:
-            raise ValueError(f"unknown step {step!r}. Fix: {problem.partition(checks.FIX)[2]}")
+            raise ValueError(f"unknown step {shown(step)}. Fix: {problem.partition(checks.FIX)[2]}")
         wanted = [status] if isinstance(status, str) else list(status)
         bad = [s for s in wanted if s not in STEP_PHASES]
         if bad or not wanted:
             raise ValueError(
-                f"unknown step status {bad or wanted!r}. Fix: use some of {', '.join(STEP_PHASES)}."
+                f"unknown step status {shown(bad or wanted)}. Fix: use some of "
+                f"{', '.join(STEP_PHASES)}."
             )
         return cls(step, frozenset(wanted))
 

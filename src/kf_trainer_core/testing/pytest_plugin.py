@@ -54,6 +54,13 @@ _CP_FIXTURES = frozenset({"control_plane", "control_plane_namespace", "control_p
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "kf_trainer_default_scenario",
+        "the test server's scenario preset for a TrainJob that asks for none: 'default' "
+        "(its training function really runs where it can) or another preset, e.g. "
+        "'success' (every run simulated, with a canned result)",
+        default="default",
+    )
     group = parser.getgroup("kf-trainer", "kf-trainer-suite test servers")
     group.addoption(
         "--control-plane",
@@ -69,6 +76,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"fail, not skip, the {MARKER} tests when no control plane can run "
         f"(also ${REQUIRED_ENV}=1)",
     )
+
+
+#: The ini option naming the scenario preset of a TrainJob that asks for none.
+DEFAULT_SCENARIO_INI = "kf_trainer_default_scenario"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -141,10 +152,12 @@ def control_plane_kubeconfig(
 
 
 @pytest.fixture(scope="session")
-def kube_server() -> Iterator[KubeTestServer]:
+def kube_server(pytestconfig: pytest.Config) -> Iterator[KubeTestServer]:
     """One running :class:`KubeTestServer` for the whole session (controller started
-    when :mod:`kf_trainer_core.testing.controller` exists)."""
-    server = KubeTestServer()
+    when :mod:`kf_trainer_core.testing.controller` exists). A TrainJob that asks for no
+    scenario runs its training function for real where it can (the ``default``
+    preset); the ini option ``kf_trainer_default_scenario`` names another preset."""
+    server = KubeTestServer(default_scenario=str(pytestconfig.getini(DEFAULT_SCENARIO_INI)))
     server.start(controller=True)
     try:
         yield server

@@ -7,7 +7,16 @@ A :class:`Scenario` is chosen per TrainJob by the simulated Trainer controller
    (``"fail"``) or a JSON object of :class:`Scenario` fields, optionally based on a
    preset (``{"preset": "fail", "exit_code": 3}``);
 2. :meth:`TrainerController.script` registrations (the latest matching one wins);
-3. ``TrainerController.default_scenario``.
+3. ``TrainerController.default_scenario``: the preset ``default`` unless the server
+   was made with another (``KubeTestServer(default_scenario=...)``, the pytest
+   plugin's ini option ``kf_trainer_default_scenario``).
+
+The ``default`` preset runs the job's training function for real where it can (a
+``CustomTrainer``'s program, which installs nothing): its return value is the job's
+result, as on a cluster. A trainer container it cannot run here (an image's own
+command, a builtin trainer, a function with ``packages_to_install``) is simulated: it
+succeeds with no result, and its log says so. The other presets simulate the run;
+``success`` answers the canned result :data:`SIMULATED_RESULT`.
 
 Every duration is in seconds and multiplied by the controller's ``clock_scale``. The
 defaults are fast: a whole successful run takes well under 0.3 s.
@@ -30,12 +39,14 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "DEFAULT_PRESET",
     "EVICTION_MESSAGE",
     "KWOK_TERMINATION_MESSAGE_ANNOTATION",
     "LOGS_ANNOTATION",
     "OUTCOMES",
     "PRESETS",
     "SCENARIO_ANNOTATION",
+    "SIMULATED_RESULT",
     "PodContext",
     "PodResult",
     "ProgressUpdate",
@@ -97,9 +108,21 @@ def evict_pod_status(status: dict[str, Any], now: str) -> None:
 #: may be None (unknown).
 ProgressUpdate = tuple[int | None, int | None, dict[str, str]]
 
-# A realistic return value for rank 0 of a trained function (the generated program
-# writes compact JSON of the return value to the termination log).
-_DEFAULT_RESULT = '{"epochs":3,"loss":0.1289}'
+#: The canned return value of the presets that simulate a run (``success``): rank 0's
+#: termination message, as the generated program writes a function's return value. Not
+#: the job's function's: only the ``default`` preset and ``exec`` run that.
+SIMULATED_RESULT = '{"epochs":3,"loss":0.1289}'
+_DEFAULT_RESULT = SIMULATED_RESULT
+
+#: The preset of a TrainJob that no annotation or script picks (see the module's text).
+DEFAULT_PRESET = "default"
+
+#: The log line of a trainer container the ``default`` preset could not run here.
+NOT_RUN_LINE = (
+    "[kf-trainer test bed] this container was simulated, not run ({why}): it succeeds "
+    "with no result. Give the job a CustomTrainer function without packages_to_install "
+    "to have it run, or a scenario (testing.kf-trainer-suite/scenario) to script it."
+)
 
 _METRIC_LIMIT = 64  # trainerStatus.metrics[].name/value MaxLength in the TrainJob CRD
 
@@ -247,15 +270,20 @@ class Scenario:
     #: ``False``: the job's nodes serve no logs (see :data:`LOGS_ANNOTATION`), as kwok's
     #: nodes and nodes gone after the job do.
     serve_logs: bool = True
-    #: ``"exec"``: run each trainer pod's ``command + args`` as a local subprocess; or a
-    #: callable ``(PodContext) -> PodResult`` that runs every pod's main container.
+    #: ``"exec"``: run each trainer pod's ``command + args`` as a local subprocess;
+    #: ``"function"``: the same where the container runs a function's program the
+    #: suite built and that installs nothing, else a simulated success with no result
+    #: (its log says why); or a callable ``(PodContext) -> PodResult`` that runs every
+    #: pod's main container.
     executor: str | Executor | None = None
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
             raise ValueError(f"unknown outcome {self.outcome!r}; use one of {', '.join(OUTCOMES)}")
-        if isinstance(self.executor, str) and self.executor != "exec":
-            raise ValueError(f'executor must be "exec" or a callable, not {self.executor!r}')
+        if isinstance(self.executor, str) and self.executor not in ("exec", "function"):
+            raise ValueError(
+                f'executor must be "exec", "function" or a callable, not {self.executor!r}'
+            )
         for key, step in list(self.steps.items()):
             if isinstance(step, dict):
                 self.steps[key] = Step.from_dict(step)
@@ -288,8 +316,8 @@ class Scenario:
         if base_name is not None and not isinstance(base_name, str):
             raise ValueError("preset must be a string")
         _check_keys(cls, data, "scenario")
-        if "executor" in data and data["executor"] not in (None, "exec"):
-            raise ValueError('in JSON, executor can only be "exec"')
+        if "executor" in data and data["executor"] not in (None, "exec", "function"):
+            raise ValueError('in JSON, executor can only be "exec" or "function"')
         base = cls.preset(base_name) if base_name else cls()
         if "steps" in data:
             steps = data["steps"]
@@ -393,6 +421,10 @@ def _check_keys(cls: type[Any], data: dict[str, Any], what: str) -> None:
 # ---------------------------------------------------------------------- presets
 
 
+def _default() -> Scenario:
+    return Scenario(name=DEFAULT_PRESET, executor="function", termination_message=None)
+
+
 def _success() -> Scenario:
     return Scenario(name="success")
 
@@ -471,6 +503,7 @@ def _preempted() -> Scenario:
 
 
 _PRESETS: dict[str, Callable[[], Scenario]] = {
+    DEFAULT_PRESET: _default,
     "success": _success,
     "fail": _fail,
     "oom": _oom,

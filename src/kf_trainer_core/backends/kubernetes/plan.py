@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.k8s.calls import (
     Call,
     Create,
@@ -153,7 +154,7 @@ def _route(call: Call, timeout: dict[str, Any]) -> Plan:
         # also send query parameters, which the server ignores beside a body.
         kwargs = {"body": call.options(), **timeout}
         return Plan(api, methods["delete"], at(call.name), kwargs)
-    raise TypeError(f"no plan for {call!r}")
+    raise TypeError(f"no plan for {shown(call)}")
 
 
 def _list_plan(res: Resource, ns: str | None, kwargs: dict[str, Any]) -> Plan:

@@ -49,6 +49,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kf_trainer_core.backends.local._common import WORKSPACE_ENV
+from kf_trainer_core.base.quoting import shown
 
 if TYPE_CHECKING:
     from kf_trainer_core.backends.local.transport import AsyncLocalTransport, LocalTransport
@@ -69,7 +70,7 @@ def __getattr__(name: str) -> Any:
         from kf_trainer_core.backends.local import transport
 
         return getattr(transport, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    raise AttributeError(f"module {shown(__name__)} has no attribute {shown(name)}")
 
 
 def install_runtime(config: Any, manifest: dict[str, Any]) -> dict[str, Any]:

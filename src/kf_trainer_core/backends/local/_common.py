@@ -14,6 +14,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from kf_trainer_core.base.quoting import shown
+
 # The Trainer's vocabulary and the object shapes, shared with the rest of the suite
 # (standard library only, so importing them here costs the supervisor nothing).
 from kf_trainer_core.k8s.objects import micro_now, now_iso
@@ -88,7 +90,7 @@ class Paths:
         for part in parts:
             if not part or part in (".", "..") or "/" in part or "\\" in part or "\0" in part:
                 raise ValueError(
-                    f"{part!r} cannot name a directory under the local state directory "
+                    f"{shown(part)} cannot name a directory under the local state directory "
                     "(it would leave it). Fix: use Kubernetes names (lowercase letters, "
                     "digits and '-')."
                 )
@@ -143,7 +145,7 @@ def parse_stamp(text: str) -> int:
     """Nanoseconds since the epoch of an RFC 3339 timestamp (any fraction length)."""
     m = _STAMP.match(text.strip())
     if m is None:
-        raise ValueError(f"not an RFC 3339 timestamp: {text!r}")
+        raise ValueError(f"not an RFC 3339 timestamp: {shown(text)}")
     year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
     fraction = (m.group(7) or "")[:9].ljust(9, "0")
     zone = m.group(8) or "Z"

@@ -51,6 +51,7 @@ from kf_trainer_core.backends.local.store import (
 )
 from kf_trainer_core.backends.local.watch import POLL_SECONDS as POLL_SECONDS  # the transport's
 from kf_trainer_core.backends.local.watch import STREAMS, WatchStream
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.errors import StateDirNotFoundError
 from kf_trainer_core.k8s.calls import (
     Create,
@@ -248,7 +249,7 @@ class LocalApi:
             )
         if isinstance(call, ReadLog):
             return self.read_log(call)
-        raise TypeError(f"the local backend cannot perform {call!r}")
+        raise TypeError(f"the local backend cannot perform {shown(call)}")
 
     def open_stream(self, call: OpenWatch | OpenLogStream) -> Any:
         if isinstance(call, OpenWatch):

@@ -18,6 +18,8 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
+from kf_trainer_core.base.quoting import shown
+
 _SUFFIXES = {
     "Ki": 2**10,
     "Mi": 2**20,
@@ -43,7 +45,7 @@ def quantity(value: Any) -> float:
     text = str(value).strip()
     m = _QUANTITY.match(text)
     if m is None:
-        raise ValueError(f"not a quantity: {value!r}")
+        raise ValueError(f"not a quantity: {shown(value)}")
     number = float(m.group(1))
     suffix = m.group(2) or ""
     if suffix[:1] in ("e", "E"):

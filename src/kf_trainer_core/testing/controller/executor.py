@@ -13,6 +13,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import traceback
@@ -199,7 +200,9 @@ class Runner:
             # The projected token and CA certificate, where a local process finds them.
             env.update(status_server.exec_env(run.workdir, sim.namespace, sim.name))
         env["JOB_COMPLETION_INDEX"] = str(pod.index)
-        env[LAUNCHER_ENV] = "python"
+        # The interpreter running the tests (its packages are the function's), unless its
+        # path would be split by the launch script's unquoted expansion.
+        env[LAUNCHER_ENV] = "python" if any(c.isspace() for c in sys.executable) else sys.executable
         env[TERMINATION_LOG_ENV] = str(run.termination_log)
         env.setdefault("PYTHONUNBUFFERED", "1")
         command = [expand(str(a), env) for a in main.get("command") or []]

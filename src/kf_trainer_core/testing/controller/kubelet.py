@@ -16,6 +16,7 @@ from kf_trainer_core.k8s.objects import (
     pod_conditions,
 )
 from kf_trainer_core.k8s.trainjob import SCHEDULER
+from kf_trainer_core.manifest.builder import is_function_launch
 from kf_trainer_core.spec.function import TERMINATION_MESSAGE_LIMIT
 from kf_trainer_core.testing.controller.jobset import container, names
 from kf_trainer_core.testing.controller.parts import ClusterParts
@@ -31,6 +32,7 @@ from kf_trainer_core.testing.controller.state import PodSim, Sim, safe
 from kf_trainer_core.testing.controller.vocab import JSON, NODE_GPUS, SIM_NODES
 from kf_trainer_core.testing.scenarios import (
     KWOK_TERMINATION_MESSAGE_ANNOTATION,
+    NOT_RUN_LINE,
     evict_pod_status,
 )
 from kf_trainer_core.testing.store import PODS, TRAINJOBS, format_timestamp
@@ -362,7 +364,12 @@ class Kubelet:
         if rjob.kind == "server":
             self._schedule_logs(pod, default_logs(pod, "serve"), 0.0)
             return  # serves (sshd) until the JobSet is done
-        if sc.executor == "exec" and rjob.kind == "trainer":
+        not_run = None
+        if sc.executor == "function" and rjob.kind == "trainer":
+            not_run = not_run_reason(self._command(pod))
+        if rjob.kind == "trainer" and (
+            sc.executor == "exec" or (sc.executor == "function" and not_run is None)
+        ):
             self.cx.runner.start(pod, None)
             return
         outcome = step.outcome or "succeed"
@@ -374,6 +381,9 @@ class Kubelet:
         lines = step.logs if step.logs is not None else default_logs(pod, outcome)
         if step.logs is not None:
             lines = [fmt(line, placeholders(pod)) for line in lines]
+        if not_run is not None and pod.is_rank0:
+            # Said where the user looks: the job's log (and so its result_missing).
+            lines = [NOT_RUN_LINE.format(why=not_run), *lines]
         self._schedule_logs(pod, lines, duration)
         trainer_rank0 = pod.is_rank0 and rjob.kind == "trainer"
         if trainer_rank0 and sc.progress:
@@ -397,6 +407,11 @@ class Kubelet:
         elif outcome == "evicted":
             self._after(pod, duration, partial(self.finish, pod, 137, "Error", None, evicted=True))
         # never-finish / hang: runs until killed
+
+    @staticmethod
+    def _command(pod: PodSim) -> list[str]:
+        main = container(pod.containers, pod.main) or (pod.containers or [{}])[0]
+        return [str(a) for a in main.get("command") or []]
 
     def _schedule_logs(self, pod: PodSim, lines: list[str], duration: float) -> None:
         if not lines:
@@ -543,3 +558,17 @@ class Kubelet:
         """Change the pod object (its status; ``spec_too``: the whole object)."""
         subresource = "*" if spec_too else "status"
         safe(self.cx.store.mutate, PODS, pod.namespace, pod.name, fn, subresource=subresource)
+
+
+def not_run_reason(command: list[str]) -> str | None:
+    """Why a trainer container with ``command`` cannot run on this machine (``None``: it
+    can — a function's program the suite built, which installs nothing)."""
+    if is_function_launch(command):
+        return None
+    if not command:
+        return "it runs its image's entrypoint"
+    if command[0] == "mpirun":
+        return "an MPI launch"
+    if command[:2] == ["bash", "-c"] and len(command) > 5 and command[3] == "kf-trainer":
+        return "its packages_to_install would be installed on this machine"
+    return "it runs a command of its image"

@@ -30,7 +30,7 @@ from kf_trainer_core.testing.controller.jobset import build_jobset
 from kf_trainer_core.testing.controller.parts import ClusterParts
 from kf_trainer_core.testing.controller.state import BuildError, Built, Sim, create_or_replace, safe
 from kf_trainer_core.testing.controller.vocab import JSON, MULTIKUEUE
-from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION, Scenario
+from kf_trainer_core.testing.scenarios import DEFAULT_PRESET, SCENARIO_ANNOTATION, Scenario
 from kf_trainer_core.testing.store import (
     CLUSTER_TRAINING_RUNTIMES,
     JOBSETS,
@@ -357,8 +357,10 @@ class ScenarioBook:
     """Which :class:`Scenario` a TrainJob gets: its annotation, else the latest matching
     script, else the default."""
 
-    def __init__(self) -> None:
-        self.default = Scenario(name="success")
+    def __init__(self, preset: str = DEFAULT_PRESET) -> None:
+        #: The preset a reset goes back to.
+        self.preset = preset
+        self.default = Scenario.preset(preset)
         self._scripts: list[tuple[Match, Scenario]] = []
         self._lock = threading.Lock()
 
@@ -367,7 +369,7 @@ class ScenarioBook:
             self._scripts.append((match, scenario))
 
     def reset(self) -> None:
-        self.default = Scenario(name="success")
+        self.default = Scenario.preset(self.preset)
         with self._lock:
             self._scripts.clear()
 

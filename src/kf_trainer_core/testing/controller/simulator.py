@@ -57,6 +57,17 @@ class TrainerController:
         self._cx.status_server = value
 
     @property
+    def default_preset(self) -> str:
+        """The preset :attr:`default_scenario` is reset to (``default``: a job's training
+        function really runs where it can; ``success``: every run simulated)."""
+        return self._cx.scenarios.preset
+
+    @default_preset.setter
+    def default_preset(self, name: str) -> None:
+        self._cx.scenarios.default = Scenario.preset(name)  # an unknown name raises here
+        self._cx.scenarios.preset = name
+
+    @property
     def default_scenario(self) -> Scenario:
         """The scenario of TrainJobs that neither the annotation nor a script selects."""
         return self._cx.scenarios.default
@@ -102,7 +113,7 @@ class TrainerController:
         self._cx.scenarios.add(match, scenario)
 
     def reset(self) -> None:
-        """Forget scripts (and a changed ``default_scenario``: back to ``success``) and stop
+        """Forget scripts (and a changed ``default_scenario``: back to the default preset) and stop
         every running simulation and subprocess. The store is left alone: TrainJobs in
         it are only simulated again when they change."""
         self._cx.scenarios.reset()

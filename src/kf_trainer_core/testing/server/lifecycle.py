@@ -63,6 +63,7 @@ class KubeTestServer(Dispatcher):
         user: str = "system:serviceaccount:default:default",
         enforce_namespaces: bool = True,
         seed: bool = True,
+        default_scenario: str = "default",
     ) -> None:
         """``upstream``: a folder of upstream CRDs and runtimes (default:
         ``$KF_TRAINER_UPSTREAM``, else a ``shared/upstream`` folder above the working
@@ -72,7 +73,10 @@ class KubeTestServer(Dispatcher):
         watch without ``timeoutSeconds`` stays open. ``user``: the name in 403 messages.
         ``enforce_namespaces``: creating in a missing namespace is 404, as the
         apiserver's NamespaceLifecycle admission does. ``seed``: seed namespaces and
-        runtimes now."""
+        runtimes now. ``default_scenario``: the scenario preset of a TrainJob that asks
+        for none (``default``: its training function really runs where it can;
+        ``success``: every run simulated, with a canned result; see
+        :mod:`kf_trainer_core.testing.scenarios`)."""
         self.host = host
         self._port = port
         self.store = Store()
@@ -93,6 +97,7 @@ class KubeTestServer(Dispatcher):
         self.status_server: Any = None
         self._controller: Any = None
         self._controller_started = False
+        self._default_scenario = default_scenario
         #: The simulated Kueue (:meth:`install_kueue`); None: Kueue is not installed.
         self.kueue: Any = None
 
@@ -270,6 +275,7 @@ class KubeTestServer(Dispatcher):
                     raise
                 return None
             self._controller = module.TrainerController(self.store, self.logs)
+            self._controller.default_preset = self._default_scenario
         return self._controller
 
     def reset(self) -> None:
