@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conformance_support import FAST, until
+from conformance_support import FAST, make_cluster, until
 
-from conftest import make_cluster
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
