@@ -33,8 +33,11 @@ class ProgressReporter:
             if queue and job.queue is not None
             else None
         )
+        # A step failing and being retried, a pod that cannot start: the core's one
+        # explanation, as the CLI and the other orchestrators show it.
+        state = job.waiting.line() if job.waiting is not None else job.status.value
         key = (
-            job.status,
+            state,
             progress.percentage if progress else None,
             tuple(sorted(progress.metrics.items())) if progress else (),
             queue_key,
@@ -43,7 +46,7 @@ class ProgressReporter:
             return
         self._last = key
         parts = [
-            f"{self.where}: {job.status.value}",
+            f"{self.where}: {state}",
             *queue,
             *job.progress_summary(),
         ]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from kf_trainer_core.base import untrusted
 from kf_trainer_core.cluster.outputs import JobOutputs
 from kf_trainer_core.cluster.status import Failure
+from kf_trainer_core.cluster.waiting import Waiting
 
 if TYPE_CHECKING:
     from kf_trainer_core.programs.prune import PruneReport
@@ -95,12 +96,24 @@ def _cell(value: Any) -> str:
     return "" if value is None else untrusted.markdown(" ".join(str(value).splitlines()))
 
 
-def markdown(out: JobOutputs, failure: Failure | None = None) -> str:
+def markdown(
+    out: JobOutputs,
+    failure: Failure | None = None,
+    *,
+    waiting: Waiting | None = None,
+    fix: str | None = None,
+) -> str:
     """A report of the job for ``Output[Markdown]``: status, steps, metrics, model,
     result, and why it failed."""
     failure = failure or out.failure
-    lines = [f"# TrainJob `{out.namespace}/{out.name}`: {out.status.value}", ""]
-    facts = [("Runtime", out.runtime), ("Status", out.status.value)]
+    status = waiting.state if waiting is not None else out.status.value
+    lines = [f"# TrainJob `{out.namespace}/{out.name}`: {status}", ""]
+    facts = [("Runtime", out.runtime), ("Status", status)]
+    if waiting is not None:
+        # What holds the unfinished job up, in the words of the CLI and the errors.
+        facts += [(waiting.state, waiting.reason), ("Failure class", waiting.class_text())]
+        if fix:
+            facts.append(("Fix", fix))
     if out.duration_seconds is not None:
         facts.append(("Duration", f"{out.duration_seconds:.1f} s"))
     if out.cost_text():

@@ -39,6 +39,7 @@ from kf_trainer_kfp import summary
 
 if TYPE_CHECKING:
     from kf_trainer_core.client import TrainerClient
+    from kf_trainer_core.cluster.waiting import Waiting
 
 T = TypeVar("T")
 
@@ -258,12 +259,20 @@ def _report(artifacts: Mapping[str, Any], out: JobOutputs) -> tuple[str, str, st
     return out.name, out.namespace, out.status.value, result_json
 
 
-def _report_failure(artifacts: Mapping[str, Any], job: TrainJob | None, failure: Failure) -> None:
+def _report_failure(
+    artifacts: Mapping[str, Any],
+    job: TrainJob | None,
+    failure: Failure | None,
+    *,
+    waiting: Waiting | None = None,
+    fix: str | None = None,
+) -> None:
     if job is None:
         return
     from kf_trainer_core.cluster.outputs import outputs
 
-    _write_summary(artifacts, summary.markdown(outputs(job, None), failure))
+    text = summary.markdown(outputs(job, None), failure, waiting=waiting, fix=fix)
+    _write_summary(artifacts, text)
 
 
 def _finish_or_explain(
@@ -288,8 +297,16 @@ def _finish_or_explain(
                 stopped = []
             if stopped:
                 say(f"timed out: stopped {', '.join(stopped)}")
-            if err.job is not None:
+            if err.job is not None and err.waiting is not None:
+                # A step restarting, a pod that cannot start: said as the error says it.
+                _report_failure(artifacts, err.job, None, waiting=err.waiting, fix=err.fix)
+            elif err.job is not None:
                 _report_failure(artifacts, err.job, err.failure or Failure(reason="Timeout"))
+            if stopped:
+                # Not left behind: the task stopped it (on_cancel).
+                raise err.settled(
+                    f"cleaned up: TrainJob {', '.join(stopped)} stopped by the task (on_cancel)"
+                ) from None
             raise
         except TrainJobFailedError as err:
             _report_failure(artifacts, err.job, err.failure)

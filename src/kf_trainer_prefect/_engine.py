@@ -201,15 +201,21 @@ class _Attempt:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         if exc is not None:
-            await shielded(self._ended(exc))
+            told = await shielded(self._ended(exc))
+            if told is not exc:
+                raise told from None
 
-    async def _ended(self, exc: BaseException) -> None:
+    async def _ended(self, raised: BaseException) -> BaseException:
         """Decide and apply what the interruption means for the job (never raises: the
-        original exception is what the task reports). A job that has just finished is
-        left alone: its result is there for a retry to collect."""
+        original exception is what the task reports, unless it is a timeout that says
+        what it left behind and the task then stopped the job: that line then says what
+        the task did). A job that has just finished is left alone: its result is there
+        for a retry to collect."""
         from prefect.exceptions import TerminationSignal
 
-        exc = interruption_cause(exc)
+        from kf_trainer_core.errors import TrainJobTimeoutError
+
+        exc = interruption_cause(raised)
         asks_state = isinstance(exc, (TerminationSignal, TaskRunnerShutdown))
         cancelling = await flow_cancelling(self.run) if asks_state else False
         verdict = disposition(exc, self.run, lambda: cancelling)
@@ -227,6 +233,10 @@ class _Attempt:
         shown = bad_ending(exc, self.job, what.note, self.link)
         if self.publisher is not None and shown is not None:
             await self.publisher.finish(*shown)
+        if isinstance(raised, TrainJobTimeoutError) and what.acted:
+            done = f"{past(self.action).lower()} by the task (on_cancel={self.action!r})"
+            return raised.settled(f"cleaned up: TrainJob {', '.join(what.acted)} {done}")
+        return raised
 
 
 @asynccontextmanager

@@ -4,6 +4,7 @@ fast, and a job Kueue does not admit says why in the task log."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -102,3 +103,44 @@ def test_fail_fast_on_names_its_fix() -> None:
         TrainJobOperator(task_id="t", trainer=CustomTrainer(fit), fail_fast_on="configuration")
     with pytest.raises(ValueError, match=r"retry_policy"):
         TrainJobOperator(task_id="t", trainer=CustomTrainer(fit), fail_fast_on=("user-code",))
+
+
+RETRYING = re.compile(
+    r"Restarting: step node-0 is failing and being retried \(attempt \d of 7, exit code 3\)"
+)
+
+
+@pytest.mark.parametrize("dag_id", ["kf_restarting", "kf_restarting_deferred"])
+def test_a_restarting_job_is_explained_in_the_task_log(
+    kube: KubeTestServer, dag_id: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    run = run_dag(dag_id)
+    assert run.state == "failed"
+    text = capfd.readouterr().out
+    name = jobs(kube)[0]["metadata"]["name"]
+    # The progress lines and the error say it as the CLI and the client do.
+    assert re.search(rf"TrainJob default/{name}: {RETRYING.pattern}", text), text
+    assert "did not reach Complete within 5s; it is Restarting" in text
+    assert "failure class: user-code — the training program exited with code 3" in text
+    assert re.search(rf"fix: read the step's log \(\S.* jobs logs {name} --step node-0\)", text)
+    assert f"left behind: TrainJob default/{name} still exists (Restarting)" in text
+    # A timeout is not reported as a failure, nor with a fix that contradicts its class.
+    assert f"TrainJob default/{name} failed:" not in text
+    assert "a retry will not help" not in text
+    assert "wait longer" not in text
+
+
+@pytest.mark.parametrize("dag_id", ["kf_too_big", "kf_too_big_deferred"])
+def test_a_job_too_big_for_any_node_is_explained_in_the_task_log(
+    kube: KubeTestServer, dag_id: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    run = run_dag(dag_id)
+    assert run.state == "failed"
+    text = capfd.readouterr().out
+    name = jobs(kube)[0]["metadata"]["name"]
+    pending = "Pending: step node-0 cannot be scheduled: 0/4 nodes have 16 nvidia.com/gpu free"
+    assert f"within 2s; it is {pending}" in text, text
+    assert "failure class: capacity" in text
+    assert "fix: make the job fit: " in text
+    assert f"left behind: TrainJob default/{name} still exists (Pending)" in text
+    assert f"TrainJob default/{name} failed:" not in text

@@ -4,6 +4,8 @@ simulated Trainer, over real HTTP."""
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -186,3 +188,54 @@ def test_dag_file_paths_are_in_the_dag_folder() -> None:
     from dagtest import DAGS, load_dag
 
     assert Path(load_dag("kf_train").fileloc).parent == DAGS
+
+
+def chatty_lines(n: int) -> list[str]:
+    return [f"[node-0] chatty line {i}" for i in range(n)]
+
+
+def rows_of(text: str, line: str) -> list[str]:
+    """The task-log rows that say ``line`` (``chatty line 1`` is not ``... 10``)."""
+    return [row for row in text.splitlines() if re.search(re.escape(line) + r"(?!\d)", row)]
+
+
+def logged_at(row: str) -> datetime:
+    return datetime.fromisoformat(row.split(" ", 1)[0].replace("Z", "+00:00"))
+
+
+def test_a_deferred_task_streams_the_log_while_deferred(
+    kube: KubeTestServer, capfd: pytest.CaptureFixture[str]
+) -> None:
+    run = run_dag("kf_deferred_log")
+    assert run.state == "success"
+    assert run.xcom("train")["result"] == {"n": 12}
+    text = capfd.readouterr().out
+    resumed = text.index(" is Complete after")  # the operator, once the task resumed
+    rows = []
+    for line in chatty_lines(12):
+        # Once, written by the trigger while the task was deferred; not again at resume.
+        (row,) = rows_of(text, line)
+        assert "TrainJobTrigger" in row, row
+        assert text.index(line) < resumed
+        rows.append(row)
+    # As it was written (a line a second), not all at once when the job ended.
+    assert (logged_at(rows[-1]) - logged_at(rows[0])).total_seconds() >= 3, rows
+    assert "log lines of TrainJob" not in text  # no tail printed at the resume
+    # Cleaned and capped like every log line the suite shows.
+    assert chr(27) not in text
+    (long,) = [row for row in text.splitlines() if "cleared BBBB" in row]
+    assert "[kf-trainer: cut at" in long
+    assert len(long) < 4500
+
+
+def test_a_deferred_task_can_print_the_tail_at_the_end_instead(
+    kube: KubeTestServer, capfd: pytest.CaptureFixture[str]
+) -> None:
+    run = run_dag("kf_deferred_log_tail")
+    assert run.state == "success"
+    text = capfd.readouterr().out
+    tail = text.index("log lines of TrainJob")
+    for line in chatty_lines(3):
+        assert len(rows_of(text, line)) == 1, text
+        assert text.index(line) > tail  # printed by the task when it resumed
+    assert "Following the log of" not in text

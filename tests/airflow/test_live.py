@@ -4,10 +4,12 @@ separate processes, against the Kubernetes-API test server in this process.
 Deferral crosses processes (worker → triggerer → worker), a kill while deferred runs the
 trigger's ``on_kill`` in the triggerer, a kill while running runs the operator's
 ``on_kill`` in the worker, a worker that dies after submitting is retried onto the
-same job, and deferred tasks whose jobs end within seconds of the deferral all succeed,
-without retries (Airflow 3.3's stale defer-exit race, held off by ``resume_grace``).
-The time from a kill to the job's deletion is printed, never asserted. Run it alone with ``pytest -m airflow_live``; every process it starts is
-stopped (by process group) before it returns.
+same job, deferred tasks whose jobs end within seconds of the deferral all succeed,
+without retries (Airflow 3.3's stale defer-exit race, held off by ``resume_grace``), and
+a deferred task's log reaches its trigger log while it is deferred, not again at resume.
+The time from a kill to the job's deletion is printed, never asserted. Run it alone with
+``pytest -m airflow_live``; every process it starts is stopped (by process group) before
+it returns.
 """
 
 from __future__ import annotations
@@ -252,6 +254,13 @@ def test_deferral_kill_and_crash_across_processes(
     assert finished["kill_running"] == "failed"
     result = api.get(f"{tis_url}/deferred/xcomEntries/result").json()
     assert result["value"] == {"double": 8}
+    # The step's log went into the task's log from the triggerer while the task was
+    # deferred (its trigger log), and was not printed again when it resumed.
+    deferred_logs = list((logs / "task_id=deferred").glob("*.log"))
+    trigger_text = "".join(p.read_text() for p in deferred_logs if ".trigger." in p.name)
+    task_text = "".join(p.read_text() for p in deferred_logs if ".trigger." not in p.name)
+    assert "[node-0] doubling 4" in trigger_text, airflow.tail()
+    assert "[node-0] doubling 4" not in task_text, task_text
     crash = api.get(f"{tis_url}/crash").json()
     assert crash["try_number"] == 2
     assert len(job_of(kube, run_id, "crash")) == 1  # the retry found the first try's job

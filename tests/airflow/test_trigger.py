@@ -68,8 +68,11 @@ def test_serialize_round_trip() -> None:
         startup_timeout=5.0,
         deferred_at=1_800_000_000.5,
         resume_grace=10.0,
+        log_step="node-0",
+        log_tail=50,
     )
     path, kwargs = trigger.serialize()
+    assert (kwargs["log_step"], kwargs["log_tail"]) == ("node-0", 50)
     assert path == "kf_trainer_airflow.triggers.trainjob.TrainJobTrigger"
     again = TrainJobTrigger(**kwargs)
     assert again.serialize() == (path, kwargs)
@@ -214,6 +217,41 @@ async def test_step_that_never_comes(client: TrainerClient) -> None:
     payload = await first_event(make(name, step="dataset-initializer", recheck_interval=0.2))
     assert payload["status"] == "failed"
     assert "without a dataset-initializer step" in payload["message"]
+
+
+async def test_a_step_wait_that_runs_out_says_what_holds_the_job_up(
+    client: TrainerClient,
+) -> None:
+    name = submit(client, "image-pull", "t/steptimeout")
+    payload = await first_event(
+        make(name, step="node-0", step_status=["Running"], timeout=1.5, recheck_interval=0.2)
+    )
+    assert payload["status"] == "timeout"
+    first, *rest = payload["message"].splitlines()
+    assert first.startswith(f"step node-0 of TrainJob default/{name} did not become Running")
+    assert "; it is Pending: step node-0 cannot start: " in first
+    assert rest[0].startswith("failure class: configuration")
+    assert rest[-1].startswith(f"left behind: TrainJob default/{name} still exists (Pending)")
+    assert payload["failure_class"] == "configuration"
+
+
+async def test_the_log_is_followed_while_waiting(
+    client: TrainerClient, capfd: pytest.CaptureFixture[str]
+) -> None:
+    logs = '{"preset": "success", "duration": 1.0, "logs": ["first {rank}", "second {rank}"]}'
+    name = submit(client, logs, "t/log")
+    payload = await first_event(make(name, log_step="node-0"))
+    assert payload["status"] == "success"
+    assert payload["log_followed"] is True
+    out = capfd.readouterr().out
+    assert out.count("[node-0] first 0") == 1
+    assert out.count("[node-0] second 0") == 1
+    # A node that serves no log: said, and the task prints the tail when it resumes.
+    unserved = submit(client, '{"preset": "success", "serve_logs": false}', "t/nolog")
+    payload = await first_event(make(unserved, log_step="node-0"))
+    assert payload["status"] == "success"
+    assert payload["log_followed"] is False
+    assert f"Could not follow the log of TrainJob default/{unserved}" in capfd.readouterr().out
 
 
 async def test_many_triggers_share_one_watch(client: TrainerClient, kube: KubeTestServer) -> None:

@@ -45,7 +45,12 @@ def test_trigger_never_blocks_the_loop(kf_conn: Path, tmp_path: Path) -> None:
                     options=[Annotations({SCENARIO_ANNOTATION: scenario})],
                 )
                 names.append(client.submit(spec, identity=f"loop/{attempt}/{i}").job.name)
-        triggers: list[dict[str, Any]] = [{"job_name": n} for n in names[:-2]]
+        # Half the job waits follow the step's log too (streamed into the task log while
+        # the task is deferred): the follow must not block the loop either.
+        triggers: list[dict[str, Any]] = [
+            {"job_name": n, **({"log_step": "node-0"} if i % 2 else {})}
+            for i, n in enumerate(names[:-2])
+        ]
         # Step waits take the other path (the job's pods, re-read on a timer).
         triggers += [
             {"job_name": n, "step": "node-0", "step_status": ["Succeeded"], "recheck_interval": 1.0}
@@ -70,6 +75,8 @@ def test_trigger_never_blocks_the_loop(kf_conn: Path, tmp_path: Path) -> None:
     assert [r["status"] for r in result["results"]] == ["success"] * result["expected"], result[
         "results"
     ]
+    followed = [r.get("log_followed") for r in result["results"][:10]]
+    assert followed == [None, True] * 5, followed
     print(result["report"].splitlines()[0])
     slow = blocking(result)
     assert not slow, f"callbacks over {TRIGGER_THRESHOLD * 1000:.0f} ms:\n{result['report']}"

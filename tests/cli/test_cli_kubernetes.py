@@ -6,8 +6,10 @@ events, cancel/suspend/resume/delete, and one-line errors with distinct exit cod
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
+import yaml
 from cli_support import run_main, run_script, scenario, spec
 
 from kf_trainer_core.client import TrainerClient
@@ -233,3 +235,34 @@ def test_runtimes_list_and_get(where: list[str], capsys: pytest.CaptureFixture[s
     assert text.out.splitlines()[0].split() == ["name:", "torch-distributed"]
     missing = run_main(capsys, "runtimes", "get", "no-such-runtime", *where)
     assert missing.code == 3, missing.err
+
+
+def test_run_of_a_job_too_big_for_any_node_times_out_saying_why_once(
+    client: TrainerClient, where: list[str], tmp_path: Path
+) -> None:
+    # Issue 35: the scheduler's message twice in one run-on line, "a retry will not
+    # help" beside "wait longer", and nothing on what was left behind.
+    big = spec()
+    big["trainer"]["resources_per_node"] = {"nvidia.com/gpu": 16}
+    path = tmp_path / "big.yaml"
+    path.write_text(yaml.safe_dump(big))
+    done = run_script("run", str(path), "--name", "big", "--timeout", "7", *where)
+    assert done.code == 5, done.err
+    pending = "Pending: step node-0 cannot be scheduled: 0/4 nodes have 16 nvidia.com/gpu free"
+    # The progress line says it once the job has settled (5 s after its creation).
+    assert f"[kf-trainer] default/big: {pending}" in done.err
+    error = done.err[done.err.index("kf-trainer: ") :].splitlines()
+    assert (
+        error[0]
+        == f"kf-trainer: TrainJob default/big did not reach Complete within 7s; it is {pending}"
+    )
+    assert error[1] == "failure class: capacity"
+    assert error[2].startswith("fix: make the job fit: ")
+    assert error[3].startswith("left behind: TrainJob default/big still exists (Pending); ")
+    assert error[3].endswith(" -n default jobs delete big (Python: client.delete_job('big'))")
+    assert "retry will not help" not in done.err
+    assert "wait longer" not in done.err
+    assert client.get_job("big").display_status == "Pending"
+    got = run_script("jobs", "get", "big", *where)
+    assert f"Status:    {pending}" in got.out
+    assert client.delete_job("big")

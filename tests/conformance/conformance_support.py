@@ -58,7 +58,11 @@ FAST_FAIL_RUNTIME = "fast-fail"
 KWOK = "kwok.x-k8s.io/"
 
 #: What a job's pods do, in the one vocabulary both servers understand here.
-BEHAVIOURS = ("succeed", "hold", "fail", "oom", "slow", "restart")
+BEHAVIOURS = ("succeed", "hold", "fail", "oom", "slow", "retry", "restart")
+
+#: Pod failures a Job retries where its runtime sets no ``backoffLimit`` (Kubernetes'
+#: default, the upstream runtimes'): ``retry`` jobs run seven attempts.
+JOB_RETRIES = 6
 
 
 @dataclass
@@ -133,6 +137,15 @@ class Cluster:
                     "backoff_limit": 100,
                     "duration": seconds,
                 },
+                # The test bed's Jobs give up at once unless told: retried as a real
+                # cluster's default Job retries, each attempt failing after a while
+                # (kwok's pods fail 3 s after they start, and the back-off grows).
+                "retry": {
+                    "preset": "fail",
+                    "exit_code": exit_code,
+                    "backoff_limit": JOB_RETRIES,
+                    "duration": 3,
+                },
             }[behaviour]
             if message is not None:
                 scenario["serve_logs"] = False
@@ -141,6 +154,8 @@ class Cluster:
         notes = {
             "hold": {KWOK + "hold": "true"},
             "fail": {KWOK + "exit-code": str(exit_code)},
+            # On the upstream runtime (no backoffLimit: the Job retries six times).
+            "retry": {KWOK + "exit-code": str(exit_code)},
             "oom": {KWOK + "oom": "true"},
             "slow": {KWOK + "duration": f"{seconds}s"},
             "restart": {KWOK + "exit-code": str(exit_code)},  # upstream runtimes retry 6 times

@@ -48,7 +48,13 @@ async def test_a_wait_that_runs_out_says_the_pods_are_refused(
     assert 'serviceaccount "missing" not found' in failure.message
     assert failure.failure_class is FailureClass.CONFIGURATION
     assert info.value.failure_class is FailureClass.CONFIGURATION
-    assert "FailedCreate" in str(info.value)
+    # Said as what holds the job up: Pending, the refusal, one fix of its class.
+    assert info.value.waiting is not None
+    assert info.value.waiting.state == "Pending"
+    first = str(info.value).splitlines()[0]
+    assert "it is Pending: the API server refuses the pods of step node: " in first
+    assert 'serviceaccount "missing" not found' in first
+    assert "fix: fix the job's configuration" in str(info.value)
     job = client.get_job(name)
     assert job.status is JobState.CREATED
     assert not any(step.name.startswith("node") for step in job.steps)

@@ -66,7 +66,7 @@ def test_unschedulable_job_says_why_it_did_not_start(
     assert failure.container_reason == "Unschedulable"
     assert "Insufficient nvidia.com/gpu" in failure.message
     assert info.value.failure_class is FailureClass.CAPACITY
-    assert "Insufficient nvidia.com/gpu" in str(info.value)
+    assert "0/4 nodes have 9 nvidia.com/gpu free" in str(info.value)
     job = client.get_job(name)
     assert job.status is JobState.CREATED
     (step,) = job.steps

@@ -293,3 +293,46 @@ def test_timeouts_fail_the_task_and_stop_the_job(
     assert "ImagePullBackOff" in out or "ErrImagePull" in out
     [kept] = client.list_jobs()  # on_cancel="keep": left for inspection
     assert kept.status is JobState.CREATED
+
+
+@pytest.mark.parametrize("on_cancel", ["keep", "delete"])
+def test_a_job_too_big_for_any_node_is_explained_as_everywhere(
+    local_kfp: Path,
+    backend: dict[str, Any],
+    client: TrainerClient,
+    capsys: pytest.CaptureFixture[str],
+    on_cancel: str,
+) -> None:
+    """A timeout says what holds the job up in the core's words (the CLI's, the
+    client's), one fix for its class, and what the task did with the job."""
+    launch = trainjob_launcher(backend_config=backend, component_image=HERE)
+    big = TrainJobSpec(
+        trainer=CustomTrainer("def fit():\n    return 1\n", resources_per_node={"gpu": 16})
+    )
+    with pytest.raises(RuntimeError):
+        launch(
+            spec=big,
+            timeout_seconds=2,
+            on_cancel=on_cancel,
+            pipeline_run_id="r",
+            pipeline_task_name=f"big-{on_cancel}",
+        )
+    out = capsys.readouterr().out
+    pending = "Pending: step node-0 cannot be scheduled: 0/4 nodes have 16 nvidia.com/gpu free"
+    assert f"did not reach Complete within 2s; it is {pending}" in out
+    assert "failure class: capacity" in out
+    assert "fix: make the job fit: " in out
+    assert "retry will not help" not in out
+    summary = next(local_kfp.rglob("launch-trainjob/summary")).read_text()
+    assert ": Pending" in summary
+    assert "0/4 nodes have 16 nvidia.com/gpu free" in summary
+    assert "make the job fit" in summary
+    assert "## Failure" not in summary  # said once, as what holds the job up
+    if on_cancel == "keep":
+        [kept] = client.list_jobs()
+        assert f"left behind: TrainJob default/{kept.name} still exists (Pending)" in out
+        client.delete_job(kept.name)
+    else:
+        assert "left behind:" not in out
+        assert "cleaned up: TrainJob " in out
+        assert client.list_jobs() == []

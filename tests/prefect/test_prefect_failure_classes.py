@@ -4,6 +4,8 @@ summary artifact names the class, and a queued job's Kueue status."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from prefect import flow
 from prefect_support import read_artifacts, spec
@@ -120,3 +122,53 @@ def test_not_admitted_by_kueue_says_why(
     assert "request > maximum capacity (8 > 4)" in summary
     (job,) = k8s.list_jobs()
     assert job.status is JobState.SUSPENDED  # kept (on_cancel="keep"), still queued
+
+
+RESTARTING = (
+    '{"preset": "fail", "exit_code": 3, "backoff_limit": 6, "duration": 3}'  # as a real Job
+)
+
+
+@pytest.mark.parametrize("on_cancel", ["keep", "delete"])
+def test_a_restarting_job_is_explained_in_the_summary_and_the_error(
+    creds: KubeflowTrainerCredentials, k8s: TrainerClient, on_cancel: str
+) -> None:
+    task = run_trainjob.with_options(retries=0)
+
+    @flow
+    def train() -> dict[str, object]:
+        from prefect.runtime import flow_run
+
+        state = task(spec(RESTARTING), creds, timeout=5, on_cancel=on_cancel, return_state=True)
+        try:
+            state.result()
+        except Exception as exc:
+            error = str(exc)
+        return {"class": failure_class_of_state(state), "flow_run": flow_run.id, "error": error}
+
+    seen = train()
+    assert seen["class"] is FailureClass.USER_CODE
+    summary = next(a.data for a in read_artifacts(seen["flow_run"]) if a.type == "markdown")
+    error = str(seen["error"])
+    # The same words as the CLI's and the client's: the state, the reason, the fix.
+    found = re.search(
+        r"step node-0 is failing and being retried \(attempt \d of 7, exit code 3\)", error
+    )
+    assert found, error
+    reason = found.group(0)
+    assert f"it is Restarting: {reason}" in error
+    assert "failure class: user-code — the training program exited with code 3" in error
+    assert ": Restarting" in summary
+    assert f"**Restarting:** {reason}" in summary.replace("\\", "")
+    assert "**Failure class:** user-code — the training program exited with code 3" in summary
+    assert "**Fix:** read the step's log (" in summary
+    assert "### Failure" not in summary  # said once, as what holds the job up
+    if on_cancel == "keep":
+        (job,) = k8s.list_jobs()
+        assert f"left behind: TrainJob default/{job.name} still exists (Restarting)" in error
+        k8s.delete_job(job.name)
+    else:
+        assert "left behind:" not in error
+        assert "cleaned up: TrainJob " in error
+        assert "deleted by the task" in error
+        assert k8s.list_jobs() == []

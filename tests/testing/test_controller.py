@@ -372,6 +372,21 @@ def test_fail_with_backoff_limit_retries_pods(cluster: Cluster) -> None:
     assert cluster.store.get(JOBS, NS, "retry-node-0")["status"]["failed"] == 2
 
 
+@pytest.mark.parametrize(("scenario", "limit"), [("fail", 0), ({"backoff_limit": 6}, None)])
+def test_the_jobset_says_the_backoff_limit_its_jobs_use(
+    cluster: Cluster, scenario: Any, limit: int | None
+) -> None:
+    # The test bed's Jobs give up at once unless told (a real Job retries six times):
+    # its JobSet says so, as a runtime that set the limit would, so that a reader of the
+    # JobSet (the attempt count of a restarting job) agrees with the Jobs.
+    cluster.create("limits", scenario=scenario)
+    cluster.wait_condition("limits", "Failed" if scenario == "fail" else "Complete")
+    (rjob,) = cluster.store.get(JOBSETS, NS, "limits")["spec"]["replicatedJobs"]
+    assert rjob["template"]["spec"].get("backoffLimit") == limit
+    job = cluster.store.get(JOBS, NS, "limits-node-0")
+    assert job["spec"]["backoffLimit"] == (6 if limit is None else limit)
+
+
 def test_image_pull_error_stays_pending(cluster: Cluster) -> None:
     cluster.create("pull", scenario="image-pull", trainer={"image": "ghcr.io/no/such:1"})
     pod = cluster.wait(

@@ -40,14 +40,17 @@ def fail(
     *,
     finish_job: bool = True,
     failure_class: Any = None,
+    timed_out: bool = False,
 ) -> NoReturn:
-    """Log the job's events, apply ``on_finish_action`` and raise the failure."""
+    """Log the job's events, apply ``on_finish_action`` and raise the failure. A
+    timeout's message (``timed_out``) is kept as the core wrote it: what holds the job
+    up, the fix of its class and what is left behind — the same words as the CLI's."""
     from kf_trainer_airflow.failures import failed_exception
 
     log_events(op, client)
     if finish_job:
         finish(op, client, succeeded=False)
-    if failure and op.get_logs and op.log_tail:
+    if failure and op.get_logs and op.log_tail and not timed_out:
         # The task log already shows the job's log (streamed, or its tail after a
         # deferred wait) and events: the error says why once, without them again.
         from kf_trainer_core.cluster.status import Failure
@@ -66,6 +69,56 @@ def fail(
         failure_class=failure_class,
         fail_fast_on=getattr(op, "fail_fast_on", ("configuration",)),
     ) from None
+
+
+def fail_event(op: TrainJobOperator, event: Mapping[str, Any]) -> NoReturn:
+    """A deferred wait's unsuccessful event (failed, timed out, deleted, an error): the
+    log's tail when the trigger did not show the log, the job's events, then the
+    failure. A timeout keeps the core's message (what holds the job up, the fix, what is
+    left behind)."""
+    status = event.get("status")
+    message = str(event.get("message") or f"{op._where} ended with {status}")
+    try:
+        client = op._client()
+    except Exception as exc:  # report the job's failure, not this one
+        op.log.warning("Could not reach the backend for events and logs: %s", exc)
+        from kf_trainer_airflow.failures import failed_exception
+
+        raise failed_exception(
+            message,
+            job_name=op._job_name,
+            namespace=op._job_namespace,
+            failure=event.get("failure"),
+            failure_class=event.get("failure_class"),
+            fail_fast_on=op.fail_fast_on,
+        ) from None
+    with client:
+        if tail_at_resume(op, event):
+            print_log_tail(op, client)
+        fail(
+            op,
+            client,
+            message,
+            event.get("failure"),
+            finish_job=status in ("failed", "timeout"),
+            failure_class=event.get("failure_class"),
+            timed_out=status == "timeout",
+        )
+
+
+def fail_timeout(op: TrainJobOperator, client: TrainerClient, err: Any) -> NoReturn:
+    """A wait that ran out of time (a ``TrainJobTimeoutError``): raised with the core's
+    message, its failure class and the stuck pod's details."""
+    from kf_trainer_core.cluster.failures import failure_class_of
+
+    failure = err.failure.model_dump(mode="json") if err.failure else None
+    fail(op, client, str(err), failure, failure_class=failure_class_of(err), timed_out=True)
+
+
+def tail_at_resume(op: TrainJobOperator, event: Mapping[str, Any]) -> bool:
+    """Whether a resumed deferred task prints the log's tail: asked for, and not shown
+    while the task was deferred (the trigger says whether it followed the log)."""
+    return bool(op.get_logs and op.log_tail) and not event.get("log_followed")
 
 
 def log_events(op: TrainJobOperator, client: TrainerClient) -> None:

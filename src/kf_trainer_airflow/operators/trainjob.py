@@ -120,11 +120,14 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
     :param job_timeout: the job's own time limit (``activeDeadlineSeconds``): past it,
         the Trainer fails the job with ``DeadlineExceeded``.
     :param wait_timeout: stop waiting after this many seconds (the job keeps running).
-    :param get_logs: stream the log of ``log_step`` into the task log (waits in the
-        worker), or print its last ``log_tail`` lines at the end (deferred waits).
+    :param get_logs: stream the log of ``log_step`` into the task log as it is written,
+        from the worker or, deferred, from the triggerer.
     :param log_step: the step whose log is shown (``node-0``, ``dataset-initializer``...).
     :param log_tail: at most this many earlier lines are replayed when the log is first
-        attached (or printed after a deferred wait).
+        attached (or printed after a deferred wait, see ``log_while_deferred``).
+    :param log_while_deferred: deferred waits: stream the log while the task is
+        deferred (default). ``False``: print its last ``log_tail`` lines once the task
+        resumes, as before.
     :param on_kill_action: what killing the task does to the job: ``delete`` (default),
         ``suspend`` (keep it, without pods) or ``keep`` (let it run).
     :param on_finish_action: after the job ends: ``keep`` it (default), ``delete`` it,
@@ -188,6 +191,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         report_progress: bool = True,
         resume_grace: float | timedelta = _args.DEFAULT_RESUME_GRACE,
         fail_fast_on: Sequence[str] = ("configuration",),
+        log_while_deferred: bool = True,
         **kwargs: Any,
     ) -> None:
         what = getattr(type(self), "custom_operator_name", None) or type(self).__name__
@@ -219,6 +223,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         self.get_logs = get_logs
         self.log_step = _args.log_step(log_step)
         self.log_tail = log_tail
+        self.log_while_deferred = log_while_deferred
         self.on_kill_action = on_kill_action
         self.on_finish_action = on_finish_action
         self.fresh_after_failure = fresh_after_failure
@@ -429,6 +434,9 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
                     report_progress=self.report_progress,
                     deferred_at=time.time(),
                     resume_grace=self.resume_grace,
+                    # The log streamed from the triggerer (else its tail at the resume).
+                    log_step=self.log_step if self.get_logs and self.log_while_deferred else None,
+                    log_tail=self.log_tail,
                 ),
                 method_name="execute_complete",
             )
@@ -436,7 +444,6 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         return self.get_job_result(name, context)
 
     def _wait_in_worker(self, name: str, context: Context) -> JobOutputs:
-        from kf_trainer_core.cluster.failures import failure_class_of
         from kf_trainer_core.errors import (
             SpecConflictError,
             TrainJobDeletedError,
@@ -477,8 +484,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
                     failure_class=err.failure.failure_class,
                 )
             except TrainJobTimeoutError as err:
-                failure = err.failure.model_dump(mode="json") if err.failure else None
-                _endings.fail(self, client, str(err), failure, failure_class=failure_class_of(err))
+                _endings.fail_timeout(self, client, err)
             except (TrainJobDeletedError, TrainJobNotFoundError, SpecConflictError) as err:
                 # A job deleted under the wait (a kill, a user) may be seen as deleted or,
                 # when it is already gone when next read, as not found: the same ending.
@@ -486,39 +492,13 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
 
     def execute_complete(self, context: Context, event: Mapping[str, Any]) -> Any:
         """Resume after the trigger fired: publish the outputs, or fail with the
-        reason."""
+        reason. The log, shown while deferred, is not printed again."""
         self._job_name = str(event.get("job_name") or self._job_name)
         self._job_namespace = str(event.get("namespace") or self._job_namespace)
         status = event.get("status")
         if status != "success":
-            message = str(event.get("message") or f"{self._where} ended with {status}")
-            try:
-                client = self._client()
-            except Exception as exc:  # report the job's failure, not this one
-                self.log.warning("Could not reach the backend for events and logs: %s", exc)
-                from kf_trainer_airflow.failures import failed_exception
-
-                raise failed_exception(
-                    message,
-                    job_name=self._job_name,
-                    namespace=self._job_namespace,
-                    failure=event.get("failure"),
-                    failure_class=event.get("failure_class"),
-                    fail_fast_on=self.fail_fast_on,
-                ) from None
-            with client:
-                if self.get_logs and self.log_tail:
-                    _endings.print_log_tail(self, client)
-                finish = status in ("failed", "timeout")
-                _endings.fail(
-                    self,
-                    client,
-                    message,
-                    event.get("failure"),
-                    finish_job=finish,
-                    failure_class=event.get("failure_class"),
-                )
-        if self.get_logs and self.log_tail:
+            _endings.fail_event(self, event)
+        if _endings.tail_at_resume(self, event):
             with self._client() as client:
                 _endings.print_log_tail(self, client)
         from kf_trainer_core.cluster.outputs import JobOutputs

@@ -19,6 +19,7 @@ made in ``cleanup()``, which runs on every exit, restarts included.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Sequence
 from functools import cached_property
@@ -58,8 +59,10 @@ class TrainJobTrigger(BaseTrigger):
     The event's payload is JSON: ``status`` is ``success``, ``failed``, ``timeout``,
     ``deleted`` or ``error``; ``outputs`` (job waits) or ``step`` (step waits) describe
     the result; ``failure`` (reason, message, step, pod, container reason, exit code,
-    events, log tail) and ``message`` explain the others. It never holds credentials:
-    the trigger carries a connection id and reads the connection where it runs.
+    events, log tail) and ``message`` explain the others; ``log_followed`` (with
+    ``log_step``) says whether the step's log was shown while waiting. It never holds
+    credentials: the trigger carries a connection id and reads the connection where it
+    runs.
 
     :param job_name: the TrainJob.
     :param namespace: its namespace.
@@ -83,6 +86,15 @@ class TrainJobTrigger(BaseTrigger):
     :param resume_grace: an event is not fired sooner than this many seconds after
         ``deferred_at``: Airflow 3.3 fails a task that resumes before the scheduler has
         processed its deferring worker's exit (apache/airflow#72716). ``0`` fires at once.
+    :param log_step: job waits: follow this step's log while waiting, each line into the
+        task's log as it is written (Airflow 3 routes a trigger's log to its task's),
+        cleaned and capped as every log line the suite shows. ``None``: no log. The
+        event's ``log_followed`` says whether the log was shown, so that the task does
+        not print it again when it resumes.
+    :param log_tail: at most this many lines written before the follow began are shown
+        first. A trigger made again after a triggerer restart (or moved to another
+        triggerer) cannot know which lines its predecessor showed: it starts again with
+        these lines, so at most ``log_tail`` lines may show twice (see docs/airflow.md).
     """
 
     def __init__(
@@ -102,6 +114,8 @@ class TrainJobTrigger(BaseTrigger):
         report_progress: bool = True,
         deferred_at: float | None = None,
         resume_grace: float = 0.0,
+        log_step: str | None = None,
+        log_tail: int = 1000,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         if on_kill_action not in ON_KILL_ACTIONS:
@@ -123,6 +137,8 @@ class TrainJobTrigger(BaseTrigger):
         self.report_progress = report_progress
         self.deferred_at = None if deferred_at is None else float(deferred_at)
         self.resume_grace = seconds(resume_grace, "resume_grace", zero=True) or 0.0
+        self.log_step = log_step
+        self.log_tail = int(log_tail)
         self._fired = False
         self._kill: asyncio.Future[None] | None = None
 
@@ -144,6 +160,8 @@ class TrainJobTrigger(BaseTrigger):
                 "report_progress": self.report_progress,
                 "deferred_at": self.deferred_at,
                 "resume_grace": self.resume_grace,
+                "log_step": self.log_step,
+                "log_tail": self.log_tail,
             },
         )
 
@@ -265,14 +283,26 @@ class TrainJobTrigger(BaseTrigger):
                     reached = {"step": step.model_dump(mode="json")}
                     status = job.status.value
                 else:
-                    out = await client.wait_outputs(
-                        self.job_name,
-                        self.status,
-                        timeout=self.timeout,
-                        startup_timeout=self.startup_timeout,
-                        admission_timeout=self.admission_timeout,
-                        callbacks=[reporter],
-                    )
+                    log = _LogFollower(self, client) if self.log_step else None
+                    ended = False  # the job ended: its log ends too, the last lines drain
+                    try:
+                        out = await client.wait_outputs(
+                            self.job_name,
+                            self.status,
+                            timeout=self.timeout,
+                            startup_timeout=self.startup_timeout,
+                            admission_timeout=self.admission_timeout,
+                            callbacks=[reporter],
+                        )
+                        ended = True
+                    except TrainJobFailedError:
+                        ended = True
+                        raise
+                    finally:
+                        if log is not None:
+                            # A wait that gave up (timeout, deletion, error) stops the
+                            # follow now.
+                            base["log_followed"] = await log.finish(drain=ended)
                     # The outputs carry ``result_missing`` when the job succeeded but its
                     # result cannot be read: the operator decides whether that matters.
                     reached = {"outputs": out.model_dump(mode="json")}
@@ -382,6 +412,58 @@ class TrainJobTrigger(BaseTrigger):
         if state is None or state == _DEFERRED:
             return
         await self._cancel(f"task stopped, now {state}")
+
+
+class _LogFollower:
+    """A job's step log followed beside the trigger's wait (the async client's follow:
+    nothing blocks the event loop), each line written to the trigger's log as the
+    worker's wait writes it (``[node-0] line``)."""
+
+    #: After the job ends, its log gets this long to drain the last lines.
+    DRAIN_SECONDS = 5.0
+
+    def __init__(self, trigger: TrainJobTrigger, client: Any) -> None:
+        self.trigger = trigger
+        self.shown = 0
+        self.failed: BaseException | None = None
+        self.task = asyncio.ensure_future(self._follow(client))
+
+    async def _follow(self, client: Any) -> None:
+        trigger, step = self.trigger, self.trigger.log_step
+        trigger.log.info(
+            "Following the log of %s, step %s (up to %d earlier lines first)",
+            trigger._where,
+            step,
+            trigger.log_tail,
+        )
+        follow = client.get_job_logs(trigger.job_name, step, follow=True, tail=trigger.log_tail)
+        try:
+            # Closed when the follow stops (its stream with it), not when collected.
+            async with contextlib.aclosing(follow) as lines:
+                async for line in lines:
+                    # Cleaned and capped by the core (control characters neutralised, long
+                    # lines cut, the suite's own progress and result lines hidden).
+                    trigger.log.info("[%s] %s", step, line)
+                    self.shown += 1
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the log is a courtesy: the wait decides the task
+            self.failed = exc
+            trigger.log.warning(
+                "Could not follow the log of %s, step %s: %s", trigger._where, step, exc
+            )
+
+    async def finish(self, *, drain: bool) -> bool:
+        """Stop following (after letting the last lines drain when the job ended);
+        whether the log was shown (else the task prints its tail when it resumes)."""
+        if drain and not self.task.done():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.task), self.DRAIN_SECONDS)
+        if not self.task.done():
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+        return self.failed is None or self.shown > 0
 
 
 def _class_of(err: BaseException) -> str | None:

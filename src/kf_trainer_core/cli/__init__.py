@@ -88,9 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         code, message = classify(exc, last_hint("jobs", "list"))
         if debug:
             traceback.print_exc()
-        if code is Exit.JOB_FAILED:
-            # A job's failure is an explanation (reason, step, exit code, log tail): keep
-            # its lines.
+        if code is Exit.JOB_FAILED or (code is Exit.TIMEOUT and getattr(exc, "lines", None)):
+            # A job's failure is an explanation (reason, step, exit code, log tail), and
+            # so is a timeout that says what holds the job up, its fix and what is left
+            # behind: keep their lines.
             click.echo(f"kf-trainer: {message}", err=True)
         else:
             click.echo(f"kf-trainer: error: {one_line(message)}", err=True)

@@ -69,6 +69,10 @@ def classify(exc: BaseException, look: str = "kf-trainer jobs list") -> tuple[Ex
     if isinstance(exc, DeleteRefusedError):
         return Exit.UNREACHABLE, str(exc)  # says what became of the job, and the fix
     if isinstance(exc, TrainJobTimeoutError):
+        if exc.lines is not None:
+            # The wait said what holds the job up, the fix of its class and what it
+            # leaves behind (with the commands that reach it).
+            return Exit.TIMEOUT, str(exc)
         return Exit.TIMEOUT, _then(exc, "wait longer (--timeout); the job keeps running.")
     if isinstance(exc, StateDirNotFoundError):
         return Exit.NOT_FOUND, str(exc)

@@ -17,6 +17,7 @@ from kf_trainer_core.cli._output import duration, is_terminal
 from kf_trainer_core.cli._where import hint
 from kf_trainer_core.cluster.results import ResultMissing
 from kf_trainer_core.cluster.status import JobState, TrainJob
+from kf_trainer_core.cluster.waiting import Waiting
 
 
 def _metrics(job: TrainJob) -> str:
@@ -33,6 +34,7 @@ class Tracker:
         self.name = name
         self.live = is_terminal() if live is None else live
         self._last: tuple[Any, ...] | None = None
+        self._held: tuple[str | None, Waiting] | None = None
         self._progress: Any = None
         self._task: Any = None
 
@@ -73,12 +75,22 @@ class Tracker:
 
     def update(self, job: TrainJob) -> None:
         """Show ``job``'s state and progress if they changed."""
+        if job.waiting is None and self._held is not None and self._held[0] == job.resource_version:
+            # The same version of the job, read without its pods (a wait's first sight):
+            # what the pods said of it still stands.
+            job = job.model_copy(update={"waiting": self._held[1]})
+        self._held = (job.resource_version, job.waiting) if job.waiting is not None else None
         pct = job.percent_done
         metrics = _metrics(job)
         # A job Kueue holds says why it waits (quota, position) instead of a bare state.
         if job.queue is not None and not job.queue.admitted:
             metrics = job.queue.line()
-        key = (job.status, pct, metrics)
+        # A step failing and being retried says so, instead of Running and Created by
+        # turns.
+        state = job.display_status
+        if job.waiting is not None:
+            metrics = job.waiting.reason
+        key = (state, pct, metrics)
         if key == self._last:
             return
         self._last = key
@@ -87,12 +99,12 @@ class Tracker:
                 self._task,
                 total=None if pct is None else 100,  # None: unchanged
                 completed=pct or 0,
-                state=job.status.value,
+                state=state,
                 metrics=metrics,
             )
             return
         stamp = datetime.now().strftime("%H:%M:%S")
-        parts = [stamp, job.name, job.status.value]
+        parts = [stamp, job.name, state]
         if pct is not None:
             parts.append(f"{pct}%")
         if pct != 100 and job.progress and job.progress.estimated_remaining_seconds is not None:

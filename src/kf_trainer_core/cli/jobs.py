@@ -25,7 +25,7 @@ from kf_trainer_core.cli._output import (
     show_list,
     table,
 )
-from kf_trainer_core.cli._where import check_identity, make_client, where_options
+from kf_trainer_core.cli._where import check_identity, hint, make_client, where_options
 from kf_trainer_core.cluster.status import JobState, TrainJob
 from kf_trainer_core.fields.retention import PruneOptions, parse_age
 
@@ -53,7 +53,8 @@ def progress_text(job: TrainJob) -> str:
 
 
 def job_row(job: TrainJob) -> list[str]:
-    status = job.status.value + (" (deleting)" if job.deleting else "")
+    # Restarting / Pending where the pods say so (the SDK's state is in -o json).
+    status = job.display_status + (" (deleting)" if job.deleting else "")
     return [
         job.name,
         job.namespace,
@@ -149,7 +150,7 @@ def get_job(ctx: click.Context, name: str, output: str) -> None:
     lines = [
         ("Name", job.name),
         ("Namespace", job.namespace),
-        ("Status", job.status.value + (" (deleting)" if job.deleting else "")),
+        ("Status", _status_text(job)),
         ("Runtime", f"{job.runtime} ({job.runtime_kind})"),
         ("Nodes", str(job.num_nodes)),
         ("Created", str(job.creation_timestamp or "-")),
@@ -157,6 +158,11 @@ def get_job(ctx: click.Context, name: str, output: str) -> None:
         ("Identity", job.identity or "-"),
         ("Labels", ", ".join(f"{k}={v}" for k, v in sorted(job.labels.items())) or "-"),
     ]
+    if job.waiting is not None:
+        # One explanation of a job that restarts or cannot start: its class and fix.
+        lines.append(("Class", job.waiting.class_text()))
+        fix = job.waiting.fix(job.name, lambda args: hint(ctx, *args, namespace=job.namespace))
+        lines.append(("Fix", fix))
     if job.progress is not None:
         lines.append(("Progress", "; ".join(job.progress_summary()) or "-"))
     if job.queue is not None:
@@ -208,6 +214,13 @@ def get_job(ctx: click.Context, name: str, output: str) -> None:
     if "failure" in data:
         click.echo("")
         click.echo("Failure: " + Failure.model_validate(data["failure"]).describe())
+
+
+def _status_text(job: TrainJob) -> str:
+    """``Restarting: step node-0 is failing and being retried (attempt 2 of 7, exit code
+    3)``, ``Pending: …`` or the job's state, and whether it is being deleted."""
+    text = job.waiting.line() if job.waiting is not None else job.status.value
+    return text + (" (deleting)" if job.deleting else "")
 
 
 @_job_command("logs")

@@ -188,7 +188,7 @@ def run(
     started: dict[str, str] = {}  # the submitted job's name and namespace
 
     def on_update(job: TrainJob) -> None:
-        parts = [job.status.value, *job.progress_summary()]
+        parts = [job.waiting.line() if job.waiting else job.status.value, *job.progress_summary()]
         text = ", ".join(parts)
         if seen.get(job.name) != text:
             seen[job.name] = text

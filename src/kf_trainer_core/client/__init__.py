@@ -316,6 +316,7 @@ class _Operations(ClientBase, Generic[Lines]):
                 tracker=tracker,
                 log_progress_interval=log_every,
                 sink=emit or _ignore,
+                explain_restarts=emit is not None,
             )
         queue = tracker.status if tracker else None
         return (yield from self._conclude(goal, verdict, obj, timeout=timeout, queue=queue))

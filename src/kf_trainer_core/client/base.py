@@ -296,7 +296,15 @@ class ClientBase:
             queue=queue,
             pods_of=batch.reader(waker),
             share=batch.shared.sharer(waker),
+            hint=self._hint,
         )
+
+    def _hint(self, args: Sequence[str]) -> str:
+        """The ``kf-trainer ARGS`` command line that reaches this client's jobs (the
+        fixes an error prints)."""
+        from kf_trainer_core.base.hints import command
+
+        return command(self.config, args, namespace=self.namespace)
 
     @staticmethod
     def _spec(

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from kf_trainer_core.cluster.kueue import QueueStatus
     from kf_trainer_core.cluster.results import ResultMissing
     from kf_trainer_core.cluster.status import Failure, TrainJob
+    from kf_trainer_core.cluster.waiting import Waiting
 
 
 class _JobProblem(KFTrainerError):
@@ -149,11 +150,54 @@ def result_unavailable_error(
 
 
 class TrainJobTimeoutError(_JobProblem, TimeoutError):
-    """The job did not reach the wanted state in time."""
+    """The job did not reach the wanted state in time. Where the wait explains itself
+    (``lines``, see :func:`kf_trainer_core.cluster.waiting.timeout_lines`), the message
+    says what holds the job up (``waiting``: restarting, pending), the fix of its
+    failure class (``fix``) and what the wait leaves behind; ``failure`` keeps the
+    stuck pod's details for the adapters."""
+
+    def __init__(
+        self,
+        message: str,
+        job: TrainJob | None = None,
+        failure: Failure | None = None,
+        *,
+        lines: list[str] | None = None,
+        waiting: Waiting | None = None,
+        fix: str | None = None,
+    ) -> None:
+        self.waiting = waiting
+        self.fix = fix
+        self.lines = list(lines) if lines else None
+        if self.lines is None:
+            super().__init__(message, job, failure)
+            return
+        self.job, self.failure = job, failure
+        KFTrainerError.__init__(self, "\n".join(self.lines))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self.lines is None:
+            return super().__reduce__()
+        kwargs = {"lines": self.lines, "waiting": self.waiting, "fix": self.fix}
+        return (_rebuild, (type(self), (self.lines[0], self.job, self.failure), kwargs))
+
+    def settled(self, what: str) -> TrainJobTimeoutError:
+        """The same error whose last line, what the wait left behind, says instead what
+        the task then did to the job (``what``: "the task deleted TrainJob ns/x")."""
+        if not self.lines or not self.lines[-1].startswith("left behind:"):
+            return self
+        _, (cls, args, kwargs) = self.__reduce__()
+        settled: TrainJobTimeoutError = _rebuild(
+            cls, args, {**kwargs, "lines": [*self.lines[:-1], what]}
+        )
+        return settled
 
     @property
     def failure_class(self) -> FailureClass:
-        """What kept the job from getting there: the stuck pod's class, else unknown."""
+        """What kept the job from getting there: the class of what holds it up (a
+        restarting step, a pod that cannot start), else unknown."""
+        if self.waiting is not None:
+            return self.waiting.failure_class
         return self.failure.failure_class if self.failure else FailureClass.UNKNOWN
 
 
@@ -167,11 +211,16 @@ class TrainJobAdmissionTimeoutError(CapacityFailure, TrainJobTimeoutError):
         job: TrainJob | None = None,
         failure: Failure | None = None,
         queue: QueueStatus | None = None,
+        **explained: Any,
     ) -> None:
         self.queue = queue
-        super().__init__(message, job, failure)
+        super().__init__(message, job, failure, **explained)
 
     def __reduce__(self) -> tuple[Any, ...]:
+        if self.lines is not None:
+            kwargs = {"lines": self.lines, "waiting": self.waiting, "fix": self.fix}
+            head = (self.lines[0], self.job, self.failure, self.queue)
+            return (_rebuild, (type(self), head, kwargs))
         return (type(self), (self.args[0].split("\n", 1)[0], self.job, self.failure, self.queue))
 
 
@@ -182,3 +231,8 @@ class TrainJobDeletedError(KFTrainerError):
 class StepFailedError(_JobProblem):
     """The step failed, or the job ended without the step reaching the wanted state.
     ``failure`` explains the job's failure when there is one."""
+
+
+def _rebuild(cls: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """An error of ``cls`` made again from its arguments (pickling, :meth:`settled`)."""
+    return cls(*args, **kwargs)

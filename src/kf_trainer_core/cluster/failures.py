@@ -196,12 +196,18 @@ def _distributed_cause(
 
 def failure_class_of(exc: BaseException) -> FailureClass | None:
     """The class of any exception the suite raises (``None`` for others): marker
-    types, errors carrying a classified ``failure``, API errors (5xx and no answer are
-    infrastructure, 4xx refusals configuration) and spec errors (configuration)."""
+    types, timeouts by what holds the job up, errors carrying a classified ``failure``,
+    API errors (5xx and no answer are infrastructure, 4xx refusals configuration) and
+    spec errors (configuration)."""
     from kf_trainer_core.k8s.errors import ApiError
 
     if isinstance(exc, ClassifiedFailure):
         return type(exc).failure_class
+    # A timeout's class is that of what holds the job up (a restarting step, a pod that
+    # cannot start: cluster/waiting.py), which a step wait carries without a failure.
+    held = getattr(getattr(exc, "waiting", None), "failure_class", None)
+    if isinstance(held, FailureClass):
+        return held
     failure = getattr(exc, "failure", None)
     klass = getattr(failure, "failure_class", None)
     if klass is None and isinstance(failure, Mapping):

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from kf_trainer_core.cluster.kueue import QueueStatus
     from kf_trainer_core.cluster.outputs import JobOutputs
     from kf_trainer_core.cluster.status import Failure, TrainJob
+    from kf_trainer_core.cluster.waiting import Waiting
 
 __all__ = [
     "job_summary",
@@ -36,7 +37,9 @@ SUMMARY_RESULT_CHARS = 600
 
 def progress_description(job: TrainJob) -> str:
     """One line for a progress display: where the job is and what it reports."""
-    head = f"TrainJob {job.namespace}/{job.name}: {job.status.value}"
+    # A step failing and being retried, a pod that cannot start: said as everywhere.
+    state = untrusted.markdown(job.waiting.line()) if job.waiting else job.status.value
+    head = f"TrainJob {job.namespace}/{job.name}: {state}"
     # A job queued by Kueue says where it waits and why.
     queue = job.queue.summary() if job.queue is not None and job.queue.waiting else []
     # Displays render it as markdown (Prefect's progress artifact): the job's own words
@@ -126,11 +129,15 @@ def summary_markdown(
     link: str | None = None,
     queue: QueueStatus | None = None,
     cost: str | None = None,
+    waiting: Waiting | None = None,
+    fix: str | None = None,
 ) -> str:
     """The markdown summary of a job: name, namespace, runtime, state, duration (and
-    what it cost), steps, metrics, result, its Kueue queue and, for a failure, its
-    class, reason, step, pod,
-    exit code and last log lines."""
+    what it cost), steps, metrics, result, its Kueue queue, what holds an unfinished
+    job up (``waiting``: restarting, pending; its class and ``fix``) and, for a
+    failure, its class, reason, step, pod, exit code and last log lines."""
+    if waiting is not None:
+        status = waiting.state
     lines = [f"## TrainJob {_code(name)}: {status}", ""]
     lines.append(f"- **Namespace:** {_code(namespace)}")
     lines.append(f"- **Runtime:** {_code(runtime)}")
@@ -154,6 +161,12 @@ def summary_markdown(
         lines.append(f"- **Queue:** {_code(queue.line())}")
     if link:
         lines.append(f"- **Dashboard:** [{name}]({link})")
+    if waiting is not None:
+        # The same words as the CLI's and the errors': the reason, the class, one fix.
+        lines.append(f"- **{waiting.state}:** {untrusted.markdown(waiting.reason)}")
+        lines.append(f"- **Failure class:** {untrusted.markdown(waiting.class_text())}")
+        if fix:
+            lines.append(f"- **Fix:** {untrusted.markdown(fix)}")
     if note:
         lines += ["", note]
     if failure is not None:
@@ -209,9 +222,19 @@ def job_summary(
     failure: Failure | None = None,
     note: str | None = None,
     link: str | None = None,
+    fix: str | None = None,
 ) -> str:
     """:func:`summary_markdown` for a job that did not finish well (failed, timed out
-    or cancelled)."""
+    or cancelled). What holds an unfinished job up (:attr:`TrainJob.waiting`) is said
+    instead of the stuck pod's failure, with ``fix`` (a timeout's; else its class's)."""
+    waiting = None if job.status.terminal else job.waiting
+    if waiting is not None:
+        from kf_trainer_core.cluster.waiting import plain_hint
+
+        failure = None
+        fix = fix or waiting.fix(job.name, plain_hint(job.namespace))
+    else:
+        failure = failure or job.failure
     duration = None
     if job.creation_timestamp and job.completion_timestamp:
         duration = (job.completion_timestamp - job.creation_timestamp).total_seconds()
@@ -223,8 +246,10 @@ def job_summary(
         duration_seconds=duration,
         steps=list(job.steps),
         metrics=dict(job.progress.metrics) if job.progress else None,
-        failure=failure or job.failure,
+        failure=failure,
         note=note,
         link=link,
         queue=job.queue,
+        waiting=waiting,
+        fix=fix,
     )

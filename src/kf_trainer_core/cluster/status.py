@@ -32,6 +32,7 @@ from kf_trainer_core.base.timeutil import duration_text
 from kf_trainer_core.cluster import distributed
 from kf_trainer_core.cluster.failures import classify
 from kf_trainer_core.cluster.kueue import QueueStatus
+from kf_trainer_core.cluster.waiting import Waiting
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.resources import (
     COMPLETION_INDEX_LABEL,
@@ -263,6 +264,15 @@ class TrainJob(_Out):
     deleting: bool = False
     #: Where the job stands in Kueue (``None``: not queued by Kueue, or not read).
     queue: QueueStatus | None = None
+    #: Why the unfinished job restarts or cannot start, where its pods were read
+    #: (:mod:`kf_trainer_core.cluster.waiting`); ``None``: nothing holds it up.
+    waiting: Waiting | None = None
+
+    @property
+    def display_status(self) -> str:
+        """The state a person reads: ``Restarting`` or ``Pending`` where :attr:`waiting`
+        says so, else :attr:`status` (the SDK's states, which waits and filters use)."""
+        return self.waiting.state if self.waiting is not None else self.status.value
 
     def step(self, name: str) -> Step | None:
         return next((s for s in self.steps if s.name == name), None)

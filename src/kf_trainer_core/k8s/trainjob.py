@@ -35,6 +35,9 @@ JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
+#: The pod failures a Job retries when its template sets no ``backoffLimit`` (the
+#: upstream runtimes set none): seven attempts in all, minutes apart as the back-off grows.
+JOB_DEFAULT_BACKOFF_LIMIT = 6
 # The Trainer's.
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"

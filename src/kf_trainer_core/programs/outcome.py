@@ -42,7 +42,7 @@ from kf_trainer_core.programs.logs import (
     _read_step_log,
     _started,
 )
-from kf_trainer_core.programs.reads import get_events, get_object, job_pods
+from kf_trainer_core.programs.reads import explained, get_events, get_object, job_pods
 from kf_trainer_core.spec.function import progress_from_log, result_from_log
 
 #: At most this many log lines are kept for an error message.
@@ -75,7 +75,7 @@ def get_job(
         if status is not None:
             obj = with_trainer_status(obj, status)
     queue = (yield from lookup(namespace, obj, kueue)) if kueue is not None else None
-    return to_trainjob(obj, pods, queue=queue)
+    return (yield from explained(namespace, to_trainjob(obj, pods, queue=queue), obj, pods))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from typing import Any
 from kf_trainer_core.base.errors import NamespaceNotFoundError, RuntimeNotFoundError
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.cluster.events import job_events, steps_of
-from kf_trainer_core.cluster.status import Event, TrainJob, to_trainjob
+from kf_trainer_core.cluster.status import Event, Failure, TrainJob, to_trainjob
+from kf_trainer_core.cluster.stuck import backoff_limits, waiting_of, with_waiting
 from kf_trainer_core.errors import TrainJobNotFoundError
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.calls import Get, Program
@@ -20,6 +21,7 @@ from kf_trainer_core.k8s.resources import (
     CLUSTER_TRAINING_RUNTIMES,
     EVENTS,
     JOBSET_NAME_LABEL,
+    JOBSETS,
     NAMESPACES,
     PODS,
     TRAINING_RUNTIMES,
@@ -204,7 +206,13 @@ def list_jobs(
         by_job.setdefault(
             ((pod.get("metadata") or {}).get("labels") or {}).get(JOBSET_NAME_LABEL, ""), []
         ).append(pod)
-    return [to_trainjob(o, by_job.get(str(o["metadata"]["name"]), [])) for o in items]
+    # Each job says whether it restarts or cannot start; a list reads no JobSets, so a
+    # restart's attempt count has no total here (``get_job`` reads it).
+    jobs = []
+    for o in items:
+        mine = by_job.get(str(o["metadata"]["name"]), [])
+        jobs.append(with_waiting(to_trainjob(o, mine), o, mine))
+    return jobs
 
 
 def get_events(
@@ -227,3 +235,39 @@ def get_events(
 
     listing = yield from list_all(EVENTS, namespace, where=ours)
     return job_events(name, listing["items"], pods, steps)
+
+
+def explained(
+    namespace: str,
+    job: TrainJob,
+    obj: dict[str, Any],
+    pods: list[dict[str, Any]],
+    refused: Failure | None = None,
+) -> Program[TrainJob]:
+    """``job`` with what holds it up (:attr:`TrainJob.waiting`, read by
+    :func:`~kf_trainer_core.cluster.stuck.waiting_of` from ``obj`` and its pods, and
+    ``refused``: the API server's refusal of its pods), the attempt count's total
+    read from the JobSet of a restarting job (:func:`jobset_limits`)."""
+    waiting = waiting_of(obj, pods, refused=refused)
+    if waiting is not None and waiting.state == "Restarting":
+        limits = yield from jobset_limits(namespace, obj)
+        if limits:
+            waiting = waiting_of(obj, pods, limits=limits, refused=refused)
+    return job if waiting == job.waiting else job.model_copy(update={"waiting": waiting})
+
+
+def jobset_limits(namespace: str, obj: dict[str, Any]) -> Program[dict[str, int]]:
+    """The ``backoffLimit`` of each replicated job of TrainJob ``obj``'s JobSet
+    (:func:`~kf_trainer_core.cluster.stuck.backoff_limits`); empty when the JobSet cannot
+    be read (gone, an earlier job's of the same name, or ``get`` on ``jobsets`` not
+    granted): the attempt count then has no total."""
+    meta = obj.get("metadata") or {}
+    try:
+        jobset = yield Get(JOBSETS, namespace, str(meta.get("name")))
+    except ApiError:
+        return {}
+    uid = meta.get("uid")
+    refs = ((jobset or {}).get("metadata") or {}).get("ownerReferences") or []
+    if uid and not any(isinstance(r, dict) and r.get("uid") == uid for r in refs):
+        return {}
+    return backoff_limits(jobset)

@@ -28,6 +28,8 @@ from kf_trainer_core.cluster.status import (
     to_trainjob,
     with_trainer_status,
 )
+from kf_trainer_core.cluster.stuck import restarting_steps, waiting_of
+from kf_trainer_core.cluster.waiting import Hint, Waiting, plain_hint, timeout_lines
 from kf_trainer_core.errors import (
     FailureClass,
     TrainJobAdmissionTimeoutError,
@@ -41,7 +43,13 @@ from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.calls import Await, Emit, Program
 from kf_trainer_core.programs.logs import with_log_progress
 from kf_trainer_core.programs.outcome import Outcome, explain_failure, outputs_of
-from kf_trainer_core.programs.reads import get_events, get_object, job_pods
+from kf_trainer_core.programs.reads import (
+    explained,
+    get_events,
+    get_object,
+    job_pods,
+    jobset_limits,
+)
 from kf_trainer_core.programs.shared_reads import Share
 
 if TYPE_CHECKING:
@@ -209,6 +217,7 @@ def wait_program(
     tracker: QueueTracker | None = None,
     log_progress_interval: float | None = None,
     sink: Callable[[Any], None] | None = None,
+    explain_restarts: bool = False,
 ) -> Program[tuple[Verdict, dict[str, Any]]]:
     """Wait on the shared informers until ``goal`` is judged; emit each new version of
     the job (for callbacks and progress) as :class:`Observed`. Polls by name only when
@@ -221,7 +230,9 @@ def wait_program(
     without a status server (no ``trainerStatus``), has its log read every
     ``log_progress_interval`` seconds of running (``None``: never); what it reports is
     emitted as the job's ``trainerStatus``. ``sink``: where the emits go (else to the
-    driver's ``on_emit``)."""
+    driver's ``on_emit``). With ``explain_restarts`` (someone watches the emits), the
+    pods of a job that does not run are read for what holds it up
+    (:attr:`Observed.waiting`; see :class:`_Holdups`)."""
     start = time.monotonic()
     log_status: dict[str, Any] | None = None
     log_due: float | None = None  # when the log is read next
@@ -233,6 +244,7 @@ def wait_program(
     final_read = False  # the queue read once more before an admission timeout
     failing_since: float | None = None  # when this wait first saw the build fail
     seen_events: list[dict[str, Any]] = []
+    holdups = _Holdups(namespace, goal.name, explain_restarts)
     while True:
         elapsed = time.monotonic() - start
         if jobs.unavailable:
@@ -282,9 +294,13 @@ def wait_program(
                 if log_status is not None and not (obj.get("status") or {}).get("trainerStatus"):
                     shown = with_trainer_status(obj, log_status)
                 key = (version, json.dumps(log_status, sort_keys=True))
-                if news or key != last_shown:
+                changed = news or key != last_shown
+                look = holdups.due(obj, changed)
+                if changed or look:
                     last_shown = key
-                    yield Emit(Observed(shown, tracker.status if tracker else None), to=sink)
+                    waiting = (yield from holdups.look(obj)) if look else None
+                    queue = tracker.status if tracker else None
+                    yield Emit(Observed(shown, queue, waiting), to=sink)
             seen_events = [] if events.unavailable else events.objects()
             if obj is not None and creation_failures(obj, seen_events):
                 failing_since = time.monotonic() if failing_since is None else failing_since
@@ -323,11 +339,70 @@ def wait_program(
             # A build failure becomes final at the grace even if nothing else changes.
             left = max(0.0, CREATION_GRACE - (time.monotonic() - failing_since)) + 0.01
             step = left if step is None else min(step, left)
+        look_in = holdups.wake_in()
+        if look_in is not None:
+            step = look_in + 0.01 if step is None else min(step, look_in + 0.01)
         refresh = tracker.wake_in(obj) if tracker is not None else None
         if refresh is not None:
             # A queued job's position changes without the TrainJob changing.
             step = max(refresh, 0.05) if step is None else min(step, max(refresh, 0.05))
         yield Await(waker, step)
+
+
+#: A job not running this long after its creation has its pods read by a wait that
+#: explains what holds jobs up (see :class:`_Holdups`): a pod may not be schedulable, or
+#: a step may be restarting already.
+SETTLED_SECONDS = 5.0
+
+
+class _Holdups:
+    """When a watched wait reads a job's pods for what holds it up (a step failing and
+    being retried, a pod that cannot start), so that a watcher reads ``Restarting`` or
+    ``Pending`` with the reason rather than Running and Created by turns: once, when the
+    job has not run :data:`SETTLED_SECONDS` after its creation; on each new version of a
+    job that ran and runs no more; and on each new version while something holds it
+    up. A job that starts and runs costs no read."""
+
+    def __init__(self, namespace: str, name: str, enabled: bool) -> None:
+        self.namespace, self.name, self.enabled = namespace, name, enabled
+        self.ran = False  # seen running
+        self.held = False  # the last look found something holding the job up
+        self.looked = False
+        self.look_at: float | None = None  # when a job that has not run is looked at
+        self.limits: dict[str, int] | None = None  # the Jobs' backoffLimits, read once
+
+    def due(self, obj: Mapping[str, Any], changed: bool) -> bool:
+        """Whether to read the pods now (``changed``: a new version of the job)."""
+        if not self.enabled:
+            return False
+        state = job_state(obj)
+        self.ran = self.ran or state is JobState.RUNNING
+        if state not in (JobState.CREATED, JobState.RUNNING):
+            self.look_at = None
+            return False
+        if self.look_at is None:
+            created = _created_at(obj)
+            age = (datetime.now(created.tzinfo) - created).total_seconds() if created else 0.0
+            self.look_at = time.monotonic() + max(0.0, SETTLED_SECONDS - age)
+        if changed and (self.held or (self.ran and state is JobState.CREATED)):
+            return True
+        return state is JobState.CREATED and not self.looked and time.monotonic() >= self.look_at
+
+    def look(self, obj: Mapping[str, Any]) -> Program[Waiting | None]:
+        """Read the pods (and, for a restart, the JobSet's limits, once)."""
+        self.looked = True
+        pods = yield from job_pods(self.namespace, self.name)
+        if self.limits is None and restarting_steps(pods):
+            self.limits = yield from jobset_limits(self.namespace, dict(obj))
+        waiting = waiting_of(obj, pods, limits=self.limits)
+        self.held = waiting is not None
+        return waiting
+
+    def wake_in(self) -> float | None:
+        """Seconds until the first look at a job that has not run (``None``: none due)."""
+        if not self.enabled or self.looked or self.ran or self.look_at is None:
+            return None
+        return max(0.0, self.look_at - time.monotonic())
 
 
 def _read_job(namespace: str, name: str, seen: bool) -> Program[dict[str, Any] | None]:
@@ -348,6 +423,8 @@ class Observed:
 
     obj: dict[str, Any]
     queue: QueueStatus | None = None
+    #: What holds the job up, when the wait read its pods (see ``explain_restarts``).
+    waiting: Waiting | None = None
 
 
 #: While a job runs, its log is read this often for the progress its function prints,
@@ -383,7 +460,7 @@ def job_emitter(
 
     def emit(update: Any) -> None:
         job = (
-            to_trainjob(update.obj, queue=update.queue)
+            _with(to_trainjob(update.obj, queue=update.queue), update.waiting)
             if isinstance(update, Observed)
             else to_trainjob(update)
         )
@@ -395,6 +472,10 @@ def job_emitter(
             on_progress(seen)
 
     return emit, log_progress_interval
+
+
+def _with(job: TrainJob, waiting: Waiting | None) -> TrainJob:
+    return job if waiting is None else job.model_copy(update={"waiting": waiting})
 
 
 def _reads_log_progress(obj: Mapping[str, Any]) -> bool:
@@ -415,13 +496,15 @@ def conclude(
     queue: QueueStatus | None = None,
     pods_of: Callable[[str], Program[list[dict[str, Any]]]] | None = None,
     share: Share | None = None,
+    hint: Hint | None = None,
 ) -> Program[Outcome]:
     """Turn a verdict into the finished job and its result (a result that cannot be
     read is :attr:`Outcome.missing`, never an error), or the error that explains it.
     ``queue``: the job's last queue status, kept on the job and in timeout messages;
     ``pods_of``: how a finished job's pods are read (see :func:`outputs_of`);
     ``share``: how the waits on the same version of a finished job share one reading
-    of its outcome (see :mod:`~kf_trainer_core.programs.shared_reads`)."""
+    of its outcome (see :mod:`~kf_trainer_core.programs.shared_reads`); ``hint``: how
+    the commands a timeout prints reach the job (default: ``kf-trainer -n NAMESPACE``)."""
     if verdict.kind == "deleted":
         raise TrainJobDeletedError(f"TrainJob {namespace}/{goal.name} was deleted while waiting")
     meta = obj.get("metadata") or {}
@@ -458,29 +541,44 @@ def conclude(
         if queue is not None:
             failed = failed.model_copy(update={"queue": queue})
         raise failed_error(failed, failure)
-    # Timeouts: say what the job was waiting on (image pulls, unschedulable pods...).
+    # Timeouts: say what holds the job up (a restarting step, an unschedulable pod, an
+    # image that cannot be pulled, pods the API server refuses), the fix of its class,
+    # and what the wait leaves behind.
     job: TrainJob | None = None
     stuck: Failure | None = None
     if obj:
         pods = yield from job_pods(namespace, goal.name)
         job = to_trainjob(obj, pods, queue=queue)
+        refused = None
         if failing_pod(pods) is not None:
             stuck = failure_of(obj, pods)
         else:
             # No pod says why: maybe the API server refuses to create them (the Job
             # controller's FailedCreate events; read only now, on the way out).
             events = yield from get_events(namespace, goal.name, pods, obj)
-            stuck = refused_pods(events, pods, goal.name)
+            stuck = refused = refused_pods(events, pods, goal.name)
+        job = yield from explained(namespace, job, obj, pods, refused=refused)
+    waiting = job.waiting if job is not None else None
+    hint = hint or plain_hint(namespace)
     wanted = ", ".join(sorted(s.value for s in goal.targets))
-    if verdict.kind == "admission-timeout":
-        raise TrainJobAdmissionTimeoutError(verdict.message, job, stuck, queue)
-    if verdict.kind == "startup-timeout":
-        raise TrainJobTimeoutError(verdict.message, job, stuck)
-    state = job.status.value if job else "unknown"
-    queued = f"; {queue.line()}" if queue is not None and queue.waiting else ""
-    raise TrainJobTimeoutError(
-        f"TrainJob {namespace}/{goal.name} did not reach {wanted} within {timeout:g}s "
-        f"(it is {state}{queued})",
-        job,
-        stuck,
+    if verdict.kind in ("admission-timeout", "startup-timeout"):
+        head = verdict.message
+    else:
+        head = f"TrainJob {namespace}/{goal.name} did not reach {wanted} within {timeout:g}s"
+    if waiting is None:
+        queued = f"; {queue.line()}" if queue is not None and queue.waiting else ""
+        if job is not None and verdict.kind == "timeout":
+            head += f" (it is {job.display_status}{queued})"
+    lines, fix = timeout_lines(
+        head,
+        waiting,
+        namespace=namespace,
+        name=goal.name,
+        state=job.display_status if job is not None else None,
+        hint=hint,
     )
+    if verdict.kind == "admission-timeout":
+        raise TrainJobAdmissionTimeoutError(
+            verdict.message, job, stuck, queue, lines=lines, waiting=waiting, fix=fix
+        )
+    raise TrainJobTimeoutError(head, job, stuck, lines=lines, waiting=waiting, fix=fix)

@@ -128,7 +128,7 @@ def bad_ending(
     metrics = dict(job.progress.metrics) if job.progress else {}
     return (
         job.name,
-        job_summary(job, failure=failure, note=note, link=link),
+        job_summary(job, failure=failure, note=note, link=link, fix=getattr(exc, "fix", None)),
         steps_table(list(job.steps), metrics),
     )
 

@@ -183,12 +183,7 @@ async def await_step(
                 continue
             elapsed = loop.time() - start
             if timeout is not None and elapsed >= timeout:
-                raise TrainJobTimeoutError(
-                    f"step {goal.step} of TrainJob {client.namespace}/{name} did not become "
-                    f"{' or '.join(sorted(goal.targets))} within {timeout:g}s "
-                    f"(it is {step.status if step else 'not started'})",
-                    job,
-                )
+                raise _timed_out(client, name, goal, job, step, timeout)
             pause = (
                 recheck_interval if timeout is None else min(recheck_interval, timeout - elapsed)
             )
@@ -199,6 +194,36 @@ async def await_step(
         with contextlib.suppress(BaseException):
             await watcher
         await reader.close()
+
+
+def _timed_out(
+    client: AsyncTrainerClient,
+    name: str,
+    goal: StepGoal,
+    job: TrainJob,
+    step: Step | None,
+    timeout: float,
+) -> TrainJobTimeoutError:
+    """A step wait that ran out of time, said as a job wait says it: what holds the job
+    up (:attr:`TrainJob.waiting`), the fix of its class and what is left behind."""
+    from kf_trainer_core.base.hints import command
+    from kf_trainer_core.cluster.waiting import timeout_lines
+
+    head = (
+        f"step {goal.step} of TrainJob {client.namespace}/{name} did not become "
+        f"{' or '.join(sorted(goal.targets))} within {timeout:g}s"
+    )
+    if job.waiting is None:
+        head += f" (it is {step.status if step else 'not started'})"
+    lines, fix = timeout_lines(
+        head,
+        job.waiting,
+        namespace=client.namespace,
+        name=name,
+        state=job.display_status,
+        hint=lambda args: command(client.config, args, namespace=client.namespace),
+    )
+    return TrainJobTimeoutError(head, job, lines=lines, waiting=job.waiting, fix=fix)
 
 
 def _watch_failure(watcher: asyncio.Task[Any]) -> Failure | None:

@@ -65,3 +65,15 @@ def explode(lr: float = 10.0) -> None:
     """Fails the way training code does."""
     print(f"starting with lr={lr}")
     raise ValueError(f"loss diverged at lr={lr}")
+
+
+def chatty(n: int = 3) -> dict[str, int]:
+    """Writes its log over a few seconds (while its task is deferred), then a line with
+    a terminal escape that is longer than any line the suite shows."""
+    import time
+
+    for i in range(n):
+        print(f"chatty line {i}", flush=True)
+        time.sleep(1.0)
+    print(chr(27) + "[2Jcleared " + "B" * 5000, flush=True)
+    return {"n": n}

@@ -4,6 +4,7 @@ timeout."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -13,7 +14,8 @@ from kf_dag_helpers import CONN_ID, scenario, scenario_by_try
 from kf_trainer_airflow.failures import TrainJobRetryPolicy, exception_retry_policy
 from kf_trainer_airflow.operators.trainjob import TrainJobOperator
 from kf_trainer_core.cluster.kueue import QUEUE_NAME_LABEL
-from kf_trainer_core.spec import CustomTrainer, Labels
+from kf_trainer_core.spec import Annotations, CustomTrainer, Labels
+from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 
 START = datetime(2026, 1, 1)
 RETRIES = {"retries": 2, "retry_delay": timedelta(0)}
@@ -65,5 +67,29 @@ for _dag_id, _deferrable in (("kf_not_admitted", False), ("kf_not_admitted_defer
             trainer=CustomTrainer(train, resources_per_node={"gpu": 8}),
             options=[Labels({QUEUE_NAME_LABEL: "team-a"})],
             admission_timeout=1.5,
+            deferrable=_deferrable,
+        )
+
+# A training program that exits 3 while its Job retries it (as a real cluster's default
+# backoffLimit of 6 does), and a step asking more GPUs than any node has: the wait runs
+# out of time and the task log says what holds the job up, the fix of its class and
+# what is left behind, in the core's words (the CLI's).
+_RESTARTING = Annotations(
+    {
+        SCENARIO_ANNOTATION: json.dumps(
+            {"preset": "fail", "exit_code": 3, "backoff_limit": 6, "duration": 3}
+        )
+    }
+)
+for _dag_id, _deferrable in (("kf_restarting", False), ("kf_restarting_deferred", True)):
+    with DAG(_dag_id, schedule=None, start_date=START, catchup=False):
+        _train("train", options=[_RESTARTING], wait_timeout=5, deferrable=_deferrable)
+
+for _dag_id, _deferrable in (("kf_too_big", False), ("kf_too_big_deferred", True)):
+    with DAG(_dag_id, schedule=None, start_date=START, catchup=False):
+        _train(
+            "train",
+            trainer=CustomTrainer(train, resources_per_node={"gpu": 16}),
+            wait_timeout=2,
             deferrable=_deferrable,
         )

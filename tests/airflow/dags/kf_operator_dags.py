@@ -10,6 +10,7 @@ from airflow.sdk import DAG
 from kf_dag_helpers import (
     CONN_ID,
     braces,
+    chatty,
     double,
     explode,
     hostile,
@@ -91,3 +92,17 @@ for durable in (True, False):
             durable=durable,
         )
     globals()[crash_dag.dag_id] = crash_dag
+
+
+# A deferred task whose job writes its log for a few seconds: the log is streamed into
+# the task log while it is deferred (or, switched off, its tail printed at the resume).
+for _dag_id, _streamed in (("kf_deferred_log", True), ("kf_deferred_log_tail", False)):
+    with DAG(_dag_id, schedule=None, start_date=START, catchup=False):
+        _train(
+            "train",
+            # Long enough to outlast the trigger's start (its imports, off the loop).
+            trainer=CustomTrainer(chatty, func_args={"n": 12 if _streamed else 3}),
+            deferrable=True,
+            resume_grace=0,
+            log_while_deferred=_streamed,
+        )

@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kf_trainer_core.k8s.objects import owner_reference
-from kf_trainer_core.k8s.trainjob import ANCESTOR_LABEL, INITIALIZERS, JOBSET_API, TRAINER_API
+from kf_trainer_core.k8s.trainjob import (
+    ANCESTOR_LABEL,
+    INITIALIZERS,
+    JOB_DEFAULT_BACKOFF_LIMIT,
+    JOBSET_API,
+    TRAINER_API,
+)
 from kf_trainer_core.testing.controller.state import BuildError, Built, RJob, Sim
 from kf_trainer_core.testing.controller.vocab import COMPLETION_INDEX_PATH, JSON, TORCH_MASTER_PORT
 from kf_trainer_core.testing.store import (
@@ -215,6 +221,12 @@ def _replicated_jobs(rjob_specs: list[JSON], sim: Sim, kind: str, rt_name: str) 
         limit = sim.scenario.backoff_limit
         if limit is None:
             limit = int(jspec.get("backoffLimit") or 0)
+        implied = jspec.get("backoffLimit")
+        if limit != (JOB_DEFAULT_BACKOFF_LIMIT if implied is None else int(implied)):
+            # The test bed's Jobs give up sooner than a real cluster's default (or as the
+            # scenario says): the JobSet says what its Jobs do, as a runtime that set
+            # the limit would, so that readers of it agree with the Jobs.
+            jspec["backoffLimit"] = limit
         rjobs.append(
             RJob(
                 name=name,
