@@ -93,7 +93,9 @@ def remove(
             obj = yield Get(TRAINJOBS, namespace, name)
         except ApiError as err:
             if err.not_found:
-                return GONE
+                # Gone since the last round (a foreground delete that ended, another
+                # client's delete): removed all the same.
+                return None if uid else GONE
             raise
         meta = obj.get("metadata") or {}
         why = None if guard is None else (yield from guard(obj))
@@ -176,10 +178,16 @@ def remove(
     return "kept changing while it was being deleted"
 
 
+#: Finalizers of the garbage collector itself: a background delete ends them.
+_COLLECTOR = frozenset({"foregroundDeletion", "orphan"})
+
+
 def _held(answer: object) -> bool:
-    """Whether a delete's answer is the object still there, held by finalizers."""
+    """Whether a delete's answer is the object still there, held by another
+    controller's finalizers."""
     meta = answer.get("metadata") if isinstance(answer, dict) else None
-    return isinstance(meta, dict) and bool(meta.get("finalizers"))
+    found = meta.get("finalizers") if isinstance(meta, dict) else None
+    return bool(set(found or ()) - _COLLECTOR)
 
 
 def _resume_quietly(namespace: str, name: str, uid: str) -> Program[bool]:

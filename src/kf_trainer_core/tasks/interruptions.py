@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from kf_trainer_core.base.quoting import shown
 
@@ -36,7 +36,8 @@ __all__ = [
 
 CancelAction = Literal["delete", "suspend", "keep"]
 Identity = str | Sequence[str | int | None]
-Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
+# A string: LoggerAdapter takes a type argument only from Python 3.11 on.
+Logger: TypeAlias = "logging.Logger | logging.LoggerAdapter[logging.Logger]"
 
 #: What a task may do to its job when it gives up on it: delete it, suspend it (kept,
 #: without pods), or leave it running.
