@@ -88,14 +88,15 @@ def remove(
     names.require_job_name(name)
     uid = ""
     suspended_here = False
+    # A job seen here and gone before this delete did it (a foreground delete that
+    # ended, another client's delete) is removed all the same.
+    vanished: str | None = GONE
     for _ in range(ROUNDS):
         try:
             obj = yield Get(TRAINJOBS, namespace, name)
         except ApiError as err:
             if err.not_found:
-                # Gone since the last round (a foreground delete that ended, another
-                # client's delete): removed all the same.
-                return None if uid else GONE
+                return vanished
             raise
         meta = obj.get("metadata") or {}
         why = None if guard is None else (yield from guard(obj))
@@ -106,6 +107,12 @@ def remove(
         if uid and meta.get("uid") != uid:
             return GONE  # deleted by someone else, and another job made under the name
         uid, version = str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
+        vanished = None
+        # A job already being deleted is deleted again under its uid alone: the API
+        # server refuses a resourceVersion precondition on a job held in a foreground
+        # delete (409, "Precondition failed: ResourceVersion in precondition: …, … in
+        # object meta: 0"), which this background delete is here to end.
+        pinned = not meta.get("deletionTimestamp")
         if not checked:
             try:
                 yield Delete(
@@ -114,12 +121,12 @@ def remove(
                     name,
                     propagation=propagation,
                     uid=uid or None,
-                    resource_version=version or None,
+                    resource_version=(version or None) if pinned else None,
                     dry_run=True,
                 )
             except ApiError as err:
                 if err.not_found:
-                    return GONE
+                    return vanished
                 if err.conflict:
                     continue
                 if err.code == 403:
@@ -136,7 +143,7 @@ def remove(
                 )
             except ApiError as err:
                 if err.not_found:
-                    return GONE
+                    return vanished
                 if err.conflict:
                     continue
                 if not 400 <= err.code < 500:
@@ -152,11 +159,11 @@ def remove(
                 name,
                 propagation=propagation,
                 uid=uid or None,
-                resource_version=version or None,
+                resource_version=(version or None) if pinned else None,
             )
         except ApiError as err:
             if err.not_found:
-                return GONE
+                return vanished
             if err.conflict:
                 continue
             if err.code == 403:
