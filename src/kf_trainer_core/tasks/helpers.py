@@ -123,7 +123,8 @@ def wait_for_step(
                 "wait for one of those steps, or for 'trainer'.",
             )
         )
-    return asyncio.run(_await_steps(client, name, present, timeout, list(callbacks or [])))
+    # On the client's own portal loop, through its own async face.
+    return client._call(_await_steps(client, name, present, timeout, list(callbacks or [])))
 
 
 async def _await_steps(
@@ -133,27 +134,22 @@ async def _await_steps(
     timeout: float | None,
     callbacks: list[Callable[[TrainJob], None]],
 ) -> tuple[TrainJob, Any]:
-    from kf_trainer_core.client import AsyncTrainerClient
     from kf_trainer_core.tasks.step_waits import StepGoal, await_step
 
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + timeout
-    aclient = AsyncTrainerClient(client.config, namespace=client.namespace, retry=client.retry)
-    try:
-        job: TrainJob | None = None
-        for step_name in step_names:
-            left = None if deadline is None else max(deadline - loop.time(), 0.0)
-            job, _ = await await_step(
-                aclient,
-                name,
-                StepGoal.of(step_name, "Succeeded"),
-                timeout=left,
-                callbacks=callbacks,
-            )
-        assert job is not None
-        return job, None
-    finally:
-        await aclient.close()
+    job: TrainJob | None = None
+    for step_name in step_names:
+        left = None if deadline is None else max(deadline - loop.time(), 0.0)
+        job, _ = await await_step(
+            client._async,
+            name,
+            StepGoal.of(step_name, "Succeeded"),
+            timeout=left,
+            callbacks=callbacks,
+        )
+    assert job is not None
+    return job, None
 
 
 def cancel_identity(

@@ -4,149 +4,42 @@ synchronous task runs the same coroutine as its async twin.
 Why not one long blocking wait (``asyncio.run`` or an orchestrator's own helper):
 orchestrators deliver a synchronous task's timeout as an exception raised in the task's
 thread at its next Python instruction (Ctrl-C and SIGTERM land in the main thread the
-same way). So the task's thread waits here in short slices while the coroutine runs on
-an event loop in a helper thread; when an interruption lands in the task's thread, the
-coroutine is *cancelled* — exactly what cancels the async twin — and the coroutine's
-clean-up, written once for both faces, learns the real reason from
-:func:`interruption_cause`. The task's thread waits for that clean-up before it
-re-raises: no helper is ever left behind.
+same way). So the coroutine runs on the process's portal (the one bridge, see
+:mod:`kf_trainer_core.base.portal`) while the task's thread waits in short slices; when
+an interruption lands in the task's thread, the coroutine is *cancelled* — exactly what
+cancels the async twin — and the coroutine's clean-up, written once for both faces,
+learns the real reason from :func:`interruption_cause`. The task's thread waits for that
+clean-up before it re-raises.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import contextvars
 import functools
-import threading
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from typing_extensions import ParamSpec
+
+from kf_trainer_core.base.portal import cancelled_by, interruption_cause, portal
 
 __all__ = ["InterruptibleRunner", "cancelled_by", "interruption_cause", "sync_face"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
-#: How often the task's own thread (and a :func:`cancelled_by` watch) wakes.
-SLICE_SECONDS = 0.5
-
-
-class _Cause:
-    """What interrupted a coroutine from outside, once something did."""
-
-    def __init__(self) -> None:
-        self.cause: BaseException | None = None
-
-
-_CAUSE: contextvars.ContextVar[_Cause | None] = contextvars.ContextVar(
-    "kf_trainer_interruption_cause", default=None
-)
-
 
 class InterruptibleRunner:
-    """Runs one coroutine to its end on an event loop in a helper thread (named
-    ``thread_name``), while the calling thread stays interruptible; an interruption
-    cancels the coroutine, waits for its clean-up, and is re-raised in the caller."""
+    """Runs one coroutine to its end on the process's portal (see
+    :mod:`kf_trainer_core.base.portal`), while the calling thread stays interruptible; an
+    interruption cancels the coroutine, waits for its clean-up, and is re-raised in the
+    caller."""
 
     def __init__(self, thread_name: str = "kf-trainer-sync") -> None:
         self.thread_name = thread_name
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """The coroutine's result (or its exception), or the interruption."""
-        loop = asyncio.new_event_loop()
-        # Created here, the task copies this thread's context: the orchestrator's run,
-        # its settings and logger are the coroutine's too, and so is this runner.
-        interruption = _Cause()
-        token = _CAUSE.set(interruption)
-        try:
-            task = loop.create_task(coro)
-        finally:
-            _CAUSE.reset(token)
-        done = threading.Event()
-        helper = threading.Thread(
-            target=_drive, args=(loop, task, done), name=self.thread_name, daemon=True
-        )
-        helper.start()
-        try:
-            while not done.wait(SLICE_SECONDS):
-                pass
-        except BaseException as exc:
-            interruption.cause = interruption.cause or exc
-            # RuntimeError: the loop closed in the meantime, there is nothing to cancel.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(task.cancel)
-            # The clean-up runs in the coroutine; a second interruption ends this wait.
-            while not done.wait(SLICE_SECONDS):
-                pass
-            raise
-        return task.result()
-
-
-def _drive(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], done: threading.Event) -> None:
-    try:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(asyncio.wait([task]))
-        # What the coroutine left running (a pump, a log follower) ends with it.
-        leftovers = [t for t in asyncio.all_tasks(loop) if not t.done()]
-        for leftover in leftovers:
-            leftover.cancel()
-        if leftovers:
-            loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.run_until_complete(loop.shutdown_default_executor())
-    finally:
-        asyncio.set_event_loop(None)
-        loop.close()
-        done.set()
-
-
-def interruption_cause(exc: BaseException) -> BaseException:
-    """What really stopped the coroutine: a cancellation sent by the sync face (or by
-    :func:`cancelled_by`) stands for the interruption behind it (a timeout, SIGTERM,
-    Ctrl-C, a runner's shutdown)."""
-    holder = _CAUSE.get()
-    if isinstance(exc, asyncio.CancelledError) and holder is not None and holder.cause:
-        return holder.cause
-    return exc
-
-
-@contextlib.asynccontextmanager
-async def cancelled_by(event: threading.Event | None, cause: BaseException) -> AsyncIterator[None]:
-    """Cancel the block's coroutine when ``event`` is set (from any thread), and raise
-    ``cause`` for it once the block's clean-up has run; no event, no watch."""
-    current = asyncio.current_task()
-    if event is None or current is None:
-        yield
-        return
-    outer = _CAUSE.get()
-    holder = outer if outer is not None else _Cause()
-    token = _CAUSE.set(holder) if outer is None else None
-
-    async def watch() -> None:
-        while not event.is_set():
-            await asyncio.sleep(SLICE_SECONDS)
-        if holder.cause is None:
-            holder.cause = cause
-            current.cancel()
-
-    watcher = asyncio.ensure_future(watch())
-    try:
-        yield
-    except asyncio.CancelledError:
-        if holder.cause is not cause:
-            raise
-        # The cancellation was ours: it ends here, as ``cause`` (Python 3.11+ counts
-        # cancellations; 3.10 does not).
-        uncancel = getattr(current, "uncancel", None)
-        if uncancel is not None:
-            uncancel()
-        raise cause from None
-    finally:
-        watcher.cancel()
-        if token is not None:
-            _CAUSE.reset(token)
+        return portal().call(coro)
 
 
 def sync_face(
