@@ -99,11 +99,12 @@ class Portal:
 
         self.loop.call_soon_threadsafe(start, context=context)
         try:
-            while True:
-                try:
-                    return done.result(SLICE_SECONDS)
-                except concurrent.futures.TimeoutError:
-                    continue
+            # In slices: an interruption lands between them. (Not ``result(timeout)``
+            # alone: its TimeoutError is the builtin one, which the call's own errors
+            # may be too.)
+            while not done.done():
+                concurrent.futures.wait([done], SLICE_SECONDS)
+            return done.result()
         except BaseException as exc:
             if done.done():
                 raise
@@ -140,6 +141,10 @@ class Portal:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            # What their clean-up started (connections closing, shielded) may end.
+            rest = [t for t in asyncio.all_tasks() if t is not current]
+            if rest:
+                await asyncio.wait(rest, timeout=1.0)
 
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(2.0)
