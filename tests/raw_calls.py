@@ -16,3 +16,17 @@ async def araw(client: AsyncTrainerClient, call: Any) -> Any:
 def raw(client: TrainerClient, call: Any) -> Any:
     """``call``'s answer, through the sync client's connection (on its portal)."""
     return client._call(araw(client._async, call))
+
+
+def raw_aside(client: TrainerClient, call: Any) -> Any:
+    """``call``'s answer through a connection of its own, on a loop of its own: for
+    request hooks, which run on the client's loop and so cannot wait on it."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    async def once() -> Any:
+        async with AsyncTrainerClient(client.config, namespace=client.namespace) as aside:
+            return await araw(aside, call)
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, once()).result()

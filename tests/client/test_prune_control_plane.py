@@ -27,7 +27,7 @@ from kf_trainer_core.k8s.resources import JOBSETS, PODS, TRAINJOBS
 from kf_trainer_core.manifest.builder import build_trainjob
 from kf_trainer_core.spec import RuntimePatch
 from kf_trainer_core.testing.control_plane import ControlPlane
-from raw_calls import raw
+from raw_calls import raw, raw_aside
 
 pytestmark = pytest.mark.control_plane
 
@@ -175,7 +175,7 @@ def test_the_api_servers_preconditions_guard_the_delete(client: TrainerClient) -
         if isinstance(call, Delete) and not touched:
             touched.append(call.name)
             patch = {"metadata": {"labels": {"touched": "yes"}}}
-            raw(client, Patch(TRAINJOBS, client.namespace, name, patch))
+            raw_aside(client, Patch(TRAINJOBS, client.namespace, name, patch))
 
     with TrainerClient(client.config, namespace=client.namespace, request_hook=touch) as hooked:
         report = hooked.prune_jobs(older_than=0, identity_prefix="cp/changing/")

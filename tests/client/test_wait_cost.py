@@ -185,7 +185,9 @@ def test_a_finished_job_whose_pods_are_gone_is_not_read_again(
     waiting.start()
     state = None
     for _ in range(600):  # until the shared informer holds it for the wait
-        registry = [i for k, i in _sync_informers() if k == client._async._informer_key("trainjobs")]
+        registry = [
+            i for k, i in _sync_informers() if k == client._async._informer_key("trainjobs")
+        ]
         state = registry[0].state if registry else None
         if state is not None and name in state.cache.full:
             break

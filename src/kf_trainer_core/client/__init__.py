@@ -574,6 +574,10 @@ class AsyncTrainerClient(Operations):
         await self.close()
 
 
+async def _collected(lines: AsyncIterator[str]) -> list[str]:
+    return [line async for line in lines]
+
+
 def _same(method: Callable[..., Any]) -> Callable[[Callable[..., R]], Callable[..., R]]:
     """The sync method's docstring is its async twin's."""
 
@@ -705,7 +709,10 @@ class TrainerClient(ClientBase):
         raw: bool = False,
     ) -> Iterator[str]:
         lines = self._async.get_job_logs(name, step, follow, tail=tail, raw=raw)
-        return self._portal.iterate(lines)
+        if follow:
+            return self._portal.iterate(lines)
+        # Read now, as a call: an unreadable log raises here, not at the first line.
+        return iter(self._call(_collected(lines)))
 
     @_same(AsyncTrainerClient.wait)
     def wait(
