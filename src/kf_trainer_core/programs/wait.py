@@ -32,6 +32,7 @@ from kf_trainer_core.errors import (
     TrainJobAdmissionTimeoutError,
     TrainJobCreationFailedError,
     TrainJobDeletedError,
+    TrainJobNotAdmissibleError,
     TrainJobNotFoundError,
     TrainJobTimeoutError,
     failed_error,
@@ -105,6 +106,7 @@ class Verdict:
         "deleted",
         "startup-timeout",
         "admission-timeout",
+        "never-admissible",
         "timeout",
     ]
     state: JobState | None = None
@@ -169,6 +171,13 @@ class WaitGoal:
         failures = creation_failures(obj, events)
         if failures and state is JobState.CREATED and _persistent(obj, failures, failing_for):
             return Verdict("creation-failed", state, str(failures[-1].get("message") or ""))
+        if (
+            queue is not None
+            and queue.never_admissible
+            and state in (JobState.SUSPENDED, JobState.CREATED)
+        ):
+            # Kueue says it never fits its queue: no timeout need run out first.
+            return Verdict("never-admissible", state, queue.never_admitted_text())
         if (
             self.admission_timeout is not None
             and elapsed >= self.admission_timeout
@@ -435,6 +444,20 @@ def conclude(
         if queue is None:
             return done
         return dataclasses.replace(done, job=done.job.model_copy(update={"queue": queue}))
+    if verdict.kind == "never-admissible":
+        limits = queue.never_fits if queue is not None else []
+        beyond = any(limit.maximum is not None for limit in limits)
+        failure = Failure(
+            reason="ExceedsMaxQuota" if beyond else "NoMatchingFlavor",
+            message=verdict.message,
+            failure_class=FailureClass.CAPACITY,
+            classified_by=(
+                "Kueue: the request exceeds the queue's maximum capacity"
+                if beyond
+                else "Kueue: no flavor of the queue can fit it"
+            ),
+        )
+        raise TrainJobNotAdmissibleError(to_trainjob(obj, queue=queue), failure)
     if verdict.kind == "creation-failed":
         failure = Failure(
             reason=CREATION_FAILED_REASON,
