@@ -10,6 +10,7 @@ with the same queues. One ResourceFlavor, ``default-flavor``, serves all of them
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 from conformance_support import Cluster, until
@@ -186,15 +187,17 @@ def gpu_job(
     behaviour: str = "succeed",
     priority: str | None = None,
     runtime: Any = None,
+    extra: Sequence[Any] = (),
 ) -> TrainJobSpec:
     """A job of ``nodes`` x ``gpus`` GPUs in LocalQueue ``queue`` (none: not Kueue's)
-    whose pods do ``behaviour`` once admitted; ``priority``: a WorkloadPriorityClass."""
+    whose pods do ``behaviour`` once admitted; ``priority``: a WorkloadPriorityClass;
+    ``extra``: more spec options."""
     labels = {QUEUE_NAME_LABEL: queue} if queue else {}
     if priority:
         labels[PRIORITY_CLASS_LABEL] = priority
     base = cluster.spec(behaviour)
     trainer = CustomTrainer(base.trainer.func, num_nodes=nodes, resources_per_node={"gpu": gpus})
-    options = [*base.options, *([Labels(labels)] if labels else [])]
+    options = [*base.options, *([Labels(labels)] if labels else []), *extra]
     if runtime is None:
         return TrainJobSpec(trainer=trainer, options=options)
     return TrainJobSpec(runtime=runtime, trainer=trainer, options=options)

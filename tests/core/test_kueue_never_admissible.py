@@ -166,3 +166,46 @@ def test_the_error_is_a_capacity_failure_that_stops_the_task_s_job() -> None:
     # A task that meets it gives up on the job (it would stay queued forever).
     kept = disposition(err, final_attempt=False, signalled=False, cancelling=lambda: False)
     assert kept == "cancel"
+
+
+def test_a_new_workload_is_read_every_second_until_kueue_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    from kf_trainer_core.cluster import kueue as kueue_module
+    from kf_trainer_core.cluster.kueue import KueueProbe, QueueTracker
+
+    job = suspended_job()
+    job["metadata"]["uid"] = "u-1"
+    unsaid = workload("")
+    unsaid["status"] = {}  # Kueue has not evaluated it yet
+    unsaid["metadata"]["ownerReferences"] = [{"uid": "u-1"}]
+
+    def refresh(tracker: QueueTracker, wl: dict[str, Any]) -> None:
+        program = tracker.refresh(job)
+        answers = iter([{"items": [wl]}, {"spec": {"clusterQueue": "cq"}}, {"items": []}])
+        try:
+            program.send(None)
+            while True:
+                program.send(next(answers))
+        except StopIteration:
+            pass
+
+    tracker = QueueTracker("team-a", KueueProbe())
+    refresh(tracker, unsaid)
+    assert tracker.status is not None
+    assert tracker.status.workload is not None
+    wake = tracker.wake_in(job)
+    assert wake is not None
+    assert wake <= 1.0
+    # Still nothing said 10 s later (an equal job ahead does not fit): back to 15 s.
+    later = time.monotonic() + kueue_module.EVALUATION_SECONDS + 1
+    monkeypatch.setattr(kueue_module.time, "monotonic", lambda: later)
+    refresh(tracker, unsaid)
+    assert tracker.wake_in(job) == pytest.approx(kueue_module.QUEUE_REFRESH_SECONDS)
+    # Once Kueue has said why, the usual 15 s.
+    monkeypatch.undo()
+    fresh = QueueTracker("team-a", KueueProbe())
+    refresh(fresh, workload(PS + UNUSED) | {"metadata": unsaid["metadata"]})
+    assert fresh.wake_in(job) == pytest.approx(kueue_module.QUEUE_REFRESH_SECONDS, abs=0.1)

@@ -119,16 +119,19 @@ def test_admission_timeout_fails_a_queued_job_as_capacity(
     assert f"failure class: capacity; exiting with code {EXIT_CODES[FailureClass.CAPACITY]}" in out
 
 
+@pytest.mark.parametrize("on_cancel", ["keep", "delete"])
 def test_a_job_kueue_can_never_admit_fails_at_once_as_capacity(
     local_kfp: Path,
     backend: dict[str, Any],
     server: KubeTestServer,
+    client: TrainerClient,
     capsys: pytest.CaptureFixture[str],
+    on_cancel: str,
 ) -> None:
     sim = server.install_kueue()
     sim.add_cluster_queue("gpus", {"nvidia.com/gpu": 4})
     sim.add_local_queue("default", "team-a", "gpus")
-    launch = trainjob_launcher(backend_config=backend, component_image=HERE, on_cancel="keep")
+    launch = trainjob_launcher(backend_config=backend, component_image=HERE, on_cancel=on_cancel)
     never = TrainJobSpec(
         trainer=CustomTrainer(
             "def fit():\n    return 1\n", num_nodes=2, resources_per_node={"gpu": 4}
@@ -148,6 +151,9 @@ def test_a_job_kueue_can_never_admit_fails_at_once_as_capacity(
     assert f"failure class: capacity; exiting with code {EXIT_CODES[FailureClass.CAPACITY]}" in out
     summary = next(local_kfp.rglob("launch-trainjob/summary")).read_text()
     assert "ExceedsMaxQuota" in summary
+    # Given up on as a timed-out job is: on_cancel says what becomes of it.
+    left = [j.status.value for j in client.list_jobs()]
+    assert left == (["Suspended"] if on_cancel == "keep" else [])
 
 
 def test_step_wait_takes_the_admission_timeout(

@@ -2,22 +2,33 @@
 
 Kueue v0.19 admits a TrainJob labelled ``kueue.x-k8s.io/queue-name`` by unsuspending it.
 This module does the same over the test server's store, with the upstream Workload CRD
-(``shared/upstream/kueue/crds``) validating what is written through the API:
+(``shared/upstream/kueue/crds``) validating what is written through the API. What it
+does is checked against the real Kueue v0.19.2 by ``tests/conformance/test_kueue*.py``
+(docs/kueue.md lists what that comparison found):
 
-* a mutating webhook creates labelled TrainJobs ``spec.suspend: true``;
-* each labelled TrainJob gets a Workload (``trainjob-<name>-<hash>``), owned by it and
-  labelled ``kueue.x-k8s.io/job-uid``, with one pod set ``node`` of ``numNodes`` pods
-  requesting ``resourcesPerNode``;
+* Kueue's TrainJob webhooks act on every TrainJob outside ``kube-system`` and
+  ``kueue-system``, labelled or not: on create a labelled one is made
+  ``spec.suspend: true`` and each gets Kueue's empty RuntimePatch (manager
+  ``kueue.x-k8s.io/manager``); a create or update naming a runtime that does not exist
+  is refused (403, ``runtime '<name>' not found``);
+* each labelled TrainJob gets a Workload (``trainjob-<name>-<hash>``, Kueue's hash),
+  owned by it and labelled ``kueue.x-k8s.io/job-uid``, with one pod set ``node`` of
+  ``numNodes`` pods requesting ``resourcesPerNode``;
 * ClusterQueues have a nominal quota per resource (one flavor); pending Workloads are
   admitted best-effort FIFO by priority then age, admission sets ``QuotaReserved`` and
   ``Admitted`` and unsuspends the TrainJob; one that does not fit gets
   ``QuotaReserved=False``, reason ``Pending``, with Kueue's messages ("couldn't assign
   flavors to pod set node: insufficient unused quota for nvidia.com/gpu in flavor
-  default-flavor, 4 more needed"); a missing LocalQueue or ClusterQueue is
-  ``Inadmissible``;
+  default-flavor, 4 more needed"; beyond the quota "… current podset request (8) >
+  maximum capacity (4)"; an uncovered resource "resource … unavailable in
+  ClusterQueue"), and the Workloads equal to it after it in its ClusterQueue are not
+  evaluated (nothing written on them), as Kueue's scheduling equivalence does; a
+  missing LocalQueue or ClusterQueue is ``Inadmissible``;
+* a labelled TrainJob unsuspended by someone else before admission is suspended again;
 * a higher-priority Workload preempts lower ones in a ClusterQueue that allows it, and
   :meth:`KueueSimulator.evict` evicts on demand: ``Evicted``/``Preempted`` conditions,
-  ``requeueState.count``, the TrainJob suspended again;
+  ``schedulingStats.evictions`` (and ``requeueState.count`` for a PodsReady timeout),
+  the TrainJob suspended again;
 * a finished TrainJob finishes its Workload and frees its quota;
 * the visibility API's ``.../localqueues/<q>/pendingworkloads`` lists positions.
 
