@@ -4,7 +4,7 @@ upstream CRD, an eviction on demand (``KueueSimulator.evict``), the async client
 queue callbacks. What both servers show — queues, positions, pending reasons,
 admission and its timeout, a job that can never be admitted, a missing queue,
 preemption, requeueing, Kueue's webhooks, deletes — is proven on the real Kueue and the
-simulated one by ``tests/conformance/test_kueue*.py``."""
+simulated one by ``tests/conformance/test_kueue_queues.py`` and ``test_kueue_jobs.py``."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]
 def kueue_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
     """A namespace on a server with Kueue: the test bed (its simulated Kueue installed by
     ``queues``) or the real control plane with the real Kueue. Tests that use it take
-    ``cluster`` from it (see ``test_kueue.py``)."""
+    ``cluster`` from it (see ``test_kueue_queues.py``)."""
     yield from make_cluster(request, request.param, tmp_path)
 
 

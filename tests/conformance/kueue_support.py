@@ -1,4 +1,4 @@
-"""Kueue's queues for a conformance test, on either server (see ``test_kueue*.py``).
+"""Kueue's queues for a conformance test, on either server (see ``test_kueue_queues.py``, ``test_kueue_jobs.py``).
 
 On the real control plane the real Kueue (``start.sh --kueue``) admits: a test's
 ClusterQueues and WorkloadPriorityClasses are cluster-scoped, so they are named after

@@ -1,5 +1,5 @@
 """Jobs under Kueue, on the real Kueue and the simulated one (one body for both, see
-``test_kueue.py``): priorities and preemption (the evicted job's queue status and
+``test_kueue_queues.py``): priorities and preemption (the evicted job's queue status and
 failure class), requeueing, Kueue's webhooks (a queued job created suspended, a
 resumed one left to Kueue, what every TrainJob gets), delete and prune of queued and
 admitted jobs (their Workloads go), identities and attempts of queued jobs."""
@@ -124,10 +124,9 @@ def test_webhook_suspends_queued_jobs_and_leaves_their_resume_to_kueue(
     }
     assert pods <= {blocker, name}
     # An unlabelled job is not Kueue's: it runs at once, with no Workload.
-    free = client.submit(gpu_job(cluster, None, gpus=1)).job.name
-    done, _ = client.wait(free, timeout=120)
-    assert done.status is JobState.COMPLETE
-    assert done.queue is None
+    free = client.submit(gpu_job(cluster, None, gpus=1, behaviour="hold")).job.name
+    running = client.wait_for_job_status(free, "Running", timeout=120)
+    assert running.queue is None
     assert free not in workload_owners(queues)
     # Once admitted, resume_job is a plain resume again (nothing to leave to Kueue).
     client.delete_job(blocker)

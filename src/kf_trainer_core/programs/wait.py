@@ -205,6 +205,22 @@ class WaitGoal:
         return None
 
 
+def never_admitted(queue: QueueStatus) -> Failure:
+    """The failure of a job Kueue can never admit (:attr:`QueueStatus.never_admissible`):
+    class ``capacity``, Kueue's reason, the request, the maximum and the fix."""
+    beyond = any(limit.maximum is not None for limit in queue.never_fits)
+    return Failure(
+        reason="ExceedsMaxQuota" if beyond else "NoMatchingFlavor",
+        message=queue.never_admitted_text(),
+        failure_class=FailureClass.CAPACITY,
+        classified_by=(
+            "Kueue: the request exceeds the queue's maximum capacity"
+            if beyond
+            else "Kueue: no flavor of the queue can fit it"
+        ),
+    )
+
+
 def wait_program(
     namespace: str,
     goal: WaitGoal,
@@ -444,20 +460,8 @@ def conclude(
         if queue is None:
             return done
         return dataclasses.replace(done, job=done.job.model_copy(update={"queue": queue}))
-    if verdict.kind == "never-admissible":
-        limits = queue.never_fits if queue is not None else []
-        beyond = any(limit.maximum is not None for limit in limits)
-        failure = Failure(
-            reason="ExceedsMaxQuota" if beyond else "NoMatchingFlavor",
-            message=verdict.message,
-            failure_class=FailureClass.CAPACITY,
-            classified_by=(
-                "Kueue: the request exceeds the queue's maximum capacity"
-                if beyond
-                else "Kueue: no flavor of the queue can fit it"
-            ),
-        )
-        raise TrainJobNotAdmissibleError(to_trainjob(obj, queue=queue), failure)
+    if verdict.kind == "never-admissible" and queue is not None:
+        raise TrainJobNotAdmissibleError(to_trainjob(obj, queue=queue), never_admitted(queue))
     if verdict.kind == "creation-failed":
         failure = Failure(
             reason=CREATION_FAILED_REASON,

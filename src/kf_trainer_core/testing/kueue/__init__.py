@@ -3,8 +3,9 @@
 Kueue v0.19 admits a TrainJob labelled ``kueue.x-k8s.io/queue-name`` by unsuspending it.
 This module does the same over the test server's store, with the upstream Workload CRD
 (``shared/upstream/kueue/crds``) validating what is written through the API. What it
-does is checked against the real Kueue v0.19.2 by ``tests/conformance/test_kueue*.py``
-(docs/kueue.md lists what that comparison found):
+does is checked against the real Kueue v0.19.2 by the conformance tests
+(``tests/conformance/test_kueue_queues.py``, ``test_kueue_jobs.py``; docs/kueue.md lists
+what that comparison found):
 
 * Kueue's TrainJob webhooks act on every TrainJob outside ``kube-system`` and
   ``kueue-system``, labelled or not: on create a labelled one is made

@@ -110,8 +110,9 @@ def test_queued_jobs_say_where_they_stand_and_run_when_quota_frees(
     jobs_with_pods = {p["metadata"]["labels"][JOBSET_LABEL] for p in cluster.owned("pods")}
     assert jobs_with_pods == {blocker}  # the queued ones have none
 
-    # Quota freed: the blocker deleted, Kueue admits the others in turn; they run.
+    # Quota freed (the blocker deleted) and raised: Kueue admits all three; they run.
     client.delete_job(blocker)
+    queues.set_quota(cq, {GPU: 10})
     for name in (first, second, third):
         done, _ = client.wait(name, timeout=120)
         assert done.status is JobState.COMPLETE
