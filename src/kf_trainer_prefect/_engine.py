@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 from uuid import UUID
 
 from kf_trainer_core.cluster.outputs import JobOutputs
@@ -56,7 +56,8 @@ __all__ = ["FLOW_RUN_LABEL", "RunInfo", "TaskRunnerShutdown", "check_action", "d
 T = TypeVar("T")
 
 JobRef = TrainJob | JobOutputs | str
-Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
+# A string: logging.LoggerAdapter is subscriptable only from Python 3.11 (3.10 is supported).
+Logger: TypeAlias = "logging.Logger | logging.LoggerAdapter[logging.Logger]"
 
 #: The label that ties a TrainJob to the Prefect flow run that submitted it (the key
 #: Prefect's Kubernetes worker puts on its Jobs for the same purpose).

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 if TYPE_CHECKING:
     from kf_trainer_core.client import AsyncTrainerClient
@@ -34,7 +34,8 @@ __all__ = [
 
 CancelAction = Literal["delete", "suspend", "keep"]
 Identity = str | Sequence[str | int | None]
-Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
+# A string: logging.LoggerAdapter is subscriptable only from Python 3.11 (3.10 is supported).
+Logger: TypeAlias = "logging.Logger | logging.LoggerAdapter[logging.Logger]"
 
 #: What a task may do to its job when it gives up on it: delete it, suspend it (kept,
 #: without pods), or leave it running.

@@ -11,7 +11,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 from uuid import UUID
 
 from kf_trainer_core.cluster.job_summary import job_summary, progress_description, steps_table
@@ -35,7 +35,8 @@ __all__ = [
 
 T = TypeVar("T")
 
-Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
+# A string: logging.LoggerAdapter is subscriptable only from Python 3.11 (3.10 is supported).
+Logger: TypeAlias = "logging.Logger | logging.LoggerAdapter[logging.Logger]"
 Identity = str | Sequence[str | int | None]
 
 
