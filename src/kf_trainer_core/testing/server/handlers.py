@@ -126,6 +126,8 @@ class HandlerMixin(ServerBase):
             errors = schema.validate(new, old=old, subresource=subresource)
             if errors:
                 raise self._invalid(res, new, errors)
+            if self.kueue is not None and subresource is None:
+                self.kueue.validate(res, new, old)  # Kueue's validating webhook, last
             return dict(new)
 
         return admit
