@@ -27,6 +27,7 @@ from kf_trainer_core.errors import (
     SpecConflictError,
     StepFailedError,
     TrainJobFailedError,
+    TrainJobNotAdmissibleError,
     TrainJobResultUnavailableError,
     TrainJobTimeoutError,
 )
@@ -283,20 +284,25 @@ def _finish_or_explain(
     on_failed: Callable[[TrainJob], None] | None = None,
 ) -> T:
     """Run ``work`` guarded; on failure write the report (then ``on_failed`` the failed
-    job), on timeout also stop the job; a classified failure exits with its class's
-    code (:func:`_exit_classified`)."""
+    job), on timeout — or when Kueue can never admit the job — also stop the job
+    (``on_timeout``); a classified failure exits with its class's code
+    (:func:`_exit_classified`)."""
+
+    def stop(why: str) -> list[str]:
+        try:
+            stopped = on_timeout()
+        except Exception as exc:  # the wait's error is the one to report
+            say(f"{why}, and could not stop the TrainJob: {exc}")
+            stopped = []
+        if stopped:
+            say(f"{why}: stopped {', '.join(stopped)}")
+        return stopped
 
     def explained() -> T:
         try:
             return guarded(work, on_terminate)
         except TrainJobTimeoutError as err:
-            try:
-                stopped = on_timeout()
-            except Exception as exc:  # the timeout is the error to report
-                say(f"timed out, and could not stop the TrainJob: {exc}")
-                stopped = []
-            if stopped:
-                say(f"timed out: stopped {', '.join(stopped)}")
+            stopped = stop("timed out")
             if err.job is not None and err.waiting is not None:
                 # A step restarting, a pod that cannot start: said as the error says it.
                 _report_failure(artifacts, err.job, None, waiting=err.waiting, fix=err.fix)
@@ -307,6 +313,11 @@ def _finish_or_explain(
                 raise err.settled(
                     f"cleaned up: TrainJob {', '.join(stopped)} stopped by the task (on_cancel)"
                 ) from None
+            raise
+        except TrainJobNotAdmissibleError as err:
+            # Queued forever otherwise: given up on as a timed-out job is (on_cancel).
+            stop("Kueue can never admit it")
+            _report_failure(artifacts, err.job, err.failure)
             raise
         except TrainJobFailedError as err:
             _report_failure(artifacts, err.job, err.failure)

@@ -51,7 +51,13 @@ from kf_trainer_core.k8s.api import CallHook
 from kf_trainer_core.k8s.retry import DEFAULT_POLICY, RetryPolicy
 from kf_trainer_core.manifest.builder import BuiltTrainJob, identity_text
 from kf_trainer_core.manifest.runtimes import PACKAGES_SOURCE, RuntimeInfo
-from kf_trainer_core.programs.cancel import cancel, delete, set_suspended, stop_unfinished
+from kf_trainer_core.programs.cancel import (
+    cancel,
+    delete,
+    resume,
+    set_suspended,
+    stop_unfinished,
+)
 from kf_trainer_core.programs.checkpoints import checkpoints_program, cleaning_job
 from kf_trainer_core.programs.logs import follow_logs, read_logs, shown_logs
 from kf_trainer_core.programs.outcome import Outcome, explain, get_job, outputs_of
@@ -524,8 +530,10 @@ class AsyncTrainerClient(Operations):
         return await set_suspended(await self._api(), self.namespace, name, True)
 
     async def resume_job(self, name: str) -> TrainJob:
-        """Resume a suspended job."""
-        return await set_suspended(await self._api(), self.namespace, name, False)
+        """Resume a suspended job. A job Kueue holds (labelled for a queue, its Workload
+        not admitted) is left to Kueue, which would suspend it again at once: it comes
+        back as it is, with its queue status, and runs when Kueue admits it."""
+        return await resume(await self._api(), self.namespace, name, self._kueue())
 
     # -- checkpoints -----------------------------------------------------------------
     async def checkpoint_location(

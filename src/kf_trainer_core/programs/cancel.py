@@ -9,6 +9,7 @@ from typing import Any
 from kf_trainer_core.base import untrusted
 from kf_trainer_core.base.errors import DeleteRefusedError, TrainJobNotFoundError
 from kf_trainer_core.base.quoting import shown
+from kf_trainer_core.cluster.kueue import KueueProbe, lookup, queue_name
 from kf_trainer_core.cluster.status import TrainJob, to_trainjob
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.api import Api
@@ -310,6 +311,22 @@ async def set_suspended(api: Api, namespace: str, name: str, suspended: bool) ->
             raise TrainJobNotFoundError(f"TrainJob {namespace}/{name} not found.") from None
         raise
     return to_trainjob(obj)
+
+
+async def resume(api: Api, namespace: str, name: str, kueue: KueueProbe | None = None) -> TrainJob:
+    """Resume a suspended job — unless Kueue holds it (with a ``kueue`` probe): a job
+    labelled for a queue whose Workload is not admitted is Kueue's to start. Resumed by
+    hand, Kueue would suspend it again at once ("Not admitted by cluster queue"), after
+    the Trainer had begun to unsuspend its JobSet (pods may start and be removed). Such
+    a job is returned as it is, with its queue status: it runs when Kueue admits it."""
+    names.require_job_name(name)
+    if kueue is not None:
+        obj = await get_object(api, namespace, name)
+        if queue_name(obj) is not None and (obj.get("spec") or {}).get("suspend"):
+            queue = await lookup(api, namespace, obj, kueue, positions=False)
+            if queue is not None and queue.workload is not None and queue.waiting:
+                return to_trainjob(obj, queue=queue)
+    return await set_suspended(api, namespace, name, False)
 
 
 async def cancel(api: Api, namespace: str, name: str, action: str) -> bool:
