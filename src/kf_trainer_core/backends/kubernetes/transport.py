@@ -76,7 +76,11 @@ def _unreachable(exc: BaseException) -> ApiError:
     cause = getattr(exc, "reason", None)
     if isinstance(cause, BaseException):
         exc = cause
-    return ApiError(0, type(exc).__name__, str(exc))
+    text = str(exc)
+    if not text and isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+        # A bare timeout says nothing: which limit ran out is what the user can change.
+        text = "timed out (no answer within the configuration's request_timeout or watch_timeout)"
+    return ApiError(0, type(exc).__name__, text)
 
 
 def _status_error(response: Any, body: Any) -> ApiError:
