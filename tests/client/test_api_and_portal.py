@@ -176,3 +176,38 @@ def test_a_call_from_the_portals_own_loop_is_refused() -> None:
 
     with pytest.raises(RuntimeError, match="would wait for itself"):
         portal().call(nested())
+
+
+EXIT_SCRIPT = r"""
+from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.config import KubernetesConfig
+from kf_trainer_core.errors import TrainJobTimeoutError
+from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
+from kf_trainer_core.testing.server import KubeTestServer
+
+kube = KubeTestServer().start()
+client = TrainerClient(KubernetesConfig(kubeconfig=str(kube.kubeconfig())))
+name = client.submit(TrainJobSpec(trainer=CustomTrainer("def train():\n    return 1\n"))).job.name
+try:
+    client.wait(name, timeout=0.5)  # the shared informers stay, watching
+except TrainJobTimeoutError:
+    pass
+kube.stop()  # their next reconnects fail, as the interpreter exits
+print("exiting")
+"""
+
+
+def test_a_process_exits_quietly_with_informers_running() -> None:
+    """The portal stops before the interpreter's thread pools do: informers still
+    watching at exit end quietly, their connections closed (stopped later, their last
+    reconnects failed in aiohttp's executor calls, logged as errors, sessions unclosed)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_SCRIPT], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "exiting"
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "Unclosed" not in done.stderr, done.stderr

@@ -27,9 +27,10 @@ import atexit
 import concurrent.futures
 import contextlib
 import contextvars
+import importlib
 import os
 import threading
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 __all__ = ["Portal", "cancelled_by", "interruption_cause", "portal"]
@@ -145,6 +146,9 @@ class Portal:
             rest = [t for t in asyncio.all_tasks() if t is not current]
             if rest:
                 await asyncio.wait(rest, timeout=1.0)
+            for closer in _AT_STOP:  # what clients left open (a script never closed one)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(closer(), 1.0)
 
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(2.0)
@@ -167,6 +171,17 @@ def _settle(task: asyncio.Task[T], done: concurrent.futures.Future[T]) -> None:
 
 
 _PORTAL: Portal | None = None
+#: Closers run on the portal's loop when it stops, after its tasks are cancelled.
+_AT_STOP: list[Callable[[], Awaitable[None]]] = []
+
+
+def on_stop(closer: Callable[[], Awaitable[None]]) -> None:
+    """Run ``closer`` on the portal's loop when the portal stops (at interpreter exit):
+    for what a layer above keeps open across calls (its connections)."""
+    if closer not in _AT_STOP:
+        _AT_STOP.append(closer)
+
+
 _LOCK = threading.Lock()
 
 
@@ -182,11 +197,20 @@ def portal() -> Portal:
         return _PORTAL
 
 
-@atexit.register
 def _stop_at_exit() -> None:
     current = _PORTAL
     if current is not None and current.pid == os.getpid():
         current.stop()
+
+
+# The portal stops when the main thread ends, before the interpreter's thread pools
+# refuse new work (concurrent.futures stops them at the same point, registered
+# earlier, so run later): stopped any later, its informers' last reconnects fail in
+# aiohttp's executor calls and their connections are left unclosed. The hook is the
+# one concurrent.futures itself uses; atexit stands in where it is missing.
+# concurrent.futures loads its thread pools lazily: loaded here, they register first.
+importlib.import_module("concurrent.futures.thread")
+getattr(threading, "_register_atexit", atexit.register)(_stop_at_exit)
 
 
 def interruption_cause(exc: BaseException) -> BaseException:

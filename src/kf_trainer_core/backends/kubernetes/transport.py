@@ -23,6 +23,7 @@ from typing import Any
 
 from kf_trainer_core.backends.kubernetes.plan import Plan, plan
 from kf_trainer_core.backends.kubernetes.sockets import keep_alive
+from kf_trainer_core.base import portal
 from kf_trainer_core.config import KubernetesConfig, loading_errors
 from kf_trainer_core.k8s.calls import Call, OpenLogStream, OpenWatch
 from kf_trainer_core.k8s.errors import ApiError
@@ -230,6 +231,19 @@ async def _shared_connection(config: KubernetesConfig, stale: _Connection | None
     conn = await asyncio.shield(task)
     conn.refs += 1
     return conn
+
+
+async def close_connections() -> None:
+    """Close every connection of the running loop (a stopping portal's last act: a
+    client its user never closed keeps its connection until then)."""
+    opening = _CONNECTIONS.pop(asyncio.get_running_loop(), {})
+    for task in list(opening.values()):
+        conn = _result(task)
+        if conn is not None:
+            await conn.client.close()
+
+
+portal.on_stop(close_connections)
 
 
 def _result(task: asyncio.Task[_Connection] | None) -> _Connection | None:
