@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 
@@ -35,6 +36,13 @@ os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ["DO_NOT_TRACK"] = "1"
 os.environ.pop("PREFECT_API_URL", None)
 os.environ.pop("PREFECT_API_KEY", None)
+
+# A command started in the background by a non-interactive shell (`.ci/run &`, a CI
+# runner) inherits SIGINT ignored, and so would every program the tests start: Python
+# then installs no KeyboardInterrupt handler, and the Ctrl-C tests' SIGINT is lost (the
+# job runs to its end). Their users press Ctrl-C in a terminal, where it is not ignored.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
