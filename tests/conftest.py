@@ -65,3 +65,46 @@ def prefect_server() -> Iterator[str]:
         prefect_test_harness(server_startup_timeout=PREFECT_STARTUP_TIMEOUT),
     ):
         yield str(PREFECT_API_URL.value())
+
+
+# -- Running on several workers (pytest-xdist; pyproject's addopts say `-n auto`) -------
+#: Workers per core. Most of the suite's time is spent waiting (on servers, child
+#: processes, containers, Airflow's and Prefect's machinery), not computing, so it
+#: runs on more workers than cores.
+WORKERS_PER_CORE = 2
+#: ``KF_TEST_WORKERS=N`` sets the count (``-n N`` on the command line does too; ``-n 0``
+#: runs everything in this process, for a debugger).
+WORKERS_ENV = "KF_TEST_WORKERS"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """The worker count of ``-n auto``: two per core, at least 4, at most 8 (each
+    worker imports Airflow, Prefect and KFP: ~0.5 GiB)."""
+    given = os.environ.get(WORKERS_ENV, "").strip()
+    if given:
+        return int(given)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return min(8, max(4, WORKERS_PER_CORE * (cores or 1)))
+
+
+#: The pytest-xdist group of the tests on the session's Prefect server.
+PREFECT_GROUP = "kf-prefect-server"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.pluginmanager.hasplugin("xdist"):
+        # One Prefect server (~20-50 s of a core to start) for all the tests that use it,
+        # not one per worker: they run on one worker (``--dist loadgroup``). Those also
+        # on the real control plane stay in its group (the plugin put them there): its
+        # worker starts a second server rather than a second control plane.
+        for item in items:
+            if "prefect_server" in getattr(item, "fixturenames", ()) and (
+                item.get_closest_marker("xdist_group") is None
+            ):
+                item.add_marker(pytest.mark.xdist_group(PREFECT_GROUP))
+    # The longest tests (marked slow) start first, so that the workers' last minutes are
+    # not one worker finishing a five-minute test alone. A stable sort: every worker
+    # collects the same order, which pytest-xdist requires.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -98,10 +98,22 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[CONTROL_PLANE_ENV] = str(Path(folder).resolve())
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+#: The pytest-xdist group of the real control plane's tests (``--dist loadgroup``).
+XDIST_GROUP = "kf-control-plane"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Under pytest-xdist every worker is a session of its own: each would start a control
+    # plane (~15 s of two cores, ~850 MiB) for its share of these tests. Grouped, they all
+    # run on one worker, with one control plane, whatever the worker count
+    # (``--dist loadgroup``; other modes ignore the group).
+    grouped = config.pluginmanager.hasplugin("xdist")
     for item in items:
         if _CP_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(MARKER)
+        if grouped and item.get_closest_marker(MARKER) is not None:
+            item.add_marker(pytest.mark.xdist_group(XDIST_GROUP))
 
 
 @pytest.fixture(scope="session")
