@@ -15,11 +15,14 @@ Airflow's home is set up by ``tests/airflow/conftest.py`` (and by
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import os
 import shutil
 import signal
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -99,12 +102,84 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # not one per worker: they run on one worker (``--dist loadgroup``). Those also
         # on the real control plane stay in its group (the plugin put them there): its
         # worker starts a second server rather than a second control plane.
+        # A module that shares a fixture of its own among its tests (scope module or
+        # session: built wheels, environments, parsed CRDs) runs on one worker, which
+        # builds it once.
         for item in items:
-            if "prefect_server" in getattr(item, "fixturenames", ()) and (
-                item.get_closest_marker("xdist_group") is None
-            ):
+            if item.get_closest_marker("xdist_group") is not None:
+                continue
+            if "prefect_server" in getattr(item, "fixturenames", ()):
                 item.add_marker(pytest.mark.xdist_group(PREFECT_GROUP))
-    # The longest tests (marked slow) start first, so that the workers' last minutes are
-    # not one worker finishing a five-minute test alone. A stable sort: every worker
-    # collects the same order, which pytest-xdist requires.
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+            elif _shares_a_fixture_of_its_module(item):
+                item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    # The tests that run alone go first (while they run, the other workers wait: early,
+    # the waiting is short); then the longest tests (marked slow), so that the workers'
+    # last minutes are not one worker finishing a five-minute test alone. A stable sort:
+    # every worker collects the same order, which pytest-xdist requires.
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker(ALONE) is None,
+            item.get_closest_marker("slow") is None,
+        )
+    )
+
+
+def _shares_a_fixture_of_its_module(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    module = item.nodeid.split("::")[0]
+    return any(
+        d.scope in ("module", "session") and d.baseid == module
+        for defs in info.name2fixturedefs.values()
+        for d in defs
+    )
+
+
+# -- Tests that run alone ----------------------------------------------------------------
+#: The marker of a test that no other test of the session may run beside: it measures
+#: how long callbacks block an event loop, and a callback's wait for the GIL held by a
+#: thread that the other workers' load keeps off the cores counts as blocked
+#: (``kf_trainer_core.testing.loopwatch``): 13 of 13,751 callbacks of the Prefect loop
+#: test passed 50 ms at load 20. It measures nothing else, and asserts no wall time.
+ALONE = "alone"
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: the wait is not the test's time
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Under pytest-xdist, every test holds the session's lock while it is set up, run
+    and torn down: shared by the others, alone by a test marked ``alone``, which waits
+    for the running tests to end and holds new ones back (a writer-first lock of two
+    files: ``gate`` lets no new test start while an ``alone`` test waits)."""
+    locks = _session_locks(item.config)
+    if locks is None:
+        return (yield)
+    with _turn(locks, alone=item.get_closest_marker(ALONE) is not None):
+        return (yield)
+
+
+def _session_locks(config: pytest.Config) -> Path | None:
+    """The folder of the lock files: the run's temporary folder, whose subfolders are
+    the workers' (``popen-gw0``...), kept and pruned as pytest does; None when the tests
+    run in one process."""
+    if getattr(config, "workerinput", None) is None or not config.option.basetemp:
+        return None
+    return Path(config.option.basetemp).parent
+
+
+@contextlib.contextmanager
+def _turn(folder: Path, *, alone: bool) -> Generator[None, None, None]:
+    with open(folder / "kf-gate.lock", "a") as gate, open(folder / "kf-run.lock", "a") as run:
+        if alone:
+            fcntl.flock(gate, fcntl.LOCK_EX)  # no new test starts from now on
+            fcntl.flock(run, fcntl.LOCK_EX)  # the running ones have ended
+        else:
+            fcntl.flock(gate, fcntl.LOCK_SH)  # no test waits to run alone
+            fcntl.flock(run, fcntl.LOCK_SH)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(run, fcntl.LOCK_UN)
+            if alone:
+                fcntl.flock(gate, fcntl.LOCK_UN)

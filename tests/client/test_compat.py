@@ -19,6 +19,7 @@ ONE_PROCESS = ["-o", "addopts=-ra --strict-markers"]
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # its child run may take 600 s
 def test_client_suite_with_kubernetes_37() -> None:
     if os.environ.get("KF_TRAINER_COMPAT_CHILD"):
         pytest.skip("already inside the compatibility run")
@@ -55,6 +56,7 @@ def _find_python(version: str) -> str | None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # its child run may take 600 s
 def test_core_on_python_310() -> None:
     """The distribution promises Python >= 3.10: run the spec and builder tests there."""
     if os.environ.get("KF_TRAINER_COMPAT_CHILD"):
@@ -81,7 +83,16 @@ def test_core_on_python_310() -> None:
     command = [uv, "run", "--python", python310, "--no-project"]
     for package in packages:
         command += ["--with", package]
-    command += ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *ONE_PROCESS, "tests/core"]
+    command += [
+        "python",
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        *ONE_PROCESS,
+        "tests/core",
+    ]
     env = {**os.environ, "KF_TRAINER_COMPAT_CHILD": "1", "PYTHONPATH": str(ROOT / "src")}
     env.pop("VIRTUAL_ENV", None)
     proc = subprocess.run(
