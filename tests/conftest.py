@@ -17,12 +17,14 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 import signal
 import tempfile
 from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,6 +95,59 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 #: The pytest-xdist group of the tests on the session's Prefect server.
 PREFECT_GROUP = "kf-prefect-server"
+#: Names the file where the workers write each grouped test's group, for the scheduler.
+GROUPS_ENV = "KF_TEST_XDIST_GROUPS"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The controller of a run on workers: a file for the groups (see _GroupScheduling),
+    # named in the environment the workers start with.
+    if getattr(config, "workerinput", None) is None and config.getoption("dist", "no") != "no":
+        fd, path = tempfile.mkstemp(prefix="kf-test-groups-", suffix=".json")
+        os.close(fd)
+        os.environ[GROUPS_ENV] = path
+        config.add_cleanup(lambda: Path(path).unlink(missing_ok=True))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    path = os.environ.get(GROUPS_ENV)
+    if path is None or getattr(session.config, "workerinput", None) is None:
+        return
+    groups = {
+        item.nodeid: str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+        for item in session.items
+        if (mark := item.get_closest_marker("xdist_group")) is not None
+    }
+    # Every worker collects the same tests: whichever writes last writes the same.
+    part = Path(f"{path}.{os.getpid()}")
+    part.write_text(json.dumps(groups))
+    part.replace(path)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``, with the groups read from the workers' file: pytest-xdist
+    3.8 marks a test's group by appending it to ``item._nodeid``, which pytest 9 no
+    longer reads (the node id lives elsewhere), so its own scheduler saw no group and
+    spread the control plane's tests over every worker, each starting one."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    return _group_scheduling()(config, log)
+
+
+def _group_scheduling() -> type:
+    from xdist.scheduler import LoadGroupScheduling
+
+    class _GroupScheduling(LoadGroupScheduling):  # type: ignore[misc]
+        _groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._groups is None:
+                # Read once the collections are complete (the first call comes then).
+                self._groups = json.loads(Path(os.environ[GROUPS_ENV]).read_text() or "{}")
+            return self._groups.get(nodeid) or super()._split_scope(nodeid)
+
+    return _GroupScheduling
 
 
 @pytest.hookimpl(trylast=True)
