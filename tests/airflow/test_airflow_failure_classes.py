@@ -153,6 +153,7 @@ RETRYING = re.compile(
 )
 
 
+@pytest.mark.parametrize("dag_id", ["kf_restarting", "kf_restarting_deferred"])
 def test_a_restarting_job_is_explained_in_the_task_log(
     kube: KubeTestServer, dag_id: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -172,6 +173,7 @@ def test_a_restarting_job_is_explained_in_the_task_log(
     assert "wait longer" not in text
 
 
+@pytest.mark.parametrize("dag_id", ["kf_too_big", "kf_too_big_deferred"])
 def test_a_job_too_big_for_any_node_is_explained_in_the_task_log(
     kube: KubeTestServer, dag_id: str, capfd: pytest.CaptureFixture[str]
 ) -> None:

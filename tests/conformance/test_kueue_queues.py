@@ -184,9 +184,11 @@ async def test_a_job_beyond_the_queues_capacity_fails_at_once(
         "flavor default-flavor, previously considered podsets requests (0) + current podset "
         "request (16) > maximum capacity (8)"
     )
-    # The wait ended; the job is still queued (it is the caller's to delete).
-    job = client.get_job(name)
-    assert job.status is JobState.SUSPENDED
+    # The wait ended; the job is still queued (it is the caller's to delete). The wait
+    # read Kueue's Workload: Trainer's Suspended condition may come a moment later.
+    job = until(
+        lambda: (j := client.get_job(name)).status is JobState.SUSPENDED and j, 30, "Suspended"
+    )
     assert job.queue is not None
     assert job.queue.never_admissible
 

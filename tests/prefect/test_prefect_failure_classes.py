@@ -163,6 +163,7 @@ RESTARTING = (
 )
 
 
+@pytest.mark.parametrize("on_cancel", ["keep", "delete"])
 def test_a_restarting_job_is_explained_in_the_summary_and_the_error(
     creds: KubeflowTrainerCredentials, k8s: TrainerClient, on_cancel: str
 ) -> None:
