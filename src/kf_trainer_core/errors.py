@@ -15,6 +15,11 @@ Two layers define them, and this module names both:
   it. They derive from the markers, so that exception-matching retry rules can tell
   them apart.
 
+The failure classes' decisions are named here too, for the adapters' retry policies:
+:func:`failure_class_of` (the class of any exception), :func:`should_retry` (the shared
+retry decision), :data:`DEFAULT_RETRY_ON` and :data:`EXIT_CODES` (a class's process exit
+code), from :mod:`kf_trainer_core.cluster.failures`.
+
 Code inside the core imports from the module of its own layer (``docs/architecture.md``);
 everyone else imports from here. Importing this module loads no pydantic model and no
 Kubernetes client.
@@ -62,8 +67,16 @@ from kf_trainer_core.cluster.errors import (
     failed_error,
     result_unavailable_error,
 )
+from kf_trainer_core.cluster.failures import (
+    DEFAULT_RETRY_ON,
+    EXIT_CODES,
+    failure_class_of,
+    should_retry,
+)
 
 __all__ = [
+    "DEFAULT_RETRY_ON",
+    "EXIT_CODES",
     "BackendConfigRejectedError",
     "CapacityFailure",
     "ClassifiedFailure",
@@ -98,6 +111,8 @@ __all__ = [
     "UserCodeFailure",
     "WaitInterrupted",
     "failed_error",
+    "failure_class_of",
     "join_problems",
     "result_unavailable_error",
+    "should_retry",
 ]

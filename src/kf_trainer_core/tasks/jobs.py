@@ -11,13 +11,14 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, TypeVar
 from uuid import UUID
 
 from kf_trainer_core.cluster.job_summary import job_summary, progress_description, steps_table
 from kf_trainer_core.cluster.outputs import JobOutputs
 from kf_trainer_core.cluster.status import TrainJob
 from kf_trainer_core.spec import Name, TrainJobSpec
+from kf_trainer_core.tasks.interruptions import Logger
 
 __all__ = [
     "ProgressState",
@@ -35,8 +36,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-# A string: LoggerAdapter takes a type argument only from Python 3.11 on.
-Logger: TypeAlias = "logging.Logger | logging.LoggerAdapter[logging.Logger]"
 Identity = str | Sequence[str | int | None]
 
 
