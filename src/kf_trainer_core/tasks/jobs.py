@@ -86,14 +86,16 @@ def log_sink(logger: Logger, job: str, step: str) -> Callable[[str], None]:
 
 
 def announce(logger: Logger, job: TrainJob, created: bool, link: str | None) -> None:
-    """``Submitted`` (or ``Reattached to``) ``TrainJob ns/name (runtime, state): link``."""
+    """``Submitted TrainJob ns/name (runtime, state)``, or ``Reattached to`` it, started by
+    an earlier try of the task; the job's link last."""
     logger.info(
-        "%s TrainJob %s/%s (runtime %s, %s)%s",
+        "%s TrainJob %s/%s (runtime %s, %s)%s%s",
         "Submitted" if created else "Reattached to",
         job.namespace,
         job.name,
         job.runtime,
         job.status.value,
+        "" if created else ", started by an earlier try of this task",
         f": {link}" if link else "",
     )
 
