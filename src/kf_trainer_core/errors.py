@@ -27,6 +27,8 @@ Kubernetes client.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kf_trainer_core.base.errors import (
     BackendConfigRejectedError,
     CapacityFailure,
@@ -50,6 +52,7 @@ from kf_trainer_core.base.errors import (
     WaitInterrupted,
     join_problems,
 )
+from kf_trainer_core.base.lazy import lazy_names
 from kf_trainer_core.cluster.errors import (
     StepFailedError,
     TrainJobAdmissionTimeoutError,
@@ -67,12 +70,14 @@ from kf_trainer_core.cluster.errors import (
     failed_error,
     result_unavailable_error,
 )
-from kf_trainer_core.cluster.failures import (
-    DEFAULT_RETRY_ON,
-    EXIT_CODES,
-    failure_class_of,
-    should_retry,
-)
+
+if TYPE_CHECKING:
+    from kf_trainer_core.cluster.failures import (
+        DEFAULT_RETRY_ON,
+        EXIT_CODES,
+        failure_class_of,
+        should_retry,
+    )
 
 __all__ = [
     "DEFAULT_RETRY_ON",
@@ -116,3 +121,14 @@ __all__ = [
     "result_unavailable_error",
     "should_retry",
 ]
+
+# The failure classes' decisions load on first use: DAG files import this module (retry
+# rules name its errors), and the classifier's log readers are not theirs to pay for.
+__getattr__, __dir__ = lazy_names(
+    __name__,
+    dict.fromkeys(
+        ("DEFAULT_RETRY_ON", "EXIT_CODES", "failure_class_of", "should_retry"),
+        "kf_trainer_core.cluster.failures",
+    ),
+    globals(),
+)
