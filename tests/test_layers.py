@@ -243,12 +243,8 @@ def test_a_planted_adapter_import_in_a_copy_of_the_adapters_fails(tmp_path: Path
     )
     problems = private_imports(adapter_imports(tmp_path))
     assert len(problems) == 1
-    assert (
-        "kf_trainer_kfp.task:" in problems[0]
-    )
-    assert (
-        "lazy imports kf_trainer_core.k8s" in problems[0]
-    )
+    assert "kf_trainer_kfp.task:" in problems[0]
+    assert "lazy imports kf_trainer_core.k8s" in problems[0]
 
 
 def test_every_name_the_tasks_package_offers_resolves() -> None:

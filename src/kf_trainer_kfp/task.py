@@ -28,6 +28,7 @@ from kf_trainer_core.errors import (
     SpecError,
     StepFailedError,
     TrainJobFailedError,
+    TrainJobNotAdmissibleError,
     TrainJobResultUnavailableError,
     TrainJobTimeoutError,
     failure_class_of,
@@ -300,23 +301,32 @@ def _finish_or_explain(
     finish_failed: bool = True,
 ) -> T:
     """Run ``work`` guarded; on failure write the report (then ``on_finish`` for the
-    failed job, unless ``finish_failed`` is off); a timeout also stops the job (the
-    core's clean-up); a classified failure exits with its class's code
-    (:func:`_classified`)."""
+    failed job, unless ``finish_failed`` is off); a timeout — or a job Kueue can never
+    admit — also stops the job (the core's clean-up, ``on_cancel``); a classified
+    failure exits with its class's code (:func:`_classified`)."""
+
+    def said_stopped(why: str) -> None:
+        what = task.job.interruption
+        if what is not None and what.acted:
+            # Not left behind: the task stopped it (on_cancel), and the error says so.
+            say(f"{why}: stopped {', '.join(what.acted)}")
 
     def explained() -> T:
         try:
             return guarded(task, work)
         except TrainJobTimeoutError as err:
-            what = task.job.interruption
-            if what is not None and what.acted:
-                # Not left behind: the task stopped it (on_cancel), and the error says so.
-                say(f"timed out: stopped {', '.join(what.acted)}")
+            said_stopped("timed out")
             if err.job is not None and err.waiting is not None:
                 # A step restarting, a pod that cannot start: said as the error says it.
                 _report_failure(artifacts, err.job, None, waiting=err.waiting, fix=err.fix)
             elif err.job is not None:
                 _report_failure(artifacts, err.job, err.failure or Failure(reason="Timeout"))
+            raise
+        except TrainJobNotAdmissibleError as err:
+            # Queued forever otherwise: given up on as a timed-out job is (on_cancel);
+            # not finished (on_finish): it never ran.
+            said_stopped("Kueue can never admit it")
+            _report_failure(artifacts, err.job, err.failure)
             raise
         except TrainJobFailedError as err:
             _report_failure(artifacts, err.job, err.failure)

@@ -128,7 +128,8 @@ async def _run(
 
     Raises:
         TrainJobFailedError: with the reason, failing step and pod, exit code and the
-            last log lines; ``TrainJobCreationFailedError``, ``TrainJobTimeoutError``.
+            last log lines; ``TrainJobCreationFailedError``, ``TrainJobNotAdmissibleError``
+            (Kueue can never admit it: ``on_cancel`` applies), ``TrainJobTimeoutError``.
     """
     return cast("JobOutputs", await _in_engine("run", locals()))
 

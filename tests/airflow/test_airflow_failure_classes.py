@@ -5,14 +5,22 @@ fast, and a job Kueue does not admit says why in the task log."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from dagtest import run_dag
 
+from kf_trainer_core.cluster.kueue import QUEUE_NAME_LABEL
+from kf_trainer_core.spec import Annotations, CustomTrainer, Labels, TrainJobSpec
+from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer
 
 pytestmark = pytest.mark.usefixtures("airflow_db", "kf_conn")
+
+
+def _fit() -> None:
+    return None
 
 
 def jobs(kube: KubeTestServer) -> list[dict[str, Any]]:
@@ -75,21 +83,56 @@ def test_fail_fast_can_be_switched_off(kube: KubeTestServer) -> None:
     assert run.try_number("train") == 3  # every retry spent
 
 
-@pytest.mark.parametrize("dag_id", ["kf_not_admitted", "kf_not_admitted_deferred"])
-def test_not_admitted_by_kueue(
-    kube: KubeTestServer, dag_id: str, capfd: pytest.CaptureFixture[str]
-) -> None:
+def queue_with_four_gpus(kube: KubeTestServer) -> None:
     sim = kube.install_kueue()
     sim.add_cluster_queue("gpus", {"nvidia.com/gpu": 4})
     sim.add_local_queue("default", "team-a", "gpus")
+
+
+@pytest.mark.parametrize("dag_id", ["kf_not_admitted", "kf_not_admitted_deferred"])
+def test_not_admitted_by_kueue(
+    kube: KubeTestServer, dag_id: str, kf_conn: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    queue_with_four_gpus(kube)
+    # A job holds the queue's 4 GPUs: the DAG's job waits for quota that frees later.
+    from kf_trainer_core.client import TrainerClient
+    from kf_trainer_core.config import KubernetesConfig
+
+    with TrainerClient(KubernetesConfig(kubeconfig=str(kf_conn))) as client:
+        blocker = client.submit(
+            TrainJobSpec(
+                trainer=CustomTrainer(_fit, resources_per_node={"gpu": 4}),
+                options=[
+                    Labels({QUEUE_NAME_LABEL: "team-a"}),
+                    Annotations({SCENARIO_ANNOTATION: "never-finish"}),
+                ],
+            )
+        ).job.name
+        client.wait(blocker, "Running", timeout=30)
     run = run_dag(dag_id)
     assert run.state == "failed"
     text = capfd.readouterr().out
     # The task log follows the queue, then the error says what the queue waited for.
     assert "queued in team-a (cluster queue gpus)" in text
     assert "was not admitted by Kueue (queue team-a) within 1.5s" in text
-    assert "request > maximum capacity (8 > 4)" in text
+    assert "insufficient unused quota for nvidia.com/gpu in flavor default-flavor" in text
     assert "failure class: capacity" in text
+
+
+@pytest.mark.parametrize("dag_id", ["kf_never_admitted", "kf_never_admitted_deferred"])
+def test_never_admitted_by_kueue_fails_at_once(
+    kube: KubeTestServer, dag_id: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    queue_with_four_gpus(kube)
+    run = run_dag(dag_id)  # no admission timeout: the wait must not run until one
+    assert run.state == "failed"
+    assert run.try_number("train") == 1
+    text = capfd.readouterr().out
+    assert "ExceedsMaxQuota" in text
+    assert "pod set node asks for 8 nvidia.com/gpu, more than the maximum capacity of 4" in text
+    assert "failure class: capacity" in text
+    (job,) = jobs(kube)
+    assert job["spec"]["suspend"] is True  # still queued: on_finish_action keeps it
 
 
 def test_fail_fast_on_names_its_fix() -> None:

@@ -137,3 +137,30 @@ def test_execute_complete() -> None:
     bad = {"status": "failed", "job_name": "j", "namespace": "n", "message": "TrainJob n/j: boom"}
     with pytest.raises(TrainJobFailedException, match="boom"):
         sensor("j").execute_complete({}, bad)
+
+
+def test_a_job_kueue_can_never_admit_fails_the_poke(
+    client: TrainerClient, kube: Any, kf_conn: Path
+) -> None:
+    from kf_trainer_core.cluster.kueue import QUEUE_NAME_LABEL
+    from kf_trainer_core.errors import CapacityFailure
+    from kf_trainer_core.spec import Labels
+
+    sim = kube.install_kueue()
+    sim.add_cluster_queue("gpus", {"nvidia.com/gpu": 4})
+    sim.add_local_queue("default", "team-a", "gpus")
+    spec = TrainJobSpec(
+        trainer=CustomTrainer(train, resources_per_node={"gpu": 8}),
+        options=[Labels({QUEUE_NAME_LABEL: "team-a"})],
+    )
+    name = client.submit(spec).job.name
+    deadline = time.monotonic() + 15
+    while not ((q := client.get_job(name).queue) and q.never_admissible):
+        assert time.monotonic() < deadline, "Kueue never said the job cannot fit"
+        time.sleep(0.05)
+    for step in (None, "node-0"):
+        with pytest.raises(TrainJobFailedException) as caught:
+            sensor(name, step=step, target_status="Running" if step else "Complete").poke({})
+        assert isinstance(caught.value, CapacityFailure)
+        assert "can never be admitted by Kueue" in str(caught.value)
+        assert "maximum capacity of 4" in str(caught.value)

@@ -1,6 +1,10 @@
-"""Kueue over real HTTP: the test server's simulated Kueue (Workload CRD, quota per
-ClusterQueue, pending reasons, admission by unsuspending, preemption, eviction, the
-visibility API) and what both clients report of it."""
+"""Kueue over real HTTP, what only the test bed shows: a cluster without Kueue (nothing
+asked again), RBAC that hides Workloads or positions, Workloads checked against the
+upstream CRD, an eviction on demand (``KueueSimulator.evict``), the async client's
+queue callbacks. What both servers show — queues, positions, pending reasons,
+admission and its timeout, a job that can never be admitted, a missing queue,
+preemption, requeueing, Kueue's webhooks, deletes — is proven on the real Kueue and the
+simulated one by ``tests/conformance/test_kueue_queues.py`` and ``test_kueue_jobs.py``."""
 
 from __future__ import annotations
 
@@ -12,12 +16,11 @@ import pytest
 from train_functions import train_linear
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
-from kf_trainer_core.cluster.failures import failure_class_of
 from kf_trainer_core.cluster.kueue import QUEUE_NAME_LABEL, WORKLOADS, QueueStatus
 from kf_trainer_core.cluster.status import JobState, TrainJob
-from kf_trainer_core.errors import FailureClass, TrainJobAdmissionTimeoutError
+from kf_trainer_core.errors import TrainJobAdmissionTimeoutError
 from kf_trainer_core.spec import Annotations, CustomTrainer, Labels, TrainJobSpec
-from kf_trainer_core.testing.kueue import PRIORITY_CLASS_LABEL, KueueSimulator
+from kf_trainer_core.testing.kueue import KueueSimulator
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer
 
@@ -54,107 +57,19 @@ def kueue_requests(server: KubeTestServer) -> list[Any]:
     return [r for r in server.requests.records if "kueue.x-k8s.io" in r.path]
 
 
-def test_queued_job_explains_itself_then_runs(
+def test_an_eviction_on_demand_is_reported(
     client: TrainerClient, server: KubeTestServer, kueue: KueueSimulator
 ) -> None:
-    first = client.submit(gpu_job(scenario="never-finish")).job.name
-    until(lambda: client.get_job(first).queue and client.get_job(first).queue.admitted)
-    second = client.submit(gpu_job()).job.name
-    # Kueue's webhook created it suspended; its Workload says why it waits.
-    queued = until(lambda: (q := client.get_job(second).queue) and q.pending_message and q)
-    job = client.get_job(second)
-    assert job.status is JobState.SUSPENDED
-    assert queued.queue == "team-a"
-    assert not queued.admitted
-    assert queued.pending_reason == "Pending"
-    assert queued.pending_message == (
-        "couldn't assign flavors to pod set node: insufficient unused quota for "
-        "nvidia.com/gpu in flavor default-flavor, 4 more needed"
-    )
-    assert queued.position == 0  # first in its LocalQueue (the visibility API)
-    assert queued.workload
-    assert queued.workload.startswith(f"trainjob-{second}-")
-    text = queued.line()
-    assert "queued in team-a" in text
-    assert "position 1" in text
-    assert "4 more needed" in text
-
-    seen: list[QueueStatus | None] = []
-
-    def record(update: TrainJob) -> None:
-        seen.append(update.queue)
-
-    # Freeing the quota admits it: Kueue unsuspends the job, which then runs.
-    client.delete_job(first)
-    done, _ = client.wait(second, timeout=30, callbacks=[record])
-    assert done.status is JobState.COMPLETE
-    assert done.queue is not None
-    assert done.queue.admitted
-    assert done.queue.cluster_queue == "gpus"
-    assert done.queue.queued_seconds is not None
-    assert any(q is not None and q.admitted for q in seen)
-    outputs = client.get_job_outputs(second)
-    assert outputs.queue is not None
-    assert outputs.queue.finished
-
-
-def test_admission_timeout_says_what_the_queue_waits_for(
-    client: TrainerClient, kueue: KueueSimulator
-) -> None:
-    name = client.submit(gpu_job(gpus=8)).job.name  # more than the queue will ever have
-    with pytest.raises(TrainJobAdmissionTimeoutError) as caught:
-        client.wait(name, timeout=30, admission_timeout=1.0)
-    err = caught.value
-    message = str(err)
-    assert f"TrainJob {name} was not admitted by Kueue (queue team-a) within 1s" in message
-    assert "insufficient quota for nvidia.com/gpu in flavor default-flavor" in message
-    assert "request > maximum capacity (8 > 4)" in message
-    assert err.queue is not None
-    assert err.queue.pending_reason == "Pending"
-    assert failure_class_of(err) is FailureClass.CAPACITY
-    # The startup timeout is not used up by queueing: without an admission timeout a
-    # startup timeout does not fire for a suspended job.
-    with pytest.raises(TimeoutError) as plain:
-        client.wait(name, timeout=1.0, startup_timeout=0.2)
-    assert not isinstance(plain.value, TrainJobAdmissionTimeoutError)
-    assert "insufficient quota" in str(plain.value)
-
-
-def test_missing_local_queue_is_inadmissible(client: TrainerClient, kueue: KueueSimulator) -> None:
-    name = client.submit(gpu_job(queue="no-such-queue")).job.name
-    queued = until(lambda: (q := client.get_job(name).queue) and q.pending_reason and q)
-    assert queued.pending_reason == "Inadmissible"
-    assert queued.pending_message == "LocalQueue no-such-queue doesn't exist"
-    assert queued.position is None  # the visibility API has no such queue
-
-
-def test_preemption_and_eviction_are_reported(
-    client: TrainerClient, server: KubeTestServer, kueue: KueueSimulator
-) -> None:
-    kueue.add_cluster_queue("prio", {"nvidia.com/gpu": 4}, preempt_lower_priority=True)
-    kueue.add_local_queue("default", "prio-q", "prio")
-    kueue.add_priority_class("high", 1000)
-    low = client.submit(gpu_job("prio-q", scenario="never-finish")).job.name
-    until(lambda: client.get_job(low).status is JobState.RUNNING)
-    high = client.submit(
-        gpu_job("prio-q", scenario="never-finish", **{PRIORITY_CLASS_LABEL: "high"})
-    ).job.name
-    until(lambda: client.get_job(high).status is JobState.RUNNING)
-    victim = client.get_job(low)
-    assert victim.status is JobState.SUSPENDED  # Kueue suspended it again
-    queue = victim.queue
-    assert queue is not None
-    assert not queue.admitted
-    assert queue.requeue_count == 1
-    assert [e.reason for e in queue.evictions] == ["Preempted"]
-    assert queue.evictions[0].preemption_reason == "InClusterQueue"
-    assert "Preempted to accommodate a workload" in queue.evictions[0].message
-    assert "evicted 1x (last: Preempted" in queue.line()
-    # An eviction on demand (a PodsReady timeout) is reported the same way.
-    kueue.evict("default", high)
+    # Kueue evicts on a PodsReady timeout, an admission check, a deactivation: the
+    # simulator's evict() plays them (preemption itself: tests/conformance).
+    name = client.submit(gpu_job(scenario="never-finish")).job.name
+    until(lambda: client.get_job(name).status is JobState.RUNNING)
+    kueue.evict("default", name)
     assert kueue.wait_idle()
-    evicted = until(lambda: (q := client.get_job(high).queue) and q.evictions and q)
+    evicted = until(lambda: (q := client.get_job(name).queue) and q.evictions and q)
     assert evicted.evictions[-1].reason == "PodsReadyTimeout"
+    assert evicted.requeue_count == 1
+    assert "evicted 1x (last: PodsReadyTimeout" in evicted.line()
 
 
 def test_without_kueue_nothing_is_said_and_nothing_asked_again(
@@ -272,3 +187,18 @@ async def test_async_client_reports_the_queue(
     await aclient.delete_job(blocker)
     done, _ = await aclient.wait(name, timeout=30)
     assert done.status is JobState.COMPLETE
+
+
+async def test_a_step_wait_ends_at_once_on_a_job_kueue_can_never_admit(
+    aclient: AsyncTrainerClient, kueue: KueueSimulator
+) -> None:
+    # The step's own reads see only pods; the job's wait beside it knows Kueue, and its
+    # verdict ends the step wait too (it used to be taken for "the job ended").
+    from kf_trainer_core.errors import TrainJobNotAdmissibleError
+    from kf_trainer_core.tasks.step_waits import StepGoal, await_step
+
+    name = (await aclient.submit(gpu_job(gpus=8))).job.name
+    with pytest.raises(TrainJobNotAdmissibleError, match="maximum capacity of 4"):
+        await await_step(
+            aclient, name, StepGoal.of("node-0", "Running"), timeout=60, recheck_interval=0.2
+        )

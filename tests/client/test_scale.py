@@ -329,3 +329,19 @@ def test_idle_per_name_informers_do_not_accumulate() -> None:
     finally:
         for key in keys:
             informer_mod._sync_registry.pop(key, None)
+
+
+def test_an_informer_whose_start_was_interrupted_shuts_down_quietly() -> None:
+    """A Ctrl-C inside ``Thread.start()`` (the CLI's ``jobs wait``) leaves the informer a
+    thread that never started; the interpreter-exit shutdown must not raise on it
+    ("cannot join thread before it is started" was the CLI's last line)."""
+    import threading
+
+    from kf_trainer_core.k8s.retry import DEFAULT_POLICY
+
+    state = informer_mod.InformerState(TRAINJOBS, "ns")
+    informer = informer_mod.SyncInformer(
+        state, lambda: None, watch_timeout=5, poll_interval=1, policy=DEFAULT_POLICY
+    )
+    informer._thread = threading.Thread(target=lambda: None)  # created, never started
+    informer.shutdown()

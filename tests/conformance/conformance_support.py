@@ -245,8 +245,9 @@ class Cluster:
 
 
 def make_cluster(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> Iterator[Cluster]:
-    """A fresh namespace on the test bed (``kind == "testbed"``) or the real control
-    plane, as a :class:`Cluster` (for fixtures that choose among more than the two)."""
+    """A fresh namespace on the test bed (``kind == "testbed"``), the real control
+    plane (``"real"``) or the real one with Kueue (``"kueue"``: a :class:`Cluster` of
+    kind ``real`` on ``kueue_control_plane``), for fixtures that choose among them."""
     if kind == "testbed":
         kube: KubeTestServer = request.getfixturevalue("kube")
         namespace = "conformance"
@@ -258,7 +259,9 @@ def make_cluster(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> I
         path = kube.kubeconfig(tmp_path / "kubeconfig", namespace=namespace)
         yield Cluster("testbed", namespace, path, kube, None)
         return
-    cp: ControlPlane = request.getfixturevalue("control_plane")
+    cp: ControlPlane = request.getfixturevalue(
+        "kueue_control_plane" if kind == "kueue" else "control_plane"
+    )
     namespace = cp.new_namespace("conf")
     try:
         yield Cluster("real", namespace, cp.kubeconfig_for(namespace, tmp_path / "kc"), None, cp)

@@ -30,13 +30,14 @@ from typing import Any
 from conformance_support import Cluster
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
+from kueue_support import gpu_job
 
 from kf_trainer_core.base.marks import ATTEMPT_ANNOTATION
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.cluster.status import JobState, job_state
 from kf_trainer_core.errors import DeleteRefusedError, SpecConflictError
 from kf_trainer_core.k8s.errors import ApiError
-from kf_trainer_core.spec import CustomTrainer, Name, QueueName, Retention, Suspend, TrainJobSpec
+from kf_trainer_core.spec import CustomTrainer, Name, Retention, TrainJobSpec
 from kf_trainer_core.tasks import SyncTaskJob, TaskJob
 
 STATES = (
@@ -92,6 +93,8 @@ USER_OPS = {
 }
 
 _UNFINISHED = ("Created", "Running", "Restarting")
+#: The LocalQueue of the ``Queued`` jobs (on a server with Kueue).
+MATRIX_QUEUE = "matrix"
 _HELD = ("Suspended", "Queued")
 
 #: What each operation does, by state, for a user who may do it (admin and runner).
@@ -107,8 +110,10 @@ _ALLOWED: dict[str, dict[str, str]] = {
     "suspend_job": dict.fromkeys(STATES, "job -> as before")
     | dict.fromkeys(_UNFINISHED, "job -> Suspended")
     | {"Deleting": "job -> deleting, suspended"},
+    # A job Kueue holds is Kueue's to start (resume_job leaves it; Kueue would suspend
+    # it again at once).
     "resume_job": dict.fromkeys(STATES, "job -> as before")
-    | dict.fromkeys(_HELD, "job -> runs (pods start)"),
+    | {"Suspended": "job -> runs (pods start)"},
     "stop_unfinished": dict.fromkeys((*_UNFINISHED, *_HELD), "[job] -> gone")
     | dict.fromkeys(("Complete", "Failed", "Deleting"), "[] -> as before"),
     "prune older_than": dict.fromkeys(STATES, "0 deleted -> as before")
@@ -121,8 +126,8 @@ _ALLOWED: dict[str, dict[str, str]] = {
     | {"Failed": "attempt 1 -> as before", "Deleting": "created again -> gone"},
     "submit adopt": dict.fromkeys(STATES, "adopted -> as before")
     | {"Deleting": "created again -> gone"},
-    # A retry reattaches; resumes an attempt a killed try suspended (not one its spec
-    # holds: Kueue's queued job); submits a fresh attempt after a failure.
+    # A retry reattaches; resumes an attempt a killed try suspended (not a job Kueue
+    # holds: resume_job leaves it to Kueue); submits a fresh attempt after a failure.
     "task retry": dict.fromkeys(STATES, "reattached -> as before")
     | {
         "Suspended": "resumed -> runs (pods start)",
@@ -234,8 +239,8 @@ def _spec_of(cluster: Cluster, state: str, runtime: Any) -> TrainJobSpec:
         return cluster.spec("fail", retain, runtime=runtime)
     if state == "Restarting":  # the upstream runtime: the Job controller retries 6 times
         return cluster.spec("restart", retain, seconds=4)
-    if state == "Queued":  # held as Kueue's webhook holds a queued job
-        return cluster.spec("hold", retain, QueueName("matrix"), Suspend())
+    if state == "Queued":  # created running: Kueue's webhook holds it, quota never frees
+        return gpu_job(cluster, MATRIX_QUEUE, gpus=1, behaviour="hold", extra=[retain])
     return cluster.spec("hold", retain)
 
 

@@ -56,3 +56,38 @@ def test_missing_tool_is_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(cp_module, "TOOLS_FULL", ("kubectl", "no-such-tool-here"))
     with pytest.raises(ControlPlaneUnavailable, match="no-such-tool-here not on PATH"):
         start_control_plane(tmp_path / "d")
+
+
+def test_kueue_runs_in_an_instance_of_its_own(
+    control_plane: ControlPlane, kueue_control_plane: ControlPlane
+) -> None:
+    kueue_control_plane.require_kueue()
+    assert not control_plane.kueue
+    assert kueue_control_plane.kueue
+    apart = abs(kueue_control_plane.port_base - control_plane.port_base)
+    assert apart >= 14  # start.sh --kueue uses base..base+13
+    served = kueue_control_plane.kubectl(
+        "get", "apiservice", "v1beta2.visibility.kueue.x-k8s.io", "-o", "name"
+    )
+    assert (
+        served.stdout.strip()
+        == "apiservice.apiregistration.k8s.io/v1beta2.visibility.kueue.x-k8s.io"
+    )
+    plain = control_plane.kubectl(
+        "get", "apiservice", "v1beta2.visibility.kueue.x-k8s.io", check=False
+    )
+    assert plain.returncode != 0  # no Kueue: nothing touches the plain one's TrainJobs
+
+
+def test_a_folder_without_kueue_is_unavailable_for_kueue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+    monkeypatch.delenv("KF_CONTROL_PLANE_ATTACH", raising=False)
+    (tmp_path / "start.sh").write_text("#!/bin/sh\nexit 1\n")
+    monkeypatch.setenv("KF_CONTROL_PLANE", str(tmp_path))
+    with pytest.raises(ControlPlaneUnavailable, match=r"has no Kueue \(bin/kueue\.zst\)"):
+        start_control_plane(tmp_path / "d", kueue=True)
+    monkeypatch.setenv("KF_CONTROL_PLANE_KUEUE", "0")
+    with pytest.raises(ControlPlaneUnavailable, match="KF_CONTROL_PLANE_KUEUE=0"):
+        start_control_plane(tmp_path / "d", kueue=True)

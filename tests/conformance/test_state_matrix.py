@@ -19,11 +19,14 @@ import time
 import uuid
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from conformance_support import FAST, Cluster
 from kubernetes import client as k8s
+from kueue_support import GPU, Queues, gpu_job
 from matrix_support import (
     EXPECTED,
+    MATRIX_QUEUE,
     STATES,
     SUBMITS,
     USER_OPS,
@@ -108,9 +111,38 @@ def _release(cluster: Cluster, cells: list[Cell]) -> None:
 
 
 def test_every_operation_in_every_state_as_every_user(controllers: Cluster, tmp_path: Path) -> None:
+    """Every state but ``Queued``, on a cluster without Kueue."""
     cluster = controllers
     runtime = cluster.fast_fail_runtime()
-    cells = [
+    states = [s for s in STATES if s != "Queued"]
+    cells = _cells(cluster, states, runtime)
+    assert len(cells) == len([k for k in EXPECTED if k[2] in states]) >= 120
+    _run_matrix(cluster, cells, tmp_path)
+
+
+def test_every_operation_on_a_queued_job_as_every_user(
+    kueue_cluster: Cluster, tmp_path: Path
+) -> None:
+    """``Queued``: held by Kueue — the real one on the real control plane, the simulated
+    one on the test bed — in a ClusterQueue whose GPUs a running job holds, so that no
+    job of the column is admitted whatever the operations free."""
+    cluster = kueue_cluster
+    queues = Queues(cluster)
+    try:
+        cq = queues.cluster_queue("matrix", {GPU: 4})
+        queues.local_queue(MATRIX_QUEUE, cq)
+        with TrainerClient(cluster.config(), retry=FAST) as admin:
+            blocker = admin.submit(gpu_job(cluster, MATRIX_QUEUE, behaviour="hold")).job.name
+            admin.wait(blocker, "Running", timeout=120)
+        cells = _cells(cluster, ["Queued"], None)
+        assert len(cells) == len([k for k in EXPECTED if k[2] == "Queued"]) >= 30
+        _run_matrix(cluster, cells, tmp_path)
+    finally:
+        queues.close()
+
+
+def _cells(cluster: Cluster, states: list[str], runtime: Any) -> list[Cell]:
+    return [
         Cell(
             user,
             op,
@@ -120,9 +152,11 @@ def test_every_operation_in_every_state_as_every_user(controllers: Cluster, tmp_
         )
         for user, ops in USER_OPS.items()
         for op in ops
-        for state in STATES
+        for state in states
     ]
-    assert len(cells) == len(EXPECTED) >= 120
+
+
+def _run_matrix(cluster: Cluster, cells: list[Cell], tmp_path: Path) -> None:
     clients = {
         user: TrainerClient(user_config(cluster, user, tmp_path), retry=FAST) for user in USER_OPS
     }

@@ -78,22 +78,34 @@ def test_evicted_job_exits_as_infrastructure(
     assert "failure class: infrastructure" in summary
 
 
+def queued_behind_a_blocker(server: KubeTestServer, client: TrainerClient) -> TrainJobSpec:
+    """A queue of 4 GPUs held by a running job, and a spec of 4 more GPUs for it."""
+    sim = server.install_kueue()
+    sim.add_cluster_queue("gpus", {"nvidia.com/gpu": 4})
+    sim.add_local_queue("default", "team-a", "gpus")
+    blocker = TrainJobSpec(
+        trainer=CustomTrainer("def fit():\n    return 1\n", resources_per_node={"gpu": 4}),
+        options=[
+            Labels({QUEUE_NAME_LABEL: "team-a"}),
+            Annotations({SCENARIO_ANNOTATION: "never-finish"}),
+        ],
+    )
+    client.wait(client.submit(blocker).job.name, "Running", timeout=30)
+    return TrainJobSpec(
+        trainer=CustomTrainer("def fit():\n    return 1\n", resources_per_node={"gpu": 4}),
+        options=[Labels({QUEUE_NAME_LABEL: "team-a"})],
+    )
+
+
 def test_admission_timeout_fails_a_queued_job_as_capacity(
     local_kfp: Path,
     backend: dict[str, Any],
     server: KubeTestServer,
+    client: TrainerClient,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    sim = server.install_kueue()
-    sim.add_cluster_queue("gpus", {"nvidia.com/gpu": 4})
-    sim.add_local_queue("default", "team-a", "gpus")
+    queued = queued_behind_a_blocker(server, client)
     launch = trainjob_launcher(backend_config=backend, component_image=HERE, on_cancel="keep")
-    queued = TrainJobSpec(
-        trainer=CustomTrainer(
-            "def fit():\n    return 1\n", num_nodes=1, resources_per_node={"gpu": 8}
-        ),
-        options=[Labels({QUEUE_NAME_LABEL: "team-a"})],
-    )
 
     @dsl.pipeline
     def pipe() -> None:
@@ -103,8 +115,45 @@ def test_admission_timeout_fails_a_queued_job_as_capacity(
         pipe()
     out = capsys.readouterr().out
     assert "was not admitted by Kueue (queue team-a) within 1.5s" in out
-    assert "request > maximum capacity (8 > 4)" in out
+    assert "insufficient unused quota for nvidia.com/gpu" in out
     assert f"failure class: capacity; exiting with code {EXIT_CODES[FailureClass.CAPACITY]}" in out
+
+
+@pytest.mark.parametrize("on_cancel", ["keep", "delete"])
+def test_a_job_kueue_can_never_admit_fails_at_once_as_capacity(
+    local_kfp: Path,
+    backend: dict[str, Any],
+    server: KubeTestServer,
+    client: TrainerClient,
+    capsys: pytest.CaptureFixture[str],
+    on_cancel: str,
+) -> None:
+    sim = server.install_kueue()
+    sim.add_cluster_queue("gpus", {"nvidia.com/gpu": 4})
+    sim.add_local_queue("default", "team-a", "gpus")
+    launch = trainjob_launcher(backend_config=backend, component_image=HERE, on_cancel=on_cancel)
+    never = TrainJobSpec(
+        trainer=CustomTrainer(
+            "def fit():\n    return 1\n", num_nodes=2, resources_per_node={"gpu": 4}
+        ),
+        options=[Labels({QUEUE_NAME_LABEL: "team-a"})],
+    )
+
+    @dsl.pipeline
+    def pipe() -> None:
+        launch(spec=never)  # no admission timeout: it must not wait for one
+
+    with pytest.raises(RuntimeError):
+        pipe()
+    out = capsys.readouterr().out
+    assert "can never be admitted by Kueue" in out
+    assert "pod set node asks for 8 nvidia.com/gpu, more than the maximum capacity of 4" in out
+    assert f"failure class: capacity; exiting with code {EXIT_CODES[FailureClass.CAPACITY]}" in out
+    summary = next(local_kfp.rglob("launch-trainjob/summary")).read_text()
+    assert "ExceedsMaxQuota" in summary
+    # Given up on as a timed-out job is: on_cancel says what becomes of it.
+    left = [j.status.value for j in client.list_jobs()]
+    assert left == (["Suspended"] if on_cancel == "keep" else [])
 
 
 def test_step_wait_takes_the_admission_timeout(
@@ -114,21 +163,36 @@ def test_step_wait_takes_the_admission_timeout(
     client: TrainerClient,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    sim = server.install_kueue()
-    sim.add_cluster_queue("gpus", {"nvidia.com/gpu": 4})
-    sim.add_local_queue("default", "team-a", "gpus")
-    queued = TrainJobSpec(
-        trainer=CustomTrainer(
-            "def fit():\n    return 1\n", num_nodes=1, resources_per_node={"gpu": 8}
-        ),
-        options=[Labels({QUEUE_NAME_LABEL: "team-a"})],
-    )
+    queued = queued_behind_a_blocker(server, client)
     name = client.submit(queued, identity="kfp/admission").job.name
     steps = step_components(backend_config=backend, component_image=HERE, on_cancel="keep")
     with pytest.raises(RuntimeError):
         steps.wait_for_step(job_name=name, step="trainer", admission_timeout_seconds=1.5)
     out = capsys.readouterr().out
     assert "was not admitted by Kueue (queue team-a) within 1.5s" in out
+    assert "failure class: capacity" in out
+
+
+def test_step_wait_of_a_job_kueue_can_never_admit_fails_at_once(
+    local_kfp: Path,
+    backend: dict[str, Any],
+    server: KubeTestServer,
+    client: TrainerClient,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sim = server.install_kueue()
+    sim.add_cluster_queue("gpus", {"nvidia.com/gpu": 4})
+    sim.add_local_queue("default", "team-a", "gpus")
+    never = TrainJobSpec(
+        trainer=CustomTrainer("def fit():\n    return 1\n", resources_per_node={"gpu": 8}),
+        options=[Labels({QUEUE_NAME_LABEL: "team-a"})],
+    )
+    name = client.submit(never, identity="kfp/never").job.name
+    steps = step_components(backend_config=backend, component_image=HERE, on_cancel="keep")
+    with pytest.raises(RuntimeError):
+        steps.wait_for_step(job_name=name, step="trainer")
+    out = capsys.readouterr().out
+    assert "can never be admitted by Kueue" in out
     assert "failure class: capacity" in out
 
 

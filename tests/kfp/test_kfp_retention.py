@@ -35,7 +35,9 @@ def test_on_finish_deletes_the_job_after_the_outputs_are_written(
     assert task.outputs["status"] == "Complete"
     assert json.loads(task.outputs["result_json"]) == {"epochs": 3, "loss": 0.1289}
     assert client.list_jobs() == []
-    assert server.requests.count(verb="delete", resource="trainjobs") == 1
+    # One delete, after the dry run that asks whether the user may delete at all.
+    deletes = server.requests.filter(verb="delete", resource="trainjobs", status=200)
+    assert [r.dry_run for r in deletes] == [True, False]
     summary = next(local_kfp.rglob("launch-trainjob/summary")).read_text()
     assert f"`default/{task.outputs['job_name']}`: Complete" in summary
 

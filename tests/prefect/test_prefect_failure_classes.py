@@ -105,7 +105,10 @@ def test_not_admitted_by_kueue_says_why(
     sim = kube.install_kueue()
     sim.add_cluster_queue("gpus", {"nvidia.com/gpu": 4})
     sim.add_local_queue("default", "team-a", "gpus")
-    queued = spec(None, Labels({QUEUE_NAME_LABEL: "team-a"}), resources_per_node={"gpu": 8})
+    in_queue = Labels({QUEUE_NAME_LABEL: "team-a"})
+    blocker = k8s.submit(spec("never-finish", in_queue, resources_per_node={"gpu": 4})).job.name
+    k8s.wait(blocker, "Running", timeout=30)
+    queued = spec(None, in_queue, resources_per_node={"gpu": 4})
     task = run_trainjob.with_options(retries=0)
 
     @flow
@@ -119,9 +122,40 @@ def test_not_admitted_by_kueue_says_why(
     assert seen["class"] is FailureClass.CAPACITY
     summary = next(a.data for a in read_artifacts(seen["flow_run"]) if a.type == "markdown")
     assert "**Queue:**" in summary
-    assert "request > maximum capacity (8 > 4)" in summary
-    (job,) = k8s.list_jobs()
-    assert job.status is JobState.SUSPENDED  # kept (on_cancel="keep"), still queued
+    assert "insufficient unused quota for nvidia.com/gpu" in summary
+    waiting = [j for j in k8s.list_jobs() if j.name != blocker]
+    assert [j.status for j in waiting] == [JobState.SUSPENDED]  # kept, still queued
+
+
+@pytest.mark.parametrize("on_cancel", ["keep", "delete"])
+def test_a_job_kueue_can_never_admit_fails_at_once(
+    creds: KubeflowTrainerCredentials, k8s: TrainerClient, kube: KubeTestServer, on_cancel: str
+) -> None:
+    from kf_trainer_core.cluster.kueue import QUEUE_NAME_LABEL
+    from kf_trainer_core.spec import Labels
+
+    sim = kube.install_kueue()
+    sim.add_cluster_queue("gpus", {"nvidia.com/gpu": 4})
+    sim.add_local_queue("default", "team-a", "gpus")
+    never = spec(None, Labels({QUEUE_NAME_LABEL: "team-a"}), resources_per_node={"gpu": 8})
+    task = run_trainjob.with_options(retries=0)
+
+    @flow
+    def train() -> dict[str, object]:
+        from prefect.runtime import flow_run
+
+        # No admission timeout: the wait must end on Kueue's word, not on a timeout.
+        state = task(never, creds, on_cancel=on_cancel, return_state=True)
+        return {"class": failure_class_of_state(state), "flow_run": flow_run.id}
+
+    seen = train()
+    assert seen["class"] is FailureClass.CAPACITY
+    summary = next(a.data for a in read_artifacts(seen["flow_run"]) if a.type == "markdown")
+    assert "ExceedsMaxQuota" in summary
+    assert "asks for 8 nvidia.com/gpu, more than the maximum capacity of 4" in summary
+    # The task gave up on a job that would stay queued forever: on_cancel says its fate.
+    left = [j.status for j in k8s.list_jobs()]
+    assert left == ([JobState.SUSPENDED] if on_cancel == "keep" else [])
 
 
 RESTARTING = (

@@ -142,6 +142,22 @@ class TrainJobSensor(BaseSensorOperator):
                 return self._poke_step(client, job)
             return self._poke_job(client, job)
 
+    def _never_admitted(self, job: TrainJob) -> None:
+        """A job Kueue can never admit will reach nothing: fail now, as a wait does."""
+        if job.queue is None or not job.queue.never_admissible:
+            return
+        from kf_trainer_airflow.failures import failed_exception
+        from kf_trainer_core.tasks import never_admitted
+
+        failure = never_admitted(job.queue)
+        raise failed_exception(
+            f"TrainJob {job.namespace}/{job.name} can never be admitted by Kueue: "
+            f"{failure.describe()}",
+            job_name=job.name,
+            namespace=job.namespace,
+            failure=failure.model_dump(mode="json"),
+        )
+
     def _poke_step(self, client: TrainerClient, job: TrainJob) -> bool | PokeReturnValue:
         goal = self._goal()
         verdict, step = goal.judge(job)
@@ -149,6 +165,7 @@ class TrainJobSensor(BaseSensorOperator):
             self.log.info("Step %s of %s/%s is %s", goal.step, job.namespace, job.name, step.status)
             return PokeReturnValue(is_done=True, xcom_value=step.model_dump(mode="json"))
         if verdict == "waiting":
+            self._never_admitted(job)
             state = step.status if step is not None else "not started"
             self.log.info(
                 "Step %s of %s/%s is %s (job %s)",
@@ -179,6 +196,7 @@ class TrainJobSensor(BaseSensorOperator):
             wanted = " or ".join(self.target_status)
             where = f"TrainJob {job.namespace}/{job.name}"
             raise self._failure(client, job, f"{where} is {state}, not {wanted}.")
+        self._never_admitted(job)
         self.log.info("TrainJob %s/%s is %s", job.namespace, job.name, state)
         return False
 

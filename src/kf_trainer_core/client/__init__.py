@@ -55,7 +55,13 @@ from kf_trainer_core.k8s.drivers import (
 )
 from kf_trainer_core.manifest.builder import BuiltTrainJob, identity_text
 from kf_trainer_core.manifest.runtimes import PACKAGES_SOURCE, RuntimeInfo
-from kf_trainer_core.programs.cancel import cancel, delete, set_suspended, stop_unfinished
+from kf_trainer_core.programs.cancel import (
+    cancel,
+    delete,
+    resume,
+    set_suspended,
+    stop_unfinished,
+)
 from kf_trainer_core.programs.checkpoints import checkpoints_program, cleaning_job
 from kf_trainer_core.programs.informer import (
     AsyncInformer,
@@ -552,8 +558,10 @@ class _Operations(ClientBase, Generic[Lines]):
         return set_suspended(self.namespace, name, True)
 
     def _resume_job(self, name: str) -> Program[TrainJob]:
-        """Resume a suspended job."""
-        return set_suspended(self.namespace, name, False)
+        """Resume a suspended job. A job Kueue holds (labelled for a queue, its Workload
+        not admitted) is left to Kueue, which would suspend it again at once: it comes
+        back as it is, with its queue status, and runs when Kueue admits it."""
+        return resume(self.namespace, name, self._kueue())
 
     # -- the clients' methods ----------------------------------------------------
     #: What each client brings: how it makes a method of an operation's program.

@@ -89,6 +89,26 @@ class TrainJobCreationFailedError(ConfigurationFailure, TrainJobFailedError):
     event): the job would stay pending forever."""
 
 
+class TrainJobNotAdmissibleError(TrainJobCapacityError):
+    """Kueue can never admit the job as its queue stands: it asks for more than the
+    ClusterQueue's maximum capacity (``current podset request (16) > maximum capacity
+    (8)``), or no flavor can ever fit it. Raised by a wait at once, whatever its
+    timeouts, instead of waiting for quota that will never free. The job is still
+    queued (suspended), not failed: ``queue`` says what Kueue said; the failure names
+    the request, the maximum and the fix. A :class:`TrainJobCapacityError` (class
+    ``capacity``: a retry will not help)."""
+
+    def __init__(self, job: TrainJob | None, failure: Failure) -> None:
+        super().__init__(job, failure)
+        name = f"{job.namespace}/{job.name}" if job else "TrainJob"
+        self.args = (f"{name} can never be admitted by Kueue: {failure.describe()}",)
+
+    @property
+    def queue(self) -> QueueStatus | None:
+        """The job's queue status when the wait ended."""
+        return self.job.queue if self.job is not None else None
+
+
 _FAILED_ERRORS: dict[FailureClass, type[TrainJobFailedError]] = {
     FailureClass.INFRASTRUCTURE: TrainJobInfrastructureError,
     FailureClass.CAPACITY: TrainJobCapacityError,

@@ -18,6 +18,7 @@ nothing fails.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Hashable, Mapping
@@ -51,10 +52,49 @@ REPROBE_SECONDS = 600.0
 #: While a job is queued its Workload is read again at most this often (its position
 #: and message change without the TrainJob changing).
 QUEUE_REFRESH_SECONDS = 15.0
+#: For this long after its Workload appears, a job Kueue has said nothing of is read
+#: every second (Kueue evaluates a new Workload within moments): a job Kueue can never
+#: admit is known at once, not a refresh later.
+EVALUATION_SECONDS = 10.0
 
 
 class _Out(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class CapacityLimit(_Out):
+    """One reason Kueue gives why a pod set of the job can never fit its ClusterQueue, as
+    the ClusterQueue stands: the request is beyond its maximum capacity (its quota, with
+    what it may borrow), it asks for a resource the ClusterQueue does not cover, or no
+    flavor's taints and node labels allow it."""
+
+    #: Kueue's words for it ("insufficient quota for nvidia.com/gpu in flavor …").
+    text: str
+    pod_set: str | None = None
+    resource: str | None = None
+    flavor: str | None = None
+    #: The pod set's request and the maximum, as Kueue prints them ("16", "8", "64Gi").
+    requested: str | None = None
+    maximum: str | None = None
+    #: What pod sets considered before this one ask for in the same flavor ("0").
+    previous: str | None = None
+
+    def describe(self) -> str:
+        """``pod set node asks for 16 nvidia.com/gpu, more than the maximum capacity of
+        8 in flavor default-flavor``; Kueue's words where it says something else."""
+        if self.requested is None or self.maximum is None:
+            return self.text
+        who = f"pod set {self.pod_set}" if self.pod_set else "the job"
+        also = (
+            f" (with {self.previous} for the pod sets before it)"
+            if self.previous not in (None, "", "0")
+            else ""
+        )
+        flavor = f" in flavor {self.flavor}" if self.flavor else ""
+        return (
+            f"{who} asks for {self.requested} {self.resource}{also}, more than the maximum "
+            f"capacity of {self.maximum}{flavor}"
+        )
 
 
 class Eviction(_Out):
@@ -91,6 +131,9 @@ class QueueStatus(_Out):
     evictions: list[Eviction] = Field(default_factory=list)
     #: How many times Kueue requeued the Workload after an eviction.
     requeue_count: int = 0
+    #: Why Kueue can never admit the job as its ClusterQueue stands (empty: it may be
+    #: admitted when quota frees, or Kueue has not said). See :func:`never_fits`.
+    never_fits: list[CapacityLimit] = Field(default_factory=list)
     finished: bool = False
     queued_at: datetime | None = None
     admitted_at: datetime | None = None
@@ -103,6 +146,31 @@ class QueueStatus(_Out):
     def waiting(self) -> bool:
         """Still waiting for admission."""
         return not self.admitted and not self.finished
+
+    @property
+    def never_admissible(self) -> bool:
+        """Kueue says the job can never be admitted as its ClusterQueue stands: it
+        asks for more than the queue's maximum capacity, or no flavor can ever fit it
+        (:attr:`never_fits` says which). Waiting for it only ends at a timeout."""
+        return self.waiting and bool(self.never_fits)
+
+    def never_admitted_text(self) -> str:
+        """Why the job can never be admitted, with the numbers and the fix."""
+        where = self.queue
+        if self.cluster_queue:
+            where += f" (cluster queue {self.cluster_queue})"
+        reasons = "; ".join(limit.describe() for limit in self.never_fits)
+        fixes = []
+        for limit in self.never_fits:
+            if limit.maximum is not None and limit.resource:
+                fixes.append(f"at most {limit.maximum} {limit.resource}")
+        fix = (
+            f"ask for {', '.join(dict.fromkeys(fixes))} in all (fewer nodes or less per node), "
+            "or submit to a queue with more capacity"
+            if fixes
+            else "change the job's resources or tolerations, or submit to another queue"
+        )
+        return f"in queue {where}, {reasons}. Fix: {fix}."
 
     def summary(self) -> list[str]:
         """What a person reads: ``["queued in team-a (cluster queue gpus), position 3",
@@ -128,6 +196,10 @@ class QueueStatus(_Out):
         if self.waiting:
             if self.workload is None:
                 parts.append("waiting for Kueue to create the job's Workload")
+            elif not (self.pending_reason or self.pending_message or self.quota_reserved):
+                # Kueue v0.19 does not evaluate a Workload while an equal one ahead of it
+                # in the ClusterQueue does not fit; it writes nothing on it meanwhile.
+                parts.append("Kueue has not said why yet")
             elif self.pending_reason or self.pending_message:
                 text = self.pending_message or ""
                 parts.append(f"{self.pending_reason}: {text}" if self.pending_reason else text)
@@ -171,6 +243,78 @@ def _when(text: Any) -> datetime | None:
         return None
 
 
+#: Kueue's reasons (``QuotaReserved``'s, with the UnadmittedWorkloadsObservability feature
+#: gate) that mean "never, as the ClusterQueue stands": the most severe of each pod
+#: set's alternatives.
+NEVER_REASONS = frozenset({"ExceedsMaxQuota", "NoMatchingFlavor"})
+_POD_SET = re.compile(r"couldn't assign flavors to pod set (?P<pod_set>[^:;,\s]+): ")
+_FLAVOR = r"(?P<flavor>[^\s,;]+)"
+# What one flavor says of a resource that can never fit in it (Kueue v0.19's words, and
+# the older "request > maximum capacity (a > b)"), or of one that does not fit now.
+_NEVER_IN_FLAVOR = (
+    re.compile(
+        rf"insufficient quota for (?P<resource>\S+) in flavor {_FLAVOR}(?: in ClusterQueue)?, "
+        r"previously considered podsets requests \((?P<previous>[^()]*)\) \+ current podset "
+        r"request \((?P<requested>[^()]*)\) > maximum capacity \((?P<maximum>[^()]*)\)"
+    ),
+    re.compile(
+        rf"insufficient quota for (?P<resource>\S+) in flavor {_FLAVOR}(?: in ClusterQueue)?, "
+        r"request > maximum capacity \((?P<requested>[^\s()]+) > (?P<maximum>[^\s()]+)\)"
+    ),
+    re.compile(rf"untolerated taint .+? in flavor {_FLAVOR}"),
+    re.compile(rf"flavor {_FLAVOR} doesn't match node affinity"),
+)
+_NOT_NOW_IN_FLAVOR = re.compile(
+    rf"insufficient unused quota for \S+ in flavor {_FLAVOR}, \S+ more needed"
+)
+# What no flavor can change: the ClusterQueue does not cover the resource at all.
+_NEVER_ANYWHERE = re.compile(r"resource (?P<resource>\S+) unavailable in ClusterQueue")
+
+
+def never_fits(reason: str | None, message: str | None) -> list[CapacityLimit]:
+    """Why a Workload can never be admitted, from ``QuotaReserved=False``'s reason and
+    message; empty when it may be (or when Kueue's words are not understood).
+
+    Kueue lists, per pod set, what each flavor it tried says of each resource. A flavor
+    that says "request > maximum capacity", "untolerated taint" or "doesn't match node
+    affinity" of any resource can never hold the pod set; one that only says
+    "insufficient unused quota …, N more needed" may, when quota frees. A pod set every
+    flavor of which can never hold it — or whose resource the ClusterQueue does not
+    cover at all — makes the job never admissible. Anything else in the message keeps
+    the job waiting: only Kueue's known words end a wait. Kueue's own reason
+    ``ExceedsMaxQuota`` / ``NoMatchingFlavor`` (a feature gate) says the same."""
+    text = message or ""
+    marks = list(_POD_SET.finditer(text))
+    limits: list[CapacityLimit] = []
+    sure = reason in NEVER_REASONS
+    for i, mark in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+        body = text[mark.end() : end]
+        rest = body
+        found: list[CapacityLimit] = []
+        flavors: dict[str, bool] = {}  # flavor -> it can never hold the pod set
+        anywhere = False
+        for hit in _NEVER_ANYWHERE.finditer(body):
+            anywhere = True
+            found.append(CapacityLimit(text=hit[0], pod_set=mark["pod_set"], **hit.groupdict()))
+            rest = rest.replace(hit[0], "")
+        for pattern in _NEVER_IN_FLAVOR:
+            for hit in pattern.finditer(body):
+                flavors[hit["flavor"]] = True
+                found.append(CapacityLimit(text=hit[0], pod_set=mark["pod_set"], **hit.groupdict()))
+                rest = rest.replace(hit[0], "")
+        for hit in _NOT_NOW_IN_FLAVOR.finditer(body):
+            flavors.setdefault(hit["flavor"], False)
+            rest = rest.replace(hit[0], "")
+        understood = not rest.strip(" ,;")
+        never = anywhere or (bool(flavors) and all(flavors.values()))
+        if found and (sure or (understood and never)):
+            limits += sorted(found, key=lambda limit: body.find(limit.text))  # as Kueue said
+    if sure and not limits and text:
+        limits.append(CapacityLimit(text=text))
+    return limits
+
+
 def owned_workload(items: list[Mapping[str, Any]], uid: str | None) -> Mapping[str, Any] | None:
     """The Workload that belongs to the job of ``uid``: owned by it (a Workload
     carrying the label but owned by another object is not ours), newest first."""
@@ -212,7 +356,17 @@ def queue_status(
     )
     evictions = []
     evicted = _cond(workload, "Evicted")
-    if evicted and (_is_true(evicted) or int((status.get("requeueState") or {}).get("count") or 0)):
+    # Kueue counts evictions in schedulingStats (v0.19; requeueState only with the
+    # PodsReady back-off).
+    requeues = max(
+        _int((status.get("requeueState") or {}).get("count")) or 0,
+        sum(
+            _int(e.get("count")) or 0
+            for e in (status.get("schedulingStats") or {}).get("evictions") or []
+            if isinstance(e, Mapping)
+        ),
+    )
+    if evicted and (_is_true(evicted) or requeues):
         preempted = _cond(workload, "Preempted")
         evictions.append(
             Eviction(
@@ -248,7 +402,8 @@ def queue_status(
         cluster_queue_position=_int(pos.get("positionInClusterQueue")),
         priority=_int(spec.get("priority"), low=-(2**31)),
         evictions=evictions,
-        requeue_count=int((status.get("requeueState") or {}).get("count") or 0),
+        requeue_count=requeues,
+        never_fits=never_fits(pending_reason, pending_message),
         finished=_is_true(finished),
         queued_at=queued_at,
         admitted_at=admitted_at,
@@ -325,6 +480,15 @@ def _absent(err: ApiError) -> bool:
     return err.not_found or err.forbidden or err.code == 503
 
 
+def _names_the_queue(err: ApiError, queue: str) -> bool:
+    """A 404 about the LocalQueue itself (``localqueues… "q" not found``), not about a
+    path nobody serves."""
+    details = err.status.get("details") if isinstance(err.status, Mapping) else None
+    if isinstance(details, Mapping) and details.get("name") == queue:
+        return True
+    return f'"{queue}" not found' in str(err.message or "")
+
+
 def pending_path(namespace: str, queue: str) -> str:
     """The visibility API's pending list of a LocalQueue."""
     res = VISIBILITY_LOCAL_QUEUES
@@ -393,7 +557,11 @@ def _position(
     try:
         summary = yield GetPath(pending_path(namespace, queue))
     except ApiError as err:
-        if _absent(err):
+        if err.not_found and _names_the_queue(err, queue):
+            # The LocalQueue does not exist (Kueue says so on the Workload): the API is
+            # there and answers for the other queues.
+            probe.visibility = True
+        elif _absent(err):
             probe.deny_positions()
         return None
     probe.visibility = True
@@ -417,11 +585,28 @@ class QueueTracker:
         self.status: QueueStatus | None = None
         self._version: str | None = None
         self._fetched_at: float | None = None
+        # Since when the Workload has been seen without a word from Kueue.
+        self._unexplained_since: float | None = None
 
     @property
     def _every(self) -> float:
-        # Kueue creates the Workload moments after the job: look again soon until then.
-        if self.status is not None and self.status.workload is None:
+        # Kueue creates the Workload moments after the job, and tries to admit it
+        # moments after that: look again soon until it has said why the job waits (a
+        # job that can never be admitted is then known at once) — for a while only:
+        # Kueue does not evaluate a job while an equal one ahead of it does not fit,
+        # and says nothing of it meanwhile.
+        status = self.status
+        if status is not None and (
+            status.workload is None
+            or (
+                status.waiting
+                and not status.quota_reserved
+                and status.pending_reason is None
+                and status.pending_message is None
+                and self._unexplained_since is not None
+                and time.monotonic() - self._unexplained_since < EVALUATION_SECONDS
+            )
+        ):
             return min(1.0, self.interval)
         return self.interval
 
@@ -460,6 +645,10 @@ class QueueTracker:
             else None
         )
         self.status = found
+        if found.workload is None or found.pending_reason or found.pending_message:
+            self._unexplained_since = None
+        elif self._unexplained_since is None:
+            self._unexplained_since = time.monotonic()
         after_head = (found.admitted, found.position, found.cluster_queue)
         return before != found.summary()[1:] or before_head != after_head
 

@@ -9,6 +9,7 @@ from typing import Any
 from kf_trainer_core.base import untrusted
 from kf_trainer_core.base.errors import DeleteRefusedError, TrainJobNotFoundError
 from kf_trainer_core.base.quoting import shown
+from kf_trainer_core.cluster.kueue import KueueProbe, lookup, queue_name
 from kf_trainer_core.cluster.status import TrainJob, to_trainjob
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.calls import Delete, Get, Patch, Program, Sleep
@@ -300,6 +301,22 @@ def set_suspended(namespace: str, name: str, suspended: bool) -> Program[TrainJo
             raise TrainJobNotFoundError(f"TrainJob {namespace}/{name} not found.") from None
         raise
     return to_trainjob(obj)
+
+
+def resume(namespace: str, name: str, kueue: KueueProbe | None = None) -> Program[TrainJob]:
+    """Resume a suspended job — unless Kueue holds it (with a ``kueue`` probe): a job
+    labelled for a queue whose Workload is not admitted is Kueue's to start. Resumed by
+    hand, Kueue would suspend it again at once ("Not admitted by cluster queue"), after
+    the Trainer had begun to unsuspend its JobSet (pods may start and be removed). Such
+    a job is returned as it is, with its queue status: it runs when Kueue admits it."""
+    names.require_job_name(name)
+    if kueue is not None:
+        obj = yield from get_object(namespace, name)
+        if queue_name(obj) is not None and (obj.get("spec") or {}).get("suspend"):
+            queue = yield from lookup(namespace, obj, kueue, positions=False)
+            if queue is not None and queue.workload is not None and queue.waiting:
+                return to_trainjob(obj, queue=queue)
+    return (yield from set_suspended(namespace, name, False))
 
 
 def cancel(namespace: str, name: str, action: str) -> Program[bool]:

@@ -647,7 +647,9 @@ class SyncInformer(_Informer):
         driver, thread = self._driver, self._thread
         if driver is not None:
             driver.close_streams(abort=True)
-        if thread is not None:
+        # A Ctrl-C can land inside Thread.start(), leaving a thread that never started
+        # (joining it raises): only a running thread is waited for.
+        if thread is not None and thread.is_alive():
             thread.join(1.0)
 
     def _start(self) -> None:

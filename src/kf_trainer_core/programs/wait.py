@@ -35,6 +35,7 @@ from kf_trainer_core.errors import (
     TrainJobAdmissionTimeoutError,
     TrainJobCreationFailedError,
     TrainJobDeletedError,
+    TrainJobNotAdmissibleError,
     TrainJobNotFoundError,
     TrainJobTimeoutError,
     failed_error,
@@ -114,6 +115,7 @@ class Verdict:
         "deleted",
         "startup-timeout",
         "admission-timeout",
+        "never-admissible",
         "timeout",
     ]
     state: JobState | None = None
@@ -179,6 +181,13 @@ class WaitGoal:
         if failures and state is JobState.CREATED and _persistent(obj, failures, failing_for):
             return Verdict("creation-failed", state, str(failures[-1].get("message") or ""))
         if (
+            queue is not None
+            and queue.never_admissible
+            and state in (JobState.SUSPENDED, JobState.CREATED)
+        ):
+            # Kueue says it never fits its queue: no timeout need run out first.
+            return Verdict("never-admissible", state, queue.never_admitted_text())
+        if (
             self.admission_timeout is not None
             and elapsed >= self.admission_timeout
             and queue_name(obj) is not None
@@ -203,6 +212,22 @@ class WaitGoal:
                 f"TrainJob {self.name} did not start within {self.startup_timeout:g}s",
             )
         return None
+
+
+def never_admitted(queue: QueueStatus) -> Failure:
+    """The failure of a job Kueue can never admit (:attr:`QueueStatus.never_admissible`):
+    class ``capacity``, Kueue's reason, the request, the maximum and the fix."""
+    beyond = any(limit.maximum is not None for limit in queue.never_fits)
+    return Failure(
+        reason="ExceedsMaxQuota" if beyond else "NoMatchingFlavor",
+        message=queue.never_admitted_text(),
+        failure_class=FailureClass.CAPACITY,
+        classified_by=(
+            "Kueue: the request exceeds the queue's maximum capacity"
+            if beyond
+            else "Kueue: no flavor of the queue can fit it"
+        ),
+    )
 
 
 def wait_program(
@@ -519,6 +544,8 @@ def conclude(
         if queue is None:
             return done
         return dataclasses.replace(done, job=done.job.model_copy(update={"queue": queue}))
+    if verdict.kind == "never-admissible" and queue is not None:
+        raise TrainJobNotAdmissibleError(to_trainjob(obj, queue=queue), never_admitted(queue))
     if verdict.kind == "creation-failed":
         failure = Failure(
             reason=CREATION_FAILED_REASON,

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from kf_trainer_core.manifest.builder import BuiltTrainJob, build_trainjob, identity_text
     from kf_trainer_core.manifest.selectors import labels_selector
     from kf_trainer_core.programs.prune import PruneReport, PruneRules
+    from kf_trainer_core.programs.wait import never_admitted
     from kf_trainer_core.spec.function import capture_source, resolve_ref
     from kf_trainer_core.spec.function_template import TRAINER_SETTINGS, FunctionTemplate
     from kf_trainer_core.tasks.lifecycle import (
@@ -81,6 +82,7 @@ _WHERE = {
     "JobOutputs": "kf_trainer_core.cluster.outputs",
     "job_outputs": "kf_trainer_core.cluster.outputs:outputs",
     "Waiting": "kf_trainer_core.cluster.waiting",
+    "never_admitted": "kf_trainer_core.programs.wait",
     "job_summary": "kf_trainer_core.cluster.job_summary",
     "outputs_summary": "kf_trainer_core.cluster.job_summary",
     "progress_description": "kf_trainer_core.cluster.job_summary",
@@ -172,6 +174,7 @@ __all__ = [
     "load_document",
     "load_json",
     "name_problem",
+    "never_admitted",
     "outputs_summary",
     "parse_age",
     "parse_source",

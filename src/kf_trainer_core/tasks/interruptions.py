@@ -82,7 +82,8 @@ def disposition(
     """What an interruption means for the job the task was waiting on.
 
     * ``"cancel"``: the task gives up on the job: its timeout, a cancellation, Ctrl-C,
-      a job that can never start, or an error on the task's last attempt;
+      a job that can never start (or that Kueue can never admit), or an error on the
+      task's last attempt;
     * ``"keep"``: someone comes back for it (a crash: re-running reattaches; an error
       that will be retried: the retry reattaches), or it has ended.
 
@@ -93,10 +94,11 @@ def disposition(
         TrainJobCreationFailedError,
         TrainJobDeletedError,
         TrainJobFailedError,
+        TrainJobNotAdmissibleError,
     )
 
-    if isinstance(exc, TrainJobCreationFailedError):
-        return "cancel"  # it would stay pending forever
+    if isinstance(exc, (TrainJobCreationFailedError, TrainJobNotAdmissibleError)):
+        return "cancel"  # it would stay pending (or queued) forever
     if isinstance(exc, (TrainJobFailedError, TrainJobDeletedError)):
         return "keep"
     if signalled:

@@ -303,8 +303,18 @@ class TaskJob:
         held = self.spec is not None and self.spec.option(Suspend) is not None
         if created or job.status is not JobState.SUSPENDED or held:
             return Attached(job, created)
-        # Suspended by an interruption of an earlier try (on_kill="suspend"): go on.
+        # Suspended by an interruption of an earlier try (on_kill="suspend"): go on —
+        # unless Kueue holds it (queued, not admitted): resume_job leaves such a job to
+        # Kueue, which would suspend it again at once, and returns it with its queue.
         job = self.known(await client.resume_job(job.name))
+        if job.queue is not None and job.queue.waiting:
+            self.logger.info(
+                "TrainJob %s/%s is queued by Kueue (%s): it runs when Kueue admits it",
+                job.namespace,
+                job.name,
+                job.queue.queue,
+            )
+            return Attached(job, created)
         self.logger.info("Resumed TrainJob %s/%s", job.namespace, job.name)
         return Attached(job, created, resumed=True)
 

@@ -27,6 +27,7 @@ from kf_trainer_core.errors import (
     TrainJobCreationFailedError,
     TrainJobDeletedError,
     TrainJobFailedError,
+    TrainJobNotAdmissibleError,
     TrainJobNotFoundError,
     TrainJobTimeoutError,
 )
@@ -129,7 +130,8 @@ async def await_step(
     Returns the job (with its steps) and the step. Raises :class:`StepFailedError`
     when the step fails or the job ends without it getting there,
     :class:`~kf_trainer_core.errors.TrainJobCreationFailedError` when the job can never
-    start, :class:`~kf_trainer_core.errors.TrainJobDeletedError` and
+    start, :class:`~kf_trainer_core.errors.TrainJobNotAdmissibleError` when Kueue can
+    never admit it, :class:`~kf_trainer_core.errors.TrainJobDeletedError` and
     :class:`~kf_trainer_core.errors.TrainJobTimeoutError`.
     """
     from kf_trainer_core.client import AsyncTrainerClient
@@ -173,8 +175,11 @@ async def await_step(
                 raise StepFailedError(goal.explain(job, verdict, step), job, failure)
             if watcher.done():
                 error = watcher.exception()
-                if isinstance(error, (TrainJobCreationFailedError, TrainJobDeletedError)):
-                    raise error
+                if isinstance(
+                    error,
+                    (TrainJobCreationFailedError, TrainJobNotAdmissibleError, TrainJobDeletedError),
+                ):
+                    raise error  # the job will never run (or is gone): no step will
                 if error is not None and not isinstance(error, TrainJobFailedError):
                     raise error
                 # The job ended: the next read is conclusive. Pod phases can lag the

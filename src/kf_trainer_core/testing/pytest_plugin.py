@@ -15,8 +15,11 @@ kube-apiserver alone from ``$KUBEBUILDER_ASSETS``) in a temporary directory on f
 the reason when it cannot run here, or fail with ``--require-control-plane`` (or
 ``KF_CONTROL_PLANE_REQUIRED=1``), which CI sets. ``control_plane_namespace`` is a fresh
 namespace per test and ``control_plane_kubeconfig`` a kubeconfig whose context is that
-namespace. Tests that use them are marked ``control_plane`` (``-m control_plane``
-selects them, ``-m "not control_plane"`` leaves them out).
+namespace. ``kueue_control_plane`` is a second one, with the real Kueue (``start.sh
+--kueue``), started only when a test asks for it (Kueue's webhooks act on every
+TrainJob, so the first stays a cluster without Kueue). Tests that use them are marked
+``control_plane`` (``-m control_plane`` selects them, ``-m "not control_plane"`` leaves
+them out).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import pytest
 
 from kf_trainer_core.testing.control_plane import (
     CONTROL_PLANE_ENV,
+    KUEUE_ENV,
     ControlPlane,
     ControlPlaneUnavailable,
     start_control_plane,
@@ -45,12 +49,15 @@ __all__ = [
     "kube",
     "kube_server",
     "kubeconfig_path",
+    "kueue_control_plane",
 ]
 
 #: The marker of tests that run on the real control plane.
 MARKER = "control_plane"
 REQUIRED_ENV = "KF_CONTROL_PLANE_REQUIRED"
-_CP_FIXTURES = frozenset({"control_plane", "control_plane_namespace", "control_plane_kubeconfig"})
+_CP_FIXTURES = frozenset(
+    {"control_plane", "control_plane_namespace", "control_plane_kubeconfig", "kueue_control_plane"}
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -91,28 +98,64 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[CONTROL_PLANE_ENV] = str(Path(folder).resolve())
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+#: The pytest-xdist groups (``--dist loadgroup``) of the tests on the real control plane
+#: and of those on the one with Kueue.
+XDIST_GROUP = "kf-control-plane"
+KUEUE_XDIST_GROUP = "kf-kueue-plane"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Under pytest-xdist every worker is a session of its own: each would start a control
+    # plane (~15 s of two cores, ~850 MiB) for its share of these tests. Grouped, the
+    # tests of each control plane run on one worker, which starts it once, whatever the
+    # worker count (``--dist loadgroup``; other modes ignore the groups). A test that
+    # picks its control plane at run time (a parameter) says which with a group of its
+    # own, set before this hook runs; it is left as it is.
+    grouped = config.pluginmanager.hasplugin("xdist")
     for item in items:
-        if _CP_FIXTURES & set(getattr(item, "fixturenames", ())):
+        names = set(getattr(item, "fixturenames", ()))
+        if _CP_FIXTURES & names:
             item.add_marker(MARKER)
+        if not grouped or item.get_closest_marker(MARKER) is None:
+            continue
+        if item.get_closest_marker("xdist_group") is None:
+            kueue = "kueue_control_plane" in names
+            item.add_marker(pytest.mark.xdist_group(KUEUE_XDIST_GROUP if kueue else XDIST_GROUP))
 
 
 @pytest.fixture(scope="session")
 def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
     """One real control plane for the session, stopped at the end (even on failure)
     and its directory (~530 MB) removed."""
+    yield from _session_control_plane(request, kueue=False)
+
+
+@pytest.fixture(scope="session")
+def kueue_control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    """A real control plane with the real Kueue (~1 GiB, ~13 s cold), for the session's
+    Kueue tests; its tests skip (or fail with ``--require-control-plane``) where it
+    cannot run."""
+    yield from _session_control_plane(request, kueue=True)
+
+
+def _session_control_plane(
+    request: pytest.FixtureRequest, *, kueue: bool
+) -> Iterator[ControlPlane]:
     required = request.config.getoption("--require-control-plane", default=False) or (
         os.environ.get(REQUIRED_ENV, "") not in ("", "0")
     )
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
     # Not under pytest's basetemp: that is pruned by other sessions of the same user,
     # which would delete a running control plane's files.
-    directory = Path(tempfile.mkdtemp(prefix="kf-control-plane-"))
+    directory = Path(tempfile.mkdtemp(prefix="kf-kueue-plane-" if kueue else "kf-control-plane-"))
     try:
-        cp = start_control_plane(directory, worker=int(worker) if worker.isdigit() else 0)
+        cp = start_control_plane(
+            directory, worker=int(worker) if worker.isdigit() else 0, kueue=kueue
+        )
     except ControlPlaneUnavailable as exc:
         shutil.rmtree(directory, ignore_errors=True)
-        if required:
+        if required and not (kueue and os.environ.get(KUEUE_ENV, "") == "0"):
             pytest.fail(f"{exc} (a control plane is required here)", pytrace=False)
         pytest.skip(str(exc))
     except BaseException:

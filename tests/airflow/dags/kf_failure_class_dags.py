@@ -1,6 +1,6 @@
 """DAGs of failure classes for ``dag.test()``: Airflow 3.3 retry policies deciding from
 the TrainJob's failure class, configuration errors failing fast, and a Kueue admission
-timeout."""
+timeout and a job Kueue can never admit."""
 
 from __future__ import annotations
 
@@ -59,14 +59,26 @@ with DAG("kf_config_fails_fast", schedule=None, start_date=START, default_args=R
 with DAG("kf_config_retried", schedule=None, start_date=START, default_args=RETRIES):
     _train("train", options=[scenario("creation-failure")], fail_fast_on=())
 
-# Kueue never admits it (8 GPUs, the queue has 4): the admission timeout says why.
+# Kueue has not admitted it (4 GPUs behind a job holding the queue's 4) within its
+# admission timeout: the admission timeout says why.
 for _dag_id, _deferrable in (("kf_not_admitted", False), ("kf_not_admitted_deferred", True)):
+    with DAG(_dag_id, schedule=None, start_date=START, catchup=False):
+        _train(
+            "train",
+            trainer=CustomTrainer(train, resources_per_node={"gpu": 4}),
+            options=[Labels({QUEUE_NAME_LABEL: "team-a"})],
+            admission_timeout=1.5,
+            deferrable=_deferrable,
+        )
+
+# Kueue can never admit it (8 GPUs, the queue has 4): the wait fails at once, without
+# an admission timeout, naming the request and the maximum.
+for _dag_id, _deferrable in (("kf_never_admitted", False), ("kf_never_admitted_deferred", True)):
     with DAG(_dag_id, schedule=None, start_date=START, catchup=False):
         _train(
             "train",
             trainer=CustomTrainer(train, resources_per_node={"gpu": 8}),
             options=[Labels({QUEUE_NAME_LABEL: "team-a"})],
-            admission_timeout=1.5,
             deferrable=_deferrable,
         )
 

@@ -60,6 +60,8 @@ class ControlPlane:
     tier: Tier
     kubeconfig: Path
     source: Path | None = None
+    #: The real Kueue controller runs (``start.sh --kueue``).
+    kueue: bool = False
     _procs: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
     _counter: itertools.count[int] = field(default_factory=itertools.count, repr=False)
     _stopped: bool = field(default=False, repr=False)
@@ -86,6 +88,14 @@ class ControlPlane:
             import pytest
 
             pytest.skip(f"needs controllers; the {ASSETS_ENV} tier runs kube-apiserver + etcd only")
+
+    def require_kueue(self) -> None:
+        """Skip the calling test where no Kueue controller runs."""
+        self.require_controllers()
+        if not self.kueue:
+            import pytest
+
+            pytest.skip("needs the real Kueue (start.sh --kueue; KF_CONTROL_PLANE_KUEUE=0 here)")
 
     # ---- namespaces ------------------------------------------------------------
     def new_namespace(self, prefix: str = "t") -> str:

@@ -2,22 +2,34 @@
 
 Kueue v0.19 admits a TrainJob labelled ``kueue.x-k8s.io/queue-name`` by unsuspending it.
 This module does the same over the test server's store, with the upstream Workload CRD
-(``shared/upstream/kueue/crds``) validating what is written through the API:
+(``shared/upstream/kueue/crds``) validating what is written through the API. What it
+does is checked against the real Kueue v0.19.2 by the conformance tests
+(``tests/conformance/test_kueue_queues.py``, ``test_kueue_jobs.py``; docs/kueue.md lists
+what that comparison found):
 
-* a mutating webhook creates labelled TrainJobs ``spec.suspend: true``;
-* each labelled TrainJob gets a Workload (``trainjob-<name>-<hash>``), owned by it and
-  labelled ``kueue.x-k8s.io/job-uid``, with one pod set ``node`` of ``numNodes`` pods
-  requesting ``resourcesPerNode``;
+* Kueue's TrainJob webhooks act on every TrainJob outside ``kube-system`` and
+  ``kueue-system``, labelled or not: on create a labelled one is made
+  ``spec.suspend: true`` and each gets Kueue's empty RuntimePatch (manager
+  ``kueue.x-k8s.io/manager``); a create or update naming a runtime that does not exist
+  is refused (403, ``runtime '<name>' not found``);
+* each labelled TrainJob gets a Workload (``trainjob-<name>-<hash>``, Kueue's hash),
+  owned by it and labelled ``kueue.x-k8s.io/job-uid``, with one pod set ``node`` of
+  ``numNodes`` pods requesting ``resourcesPerNode``;
 * ClusterQueues have a nominal quota per resource (one flavor); pending Workloads are
   admitted best-effort FIFO by priority then age, admission sets ``QuotaReserved`` and
   ``Admitted`` and unsuspends the TrainJob; one that does not fit gets
   ``QuotaReserved=False``, reason ``Pending``, with Kueue's messages ("couldn't assign
   flavors to pod set node: insufficient unused quota for nvidia.com/gpu in flavor
-  default-flavor, 4 more needed"); a missing LocalQueue or ClusterQueue is
-  ``Inadmissible``;
+  default-flavor, 4 more needed"; beyond the quota "… current podset request (8) >
+  maximum capacity (4)"; an uncovered resource "resource … unavailable in
+  ClusterQueue"), and the Workloads equal to it after it in its ClusterQueue are not
+  evaluated (nothing written on them), as Kueue's scheduling equivalence does; a
+  missing LocalQueue or ClusterQueue is ``Inadmissible``;
+* a labelled TrainJob unsuspended by someone else before admission is suspended again;
 * a higher-priority Workload preempts lower ones in a ClusterQueue that allows it, and
   :meth:`KueueSimulator.evict` evicts on demand: ``Evicted``/``Preempted`` conditions,
-  ``requeueState.count``, the TrainJob suspended again;
+  ``schedulingStats.evictions`` (and ``requeueState.count`` for a PodsReady timeout),
+  the TrainJob suspended again;
 * a finished TrainJob finishes its Workload and frees its quota;
 * the visibility API's ``.../localqueues/<q>/pendingworkloads`` lists positions.
 
@@ -199,13 +211,40 @@ class KueueSimulator:
     # ------------------------------------------------------------------ webhook
 
     def mutate(self, resource: Any, new: JSON, old: JSON | None) -> JSON:
-        """Kueue's job webhook: a labelled TrainJob is created suspended."""
-        if resource == TRAINJOBS and old is None:
-            labels = (new.get("metadata") or {}).get("labels") or {}
-            if labels.get(QUEUE_NAME_LABEL):
-                new = dict(new)
-                new["spec"] = {**(new.get("spec") or {}), "suspend": True}
+        """Kueue's TrainJob mutating webhook, on create, on every TrainJob outside
+        ``kube-system`` and ``kueue-system``, labelled or not: a labelled one is created
+        suspended, and each gets Kueue's own empty RuntimePatch (manager
+        ``kueue.x-k8s.io/manager``), where Kueue writes what admission decides."""
+        if resource != TRAINJOBS or old is not None or not rules.webhooks_apply(new):
+            return new
+        new = dict(new)
+        spec = dict(new.get("spec") or {})
+        if ((new.get("metadata") or {}).get("labels") or {}).get(QUEUE_NAME_LABEL):
+            spec["suspend"] = True
+        spec["runtimePatches"] = [
+            *(spec.get("runtimePatches") or []),
+            rules.kueue_runtime_patch(),
+        ]
+        new["spec"] = spec
         return new
+
+    def validate(self, resource: Any, new: JSON, old: JSON | None) -> None:
+        """Kueue's TrainJob validating webhook (after the CRD's own checks), on create and
+        update: every TrainJob, labelled or not, must name a runtime that exists —
+        Kueue reads it to work out the job's pod sets — or the write is refused (403
+        Forbidden)."""
+        if resource != TRAINJOBS or not rules.webhooks_apply(new):
+            return
+        ref = (new.get("spec") or {}).get("runtimeRef") or {}
+        namespace = str((new.get("metadata") or {}).get("namespace") or "")
+        if rules.runtime_of(self.store, ref, namespace) is None:
+            name = str(ref.get("name") or "")
+            raise StoreError(
+                403,
+                "Forbidden",
+                f'admission webhook "vtrainjob.kb.io" denied the request: '
+                f"runtime '{name}' not found",
+            )
 
     # ------------------------------------------------------------------ admission
 
@@ -229,6 +268,12 @@ class KueueSimulator:
                 done = rules.finished_condition(job)
                 if done is not None:
                     self._write_status(found, rules.finished(done))
+                elif not (job.get("spec") or {}).get("suspend") and not rules.is_true(
+                    found, "Admitted"
+                ):
+                    # Unsuspended by someone else (a resume by hand): Kueue stops a job
+                    # its queue has not admitted ("Not admitted by cluster queue").
+                    self._set_suspend(found, True)
         self._schedule()
 
     def _create_workload(self, job: JSON) -> None:
@@ -271,8 +316,16 @@ class KueueSimulator:
                         holder.usage[k] = holder.usage.get(k, Decimal(0)) + v
             else:
                 waiting.append(wl)
+        # Kueue v0.19 (BestEffortFIFO, scheduling equivalence): once a Workload does not
+        # fit for quota, the equal ones after it in its ClusterQueue are set aside
+        # without being evaluated, and nothing is written on them.
+        unfit: set[tuple[str, Any]] = set()
         for wl in sorted(waiting, key=rules.queue_order):
-            self._try_admit(wl, workloads)
+            key = (str(self.local_queues.get(rules.local_queue_of(wl))), rules.shape(wl))
+            if key in unfit:
+                continue
+            if self._try_admit(wl, workloads) == "unfit":
+                unfit.add(key)
 
     def _cluster_queue_of(self, wl: JSON) -> tuple[ClusterQueue | None, str | None]:
         _, lq = rules.local_queue_of(wl)
@@ -286,11 +339,12 @@ class KueueSimulator:
             return None, f"ClusterQueue {cq_name} is inactive"
         return cq, None
 
-    def _try_admit(self, wl: JSON, everyone: list[JSON]) -> None:
+    def _try_admit(self, wl: JSON, everyone: list[JSON]) -> str:
+        """Admit ``wl`` if it fits; ``admitted``, ``unfit`` (quota) or ``inadmissible``."""
         cq, inadmissible = self._cluster_queue_of(wl)
         if cq is None:
             self._set_pending(wl, "Inadmissible", str(inadmissible))
-            return
+            return "inadmissible"
         request = rules.request_of(wl)
         shortfall = cq.shortfall(request)
         if (
@@ -301,12 +355,13 @@ class KueueSimulator:
             shortfall = cq.shortfall(request)
         if shortfall is not None:
             self._set_pending(wl, "Pending", shortfall)
-            return
+            return "unfit"
         for k, v in request.items():
             cq.usage[k] = cq.usage.get(k, Decimal(0)) + v
         count = sum(int(ps.get("count") or 1) for ps in (wl.get("spec") or {}).get("podSets") or [])
         if self._write_status(wl, rules.admitted(cq, request, count)) is not None:
             self._set_suspend(wl, False)
+        return "admitted"
 
     def _set_pending(self, wl: JSON, reason: str, message: str) -> None:
         if not rules.is_pending_with(wl, reason, message):  # unchanged: no write, no event
@@ -340,7 +395,8 @@ class KueueSimulator:
         job_uid = (wl["metadata"].get("labels") or {}).get(JOB_UID_LABEL)
         message = (
             f"Preempted to accommodate a workload (UID: {uid}, JobUID: {job_uid}) due to "
-            "prioritization in the ClusterQueue"
+            f"prioritization in the ClusterQueue; preemptor path: /{cq.name}; "
+            f"preemptee path: /{cq.name}"
         )
         for victim in victims:
             self._evict(victim, "Preempted", message, preemption_reason="InClusterQueue")
@@ -409,7 +465,7 @@ class KueueSimulator:
         return {
             "kind": "PendingWorkloadsSummary",
             "apiVersion": "visibility.kueue.x-k8s.io/v1beta2",
-            "metadata": {"creationTimestamp": None},
+            "metadata": {},
             "items": [rules.pending_item(wl, pos, i) for i, (pos, wl) in enumerate(mine)],
         }
 

@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from kf_trainer_core.cluster.kueue import JOB_UID_LABEL, QUEUE_NAME_LABEL, WORKLOADS
-from kf_trainer_core.k8s.resources import TRAINJOBS
+from kf_trainer_core.k8s.resources import CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES, TRAINJOBS
 
 JSON = dict[str, Any]
 #: Writes a decision into a Workload's ``status`` at time ``now``.
@@ -25,6 +25,8 @@ StatusChange = Callable[[JSON, str], None]
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 #: The one pod set a TrainJob's Workload has in the simulation.
 POD_SET = "node"
+#: The manager of the RuntimePatch Kueue's webhook adds to every TrainJob.
+RUNTIME_PATCH_MANAGER = "kueue.x-k8s.io/manager"
 _NO_RESERVATION = ("NoReservation", "The workload has no reservation")
 _SUFFIX = {
     "m": Decimal("0.001"),
@@ -83,20 +85,29 @@ class ClusterQueue:
         )
 
     def shortfall(self, request: dict[str, Decimal]) -> str | None:
-        """Kueue's message for why ``request`` does not fit now, or None when it does."""
+        """Kueue's message for why ``request`` does not fit now, or None when it does.
+
+        As Kueue v0.19's flavor assigner words it: a resource the ClusterQueue does not
+        cover ends the pod set's evaluation with only that ("resource … unavailable in
+        ClusterQueue"); otherwise the flavor's reasons for every resource, sorted — a
+        request beyond the nominal quota ("… current podset request (16) > maximum
+        capacity (8)", never to fit) or beyond what is unused now ("… N more
+        needed")."""
+        needed = sorted((k, v) for k, v in request.items() if v != 0)
+        for res_name, _ in needed:
+            if res_name not in self.quota:
+                return f"couldn't assign flavors to pod set {POD_SET}: " + (
+                    f"resource {res_name} unavailable in ClusterQueue"
+                )
         problems = []
-        for res_name, amount in sorted(request.items()):
-            if amount == 0:
-                continue
-            nominal = self.quota.get(res_name)
-            if nominal is None:
-                problems.append(f"resource {res_name} unavailable in ClusterQueue")
-                continue
+        for res_name, amount in needed:
+            nominal = self.quota[res_name]
             if amount > nominal:
                 problems.append(
-                    f"insufficient quota for {res_name} in flavor {self.flavor}, request > "
-                    f"maximum capacity ({format_quantity(amount, res_name)} > "
-                    f"{format_quantity(nominal, res_name)})"
+                    f"insufficient quota for {res_name} in flavor {self.flavor}, previously "
+                    f"considered podsets requests (0) + current podset request "
+                    f"({format_quantity(amount, res_name)}) > maximum capacity "
+                    f"({format_quantity(nominal, res_name)})"
                 )
                 continue
             free = nominal - self.usage.get(res_name, Decimal(0))
@@ -107,7 +118,7 @@ class ClusterQueue:
                 )
         if not problems:
             return None
-        return f"couldn't assign flavors to pod set {POD_SET}: " + ", ".join(problems)
+        return f"couldn't assign flavors to pod set {POD_SET}: " + ", ".join(sorted(problems))
 
 
 # --------------------------------------------------------------------- reading objects
@@ -154,6 +165,16 @@ def request_of(wl: JSON) -> dict[str, Decimal]:
     return total
 
 
+def shape(wl: JSON) -> tuple[Any, ...]:
+    """What makes two Workloads equal to Kueue's scheduler (its scheduling equivalence
+    hash): the priority and each pod set's name, count and requests."""
+    sets = []
+    for ps in (wl.get("spec") or {}).get("podSets") or []:
+        requests = request_of({"spec": {"podSets": [{**ps, "count": 1}]}})
+        sets.append((ps.get("name"), int(ps.get("count") or 1), tuple(sorted(requests.items()))))
+    return (priority(wl), tuple(sets))
+
+
 def finished_condition(job: JSON) -> JSON | None:
     """The TrainJob's True ``Complete`` or ``Failed`` condition, if it has finished."""
     conds = (job.get("status") or {}).get("conditions") or []
@@ -167,9 +188,12 @@ def finished_condition(job: JSON) -> JSON | None:
 
 
 def workload_name(job: str, uid: str) -> str:
-    """Kueue's name for a TrainJob's Workload: kind, name and a hash of the UID."""
-    digest = hashlib.sha256(uid.encode()).hexdigest()[:5]
-    return f"trainjob-{job}-{digest}"[:253]
+    """Kueue's name for a TrainJob's Workload: ``trainjob-<name>`` (cut at 247
+    characters) and the first 5 hex digits of the SHA-1 of the owner's kind, group,
+    name and UID, one a line (Kueue v0.19, ``jobframework.GetWorkloadNameForOwnerWithGVK``)."""
+    owner = "\n".join(("TrainJob", TRAINJOBS.group, job, uid))
+    digest = hashlib.sha1(owner.encode(), usedforsecurity=False).hexdigest()[:5]
+    return f"trainjob-{job}"[:247] + f"-{digest}"
 
 
 def workload_for(job: JSON, priority_classes: dict[str, int]) -> JSON:
@@ -219,6 +243,35 @@ def workload_for(job: JSON, priority_classes: dict[str, int]) -> JSON:
         },
         "spec": spec,
     }
+
+
+#: Where Kueue's webhooks do not act (upstream's namespaceSelector).
+WEBHOOK_EXEMPT_NAMESPACES = frozenset({"kube-system", "kueue-system"})
+
+
+def webhooks_apply(obj: JSON) -> bool:
+    """Whether Kueue's job webhooks see a write of ``obj`` (its namespace)."""
+    return (obj.get("metadata") or {}).get("namespace") not in WEBHOOK_EXEMPT_NAMESPACES
+
+
+def kueue_runtime_patch() -> JSON:
+    """The (empty) RuntimePatch Kueue's TrainJob webhook appends, where Kueue writes
+    what admission decides (node selectors, tolerations of the flavor)."""
+    return {
+        "manager": RUNTIME_PATCH_MANAGER,
+        "trainingRuntimeSpec": {"template": {"spec": {}}},
+    }
+
+
+def runtime_of(store: Any, ref: JSON, namespace: str) -> JSON | None:
+    """The runtime a TrainJob's ``runtimeRef`` names (a ClusterTrainingRuntime unless
+    its kind says TrainingRuntime), or None when there is none."""
+    namespaced = ref.get("kind") == "TrainingRuntime"
+    res = TRAINING_RUNTIMES if namespaced else CLUSTER_TRAINING_RUNTIMES
+    found: JSON | None = store.try_get(
+        res, namespace if namespaced else None, str(ref.get("name") or "")
+    )
+    return found
 
 
 def pending_item(wl: JSON, position_in_cq: int, position_in_lq: int) -> JSON:
@@ -302,11 +355,14 @@ def is_pending_with(wl: JSON, reason: str, message: str) -> bool:
 
 
 def pending(reason: str, message: str) -> StatusChange:
-    """Not admitted: ``QuotaReserved=False`` with Kueue's reason and message."""
+    """Not admitted: ``QuotaReserved=False`` with Kueue's reason and message (Kueue
+    writes no ``Admitted`` condition before a first admission)."""
 
     def change(st: JSON, now: str) -> None:
         set_condition(st, "QuotaReserved", False, reason, message, now)
-        set_condition(st, "Admitted", False, *_NO_RESERVATION, now)
+        for c in st.get("conditions") or []:
+            if c.get("type") == "Admitted" and c.get("status") == "True":
+                set_condition(st, "Admitted", False, *_NO_RESERVATION, now)
 
     return change
 
@@ -338,7 +394,9 @@ def admitted(cq: ClusterQueue, request: dict[str, Decimal], count: int) -> Statu
 
 
 def evicted(reason: str, message: str, preemption_reason: str | None = None) -> StatusChange:
-    """Evicted (and, with ``preemption_reason``, preempted): quota released, requeued."""
+    """Evicted (and, with ``preemption_reason``, preempted): quota released, requeued.
+    Kueue counts it in ``schedulingStats.evictions``; only an eviction by the PodsReady
+    timeout (whose requeueing backs off) also counts in ``requeueState``."""
 
     def change(st: JSON, now: str) -> None:
         st.pop("admission", None)
@@ -348,8 +406,15 @@ def evicted(reason: str, message: str, preemption_reason: str | None = None) -> 
         set_condition(st, "QuotaReserved", False, "Pending", message, now)
         set_condition(st, "Admitted", False, *_NO_RESERVATION, now)
         set_condition(st, "Requeued", True, reason, message, now)
-        state = st.setdefault("requeueState", {})
-        state["count"] = int(state.get("count") or 0) + 1
+        stats = st.setdefault("schedulingStats", {}).setdefault("evictions", [])
+        entry = next((e for e in stats if e.get("reason") == reason), None)
+        if entry is None:
+            stats.append({"reason": reason, "underlyingCause": "", "count": 1})
+        else:
+            entry["count"] = int(entry.get("count") or 0) + 1
+        if reason == "PodsReadyTimeout":
+            state = st.setdefault("requeueState", {})
+            state["count"] = int(state.get("count") or 0) + 1
 
     return change
 

@@ -30,6 +30,7 @@ class RequestRecord:
     user_agent: str
     group: str = ""
     duration: float = 0.0  # seconds to the response headers (streams: to their start)
+    dry_run: bool = False  # dryRun=All: in the query, or in a delete's options body
 
     def mentions(self, job: str) -> bool:
         """Whether the request is about TrainJob ``job``: the TrainJob (or a JobSet) by

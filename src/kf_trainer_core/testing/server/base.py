@@ -145,6 +145,7 @@ class ServerBase:
                 user_agent=request.headers.get("User-Agent", ""),
                 group=route.view.group if route.view else "",
                 duration=time.monotonic() - ctx.start,
+                dry_run=ctx.dry_run,
             )
         )
 

@@ -126,6 +126,8 @@ class HandlerMixin(ServerBase):
             errors = schema.validate(new, old=old, subresource=subresource)
             if errors:
                 raise self._invalid(res, new, errors)
+            if self.kueue is not None and subresource is None:
+                self.kueue.validate(res, new, old)  # Kueue's validating webhook, last
             return dict(new)
 
         return admit
@@ -242,7 +244,7 @@ class HandlerMixin(ServerBase):
         body = check_body(await read_body(request), route, for_create=True)
         ctx.name = body["metadata"].get("name") or None
         mode = validation_mode(request.query)
-        dry_run = dry_run_of(request.query)
+        dry_run = ctx.dry_run = dry_run_of(request.query)
         self._check_namespace(route)
         if res is PODS:
             # The pod registry's PrepareForCreate: status starts as Pending.
@@ -274,7 +276,7 @@ class HandlerMixin(ServerBase):
         status = 200
         if ctx.verb == "update":
             body = check_body(await read_body(request), route, for_create=False)
-            dry_run = dry_run_of(request.query)
+            dry_run = ctx.dry_run = dry_run_of(request.query)
             body["metadata"]["name"] = name
             if route.namespace is not None:
                 body["metadata"]["namespace"] = route.namespace
@@ -309,7 +311,7 @@ class HandlerMixin(ServerBase):
                     "is required for apply patch",
                 )
             patch = await read_body(request, yaml_ok=patch_type == "apply")
-            dry_run = dry_run_of(request.query)
+            dry_run = ctx.dry_run = dry_run_of(request.query)
             existed = patch_type != "apply" or self.store.exists(res, route.namespace, name)
             if not existed:
                 self._check_namespace(route)
@@ -338,7 +340,7 @@ class HandlerMixin(ServerBase):
             raise method_not_allowed()
         body = await read_delete_options(request)
         policy, preconditions = delete_options(request, body)
-        dry_run = dry_run_of(request.query, body)
+        dry_run = ctx.dry_run = dry_run_of(request.query, body)
         grace = int_param(request.query, "gracePeriodSeconds")
         del grace  # deletions complete immediately: no kubelet to wait for
         deleted = self.store.delete(
@@ -374,7 +376,7 @@ class HandlerMixin(ServerBase):
         assert view is not None
         body = await read_delete_options(request)
         policy, _ = delete_options(request, body)
-        dry_run = dry_run_of(request.query, body)
+        dry_run = ctx.dry_run = dry_run_of(request.query, body)
         items, _ = self.store.list(
             res,
             route.namespace,

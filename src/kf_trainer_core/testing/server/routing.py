@@ -91,6 +91,7 @@ class Ctx:
     verb: str = "get"
     route: Route = field(default_factory=Route)
     name: str | None = None
+    dry_run: bool = False
     recorded: bool = False
 
 
