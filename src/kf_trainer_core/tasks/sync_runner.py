@@ -46,29 +46,68 @@ _CAUSE: contextvars.ContextVar[_Cause | None] = contextvars.ContextVar(
 
 
 class InterruptibleRunner:
-    """Runs one coroutine to its end on an event loop in a helper thread (named
+    """Runs coroutines to their end on an event loop in a helper thread (named
     ``thread_name``), while the calling thread stays interruptible; an interruption
-    cancels the coroutine, waits for its clean-up, and is re-raised in the caller."""
+    cancels the coroutine, waits for its clean-up, and is re-raised in the caller.
+
+    Used as is, each :meth:`run` has a loop of its own. Used as a context manager, the
+    runner holds one loop for the block, so that what a synchronous task keeps for its
+    life (its one async client, a shared watch) serves each of its calls; leaving the
+    block cancels what is left running on it and closes it.
+    """
 
     def __init__(self, thread_name: str = "kf-trainer-sync") -> None:
         self.thread_name = thread_name
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._helper: threading.Thread | None = None
+
+    def __enter__(self) -> InterruptibleRunner:
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+            started = threading.Event()
+            self._helper = threading.Thread(
+                target=_serve, args=(loop, started), name=self.thread_name, daemon=True
+            )
+            self._helper.start()
+            started.wait()
+            self._loop = loop
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the held loop (a runner used without ``with`` holds none)."""
+        loop, helper = self._loop, self._helper
+        self._loop = self._helper = None
+        if loop is None or helper is None:
+            return
+        # RuntimeError: the loop stopped in the meantime, there is nothing to end.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(loop.stop)
+        helper.join()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """The coroutine's result (or its exception), or the interruption."""
-        loop = asyncio.new_event_loop()
-        # Created here, the task copies this thread's context: the orchestrator's run,
-        # its settings and logger are the coroutine's too, and so is this runner.
+        if self._loop is None:
+            with InterruptibleRunner(self.thread_name) as once:
+                return once.run(coro)
+        loop = self._loop
+        # The task is made with a copy of this thread's context: the orchestrator's
+        # run, its settings and logger are the coroutine's too, and so is this run's
+        # interruption.
         interruption = _Cause()
-        token = _CAUSE.set(interruption)
-        try:
-            task = loop.create_task(coro)
-        finally:
-            _CAUSE.reset(token)
+        context = contextvars.copy_context()
+        context.run(_CAUSE.set, interruption)
         done = threading.Event()
-        helper = threading.Thread(
-            target=_drive, args=(loop, task, done), name=self.thread_name, daemon=True
-        )
-        helper.start()
+        made: list[asyncio.Task[T]] = []
+
+        def start() -> None:
+            task = loop.create_task(coro)
+            task.add_done_callback(lambda _: done.set())
+            made.append(task)
+
+        loop.call_soon_threadsafe(start, context=context)
         try:
             while not done.wait(SLICE_SECONDS):
                 pass
@@ -76,19 +115,21 @@ class InterruptibleRunner:
             interruption.cause = interruption.cause or exc
             # RuntimeError: the loop closed in the meantime, there is nothing to cancel.
             with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(task.cancel)
+                loop.call_soon_threadsafe(lambda: made and made[0].cancel())
             # The clean-up runs in the coroutine; a second interruption ends this wait.
             while not done.wait(SLICE_SECONDS):
                 pass
             raise
-        return task.result()
+        return made[0].result()
 
 
-def _drive(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], done: threading.Event) -> None:
+def _serve(loop: asyncio.AbstractEventLoop, started: threading.Event) -> None:
+    """The helper thread: the loop runs until the runner closes it; then what was left
+    running on it (a pump, a log follower) ends, cancelled."""
     try:
         asyncio.set_event_loop(loop)
-        loop.run_until_complete(asyncio.wait([task]))
-        # What the coroutine left running (a pump, a log follower) ends with it.
+        loop.call_soon(started.set)
+        loop.run_forever()
         leftovers = [t for t in asyncio.all_tasks(loop) if not t.done()]
         for leftover in leftovers:
             leftover.cancel()
@@ -99,7 +140,7 @@ def _drive(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], done: threa
     finally:
         asyncio.set_event_loop(None)
         loop.close()
-        done.set()
+        started.set()
 
 
 def interruption_cause(exc: BaseException) -> BaseException:
