@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CORE = ROOT / "src" / "kf_trainer_core"
+SRC = ROOT / "src"
+CORE = SRC / "kf_trainer_core"
 PACKAGE = "kf_trainer_core"
 
 
@@ -247,6 +248,48 @@ def module_graph(imports: Iterable[Import]) -> dict[str, set[str]]:
     return graph
 
 
+#: The orchestrator adapters: they sit on the core and import only its public faces.
+ADAPTERS: tuple[str, ...] = ("kf_trainer_airflow", "kf_trainer_prefect", "kf_trainer_kfp")
+#: The core's public faces (``docs/architecture.md``): the client, the spec, the backend
+#: configuration, the errors, what orchestrator tasks share (``tasks``, with its
+#: modules: it names the rest of the core an adapter needs), and the pod-side helpers.
+#: ``kf_trainer_core.testing`` is for tests only.
+PUBLIC_FACES: frozenset[str] = frozenset(
+    f"{PACKAGE}.{face}"
+    for face in ("client", "spec", "config", "errors", "tasks", "report", "checkpoints")
+)
+#: Faces whose modules are public too.
+OPEN_FACES: tuple[str, ...] = (f"{PACKAGE}.tasks",)
+
+
+def adapter_imports(
+    src: Path = SRC, adapters: Iterable[str] = ADAPTERS, core: Path = CORE
+) -> list[Import]:
+    """Every import of the core in the adapters' modules."""
+    known = read_tree(core)
+    found: list[Import] = []
+    for adapter in adapters:
+        for path in sorted((src / adapter).rglob("*.py")):
+            module = module_name(path, src / adapter, adapter)
+            found.extend(
+                imports_of(path.read_text(), module, path.name == "__init__.py", known, PACKAGE)
+            )
+    return found
+
+
+def private_imports(imports: Iterable[Import]) -> list[str]:
+    """Every import of the core by an adapter that is not of a public face, one line
+    each: where, what, and why."""
+    problems = []
+    for imp in imports:
+        target = imp.target
+        if target in PUBLIC_FACES or target.startswith(tuple(f"{f}." for f in OPEN_FACES)):
+            continue
+        kind = "TYPE_CHECKING " if imp.type_only else "lazy " if imp.lazy else ""
+        problems.append(f"{imp.source}:{imp.line} {kind}imports {target}: not a public face")
+    return problems
+
+
 def main() -> None:
     imports = all_imports()
     graph = unit_graph(imports)
@@ -273,6 +316,10 @@ def main() -> None:
         f"module cycles: {len(mod_cycles)} components, sizes "
         f"{sorted((len(c) for c in mod_cycles), reverse=True)}"
     )
+    private = private_imports(adapter_imports())
+    print(f"adapter imports of the core's insides: {len(private)}")
+    for line in private:
+        print("  ", line)
 
 
 if __name__ == "__main__":

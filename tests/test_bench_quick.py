@@ -9,6 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# Its subprocess may take 420 s on a loaded machine: the default 300 s must not cut it.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = (
     "latency",

@@ -9,15 +9,21 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
+
 from layering import (
+    ADAPTERS,
     CORE,
     LAYERS,
+    SRC,
+    adapter_imports,
     all_imports,
     cycles,
     imports_of,
     layer_graph,
     layer_unit,
     module_graph,
+    private_imports,
     read_tree,
     unit_graph,
     upward_imports,
@@ -178,3 +184,74 @@ def test_the_public_errors_module_is_cheap_to_import() -> None:
     code = "import sys, kf_trainer_core.errors; print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'kubernetes'))))"
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     assert out.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------- the adapters: public faces only
+
+
+def test_adapters_import_only_the_cores_public_faces() -> None:
+    # The client, the spec, the configuration, the errors, tasks/ (which names the rest
+    # an adapter needs) and the pod-side report/checkpoints: a change inside the core
+    # does not reach the adapters.
+    problems = private_imports(adapter_imports())
+    assert not problems, "adapters importing the core's insides:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from kf_trainer_core.cluster.status import TrainJob\n",
+        "def f():\n    from kf_trainer_core.fields import retention\n    return retention\n",
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from kf_trainer_core.manifest.builder import identity_text\n",
+        "from kf_trainer_core.spec.function import capture_source\n",
+        "from kf_trainer_core.client.base import ClientBase\n",
+        "from kf_trainer_core.base import quoting\n",
+        "import kf_trainer_core.testing.server\n",
+    ],
+)
+def test_a_planted_adapter_import_of_the_cores_insides_fails(source: str) -> None:
+    found = imports_of(source, "kf_trainer_airflow.planted", False, read_tree())
+    problems = private_imports(found)
+    assert len(problems) == 1, problems
+    assert "not a public face" in problems[0]
+
+
+def test_adapter_imports_of_the_public_faces_pass() -> None:
+    source = (
+        "from kf_trainer_core.client import AsyncTrainerClient\n"
+        "from kf_trainer_core.spec import Name\n"
+        "from kf_trainer_core.config import LocalConfig\n"
+        "from kf_trainer_core.errors import SpecError, failure_class_of\n"
+        "from kf_trainer_core.tasks import JobOutputs, shown\n"
+        "from kf_trainer_core.tasks.lifecycle import TaskJob\n"
+        "def f():\n    from kf_trainer_core import report, checkpoints\n"
+    )
+    found = imports_of(source, "kf_trainer_prefect.planted", False, read_tree())
+    assert len(found) == 10  # one a name
+    assert private_imports(found) == []
+
+
+def test_a_planted_adapter_import_in_a_copy_of_the_adapters_fails(tmp_path: Path) -> None:
+    for adapter in ADAPTERS:
+        shutil.copytree(SRC / adapter, tmp_path / adapter, ignore=shutil.ignore_patterns("*.pyc"))
+    assert private_imports(adapter_imports(tmp_path)) == []
+    task = tmp_path / "kf_trainer_kfp" / "task.py"
+    task.write_text(
+        task.read_text() + "\n\ndef _later():\n    from kf_trainer_core.k8s import calls\n"
+    )
+    problems = private_imports(adapter_imports(tmp_path))
+    assert len(problems) == 1
+    assert "kf_trainer_kfp.task:" in problems[0]
+    assert "lazy imports kf_trainer_core.k8s" in problems[0]
+
+
+def test_every_name_the_tasks_package_offers_resolves() -> None:
+    # Its names are resolved on first use: a name that moved inside the core must fail
+    # here, not in an adapter at run time.
+    import kf_trainer_core.tasks as tasks
+
+    for name in tasks.__all__:
+        assert getattr(tasks, name) is not None, name
+    assert set(tasks.__all__) <= set(dir(tasks))

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kf_trainer_core.base.extras import require
-from kf_trainer_core.base.lazy import lazy_names
+from kf_trainer_core.tasks import lazy_names, require
 
 # Every module of the provider is imported through this package: one check, and a
 # lookup only (no Airflow import here; DAG files pay for every import).

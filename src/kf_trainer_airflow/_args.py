@@ -16,11 +16,10 @@ from typing import Any
 
 # Durations are checked by a module of their own, light enough for the trigger.
 from kf_trainer_airflow._durations import seconds as seconds
-from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.errors import FieldProblem, SpecError
 
 # The core's "did you mean" of every unknown field or argument.
-from kf_trainer_core.fields._model import did_you_mean
+from kf_trainer_core.tasks import did_you_mean, shown
 
 #: Seconds after a task defers before its trigger may report the job's end.
 #:
@@ -85,7 +84,7 @@ def job_name(value: Any) -> None:
         return  # an XComArg or another value Airflow resolves when the task runs
     if "{{" in value or "{%" in value:
         return
-    from kf_trainer_core.fields.names import name_problem
+    from kf_trainer_core.tasks import name_problem
 
     problem = name_problem(value)
     if problem:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from kf_trainer_core.base.quoting import shown
+from kf_trainer_core.tasks import shown
 
 _SDK = ("airflow.sdk", "airflow.providers.common.compat.sdk")
 _EXCEPTIONS = ("airflow.sdk.exceptions", "airflow.providers.common.compat.sdk")

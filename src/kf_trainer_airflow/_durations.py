@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from kf_trainer_core.base.quoting import shown
+from kf_trainer_core.tasks import shown
 
 __all__ = ["seconds"]
 

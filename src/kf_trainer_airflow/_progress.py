@@ -11,7 +11,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kf_trainer_core.cluster.status import TrainJob
+    from kf_trainer_core.tasks import TrainJob
 
 
 class ProgressReporter:

@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from kf_trainer_core.base.documents import DocumentError, load_document
-from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.errors import FieldProblem, SpecError
+from kf_trainer_core.tasks import DocumentError, load_document, shown
 
 if TYPE_CHECKING:
     from kf_trainer_core.spec import TrainJobSpec

@@ -24,13 +24,14 @@ try:
 except ImportError:  # pragma: no cover - Airflow before the task SDK
     from airflow.exceptions import AirflowFailException  # type: ignore[no-redef]
 
-from kf_trainer_core.cluster.failures import DEFAULT_RETRY_ON, failure_class_of
 from kf_trainer_core.errors import (
+    DEFAULT_RETRY_ON,
     CapacityFailure,
     ConfigurationFailure,
     FailureClass,
     InfrastructureFailure,
     UserCodeFailure,
+    failure_class_of,
 )
 
 if TYPE_CHECKING:

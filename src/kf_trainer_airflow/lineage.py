@@ -17,7 +17,7 @@ from attrs import define
 from openlineage.client.event_v2 import InputDataset, OutputDataset
 from openlineage.client.facet_v2 import RunFacet, dataset_type_dataset, symlinks_dataset
 
-from kf_trainer_core.manifest.lineage import LineageDataset, result_outputs, run_facet, spec_inputs
+from kf_trainer_core.tasks import lineage
 
 if TYPE_CHECKING:
     from kf_trainer_airflow.operators.trainjob import TrainJobOperator
@@ -49,7 +49,7 @@ class KubeflowTrainJobRunFacet(RunFacet):
         return "urn:kf-trainer-suite:facet:KubeflowTrainJobRunFacet:1"
 
 
-def _facets(found: LineageDataset) -> dict[str, Any]:
+def _facets(found: lineage.LineageDataset) -> dict[str, Any]:
     facets: dict[str, Any] = {
         "datasetType": dataset_type_dataset.DatasetTypeDatasetFacet(
             datasetType=_DATASET_TYPE.get(found.role, "FILE")
@@ -66,8 +66,8 @@ def _facets(found: LineageDataset) -> dict[str, Any]:
 
 
 def operator_lineage(
-    inputs: Sequence[LineageDataset],
-    outputs: Sequence[LineageDataset],
+    inputs: Sequence[lineage.LineageDataset],
+    outputs: Sequence[lineage.LineageDataset],
     run: Mapping[str, Any],
 ) -> OperatorLineage[Any, Any]:
     """The provider's ``OperatorLineage`` for the given data sets and run facet data."""
@@ -84,8 +84,8 @@ def _uid(op: TrainJobOperator, name: str | None) -> str | None:
     if op._job_uid or not name:
         return op._job_uid
     try:
-        with op._client() as client:
-            op._job_uid = client.get_job(name).uid
+        with op._held() as task:
+            op._job_uid = task.call(lambda c: c.get_job(name)).uid
     except Exception as exc:  # e.g. the job was deleted (on_finish_action="delete")
         log.debug("No uid for TrainJob %s in lineage: %s", name, exc)
     return op._job_uid
@@ -109,7 +109,7 @@ def task_lineage(
         except Exception as exc:  # no connection yet: the namespace stays unknown
             log.debug("No namespace for lineage: %s", exc)
     outputs = op._outputs if stage == "complete" else None
-    run = run_facet(
+    run = lineage.run_facet(
         name=outputs.name if outputs else name,
         namespace=outputs.namespace if outputs else namespace,
         runtime=spec.runtime.name,
@@ -118,7 +118,7 @@ def task_lineage(
         status=outputs.status.value if outputs else None,
     )
     return operator_lineage(
-        spec_inputs(spec, k8s_namespace=namespace),
-        result_outputs(outputs.result, k8s_namespace=namespace) if outputs else [],
+        lineage.spec_inputs(spec, k8s_namespace=namespace),
+        lineage.result_outputs(outputs.result, k8s_namespace=namespace) if outputs else [],
         run,
     )

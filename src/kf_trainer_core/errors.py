@@ -15,12 +15,19 @@ Two layers define them, and this module names both:
   it. They derive from the markers, so that exception-matching retry rules can tell
   them apart.
 
+The failure classes' decisions are named here too, for the adapters' retry policies:
+:func:`failure_class_of` (the class of any exception), :func:`should_retry` (the shared
+retry decision), :data:`DEFAULT_RETRY_ON` and :data:`EXIT_CODES` (a class's process exit
+code), from :mod:`kf_trainer_core.cluster.failures`.
+
 Code inside the core imports from the module of its own layer (``docs/architecture.md``);
 everyone else imports from here. Importing this module loads no pydantic model and no
 Kubernetes client.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from kf_trainer_core.base.errors import (
     BackendConfigRejectedError,
@@ -45,6 +52,7 @@ from kf_trainer_core.base.errors import (
     WaitInterrupted,
     join_problems,
 )
+from kf_trainer_core.base.lazy import lazy_names
 from kf_trainer_core.cluster.errors import (
     StepFailedError,
     TrainJobAdmissionTimeoutError,
@@ -64,7 +72,17 @@ from kf_trainer_core.cluster.errors import (
     result_unavailable_error,
 )
 
+if TYPE_CHECKING:
+    from kf_trainer_core.cluster.failures import (
+        DEFAULT_RETRY_ON,
+        EXIT_CODES,
+        failure_class_of,
+        should_retry,
+    )
+
 __all__ = [
+    "DEFAULT_RETRY_ON",
+    "EXIT_CODES",
     "BackendConfigRejectedError",
     "CapacityFailure",
     "ClassifiedFailure",
@@ -100,6 +118,19 @@ __all__ = [
     "UserCodeFailure",
     "WaitInterrupted",
     "failed_error",
+    "failure_class_of",
     "join_problems",
     "result_unavailable_error",
+    "should_retry",
 ]
+
+# The failure classes' decisions load on first use: DAG files import this module (retry
+# rules name its errors), and the classifier's log readers are not theirs to pay for.
+__getattr__, __dir__ = lazy_names(
+    __name__,
+    dict.fromkeys(
+        ("DEFAULT_RETRY_ON", "EXIT_CODES", "failure_class_of", "should_retry"),
+        "kf_trainer_core.cluster.failures",
+    ),
+    globals(),
+)

@@ -31,8 +31,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from kf_trainer_core.base.extras import require
-from kf_trainer_core.base.quoting import shown
+from kf_trainer_core.tasks import require, shown
 
 if TYPE_CHECKING:
     from kf_trainer_kfp.components import (

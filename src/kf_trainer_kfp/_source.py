@@ -21,9 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kf_trainer_core.base import pysource
-from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.errors import FieldProblem, SpecError
+from kf_trainer_core.tasks import pysource, shown
 from kf_trainer_kfp.inputs import (
     RUN_ID_INPUT,
     RUN_ID_PLACEHOLDER,

@@ -28,8 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
-from kf_trainer_core.base import pysource
-from kf_trainer_core.base.extras import require
+from kf_trainer_core.tasks import pysource, require
 
 # Imported directly (not through the package's lazy names): the same one-line error.
 require("kfp", "kfp", "kf_trainer_kfp", "Kubeflow Pipelines (kfp)")
@@ -76,7 +75,7 @@ def suggest_keywords(func: _F) -> _F:
     def first(*args: Any, **kwargs: Any) -> Any:
         nonlocal checked
         if checked is None:
-            from kf_trainer_core.fields._model import suggest_keywords as checking
+            from kf_trainer_core.tasks import suggest_keywords as checking
 
             checked = checking(func)
         return checked(*args, **kwargs)
@@ -135,8 +134,7 @@ def _check_constants(kind: str, args: Mapping[str, Any], constant: Callable[[Any
 def _check_prune_rules(known: Mapping[str, Any]) -> None:
     """The prune rules known now, refused as ``prune`` would refuse them in the pod
     (``older_than=""``, ``keep_last=-1`` and ``limit=0`` mean "not given")."""
-    from kf_trainer_core.fields.retention import PRUNE_OPTIONS
-    from kf_trainer_core.programs.prune import PruneRules
+    from kf_trainer_core.tasks import PRUNE_OPTIONS, PruneRules
 
     rules = [name for name in PRUNE_OPTIONS if name != "dry_run"]
     try:
@@ -300,9 +298,8 @@ def trainjob_component(
 
     Bad settings raise :class:`SpecError` naming the field and the fix, here.
     """
-    from kf_trainer_core.manifest.builder import build_trainjob
     from kf_trainer_core.spec import CustomTrainer, TrainFunction, TrainJobSpec
-    from kf_trainer_core.spec.function import capture_source, resolve_ref
+    from kf_trainer_core.tasks import build_trainjob, capture_source, resolve_ref
 
     trainer_args: dict[str, Any] = {
         "num_nodes": num_nodes,

@@ -29,7 +29,7 @@ DEFAULT_BASE_IMAGE = "python:3.11"
 
 
 def _split(problem: str) -> tuple[str, str]:
-    from kf_trainer_core.fields import checks
+    from kf_trainer_core.tasks import checks
 
     text, _, how = problem.partition(checks.FIX)
     return text, how
@@ -58,7 +58,7 @@ class ComponentImage:
         # KFP installs these with pip in the launcher pod: only requirements and
         # http(s) index URLs, as for a trainer's packages_to_install. The checks load
         # the core's pydantic helpers: here, not when the module is imported.
-        from kf_trainer_core.fields import checks
+        from kf_trainer_core.tasks import checks
 
         problems = [
             FieldProblem(f"packages_to_install[{i}]", *_split(p))

@@ -15,16 +15,16 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.errors import FieldProblem, SpecError
+from kf_trainer_core.tasks import shown
 
 # The spec and configuration models (pydantic, most of a second to import) load when a
 # function below first needs them: a pipeline file that imports the components pays
 # for them when it defines a component, not at import.
 if TYPE_CHECKING:
     from kf_trainer_core.config import KubernetesConfig, LocalConfig
-    from kf_trainer_core.fields.retention import PruneOptions
     from kf_trainer_core.spec import TrainJobSpec
+    from kf_trainer_core.tasks import PruneOptions
 
 #: KFP's runtime placeholders (``dsl.PIPELINE_JOB_ID_PLACEHOLDER`` and
 #: ``dsl.PIPELINE_TASK_NAME_PLACEHOLDER``), written out so that this module needs no
@@ -227,7 +227,7 @@ def cancel_action(value: str) -> CancelAction:
 def finish_action(value: str) -> str:
     """The ``on_finish`` input: what happens to the finished job once the task has
     written its outputs."""
-    from kf_trainer_core.fields.retention import FINISH_ACTIONS
+    from kf_trainer_core.tasks import FINISH_ACTIONS
 
     if value not in FINISH_ACTIONS:
         raise SpecError(

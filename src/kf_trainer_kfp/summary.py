@@ -15,13 +15,10 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from kf_trainer_core.base import untrusted
-from kf_trainer_core.cluster.outputs import JobOutputs
-from kf_trainer_core.cluster.status import Failure
-from kf_trainer_core.cluster.waiting import Waiting
+from kf_trainer_core.tasks import Failure, JobOutputs, Waiting, untrusted
 
 if TYPE_CHECKING:
-    from kf_trainer_core.programs.prune import PruneReport
+    from kf_trainer_core.tasks import PruneReport
 
 MODEL_URI_KEY = "model_uri"
 #: The result shown in the report is cut at this many characters.

@@ -1,46 +1,59 @@
 """What runs in a component's pod: the bodies of the generated component functions call
-:func:`run_component`, which turns the task's inputs into core calls and the job's
-outcome into KFP outputs.
+:func:`run_component`, which turns the task's inputs into the core's task lifecycle
+(:class:`~kf_trainer_core.tasks.TaskJob`) and the job's outcome into KFP outputs.
 
-Every component waits in a worker thread while the main thread watches for SIGTERM
-(KFP terminates the pod when a run is cancelled, a task times out or the node drains):
-then the job the task started is deleted (``on_cancel``: ``delete``, ``suspend`` or
-``keep``) and the process exits with ``128 + signal``. A job that already finished is
-left alone, so that a retried task collects its result instead of training again.
+Every component's work runs on the task's event loop while the main thread watches for
+SIGTERM (KFP terminates the pod when a run is cancelled, a task times out or the node
+drains): the signal cancels the work, whose clean-up — the core's — stops the job the
+task started (``on_cancel``: ``delete``, ``suspend`` or ``keep``), and the process exits
+with ``128 + signal``. A job that already finished is left alone, so that a retried
+task collects its result instead of training again; a retry resumes a job a terminated
+try suspended.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kf_trainer_core.base.quoting import shown
-from kf_trainer_core.cluster.outputs import JobOutputs
-from kf_trainer_core.cluster.status import Failure, TrainJob
 from kf_trainer_core.errors import (
+    EXIT_CODES,
+    FailureClass,
     SpecConflictError,
+    SpecError,
     StepFailedError,
     TrainJobFailedError,
     TrainJobNotAdmissibleError,
     TrainJobResultUnavailableError,
     TrainJobTimeoutError,
+    failure_class_of,
 )
-from kf_trainer_core.fields.names import require_job_name
-from kf_trainer_core.manifest.builder import identity_text
 from kf_trainer_core.spec import TrainJobSpec
+from kf_trainer_core.tasks import (
+    Failure,
+    JobOutputs,
+    SyncTaskJob,
+    TaskJob,
+    TrainJob,
+    decided_by,
+    identity_text,
+    job_outputs,
+    require_job_name,
+    shown,
+)
 from kf_trainer_core.tasks import helpers as task_helpers
+from kf_trainer_core.tasks.lifecycle import LogFollower
 from kf_trainer_kfp import inputs as inp
 from kf_trainer_kfp import summary
 
 if TYPE_CHECKING:
-    from kf_trainer_core.client import TrainerClient
-    from kf_trainer_core.cluster.waiting import Waiting
+    from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+    from kf_trainer_core.tasks import Waiting
 
 T = TypeVar("T")
 
@@ -57,6 +70,16 @@ def _log_line(line: str) -> None:
     print(line, flush=True)
 
 
+class _Said:
+    """The core lifecycle's lines (submitted, reattached, resumed, deleted), said in the
+    task's log as ours are."""
+
+    def info(self, msg: str, /, *args: Any) -> None:
+        say(msg % args if args else msg)
+
+    warning = error = info
+
+
 class _Terminated(BaseException):
     """SIGTERM/SIGINT reached the task (a BaseException: no ``except Exception`` on the
     way may swallow it)."""
@@ -66,57 +89,58 @@ class _Terminated(BaseException):
         self.signum = signum
 
 
-def guarded(work: Callable[[], T], on_terminate: Callable[[], None]) -> T:
-    """Run ``work`` in a worker thread; when SIGTERM or SIGINT arrives, run
-    ``on_terminate`` and exit with ``128 + signal``.
+#: What an interruption means for the job: a signal (KFP's cancel, timeout or drain), a
+#: timeout, a job that can never start give up on it; the job's failure and other errors
+#: leave it (a retry of the task reattaches).
+_DECIDE = decided_by(signals=(_Terminated,))
 
-    The wait runs in a worker so that the signal never interrupts a request half-way:
-    the main thread only waits, and cleans up with its own client."""
+
+def guarded(task: SyncTaskJob, work: Callable[[AsyncTrainerClient], Awaitable[T]]) -> T:
+    """Run ``work`` on the task's loop, holding its job: when SIGTERM or SIGINT arrives,
+    the work is cancelled, its clean-up (the core's) applies ``on_cancel``, and the
+    process exits with ``128 + signal``.
+
+    The main thread only waits, so the signal never interrupts a request half-way."""
+
+    async def held(client: AsyncTrainerClient) -> T:
+        async with task.job.holding(client, _DECIDE):
+            return await work(client)
+
     if threading.current_thread() is not threading.main_thread():
-        return work()  # signals reach only the main thread: nothing to watch for
-    box: dict[str, Any] = {}
-    done = threading.Event()
-
-    def target() -> None:
-        try:
-            box["value"] = work()
-        except BaseException as exc:  # handed to the main thread as it is
-            box["error"] = exc
-        finally:
-            done.set()
-
+        return task.call(held)  # signals reach only the main thread: nothing to watch for
     terminating = threading.Event()
 
     def handler(signum: int, _frame: Any) -> None:
         if terminating.is_set():
             return  # a second signal must not cut the clean-up short
         terminating.set()
+        say(f"{signal.Signals(signum).name} received: stopping the TrainJob this task started.")
         raise _Terminated(signum)
 
     watched = (signal.SIGTERM, signal.SIGINT)
     previous = {sig: signal.getsignal(sig) for sig in watched}
-    worker = threading.Thread(target=target, name="kf-trainer-task", daemon=True)
     try:
         for sig in watched:
             signal.signal(sig, handler)
-        worker.start()
-        while not done.wait(1.0):
-            pass
+        return task.call(held)
     except _Terminated as term:
-        name = signal.Signals(term.signum).name
-        say(f"{name} received: stopping the TrainJob this task started.")
-        try:
-            on_terminate()
-        except Exception as exc:  # report, and still exit as terminated
-            say(f"could not stop the TrainJob: {exc}")
+        _said_stop(task)
         raise SystemExit(128 + term.signum) from None
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
-    if "error" in box:
-        raise box["error"]
-    value: T = box["value"]
-    return value
+
+
+def _said_stop(task: SyncTaskJob) -> None:
+    """What the clean-up did to the job, in the task's log."""
+    job, what = task.job, task.job.interruption
+    action = job.on_kill
+    if what is not None and what.acted:
+        say(f"{action}: {', '.join(what.acted)}")
+    elif job.known_name is not None:
+        say(f"TrainJob {job.known_name} left as it is ({action}, finished or gone)")
+    else:
+        say(f"no unfinished TrainJob of {identity_text(job.identity)} to {action}")
 
 
 class _Reporter:
@@ -157,29 +181,20 @@ class _Reporter:
 # ---------------------------------------------------------------------- plumbing
 
 
+def _config(inputs: Mapping[str, Any]) -> Any:
+    return inp.backend_config(inputs.get("backend_config"), namespace=inputs.get("namespace", ""))
+
+
 def _client(inputs: Mapping[str, Any]) -> TrainerClient:
     # Imported here: building the client loads a Kubernetes library.
     from kf_trainer_core.client import TrainerClient
 
-    config = inp.backend_config(inputs.get("backend_config"), namespace=inputs.get("namespace", ""))
-    return TrainerClient(config)
+    return TrainerClient(_config(inputs))
 
 
-def _cleanup_client(
-    inputs: Mapping[str, Any], warm: Callable[[TrainerClient], object]
-) -> TrainerClient:
-    """A second client for stopping the job on SIGTERM, with its connection opened now:
-    in a KFP pod the launcher around us exits on SIGTERM at once, and the pod with it,
-    so the DELETE must leave without a handshake first."""
-    client = _client(inputs)
-    # Only a warm-up: the task's own calls report real trouble.
-    with contextlib.suppress(Exception):
-        warm(client)
-    return client
-
-
-def _warm_runtime(client: TrainerClient, spec: TrainJobSpec) -> object:
-    return client.get_runtime(spec.runtime.name, spec.runtime.kind.value)
+def _session(inputs: Mapping[str, Any], job: TaskJob) -> SyncTaskJob:
+    """The task's hold on its job, with its one client (on the task's event loop)."""
+    return SyncTaskJob(job, _config(inputs), thread_name="kf-trainer-task")
 
 
 def _spec(inputs: Mapping[str, Any], embedded: Mapping[str, Any]) -> TrainJobSpec:
@@ -200,6 +215,10 @@ class _Waits:
     admission: float | None
     action: inp.CancelAction
     finish: str = "keep"
+
+    def task(self, spec: TrainJobSpec | None = None, **given: Any) -> TaskJob:
+        """The task's hold on its job, with these actions."""
+        return TaskJob(spec, on_kill=self.action, on_finish=self.finish, logger=_Said(), **given)
 
 
 def _waits(inputs: Mapping[str, Any]) -> _Waits:
@@ -270,59 +289,50 @@ def _report_failure(
 ) -> None:
     if job is None:
         return
-    from kf_trainer_core.cluster.outputs import outputs
-
-    text = summary.markdown(outputs(job, None), failure, waiting=waiting, fix=fix)
+    text = summary.markdown(job_outputs(job, None), failure, waiting=waiting, fix=fix)
     _write_summary(artifacts, text)
 
 
 def _finish_or_explain(
     artifacts: Mapping[str, Any],
-    work: Callable[[], T],
-    on_terminate: Callable[[], None],
-    on_timeout: Callable[[], list[str]],
-    on_failed: Callable[[TrainJob], None] | None = None,
+    task: SyncTaskJob,
+    work: Callable[[AsyncTrainerClient], Awaitable[T]],
+    *,
+    finish_failed: bool = True,
 ) -> T:
-    """Run ``work`` guarded; on failure write the report (then ``on_failed`` the failed
-    job), on timeout — or when Kueue can never admit the job — also stop the job
-    (``on_timeout``); a classified failure exits with its class's code
-    (:func:`_exit_classified`)."""
+    """Run ``work`` guarded; on failure write the report (then ``on_finish`` for the
+    failed job, unless ``finish_failed`` is off); a timeout — or a job Kueue can never
+    admit — also stops the job (the core's clean-up, ``on_cancel``); a classified
+    failure exits with its class's code (:func:`_classified`)."""
 
-    def stop(why: str) -> list[str]:
-        try:
-            stopped = on_timeout()
-        except Exception as exc:  # the wait's error is the one to report
-            say(f"{why}, and could not stop the TrainJob: {exc}")
-            stopped = []
-        if stopped:
-            say(f"{why}: stopped {', '.join(stopped)}")
-        return stopped
+    def said_stopped(why: str) -> None:
+        what = task.job.interruption
+        if what is not None and what.acted:
+            # Not left behind: the task stopped it (on_cancel), and the error says so.
+            say(f"{why}: stopped {', '.join(what.acted)}")
 
     def explained() -> T:
         try:
-            return guarded(work, on_terminate)
+            return guarded(task, work)
         except TrainJobTimeoutError as err:
-            stopped = stop("timed out")
+            said_stopped("timed out")
             if err.job is not None and err.waiting is not None:
                 # A step restarting, a pod that cannot start: said as the error says it.
                 _report_failure(artifacts, err.job, None, waiting=err.waiting, fix=err.fix)
             elif err.job is not None:
                 _report_failure(artifacts, err.job, err.failure or Failure(reason="Timeout"))
-            if stopped:
-                # Not left behind: the task stopped it (on_cancel).
-                raise err.settled(
-                    f"cleaned up: TrainJob {', '.join(stopped)} stopped by the task (on_cancel)"
-                ) from None
             raise
         except TrainJobNotAdmissibleError as err:
-            # Queued forever otherwise: given up on as a timed-out job is (on_cancel).
-            stop("Kueue can never admit it")
+            # Queued forever otherwise: given up on as a timed-out job is (on_cancel);
+            # not finished (on_finish): it never ran.
+            said_stopped("Kueue can never admit it")
             _report_failure(artifacts, err.job, err.failure)
             raise
         except TrainJobFailedError as err:
             _report_failure(artifacts, err.job, err.failure)
-            if on_failed is not None and err.job is not None:
-                on_failed(err.job)  # after the failure is written
+            if finish_failed and err.job is not None:
+                # After the failure is written.
+                task.finish(succeeded=False, status=err.job.status.value)
             raise
         except StepFailedError as err:
             if err.job is not None:
@@ -338,11 +348,8 @@ def _finish_or_explain(
 def _classified(run: Callable[[], T]) -> T:
     """Run ``run``; a TrainJob failure of a known class is said in the log (class,
     evidence, exit code) and ends the process with that class's exit code
-    (:data:`~kf_trainer_core.cluster.failures.EXIT_CODES`), so a pipeline's exit handler or
+    (:data:`~kf_trainer_core.errors.EXIT_CODES`), so a pipeline's exit handler or
     retry policy can tell infrastructure from configuration or user code."""
-    from kf_trainer_core.cluster.failures import EXIT_CODES, failure_class_of
-    from kf_trainer_core.errors import FailureClass
-
     try:
         return run()
     except (
@@ -376,101 +383,33 @@ def _launch(
     spec = _spec(inputs, embedded)
     ident = _identity(inputs)
     waits = _waits(inputs)
-    client = _client(inputs)
-    cleanup = _cleanup_client(inputs, lambda c: _warm_runtime(c, spec))
     reporter = _Reporter()
-    say(f"identity {identity_text(ident)}, namespace {client.namespace}")
+    job = waits.task(spec, identity=ident)
 
-    def work() -> JobOutputs:
-        out: JobOutputs = client.run(
-            spec,
-            identity=ident,
+    async def work(client: AsyncTrainerClient) -> JobOutputs:
+        await job.attach(client)
+        return await job.wait(
+            client,
             timeout=waits.timeout,
             startup_timeout=waits.startup,
             admission_timeout=waits.admission,
             on_log=_log_line if inputs.get("stream_logs", True) else None,
-            on_update=reporter.update,
+            callbacks=[reporter.update],
         )
-        return out
 
-    out = _finish_or_explain(
-        artifacts,
-        work,
-        lambda: _stop_identity(cleanup, ident, waits.action),
-        lambda: task_helpers.cancel_identity(cleanup, ident, waits.action),
-        lambda job: _finished(client, job.name, job.status.value, waits.finish, succeeded=False),
-    )
-    return _reported(client, artifacts, out, waits.finish)
+    with _session(inputs, job) as task:
+        say(f"identity {identity_text(ident)}, namespace {task.namespace}")
+        out = _finish_or_explain(artifacts, task, work)
+        return _reported(task, artifacts, out)
 
 
-def _reported(
-    client: TrainerClient, artifacts: Mapping[str, Any], out: JobOutputs, action: str
-) -> tuple[Any, ...]:
+def _reported(task: SyncTaskJob, artifacts: Mapping[str, Any], out: JobOutputs) -> tuple[Any, ...]:
     """:func:`_report`, then ``on_finish``: the job is deleted only once its outputs are
     written (a result that cannot be read fails the report first, and the job stays for
     a retry to read)."""
     reported = _report(artifacts, out)
-    _finished(client, out.name, out.status.value, action, succeeded=True)
+    task.finish(succeeded=True, status=out.status.value)
     return reported
-
-
-def _finished(
-    client: TrainerClient, name: str, status: str, action: str, *, succeeded: bool
-) -> None:
-    """``on_finish``: delete the finished job, or keep it. A failed delete is said, never
-    raised: the task's outcome is decided."""
-    from kf_trainer_core.fields.retention import finish_deletes
-
-    if not finish_deletes(action, status, succeeded=succeeded):
-        return
-    try:
-        if client.delete_job(name):
-            say(f"deleted TrainJob {client.namespace}/{name} (on_finish={action})")
-    except Exception as exc:
-        say(f"could not delete TrainJob {client.namespace}/{name} (on_finish={action}): {exc}")
-
-
-def _stop_identity(client: TrainerClient, ident: tuple[str, ...], action: inp.CancelAction) -> None:
-    stopped = task_helpers.cancel_identity(client, ident, action)
-    if stopped:
-        say(f"{action}: {', '.join(stopped)}")
-    else:
-        say(f"no unfinished TrainJob of {identity_text(ident)} to {action}")
-
-
-def _stop_name(client: TrainerClient, name: str, action: inp.CancelAction) -> None:
-    if task_helpers.cancel_if_unfinished(client, name, action):
-        say(f"{action}: {name}")
-    else:
-        say(f"TrainJob {name} left as it is ({action}, finished or gone)")
-
-
-def _waiting_on(
-    inputs: Mapping[str, Any], name: str
-) -> tuple[_Waits, TrainerClient, TrainerClient]:
-    """For a task that waits on job ``name``: its limits, its client and the clean-up
-    client."""
-    waits = _waits(inputs)
-    client = _client(inputs)
-    return waits, client, _cleanup_client(inputs, lambda c: c.get_job(name))
-
-
-def _finish_named(
-    artifacts: Mapping[str, Any],
-    work: Callable[[], T],
-    cleanup: TrainerClient,
-    name: str,
-    action: inp.CancelAction,
-    on_failed: Callable[[TrainJob], None] | None = None,
-) -> T:
-    """:func:`_finish_or_explain` for a task that waits on a job by name."""
-    return _finish_or_explain(
-        artifacts,
-        work,
-        lambda: _stop_name(cleanup, name, action),
-        lambda: [name] if task_helpers.cancel_if_unfinished(cleanup, name, action) else [],
-        on_failed,
-    )
 
 
 def _job_outputs(job: TrainJob, news: str) -> tuple[str, str, str]:
@@ -486,20 +425,16 @@ def _submit(
     spec = _spec(inputs, embedded)
     ident = _identity(inputs)
     action = inp.cancel_action(str(inputs.get("on_cancel", "delete")))
-    client = _client(inputs)
-    cleanup = _cleanup_client(inputs, lambda c: _warm_runtime(c, spec))
-
-    def work() -> Any:
-        return client.submit(spec, identity=ident)
-
-    try:
-        submitted = guarded(work, lambda: _stop_identity(cleanup, ident, action))
-    except SpecConflictError as err:
-        raise _conflict(err) from None
-    job = submitted.job
-    verb = "created" if submitted.created else "found (submitted before by this task)"
+    job = TaskJob(spec, identity=ident, on_kill=action, logger=_Said())
+    with _session(inputs, job) as task:
+        try:
+            attached = guarded(task, job.attach)
+        except SpecConflictError as err:
+            raise _conflict(err) from None
+    done = attached.job
+    verb = "created" if attached.created else "found (submitted before by this task)"
     return _job_outputs(
-        job, f"TrainJob {job.namespace}/{job.name} {verb}, identity {identity_text(ident)}"
+        done, f"TrainJob {done.namespace}/{done.name} {verb}, identity {identity_text(ident)}"
     )
 
 
@@ -508,20 +443,20 @@ def _wait_step(
 ) -> tuple[Any, ...]:
     name = require_job_name(str(inputs["job_name"]), "job_name")
     step = task_helpers.parse_step(str(inputs.get("step", "trainer")))
-    waits, client, cleanup = _waiting_on(inputs, name)
+    waits = _waits(inputs)
     reporter = _Reporter()
-    say(f"waiting for the {step} step of TrainJob {client.namespace}/{name}")
+    job = waits.task()
+    job.knows(name)
 
-    def work() -> TrainJob:
+    async def work(client: AsyncTrainerClient) -> TrainJob:
         follow = (
-            task_helpers.follow_logs_in_background(
-                client, name, task_helpers.LOG_STEP[step], _log_line
-            )
+            LogFollower(client, name, task_helpers.LOG_STEP[step], _log_line)
             if inputs.get("stream_logs", True)
-            else contextlib.nullcontext()
+            else None
         )
-        with follow:
-            job, _ = task_helpers.wait_for_step(
+        ended = False
+        try:
+            done, _ = await task_helpers.await_steps(
                 client,
                 name,
                 step,
@@ -530,11 +465,18 @@ def _wait_step(
                 admission_timeout=waits.admission,
                 callbacks=[reporter.update],
             )
-        return job
+            ended = True
+        finally:
+            if follow is not None:
+                await follow.finish(drain=ended)
+        return done
 
-    job = _finish_named(artifacts, work, cleanup, name, waits.action)
+    with _session(inputs, job) as task:
+        say(f"waiting for the {step} step of TrainJob {task.namespace}/{name}")
+        done = _finish_or_explain(artifacts, task, work, finish_failed=False)
     return _job_outputs(
-        job, f"the {step} step of TrainJob {job.namespace}/{job.name} is done ({job.status.value})"
+        done,
+        f"the {step} step of TrainJob {done.namespace}/{done.name} is done ({done.status.value})",
     )
 
 
@@ -542,21 +484,14 @@ def _outputs(
     inputs: Mapping[str, Any], artifacts: Mapping[str, Any], embedded: Mapping[str, Any]
 ) -> tuple[Any, ...]:
     name = require_job_name(str(inputs["job_name"]), "job_name")
-    waits, client, cleanup = _waiting_on(inputs, name)
-
-    def work() -> JobOutputs:
-        out: JobOutputs = client.wait_outputs(name, timeout=waits.timeout)
-        return out
-
-    out = _finish_named(
-        artifacts,
-        work,
-        cleanup,
-        name,
-        waits.action,
-        lambda job: _finished(client, job.name, job.status.value, waits.finish, succeeded=False),
-    )
-    return _reported(client, artifacts, out, waits.finish)
+    waits = _waits(inputs)
+    job = waits.task()
+    job.knows(name)
+    with _session(inputs, job) as task:
+        out = _finish_or_explain(
+            artifacts, task, lambda client: job.wait(client, timeout=waits.timeout)
+        )
+        return _reported(task, artifacts, out)
 
 
 def _cancel(
@@ -567,8 +502,6 @@ def _cancel(
     name = str(inputs.get("job_name") or "")
     task = str(inputs.get("task_name") or "")
     if bool(name) == bool(task):
-        from kf_trainer_core.errors import SpecError
-
         raise SpecError.single(
             "job_name",
             "give the job to cancel by its name or by the task that started it.",

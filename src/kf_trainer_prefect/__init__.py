@@ -21,8 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kf_trainer_core.base.extras import require
-from kf_trainer_core.base.lazy import lazy_names
+from kf_trainer_core.tasks import lazy_names, require
 
 require("prefect", "prefect", "kf_trainer_prefect", "Prefect 3")
 

@@ -23,14 +23,18 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 from uuid import UUID
 
-from kf_trainer_core.cluster.outputs import JobOutputs
-from kf_trainer_core.cluster.status import JobState, TrainJob
-from kf_trainer_core.fields import retention
 from kf_trainer_core.spec import Labels, TrainJobSpec
-from kf_trainer_core.tasks import interruptions
+from kf_trainer_core.tasks import (
+    JobOutputs,
+    JobState,
+    TaskJob,
+    TrainJob,
+    decided_by,
+    imported,
+    interruptions,
+)
 from kf_trainer_core.tasks.interruptions import CancelAction, Identity, check_action, past
 from kf_trainer_core.tasks.jobs import (
-    announce,
     bad_ending,
     finished,
     job_name_of,
@@ -39,6 +43,7 @@ from kf_trainer_core.tasks.jobs import (
     task_identity,
     with_updates,
 )
+from kf_trainer_core.tasks.lifecycle import Terms
 from kf_trainer_core.tasks.sync_runner import interruption_cause
 from kf_trainer_prefect._sync_face import TaskRunnerShutdown, runner_shutdown_cancels
 from kf_trainer_prefect.artifacts import ArtifactPublisher
@@ -176,68 +181,49 @@ async def shielded(awaitable: Awaitable[T]) -> T:
 
 @dataclass
 class _Attempt:
-    """A task's hold on one job, as an ``async with`` block: what its clean-up needs
-    when the block is interrupted (the job as far as it is known, where it runs, what
-    ``on_cancel`` says), and that clean-up, the same for both faces."""
+    """A task's hold on one job (the core's :class:`~kf_trainer_core.tasks.TaskJob`) and
+    what is Prefect's about it: the run, the credentials, the artifacts. Its clean-up,
+    the same for both faces, settles an interruption as the core does, with Prefect's
+    answer to "is the flow run being cancelled?", and shows a bad ending."""
 
     run: RunInfo
     creds: KubeflowTrainerCredentials
     namespace: str | None
-    action: CancelAction
     publisher: ArtifactPublisher | None
-    name: str | None = None
-    identity: Identity | None = None
-    job: TrainJob | None = None
-    link: str | None = None
+    task: TaskJob
 
-    def known(self, job: TrainJob) -> None:
-        """The task now knows its job (submitted, reattached or looked up)."""
-        self.job, self.name = job, job.name
-        self.link = self.creds.dashboard_link(job.namespace, job.name)
+    @property
+    def link(self) -> str | None:
+        """The job's dashboard page, once the job is known."""
+        job = self.task.job
+        return self.task.dashboard(job) if job is not None else None
 
-    async def __aenter__(self) -> _Attempt:
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc is not None:
-            told = await shielded(self._ended(exc))
-            if told is not exc:
-                raise told from None
-
-    async def _ended(self, raised: BaseException) -> BaseException:
-        """Decide and apply what the interruption means for the job (never raises: the
-        original exception is what the task reports, unless it is a timeout that says
-        what it left behind and the task then stopped the job: that line then says what
-        the task did). A job that has just finished is left alone: its result is there
-        for a retry to collect."""
+    @asynccontextmanager
+    async def holding(self, client: AsyncTrainerClient) -> AsyncIterator[TaskJob]:
+        """The block that holds the job: an exception leaving it is settled by the core
+        (``on_cancel``), then shown in the artifacts. A job that has just finished is
+        left alone: its result is there for a retry to collect."""
         from prefect.exceptions import TerminationSignal
 
-        from kf_trainer_core.errors import TrainJobTimeoutError
-
-        exc = interruption_cause(raised)
-        asks_state = isinstance(exc, (TerminationSignal, TaskRunnerShutdown))
-        cancelling = await flow_cancelling(self.run) if asks_state else False
-        verdict = disposition(exc, self.run, lambda: cancelling)
-        # A client of its own: the interrupted one may be in the middle of a request.
-        what = await interruptions.settle(
-            exc,
-            verdict,
-            self.action,
-            self.name,
-            self.identity,
-            self.run.logger,
-            lambda: _client(self.creds, self.namespace),
-            rerun="re-running this flow run",
+        run = self.run
+        # SIGTERM is how a runner cancels a flow run, and also how infrastructure ends a
+        # process it evicts; only the flow run's state tells them apart.
+        decide = decided_by(
+            final_attempt=run.final_attempt,
+            signals=(TerminationSignal, TaskRunnerShutdown),
+            cancelling=lambda: flow_cancelling(run),
         )
-        shown = bad_ending(exc, self.job, what.note, self.link)
-        if self.publisher is not None and shown is not None:
-            await self.publisher.finish(*shown)
-        if isinstance(raised, TrainJobTimeoutError) and what.acted:
-            done = f"{past(self.action).lower()} by the task (on_cancel={self.action!r})"
-            return raised.settled(f"cleaned up: TrainJob {', '.join(what.acted)} {done}")
-        return raised
+        try:
+            async with self.task.holding(client, decide, shield=shielded):
+                yield self.task
+        except BaseException as told:
+            what = self.task.interruption
+            shown = bad_ending(
+                interruption_cause(told), self.task.job, what.note if what else None, self.link
+            )
+            if self.publisher is not None and shown is not None:
+                await shielded(self.publisher.finish(*shown))
+            raise
 
 
 @asynccontextmanager
@@ -247,8 +233,6 @@ async def _client(
     # Made inside the running loop, as the async client requires; its module is
     # imported in a worker thread (an import on the loop stops the flow's other tasks:
     # over 100 ms on a busy machine).
-    from kf_trainer_core.base.offloop import imported
-
     core_client = await imported("kf_trainer_core.client")
     async with core_client.AsyncTrainerClient(creds.backend_config(), namespace=namespace) as c:
         yield c
@@ -278,19 +262,26 @@ async def _submitting(
     credentials: CredentialsLike | None,
     opts: RunOptions,
     publisher: ArtifactPublisher | None,
-) -> tuple[_Attempt, TrainJobSpec]:
+) -> _Attempt:
     """The hold on the job a task submits (known by name only when it has no identity,
-    a fixed name; else found by identity until the submit answers) and the spec to
+    a fixed name; else found by identity until the submit answers), with the spec to
     submit. Arguments and spec are checked before the credentials are loaded."""
     run = current_run()
-    action = check_action(opts.on_cancel)
-    retention.check_finish_action(opts.on_finish)
     parsed = spec_of(spec)
     identity = identity_for(parsed, run, opts.identity, opts.name)
+    task = TaskJob(
+        labelled(parsed, run),
+        identity=identity,
+        name=opts.name,
+        fresh_after_failure=opts.fresh_after_failure,
+        on_kill=opts.on_cancel,
+        on_finish=opts.on_finish,
+        logger=run.logger,
+        terms=Terms(rerun="re-running this flow run"),
+    )
     creds = await aload_credentials(credentials)
-    name = opts.name if identity is None else None
-    attempt = _Attempt(run, creds, opts.namespace, action, publisher, name, identity)
-    return attempt, labelled(parsed, run)
+    task.link = lambda job: creds.dashboard_link(job.namespace, job.name)
+    return _Attempt(run, creds, opts.namespace, publisher, task)
 
 
 async def run(
@@ -302,59 +293,44 @@ async def run(
     the progress artifact current, wait, and return the outputs; an interruption
     deletes, suspends or keeps the job per :func:`disposition` and ``on_cancel``."""
     publisher = ArtifactPublisher(opts.artifacts)
-    attempt, labelled_spec = await _submitting(spec, credentials, opts, publisher)
-    logger = attempt.run.logger
-    async with _finishing(attempt, opts.on_finish) as done:
-        result = await _running(attempt, labelled_spec, opts)
+    attempt = await _submitting(spec, credentials, opts, publisher)
+    task, logger = attempt.task, attempt.run.logger
+    async with _client(attempt.creds, opts.namespace) as client, _finishing(task, client) as done:
+        async with runner_shutdown_cancels(), attempt.holding(client):
+            job = (await task.attach(client)).job
+            await publisher.start(job, attempt.link)
+            sink = log_sink(logger, job.name, opts.log_step) if opts.stream_logs else None
+            result = await with_updates(
+                lambda on_update: task.wait(
+                    client,
+                    timeout=opts.timeout,
+                    startup_timeout=opts.startup_timeout,
+                    admission_timeout=opts.admission_timeout,
+                    on_log=sink,
+                    log_step=opts.log_step,
+                    log_tail=opts.log_tail,
+                    callbacks=[on_update],
+                ),
+                publisher.progress.observe,
+                publisher.flush,
+            )
         await publisher.outputs(result, attempt.link)
         finished(logger, result)
         done(result)
     return result
 
 
-async def _running(attempt: _Attempt, labelled_spec: TrainJobSpec, opts: RunOptions) -> JobOutputs:
-    """:func:`run`'s hold on the job: submit, stream, wait (an interruption is settled
-    by the attempt)."""
-    publisher = attempt.publisher
-    assert publisher is not None  # run() always gives one
-    logger = attempt.run.logger
-    async with runner_shutdown_cancels(), _client(attempt.creds, opts.namespace) as client, attempt:
-        job = await _submit(client, attempt, labelled_spec, opts)
-        await publisher.start(job, attempt.link)
-        sink = log_sink(logger, job.name, opts.log_step) if opts.stream_logs else None
-        result = await with_updates(
-            # This submit finds the job just submitted (running, or failed — which the
-            # wait then reports): it never makes a second one.
-            lambda on_update: client.run(
-                labelled_spec,
-                name=opts.name,
-                identity=attempt.identity,
-                fresh_after_failure=False,
-                timeout=opts.timeout,
-                startup_timeout=opts.startup_timeout,
-                admission_timeout=opts.admission_timeout,
-                on_log=sink,
-                log_step=opts.log_step,
-                log_tail=opts.log_tail,
-                on_update=on_update,
-                reuse_notice=False,  # announced above, as submitted or reattached
-            ),
-            publisher.progress.observe,
-            publisher.flush,
-        )
-    return result
-
-
 class _Finishing:
-    """``on_finish`` for a task's block: after the block has stored the outputs and said
-    so (``done(outputs)``), delete the finished job per the action; when the block ends
-    in the job's failure (already reported by then), delete it only for ``"delete"``.
-    Any other exception (a timeout, a cancellation, a bad spec) leaves the job to
-    ``on_cancel``. A failed delete is logged, never raised: the task's outcome is
-    decided."""
+    """``on_finish`` for a task's block (the core's
+    :meth:`~kf_trainer_core.tasks.TaskJob.finish`): after the block has stored the
+    outputs and said so (``done(outputs)``), delete the finished job per the action;
+    when the block ends in the job's failure (already reported by then), delete it only
+    for ``"delete"``. Any other exception (a timeout, a cancellation, a bad spec) leaves
+    the job to ``on_cancel``. A failed delete is logged, never raised: the task's
+    outcome is decided."""
 
-    def __init__(self, attempt: _Attempt, action: str) -> None:
-        self.attempt, self.action = attempt, action
+    def __init__(self, task: TaskJob, client: AsyncTrainerClient) -> None:
+        self.task, self.client = task, client
         self.outputs: JobOutputs | None = None
 
     def __call__(self, outputs: JobOutputs) -> None:
@@ -371,21 +347,10 @@ class _Finishing:
         if exc is None and self.outputs is not None:
             out = self.outputs
             ok = out.status is JobState.COMPLETE and out.result_missing is None
-            if retention.finish_deletes(self.action, out.status.value, succeeded=ok):
-                await shielded(self._delete(out.name))
+            await shielded(self.task.finish(self.client, succeeded=ok, status=out.status.value))
         elif isinstance(exc, TrainJobFailedError) and exc.job is not None:
-            job = exc.job
-            if retention.finish_deletes(self.action, job.status.value, succeeded=False):
-                await shielded(self._delete(job.name))
-
-    async def _delete(self, name: str) -> None:
-        logger = self.attempt.run.logger
-        try:
-            async with _client(self.attempt.creds, self.attempt.namespace) as client:
-                if await client.delete_job(name):
-                    logger.info("Deleted TrainJob %s (on_finish=%s)", name, self.action)
-        except Exception as exc:
-            logger.warning("Could not delete TrainJob %s (%s): %s", name, self.action, exc)
+            status = exc.job.status.value
+            await shielded(self.task.finish(self.client, succeeded=False, status=status))
 
 
 _finishing = _Finishing
@@ -399,25 +364,11 @@ async def submit(
     """Submit (or reattach to) the task's job and return it."""
     # Interrupted mid-request, the job may exist without the task knowing it: the
     # attempt looks for it by identity.
-    attempt, labelled_spec = await _submitting(spec, credentials, opts, None)
-    async with _client(attempt.creds, opts.namespace) as client, attempt:
-        job = await _submit(client, attempt, labelled_spec, opts)
+    attempt = await _submitting(spec, credentials, opts, None)
+    async with _client(attempt.creds, opts.namespace) as client, attempt.holding(client):
+        job = (await attempt.task.attach(client)).job
     await ArtifactPublisher(opts.artifacts).link(job, attempt.link)
     return job
-
-
-async def _submit(
-    client: AsyncTrainerClient, attempt: _Attempt, spec: TrainJobSpec, opts: RunOptions
-) -> TrainJob:
-    submitted = await client.submit(
-        spec,
-        name=opts.name,
-        identity=attempt.identity,
-        fresh_after_failure=opts.fresh_after_failure,
-    )
-    attempt.known(submitted.job)
-    announce(attempt.run.logger, submitted.job, submitted.created, attempt.link)
-    return submitted.job
 
 
 @dataclass
@@ -440,39 +391,35 @@ async def wait(job: JobRef, credentials: CredentialsLike | None, opts: WaitOptio
     """Wait (event-driven) until the job reaches one of ``opts.status``, with the
     progress artifact kept current; return its outputs."""
     run = current_run()
-    action = check_action(opts.on_cancel)
-    retention.check_finish_action(opts.on_finish)
+    check_action(opts.on_cancel)
     name = job_name_of(job)
+    task = TaskJob(
+        on_kill=opts.on_cancel,
+        on_finish=opts.on_finish,
+        logger=run.logger,
+        terms=Terms(rerun="re-running this flow run"),
+    )
+    task.knows(name)
     creds = await aload_credentials(credentials)
     publisher = ArtifactPublisher(opts.artifacts)
-    attempt = _Attempt(run, creds, opts.namespace, action, publisher, name=name)
-    async with _finishing(attempt, opts.on_finish) as done:
-        result = await _waiting(attempt, name, opts)
+    attempt = _Attempt(run, creds, opts.namespace, publisher, task)
+    async with _client(creds, opts.namespace) as client, _finishing(task, client) as done:
+        async with runner_shutdown_cancels(), attempt.holding(client):
+            await publisher.start(task.known(await client.get_job(name)), None)
+            result = await with_updates(
+                lambda on_update: task.wait(
+                    client,
+                    tuple(opts.status),
+                    timeout=opts.timeout,
+                    startup_timeout=opts.startup_timeout,
+                    callbacks=[on_update],
+                ),
+                publisher.progress.observe,
+                publisher.flush,
+            )
         await publisher.outputs(result, attempt.link)
         finished(run.logger, result)
         done(result)
-    return result
-
-
-async def _waiting(attempt: _Attempt, name: str, opts: WaitOptions) -> JobOutputs:
-    """:func:`wait`'s hold on the job."""
-    creds, publisher = attempt.creds, attempt.publisher
-    assert publisher is not None  # wait() always gives one
-    async with runner_shutdown_cancels(), _client(creds, opts.namespace) as client, attempt:
-        current = await client.get_job(name)
-        attempt.known(current)
-        await publisher.start(current, None)
-        result = await with_updates(
-            lambda on_update: client.wait_outputs(
-                name,
-                opts.status,
-                timeout=opts.timeout,
-                startup_timeout=opts.startup_timeout,
-                callbacks=[on_update],
-            ),
-            publisher.progress.observe,
-            publisher.flush,
-        )
     return result
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from kf_trainer_core.cluster.job_summary import (
+from kf_trainer_core.tasks import (
     job_summary,
     outputs_summary,
     progress_description,
@@ -22,8 +22,7 @@ from kf_trainer_core.cluster.job_summary import (
 from kf_trainer_core.tasks.jobs import ProgressState, outputs_rows
 
 if TYPE_CHECKING:
-    from kf_trainer_core.cluster.outputs import JobOutputs
-    from kf_trainer_core.cluster.status import TrainJob
+    from kf_trainer_core.tasks import JobOutputs, TrainJob
 
 __all__ = [
     "ArtifactPublisher",

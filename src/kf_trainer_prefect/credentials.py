@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from prefect.blocks.core import Block
 from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
+from kf_trainer_core.tasks import shown
 from kf_trainer_core.tasks.backend_fields import (
     BackendConfig,
     check_dashboard_url,

@@ -26,11 +26,14 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from typing_extensions import ParamSpec
 
-from kf_trainer_core.fields import checks
-from kf_trainer_core.fields._model import unknown_arguments_error
-from kf_trainer_core.fields.retention import check_finish_action
 from kf_trainer_core.spec import Initializer, RuntimeRef
-from kf_trainer_core.spec.function_template import TRAINER_SETTINGS, FunctionTemplate
+from kf_trainer_core.tasks import (
+    TRAINER_SETTINGS,
+    FunctionTemplate,
+    check_finish_action,
+    checks,
+    unknown_arguments_error,
+)
 from kf_trainer_core.tasks.interruptions import CancelAction, check_action
 from kf_trainer_prefect import _engine
 from kf_trainer_prefect._engine import RunOptions

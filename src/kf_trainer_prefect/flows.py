@@ -20,9 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from prefect import flow, task
 
-from kf_trainer_core.base.quoting import shown
-from kf_trainer_core.cluster.outputs import JobOutputs
-from kf_trainer_core.fields.retention import PRUNE_OPTIONS
+from kf_trainer_core.tasks import PRUNE_OPTIONS, JobOutputs, shown
 from kf_trainer_core.tasks.interruptions import CancelAction, check_action, past
 from kf_trainer_prefect._engine import FLOW_RUN_LABEL
 from kf_trainer_prefect.credentials import CredentialsLike, load_credentials
@@ -53,7 +51,7 @@ def stop_flow_run_trainjobs(
     submitted; return their names."""
     from kf_trainer_core.client import TrainerClient
     from kf_trainer_core.errors import StateDirNotFoundError
-    from kf_trainer_core.manifest.selectors import labels_selector
+    from kf_trainer_core.tasks import labels_selector
 
     chosen = check_action(action)
     if not isinstance(flow_run_id, str) or not flow_run_id.strip():

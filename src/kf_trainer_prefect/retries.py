@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kf_trainer_core.cluster.failures import failure_class_of, should_retry
-from kf_trainer_core.errors import FailureClass
+from kf_trainer_core.errors import FailureClass, failure_class_of, should_retry
 
 __all__ = ["failure_class_of_state", "retry_infrastructure_failures", "retry_on_classes"]
 

@@ -34,9 +34,8 @@ from kf_trainer_prefect._sync_face import sync_face
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from kf_trainer_core.cluster.outputs import JobOutputs
-    from kf_trainer_core.cluster.status import TrainJob
     from kf_trainer_core.spec import TrainJobSpec
+    from kf_trainer_core.tasks import JobOutputs, TrainJob
     from kf_trainer_core.tasks.interruptions import CancelAction, Identity
     from kf_trainer_prefect._engine import JobRef
     from kf_trainer_prefect.credentials import CredentialsLike
@@ -75,7 +74,7 @@ async def _in_engine(operation: str, arguments: dict[str, Any]) -> Any:
     The engine (and with it the spec models and the core's builder, a tenth of a second
     and more) is imported in a worker thread the first time: the flow's loop, shared
     with its other tasks, must not stop for it."""
-    from kf_trainer_core.base.offloop import imported
+    from kf_trainer_core.tasks import imported
 
     engine = await imported("kf_trainer_prefect._engine")
     target = arguments["spec"] if "spec" in arguments else arguments["job"]

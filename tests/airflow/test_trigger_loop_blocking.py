@@ -17,7 +17,7 @@ from kf_trainer_core.spec import Annotations, CustomTrainer, TrainJobSpec
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from loop_support import THRESHOLD, blocking, once_more_if_slow, run_scenario
 
-pytestmark = [pytest.mark.usefixtures("kf_conn"), pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.usefixtures("kf_conn"), pytest.mark.alone, pytest.mark.timeout(600)]
 
 #: What Airflow's triggerer has imported before it runs any trigger (the runner is a
 #: fork of it).

@@ -18,7 +18,7 @@ from loop_support import (
     run_with_completions,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.alone, pytest.mark.timeout(600)]
 
 WAITS = 1000
 

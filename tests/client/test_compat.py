@@ -13,9 +13,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The child runs in one process: not the project's addopts, whose ``-n auto`` would start
+#: workers inside a test (and the 3.10 environment has no pytest-xdist).
+ONE_PROCESS = ["-o", "addopts=-ra --strict-markers"]
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # its child run may take 600 s
 def test_client_suite_with_kubernetes_37() -> None:
     if os.environ.get("KF_TRAINER_COMPAT_CHILD"):
         pytest.skip("already inside the compatibility run")
@@ -24,7 +28,7 @@ def test_client_suite_with_kubernetes_37() -> None:
         pytest.skip("uv is not installed")
     command = [
         uv, "run", "--frozen", "--with", "kubernetes==37.0.2", "--with", "kubernetes_asyncio==30.3.1",
-        "python", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *ONE_PROCESS,
         "tests/client/test_client_sync.py", "tests/client/test_client_async.py",
         "tests/client/test_log_follow_hardening.py", "tests/client/test_log_follow_silence.py",
     ]  # fmt: skip
@@ -52,6 +56,7 @@ def _find_python(version: str) -> str | None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # its child run may take 600 s
 def test_core_on_python_310() -> None:
     """The distribution promises Python >= 3.10: run the spec and builder tests there."""
     if os.environ.get("KF_TRAINER_COMPAT_CHILD"):
@@ -78,7 +83,16 @@ def test_core_on_python_310() -> None:
     command = [uv, "run", "--python", python310, "--no-project"]
     for package in packages:
         command += ["--with", package]
-    command += ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/core"]
+    command += [
+        "python",
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        *ONE_PROCESS,
+        "tests/core",
+    ]
     env = {**os.environ, "KF_TRAINER_COMPAT_CHILD": "1", "PYTHONPATH": str(ROOT / "src")}
     env.pop("VIRTUAL_ENV", None)
     proc = subprocess.run(

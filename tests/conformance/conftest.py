@@ -14,11 +14,20 @@ from conformance_support import FAST, Cluster, make_cluster
 from kueue_support import Queues
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.testing.pytest_plugin import KUEUE_XDIST_GROUP
 
 SERVERS = ["testbed", pytest.param("real", marks=pytest.mark.control_plane)]
 #: The servers of the Kueue tests: the test bed with its simulated Kueue, the real
 #: control plane with the real Kueue (an instance of its own: ``kueue_control_plane``).
-KUEUE_SERVERS = ["testbed", pytest.param("kueue", marks=pytest.mark.control_plane)]
+#: Its tests run on the worker of that control plane's group under pytest-xdist (the
+#: plugin groups the tests that name a control plane's fixture; these pick it at run
+#: time).
+KUEUE_SERVERS = [
+    "testbed",
+    pytest.param(
+        "kueue", marks=[pytest.mark.control_plane, pytest.mark.xdist_group(KUEUE_XDIST_GROUP)]
+    ),
+]
 
 
 @pytest.fixture(params=SERVERS)

@@ -5,7 +5,14 @@ servers (see ``test_state_matrix.py``).
 :data:`EXPECTED` is the one statement of it: the test asserts each cell, and
 ``docs/safety.md`` shows the same table (:func:`markdown`; a test keeps the two equal).
 Each cell reads ``outcome -> state``: what the call returned (or raised), then what
-became of the job. Beyond its cell, every cell asserts that no pod of the job started
+became of the job. ``task retry`` is the core's task lifecycle (:meth:`TaskJob.attach
+<kf_trainer_core.tasks.lifecycle.TaskJob.attach>` through a ``SyncTaskJob``), as the
+retry of every adapter's task calls it — an Airflow try, a Prefect task run, a KFP
+component — with the task's identity; ``task retry named`` the same with a fixed name
+(a ``Name`` option, as Airflow's ``job_name`` makes one) besides. Each adapter's own
+tests hold it to the lifecycle (``tests/airflow/test_operator.py``,
+``tests/prefect/test_prefect_retry_lifecycle.py``, ``tests/kfp/test_kfp_local_runs.py``).
+Beyond its cell, every cell asserts that no pod of the job started
 after the call (except where the cell says pods start, and where the Job controller's
 own retries go on: a ``Restarting`` job left running), and that no condition the job
 had was lost while it is kept.
@@ -28,9 +35,10 @@ from kueue_support import gpu_job
 from kf_trainer_core.base.marks import ATTEMPT_ANNOTATION
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.cluster.status import JobState, job_state
-from kf_trainer_core.errors import DeleteRefusedError
+from kf_trainer_core.errors import DeleteRefusedError, SpecConflictError
 from kf_trainer_core.k8s.errors import ApiError
-from kf_trainer_core.spec import CustomTrainer, Retention, TrainJobSpec
+from kf_trainer_core.spec import CustomTrainer, Name, Retention, TrainJobSpec
+from kf_trainer_core.tasks import SyncTaskJob, TaskJob
 
 STATES = (
     "Created",
@@ -57,7 +65,11 @@ OPS = (
     "prune retention",
     "submit fresh",
     "submit adopt",
+    "task retry",
+    "task retry named",
 )
+#: The operations that submit: one for a job held in deletion waits for it to go.
+SUBMITS = ("submit fresh", "submit adopt", "task retry", "task retry named")
 
 #: Users: ``admin`` (system:masters), ``runner`` (the Role ``kf-trainer rbac`` prints),
 #: ``no-delete`` (that Role without ``delete`` on trainjobs), ``viewer`` (the viewer
@@ -114,6 +126,22 @@ _ALLOWED: dict[str, dict[str, str]] = {
     | {"Failed": "attempt 1 -> as before", "Deleting": "created again -> gone"},
     "submit adopt": dict.fromkeys(STATES, "adopted -> as before")
     | {"Deleting": "created again -> gone"},
+    # A retry reattaches; resumes an attempt a killed try suspended (not a job Kueue
+    # holds: resume_job leaves it to Kueue); submits a fresh attempt after a failure.
+    "task retry": dict.fromkeys(STATES, "reattached -> as before")
+    | {
+        "Suspended": "resumed -> runs (pods start)",
+        "Failed": "attempt 1 -> as before",
+        "Deleting": "created again -> gone",
+    },
+    # A fixed name takes no attempt suffix: the failed job is deleted (the safe delete)
+    # and the task's job made again under the name.
+    "task retry named": dict.fromkeys(STATES, "reattached -> as before")
+    | {
+        "Suspended": "resumed -> runs (pods start)",
+        "Failed": "replaced (pods start) -> gone",
+        "Deleting": "created again -> gone",
+    },
 }
 
 #: What a delete refused by RBAC leaves: nothing changed.
@@ -188,14 +216,19 @@ class Cell:
         """Whether pods of this job may start after the call: a resumed job runs, and
         the Job controller goes on retrying a failing job the call left running."""
         if "pods start" in EXPECTED[self.key] or "created again" in EXPECTED[self.key]:
-            return True
+            return True  # resumed, or another job under the name
         stopped = EXPECTED[self.key].endswith(("gone", "Suspended", "suspended"))
         return self.state == "Restarting" and not stopped
 
 
-def specs(cluster: Cluster, state: str, runtime: Any) -> TrainJobSpec:
+def specs(cluster: Cluster, state: str, runtime: Any, name: str | None = None) -> TrainJobSpec:
     """The spec of a job that will be in ``state``; every job carries a retention of 0 s
-    (``prune retention`` finds finished ones due at once)."""
+    (``prune retention`` finds finished ones due at once); ``name``: a fixed name."""
+    spec = _spec_of(cluster, state, runtime)
+    return spec if name is None else spec.with_options(Name(name))
+
+
+def _spec_of(cluster: Cluster, state: str, runtime: Any) -> TrainJobSpec:
     retain = Retention(after_finished_seconds=0)
     if state == "Created":  # more GPUs than any node has: Pending for good
         trainer = CustomTrainer(cluster.spec().trainer.func, resources_per_node={"gpu": 9})
@@ -294,7 +327,7 @@ def _true_conditions(obj: dict[str, Any]) -> set[str]:
     return {c["type"] for c in conditions if c.get("status") == "True"} - {"Suspended"}
 
 
-def run_op(client: TrainerClient, cell: Cell) -> str:
+def run_op(client: TrainerClient, cell: Cell, cluster: Cluster) -> str:
     """Perform the cell's operation as its user; the outcome as the table words it."""
     op, name = cell.op, cell.name
     try:
@@ -317,6 +350,8 @@ def run_op(client: TrainerClient, cell: Cell) -> str:
                 options["keep_last"] = 0
             report = client.prune_jobs(**options)
             return f"{len(report.deleted)} deleted"
+        if op.startswith("task retry"):
+            return _retry(client, cell, cluster)
         fresh = op == "submit fresh"
         sub = client.submit(cell.spec, identity=cell.identity, fresh_after_failure=fresh)
         if sub.job.name == name and sub.job.uid == cell.uid:
@@ -327,8 +362,30 @@ def run_op(client: TrainerClient, cell: Cell) -> str:
         return f"attempt {annotations.get(ATTEMPT_ANNOTATION)}" if sub.created else "other"
     except DeleteRefusedError:
         return "refused"
+    except SpecConflictError:  # another job under the name: left alone
+        return "conflict"
     except ApiError as err:
         return str(err.code)
+
+
+def _retry(client: TrainerClient, cell: Cell, cluster: Cluster) -> str:
+    """A task's retry as every adapter makes it: the lifecycle's submit-or-reattach,
+    with the task's identity (and the fixed name its spec carries)."""
+    task = TaskJob(cell.spec, identity=cell.identity)
+    with SyncTaskJob(task, client.config, namespace=client.namespace) as held:
+        got = held.attach()
+    job = got.job
+    if got.replaced:
+        return "replaced (pods start)"
+    if got.resumed:
+        return "resumed"
+    if not got.created:
+        return "reattached" if job.uid == cell.uid else "other"
+    if job.name == cell.name:
+        return "created again"
+    obj = raw(k8s.CustomObjectsApi(cluster.api()), cluster.namespace, job.name) or {}
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return f"attempt {annotations.get(ATTEMPT_ANNOTATION)}"
 
 
 def state_after(cluster: Cluster, cell: Cell) -> str:

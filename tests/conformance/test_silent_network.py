@@ -35,6 +35,7 @@ from kf_trainer_core.k8s.calls import OpenWatch
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import TRAINJOBS
 from kf_trainer_core.k8s.retry import RetryPolicy
+from kf_trainer_core.spec import Suspend
 from kf_trainer_core.testing.netfaults import FaultProxy
 
 #: The idle and request timeouts of these tests (seconds): small, so that a dead
@@ -68,7 +69,7 @@ async def _until(check: Any, what: str, timeout: float = 60) -> None:
 
 async def _cli_wait(name: str, kubeconfig: Path, seen: asyncio.Event) -> tuple[int, str, str]:
     """``kf-trainer jobs wait NAME`` through the proxy; ``seen`` is set once its progress
-    says the job runs (its informer has listed: the watch opens next)."""
+    says the job's state (its informer has listed: the watch opens next)."""
     backend = json.dumps({"backend": "kubernetes", "kubeconfig": str(kubeconfig), **SETTINGS})
     env = {k: v for k, v in os.environ.items() if not k.startswith("KF_TRAINER_")}
     proc = await asyncio.create_subprocess_exec(
@@ -83,7 +84,7 @@ async def _cli_wait(name: str, kubeconfig: Path, seen: asyncio.Event) -> tuple[i
     out: list[str] = []
     while line := (await proc.stdout.readline()).decode():
         out.append(line)
-        if "Running" in line:
+        if "Suspended" in line or "Running" in line:
             seen.set()
     err = (await proc.stderr.read()).decode()
     return await proc.wait(), "".join(out), err
@@ -95,7 +96,10 @@ async def test_waits_notice_a_completion_hidden_by_a_black_hole(
     via = controllers.through(proxy, tmp_path / "proxied")
     config = via.config(**SETTINGS)
     direct = TrainerClient(controllers.config(), retry=FAST)
-    name = direct.submit(controllers.spec("slow", seconds=10)).job.name
+    # Created suspended, resumed once every waiter watches: however long the waiters
+    # take to start (the CLI on a loaded machine), the job completes inside the hole.
+    spec = controllers.spec("slow", seconds=15).with_options(Suspend())
+    name = direct.submit(spec).job.name
     sync_calls: list[Any] = []
     async_calls: list[Any] = []
     client = TrainerClient(config, retry=FAST, request_hook=sync_calls.append)
@@ -117,7 +121,9 @@ async def test_waits_notice_a_completion_hidden_by_a_black_hole(
     }
     try:
         await _until(lambda: _watching(sync_calls) and _watching(async_calls), "both watches")
-        await asyncio.wait_for(cli_running.wait(), 60)
+        await asyncio.wait_for(cli_running.wait(), 120)
+        direct.resume_job(name)
+        await _until(lambda: direct.get_job(name).status is JobState.RUNNING, "running")
         assert direct.get_job(name).status is JobState.RUNNING, "the job ended too soon"
         proxy.blackhole()
         await asyncio.to_thread(direct.wait, name, timeout=120)  # completes in the hole

@@ -28,6 +28,7 @@ from matrix_support import (
     EXPECTED,
     MATRIX_QUEUE,
     STATES,
+    SUBMITS,
     USER_OPS,
     Cell,
     PodWatch,
@@ -147,7 +148,7 @@ def _cells(cluster: Cluster, states: list[str], runtime: Any) -> list[Cell]:
             op,
             state,
             identity=f"matrix/{user}/{op.replace(' ', '-')}/{state}",
-            spec=specs(cluster, state, runtime),
+            spec=specs(cluster, state, runtime, name=_fixed_name(user, op, state)),
         )
         for user, ops in USER_OPS.items()
         for op in ops
@@ -166,12 +167,11 @@ def _run_matrix(cluster: Cluster, cells: list[Cell], tmp_path: Path) -> None:
             bring(cluster, admin, cells, pool)
             watch = PodWatch(cluster)
             # A submit of an identity whose job is held in deletion waits for it to go.
-            waiting = [
-                c for c in deleting if c.op.startswith("submit") and c.user in ("admin", "runner")
-            ]
+            waiting = [c for c in deleting if c.op in SUBMITS and c.user in ("admin", "runner")]
             quick = [c for c in cells if c not in waiting]
             runs = {
-                c.key: pool.submit(timed, partial(run_op, clients[c.user], c), c) for c in cells
+                c.key: pool.submit(timed, partial(run_op, clients[c.user], c, cluster), c)
+                for c in cells
             }
             concurrent.futures.wait([runs[c.key] for c in quick], timeout=240)
             for cell in quick:
@@ -201,6 +201,11 @@ def _run_matrix(cluster: Cluster, cells: list[Cell], tmp_path: Path) -> None:
     assert not wrong + restarted, f"{len(wrong + restarted)} of {len(cells)} cells:\n" + "\n".join(
         wrong + restarted
     )
+
+
+def _fixed_name(user: str, op: str, state: str) -> str | None:
+    """The fixed name of a cell whose task names its job (``task retry named``)."""
+    return f"mx-{user}-{state.lower()}" if op == "task retry named" else None
 
 
 def _since(cell: Cell) -> float:

@@ -154,6 +154,8 @@ def test_a_job_kueue_can_never_admit_fails_at_once_as_capacity(
     # Given up on as a timed-out job is: on_cancel says what becomes of it.
     left = [j.status.value for j in client.list_jobs()]
     assert left == (["Suspended"] if on_cancel == "keep" else [])
+    # The task's log says what it did to the job (the core's clean-up, on_cancel).
+    assert ("Kueue can never admit it: stopped" in out) is (on_cancel == "delete")
 
 
 def test_step_wait_takes_the_admission_timeout(

@@ -21,7 +21,7 @@ from loop_support import (
     run_with_completions,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.alone, pytest.mark.timeout(900)]
 
 TASKS = 100
 OURS = "/kf_trainer_"

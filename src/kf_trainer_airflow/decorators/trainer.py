@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from kf_trainer_airflow._compat import TaskDecorator
-    from kf_trainer_core.cluster.outputs import JobOutputs
+    from kf_trainer_core.tasks import JobOutputs
 
 
 # The generated program calls the function with keyword arguments only.

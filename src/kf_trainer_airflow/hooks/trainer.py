@@ -30,10 +30,9 @@ from kf_trainer_airflow.provider_info import (
     DEFAULT_CONN_ID,
     UI_FIELD_BEHAVIOUR,
 )
-from kf_trainer_core.base.documents import load_json
-from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.config import ContainerConfig, KubernetesConfig, LocalConfig, parse_backend
 from kf_trainer_core.errors import SpecError
+from kf_trainer_core.tasks import load_json, shown
 from kf_trainer_core.tasks.backend_fields import (
     CONTAINER_FIELDS,
     LOCAL_FIELDS,

@@ -1,6 +1,7 @@
 """How a :class:`~kf_trainer_airflow.operators.trainjob.TrainJobOperator` task ends: the
-job's events and log tail in the task log, ``on_finish_action``, and the exception a
-failure raises (one type per failure class, for retry policies).
+job's events and log tail in the task log, ``on_finish_action`` (the core's
+:meth:`~kf_trainer_core.tasks.lifecycle.TaskJob.finish`), and the exception a failure
+raises (one type per failure class, for retry policies).
 
 Importing this module imports nothing of the Kubernetes clients (DAG files import the
 operator, which imports this).
@@ -13,16 +14,21 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from kf_trainer_airflow.operators.trainjob import TrainJobOperator
-    from kf_trainer_core.client import TrainerClient
+    from kf_trainer_core.tasks.lifecycle import SyncTaskJob
 
 #: At most this many of a failed job's events go to the task log.
 MAX_EVENTS = 50
 
 
-def print_log_tail(op: TrainJobOperator, client: TrainerClient) -> None:
+async def _lines(lines: Any) -> list[str]:
+    return [line async for line in lines]
+
+
+def print_log_tail(op: TrainJobOperator, task: SyncTaskJob) -> None:
     """The last ``log_tail`` lines of the job's ``log_step``, into the task log."""
+    name = str(op._job_name)
     try:
-        lines = list(client.get_job_logs(str(op._job_name), op.log_step, tail=op.log_tail))
+        lines = task.call(lambda c: _lines(c.get_job_logs(name, op.log_step, tail=op.log_tail)))
     except Exception as exc:  # the log is a courtesy: never fail the task for it
         op.log.warning("Could not read the log of %s: %s", op._where, exc)
         return
@@ -34,7 +40,7 @@ def print_log_tail(op: TrainJobOperator, client: TrainerClient) -> None:
 
 def fail(
     op: TrainJobOperator,
-    client: TrainerClient,
+    task: SyncTaskJob,
     message: str,
     failure: Mapping[str, Any] | None,
     *,
@@ -47,13 +53,15 @@ def fail(
     up, the fix of its class and what is left behind — the same words as the CLI's."""
     from kf_trainer_airflow.failures import failed_exception
 
-    log_events(op, client)
+    log_events(op, task)
     if finish_job:
-        finish(op, client, succeeded=False)
+        # on_finish_action: only a finished job is deleted (a task that stopped waiting
+        # leaves an unfinished one as it is).
+        task.finish(succeeded=False)
     if failure and op.get_logs and op.log_tail and not timed_out:
         # The task log already shows the job's log (streamed, or its tail after a
         # deferred wait) and events: the error says why once, without them again.
-        from kf_trainer_core.cluster.status import Failure
+        from kf_trainer_core.tasks import Failure
 
         brief = Failure.model_validate({**failure, "log_tail": [], "events": []})
         message = f"{op._where} failed: {brief.describe()} (its log and events are above)"
@@ -76,14 +84,14 @@ def fail_event(op: TrainJobOperator, event: Mapping[str, Any]) -> NoReturn:
     log's tail when the trigger did not show the log, the job's events, then the
     failure. A timeout keeps the core's message (what holds the job up, the fix, what is
     left behind)."""
+    from kf_trainer_airflow.failures import failed_exception
+
     status = event.get("status")
     message = str(event.get("message") or f"{op._where} ended with {status}")
     try:
-        client = op._client()
+        task = op._session()
     except Exception as exc:  # report the job's failure, not this one
         op.log.warning("Could not reach the backend for events and logs: %s", exc)
-        from kf_trainer_airflow.failures import failed_exception
-
         raise failed_exception(
             message,
             job_name=op._job_name,
@@ -92,27 +100,26 @@ def fail_event(op: TrainJobOperator, event: Mapping[str, Any]) -> NoReturn:
             failure_class=event.get("failure_class"),
             fail_fast_on=op.fail_fast_on,
         ) from None
-    with client:
-        if tail_at_resume(op, event):
-            print_log_tail(op, client)
-        fail(
-            op,
-            client,
-            message,
-            event.get("failure"),
-            finish_job=status in ("failed", "timeout"),
-            failure_class=event.get("failure_class"),
-            timed_out=status == "timeout",
-        )
+    if tail_at_resume(op, event):
+        print_log_tail(op, task)
+    fail(
+        op,
+        task,
+        message,
+        event.get("failure"),
+        finish_job=status in ("failed", "timeout"),
+        failure_class=event.get("failure_class"),
+        timed_out=status == "timeout",
+    )
 
 
-def fail_timeout(op: TrainJobOperator, client: TrainerClient, err: Any) -> NoReturn:
+def fail_timeout(op: TrainJobOperator, task: SyncTaskJob, err: Any) -> NoReturn:
     """A wait that ran out of time (a ``TrainJobTimeoutError``): raised with the core's
     message, its failure class and the stuck pod's details."""
-    from kf_trainer_core.cluster.failures import failure_class_of
+    from kf_trainer_core.errors import failure_class_of
 
     failure = err.failure.model_dump(mode="json") if err.failure else None
-    fail(op, client, str(err), failure, failure_class=failure_class_of(err), timed_out=True)
+    fail(op, task, str(err), failure, failure_class=failure_class_of(err), timed_out=True)
 
 
 def tail_at_resume(op: TrainJobOperator, event: Mapping[str, Any]) -> bool:
@@ -121,11 +128,12 @@ def tail_at_resume(op: TrainJobOperator, event: Mapping[str, Any]) -> bool:
     return bool(op.get_logs and op.log_tail) and not event.get("log_followed")
 
 
-def log_events(op: TrainJobOperator, client: TrainerClient) -> None:
+def log_events(op: TrainJobOperator, task: SyncTaskJob) -> None:
     """The job's events (its JobSet's, Jobs' and pods' too), oldest first: what
     ``kubectl describe`` would show, in the task log."""
+    name = str(op._job_name)
     try:
-        events = client.get_job_events(str(op._job_name))
+        events = task.call(lambda c: c.get_job_events(name))
     except Exception as exc:  # the failure is reported either way
         op.log.warning("Could not read the events of %s: %s", op._where, exc)
         return
@@ -136,28 +144,3 @@ def log_events(op: TrainJobOperator, client: TrainerClient) -> None:
     for event in shown:
         stamp = event.event_time.isoformat() if event.event_time else "-"
         op.log.error("  %s %s", stamp, event.line())
-
-
-def finish(op: TrainJobOperator, client: TrainerClient, *, succeeded: bool) -> None:
-    """``on_finish_action``: delete the ended job, or keep it. Only a finished job is
-    deleted (:func:`kf_trainer_core.fields.retention.finish_deletes`, the rule every adapter
-    shares): a task that stopped waiting (``wait_timeout``, ``startup_timeout``) leaves
-    a job that has not finished as it is."""
-    from kf_trainer_core.fields.retention import finish_deletes
-
-    action = op.on_finish_action
-    if action == "keep" or (action == "delete-succeeded" and not succeeded):
-        return
-    try:
-        status = client.get_job(str(op._job_name)).status.value
-        if not finish_deletes(action, status, succeeded=succeeded):
-            op.log.info(
-                "Kept %s: it has not finished (%s); on_finish_action applies to finished jobs",
-                op._where,
-                status,
-            )
-            return
-        if client.delete_job(str(op._job_name)):
-            op.log.info("Deleted %s (on_finish_action=%s)", op._where, action)
-    except Exception as exc:  # the task's outcome is decided: report, do not mask it
-        op.log.warning("Could not delete %s: %s", op._where, exc)

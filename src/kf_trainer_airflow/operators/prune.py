@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kf_trainer_airflow._compat import BaseOperator
 from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
-from kf_trainer_core.fields.retention import PRUNE_OPTIONS, parse_age
+from kf_trainer_core.tasks import PRUNE_OPTIONS, parse_age
 
 if TYPE_CHECKING:
     from airflow.sdk import DAG, Context

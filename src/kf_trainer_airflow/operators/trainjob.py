@@ -23,11 +23,12 @@ Importing this module does not import the Kubernetes clients: DAG files import i
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from kf_trainer_airflow import _args
 from kf_trainer_airflow._compat import AirflowException, BaseOperator, ResumableJobMixin, conf
@@ -47,9 +48,8 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
-    from kf_trainer_core.client import CancelAction, TrainerClient
-    from kf_trainer_core.cluster.outputs import JobOutputs
     from kf_trainer_core.spec import TrainJobSpec
+    from kf_trainer_core.tasks import JobOutputs, SyncTaskJob
 
 #: Job states in which a retry waits for the job instead of submitting another.
 ACTIVE_STATES = ("Created", "Running", "Suspended")
@@ -235,6 +235,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         self._published = False
         self._result: tuple[Any] | None = None
         self._job_uid: str | None = None
+        self._task: SyncTaskJob | None = None
         if not self._templated():
             # Nothing left to render: a bad spec fails when the DAG is parsed, naming the
             # field and the fix, rather than when the task runs.
@@ -249,7 +250,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         if spec.option(Name) is None:
             return
         from kf_trainer_core.errors import FieldProblem, SpecError
-        from kf_trainer_core.manifest.builder import build_trainjob
+        from kf_trainer_core.tasks import build_trainjob
 
         try:
             build_trainjob(spec, namespace=self.namespace)
@@ -275,7 +276,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
     def render_manifest(self) -> str:
         """The TrainJob YAML this task would submit, built without a cluster (the name
         is the one a run called ``dry-run`` would get)."""
-        from kf_trainer_core.manifest.builder import build_trainjob
+        from kf_trainer_core.tasks import build_trainjob
 
         identity = (self.dag_id, self.task_id, "dry-run", -1)
         built = build_trainjob(self.build_spec(), namespace=self.namespace, identity=identity)
@@ -294,8 +295,42 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         """The hook for this task's connection and namespace."""
         return _hook(self.kubeflow_trainer_conn_id, self.namespace)
 
-    def _client(self) -> TrainerClient:
-        return self.hook.get_client()
+    def _session(self, context: Context | None = None) -> SyncTaskJob:
+        """The task's hold on its job, with its one client: made on first use in a try
+        (the kubeconfig is read once), closed when the try's ``execute`` ends."""
+        if self._task is None:
+            from kf_trainer_core.tasks.lifecycle import SyncTaskJob, TaskJob, Terms
+
+            job = TaskJob(
+                self.build_spec() if context is not None else None,
+                identity=self.identity_of(context) if context is not None else None,
+                fresh_after_failure=self.fresh_after_failure,
+                on_kill=self.on_kill_action,
+                on_finish=self.on_finish_action,
+                logger=self.log,
+                terms=Terms("on_kill_action", "on_finish_action", "the task's next try"),
+            )
+            config = self.hook.get_backend_config()
+            self._task = SyncTaskJob(job, config, thread_name="kf-trainer-airflow")
+        if self._job_name is not None:
+            self._task.job.knows(self._job_name)
+        return self._task
+
+    def _close_session(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.close()
+
+    @contextlib.contextmanager
+    def _held(self) -> Iterator[SyncTaskJob]:
+        """The task's hold while ``execute`` runs; after it (a kill after
+        ``execution_timeout``, lineage), one for this block."""
+        opened = self._task is None
+        try:
+            yield self._session()
+        finally:
+            if opened:
+                self._close_session()
 
     @staticmethod
     def identity_of(context: Context) -> tuple[str, str, str, int]:
@@ -318,60 +353,19 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         # The extra link reads this key when the task ends, even when it failed before
         # a job existed; an absent key is logged as an error ("XCom not found").
         context["ti"].xcom_push(key=LINK_XCOM_KEY, value="")
-        return self.execute_resumable(context)
+        try:
+            return self.execute_resumable(context)
+        finally:
+            self._close_session()
 
     def submit_job(self, context: Context) -> str:
-        """Create the job, or find the one an earlier try of this task created."""
-        from kf_trainer_core.spec import Name, Suspend
-
-        spec = self.build_spec()
-        identity = self.identity_of(context)
-        with self._client() as client:
-            fixed = spec.option(Name)
-            if fixed is not None and self.fresh_after_failure:
-                self._clear_failed(client, fixed.name, identity)
-            submitted = client.submit(
-                spec, identity=identity, fresh_after_failure=self.fresh_after_failure
-            )
-            job = submitted.job
-            self._job_name, self._job_namespace = job.name, job.namespace
-            self._job_uid = job.uid
-            if submitted.created:
-                self.log.info(
-                    "Submitted %s (runtime %s, %d node(s))", self._where, job.runtime, job.num_nodes
-                )
-            else:
-                self.log.info(
-                    "Found %s, started by an earlier try of this task (%s): waiting for it "
-                    "instead of submitting another",
-                    self._where,
-                    job.status.value,
-                )
-                if job.status.value == "Suspended" and spec.option(Suspend) is None:
-                    # Suspended by on_kill_action="suspend" when a try was killed: go on.
-                    client.resume_job(job.name)
-                    self.log.info("Resumed %s", self._where)
+        """Create the job, or find the one an earlier try of this task created (the
+        core's submit-or-reattach: a suspended attempt is resumed, a failed fixed-name
+        job replaced)."""
+        job = self._session(context).attach().job
+        self._job_uid = job.uid
         self._attach(job.name, job.namespace, context)
         return job.name
-
-    def _clear_failed(
-        self, client: TrainerClient, name: str, identity: tuple[str, str, str, int]
-    ) -> None:
-        # A fixed name cannot take an attempt suffix: make room for the fresh attempt.
-        from kf_trainer_core.errors import TrainJobNotFoundError
-        from kf_trainer_core.manifest.builder import identity_text
-
-        try:
-            job = client.get_job(name)
-        except TrainJobNotFoundError:
-            return
-        # Only a job this task submitted is replaced; another's stays, and the submit
-        # then reports the name conflict.
-        if job.status.value == "Failed" and job.identity == identity_text(identity):
-            self.log.info(
-                "TrainJob %s/%s failed earlier: deleting it to submit it again", job.namespace, name
-            )
-            client.delete_job(name)
 
     def _attach(self, name: str, namespace: str | None, context: Context) -> None:
         """Remember the job and publish its name, namespace and link (also for a try
@@ -391,15 +385,24 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         if url:
             self.log.info("%s: %s", self._where, url)
 
+    def _reconnect(self, name: str, context: Context) -> None:
+        """A try that found its job's name in the task state store: reattach to it (a
+        job a killed try suspended is resumed) and publish it."""
+        if self._job_name == name:
+            return
+        job = self._session(context).reattach(name).job
+        self._job_uid = job.uid
+        self._attach(job.name, job.namespace, context)
+
     def get_job_status(self, external_id: Any, context: Context) -> str:
         """The stored job's state (``NotFound`` when it is gone)."""
         from kf_trainer_core.errors import TrainJobNotFoundError
 
-        with self._client() as client:
-            try:
-                return client.get_job(str(external_id)).status.value
-            except TrainJobNotFoundError:
-                return "NotFound"
+        name = str(external_id)
+        try:
+            return self._session(context).call(lambda c: c.get_job(name)).status.value
+        except TrainJobNotFoundError:
+            return "NotFound"
 
     def is_job_active(self, status: str) -> bool:
         return status in ACTIVE_STATES
@@ -411,8 +414,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         """Wait for the job — in the worker, or by deferring to the triggerer — and
         return the task's value (the mixin returns it as is when a try reconnects)."""
         name = str(external_id)
-        if self._job_name != name:
-            self._attach(name, None, context)
+        self._reconnect(name, context)
         if not self.wait_for_completion:
             self.log.info(
                 "%s submitted; not waiting for it (wait_for_completion=False)", self._where
@@ -440,10 +442,11 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
                 ),
                 method_name="execute_complete",
             )
-        self._outputs = self._wait_in_worker(name, context)
+        self._outputs = self._wait_in_worker(context)
         return self.get_job_result(name, context)
 
-    def _wait_in_worker(self, name: str, context: Context) -> JobOutputs:
+    def _wait_in_worker(self, context: Context) -> JobOutputs:
+        """One wait on the known job, its log streamed into the task log."""
         from kf_trainer_core.errors import (
             SpecConflictError,
             TrainJobDeletedError,
@@ -458,67 +461,60 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
             self.log.info("[%s] %s", step, line)
 
         reporter = ProgressReporter(self.log, self._where)
-        with self._client() as client:
-            try:
-                # The job exists: run() adopts it (same spec, same identity) and streams
-                # its log while it waits. A failed job is reported, not replaced.
-                return client.run(
-                    self.build_spec(),
-                    identity=self.identity_of(context),
-                    timeout=self.wait_timeout,
-                    startup_timeout=self.startup_timeout,
-                    admission_timeout=self.admission_timeout,
-                    on_log=on_log if self.get_logs else None,
-                    log_step=self.log_step,
-                    log_tail=self.log_tail,
-                    on_update=reporter if self.report_progress else None,
-                    fresh_after_failure=False,
-                    reuse_notice=False,  # submit_job made it: its log is news
-                )
-            except TrainJobFailedError as err:
-                _endings.fail(
-                    self,
-                    client,
-                    str(err),
-                    err.failure.model_dump(mode="json"),
-                    failure_class=err.failure.failure_class,
-                )
-            except TrainJobTimeoutError as err:
-                _endings.fail_timeout(self, client, err)
-            except (TrainJobDeletedError, TrainJobNotFoundError, SpecConflictError) as err:
-                # A job deleted under the wait (a kill, a user) may be seen as deleted or,
-                # when it is already gone when next read, as not found: the same ending.
-                _endings.fail(self, client, str(err), None, finish_job=False)
+        task = self._session(context)
+        try:
+            return task.wait(
+                timeout=self.wait_timeout,
+                startup_timeout=self.startup_timeout,
+                admission_timeout=self.admission_timeout,
+                on_log=on_log if self.get_logs else None,
+                log_step=step,
+                log_tail=self.log_tail,
+                callbacks=[reporter] if self.report_progress else (),
+            )
+        except TrainJobFailedError as err:
+            _endings.fail(
+                self,
+                task,
+                str(err),
+                err.failure.model_dump(mode="json"),
+                failure_class=err.failure.failure_class,
+            )
+        except TrainJobTimeoutError as err:
+            _endings.fail_timeout(self, task, err)
+        except (TrainJobDeletedError, TrainJobNotFoundError, SpecConflictError) as err:
+            # A job deleted under the wait (a kill, a user) may be seen as deleted or,
+            # when it is already gone when next read, as not found: the same ending.
+            _endings.fail(self, task, str(err), None, finish_job=False)
 
     def execute_complete(self, context: Context, event: Mapping[str, Any]) -> Any:
         """Resume after the trigger fired: publish the outputs, or fail with the
         reason. The log, shown while deferred, is not printed again."""
         self._job_name = str(event.get("job_name") or self._job_name)
         self._job_namespace = str(event.get("namespace") or self._job_namespace)
-        status = event.get("status")
-        if status != "success":
-            _endings.fail_event(self, event)
-        if _endings.tail_at_resume(self, event):
-            with self._client() as client:
-                _endings.print_log_tail(self, client)
-        from kf_trainer_core.cluster.outputs import JobOutputs
+        try:
+            if event.get("status") != "success":
+                _endings.fail_event(self, event)
+            if _endings.tail_at_resume(self, event):
+                _endings.print_log_tail(self, self._session())
+            from kf_trainer_core.tasks import JobOutputs
 
-        self._outputs = JobOutputs.model_validate(event["outputs"])
-        return self.get_job_result(self._job_name, context)
+            self._outputs = JobOutputs.model_validate(event["outputs"])
+            return self.get_job_result(self._job_name, context)
+        finally:
+            self._close_session()
 
     def get_job_result(self, external_id: Any, context: Context) -> Any:
         """Publish the outputs (XCom) and return the task's value (once per try)."""
         if self._result is not None:
             return self._result[0]
         name = str(external_id)
-        if self._job_name != name:
-            self._attach(name, None, context)
+        self._reconnect(name, context)
         if not self.wait_for_completion:
             self._result = ({"job_name": name, "namespace": self._job_namespace},)
             return self._result[0]
         if self._outputs is None:
-            with self._client() as client:
-                self._outputs = client.get_job_outputs(name)
+            self._outputs = self._session(context).call(lambda c: c.get_job_outputs(name))
         outputs = self._outputs
         cost = outputs.cost_text()
         self.log.info(
@@ -537,9 +533,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         for key in XCOM_KEYS[1:]:
             ti.xcom_push(key=key, value=data[key])
         # on_finish_action only once the outputs are stored in Airflow (docs/retention.md).
-        if self.on_finish_action != "keep":
-            with self._client() as client:
-                _endings.finish(self, client, succeeded=True)
+        self._session(context).finish(succeeded=True, status=outputs.status.value)
         self._result = (self.task_result(outputs),)
         return self._result[0]
 
@@ -568,18 +562,17 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         return task_lineage(self, "failure")
 
     def on_kill(self) -> None:
-        """The task is being killed while it waits in the worker: stop the job."""
-        name = self._job_name
-        if not name or self.on_kill_action == "keep":
-            return
-        action = cast("CancelAction", self.on_kill_action)
+        """The task is being killed (a user, ``execution_timeout``, SIGTERM): apply
+        ``on_kill_action`` to the job — by name, or by the task's identity when it was
+        killed before it learnt the name. A job that has just finished is kept: a
+        cleared task collects its result."""
+        if self._task is None and self._job_name is None:
+            return  # killed before it had a job: nothing to do
+        from kf_trainer_core.tasks import TaskKilled
+
+        # While execute() runs, this is Airflow's SIGTERM handler (or another thread).
         try:
-            # A fresh client: the waiting one belongs to the thread this signal interrupted.
-            # A job that has just finished is kept: a cleared task collects its result.
-            with self._client() as client:
-                done = bool(client.stop_unfinished(name, action=action))
+            with self._held() as task:
+                task.stop(TaskKilled("the task was killed"))
         except Exception:
-            self.log.exception("Could not %s %s", action, self._where)
-            return
-        if done:
-            self.log.info("%s: %sd (task killed)", self._where, action)
+            self.log.exception("Could not %s %s", self.on_kill_action, self._where)

@@ -23,14 +23,14 @@ from kf_trainer_airflow import _args
 from kf_trainer_airflow._compat import BaseSensorOperator, PokeReturnValue, conf
 from kf_trainer_airflow.operators.trainjob import TrainJobFailedException
 from kf_trainer_airflow.provider_info import DEFAULT_CONN_ID
-from kf_trainer_core.base.quoting import shown
+from kf_trainer_core.tasks import shown
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
     from kf_trainer_core.client import TrainerClient
-    from kf_trainer_core.cluster.status import TrainJob
+    from kf_trainer_core.tasks import TrainJob
 
 # A job that got further than the wanted state has passed through it.
 _JOB_PROGRESS = {"Created": 0, "Running": 1, "Complete": 2}
@@ -97,7 +97,7 @@ class TrainJobSensor(BaseSensorOperator):
         if step is None:
             # The status models load here, when a sensor is made, not when a DAG file
             # imports this module.
-            from kf_trainer_core.cluster.status import JobState
+            from kf_trainer_core.tasks import JobState
 
             known = [s.value for s in JobState]
             bad = [s for s in self.target_status if s not in known]
@@ -147,7 +147,7 @@ class TrainJobSensor(BaseSensorOperator):
         if job.queue is None or not job.queue.never_admissible:
             return
         from kf_trainer_airflow.failures import failed_exception
-        from kf_trainer_core.programs.wait import never_admitted
+        from kf_trainer_core.tasks import never_admitted
 
         failure = never_admitted(job.queue)
         raise failed_exception(
@@ -179,7 +179,7 @@ class TrainJobSensor(BaseSensorOperator):
         raise self._failure(client, job, goal.explain(job, verdict, step))
 
     def _poke_job(self, client: TrainerClient, job: TrainJob) -> bool | PokeReturnValue:
-        from kf_trainer_core.cluster.status import JobState
+        from kf_trainer_core.tasks import JobState
 
         state = job.status.value
         passed = job.status is JobState.COMPLETE and any(
@@ -203,7 +203,7 @@ class TrainJobSensor(BaseSensorOperator):
     def _failure(
         self, client: TrainerClient, job: TrainJob, message: str
     ) -> TrainJobFailedException:
-        from kf_trainer_core.cluster.status import JobState
+        from kf_trainer_core.tasks import JobState
         from kf_trainer_core.tasks.step_waits import explain_failure
 
         failure = None

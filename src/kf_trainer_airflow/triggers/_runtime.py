@@ -14,10 +14,9 @@ import importlib
 #: Heaviest last: each also brings what it imports.
 MODULES = (
     "kf_trainer_core.errors",
-    "kf_trainer_core.cluster.failures",
     "kf_trainer_core.client",
     "kf_trainer_core.tasks.step_waits",
-    "kf_trainer_core.backends.kubernetes.transport",
+    "kf_trainer_core.tasks.lifecycle",
     "kf_trainer_airflow._progress",
     "kf_trainer_airflow.hooks.trainer",
 )

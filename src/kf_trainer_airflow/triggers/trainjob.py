@@ -19,11 +19,10 @@ made in ``cleanup()``, which runs on every exit, restarts included.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -33,11 +32,11 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from kf_trainer_airflow._actions import ON_KILL_ACTIONS
 from kf_trainer_airflow._durations import seconds
 from kf_trainer_airflow.provider_info import DEFAULT_CONN_ID
-from kf_trainer_core.base.quoting import shown
+from kf_trainer_core.tasks import shown
 
 if TYPE_CHECKING:
     from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
-    from kf_trainer_core.client import CancelAction
+    from kf_trainer_core.tasks import TaskJob
 
 #: The triggerer calls ``on_kill`` for user actions (Airflow 3.3+).
 HAS_TRIGGER_ON_KILL = "on_kill" in BaseTrigger.__dict__
@@ -186,7 +185,7 @@ class TrainJobTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         self._warm_up()
         try:
-            from kf_trainer_core.base.offloop import imported
+            from kf_trainer_core.tasks import imported
 
             await imported(_RUNTIME)
         except Exception as exc:
@@ -283,28 +282,35 @@ class TrainJobTrigger(BaseTrigger):
                     reached = {"step": step.model_dump(mode="json")}
                     status = job.status.value
                 else:
-                    log = _LogFollower(self, client) if self.log_step else None
-                    ended = False  # the job ended: its log ends too, the last lines drain
+                    task = self._task()
+                    shown_step = self.log_step
+                    if shown_step:
+                        self.log.info(
+                            "Following the log of %s, step %s (up to %d earlier lines first)",
+                            self._where,
+                            shown_step,
+                            self.log_tail,
+                        )
                     try:
-                        out = await client.wait_outputs(
-                            self.job_name,
+                        # The outputs carry ``result_missing`` when the job succeeded but
+                        # its result cannot be read: the operator decides if that matters.
+                        out = await task.wait(
+                            client,
                             self.status,
                             timeout=self.timeout,
                             startup_timeout=self.startup_timeout,
                             admission_timeout=self.admission_timeout,
+                            # Each line into the trigger's log, as the worker's wait writes it.
+                            on_log=(lambda line: self.log.info("[%s] %s", shown_step, line))
+                            if shown_step
+                            else None,
+                            log_step=shown_step or "node-0",
+                            log_tail=self.log_tail,
                             callbacks=[reporter],
                         )
-                        ended = True
-                    except TrainJobFailedError:
-                        ended = True
-                        raise
                     finally:
-                        if log is not None:
-                            # A wait that gave up (timeout, deletion, error) stops the
-                            # follow now.
-                            base["log_followed"] = await log.finish(drain=ended)
-                    # The outputs carry ``result_missing`` when the job succeeded but its
-                    # result cannot be read: the operator decides whether that matters.
+                        if shown_step:
+                            base["log_followed"] = task.log_followed
                     reached = {"outputs": out.model_dump(mode="json")}
                     status = out.status.value
                 return {**base, "status": "success", "job_status": status, **reached}
@@ -348,20 +354,28 @@ class TrainJobTrigger(BaseTrigger):
         state = of_run.get(key, of_run.get(ti.task_id))
         return None if state is None else str(getattr(state, "value", state))
 
+    def _task(self) -> TaskJob:
+        """The task's hold on its job (known by name): the core's wait and kill."""
+        from kf_trainer_core.tasks import TaskJob, Terms
+
+        job = TaskJob(
+            on_kill=self.on_kill_action,
+            logger=self.log,
+            terms=Terms(on_kill="on_kill_action", rerun="the task's next try"),
+        )
+        job.knows(self.job_name)
+        return job
+
     async def _cancel(self, why: str) -> None:
         try:
-            from kf_trainer_core.base.offloop import imported
+            from kf_trainer_core.tasks import TaskKilled, imported
 
             await imported(_RUNTIME)
             client = await self.hook.aget_client()
             async with client:
-                action = cast("CancelAction", self.on_kill_action)
-                done = bool(await client.stop_unfinished(self.job_name, action=action))
+                await self._task().stop(client, TaskKilled(why))
         except Exception:
             self.log.exception("Could not %s %s", self.on_kill_action, self._where)
-            return
-        if done:
-            self.log.info("%s: %s (%s)", self._where, f"{self.on_kill_action}d", why)
 
     async def _kill_unless_moving(self) -> None:
         try:
@@ -414,61 +428,9 @@ class TrainJobTrigger(BaseTrigger):
         await self._cancel(f"task stopped, now {state}")
 
 
-class _LogFollower:
-    """A job's step log followed beside the trigger's wait (the async client's follow:
-    nothing blocks the event loop), each line written to the trigger's log as the
-    worker's wait writes it (``[node-0] line``)."""
-
-    #: After the job ends, its log gets this long to drain the last lines.
-    DRAIN_SECONDS = 5.0
-
-    def __init__(self, trigger: TrainJobTrigger, client: Any) -> None:
-        self.trigger = trigger
-        self.shown = 0
-        self.failed: BaseException | None = None
-        self.task = asyncio.ensure_future(self._follow(client))
-
-    async def _follow(self, client: Any) -> None:
-        trigger, step = self.trigger, self.trigger.log_step
-        trigger.log.info(
-            "Following the log of %s, step %s (up to %d earlier lines first)",
-            trigger._where,
-            step,
-            trigger.log_tail,
-        )
-        follow = client.get_job_logs(trigger.job_name, step, follow=True, tail=trigger.log_tail)
-        try:
-            # Closed when the follow stops (its stream with it), not when collected.
-            async with contextlib.aclosing(follow) as lines:
-                async for line in lines:
-                    # Cleaned and capped by the core (control characters neutralised, long
-                    # lines cut, the suite's own progress and result lines hidden).
-                    trigger.log.info("[%s] %s", step, line)
-                    self.shown += 1
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the log is a courtesy: the wait decides the task
-            self.failed = exc
-            trigger.log.warning(
-                "Could not follow the log of %s, step %s: %s", trigger._where, step, exc
-            )
-
-    async def finish(self, *, drain: bool) -> bool:
-        """Stop following (after letting the last lines drain when the job ended);
-        whether the log was shown (else the task prints its tail when it resumes)."""
-        if drain and not self.task.done():
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self.task), self.DRAIN_SECONDS)
-        if not self.task.done():
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
-        return self.failed is None or self.shown > 0
-
-
 def _class_of(err: BaseException) -> str | None:
     """The failure class of an error, for the event (JSON)."""
-    from kf_trainer_core.cluster.failures import failure_class_of
+    from kf_trainer_core.errors import failure_class_of
 
     klass = failure_class_of(err)
     return klass.value if klass is not None else None

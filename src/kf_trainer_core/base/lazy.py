@@ -14,7 +14,8 @@ def lazy_names(
     package: str, where: Mapping[str, str], namespace: MutableMapping[str, Any]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of ``package`` (its ``__name__``), whose
-    names ``where`` maps to the modules that define them. ``namespace`` is the package's
+    names ``where`` maps to the modules that define them (``module:attribute`` when the
+    name differs there; ``module:`` for the module itself). ``namespace`` is the package's
     ``globals()``: a name, once imported, is kept there, so the next lookup is a plain
     one; ``__dir__`` lists the lazy names beside the loaded ones (``prefect block
     register -m`` finds blocks by listing a module's members)."""
@@ -23,7 +24,9 @@ def lazy_names(
         module = where.get(name)
         if module is None:
             raise AttributeError(f"module {shown(package)} has no attribute {shown(name)}")
-        value = getattr(importlib.import_module(module), name)
+        path, _, attribute = module.partition(":")
+        found = importlib.import_module(path)
+        value = getattr(found, attribute or name) if attribute or ":" not in module else found
         namespace[name] = value
         return value
 

@@ -1,8 +1,9 @@
 """What orchestrator tasks need beyond the SDK's calls, written once for every adapter:
 
-- :func:`wait_for_step` waits, from synchronous code, for a *group* of steps — the
-  initializers, or the whole training — so that a pipeline can show initialization and
-  training as separate nodes (one step at a time is :mod:`kf_trainer_core.tasks.step_waits`);
+- :func:`await_steps` (and :func:`wait_for_step`, its synchronous face) waits for a
+  *group* of steps — the initializers, or the whole training — so that a pipeline can
+  show initialization and training as separate nodes (one step at a time is
+  :mod:`kf_trainer_core.tasks.step_waits`);
 - :func:`cancel_identity` stops whatever an orchestrator identity started, for the
   moment a task is killed before it learnt its job's name;
 - :func:`cancel_if_unfinished` stops a job unless it already finished;
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -22,9 +22,10 @@ from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.cluster.status import TrainJob
 from kf_trainer_core.fields import names
 from kf_trainer_core.fields._model import fix
+from kf_trainer_core.tasks.sync_runner import InterruptibleRunner
 
 if TYPE_CHECKING:
-    from kf_trainer_core.client import CancelAction, TrainerClient
+    from kf_trainer_core.client import AsyncTrainerClient, CancelAction, TrainerClient
 
 #: Step names :func:`wait_for_step` accepts, and the replicated jobs each stands for.
 #: An empty tuple means the whole job (it is Complete when training is).
@@ -75,10 +76,42 @@ def wait_for_step(
     callbacks: Iterable[Callable[[TrainJob], None]] | None = None,
     admission_timeout: float | None = None,
 ) -> tuple[TrainJob, Any]:
+    """:func:`await_steps` from synchronous code: run on an event loop of its own with an
+    async client of ``client``'s configuration (the calling thread stays interruptible,
+    :class:`~kf_trainer_core.tasks.sync_runner.InterruptibleRunner`)."""
+
+    async def waiting() -> tuple[TrainJob, Any]:
+        from kf_trainer_core.client import AsyncTrainerClient
+
+        config, namespace, retry = client.config, client.namespace, client.retry
+        async with AsyncTrainerClient(config, namespace=namespace, retry=retry) as aclient:
+            return await await_steps(
+                aclient,
+                name,
+                step,
+                timeout=timeout,
+                startup_timeout=startup_timeout,
+                callbacks=callbacks,
+                admission_timeout=admission_timeout,
+            )
+
+    return InterruptibleRunner("kf-trainer-steps").run(waiting())
+
+
+async def await_steps(
+    client: AsyncTrainerClient,
+    name: str,
+    step: str = "trainer",
+    *,
+    timeout: float | None = None,
+    startup_timeout: float | None = None,
+    callbacks: Iterable[Callable[[TrainJob], None]] | None = None,
+    admission_timeout: float | None = None,
+) -> tuple[TrainJob, Any]:
     """Wait until ``step`` of job ``name`` has finished; return the job (with its
     steps) and, once the whole job is complete, the function's return value.
 
-    ``step="trainer"`` is :meth:`TrainerClient.wait` for ``Complete`` (with
+    ``step="trainer"`` is :meth:`AsyncTrainerClient.wait` for ``Complete`` (with
     ``startup_timeout``). An initializer step is done when its pod succeeded
     (:func:`kf_trainer_core.tasks.step_waits.await_step`); ``"initializer"`` waits for each one
     the job's runtime has and returns at once when it has none; an initializer the
@@ -86,32 +119,33 @@ def wait_for_step(
     ``StepFailedError`` with the failing step. ``admission_timeout``: fail when Kueue has
     not admitted the job by then (an initializer step first waits for admission).
     """
+    from kf_trainer_core.tasks.step_waits import StepGoal, await_step
+
     names.require_job_name(name)
     canonical = parse_step(step)
     wanted = STEPS[canonical]
     if not wanted:
-        return client.wait(
+        return await client.wait(
             name,
             timeout=timeout,
             startup_timeout=startup_timeout,
             admission_timeout=admission_timeout,
             callbacks=callbacks,
         )
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
     if admission_timeout is not None:
         # A queued job's initializers wait for admission too: the client's wait knows
         # Kueue (what the queue waits for); the step wait below only knows pods.
-        started = time.monotonic()
-        client.wait(
+        await client.wait(
             name,
             ("Running", "Complete"),
             timeout=timeout,
             admission_timeout=admission_timeout,
             callbacks=callbacks,
         )
-        if timeout is not None:
-            timeout = max(timeout - (time.monotonic() - started), 0.0)
-    job = client.get_job(name)
-    runtime = client.get_runtime(job.runtime, job.runtime_kind)
+    job = await client.get_job(name)
+    runtime = await client.get_runtime(job.runtime, job.runtime_kind)
     present = [r for r in wanted if r in runtime.replicated_jobs]
     if not present:
         if canonical == "initializer":
@@ -123,32 +157,15 @@ def wait_for_step(
                 "wait for one of those steps, or for 'trainer'.",
             )
         )
-    # On the client's own portal loop, through its own async face.
-    return client._call(_await_steps(client, name, present, timeout, list(callbacks or [])))
-
-
-async def _await_steps(
-    client: TrainerClient,
-    name: str,
-    step_names: Sequence[str],
-    timeout: float | None,
-    callbacks: list[Callable[[TrainJob], None]],
-) -> tuple[TrainJob, Any]:
-    from kf_trainer_core.tasks.step_waits import StepGoal, await_step
-
-    loop = asyncio.get_running_loop()
-    deadline = None if timeout is None else loop.time() + timeout
-    job: TrainJob | None = None
-    for step_name in step_names:
+    for step_name in present:
         left = None if deadline is None else max(deadline - loop.time(), 0.0)
         job, _ = await await_step(
-            client._async,
+            client,
             name,
             StepGoal.of(step_name, "Succeeded"),
             timeout=left,
-            callbacks=callbacks,
+            callbacks=list(callbacks or []),
         )
-    assert job is not None
     return job, None
 
 

@@ -9,11 +9,10 @@ outcome (:func:`concluded`). The adapter applies the action with its client.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from kf_trainer_core.base.quoting import shown
 
@@ -25,6 +24,7 @@ __all__ = [
     "CancelAction",
     "Identity",
     "Interruption",
+    "Logger",
     "check_action",
     "concluded",
     "describe",
@@ -36,8 +36,16 @@ __all__ = [
 
 CancelAction = Literal["delete", "suspend", "keep"]
 Identity = str | Sequence[str | int | None]
-# A string: LoggerAdapter takes a type argument only from Python 3.11 on.
-Logger: TypeAlias = "logging.Logger | logging.LoggerAdapter[logging.Logger]"
+
+
+class Logger(Protocol):
+    """Where a task's lines go: a ``logging`` logger or adapter, or an orchestrator's
+    own (Airflow's task logger)."""
+
+    def info(self, msg: str, /, *args: Any) -> Any: ...
+    def warning(self, msg: str, /, *args: Any) -> Any: ...
+    def error(self, msg: str, /, *args: Any) -> Any: ...
+
 
 #: What a task may do to its job when it gives up on it: delete it, suspend it (kept,
 #: without pods), or leave it running.

@@ -11,13 +11,14 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, TypeVar
 from uuid import UUID
 
 from kf_trainer_core.cluster.job_summary import job_summary, progress_description, steps_table
 from kf_trainer_core.cluster.outputs import JobOutputs
 from kf_trainer_core.cluster.status import TrainJob
 from kf_trainer_core.spec import Name, TrainJobSpec
+from kf_trainer_core.tasks.interruptions import Logger
 
 __all__ = [
     "ProgressState",
@@ -35,8 +36,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-# A string: LoggerAdapter takes a type argument only from Python 3.11 on.
-Logger: TypeAlias = "logging.Logger | logging.LoggerAdapter[logging.Logger]"
 Identity = str | Sequence[str | int | None]
 
 
@@ -87,14 +86,16 @@ def log_sink(logger: Logger, job: str, step: str) -> Callable[[str], None]:
 
 
 def announce(logger: Logger, job: TrainJob, created: bool, link: str | None) -> None:
-    """``Submitted`` (or ``Reattached to``) ``TrainJob ns/name (runtime, state): link``."""
+    """``Submitted TrainJob ns/name (runtime, state)``, or ``Reattached to`` it, started by
+    an earlier try of the task; the job's link last."""
     logger.info(
-        "%s TrainJob %s/%s (runtime %s, %s)%s",
+        "%s TrainJob %s/%s (runtime %s, %s)%s%s",
         "Submitted" if created else "Reattached to",
         job.namespace,
         job.name,
         job.runtime,
         job.status.value,
+        "" if created else ", started by an earlier try of this task",
         f": {link}" if link else "",
     )
 

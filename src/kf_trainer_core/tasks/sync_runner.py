@@ -29,13 +29,27 @@ T = TypeVar("T")
 
 
 class InterruptibleRunner:
-    """Runs one coroutine to its end on the process's portal (see
+    """Runs coroutines to their end on the process's portal (see
     :mod:`kf_trainer_core.base.portal`), while the calling thread stays interruptible; an
     interruption cancels the coroutine, waits for its clean-up, and is re-raised in the
-    caller."""
+    caller.
+
+    Used as a context manager (a synchronous task's life), each call of the block runs
+    on the same loop — the portal's, which outlives the block: what a task keeps for its
+    life (its one async client, a shared watch) serves each of its calls, and the task
+    closes what it opened itself."""
 
     def __init__(self, thread_name: str = "kf-trainer-sync") -> None:
         self.thread_name = thread_name
+
+    def __enter__(self) -> InterruptibleRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Nothing to end: the portal's loop is the process's."""
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """The coroutine's result (or its exception), or the interruption."""

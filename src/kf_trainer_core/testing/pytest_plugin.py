@@ -98,10 +98,30 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[CONTROL_PLANE_ENV] = str(Path(folder).resolve())
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+#: The pytest-xdist groups (``--dist loadgroup``) of the tests on the real control plane
+#: and of those on the one with Kueue.
+XDIST_GROUP = "kf-control-plane"
+KUEUE_XDIST_GROUP = "kf-kueue-plane"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Under pytest-xdist every worker is a session of its own: each would start a control
+    # plane (~15 s of two cores, ~850 MiB) for its share of these tests. Grouped, the
+    # tests of each control plane run on one worker, which starts it once, whatever the
+    # worker count (``--dist loadgroup``; other modes ignore the groups). A test that
+    # picks its control plane at run time (a parameter) says which with a group of its
+    # own, set before this hook runs; it is left as it is.
+    grouped = config.pluginmanager.hasplugin("xdist")
     for item in items:
-        if _CP_FIXTURES & set(getattr(item, "fixturenames", ())):
+        names = set(getattr(item, "fixturenames", ()))
+        if _CP_FIXTURES & names:
             item.add_marker(MARKER)
+        if not grouped or item.get_closest_marker(MARKER) is None:
+            continue
+        if item.get_closest_marker("xdist_group") is None:
+            kueue = "kueue_control_plane" in names
+            item.add_marker(pytest.mark.xdist_group(KUEUE_XDIST_GROUP if kueue else XDIST_GROUP))
 
 
 @pytest.fixture(scope="session")
