@@ -403,6 +403,10 @@ def informer_program(
         except ValueError as err:  # a torn JSON line from a cut connection
             failure = ApiError(0, "BadWatchLine", str(err))
         yield CloseStream(stream)
+        if stop():
+            # Stopped from outside (shutdown_informers at exit closes the stream under
+            # the read): the read it broke is no lost connection, and nothing resumes.
+            return
         if failure is not None:
             if failure.gone:
                 state.resource_version = None
