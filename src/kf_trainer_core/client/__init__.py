@@ -43,7 +43,7 @@ from kf_trainer_core.client.base import (
 from kf_trainer_core.cluster.outputs import JobOutputs, outputs
 from kf_trainer_core.cluster.status import Event, Failure, JobState, Progress, TrainJob
 from kf_trainer_core.config import LocalConfig
-from kf_trainer_core.errors import TrainJobFailedError
+from kf_trainer_core.errors import RuntimeNotFoundError, TrainJobFailedError
 from kf_trainer_core.fields import checks
 from kf_trainer_core.fields.retention import PruneOptions
 from kf_trainer_core.k8s.calls import Join, Program, Spawn
@@ -74,7 +74,14 @@ from kf_trainer_core.programs.logs import follow_logs, read_logs
 from kf_trainer_core.programs.outcome import Outcome, explain, get_job, outputs_of
 from kf_trainer_core.programs.pod_batch import async_pod_batch, sync_pod_batch
 from kf_trainer_core.programs.prune import PruneReport, PruneRules, prune
-from kf_trainer_core.programs.reads import get_events, get_object, list_jobs, list_runtimes
+from kf_trainer_core.programs.reads import (
+    get_events,
+    get_object,
+    list_jobs,
+    list_runtimes,
+    missing_namespace_error,
+    namespace_missing,
+)
 from kf_trainer_core.programs.submit import Submitted, submit
 from kf_trainer_core.programs.wait import (
     LOG_PROGRESS_INTERVAL,
@@ -193,9 +200,22 @@ class _Operations(ClientBase, Generic[Lines]):
         identity: Identity | None = None,
     ) -> Program[BuiltTrainJob]:
         """The manifest that :meth:`train` would submit, checked against the runtime
-        as the cluster has it."""
+        and the namespace as the cluster has them: a namespace the cluster says does not
+        exist raises :class:`~kf_trainer_core.errors.NamespaceNotFoundError`, as the
+        submit would (``kf-trainer check`` is this call)."""
         spec = self._given_spec(spec)
-        runtime = yield from self._runtime_program(spec.runtime.name, spec.runtime.kind.value)
+        # The runtime first: a cluster out of reach fails there, once. A namespace that
+        # does not exist is the cause, not its runtime, when both are missing.
+        try:
+            runtime = yield from self._runtime_program(spec.runtime.name, spec.runtime.kind.value)
+        except RuntimeNotFoundError:
+            missing = yield from namespace_missing(self.namespace)
+            if not missing:
+                raise
+        else:
+            missing = yield from namespace_missing(self.namespace)
+        if missing:
+            raise missing_namespace_error(self.namespace, "The TrainJob cannot be created")
         return self._builder(runtime)(spec, name=name, identity=identity)
 
     def _submit(
