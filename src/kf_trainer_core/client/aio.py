@@ -25,7 +25,7 @@ from kf_trainer_core.client.base import (
 )
 from kf_trainer_core.cluster.outputs import JobOutputs, outputs
 from kf_trainer_core.cluster.status import Event, Failure, JobState, Progress, TrainJob
-from kf_trainer_core.errors import TrainJobFailedError
+from kf_trainer_core.errors import RuntimeNotFoundError, TrainJobFailedError
 from kf_trainer_core.fields import checks, names
 from kf_trainer_core.fields.retention import PruneOptions
 from kf_trainer_core.manifest.builder import BuiltTrainJob, identity_text
@@ -41,7 +41,14 @@ from kf_trainer_core.programs.checkpoints import checkpoints_program, cleaning_j
 from kf_trainer_core.programs.logs import follow_logs, read_logs, shown_logs
 from kf_trainer_core.programs.outcome import Outcome, explain, get_job, outputs_of
 from kf_trainer_core.programs.prune import PruneReport, PruneRules, prune
-from kf_trainer_core.programs.reads import get_events, get_object, list_jobs, list_runtimes
+from kf_trainer_core.programs.reads import (
+    get_events,
+    get_object,
+    list_jobs,
+    list_runtimes,
+    missing_namespace_error,
+    namespace_missing,
+)
 from kf_trainer_core.programs.submit import Submitted, submit
 from kf_trainer_core.programs.wait import (
     LOG_PROGRESS_INTERVAL,
@@ -57,6 +64,8 @@ from kf_trainer_core.spec.checkpoint_storage import (
 )
 
 __all__ = ["AsyncTrainerClient", "CancelAction", "Submitted"]
+
+_NOT_CREATED = "The TrainJob cannot be created"
 
 R = TypeVar("R")
 Callback = Callable[[TrainJob], None]
@@ -91,9 +100,21 @@ class AsyncTrainerClient(Operations):
         identity: Identity | None = None,
     ) -> BuiltTrainJob:
         """The manifest that :meth:`train` would submit, checked against the runtime
-        as the cluster has it."""
+        and the namespace as the cluster has them: a namespace the cluster says does not
+        exist raises :class:`~kf_trainer_core.errors.NamespaceNotFoundError`, as the
+        submit would (``kf-trainer check`` is this call)."""
         spec = self._given_spec(spec)
-        runtime = await self._runtime(await self._api(), spec.runtime.name, spec.runtime.kind.value)
+        api = await self._api()
+        # The runtime first: a cluster out of reach fails there, once. A namespace that
+        # does not exist is the cause, not its runtime, when both are missing.
+        try:
+            runtime = await self._runtime(api, spec.runtime.name, spec.runtime.kind.value)
+        except RuntimeNotFoundError:
+            if not await namespace_missing(api, self.namespace):
+                raise
+            raise missing_namespace_error(self.namespace, _NOT_CREATED) from None
+        if await namespace_missing(api, self.namespace):
+            raise missing_namespace_error(self.namespace, _NOT_CREATED)
         return self._builder(runtime)(spec, name=name, identity=identity)
 
     async def submit(

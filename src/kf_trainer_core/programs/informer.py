@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import contextlib
 import json
 import logging
@@ -670,12 +671,25 @@ def shutdown_informers() -> None:
     """Stop every running informer of this process, quietly (also run at interpreter
     exit; a test stopping a server stops them first, so that they do not retry against
     a closed port). A later wait starts them again."""
+    try:
+        here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        here = None
     for loop, registry in list(_registries.items()):
         running = [i for i in registry.values() if i.running]
-        if not running:
+        if not running or loop.is_closed():
             continue
-        if loop.is_closed():
-            continue
-        with contextlib.suppress(RuntimeError):
+        if loop is here or not loop.is_running():
             for found in running:
-                loop.call_soon_threadsafe(found.shutdown)
+                found.shutdown()  # ends at the loop's next turn
+            continue
+
+        async def stopped(informers: list[Informer] = running) -> None:
+            tasks = [i._task for i in informers if i._task is not None]
+            for found in informers:
+                found.shutdown()
+            await asyncio.wait(tasks, timeout=2.0)
+
+        # From another thread (the portal's loop): return once they have ended.
+        with contextlib.suppress(RuntimeError, TimeoutError, concurrent.futures.TimeoutError):
+            asyncio.run_coroutine_threadsafe(stopped(), loop).result(3.0)
