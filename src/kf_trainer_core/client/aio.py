@@ -113,9 +113,11 @@ class AsyncTrainerClient(Operations):
             if not await namespace_missing(api, self.namespace):
                 raise
             raise missing_namespace_error(self.namespace, _NOT_CREATED) from None
+        # Built first: a bad name or identity is refused before the namespace is read.
+        built = self._builder(runtime)(spec, name=name, identity=identity)
         if await namespace_missing(api, self.namespace):
             raise missing_namespace_error(self.namespace, _NOT_CREATED)
-        return self._builder(runtime)(spec, name=name, identity=identity)
+        return built
 
     async def submit(
         self,
