@@ -143,9 +143,15 @@ class KubernetesConfig(SpecModel):
 
     def check_usable(self) -> None:
         """Refuse, naming the field, what cannot reach a cluster before any request:
-        a kubeconfig file that does not exist or does not parse."""
-        if self.mode() != "kubeconfig" or self.kubeconfig_content is not None:
+        a kubeconfig file that does not exist or does not parse, a context it does not
+        hold."""
+        if self.mode() != "kubeconfig":
             return
+        if self.kubeconfig_content is None:
+            self._check_files()
+        self._check_context()
+
+    def _check_files(self) -> None:
         field = "kubeconfig" if self.kubeconfig else _ENV_FIELD
         paths = self.kubeconfig_files()
         existing = [p for p in paths if p.is_file()]
@@ -160,6 +166,25 @@ class KubernetesConfig(SpecModel):
             )
         for path in existing:
             _kubeconfig_mapping(_read(path, field), field)
+
+    def _check_context(self) -> None:
+        # Both clients refuse a context the kubeconfig lacks when they are made, as the
+        # client library would at the first request (its message is not shown: the
+        # library's may quote the document).
+        data = _kubeconfig_document(self)
+        if data is None or not self.context:
+            return
+        names = sorted(_contexts(data))
+        if self.context in names:
+            return
+        field = "kubeconfig_content" if self.kubeconfig_content is not None else "kubeconfig"
+        held = ", ".join(shown(n) for n in names) or "none"
+        raise SpecError.single(
+            field,
+            f"the kubeconfig has no context {shown(self.context)} (it has: {held}).",
+            "set `context` to one of its contexts, or leave it out for its current-context.",
+            title="Invalid cluster configuration",
+        )
 
     def mode(self) -> Literal["explicit", "kubeconfig", "in-cluster"]:
         """How the cluster is reached, after discovery."""
@@ -367,19 +392,29 @@ def _absolute(kind: str, item: dict[str, Any], base: Path) -> dict[str, Any]:
     return {**item, inner_key: fixed}
 
 
-def _context_namespace(cfg: KubernetesConfig) -> str | None:
+def _kubeconfig_document(cfg: KubernetesConfig) -> dict[str, Any] | None:
     data = cfg.kubeconfig_dict()
     if data is None:
         file = cfg.kubeconfig_path()
         if not file.is_file():
             return None
         data = _kubeconfig_mapping(_read(file, "kubeconfig"), "kubeconfig")
-    current = cfg.context or data.get("current-context")
-    for ctx in data.get("contexts") or []:
-        if ctx.get("name") == current:
-            ns = (ctx.get("context") or {}).get("namespace")
-            return str(ns) if ns else None
-    return None
+    return data
+
+
+def _contexts(data: dict[str, Any]) -> dict[str, Any]:
+    found = data.get("contexts")
+    entries = found if isinstance(found, list) else []
+    return {str(c.get("name")): c.get("context") for c in entries if isinstance(c, dict)}
+
+
+def _context_namespace(cfg: KubernetesConfig) -> str | None:
+    data = _kubeconfig_document(cfg)
+    if data is None:
+        return None
+    context = _contexts(data).get(cfg.context or str(data.get("current-context")))
+    ns = context.get("namespace") if isinstance(context, dict) else None
+    return str(ns) if ns else None
 
 
 class LocalConfig(SpecModel):

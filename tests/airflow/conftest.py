@@ -67,7 +67,7 @@ def _short_linger(monkeypatch: pytest.MonkeyPatch) -> None:
     # at their next wake-up rather than lingering for the next task of a DAG.
     from kf_trainer_core.programs import informer
 
-    monkeypatch.setattr(informer._Informer, "linger", 0.2)
+    monkeypatch.setattr(informer.Informer, "linger", 0.2)
 
 
 @pytest.fixture(scope="session")

@@ -171,7 +171,8 @@ def test_suspend_resume_cancel_delete_and_events(
         (["jobs", "list", "--status", "Sleeping"], 2, "Invalid value for '--status'"),
         (["jobs", "frobnicate"], 2, "No such command 'frobnicate'"),
         (["jobs", "list", "--kubeconfig", "/nonexistent"], 2, "'/nonexistent' does not exist"),
-        (["jobs", "list", "--context", "nope"], 6, "cannot use the kubeconfig: "),
+        # A context the kubeconfig lacks is bad input, refused before any request.
+        (["jobs", "list", "--context", "nope"], 2, "the kubeconfig has no context 'nope'"),
     ],
 )
 def test_errors_are_one_line_with_distinct_exit_codes(

@@ -90,3 +90,24 @@ def test_a_server_that_does_not_answer_says_the_fix(tmp_path: Path) -> None:
     assert text.startswith("cannot reach the API server: ")
     assert "is reachable" in text
     assert text.count(" Fix: ") == 1
+
+
+def test_a_log_the_node_cannot_serve_says_so_with_a_fix() -> None:
+    """A node whose kubelet the API server cannot reach (gone, firewalled; kwok's fake
+    nodes) answered a log read with the raw 500 and no fix; it is the node, not the
+    backend, that cannot be reached."""
+    error = ApiError(
+        500,
+        "Internal Server Error",
+        'Get "https://10.0.0.7:10250/containerLogs/team-a/job-node-0-0-x/node": dial tcp '
+        "10.0.0.7:10250: connect: connection refused",
+    )
+    assert error.kubelet_unreachable
+    text = str(error)
+    assert text.count(" Fix: ") == 1, text
+    assert "could not reach the kubelet of the pod's node" in text.split(" Fix: ")[1]
+    _, message = classify(error)
+    assert message.count(" Fix: ") == 1, message
+    other = ApiError(500, "Internal Server Error", "etcdserver: request timed out")
+    assert not other.kubelet_unreachable
+    assert " Fix: " not in str(other)

@@ -219,8 +219,12 @@ def test_server_rejection_names_the_field(client: TrainerClient, server: KubeTes
 
     built = build_trainjob(spec(None))
     built.manifest["spec"]["trainer"]["numNodes"] = "many"
+
+    async def submitted() -> object:
+        return await submit(await client._async._api(), client.namespace, built)
+
     with pytest.raises(SubmitError, match=r"spec\.trainer\.numNodes"):
-        client._run(submit(client.namespace, built))
+        client._call(submitted())
 
 
 def test_watch_forbidden_falls_back_to_polling(

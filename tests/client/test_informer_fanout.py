@@ -51,11 +51,13 @@ class _CountingWaker:
         self.notified += 1
 
 
-class _Parked(informer_mod.SyncInformer):
+class _Parked(informer_mod.Informer):
     """An informer whose loop counts as running without one: dispatch is driven by the
     test, as the watch would drive it."""
 
-    running = True  # type: ignore[assignment]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._task = True  # type: ignore[assignment]
 
 
 def _job(name: str, version: int, complete: bool) -> dict[str, Any]:
@@ -132,9 +134,14 @@ async def test_async_waits_are_each_offered_their_own_jobs_changes(
     fast = RetryPolicy(attempts=6, base=0.02, cap=0.2)
     async with AsyncTrainerClient(k8s_config, retry=fast) as client:
         key = client._informer_key("trainjobs")
-        registry = informer_mod._async_registries.setdefault(asyncio.get_running_loop(), {})
+        registry = informer_mod._registries.setdefault(asyncio.get_running_loop(), {})
         # The shared informer is made before any wait, so that its index counts.
-        informer = informer_mod.async_informer(key, lambda: client._informer(client._jobs_state()))
+        informer = informer_mod.informer(
+            key,
+            lambda: informer_mod.Informer(
+                client._jobs_state(), client._new_api, **client._informer_timing()
+            ),
+        )
         counting = _CountingSubscribers()
         informer.subscribers = informer.state.wanted = counting
         changes = 0

@@ -19,10 +19,13 @@ from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
 from kf_trainer_core.cluster.kueue import QUEUE_NAME_LABEL, WORKLOADS, QueueStatus
 from kf_trainer_core.cluster.status import JobState, TrainJob
 from kf_trainer_core.errors import TrainJobAdmissionTimeoutError
+from kf_trainer_core.k8s.calls import Create
+from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.spec import Annotations, CustomTrainer, Labels, TrainJobSpec
 from kf_trainer_core.testing.kueue import KueueSimulator
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer
+from raw_calls import raw
 
 
 def gpu_job(
@@ -142,27 +145,17 @@ def test_workloads_follow_the_upstream_crd(
         assert owner["kind"] == "TrainJob"
         assert owner["name"] == name
     # Written through the API, a Workload is checked against the CRD (422).
-    import kubernetes
-
-    api = kubernetes.client.CustomObjectsApi(client._driver.transport._client)
-    with pytest.raises(kubernetes.client.exceptions.ApiException) as bad:
-        api.create_namespaced_custom_object(
-            "kueue.x-k8s.io",
-            "v1beta2",
-            "default",
-            "workloads",
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "Workload",
-                "metadata": {"name": "x"},
-                "spec": {
-                    "podSets": [
-                        {"name": "main", "count": -1, "template": {"spec": {"containers": []}}}
-                    ]
-                },
-            },
-        )
-    assert bad.value.status == 422
+    workload = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": "x"},
+        "spec": {
+            "podSets": [{"name": "main", "count": -1, "template": {"spec": {"containers": []}}}]
+        },
+    }
+    with pytest.raises(ApiError) as bad:
+        raw(client, Create(WORKLOADS, "default", workload))
+    assert bad.value.code == 422
 
 
 async def test_async_client_reports_the_queue(

@@ -21,12 +21,13 @@ from test_client_sync import spec
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
 from kf_trainer_core.cluster.kueue import WORKLOADS
 from kf_trainer_core.config import KubernetesConfig
-from kf_trainer_core.k8s.calls import Create, Delete, Get, ListObjects, Patch, Program
+from kf_trainer_core.k8s.calls import Create, Delete, Get, ListObjects, Patch
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import JOBSETS, PODS, TRAINJOBS
 from kf_trainer_core.manifest.builder import build_trainjob
 from kf_trainer_core.spec import RuntimePatch
 from kf_trainer_core.testing.control_plane import ControlPlane
+from raw_calls import raw, raw_aside
 
 pytestmark = pytest.mark.control_plane
 
@@ -36,10 +37,6 @@ def client(control_plane: ControlPlane, control_plane_kubeconfig: Path) -> Itera
     control_plane.require_controllers()
     with TrainerClient(KubernetesConfig(kubeconfig=str(control_plane_kubeconfig))) as c:
         yield c
-
-
-def one(call: Any) -> Program[Any]:
-    return (yield call)
 
 
 def held() -> RuntimePatch:
@@ -59,7 +56,7 @@ def finished_attempts(client: TrainerClient, identity: str, count: int) -> list[
         built = build_trainjob(
             spec(None), namespace=client.namespace, identity=identity, attempt=attempt
         )
-        client._run(one(Create(TRAINJOBS, client.namespace, built.manifest)))
+        raw(client, Create(TRAINJOBS, client.namespace, built.manifest))
         names.append(built.name)
     for name in names:
         reach(client, name, "Complete")
@@ -80,7 +77,7 @@ def left(client: TrainerClient, job: str) -> set[str]:
     """Which kinds still hold an object of ``job``."""
     found = set()
     for res in (TRAINJOBS, JOBSETS, PODS, WORKLOADS):
-        listing = client._run(one(ListObjects(res, client.namespace)))
+        listing = raw(client, ListObjects(res, client.namespace))
         if any(o["metadata"]["name"].startswith(job) for o in listing["items"]):
             found.add(res.plural)
     return found
@@ -99,7 +96,7 @@ def gone(client: TrainerClient, jobs: list[str], timeout: float = 90) -> dict[st
 def workload_of(client: TrainerClient, job: str) -> None:
     """A Workload owned by ``job``, as Kueue makes one (no Kueue controller runs here:
     the object and its owner reference are what the garbage collector acts on)."""
-    obj = client._run(one(Get(TRAINJOBS, client.namespace, job)))
+    obj = raw(client, Get(TRAINJOBS, client.namespace, job))
     body = {
         "apiVersion": WORKLOADS.api_version,
         "kind": "Workload",
@@ -127,7 +124,7 @@ def workload_of(client: TrainerClient, job: str) -> None:
             ],
         },
     }
-    client._run(one(Create(WORKLOADS, client.namespace, body)))
+    raw(client, Create(WORKLOADS, client.namespace, body))
 
 
 def test_prune_on_the_real_control_plane(client: TrainerClient) -> None:
@@ -160,13 +157,13 @@ def test_prune_on_the_real_control_plane(client: TrainerClient) -> None:
 
 def test_the_api_servers_preconditions_guard_the_delete(client: TrainerClient) -> None:
     (name,) = finished_attempts(client, "cp/changing/run-1", 1)
-    obj = client._run(one(Get(TRAINJOBS, client.namespace, name)))
+    obj = raw(client, Get(TRAINJOBS, client.namespace, name))
     meta = obj["metadata"]
     with pytest.raises(ApiError) as stale:
-        client._run(one(Delete(TRAINJOBS, client.namespace, name, resource_version="1")))
+        raw(client, Delete(TRAINJOBS, client.namespace, name, resource_version="1"))
     assert stale.value.conflict
     with pytest.raises(ApiError) as other:
-        client._run(one(Delete(TRAINJOBS, client.namespace, name, uid="0000-other")))
+        raw(client, Delete(TRAINJOBS, client.namespace, name, uid="0000-other"))
     assert other.value.conflict
     assert client.get_job(name).uid == meta["uid"]  # still there
 
@@ -178,7 +175,7 @@ def test_the_api_servers_preconditions_guard_the_delete(client: TrainerClient) -
         if isinstance(call, Delete) and not touched:
             touched.append(call.name)
             patch = {"metadata": {"labels": {"touched": "yes"}}}
-            client._run(one(Patch(TRAINJOBS, client.namespace, name, patch)))
+            raw_aside(client, Patch(TRAINJOBS, client.namespace, name, patch))
 
     with TrainerClient(client.config, namespace=client.namespace, request_hook=touch) as hooked:
         report = hooked.prune_jobs(older_than=0, identity_prefix="cp/changing/")

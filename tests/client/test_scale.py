@@ -77,11 +77,14 @@ def _resume_once_watched_by_name(server: KubeTestServer, name: str) -> threading
 
 
 def _shared_state(client: TrainerClient | AsyncTrainerClient) -> informer_mod.InformerState:
-    key = client._informer_key("trainjobs")
-    if key in informer_mod._sync_registry:
-        return informer_mod._sync_registry[key].state
-    registry = informer_mod._async_registries[asyncio.get_running_loop()]
-    return registry[key].state
+    # The sync client's informers run on its portal's loop, the async one's on the
+    # caller's: whichever registry holds the key.
+    ops = client._async if isinstance(client, TrainerClient) else client
+    key = ops._informer_key("trainjobs")
+    for registry in list(informer_mod._registries.values()):
+        if key in registry:
+            return registry[key].state
+    raise AssertionError(f"no informer for {key}")
 
 
 def _trainjob_lists(calls: list[Any]) -> list[ListObjects]:
@@ -311,37 +314,21 @@ def test_slim_metadata_drops_managed_fields() -> None:
     assert informer_mod.slim_metadata(meta) == {"name": "x", "labels": {"a": "b"}}
 
 
-def test_idle_per_name_informers_do_not_accumulate() -> None:
+async def test_idle_per_name_informers_do_not_accumulate() -> None:
     from kf_trainer_core.k8s.retry import DEFAULT_POLICY
 
-    def make(name: str) -> informer_mod.SyncInformer:
+    async def no_api() -> Any:
+        raise AssertionError("never started")
+
+    def make(name: str) -> informer_mod.Informer:
         state = informer_mod.InformerState(TRAINJOBS, "ns", field_selector=f"metadata.name={name}")
-        return informer_mod.SyncInformer(
-            state, lambda: None, watch_timeout=5, poll_interval=1, policy=DEFAULT_POLICY
+        return informer_mod.Informer(
+            state, no_api, watch_timeout=5, poll_interval=1, policy=DEFAULT_POLICY
         )
 
     keys = [("prune-test", "trainjob", "ns", f"job-{i}") for i in range(200)]
-    try:
-        for key in keys:
-            informer_mod.sync_informer(key, lambda key=key: make(key[-1]))
-        held = [k for k in informer_mod._sync_registry if k[0] == "prune-test"]
-        assert len(held) <= informer_mod._PRUNE_ABOVE + 1
-    finally:
-        for key in keys:
-            informer_mod._sync_registry.pop(key, None)
-
-
-def test_an_informer_whose_start_was_interrupted_shuts_down_quietly() -> None:
-    """A Ctrl-C inside ``Thread.start()`` (the CLI's ``jobs wait``) leaves the informer a
-    thread that never started; the interpreter-exit shutdown must not raise on it
-    ("cannot join thread before it is started" was the CLI's last line)."""
-    import threading
-
-    from kf_trainer_core.k8s.retry import DEFAULT_POLICY
-
-    state = informer_mod.InformerState(TRAINJOBS, "ns")
-    informer = informer_mod.SyncInformer(
-        state, lambda: None, watch_timeout=5, poll_interval=1, policy=DEFAULT_POLICY
-    )
-    informer._thread = threading.Thread(target=lambda: None)  # created, never started
-    informer.shutdown()
+    for key in keys:
+        informer_mod.informer(key, lambda key=key: make(key[-1]))
+    registry = informer_mod._registries[asyncio.get_running_loop()]
+    held = [k for k in registry if k[0] == "prune-test"]
+    assert len(held) <= informer_mod._PRUNE_ABOVE + 1

@@ -12,7 +12,6 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Generator
 from typing import Any
 
 import pytest
@@ -21,13 +20,14 @@ from train_functions import train_linear
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
 from kf_trainer_core.cluster.results import SLIM_EXPECTS_RESULT, expects_result
 from kf_trainer_core.cluster.status import JobState
-from kf_trainer_core.k8s.calls import Await, Get, ListObjects, ReadLog
+from kf_trainer_core.k8s.api import Api
+from kf_trainer_core.k8s.calls import Get, ListObjects, ReadLog
 from kf_trainer_core.k8s.resources import PODS, TRAINJOBS
 from kf_trainer_core.programs import pod_batch
 from kf_trainer_core.programs.informer import slim_trainjob
 from kf_trainer_core.programs.pod_batch import PodBatch
 from kf_trainer_core.programs.shared_reads import SharedReads
-from kf_trainer_core.programs.wakers import AsyncWaker
+from kf_trainer_core.programs.wakers import Waker
 from kf_trainer_core.spec import Annotations, CustomTrainer, Suspend, TrainJobSpec
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer
@@ -36,7 +36,7 @@ from kf_trainer_core.testing.server import KubeTestServer
 
 
 async def test_a_pending_async_wait_makes_no_task_of_its_own() -> None:
-    wakers = [AsyncWaker() for _ in range(200)]
+    wakers = [Waker() for _ in range(200)]
     for w in wakers:
         assert await w.wait(0) is True  # the first look needs no news
     before = len(asyncio.all_tasks())
@@ -51,7 +51,7 @@ async def test_a_pending_async_wait_makes_no_task_of_its_own() -> None:
 
 
 async def test_the_async_waker_keeps_news_and_times_out() -> None:
-    waker = AsyncWaker()
+    waker = Waker()
     assert await waker.wait(None) is True  # the first look
     assert await waker.wait(0.01) is False  # no news: the timeout
     waker.notify()  # news before the wait: not lost
@@ -69,78 +69,27 @@ async def test_the_async_waker_keeps_news_and_times_out() -> None:
 # ------------------------------------------------------------ the pod batch's queue
 
 
-class _Waker:
-    def __init__(self) -> None:
-        self.news = False
+class _Lists(Api):
+    """Answers the batch's pod LISTs after ``seconds`` each, one at a time (asserted),
+    with a pod for every job the selector names."""
 
-    def notify(self) -> None:
-        self.news = True
+    def __init__(self, seconds: float) -> None:
+        super().__init__(transport=None)  # type: ignore[arg-type]
+        self.seconds = seconds
+        self.in_flight = 0
+        self.gate: asyncio.Event | None = None
 
-
-def _drive_batch(jobs: int, list_seconds: float, max_names: int) -> Counter[str]:
-    """Run ``jobs`` waits' pod reads through one :class:`PodBatch` on a simulated clock:
-    each LIST takes ``list_seconds``; an ``Await`` ends when its waker is notified or its
-    timeout has passed on that clock. Returns how often each wait looked (was resumed
-    from an ``Await``)."""
-    batch = PodBatch("default")
-    batch.max_names = max_names
-    now = 0.0
-    looks: Counter[str] = Counter()
-    running: dict[str, tuple[Generator[Any, Any, Any], _Waker]] = {}
-    effects: dict[str, Any] = {}
-    since: dict[str, float] = {}
-    for i in range(jobs):
-        name = f"job-{i}"
-        waker = _Waker()
-        program = batch.read(name, waker)
-        running[name] = (program, waker)
-        effects[name] = next(program)
-        since[name] = now
-
-    def step(name: str, value: Any) -> None:
-        program, _ = running[name]
+    async def __call__(self, call: Any) -> Any:
+        assert isinstance(call, ListObjects)
+        self.in_flight += 1
+        assert self.in_flight == 1  # one LIST in flight at a time
         try:
-            effects[name] = program.send(value)
-            since[name] = now
-        except StopIteration:
-            del running[name], effects[name]
-
-    while running:
-        # Every wait woken (or timed out) looks again, until none is.
-        moved = True
-        while moved:
-            moved = False
-            for name in list(running):
-                effect, waker = effects.get(name), running[name][1]
-                if isinstance(effect, Await) and (
-                    waker.news or now - since[name] >= effect.timeout
-                ):
-                    fired, waker.news = waker.news, False
-                    looks[name] += 1
-                    step(name, fired)
-                    moved = True
-        if not running:
-            break
-        leaders = [n for n, e in effects.items() if isinstance(e, ListObjects)]
-        assert len(leaders) == 1, leaders  # one LIST in flight at a time
-        # The LIST takes its time: timeouts that fall within it fire first.
-        end = now + list_seconds
-        while True:
-            due = [
-                since[n] + e.timeout
-                for n, e in effects.items()
-                if isinstance(e, Await) and since[n] + e.timeout <= end
-            ]
-            if not due:
-                break
-            now = min(due)
-            for name in list(running):
-                effect = effects.get(name)
-                if isinstance(effect, Await) and since[name] + effect.timeout <= now:
-                    looks[name] += 1
-                    step(name, False)
-        now = end
-        selector = effects[leaders[0]].label_selector
+            if self.gate is not None:
+                await self.gate.wait()
+            await asyncio.sleep(self.seconds)
+        finally:
+            self.in_flight -= 1
+        selector = call.label_selector or ""
         wanted = (
             selector.split(" in (", 1)[1].rstrip(")").split(",")
             if " in (" in selector
@@ -150,37 +99,55 @@ def _drive_batch(jobs: int, list_seconds: float, max_names: int) -> Counter[str]
             {"metadata": {"name": f"{n}-node-0", "labels": {"jobset.sigs.k8s.io/jobset-name": n}}}
             for n in wanted
         ]
-        step(leaders[0], {"items": pods, "metadata": {}})
-    return looks
+        return {"items": pods, "metadata": {}}
 
 
-def test_a_queued_pod_read_looks_again_only_when_it_can_go_on() -> None:
-    # 200 waits, 10 jobs a LIST: 20 LISTs one after the other, each taking 1.2 s (a
-    # server slowed by thousands of waits; the queue drains within the patience of the
-    # guard, which is all a queued wait's own timer is). A queued wait
-    # looks when its batch has been read or when it is next to lead (at most twice),
-    # not every second while the queue drains (before: up to 20 looks a wait, each a
-    # task in the async client, ten thousand queued waits a second).
-    list_seconds = 1.2
-    looks = _drive_batch(200, list_seconds=list_seconds, max_names=10)
+class _CountingWaker(Waker):
+    """A queued read's waker, counting how often its wait looks again."""
+
+    looks: Counter[int] = Counter()
+
+    async def wait(self, timeout: float | None) -> bool:
+        _CountingWaker.looks[id(self)] += 1
+        return await super().wait(timeout)
+
+
+async def test_a_queued_pod_read_looks_again_only_when_it_can_go_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 200 waits, 10 jobs a LIST: 20 LISTs one after the other (a server slowed by
+    # thousands of waits; the queue drains within the patience of the guard, which is
+    # all a queued wait's own timer is). A queued wait looks when its batch has been
+    # read or when it is next to lead (at most twice), not every second while the queue
+    # drains (before: up to 20 looks a wait, ten thousand queued waits a second).
+    monkeypatch.setattr(pod_batch, "Waker", _CountingWaker)
+    _CountingWaker.looks = Counter()
+    batch = PodBatch("default")
+    batch.max_names = 10
+    api = _Lists(0.02)
+    pods = await asyncio.gather(*(batch.read(api, f"job-{i}") for i in range(200)))
+    assert [p[0]["metadata"]["name"] for p in pods] == [f"job-{i}-node-0" for i in range(200)]
+    looks = _CountingWaker.looks
     assert max(looks.values()) <= 2, looks.most_common(3)
     assert sum(looks.values()) <= 2 * 200
-    assert 20 * list_seconds < pod_batch.FOLLOWER_PATIENCE  # the premise
+    assert pod_batch.FOLLOWER_PATIENCE > 20 * 0.02  # the premise
 
 
-def test_a_wait_that_ends_while_queued_hands_the_lead_on() -> None:
+async def test_a_wait_that_ends_while_queued_hands_the_lead_on() -> None:
     batch = PodBatch("default")
-    wakers = [_Waker() for _ in range(3)]
-    programs = [batch.read(f"job-{i}", w) for i, w in enumerate(wakers)]
-    assert isinstance(next(programs[0]), ListObjects)  # leads
-    assert isinstance(next(programs[1]), Await)  # next to lead
-    assert isinstance(next(programs[2]), Await)
-    programs[0].close()  # the leader's wait is cancelled: the head is told
-    assert wakers[1].news
-    wakers[1].news = False
-    programs[1].close()  # the head's wait ends too: the one after it is told
-    assert wakers[2].news
-    assert isinstance(programs[2].send(True), ListObjects)
+    api = _Lists(0.0)
+    api.gate = asyncio.Event()
+    reads = [asyncio.ensure_future(batch.read(api, f"job-{i}")) for i in range(3)]
+    await asyncio.sleep(0.01)
+    assert api.in_flight == 1  # job-0 leads; the others are queued
+    reads[0].cancel()  # the leader's wait is cancelled: the head leads now
+    reads[1].cancel()  # ...and ends too: the one after it leads
+    await asyncio.sleep(0.01)
+    api.gate.set()
+    pods = await reads[2]
+    assert pods[0]["metadata"]["name"] == "job-2-node-0"
+    assert reads[0].cancelled()
+    assert reads[1].cancelled()
 
 
 # -------------------------------------------------------- a job whose pods are gone
@@ -218,7 +185,9 @@ def test_a_finished_job_whose_pods_are_gone_is_not_read_again(
     waiting.start()
     state = None
     for _ in range(600):  # until the shared informer holds it for the wait
-        registry = [i for k, i in _sync_informers() if k == client._informer_key("trainjobs")]
+        registry = [
+            i for k, i in _sync_informers() if k == client._async._informer_key("trainjobs")
+        ]
         state = registry[0].state if registry else None
         if state is not None and name in state.cache.full:
             break
@@ -239,9 +208,11 @@ def test_a_finished_job_whose_pods_are_gone_is_not_read_again(
 
 
 def _sync_informers() -> list[tuple[Any, Any]]:
+    """The informers the sync clients share (on the portal's loop)."""
+    from kf_trainer_core.base.portal import portal
     from kf_trainer_core.programs import informer as informer_mod
 
-    return [(k, i) for k, i in informer_mod._sync_registry.items()]
+    return list(informer_mod._registries.get(portal().loop, {}).items())
 
 
 # ---------------------------------------------------- many waits on one finished job
@@ -291,31 +262,29 @@ async def test_concurrent_waits_on_one_job_read_its_result_once(
 def _async_informer(client: AsyncTrainerClient) -> Any:
     from kf_trainer_core.programs import informer as informer_mod
 
-    registry = informer_mod._async_registries.get(asyncio.get_running_loop(), {})
+    registry = informer_mod._registries.get(asyncio.get_running_loop(), {})
     return registry.get(client._informer_key("trainjobs"))
 
 
-def test_a_shared_read_that_fails_is_taken_over_by_a_follower() -> None:
+async def test_a_shared_read_that_fails_is_taken_over_by_a_follower() -> None:
     reads = SharedReads()
-    tries: list[int] = []
+    answers = ["fail", "ok"]
+    gate = asyncio.Event()
 
-    def read() -> Generator[Any, Any, int]:
-        tries.append(1)
-        answer = yield "call"
+    async def read() -> int:
+        answer = answers.pop(0)
+        await gate.wait()
         if answer == "fail":
             raise RuntimeError("the leader's own error")
-        return len(tries)
+        return 2
 
-    leader_waker, follower_waker = _Waker(), _Waker()
-    leader = reads.run("k", read, leader_waker)
-    follower = reads.run("k", read, follower_waker)
-    assert next(leader) == "call"
-    assert isinstance(next(follower), Await)  # waits for the leader's read
+    leader = asyncio.ensure_future(reads.run("k", read))
+    await asyncio.sleep(0)
+    follower = asyncio.ensure_future(reads.run("k", read))  # waits for the leader's read
+    await asyncio.sleep(0)
+    assert reads.runs == 1
+    gate.set()
     with pytest.raises(RuntimeError):
-        leader.send("fail")
-    assert follower_waker.news  # told; it reads itself now
-    assert follower.send(True) == "call"
-    with pytest.raises(StopIteration) as ended:
-        follower.send("ok")
-    assert ended.value.value == 2
+        await leader
+    assert await follower == 2  # told of the failure, it read itself
     assert reads.runs == 2

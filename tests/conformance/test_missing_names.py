@@ -8,7 +8,9 @@ control plane:
 - ``runtimes get`` finds the namespaced TrainingRuntime that ``runtimes list`` shows,
   and ``--kind`` picks one kind in both;
 - a namespace that does not exist is said to be missing, where a real API server
-  lists an empty collection ("No TrainJobs in namespace team-x.", exit 0, before).
+  lists an empty collection ("No TrainJobs in namespace team-x.", exit 0, before), and
+  by ``check`` ("ok ... runtime found on the cluster" before, where ``run`` then said
+  the namespace does not exist).
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ def test_runtimes_get_finds_the_namespaced_runtime_list_shows(
 
 
 def test_a_namespace_that_does_not_exist_is_said_to_be_missing(
-    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+    cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = cluster.config(namespace=MISSING_NAMESPACE)
     with TrainerClient(config, retry=FAST) as client:
@@ -123,6 +125,12 @@ def test_a_namespace_that_does_not_exist_is_said_to_be_missing(
             client.get_job("x")
         with pytest.raises(NamespaceNotFoundError, match="cannot be created: namespace"):
             client.submit(cluster.spec(), identity="missing-namespace/1")
+        # What `kf-trainer check` asks: it said "ok ... runtime found on the cluster"
+        # for a namespace that `run` then said does not exist.
+        with pytest.raises(NamespaceNotFoundError, match="cannot be created: namespace"):
+            client.build(cluster.spec())
+        with pytest.raises(NamespaceNotFoundError, match="cannot be created: namespace"):
+            client.build(cluster.spec(runtime="torch-distibuted"))  # the cause, not the runtime
     where = ["--kubeconfig", str(cluster.kubeconfig)]
     code, out, err = _cli(capsys, *where, "jobs", "list", "-n", MISSING_NAMESPACE)
     assert code == 3, (out, err)
@@ -131,6 +139,11 @@ def test_a_namespace_that_does_not_exist_is_said_to_be_missing(
     code, out, err = _cli(capsys, *where, "jobs", "get", "x", "-n", MISSING_NAMESPACE)
     assert code == 3, err
     assert "does not exist" in err
+    assert err.count("Fix:") == 1, err
+    spec = _spec_file(tmp_path, "torch-distributed")
+    code, out, err = _cli(capsys, *where, "check", spec, "-n", MISSING_NAMESPACE)
+    assert code == 3, (out, err)
+    assert f"namespace '{MISSING_NAMESPACE}' does not exist" in err
     assert err.count("Fix:") == 1, err
     # A namespace that exists and holds no job is just that.
     with TrainerClient(cluster.config(), retry=FAST) as client:

@@ -25,6 +25,7 @@ from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
 from kf_trainer_core.k8s.calls import Delete, Get, Patch
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
+from raw_calls import aside
 
 #: Before which of prune's calls about attempt 0 the rerun runs.
 MOMENTS = ("read", "dry-run", "suspend", "delete")
@@ -71,7 +72,9 @@ def test_a_rerun_during_prune_keeps_the_identity_to_one_live_line(
         def rerun(call: Any) -> None:
             if played or getattr(call, "name", None) != first or _moment(call) != moment:
                 return
-            played.append(other.submit(spec, identity=identity).job.name)
+            # The hook runs on the clients' loop: the rerun goes through a loop of its own.
+            submitted = aside(other, lambda rerunner: rerunner.submit(spec, identity=identity))
+            played.append(submitted.job.name)
 
         with TrainerClient(config, retry=FAST, request_hook=rerun) as pruner:
             report = pruner.prune_jobs(older_than=0, identity_prefix=identity)

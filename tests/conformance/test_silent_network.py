@@ -28,7 +28,7 @@ import pytest
 from conformance_support import FAST, Cluster
 
 from kf_trainer_core.backends.kubernetes.sockets import KEEPALIVE_IDLE
-from kf_trainer_core.backends.kubernetes.transport import AsyncTransport, SyncTransport
+from kf_trainer_core.backends.kubernetes.transport import AsyncTransport
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
 from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.k8s.calls import OpenWatch
@@ -148,14 +148,15 @@ async def test_waits_notice_a_completion_hidden_by_a_black_hole(
         direct.close()
 
 
-def test_a_sync_client_drops_connections_that_lived_through_a_dead_path(
+def test_clients_drop_connections_that_lived_through_a_dead_path(
     cluster: Cluster, proxy: FaultProxy, tmp_path: Path
 ) -> None:
-    # urllib3 reuses an idle pooled connection however long it sat; one that lived
-    # through the hole hears nothing, and a request sent down it waited out the whole
-    # request timeout before its retry. Once any connection to the cluster timed out,
-    # the pooled ones are dropped instead. And a try is one try: urllib3 repeated each
-    # timed-out one three times unseen (four request timeouts per try of the policy).
+    # A pooled connection that lived through the hole hears nothing: a request sent
+    # down it waits out the whole request timeout. Once any connection to the cluster
+    # timed out, the pooled ones are dropped instead. And a try is one try (urllib3, the
+    # sync transport of old, repeated each timed-out one three times unseen). The two
+    # clients share the process's connections to the cluster: the timed-out try may
+    # have gone down the pooled one.
     config = cluster.through(proxy, tmp_path / "proxied").config(**SETTINGS)
     with (
         TrainerClient(config, retry=FAST) as pooled,
@@ -166,24 +167,18 @@ def test_a_sync_client_drops_connections_that_lived_through_a_dead_path(
         before = len(proxy.connections)
         with pytest.raises(ApiError, match="timed out"):
             other.get_job(name)  # another client times out: the path is dead
-        assert len(proxy.connections) - before == 1  # one try, one connection
+        assert len(proxy.connections) - before <= 1  # one try, at most one connection
         proxy.heal()
         assert pooled.get_job(name).name == name
         assert proxy.dead_reused() == 0
 
 
-async def test_both_transports_turn_tcp_keepalive_on(cluster: Cluster) -> None:
+async def test_the_transport_turns_tcp_keepalive_on(cluster: Cluster) -> None:
     # A peer that vanished (a crashed node, a path gone down) is found by the kernel
-    # within about a minute of silence, on every connection of either transport.
+    # within about a minute of silence, on every connection (both clients share the one
+    # transport).
     config = cluster.config()
     watch = OpenWatch(TRAINJOBS, cluster.namespace, None, timeout_seconds=5)
-    sync = SyncTransport(config)
-    stream = sync.open_stream(watch)
-    try:
-        _assert_keepalive(stream.response.connection.sock)
-    finally:
-        stream.close()
-        sync.close()
     transport = await AsyncTransport.create(config)
     astream = await transport.open_stream(watch)
     try:

@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE))
 
 @pytest.fixture(autouse=True)
 def _short_linger(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(informer._Informer, "linger", 0.2)
+    monkeypatch.setattr(informer.Informer, "linger", 0.2)
 
 
 @pytest.fixture(scope="session")

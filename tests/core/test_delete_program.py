@@ -1,4 +1,4 @@
-"""The delete program's steps, played against scripted answers (no server): read, the
+"""The delete's steps, played against scripted answers (no server): read, the
 right to delete asked for without deleting (dryRun), suspend, a background delete under
 preconditions, then reads of the JobSet until the deleted job's is gone, bounded; a
 refusal before or after the suspend; and a submit that meets a job held in deletion gives
@@ -11,10 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from scripted_api import Sleep, play
 from train_functions import train_linear
 
 from kf_trainer_core.errors import DeleteRefusedError, SubmitError
-from kf_trainer_core.k8s.calls import Create, Delete, Get, Patch, Program, Sleep
+from kf_trainer_core.k8s.calls import Create, Delete, Get, Patch
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import JOBSETS, TRAINJOBS
 from kf_trainer_core.manifest.builder import build_trainjob
@@ -22,22 +23,6 @@ from kf_trainer_core.programs import cancel, submit
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
 
 UID = "old-uid"
-
-
-def play(program: Program[Any], answer: Callable[[Any], Any]) -> tuple[Any, list[Any]]:
-    """Run ``program``, answering each call with ``answer(call)`` (an exception it
-    returns is thrown in); return the result and the calls made."""
-    calls: list[Any] = []
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            call = program.throw(error) if error is not None else program.send(value)
-        except StopIteration as stop:
-            return stop.value, calls
-        calls.append(call)
-        out = answer(call)
-        value, error = (None, out) if isinstance(out, BaseException) else (out, None)
 
 
 def jobset(owner: str) -> dict[str, Any]:
@@ -53,7 +38,7 @@ def trainjob(version: str = "5", suspend: bool = False) -> dict[str, Any]:
 
 def answers(jobsets: list[Any]) -> Callable[[Any], Any]:
     """The job ``j`` (uid UID) is read, patched and deleted; JobSet reads answer
-    ``jobsets`` in turn (the last one for ever)."""
+    ``jobsets`` in turn (the last one for ever); pauses pass."""
     reads = iter(jobsets)
     last: list[Any] = [None]
 
@@ -80,7 +65,8 @@ def kinds(calls: list[Any]) -> list[str]:
 
 def test_background_delete_returns_once_the_old_jobset_is_gone() -> None:
     done, calls = play(
-        cancel.delete("ns", "j"), answers([jobset(UID), jobset(UID), ApiError(404, "NotFound")])
+        lambda api: cancel.delete(api, "ns", "j"),
+        answers([jobset(UID), jobset(UID), ApiError(404, "NotFound")]),
     )
     assert done is True
     # Read, asked (dry run), suspended, deleted; the 404 is confirmed by one more read
@@ -107,20 +93,22 @@ def test_a_jobset_applied_again_after_the_first_404_is_waited_for() -> None:
     more, just after the collector removed it: the second look sees it, and the wait
     goes on until two reads in a row find none."""
     gone = ApiError(404, "NotFound")
-    done, calls = play(cancel.delete("ns", "j"), answers([gone, jobset(UID), gone, gone]))
+    done, calls = play(
+        lambda api: cancel.delete(api, "ns", "j"), answers([gone, jobset(UID), gone, gone])
+    )
     assert done is True
     reads = [c for c in calls if isinstance(c, Get) and c.resource == JOBSETS]
     assert len(reads) == 4
 
 
 def test_a_jobset_owned_by_another_job_ends_the_wait() -> None:
-    done, calls = play(cancel.delete("ns", "j"), answers([jobset("new-uid")]))
+    done, calls = play(lambda api: cancel.delete(api, "ns", "j"), answers([jobset("new-uid")]))
     assert done is True
     assert kinds(calls) == ["Get", "Delete", "Patch", "Delete", "Get"]
 
 
 def test_the_wait_is_bounded() -> None:
-    done, calls = play(cancel.delete("ns", "j"), answers([jobset(UID)]))
+    done, calls = play(lambda api: cancel.delete(api, "ns", "j"), answers([jobset(UID)]))
     assert done is True
     slept = sum(c.seconds for c in calls if isinstance(c, Sleep))
     assert cancel.COLLECT_WAIT_SECONDS <= slept <= cancel.COLLECT_WAIT_SECONDS + 0.5
@@ -129,14 +117,18 @@ def test_the_wait_is_bounded() -> None:
 
 @pytest.mark.parametrize("code", [401, 403])
 def test_without_read_access_to_jobsets_it_pauses_once(code: int) -> None:
-    done, calls = play(cancel.delete("ns", "j"), answers([ApiError(code, "Forbidden")]))
+    done, calls = play(
+        lambda api: cancel.delete(api, "ns", "j"), answers([ApiError(code, "Forbidden")])
+    )
     assert done is True
     assert kinds(calls) == ["Get", "Delete", "Patch", "Delete", "Get", "Sleep"]
     assert calls[-1].seconds == cancel.UNREADABLE_PAUSE_SECONDS
 
 
 def test_another_failure_of_the_read_does_not_fail_the_delete() -> None:
-    done, calls = play(cancel.delete("ns", "j"), answers([ApiError(500, "InternalError")]))
+    done, calls = play(
+        lambda api: cancel.delete(api, "ns", "j"), answers([ApiError(500, "InternalError")])
+    )
     assert done is True
     assert kinds(calls) == ["Get", "Delete", "Patch", "Delete", "Get"]
 
@@ -149,7 +141,7 @@ def test_refused_suspend_still_deletes_the_version_read() -> None:
             return ApiError(403, "Forbidden")
         return {"kind": "Status", "status": "Success"}
 
-    done, calls = play(cancel.delete("ns", "j"), answer)
+    done, calls = play(lambda api: cancel.delete(api, "ns", "j"), answer)
     assert done is True
     assert kinds(calls) == ["Get", "Delete", "Patch", "Delete", "Get"]
     assert (calls[3].uid, calls[3].resource_version) == (UID, "5")
@@ -161,7 +153,7 @@ def test_a_job_already_suspended_is_not_patched() -> None:
             return trainjob(suspend=True) if call.resource == TRAINJOBS else jobset("new-uid")
         return {"kind": "Status", "status": "Success"}
 
-    done, calls = play(cancel.delete("ns", "j"), answer)
+    done, calls = play(lambda api: cancel.delete(api, "ns", "j"), answer)
     assert done is True
     assert kinds(calls) == ["Get", "Delete", "Delete", "Get"]
 
@@ -178,7 +170,7 @@ def test_a_refused_delete_changes_nothing_and_says_so() -> None:
         raise AssertionError(f"nothing may be changed: {call}")
 
     with pytest.raises(DeleteRefusedError, match="nothing was changed") as refused:
-        play(cancel.delete("ns", "j"), answer)
+        play(lambda api: cancel.delete(api, "ns", "j"), answer)
     assert "Fix: grant the 'delete' verb on trainjobs" in str(refused.value)
     assert refused.value.restored
 
@@ -206,7 +198,7 @@ def test_a_delete_refused_after_the_suspend_resumes_the_job_again() -> None:
         return {"kind": "Status"} if out is None else out
 
     with pytest.raises(DeleteRefusedError, match="suspended for the delete and was resumed"):
-        play(cancel.delete("ns", "j"), answer_or_value)
+        play(lambda api: cancel.delete(api, "ns", "j"), answer_or_value)
     assert state["suspend"] is False
     undo = [c for c in calls_seen if isinstance(c, Patch)][-1]
     assert undo.body == {"metadata": {"resourceVersion": "6"}, "spec": {"suspend": False}}
@@ -226,14 +218,16 @@ def test_a_conflict_reads_the_job_again() -> None:
             return trainjob("8", suspend=True)
         return {"kind": "Status"}
 
-    done, _ = play(cancel.delete("ns", "j"), answer)
+    done, _ = play(lambda api: cancel.delete(api, "ns", "j"), answer)
     assert done is True
     assert [p.body["metadata"]["resourceVersion"] for p in patches] == ["5", "7"]
 
 
 @pytest.mark.parametrize("propagation", ["Foreground", "Orphan"])
 def test_other_propagations(propagation: str) -> None:
-    done, calls = play(cancel.delete("ns", "j", propagation), answers([jobset(UID)]))
+    done, calls = play(
+        lambda api: cancel.delete(api, "ns", "j", propagation), answers([jobset(UID)])
+    )
     assert done is True
     assert calls[3].propagation == propagation
     # Foreground: the TrainJob outlives its JobSet. Orphan: the JobSet is left to run.
@@ -241,7 +235,9 @@ def test_other_propagations(propagation: str) -> None:
 
 
 def test_a_job_already_gone_is_not_deleted() -> None:
-    done, calls = play(cancel.delete("ns", "j"), lambda call: ApiError(404, "NotFound"))
+    done, calls = play(
+        lambda api: cancel.delete(api, "ns", "j"), lambda call: ApiError(404, "NotFound")
+    )
     assert done is False
     assert kinds(calls) == ["Get"]
 
@@ -260,5 +256,5 @@ def test_submit_gives_up_on_a_job_held_in_deletion_with_a_fix() -> None:
         return None
 
     with pytest.raises(SubmitError, match=r"still being deleted after 60 s.*Fix: delete it again"):
-        play(submit.submit("ns", built), answer)
+        play(lambda api: submit.submit(api, "ns", built), answer)
     assert submit.DELETION_WAIT_ROUNDS == 60

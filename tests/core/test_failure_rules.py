@@ -95,6 +95,8 @@ def test_queue_status_of_a_workload_waiting_for_admission_checks() -> None:
 
 
 def test_a_running_job_kueue_does_not_manage_reports_no_queue() -> None:
+    from scripted_api import play
+
     from kf_trainer_core.cluster.kueue import QUEUE_NAME_LABEL, KueueProbe, lookup
     from kf_trainer_core.k8s.calls import ListObjects
 
@@ -103,15 +105,13 @@ def test_a_running_job_kueue_does_not_manage_reports_no_queue() -> None:
             "metadata": {"name": "x", "uid": "u1", "labels": {QUEUE_NAME_LABEL: "team-a"}},
             "spec": {"suspend": suspended},
         }
-        program = lookup("default", obj, KueueProbe())
-        call = next(program)
+        found, calls = play(
+            lambda api: lookup(api, "default", obj, KueueProbe()), lambda call: {"items": []}
+        )
+        (call,) = calls  # the lookup asks for nothing more
         assert isinstance(call, ListObjects)
         assert call.label_selector == "kueue.x-k8s.io/job-uid=u1"
-        try:
-            program.send({"items": []})
-        except StopIteration as stop:
-            return stop.value
-        raise AssertionError("the lookup asked for more")
+        return found
 
     assert run(suspended=False) is None  # labelled, running, no Workload: not Kueue's
     waiting = run(suspended=True)  # held: Kueue has yet to create the Workload

@@ -8,6 +8,7 @@ import pickle
 from typing import Any
 
 import pytest
+from scripted_api import play
 
 from kf_trainer_core.cluster.kueue import QueueStatus, never_fits, queue_status
 from kf_trainer_core.errors import (
@@ -183,14 +184,8 @@ def test_a_new_workload_is_read_every_second_until_kueue_says_why(
     unsaid["metadata"]["ownerReferences"] = [{"uid": "u-1"}]
 
     def refresh(tracker: QueueTracker, wl: dict[str, Any]) -> None:
-        program = tracker.refresh(job)
         answers = iter([{"items": [wl]}, {"spec": {"clusterQueue": "cq"}}, {"items": []}])
-        try:
-            program.send(None)
-            while True:
-                program.send(next(answers))
-        except StopIteration:
-            pass
+        play(lambda api: tracker.refresh(api, job), lambda call: next(answers))
 
     tracker = QueueTracker("team-a", KueueProbe())
     refresh(tracker, unsaid)

@@ -54,3 +54,39 @@ def test_a_scheduled_pending_pod_is_not_trouble() -> None:
         "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]},
     }
     assert failing_pod([pod]) is None
+
+
+def _failed(name: str, created: str, code: int, reason: str = "Error") -> dict[str, object]:
+    """A failed attempt of node-0's pod, as the Job controller leaves each one."""
+    return {
+        "metadata": {**POD["metadata"], "name": name, "creationTimestamp": created},
+        "status": {
+            "phase": "Failed",
+            "containerStatuses": [
+                {
+                    "name": "node",
+                    "state": {"terminated": {"exitCode": code, "reason": reason}},
+                }
+            ],
+        },
+    }
+
+
+def test_a_retried_step_is_explained_by_its_newest_attempt() -> None:
+    """The Job controller keeps every failed attempt of a step (the upstream runtimes
+    retry six times). The explanation named the first pod in the API's order (by name):
+    on the real control plane `jobs get` showed the newest pod in its step table and
+    another attempt's pod in "failing step node-0 (pod ...)", whose log the tail was
+    not read from either. The newest attempt is the one every other choice uses."""
+    older = _failed("j-node-0-0-aaaaa", "2026-11-27T20:37:44Z", 137, "OOMKilled")
+    newer = _failed("j-node-0-0-zzzzz", "2026-11-27T20:48:33Z", 3)
+    for pods in ([older, newer], [newer, older]):
+        found = failing_pod(pods)
+        assert found is not None
+        step, pod, reason, code, _ = found
+        assert (step, pod["metadata"]["name"], reason, code) == (
+            "node-0",
+            "j-node-0-0-zzzzz",
+            "Error",
+            3,
+        )

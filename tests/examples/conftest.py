@@ -59,7 +59,7 @@ def _short_linger(monkeypatch: pytest.MonkeyPatch) -> None:
     # Shared watches of a finished test stop at their next bookmark, not 30 s later.
     from kf_trainer_core.programs import informer
 
-    monkeypatch.setattr(informer._Informer, "linger", 0.2)
+    monkeypatch.setattr(informer.Informer, "linger", 0.2)
 
 
 @pytest.fixture

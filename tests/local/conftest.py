@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE))
 @pytest.fixture(autouse=True)
 def _short_linger(monkeypatch: pytest.MonkeyPatch) -> None:
     # Informers of a finished test stop at their next bookmark instead of after 30 s.
-    monkeypatch.setattr(informer._Informer, "linger", 0.2)
+    monkeypatch.setattr(informer.Informer, "linger", 0.2)
 
 
 @pytest.fixture

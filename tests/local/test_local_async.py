@@ -50,7 +50,7 @@ async def test_many_waits_share_one_watch(aclient: AsyncTrainerClient) -> None:
     results = await asyncio.gather(*(aclient.wait(n, timeout=60) for n in names))
     assert [r for _, r in results] == [{"doubled": 2 * i} for i in range(4)]
     # One informer per resource in this loop, whatever the number of waits.
-    registry = informer._async_registries[asyncio.get_running_loop()]
+    registry = informer._registries[asyncio.get_running_loop()]
     assert sorted(key[1] for key in registry) == ["events", "trainjobs"]
     assert open_watch_count() >= 1
 

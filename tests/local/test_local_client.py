@@ -54,6 +54,7 @@ from kf_trainer_core.spec import (
     TrainerCommand,
     TrainJobSpec,
 )
+from raw_calls import raw
 
 # ---------------------------------------------------------------------------- runtimes
 
@@ -387,16 +388,9 @@ def test_missing_runtime_is_a_creation_failure(client: TrainerClient) -> None:
     from kf_trainer_core.k8s.calls import Create
     from kf_trainer_core.k8s.resources import TRAINJOBS
 
-    client._run(single(Create(TRAINJOBS, "local", manifest)))
+    raw(client, Create(TRAINJOBS, "local", manifest))
     with pytest.raises(TrainJobCreationFailedError, match="not-installed"):
         client.wait("orphan", timeout=10)
-
-
-def single(call: object) -> object:
-    def program():  # type: ignore[no-untyped-def]
-        return (yield call)
-
-    return program()
 
 
 # ---------------------------------------------------------------------- initializers
@@ -668,11 +662,11 @@ def test_lists_are_paginated_like_a_clusters(client: TrainerClient) -> None:
         for i in range(3)
     )
     assert sorted(j.name for j in client.list_jobs(page_size=1)) == names
-    first = client._run(single(ListObjects(TRAINJOBS, "local", limit=2)))
+    first = raw(client, ListObjects(TRAINJOBS, "local", limit=2))
     assert [o["metadata"]["name"] for o in first["items"]] == names[:2]
     assert first["metadata"]["remainingItemCount"] == 1
     token = first["metadata"]["continue"]
-    rest = client._run(single(ListObjects(TRAINJOBS, "local", limit=2, continue_token=token)))
+    rest = raw(client, ListObjects(TRAINJOBS, "local", limit=2, continue_token=token))
     assert [o["metadata"]["name"] for o in rest["items"]] == names[2:]
     assert "continue" not in rest["metadata"]
     for name in names:

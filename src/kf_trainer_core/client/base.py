@@ -1,13 +1,13 @@
 """What both clients are made of (:class:`ClientBase`): the backend configuration and
-namespace, the shared informers' setup, the runtime cache, and the program pieces the
-operations of :mod:`kf_trainer_core.client` share. Each client brings its own driver,
-waker, informer registry and informers (``_run``, ``_waker``, ``_registry``,
-``_informer``)."""
+namespace, checked before any request; and what the operations of
+:class:`~kf_trainer_core.client.AsyncTrainerClient` share (:class:`Operations`): the
+runtime cache, the shared informers' setup, the end of a wait, the builder."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from typing import Any
@@ -19,9 +19,8 @@ from kf_trainer_core.cluster.kueue import KueueProbe, QueueStatus, QueueTracker,
 from kf_trainer_core.cluster.status import CREATION_FAILED_REASON, job_state
 from kf_trainer_core.config import KubernetesConfig, LocalConfig, parse_backend
 from kf_trainer_core.errors import SpecError
-from kf_trainer_core.fields import checks, names
-from kf_trainer_core.k8s.calls import Program
-from kf_trainer_core.k8s.drivers import CallHook
+from kf_trainer_core.fields import checks
+from kf_trainer_core.k8s.api import Api, CallHook, TransportProtocol
 from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE
 from kf_trainer_core.k8s.resources import EVENTS, TRAINJOBS
 from kf_trainer_core.k8s.retry import DEFAULT_POLICY, RetryPolicy
@@ -29,41 +28,52 @@ from kf_trainer_core.manifest.builder import BuiltTrainJob, build_trainjob, iden
 from kf_trainer_core.manifest.runtimes import RuntimeInfo
 from kf_trainer_core.manifest.selectors import SUITE_SELECTOR
 from kf_trainer_core.programs.informer import (
+    Informer,
     InformerState,
     JobSubscription,
     Subscription,
     by_involved_object,
+    informer,
     label_predicate,
     slim_trainjob,
 )
-from kf_trainer_core.programs.logs import follow_logs, shown_logs
 from kf_trainer_core.programs.outcome import Outcome
-from kf_trainer_core.programs.pod_batch import PodBatch
+from kf_trainer_core.programs.pod_batch import pod_batch
 from kf_trainer_core.programs.reads import get_runtime
 from kf_trainer_core.programs.submit import Submitted, submit_identity
 from kf_trainer_core.programs.wait import Verdict, WaitGoal, conclude
-from kf_trainer_core.programs.wakers import AsyncWaker, SyncWaker
+from kf_trainer_core.programs.wakers import Waker
 from kf_trainer_core.spec import TrainJobSpec, train_spec
 from kf_trainer_core.spec.checkpoint_storage import require_storage
 
-#: The job the running call of a client submitted: what a Ctrl-C during the wait that
-#: follows leaves running (set by ``_submit``, read by the sync client's ``_run``).
-_SUBMITTED: ContextVar[Submitted | None] = ContextVar("kf_trainer_submitted", default=None)
+
+class _Call:
+    """What one call of the sync client has submitted so far."""
+
+    submitted: Submitted | None = None
+
+
+#: The running call of the sync client: the job it submitted is what a Ctrl-C during
+#: the wait that follows leaves running. The call's coroutine runs on the portal's loop
+#: in a copy of the caller's context, which holds the same :class:`_Call`.
+_CALL: ContextVar[_Call | None] = ContextVar("kf_trainer_call", default=None)
 
 
 def note_submitted(submitted: Submitted) -> None:
     """Remember the job this call submitted (or reattached to)."""
-    _SUBMITTED.set(submitted)
+    call = _CALL.get()
+    if call is not None:
+        call.submitted = submitted
 
 
-def begin_call() -> Token[Submitted | None]:
+def begin_call() -> Token[_Call | None]:
     """A call of the sync client starts: it has submitted nothing yet."""
-    return _SUBMITTED.set(None)
+    return _CALL.set(_Call())
 
 
-def end_call(token: Token[Submitted | None]) -> None:
+def end_call(token: Token[_Call | None]) -> None:
     """The call has ended (see :func:`begin_call`)."""
-    _SUBMITTED.reset(token)
+    _CALL.reset(token)
 
 
 def interrupted(config: Any, exc: KeyboardInterrupt) -> KeyboardInterrupt:
@@ -71,7 +81,8 @@ def interrupted(config: Any, exc: KeyboardInterrupt) -> KeyboardInterrupt:
     job, :class:`~kf_trainer_core.errors.WaitInterrupted`, which says the job keeps
     running and how to stop or follow it (the ``kf-trainer`` commands and the client's
     methods), as the CLI says it; before that, ``exc`` as it is."""
-    submitted = _SUBMITTED.get()
+    call = _CALL.get()
+    submitted = call.submitted if call is not None else None
     if submitted is None or isinstance(exc, WaitInterrupted):
         return exc
     return wait_interrupted(config, submitted.job.name, submitted.job.namespace)
@@ -94,6 +105,9 @@ def wait_interrupted(config: Any, name: str, namespace: str) -> WaitInterrupted:
 
 
 Identity = str | Sequence[str | int | None]
+
+#: Objects per list request of the clients (see :attr:`Operations._page_cap`).
+ASYNC_PAGE_CAP = 50
 Backend = KubernetesConfig | LocalConfig | Mapping[str, Any] | None
 
 
@@ -131,7 +145,8 @@ def _required(spec: Any) -> Any:
 
 
 class ClientBase:
-    """What both clients share: configuration, the informers' setup, building."""
+    """What both clients share: the configuration and namespace, checked before any
+    request."""
 
     def __init__(
         self,
@@ -151,17 +166,65 @@ class ClientBase:
         self.namespace = checks.check_namespace(namespace or self.config.resolve_namespace())
         self.retry = retry
         self.request_hook = request_hook
-        self._runtime_cache: dict[tuple[str, str], RuntimeInfo] = {}
-        self._open()
-
-    def _open(self) -> None:
-        """Connect now if the client's driver can be made outside an event loop."""
 
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(backend={self.config.backend!r}, namespace={self.namespace!r})"
         )
 
+
+class Operations(ClientBase):
+    """What the operations of :class:`~kf_trainer_core.client.AsyncTrainerClient` share:
+    the connection (:meth:`_api`), the runtime cache, the shared informers, the end of a
+    wait, the builder."""
+
+    def __init__(
+        self,
+        backend: Backend = None,
+        *,
+        namespace: str | None = None,
+        retry: RetryPolicy = DEFAULT_POLICY,
+        request_hook: CallHook | None = None,
+    ) -> None:
+        super().__init__(backend, namespace=namespace, retry=retry, request_hook=request_hook)
+        self._runtime_cache: dict[tuple[str, str], RuntimeInfo] = {}
+        self._connection: Api | None = None
+        self._connecting: asyncio.Task[Api] | None = None
+
+    async def _new_api(self) -> Api:
+        """A connection of this client's own: a transport over its backend."""
+        from kf_trainer_core.base.offloop import imported
+
+        # The transports' modules import the backends' libraries: off the loop.
+        transport: TransportProtocol
+        if isinstance(self.config, LocalConfig):
+            local = await imported("kf_trainer_core.backends.local")
+            transport = local.AsyncLocalTransport(self.config)
+        else:
+            k8s = await imported("kf_trainer_core.backends.kubernetes.transport")
+            transport = await k8s.AsyncTransport.create(self.config)
+        return Api(transport, self.retry, self.request_hook)
+
+    async def _api(self) -> Api:
+        """This client's connection, made once, whatever the number of calls waiting for
+        it (a thousand concurrent waits on a fresh client make one connection)."""
+        if self._connection is None:
+            if self._connecting is None or (
+                self._connecting.done() and self._connecting.exception() is not None
+            ):
+                self._connecting = asyncio.get_running_loop().create_task(self._new_api())
+            api = await asyncio.shield(self._connecting)
+            if self._connection is None:
+                self._connection = api
+        return self._connection
+
+    async def _disconnect(self) -> None:
+        self._connecting = None
+        if self._connection is not None:
+            api, self._connection = self._connection, None
+            await api.close()
+
+    # -- informers -------------------------------------------------------------------
     def _informer_key(self, what: str) -> tuple[Any, ...]:
         cfg = self.config
         cluster = cfg.cache_key() if isinstance(cfg, KubernetesConfig) else ("local", cfg.state_dir)
@@ -185,8 +248,10 @@ class ClientBase:
             page_size=self._page_size,
         )
 
-    #: The most objects a list request asks for (``None``: the config's page size).
-    _page_cap: int | None = None
+    #: The most objects a list request asks for (``None``: the config's page size). A
+    #: page of a list is decoded and read in one callback of the loop (``json.loads``
+    #: holds the GIL): small pages keep each under a few milliseconds.
+    _page_cap: int | None = ASYNC_PAGE_CAP
 
     @property
     def _page_size(self) -> int:
@@ -222,36 +287,24 @@ class ClientBase:
         probe = self._kueue()
         return QueueTracker(self.namespace, probe) if probe is not None else None
 
-    # What each client brings: its waker, and its process-wide informers.
-    #: What each client brings: its waker, its process-wide informer registry (by
-    #: key, with a factory for the first use) and its informers.
-    _waker: Callable[[], SyncWaker | AsyncWaker]
-    _registry: Callable[[tuple[Any, ...], Callable[[], Any]], Any]
-    #: Its process-wide batch of finished jobs' pod reads, by key and namespace.
-    _pod_batch: Callable[[tuple[Any, ...], str], PodBatch]
-
-    def _informer(self, state: InformerState) -> Any:
-        raise NotImplementedError
-
     def _subscribe(
-        self, key: tuple[Any, ...], state: InformerState, name: str, waker: Any, brief: bool
+        self, key: tuple[Any, ...], state: InformerState, name: str, waker: Waker, brief: bool
     ) -> Subscription:
         """Subscribe ``waker`` to ``name`` in the informer for ``key`` (made from
         ``state`` on first use; ``brief``: it ends with its last wait)."""
 
-        def make() -> Any:
-            informer = self._informer(state)
+        def make() -> Informer:
+            made = Informer(state, self._new_api, **self._informer_timing())
             if brief:
-                informer.linger = 0.0
-            return informer
+                made.linger = 0.0
+            return made
 
-        sub: Subscription = self._registry(key, make).subscribe(name, waker)
-        return sub
+        return informer(key, make).subscribe(name, waker)
 
     @contextmanager
-    def _subscriptions(self, name: str) -> Iterator[tuple[JobSubscription, Subscription, Any]]:
+    def _subscriptions(self, name: str) -> Iterator[tuple[JobSubscription, Subscription, Waker]]:
         """The job's and its creation events' subscriptions, and the waker they wake."""
-        waker = self._waker()
+        waker = Waker()
 
         def by_name() -> Subscription:
             key = (*self._informer_key("trainjob"), name)
@@ -273,39 +326,39 @@ class ClientBase:
             jobs.close()
             events.close()
 
-    def _conclude(
+    async def _conclude(
         self,
+        api: Api,
         goal: WaitGoal,
         verdict: Verdict,
         obj: dict[str, Any],
         *,
         timeout: float | None,
         queue: QueueStatus | None,
-    ) -> Program[Outcome]:
+    ) -> Outcome:
         """A wait's end (see :func:`conclude`). The finished job's pods are read in a
-        batch with those of the process's other waits (one LIST for many jobs finishing
+        batch with those of the loop's other waits (one LIST for many jobs finishing
         together), and the waits on the same job share one reading of its outcome."""
-        batch = self._pod_batch(self._informer_key("pods"), self.namespace)
-        waker = self._waker()
-        return conclude(
+        batch = pod_batch(self._informer_key("pods"), self.namespace)
+        return await conclude(
+            api,
             self.namespace,
             goal,
             verdict,
             obj,
             timeout=timeout,
             queue=queue,
-            pods_of=batch.reader(waker),
-            share=batch.shared.sharer(waker),
+            pods_of=batch.reader(api),
+            share=batch.shared.run,
             hint=self._hint,
         )
 
     def _hint(self, args: Sequence[str]) -> str:
         """The ``kf-trainer ARGS`` command line that reaches this client's jobs (the
         fixes an error prints)."""
-        from kf_trainer_core.base.hints import command
-
         return command(self.config, args, namespace=self.namespace)
 
+    # -- building --------------------------------------------------------------------
     @staticmethod
     def _spec(
         spec: TrainJobSpec | Mapping[str, Any] | str | None,
@@ -326,11 +379,11 @@ class ClientBase:
         require_storage(given, cluster=isinstance(self.config, KubernetesConfig))
         return given
 
-    def _runtime_program(self, name: str, kind: str) -> Program[RuntimeInfo]:
+    async def _runtime(self, api: Api, name: str, kind: str) -> RuntimeInfo:
         """A runtime as the cluster has it, read once per client."""
         key = (name, kind)
         if key not in self._runtime_cache:
-            info, _ = yield from get_runtime(name, kind, self.namespace)
+            info, _ = await get_runtime(api, name, kind, self.namespace)
             self._runtime_cache[key] = info
         return self._runtime_cache[key]
 
@@ -344,13 +397,14 @@ class ClientBase:
             retention=self.config.retention,
         )
 
-    def _identity_program(
+    async def _submit_identity(
         self,
+        api: Api,
         spec: TrainJobSpec,
         runtime: RuntimeInfo | None,
         identity: Identity,
         fresh_after_failure: bool,
-    ) -> Program[Submitted]:
+    ) -> Submitted:
         """Submit for an orchestrator identity: reattach to its job, or — when the last
         attempt failed and ``fresh_after_failure`` — submit the next attempt."""
         ident = identity_text(identity)
@@ -361,19 +415,4 @@ class ClientBase:
         def build_attempt(attempt: int) -> BuiltTrainJob:
             return build(spec, identity=ident, attempt=attempt)
 
-        return (
-            yield from submit_identity(self.namespace, ident, build_attempt, fresh_after_failure)
-        )
-
-    def _logs(
-        self, name: str, step: str, follow: bool, tail: int | None, raw: bool = False
-    ) -> Program[Any]:
-        """The program of ``get_job_logs``: a read that returns the lines, or a follow
-        that emits them (as a person reads them, or ``raw``). Its arguments are checked
-        now, not at the first line."""
-        checks.check_step(step)
-        checks.check_count(tail=tail)
-        if not follow:
-            return shown_logs(self.namespace, name, step, tail, raw, strict=True)
-        names.require_job_name(name)
-        return follow_logs(self.namespace, name, step, tail=tail or 1000, raw=raw)
+        return await submit_identity(api, self.namespace, ident, build_attempt, fresh_after_failure)

@@ -30,7 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kf_trainer_core.base import untrusted
 from kf_trainer_core.base.timeutil import duration_text, now, parse_time
-from kf_trainer_core.k8s.calls import Get, GetPath, ListObjects, Program
+from kf_trainer_core.k8s.api import Api
+from kf_trainer_core.k8s.calls import Get, GetPath, ListObjects
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import Resource
 
@@ -496,9 +497,9 @@ def pending_path(namespace: str, queue: str) -> str:
     return f"{base}/{queue}/pendingworkloads"
 
 
-def lookup(
-    namespace: str, obj: Mapping[str, Any], probe: KueueProbe, *, positions: bool = True
-) -> Program[QueueStatus | None]:
+async def lookup(
+    api: Api, namespace: str, obj: Mapping[str, Any], probe: KueueProbe, *, positions: bool = True
+) -> QueueStatus | None:
     """The job's :class:`QueueStatus`, or ``None`` when it is not queued by Kueue.
 
     No request at all for a job without the queue label, or on a cluster already
@@ -511,7 +512,7 @@ def lookup(
     uid = meta.get("uid")
     selector = f"{JOB_UID_LABEL}={uid}" if uid else None
     try:
-        listing = yield ListObjects(WORKLOADS, namespace, label_selector=selector)
+        listing = await api(ListObjects(WORKLOADS, namespace, label_selector=selector))
     except ApiError as err:
         if _absent(err):
             probe.deny_workloads()
@@ -523,7 +524,7 @@ def lookup(
         # integration is off, or the label came after creation). Nothing to report.
         return None
     if queue not in probe.cluster_queues and workload is not None:
-        probe.cluster_queues[queue] = yield from _cluster_queue(namespace, queue)
+        probe.cluster_queues[queue] = await _cluster_queue(api, namespace, queue)
     entry: Mapping[str, Any] | None = None
     if (
         positions
@@ -532,7 +533,7 @@ def lookup(
         and not _is_true(_cond(workload, "Finished"))
         and probe.can_read_positions()
     ):
-        entry = yield from _position(namespace, queue, workload, probe)
+        entry = await _position(api, namespace, queue, workload, probe)
     status = queue_status(queue, workload, position=entry)
     if status.cluster_queue is None and probe.cluster_queues.get(queue):
         # Pending: the Workload names no ClusterQueue yet; its LocalQueue does.
@@ -540,22 +541,22 @@ def lookup(
     return status
 
 
-def _cluster_queue(namespace: str, queue: str) -> Program[str | None]:
+async def _cluster_queue(api: Api, namespace: str, queue: str) -> str | None:
     """The ClusterQueue a LocalQueue feeds (``None`` when it cannot be read)."""
     try:
-        obj = yield Get(LOCAL_QUEUES, namespace, queue)
+        obj = await api(Get(LOCAL_QUEUES, namespace, queue))
     except ApiError:
         return None
     value = (obj.get("spec") or {}).get("clusterQueue")
     return str(value) if value else None
 
 
-def _position(
-    namespace: str, queue: str, workload: Mapping[str, Any], probe: KueueProbe
-) -> Program[Mapping[str, Any] | None]:
+async def _position(
+    api: Api, namespace: str, queue: str, workload: Mapping[str, Any], probe: KueueProbe
+) -> Mapping[str, Any] | None:
     name = (workload.get("metadata") or {}).get("name")
     try:
-        summary = yield GetPath(pending_path(namespace, queue))
+        summary = await api(GetPath(pending_path(namespace, queue)))
     except ApiError as err:
         if err.not_found and _names_the_queue(err, queue):
             # The LocalQueue does not exist (Kueue says so on the Workload): the API is
@@ -631,11 +632,11 @@ class QueueTracker:
             self._fetched_at is None or time.monotonic() - self._fetched_at >= self._every
         )
 
-    def refresh(self, obj: Mapping[str, Any]) -> Program[bool]:
+    async def refresh(self, api: Api, obj: Mapping[str, Any]) -> bool:
         """Read the Workload; ``True`` when what a person reads of it changed."""
         self._version = str((obj.get("metadata") or {}).get("resourceVersion"))
         self._fetched_at = time.monotonic()
-        found = yield from lookup(self.namespace, obj, self.probe)
+        found = await lookup(api, self.namespace, obj, self.probe)
         if found is None:
             return False
         before = self.status.summary()[1:] if self.status else None

@@ -581,8 +581,10 @@ def failing_pod(
     pods: Iterable[Mapping[str, Any]], first: str | None = None
 ) -> tuple[str, Mapping[str, Any], str | None, int | None, str] | None:
     """The first pod, in step order, that failed or is stuck — step ``first``'s when it
-    is one of them: ``(step, pod, container reason, exit code, message)``."""
-    pods = list(pods)
+    is one of them: ``(step, pod, container reason, exit code, message)``. Of a step's
+    attempts (a retried Job keeps each failed pod) the newest, as the steps, the logs
+    and the result choose it (:func:`pod_recency`)."""
+    pods = sorted(pods, key=pod_recency, reverse=True)
     mpi = _is_mpi(pods)
     ranked = []
     for pod in pods:

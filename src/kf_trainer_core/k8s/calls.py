@@ -1,24 +1,16 @@
-"""The client's logic as data.
-
-Everything the client does against the API — submit with adoption, wait through a
-shared watch, follow logs across reconnects, explain a failure — is written once, as a
-*program*: a generator that yields the calls below and receives their results. A sync
-driver performs them with the ``kubernetes`` package and an async driver with
-``kubernetes_asyncio`` (see :mod:`kf_trainer_core.k8s.drivers`), so the two clients
-cannot drift apart. API failures are thrown into the program as
-:class:`~kf_trainer_core.k8s.errors.ApiError`.
+"""What the suite asks of the API, as data: each call below names one request (read
+an object, list a collection, create, patch, delete, read or follow a log, watch).
+:class:`~kf_trainer_core.k8s.api.Api` performs them against a transport, which plans the
+HTTP request and reads its answer; a test's request hook sees them as they go.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.k8s.resources import Resource
-
-T = TypeVar("T")
 
 
 def _require(value: object, what: str, call: str) -> None:
@@ -170,7 +162,7 @@ class ReadLog(_ContainerLog):
     since_time: str | None = None
     timestamps: bool = False
     limit_bytes: int | None = None
-    #: At most this many tries (``None``: the driver's retry policy). A read of a
+    #: At most this many tries (``None``: the Api's retry policy). A read of a
     #: finished pod's log tries little: a node that refuses now (gone, or serving no
     #: logs) will not answer after the policy's seconds of back-off either.
     attempts: int | None = None
@@ -189,7 +181,7 @@ def watch_period(idle_timeout: float) -> int:
 
 @dataclass(frozen=True)
 class OpenWatch(_Addressed):
-    """Open a watch stream. Result: a stream handle for :class:`ReadLine`."""
+    """Open a watch stream (:meth:`Api.stream <kf_trainer_core.k8s.api.Api.stream>`)."""
 
     resource: Resource
     namespace: str | None
@@ -202,81 +194,13 @@ class OpenWatch(_Addressed):
 
 @dataclass(frozen=True)
 class OpenLogStream(_ContainerLog):
-    """Open a following log stream. Result: a stream handle for :class:`ReadLine`."""
+    """Open a following log stream (:meth:`Api.stream <kf_trainer_core.k8s.api.Api.stream>`)."""
 
     since_time: str | None = None
     tail_lines: int | None = None
     timestamps: bool = True
-    #: At most this many tries (``None``: the driver's retry policy), as for ``ReadLog``.
+    #: At most this many tries (``None``: the Api's retry policy), as for ``ReadLog``.
     attempts: int | None = None
 
 
-@dataclass(frozen=True)
-class ReadLine:
-    """The next line of a stream (``bytes``), or ``None`` when the server ended it."""
-
-    stream: Any = field(hash=False, compare=False)
-
-
-@dataclass(frozen=True)
-class CloseStream:
-    """Release a stream."""
-
-    stream: Any = field(hash=False, compare=False)
-
-
-@dataclass(frozen=True)
-class Sleep:
-    """Pause the program (time.sleep / asyncio.sleep)."""
-
-    seconds: float
-
-
-@dataclass(frozen=True)
-class Await:
-    """Wait until ``waker`` is woken (an informer saw news) or ``timeout`` passes.
-    Result: ``True`` if woken. The waker is a :class:`SyncWaker` or :class:`AsyncWaker`
-    matching the driver."""
-
-    waker: Any = field(hash=False, compare=False)
-    timeout: float | None = None
-
-
-@dataclass(frozen=True)
-class Emit:
-    """Hand a value to whoever iterates the program (log lines, progress), or to ``to``
-    when the program names its own sink."""
-
-    value: Any = field(hash=False, compare=False)
-    to: Callable[[Any], None] | None = field(default=None, hash=False, compare=False)
-
-
-@dataclass(frozen=True)
-class Spawn:
-    """Start ``program`` beside this one (a thread or a task); its emits go to
-    ``on_emit``, an exception it ends with to ``on_error`` (else it is lost with it).
-    Result: a handle for :class:`Join`. A child still running when its parent's run
-    ends is stopped then: nothing spawned outlives the program that spawned it."""
-
-    program: Any = field(hash=False, compare=False)
-    on_emit: Callable[[Any], None] | None = field(default=None, hash=False, compare=False)
-    on_error: Callable[[Exception], None] | None = field(default=None, hash=False, compare=False)
-    name: str = "kf-child"
-
-
-@dataclass(frozen=True)
-class Join:
-    """Give a spawned program up to ``timeout`` seconds to end, then stop it."""
-
-    child: Any = field(hash=False, compare=False)
-    timeout: float | None = None
-
-
 Call = Get | GetPath | ListObjects | Create | Patch | Delete | ReadLog | OpenWatch | OpenLogStream
-Effect = Call | ReadLine | CloseStream | Sleep | Await | Emit | Spawn | Join
-
-#: A program yields effects, receives their results and returns ``T``.
-Program = Generator[Effect, Any, T]
-
-#: Calls that read or converge, and so are safe to repeat after a transient failure.
-RETRYABLE = (Get, GetPath, ListObjects, ReadLog, Delete, Patch, Create, OpenWatch, OpenLogStream)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from kf_trainer_core.base.errors import KFTrainerError
@@ -50,6 +51,8 @@ CLIENT_SETTINGS = "the client's KubernetesConfig (kubeconfig, context)"
 
 #: Failures with code 0 that are not a connection that failed.
 _NOT_UNREACHABLE = frozenset({"BadWatchLine"})
+#: How the API server says it could not reach a node's kubelet for a log.
+_KUBELET = re.compile(r"/containerLogs/|:10250\b")
 
 
 class ApiError(KFTrainerError):
@@ -107,7 +110,20 @@ class ApiError(KFTrainerError):
                 f"check that the API server of {settings} is reachable (its address, the "
                 "network, a VPN or proxy), or run on this machine with the local backend."
             )
+        if self.kubelet_unreachable:
+            return (
+                "the API server answered, but could not reach the kubelet of the pod's node "
+                "to read the log (the node may be gone, or closed to the API server): read "
+                "the log where the cluster keeps logs, or ask the cluster's admins about "
+                "the node."
+            )
         return None
+
+    @property
+    def kubelet_unreachable(self) -> bool:
+        """A log read the API server could not pass on to the node's kubelet (a 500
+        naming the kubelet's ``containerLogs`` endpoint or its port 10250)."""
+        return self.code == 500 and bool(_KUBELET.search(self.message or ""))
 
     @classmethod
     def from_response(

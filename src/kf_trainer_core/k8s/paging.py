@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kf_trainer_core.k8s.calls import ListObjects, Program
+from kf_trainer_core.k8s.api import Api
+from kf_trainer_core.k8s.calls import ListObjects
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import Resource
 
@@ -31,7 +32,8 @@ DEFAULT_PAGE_SIZE = 250
 MAX_RESTARTS = 5
 
 
-def list_pages(
+async def list_pages(
+    api: Api,
     resource: Resource,
     namespace: str | None,
     keep: Callable[[list[dict[str, Any]]], None],
@@ -41,7 +43,7 @@ def list_pages(
     page_size: int | None = DEFAULT_PAGE_SIZE,
     restart: Callable[[], None] | None = None,
     resource_version: str | None = None,
-) -> Program[dict[str, Any]]:
+) -> dict[str, Any]:
     """List ``resource`` a page at a time, calling ``keep(items)`` for each page. Returns
     the last page's list metadata (its ``resourceVersion`` is the list's: a watch
     resumes from it). ``page_size`` ``None`` or ``0`` asks for everything at once;
@@ -50,14 +52,16 @@ def list_pages(
     token: str | None = None
     while True:
         try:
-            page: Mapping[str, Any] = yield ListObjects(
-                resource,
-                namespace,
-                label_selector,
-                field_selector,
-                limit=page_size or None,
-                continue_token=token,
-                resource_version=None if token else resource_version,
+            page: Mapping[str, Any] = await api(
+                ListObjects(
+                    resource,
+                    namespace,
+                    label_selector,
+                    field_selector,
+                    limit=page_size or None,
+                    continue_token=token,
+                    resource_version=None if token else resource_version,
+                )
             )
         except ApiError as err:
             if not (err.gone and token is not None) or restarts >= MAX_RESTARTS:
@@ -80,7 +84,8 @@ def list_pages(
             return meta
 
 
-def list_all(
+async def list_all(
+    api: Api,
     resource: Resource,
     namespace: str | None,
     *,
@@ -90,7 +95,7 @@ def list_all(
     slim: Callable[[dict[str, Any]], Any] | None = None,
     where: Callable[[dict[str, Any]], bool] | None = None,
     resource_version: str | None = None,
-) -> Program[dict[str, Any]]:
+) -> dict[str, Any]:
     """A paginated list shaped as one list object (``items`` and ``metadata``), each
     item filtered by ``where`` and reduced by ``slim`` as its page arrives."""
     items: list[Any] = []
@@ -100,7 +105,8 @@ def list_all(
             if where is None or where(obj):
                 items.append(obj if slim is None else slim(obj))
 
-    meta = yield from list_pages(
+    meta = await list_pages(
+        api,
         resource,
         namespace,
         keep,

@@ -3,7 +3,7 @@ action, or stop every unfinished job of a name, identity or selector."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kf_trainer_core.base import untrusted
@@ -12,7 +12,8 @@ from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.cluster.kueue import KueueProbe, lookup, queue_name
 from kf_trainer_core.cluster.status import TrainJob, to_trainjob
 from kf_trainer_core.fields import names
-from kf_trainer_core.k8s.calls import Delete, Get, Patch, Program, Sleep
+from kf_trainer_core.k8s.api import Api
+from kf_trainer_core.k8s.calls import Delete, Get, Patch
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.paging import list_all
 from kf_trainer_core.k8s.resources import JOBSETS, TRAINJOBS
@@ -42,27 +43,28 @@ ROUNDS = 8
 #: Why a delete removed nothing because the job was no longer there.
 GONE = "already gone"
 
-Guard = Callable[[Mapping[str, Any]], Program[str | None]]
+Guard = Callable[[Mapping[str, Any]], Awaitable[str | None]]
 """What a caller checks of the job as it is now, before each step that changes it: a
 program answering ``None`` to go ahead, else why the job is left alone (prune: it is no
 longer the finished, due job it picked; its identity needs it as its lock)."""
 
 
-def delete(namespace: str, name: str, propagation: str = "Background") -> Program[bool]:
+async def delete(api: Api, namespace: str, name: str, propagation: str = "Background") -> bool:
     """Delete the TrainJob (Kubernetes removes its JobSet, Jobs and pods); ``False`` if
     it was already gone. :func:`remove` says how; every delete of the suite comes
     there."""
-    return (yield from remove(namespace, name, propagation=propagation)) is None
+    return (await remove(api, namespace, name, propagation=propagation)) is None
 
 
-def remove(
+async def remove(
+    api: Api,
     namespace: str,
     name: str,
     *,
     propagation: str = "Background",
     guard: Guard | None = None,
     checked: bool = False,
-) -> Program[str | None]:
+) -> str | None:
     """Remove one TrainJob safely, whatever its state; ``None`` once it is removed,
     else why not (:data:`GONE`, or what ``guard`` said).
 
@@ -94,16 +96,16 @@ def remove(
     vanished: str | None = GONE
     for _ in range(ROUNDS):
         try:
-            obj = yield Get(TRAINJOBS, namespace, name)
+            obj = await api(Get(TRAINJOBS, namespace, name))
         except ApiError as err:
             if err.not_found:
                 return vanished
             raise
         meta = obj.get("metadata") or {}
-        why = None if guard is None else (yield from guard(obj))
+        why = None if guard is None else await guard(obj)
         if why is not None:
             if suspended_here:
-                yield from _resume_quietly(namespace, name, uid)
+                await _resume_quietly(api, namespace, name, uid)
             return why
         if uid and meta.get("uid") != uid:
             return GONE  # deleted by someone else, and another job made under the name
@@ -116,14 +118,16 @@ def remove(
         pinned = not meta.get("deletionTimestamp")
         if not checked:
             try:
-                yield Delete(
-                    TRAINJOBS,
-                    namespace,
-                    name,
-                    propagation=propagation,
-                    uid=uid or None,
-                    resource_version=(version or None) if pinned else None,
-                    dry_run=True,
+                await api(
+                    Delete(
+                        TRAINJOBS,
+                        namespace,
+                        name,
+                        propagation=propagation,
+                        uid=uid or None,
+                        resource_version=(version or None) if pinned else None,
+                        dry_run=True,
+                    )
                 )
             except ApiError as err:
                 if err.not_found:
@@ -136,11 +140,13 @@ def remove(
             checked = True
         if not (obj.get("spec") or {}).get("suspend"):
             try:
-                obj = yield Patch(
-                    TRAINJOBS,
-                    namespace,
-                    name,
-                    {"metadata": {"resourceVersion": version}, "spec": {"suspend": True}},
+                obj = await api(
+                    Patch(
+                        TRAINJOBS,
+                        namespace,
+                        name,
+                        {"metadata": {"resourceVersion": version}, "spec": {"suspend": True}},
+                    )
                 )
             except ApiError as err:
                 if err.not_found:
@@ -154,13 +160,15 @@ def remove(
                 suspended_here = True
                 version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
         try:
-            answer = yield Delete(
-                TRAINJOBS,
-                namespace,
-                name,
-                propagation=propagation,
-                uid=uid or None,
-                resource_version=(version or None) if pinned else None,
+            answer = await api(
+                Delete(
+                    TRAINJOBS,
+                    namespace,
+                    name,
+                    propagation=propagation,
+                    uid=uid or None,
+                    resource_version=(version or None) if pinned else None,
+                )
             )
         except ApiError as err:
             if err.not_found:
@@ -169,7 +177,7 @@ def remove(
                 continue
             if err.code == 403:
                 restored = (
-                    (yield from _resume_quietly(namespace, name, uid)) if suspended_here else True
+                    (await _resume_quietly(api, namespace, name, uid)) if suspended_here else True
                 )
                 raise _refused(
                     namespace, name, err, changed=suspended_here, restored=restored
@@ -179,10 +187,10 @@ def remove(
         # waits for it to go) and its JobSet until that finalizer goes: nothing to wait
         # for here.
         if propagation == "Background" and not _held(answer):
-            yield from _until_jobset_collected(namespace, name, uid)
+            await _until_jobset_collected(api, namespace, name, uid)
         return None
     if suspended_here:
-        yield from _resume_quietly(namespace, name, uid)
+        await _resume_quietly(api, namespace, name, uid)
     return "kept changing while it was being deleted"
 
 
@@ -198,24 +206,26 @@ def _held(answer: object) -> bool:
     return bool(set(found or ()) - _COLLECTOR)
 
 
-def _resume_quietly(namespace: str, name: str, uid: str) -> Program[bool]:
+async def _resume_quietly(api: Api, namespace: str, name: str, uid: str) -> bool:
     """Undo the suspend of a delete that did not happen — on the job ``uid`` only, under
     a precondition on the version read (never on a job made since under the name);
     whether the job is left unsuspended."""
     for _ in range(3):
         try:
-            obj = yield Get(TRAINJOBS, namespace, name)
+            obj = await api(Get(TRAINJOBS, namespace, name))
             meta = obj.get("metadata") or {}
             if meta.get("uid") != uid:
                 return True  # gone, or another job now: nothing of ours to undo
             if not (obj.get("spec") or {}).get("suspend"):
                 return True
             version = str(meta.get("resourceVersion") or "")
-            yield Patch(
-                TRAINJOBS,
-                namespace,
-                name,
-                {"metadata": {"resourceVersion": version}, "spec": {"suspend": False}},
+            await api(
+                Patch(
+                    TRAINJOBS,
+                    namespace,
+                    name,
+                    {"metadata": {"resourceVersion": version}, "spec": {"suspend": False}},
+                )
             )
         except ApiError as err:
             if err.not_found:
@@ -251,7 +261,7 @@ def _refused(
     )
 
 
-def _until_jobset_collected(namespace: str, name: str, uid: str) -> Program[None]:
+async def _until_jobset_collected(api: Api, namespace: str, name: str, uid: str) -> None:
     """Wait until the JobSet of the deleted TrainJob ``uid`` is gone: a 404 seen twice
     (:data:`CONFIRM_SECONDS` apart), or a JobSet of that name that the TrainJob does
     not own (a new job's). One cheap read
@@ -264,14 +274,14 @@ def _until_jobset_collected(namespace: str, name: str, uid: str) -> Program[None
     waited, delay, confirming = 0.0, 0.05, False
     while True:
         try:
-            jobset = yield Get(JOBSETS, namespace, name)
+            jobset = await api(Get(JOBSETS, namespace, name))
         except ApiError as err:
             if err.code in (401, 403):
-                yield Sleep(UNREADABLE_PAUSE_SECONDS)
+                await api.sleep(UNREADABLE_PAUSE_SECONDS)
             if not err.not_found or confirming or waited >= COLLECT_WAIT_SECONDS:
                 return  # collected (or never made); anything else: not knowable here
             confirming = True  # a second look, a moment later (CONFIRM_SECONDS)
-            yield Sleep(CONFIRM_SECONDS)
+            await api.sleep(CONFIRM_SECONDS)
             waited += CONFIRM_SECONDS
             continue
         confirming = False
@@ -279,7 +289,7 @@ def _until_jobset_collected(namespace: str, name: str, uid: str) -> Program[None
             return
         if waited >= COLLECT_WAIT_SECONDS:
             return
-        yield Sleep(delay)
+        await api.sleep(delay)
         waited += delay
         delay = min(delay * 2, 0.5)
 
@@ -291,11 +301,11 @@ def _owned_by(obj: object, uid: str) -> bool:
     return any(isinstance(r, dict) and r.get("uid") == uid for r in refs)
 
 
-def set_suspended(namespace: str, name: str, suspended: bool) -> Program[TrainJob]:
+async def set_suspended(api: Api, namespace: str, name: str, suspended: bool) -> TrainJob:
     """Suspend (pods are removed, the job kept) or resume a job."""
     names.require_job_name(name)
     try:
-        obj = yield Patch(TRAINJOBS, namespace, name, {"spec": {"suspend": suspended}})
+        obj = await api(Patch(TRAINJOBS, namespace, name, {"spec": {"suspend": suspended}}))
     except ApiError as err:
         if err.not_found:
             raise TrainJobNotFoundError(f"TrainJob {namespace}/{name} not found.") from None
@@ -303,7 +313,7 @@ def set_suspended(namespace: str, name: str, suspended: bool) -> Program[TrainJo
     return to_trainjob(obj)
 
 
-def resume(namespace: str, name: str, kueue: KueueProbe | None = None) -> Program[TrainJob]:
+async def resume(api: Api, namespace: str, name: str, kueue: KueueProbe | None = None) -> TrainJob:
     """Resume a suspended job — unless Kueue holds it (with a ``kueue`` probe): a job
     labelled for a queue whose Workload is not admitted is Kueue's to start. Resumed by
     hand, Kueue would suspend it again at once ("Not admitted by cluster queue"), after
@@ -311,15 +321,15 @@ def resume(namespace: str, name: str, kueue: KueueProbe | None = None) -> Progra
     a job is returned as it is, with its queue status: it runs when Kueue admits it."""
     names.require_job_name(name)
     if kueue is not None:
-        obj = yield from get_object(namespace, name)
+        obj = await get_object(api, namespace, name)
         if queue_name(obj) is not None and (obj.get("spec") or {}).get("suspend"):
-            queue = yield from lookup(namespace, obj, kueue, positions=False)
+            queue = await lookup(api, namespace, obj, kueue, positions=False)
             if queue is not None and queue.workload is not None and queue.waiting:
                 return to_trainjob(obj, queue=queue)
-    return (yield from set_suspended(namespace, name, False))
+    return await set_suspended(api, namespace, name, False)
 
 
-def cancel(namespace: str, name: str, action: str) -> Program[bool]:
+async def cancel(api: Api, namespace: str, name: str, action: str) -> bool:
     """Stop a job by ``action``: ``delete``, ``suspend`` (kept, resumable) or ``keep``
     (leave it running). ``True`` if something was done."""
     names.require_job_name(name)
@@ -327,7 +337,7 @@ def cancel(namespace: str, name: str, action: str) -> Program[bool]:
         return False
     if action == "suspend":
         try:
-            yield from set_suspended(namespace, name, True)
+            await set_suspended(api, namespace, name, True)
         except TrainJobNotFoundError:
             return False
         return True
@@ -335,17 +345,18 @@ def cancel(namespace: str, name: str, action: str) -> Program[bool]:
         raise ValueError(
             f"unknown cancel action {shown(action)}. Fix: use delete, suspend or keep."
         )
-    return (yield from delete(namespace, name))
+    return await delete(api, namespace, name)
 
 
-def stop_unfinished(
+async def stop_unfinished(
+    api: Api,
     namespace: str,
     action: str,
     *,
     name: str | None = None,
     identity: str | None = None,
     label_selector: str | None = None,
-) -> Program[list[str]]:
+) -> list[str]:
     """Apply ``action`` to the unfinished jobs picked by ``name``, by an orchestrator
     ``identity`` (every attempt it submitted) or by ``label_selector``; return the names
     acted on. Finished jobs and jobs already being deleted are left alone: a finished
@@ -376,15 +387,15 @@ def stop_unfinished(
         return []
     if name is not None:
         try:
-            objs = [(yield from get_object(namespace, name))]
+            objs = [(await get_object(api, namespace, name))]
         except TrainJobNotFoundError:
             return []
     else:
         # The label holds a digest of the identity, the annotation the identity itself.
         wanted = identity_selector(identity) if identity is not None else None
         selector = ",".join(s for s in (label_selector, wanted) if s)
-        listing = yield from list_all(
-            TRAINJOBS, namespace, label_selector=selector, slim=slim_trainjob
+        listing = await list_all(
+            api, TRAINJOBS, namespace, label_selector=selector, slim=slim_trainjob
         )
         objs = listing["items"]
     done = []
@@ -394,6 +405,6 @@ def stop_unfinished(
             continue
         if job.status.terminal or job.deleting:
             continue
-        if (yield from cancel(namespace, job.name, action)):
+        if await cancel(api, namespace, job.name, action):
             done.append(job.name)
     return done

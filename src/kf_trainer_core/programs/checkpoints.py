@@ -14,7 +14,7 @@ from kf_trainer_core import checkpoints as ck
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.cluster.status import job_state
 from kf_trainer_core.config import LocalConfig
-from kf_trainer_core.k8s.calls import Program
+from kf_trainer_core.k8s.api import Api
 from kf_trainer_core.programs.submit import jobs_for_identity
 from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
 from kf_trainer_core.spec.checkpoint_storage import (
@@ -29,13 +29,14 @@ from kf_trainer_core.spec.checkpoint_storage import (
 )
 
 
-def locate_program(
+async def locate_program(
+    api: Api,
     namespace: str,
     identity: str,
     *,
     state_dir: str | Path | None,
     option: Checkpoints | None = None,
-) -> Program[tuple[CheckpointLocation, list[dict[str, Any]]]]:
+) -> tuple[CheckpointLocation, list[dict[str, Any]]]:
     """Where ``identity``'s checkpoints are, and the identity's TrainJobs (on a cluster
     the option is read back from the newest job that used one, unless given)."""
     if not identity.strip("/ "):
@@ -43,28 +44,29 @@ def locate_program(
             "no identity was named. Fix: pass the identity the job was submitted with, "
             "e.g. (dag_id, task_id, run_id)."
         )
-    existing = yield from jobs_for_identity(namespace, identity)
+    existing = await jobs_for_identity(api, namespace, identity)
     if option is None and state_dir is None:  # the local backends need no option
         option = next((o for o in map(option_of, reversed(existing)) if o is not None), None)
     return location(option, namespace, identity, state_dir=state_dir), existing
 
 
-def clean_program(
+async def clean_program(
+    api: Api,
     namespace: str,
     identity: str,
     *,
     state_dir: str | Path | None,
     option: Checkpoints | None = None,
     force: bool = False,
-) -> Program[CheckpointLocation]:
+) -> CheckpointLocation:
     """Remove the checkpoints of one identity (every attempt's): the only way they are
     ever deleted. Refused while an attempt is unfinished (``force`` overrides).
 
     Local and container backends: the identity's directory is removed. A cluster's
     volume or bucket cannot be reached from here: :class:`CheckpointsUnreachableError`
     carries the location (the clients then clean a claim with :func:`cleaning_job`)."""
-    loc, existing = yield from locate_program(
-        namespace, identity, state_dir=state_dir, option=option
+    loc, existing = await locate_program(
+        api, namespace, identity, state_dir=state_dir, option=option
     )
     live = [o for o in existing if not job_state(o).terminal]
     if live and not force:
@@ -135,24 +137,23 @@ def remove_checkpoints() -> dict[str, Any]:
     return {"removed": path, "existed": existed}
 
 
-def checkpoints_program(
+async def checkpoints_program(
+    api: Api,
     config: Any,
     namespace: str,
     identity: str,
     option: Checkpoints | None,
     clean: bool,
     force: bool,
-) -> Program[CheckpointLocation]:
+) -> CheckpointLocation:
     """The clients' ``checkpoint_location`` (``clean=False``) and ``clean_checkpoints``:
     a local or container ``config`` keeps checkpoints under its state directory."""
     state = None
     if isinstance(config, LocalConfig):
         state = config.state_path().resolve()
     if clean:
-        return (
-            yield from clean_program(
-                namespace, identity, state_dir=state, option=option, force=force
-            )
+        return await clean_program(
+            api, namespace, identity, state_dir=state, option=option, force=force
         )
-    loc, _ = yield from locate_program(namespace, identity, state_dir=state, option=option)
+    loc, _ = await locate_program(api, namespace, identity, state_dir=state, option=option)
     return loc

@@ -8,42 +8,35 @@ jitter and honour ``Retry-After``; a watch answered with 403 falls back to listi
 every ``poll_interval``; a list answered with 403 marks the informer unavailable and
 waits poll their job by name instead.
 
-The bookkeeping (:class:`InformerState`) and the loop (:func:`informer_program`) are
-written once; :class:`SyncInformer` runs the loop in a thread and
-:class:`AsyncInformer` in a task, and both are shared through a registry keyed by
-cluster, resource, namespace and selector — 1,000 deferred tasks in one triggerer
-open one watch, not 1,000.
+The bookkeeping (:class:`InformerState`) and the loop (:func:`watch_loop`) are apart;
+an :class:`Informer` runs the loop as a task of one event loop and is shared through a
+registry keyed by cluster, resource, namespace and selector — 1,000 deferred tasks in
+one triggerer open one watch, not 1,000; every sync caller of a process shares the
+portal's (:mod:`kf_trainer_core.base.portal`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import contextlib
 import json
 import logging
-import threading
 import time
 import weakref
-from collections.abc import Callable, Container, Iterator, Mapping, MutableMapping
-from contextlib import AbstractContextManager
+from collections.abc import Awaitable, Callable, Container, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kf_trainer_core.k8s.calls import (
-    CloseStream,
-    OpenWatch,
-    Program,
-    ReadLine,
-    Sleep,
-    watch_period,
-)
+from kf_trainer_core.k8s.api import Api
+from kf_trainer_core.k8s.calls import OpenWatch, watch_period
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE, list_pages
 from kf_trainer_core.k8s.resources import Resource
 from kf_trainer_core.k8s.retry import RetryPolicy
 from kf_trainer_core.k8s.selectors import LabelSelector
-from kf_trainer_core.programs.wakers import AsyncWaker, SyncWaker
+from kf_trainer_core.programs.wakers import Waker
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +212,7 @@ class InformerState:
         cache.versions.pop(name, None)
         return kept
 
-    def list_program(self) -> Program[list[Change]]:
+    async def list_changes(self, api: Api) -> list[Change]:
         """List a page at a time (each page slimmed before the next is asked for), then
         replace the cache; return what differs from before."""
         fresh = Cache()
@@ -232,7 +225,8 @@ class InformerState:
             fresh.full.clear()
             fresh.versions.clear()
 
-        meta = yield from list_pages(
+        meta = await list_pages(
+            api,
             self.resource,
             self.namespace,
             keep,
@@ -324,7 +318,8 @@ def _rv(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
-def informer_program(
+async def watch_loop(
+    api: Api,
     state: InformerState,
     dispatch: Callable[[list[Change]], None],
     *,
@@ -332,8 +327,8 @@ def informer_program(
     policy: RetryPolicy,
     watch_timeout: float = 60,
     poll_interval: float = 2.0,
-) -> Program[None]:
-    """List, then watch from the listed version, forever (until ``stop()``).
+) -> None:
+    """List, then watch from the listed version, until ``stop()``.
 
     ``watch_timeout`` is the transport's idle timeout (``KubernetesConfig.watch_timeout``):
     each watch asks the server to end it sooner (:func:`watch_period`), so only a dead
@@ -344,14 +339,14 @@ def informer_program(
         if state.resource_version is None or state.watch_forbidden:
             was_synced = state.synced
             try:
-                changes = yield from state.list_program()
+                changes = await state.list_changes(api)
             except ApiError as err:
                 if err.forbidden:
                     state.list_forbidden = True
                     dispatch([])  # wake waiters: they poll their own job now
-                    yield Sleep(poll_interval * 5)
+                    await api.sleep(poll_interval * 5)
                     continue
-                yield Sleep(policy.delay(attempt, err))
+                await api.sleep(policy.delay(attempt, err))
                 attempt += 1
                 continue
             state.list_forbidden = False
@@ -361,18 +356,34 @@ def informer_program(
             # instead of sleeping to its timeout.
             dispatch(changes if was_synced else [])
             if state.watch_forbidden:
-                yield Sleep(poll_interval)
+                await api.sleep(poll_interval)
                 continue
+        call = OpenWatch(
+            state.resource,
+            state.namespace,
+            state.resource_version,
+            state.label_selector,
+            state.field_selector,
+            timeout_seconds=watch_period(watch_timeout),
+        )
+        failure: ApiError | None = None
         try:
-            stream = yield OpenWatch(
-                state.resource,
-                state.namespace,
-                state.resource_version,
-                state.label_selector,
-                state.field_selector,
-                timeout_seconds=watch_period(watch_timeout),
-            )
-        except ApiError as err:
+            async with api.stream(call) as lines:
+                try:
+                    async for line in lines:
+                        if stop():
+                            break
+                        if not line.strip():
+                            continue
+                        changes = state.apply_event(json.loads(line))
+                        attempt = 0
+                        if changes:
+                            dispatch(changes)
+                except ApiError as err:
+                    failure = err
+                except ValueError as err:  # a torn JSON line from a cut connection
+                    failure = ApiError(0, "BadWatchLine", str(err))
+        except ApiError as err:  # the watch could not be opened
             if err.forbidden:
                 log.info(
                     "watch on %s is forbidden: polling every %ss instead",
@@ -383,26 +394,9 @@ def informer_program(
             elif err.gone:
                 state.resource_version = None
             else:
-                yield Sleep(policy.delay(attempt, err))
+                await api.sleep(policy.delay(attempt, err))
                 attempt += 1
             continue
-        failure: ApiError | None = None
-        try:
-            while not stop():
-                line = yield ReadLine(stream)
-                if line is None:
-                    break  # the server's timeout: resume from the last version
-                if not line.strip():
-                    continue
-                changes = state.apply_event(json.loads(line))
-                attempt = 0
-                if changes:
-                    dispatch(changes)
-        except ApiError as err:
-            failure = err
-        except ValueError as err:  # a torn JSON line from a cut connection
-            failure = ApiError(0, "BadWatchLine", str(err))
-        yield CloseStream(stream)
         if failure is not None:
             if failure.gone:
                 state.resource_version = None
@@ -416,17 +410,16 @@ def informer_program(
                         failure,
                         state.resource_version,
                     )
-                yield Sleep(policy.delay(attempt, failure))
+                await api.sleep(policy.delay(attempt, failure))
                 attempt += 1
 
 
 # ----------------------------------------------------------------------- informers
 
 
-class _Informer:
-    """An informer: the subscribers, the cache, and the loop's life, written once. The
-    subclasses only say how the loop runs (a thread, a task) and how it is guarded (a
-    lock between threads; nothing inside one event loop)."""
+class Informer:
+    """An informer: the subscribers, the cache, and the loop, run as a task of the
+    event loop that made it."""
 
     #: How long an informer keeps watching after its last subscriber left, so that
     #: back-to-back waits (a DAG's next task) reuse the connection.
@@ -435,7 +428,7 @@ class _Informer:
     def __init__(
         self,
         state: InformerState,
-        make_driver: Callable[[], Any],
+        make_api: Callable[[], Awaitable[Api]],
         *,
         watch_timeout: float,
         poll_interval: float,
@@ -450,44 +443,52 @@ class _Informer:
         state.wanted = self.subscribers
         self.idle_since: float | None = time.monotonic()
         self.error: BaseException | None = None
-        self.lock = self._make_lock()
-        self._make_driver = make_driver
+        self._make_api = make_api
         self._watch_timeout = watch_timeout
         self._poll_interval = poll_interval
         self._policy = policy
         self._shutdown = False
-
-    def _make_lock(self) -> AbstractContextManager[Any]:
-        # One event loop runs the task and its waits: nothing to guard.
-        return contextlib.nullcontext()
+        self._task: asyncio.Task[None] | None = None
 
     @property
     def running(self) -> bool:
         """Whether the loop runs (and holds its watch)."""
-        raise NotImplementedError
+        return self._task is not None
 
-    def _start(self) -> None:
-        raise NotImplementedError
-
-    def _program(self) -> Program[None]:
-        return informer_program(
-            self.state,
-            self._dispatch,
-            stop=self._stop,
-            policy=self._policy,
-            watch_timeout=self._watch_timeout,
-            poll_interval=self._poll_interval,
-        )
+    async def _run(self) -> None:
+        api = None
+        try:
+            api = await self._make_api()
+            await watch_loop(
+                api,
+                self.state,
+                self._dispatch,
+                stop=self._stop,
+                policy=self._policy,
+                watch_timeout=self._watch_timeout,
+                poll_interval=self._poll_interval,
+            )
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            self._failed(exc)
+        finally:
+            self._task = None
+            self.state.resource_version = None
+            self.state.synced = False
+            if api is not None:
+                # The informer owns its connection: release it even when cancelled
+                # (an event loop shutting down).
+                await asyncio.shield(api.close())
 
     def _dispatch(self, changes: list[Change]) -> None:
         """Wake the subscribers of the changed keys (every subscriber for no change: the
         informer's own state changed)."""
-        with self.lock:
-            if changes:
-                subs = self.subscribers
-                targets = [s for key in {c.key for c in changes} for s in subs.get(key, ())]
-            else:
-                targets = [s for group in self.subscribers.values() for s in group]
+        if changes:
+            subs = self.subscribers
+            targets = [s for key in {c.key for c in changes} for s in subs.get(key, ())]
+        else:
+            targets = [s for group in self.subscribers.values() for s in group]
         for sub in targets:
             sub.notify()
 
@@ -498,35 +499,31 @@ class _Informer:
         self.error = exc
         self._dispatch([])
 
-    def _ended(self) -> None:
-        self.state.resource_version = None
-        self.state.synced = False
-
-    def subscribe(self, key: str, waker: SyncWaker | AsyncWaker) -> Subscription:
+    def subscribe(self, key: str, waker: Waker) -> Subscription:
         """Wake ``waker`` on news of ``key``; start the loop if it is not running."""
         sub = Subscription(self, key, waker)
-        with self.lock:
-            self.subscribers.setdefault(key, set()).add(sub)
-            self.idle_since = None
-            if not self.running:
-                self.error = None
-                self._start()
+        self.subscribers.setdefault(key, set()).add(sub)
+        self.idle_since = None
+        if self._task is None:
+            self.error = None
+            self._shutdown = False
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"kf-informer-{self.state.resource.plural}"
+            )
         return sub
 
     def snapshot(self, key: str) -> list[dict[str, Any]]:
-        with self.lock:
-            return self.state.objects_for(key)
+        return self.state.objects_for(key)
 
     def unsubscribe(self, sub: Subscription) -> None:
-        with self.lock:
-            subs = self.subscribers.get(sub.key)
-            if subs is not None:
-                subs.discard(sub)
-                if not subs:
-                    del self.subscribers[sub.key]
-                    self.state.release(sub.key)
-            if not self.subscribers:
-                self.idle_since = time.monotonic()
+        subs = self.subscribers.get(sub.key)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self.subscribers[sub.key]
+                self.state.release(sub.key)
+        if not self.subscribers:
+            self.idle_since = time.monotonic()
 
     @property
     def synced(self) -> bool:
@@ -536,6 +533,12 @@ class _Informer:
     def unavailable(self) -> bool:
         """Listing is forbidden: subscribers must poll by name."""
         return self.state.list_forbidden
+
+    def shutdown(self) -> None:
+        """Stop the loop now (from the loop's own thread)."""
+        self._shutdown = True
+        if self._task is not None:
+            self._task.cancel()
 
     def _stop(self) -> bool:
         return bool(
@@ -551,7 +554,7 @@ class _Informer:
 class Subscription:
     """Interest in one key of an informer: the informer wakes ``waker`` on news."""
 
-    def __init__(self, informer: _Informer, key: str, waker: SyncWaker | AsyncWaker) -> None:
+    def __init__(self, informer: Informer, key: str, waker: Waker) -> None:
         self.informer = informer
         self.key = key
         self.waker = waker
@@ -625,90 +628,11 @@ class JobSubscription:
             self.named.close()
 
 
-class SyncInformer(_Informer):
-    """An informer whose loop runs in a daemon thread."""
-
-    _thread: threading.Thread | None = None
-    _driver: Any = None
-
-    def _make_lock(self) -> AbstractContextManager[Any]:
-        # The loop's thread and the waiting threads share the subscribers and cache.
-        return threading.RLock()
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None
-
-    def shutdown(self) -> None:
-        """Stop the loop now: closing its stream from here unblocks the thread's read
-        (used at interpreter exit, where a thread blocked in a socket read would keep
-        the process from exiting cleanly)."""
-        self._shutdown = True
-        driver, thread = self._driver, self._thread
-        if driver is not None:
-            driver.close_streams(abort=True)
-        # A Ctrl-C can land inside Thread.start(), leaving a thread that never started
-        # (joining it raises): only a running thread is waited for.
-        if thread is not None and thread.is_alive():
-            thread.join(1.0)
-
-    def _start(self) -> None:
-        self._thread = threading.Thread(
-            target=self._run, name=f"kf-informer-{self.state.resource.plural}", daemon=True
-        )
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            driver = self._driver = self._make_driver()
-            driver.run(self._program())
-        except BaseException as exc:
-            self._failed(exc)
-        finally:
-            with self.lock:
-                self._thread = None
-                self._ended()
-
-
-class AsyncInformer(_Informer):
-    """An informer whose loop runs as a task in the current event loop."""
-
-    _task: asyncio.Task[None] | None = None
-
-    @property
-    def running(self) -> bool:
-        return self._task is not None
-
-    def _start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(
-            self._run(), name=f"kf-informer-{self.state.resource.plural}"
-        )
-
-    async def _run(self) -> None:
-        driver = None
-        try:
-            driver = await self._make_driver()
-            await driver.run(self._program())
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:
-            self._failed(exc)
-        finally:
-            self._task = None
-            self._ended()
-            if driver is not None:
-                # The informer owns its connection: release it even when cancelled
-                # (an event loop shutting down).
-                await asyncio.shield(driver.transport.close())
-
-
 # ------------------------------------------------------------------------ registry
 
-_sync_registry: dict[tuple[Any, ...], SyncInformer] = {}
-_sync_registry_lock = threading.Lock()
 # One registry per event loop: informers are bound to the loop that runs their task.
-_async_registries: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, dict[tuple[Any, ...], AsyncInformer]
+_registries: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[Any, ...], Informer]
 ] = weakref.WeakKeyDictionary()
 
 
@@ -718,50 +642,54 @@ _async_registries: weakref.WeakKeyDictionary[
 _PRUNE_ABOVE = 64
 
 
-def _prune(registry: dict[tuple[Any, ...], Any], running: Callable[[Any], bool]) -> None:
-    if len(registry) > _PRUNE_ABOVE:
-        for key, informer in list(registry.items()):
-            if not informer.subscribers and not running(informer):
-                del registry[key]
-
-
-def sync_informer(key: tuple[Any, ...], factory: Callable[[], SyncInformer]) -> SyncInformer:
-    """The process-wide informer for ``key``, created on first use."""
-    with _sync_registry_lock:
-        informer = _sync_registry.get(key)
-        if informer is None:
-            _prune(_sync_registry, lambda i: i.running)
-            informer = _sync_registry[key] = factory()
-        return informer
-
-
-def async_informer(key: tuple[Any, ...], factory: Callable[[], AsyncInformer]) -> AsyncInformer:
+def informer(key: tuple[Any, ...], factory: Callable[[], Informer]) -> Informer:
     """The informer for ``key`` in the running event loop, created on first use."""
-    loop = asyncio.get_running_loop()
-    registry = _async_registries.setdefault(loop, {})
-    informer = registry.get(key)
-    if informer is None:
-        _prune(registry, lambda i: i.running)
-        informer = registry[key] = factory()
-    return informer
+    registry = _registries.setdefault(asyncio.get_running_loop(), {})
+    found = registry.get(key)
+    if found is None:
+        if len(registry) > _PRUNE_ABOVE:
+            for old_key, old in list(registry.items()):
+                if not old.subscribers and not old.running:
+                    del registry[old_key]
+        found = registry[key] = factory()
+    return found
 
 
 def open_watch_count(cluster: str | None = None) -> int:
     """Informers currently running, each holding one watch (a test and benchmark
     probe); ``cluster`` counts only those of one config (``KubernetesConfig.cache_key``)."""
-    sync_ones = [i for k, i in _sync_registry.items() if cluster in (None, k[0])]
-    running = sum(1 for i in sync_ones if i.running)
-    for registry in list(_async_registries.values()):
-        running += sum(1 for k, i in registry.items() if cluster in (None, k[0]) and i.running)
-    return running
+    return sum(
+        1
+        for registry in list(_registries.values())
+        for key, found in list(registry.items())
+        if cluster in (None, key[0]) and found.running
+    )
 
 
 @atexit.register
 def shutdown_informers() -> None:
-    """Stop every thread-based informer of this process now, quietly (also run at
-    interpreter exit). A later wait starts them again."""
-    with _sync_registry_lock:
-        informers = list(_sync_registry.values())
-        _sync_registry.clear()
-    for informer in informers:
-        informer.shutdown()
+    """Stop every running informer of this process, quietly (also run at interpreter
+    exit; a test stopping a server stops them first, so that they do not retry against
+    a closed port). A later wait starts them again."""
+    try:
+        here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        here = None
+    for loop, registry in list(_registries.items()):
+        running = [i for i in registry.values() if i.running]
+        if not running or loop.is_closed():
+            continue
+        if loop is here or not loop.is_running():
+            for found in running:
+                found.shutdown()  # ends at the loop's next turn
+            continue
+
+        async def stopped(informers: list[Informer] = running) -> None:
+            tasks = [i._task for i in informers if i._task is not None]
+            for found in informers:
+                found.shutdown()
+            await asyncio.wait(tasks, timeout=2.0)
+
+        # From another thread (the portal's loop): return once they have ended.
+        with contextlib.suppress(RuntimeError, TimeoutError, concurrent.futures.TimeoutError):
+            asyncio.run_coroutine_threadsafe(stopped(), loop).result(3.0)

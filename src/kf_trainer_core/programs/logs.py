@@ -1,9 +1,9 @@
-"""A step's log, as programs: read it now, follow it across reconnects and restarts,
-or read the progress a function reports in it."""
+"""A step's log: read it now, follow it across reconnects and restarts, or read the
+progress a function reports in it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from kf_trainer_core.base import untrusted
@@ -18,16 +18,8 @@ from kf_trainer_core.cluster.status import (
 )
 from kf_trainer_core.errors import SpecError, TrainJobNotFoundError
 from kf_trainer_core.fields import names
-from kf_trainer_core.k8s.calls import (
-    CloseStream,
-    Emit,
-    Get,
-    OpenLogStream,
-    Program,
-    ReadLine,
-    ReadLog,
-    Sleep,
-)
+from kf_trainer_core.k8s.api import Api
+from kf_trainer_core.k8s.calls import Get, OpenLogStream, ReadLog
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import TRAINJOBS
 from kf_trainer_core.programs.reads import job_pods
@@ -73,17 +65,17 @@ def _split_timestamp(line: str) -> tuple[str | None, str]:
     return None, line
 
 
-def _refuse_missing_step(
-    namespace: str, name: str, step: str, pods: list[dict[str, Any]]
-) -> Program[None]:
+async def _refuse_missing_step(
+    api: Api, namespace: str, name: str, step: str, pods: list[dict[str, Any]]
+) -> None:
     """A finished job has all the pods it will have: asking for a step it never ran is
     a mistake to name (with the steps it has), not an empty log."""
     from kf_trainer_core.cluster.status import _is_mpi, step_name
     from kf_trainer_core.programs.reads import get_object
 
-    obj = yield from get_object(namespace, name)  # TrainJobNotFoundError if it is not there
+    obj = await get_object(api, namespace, name)  # TrainJobNotFoundError if it is not there
     if not pods or not job_state(obj).terminal:
-        return None  # the step may not have started yet
+        return  # the step may not have started yet
     mpi = _is_mpi(pods)
     have = sorted({s for s in (step_name(p, mpi) for p in pods) if s})
     raise SpecError.single(
@@ -94,7 +86,8 @@ def _refuse_missing_step(
     )
 
 
-def read_logs(
+async def read_logs(
+    api: Api,
     namespace: str,
     name: str,
     step: str = "node-0",
@@ -102,17 +95,17 @@ def read_logs(
     *,
     strict: bool = False,
     attempts: int | None = None,
-) -> Program[list[str]]:
+) -> list[str]:
     """The log of one step now (empty if its pod has not started). ``strict``: a
     finished job without that step is a :class:`SpecError` naming its steps.
     ``attempts``: tries of the read (``None``: the retry policy's)."""
     names.require_job_name(name)
-    pods = yield from job_pods(namespace, name)
+    pods = await job_pods(api, namespace, name)
     if strict and _pod_for_step(pods, step) is None:
         # No pod for the step: a job that does not exist is an error, not an empty log
         # (asked only then, so a read of a running step costs no extra request).
-        yield from _refuse_missing_step(namespace, name, step, pods)
-    return (yield from _read_step_log(namespace, pods, step, tail, attempts))
+        await _refuse_missing_step(api, namespace, name, step, pods)
+    return await _read_step_log(api, namespace, pods, step, tail, attempts)
 
 
 #: Lines read beyond a ``tail`` for those a person does not see: the generated program
@@ -120,7 +113,8 @@ def read_logs(
 HIDDEN_SLACK = 20
 
 
-def shown_logs(
+async def shown_logs(
+    api: Api,
     namespace: str,
     name: str,
     step: str,
@@ -128,32 +122,37 @@ def shown_logs(
     raw: bool = False,
     *,
     strict: bool = False,
-) -> Program[list[str]]:
+) -> list[str]:
     """:func:`read_logs` as a person reads it (:func:`kf_trainer_core.base.untrusted.shown_lines`:
     the last ``tail`` lines of those shown), or every line when ``raw``."""
     if raw:
-        return (yield from read_logs(namespace, name, step, tail, strict=strict))
+        return await read_logs(api, namespace, name, step, tail, strict=strict)
     more = None if tail is None else tail + HIDDEN_SLACK
-    shown = untrusted.shown_lines(
-        (yield from read_logs(namespace, name, step, more, strict=strict))
-    )
+    shown = untrusted.shown_lines(await read_logs(api, namespace, name, step, more, strict=strict))
     return shown if tail is None else shown[len(shown) - min(tail, len(shown)) :]
 
 
-def _read_step_log(
+async def _read_step_log(
+    api: Api,
     namespace: str,
     pods: list[dict[str, Any]],
     step: str,
     tail: int | None,
     attempts: int | None = None,
-) -> Program[list[str]]:
+) -> list[str]:
     pod = _pod_for_step(pods, step)
     container = _container_for(step)
     if pod is None or not _started(pod, container):
         return []
     try:
-        text = yield ReadLog(
-            namespace, str(pod["metadata"]["name"]), container, tail_lines=tail, attempts=attempts
+        text = await api(
+            ReadLog(
+                namespace,
+                str(pod["metadata"]["name"]),
+                container,
+                tail_lines=tail,
+                attempts=attempts,
+            )
         )
     except ApiError as err:
         if err.code in (400, 404):  # not started yet, or gone
@@ -220,7 +219,8 @@ class _LogCursor:
         }
 
 
-def follow_logs(
+async def follow_logs(
+    api: Api,
     namespace: str,
     name: str,
     step: str = "node-0",
@@ -229,8 +229,8 @@ def follow_logs(
     poll_interval: float = 1.0,
     start_timeout: float | None = None,
     raw: bool = False,
-) -> Program[None]:
-    """Emit a step's log lines as they are written, until its container ends: as a
+) -> AsyncIterator[str]:
+    """A step's log lines as they are written, until its container ends: as a
     person reads them (the suite's progress and result lines hidden — a waiter shows
     them as progress and result instead —, control characters neutralised, each line
     capped), or every line as the log holds it when ``raw``.
@@ -249,11 +249,11 @@ def follow_logs(
     pod_name: str | None = None
     connected = False  # a stream of this pod was opened once
     while True:
-        pods = yield from job_pods(namespace, name)
+        pods = await job_pods(api, namespace, name)
         pod = _pod_for_step(pods, step)
         if pod is None or not _started(pod, container):
             try:
-                obj = yield Get(TRAINJOBS, namespace, name)
+                obj = await api(Get(TRAINJOBS, namespace, name))
             except ApiError as err:
                 if not err.not_found:
                     raise
@@ -271,7 +271,7 @@ def follow_logs(
                 return
             if start_timeout is not None and waited >= start_timeout:
                 return
-            yield Sleep(poll_interval)
+            await api.sleep(poll_interval)
             waited += poll_interval
             continue
         current = str(pod["metadata"]["name"])
@@ -284,33 +284,30 @@ def follow_logs(
         # fraction of a second rather than after the policy's back-off. Once a stream
         # was open, a refusal is more likely a kubelet restart: the full policy.
         attempts = None if connected else FIRST_OPEN_ATTEMPTS
+        call = OpenLogStream(
+            namespace, current, container, **cursor.resume(tail), attempts=attempts
+        )
+        dropped = False
         try:
-            stream = yield OpenLogStream(
-                namespace, current, container, **cursor.resume(tail), attempts=attempts
-            )
+            async with api.stream(call) as lines:
+                connected = True
+                cursor.start_pass()
+                try:
+                    async for data in lines:
+                        text = cursor.shown(data.decode("utf-8", errors="replace"), raw)
+                        if text is not None:
+                            yield text
+                except ApiError:
+                    # Cut, or silent for the transport's idle timeout (a dead connection,
+                    # or a quiet log): resumed after the last line either way.
+                    dropped = True
         except ApiError as err:
             if err.code in (400, 404):
-                yield Sleep(poll_interval)
+                await api.sleep(poll_interval)
                 continue
             raise
-        connected = True
-        dropped = False
-        cursor.start_pass()
-        try:
-            while True:
-                data = yield ReadLine(stream)
-                if data is None:
-                    break
-                text = cursor.shown(data.decode("utf-8", errors="replace"), raw)
-                if text is not None:
-                    yield Emit(text)
-        except ApiError:
-            # Cut, or silent for the transport's idle timeout (a dead connection, or a
-            # quiet log): resumed after the last line either way.
-            dropped = True
-        yield CloseStream(stream)
         # The stream ended: finished container, or a cut connection to resume.
-        pods = yield from job_pods(namespace, name)
+        pods = await job_pods(api, namespace, name)
         pod = _pod_for_step(pods, step)
         if pod is None:
             return
@@ -321,19 +318,19 @@ def follow_logs(
             and str(pod["metadata"]["name"]) == pod_name
         ):
             try:
-                rest = yield ReadLog(namespace, pod_name, container, **cursor.resume(tail))
+                rest = await api(ReadLog(namespace, pod_name, container, **cursor.resume(tail)))
             except ApiError:
                 return  # the pod went meanwhile: nothing more to read
             cursor.start_pass()
             for line in str(rest).splitlines():
                 text = cursor.shown(line, raw)
                 if text is not None:
-                    yield Emit(text)
+                    yield text
             return
-        yield Sleep(0.2 if not dropped else poll_interval)
+        await api.sleep(0.2 if not dropped else poll_interval)
 
 
-def with_log_progress(namespace: str, obj: dict[str, Any]) -> Program[dict[str, Any]]:
+async def with_log_progress(api: Api, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
     """``obj`` with the progress its function printed in node-0's log as
     ``status.trainerStatus``, where the cluster has no status server to write it.
     Unchanged when the job has a ``trainerStatus`` or does not report in its log.
@@ -341,8 +338,8 @@ def with_log_progress(namespace: str, obj: dict[str, Any]) -> Program[dict[str, 
     if (obj.get("status") or {}).get("trainerStatus") or not reports_in_log(obj):
         return obj
     try:
-        lines = yield from read_logs(
-            namespace, str(obj["metadata"]["name"]), "node-0", 50, attempts=COURTESY_ATTEMPTS
+        lines = await read_logs(
+            api, namespace, str(obj["metadata"]["name"]), "node-0", 50, attempts=COURTESY_ATTEMPTS
         )
     except ApiError:
         return obj  # progress is a courtesy: a log that cannot be read shows none

@@ -3,7 +3,7 @@ result, and why a job failed."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -33,7 +33,8 @@ from kf_trainer_core.cluster.status import (
 )
 from kf_trainer_core.errors import TrainJobNotFoundError
 from kf_trainer_core.fields import names
-from kf_trainer_core.k8s.calls import Program, ReadLog
+from kf_trainer_core.k8s.api import Api
+from kf_trainer_core.k8s.calls import ReadLog
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.programs.logs import (
     COURTESY_ATTEMPTS,
@@ -52,30 +53,31 @@ FAILURE_LOG_LINES = 40
 EVIDENCE_LOG_LINES = 300
 
 
-def get_job(
+async def get_job(
+    api: Api,
     namespace: str,
     name: str,
     obj: dict[str, Any] | None = None,
     *,
     kueue: KueueProbe | None = None,
     log_progress: bool = False,
-) -> Program[TrainJob]:
+) -> TrainJob:
     """A job with its steps (one list of its pods); with a ``kueue`` probe, its queue
     status (only a job labelled for a Kueue queue costs more requests); with
     ``log_progress``, its progress read from node-0's log where no status server
     writes it (:func:`with_log_progress`; a log that cannot be read shows none)."""
     names.require_job_name(name)
     if obj is None:
-        obj = yield from get_object(namespace, name)
-    pods = yield from job_pods(namespace, name)
+        obj = await get_object(api, namespace, name)
+    pods = await job_pods(api, namespace, name)
     has_status = bool((obj.get("status") or {}).get("trainerStatus"))
     if log_progress and not has_status and reports_in_log(obj):
-        lines, _ = yield from _node0_log(namespace, pods)
+        lines, _ = await _node0_log(api, namespace, pods)
         status = progress_from_log(lines or [], f"TrainJob {namespace}/{name}")
         if status is not None:
             obj = with_trainer_status(obj, status)
-    queue = (yield from lookup(namespace, obj, kueue)) if kueue is not None else None
-    return (yield from explained(namespace, to_trainjob(obj, pods, queue=queue), obj, pods))
+    queue = (await lookup(api, namespace, obj, kueue)) if kueue is not None else None
+    return await explained(api, namespace, to_trainjob(obj, pods, queue=queue), obj, pods)
 
 
 @dataclass(frozen=True)
@@ -90,9 +92,9 @@ class Outcome:
     missing: ResultMissing | None = None
 
 
-def _node0_log(
-    namespace: str, pods: list[dict[str, Any]]
-) -> Program[tuple[list[str] | None, ApiError | None]]:
+async def _node0_log(
+    api: Api, namespace: str, pods: list[dict[str, Any]]
+) -> tuple[list[str] | None, ApiError | None]:
     """node-0's last lines, or ``None`` and the error that kept them from being read.
     After the job its log is evidence only: its node may be gone or serve no logs, and
     that must never become the outcome of whoever reads the job."""
@@ -100,34 +102,37 @@ def _node0_log(
     if pod is None or not _started(pod, names.NODE):
         return None, None
     try:
-        text = yield ReadLog(
-            namespace,
-            str(pod["metadata"]["name"]),
-            names.NODE,
-            tail_lines=PROGRESS_LOG_TAIL,
-            attempts=COURTESY_ATTEMPTS,
+        text = await api(
+            ReadLog(
+                namespace,
+                str(pod["metadata"]["name"]),
+                names.NODE,
+                tail_lines=PROGRESS_LOG_TAIL,
+                attempts=COURTESY_ATTEMPTS,
+            )
         )
     except ApiError as err:
         return None, err
     return str(text).splitlines(), None
 
 
-def outputs_of(
+async def outputs_of(
+    api: Api,
     namespace: str,
     obj: dict[str, Any],
     *,
     kueue: KueueProbe | None = None,
-    pods_of: Callable[[str], Program[list[dict[str, Any]]]] | None = None,
-) -> Program[Outcome]:
+    pods_of: Callable[[str], Awaitable[list[dict[str, Any]]]] | None = None,
+) -> Outcome:
     """A finished job's view, the function's return value and its pods (and its queue
     status, with a ``kueue`` probe). Never raises for node-0's log: a result that
     cannot be read is :attr:`Outcome.missing` (see :mod:`kf_trainer_core.cluster.results`).
     ``pods_of`` reads the pods (a waits' shared
     :class:`~kf_trainer_core.programs.pod_batch.PodBatch`); else one list of the job's pods."""
     name = str(obj["metadata"]["name"])
-    pods = yield from (pods_of or partial(job_pods, namespace))(name)
+    pods = await (pods_of or partial(job_pods, api, namespace))(name)
     queue = (
-        (yield from lookup(namespace, obj, kueue, positions=False)) if kueue is not None else None
+        (await lookup(api, namespace, obj, kueue, positions=False)) if kueue is not None else None
     )
     job = to_trainjob(obj, pods, queue=queue)
     found, value = result_from_pods(pods)
@@ -137,7 +142,7 @@ def outputs_of(
     need_progress = job.progress is None and job.status.terminal and reports_in_log(obj)
     missing: ResultMissing | None = None
     if need_result or need_progress:
-        lines, err = yield from _node0_log(namespace, pods)
+        lines, err = await _node0_log(api, namespace, pods)
         if need_result:
             if lines is not None:
                 found, value = result_from_log(lines)
@@ -145,7 +150,7 @@ def outputs_of(
                 node0 = _pod_for_step(pods, "node-0")
                 expected = expects_result(obj, node0)
                 if expected is None:  # a cached copy without the program: read it once
-                    expected = yield from _runs_a_function(namespace, name)
+                    expected = await _runs_a_function(api, namespace, name)
                 if expected:
                     missing = _why_missing(f"{namespace}/{name}", pods, lines, err)
         status = (
@@ -160,11 +165,11 @@ def outputs_of(
     return Outcome(job, value, pods, missing or withheld)
 
 
-def _runs_a_function(namespace: str, name: str) -> Program[bool]:
+async def _runs_a_function(api: Api, namespace: str, name: str) -> bool:
     """Whether the job (read in full) runs a training function; a job that cannot be
     read now is assumed to (saying a result is missing is the safe side)."""
     try:
-        full = yield from get_object(namespace, name)
+        full = await get_object(api, namespace, name)
     except (TrainJobNotFoundError, ApiError):
         return True
     return bool(expects_result(full, None))
@@ -184,52 +189,57 @@ def _why_missing(
     return not_in_log(job, pod_name)
 
 
-def explain_failure(
+async def explain_failure(
+    api: Api,
     namespace: str,
     obj: dict[str, Any],
     pods: list[dict[str, Any]] | None = None,
     *,
     queue: QueueStatus | None = None,
-) -> Program[Failure]:
+) -> Failure:
     """Everything that says why a job failed: condition, failing pod and container,
     warning events, and the last lines of the failing step's log."""
     name = str(obj["metadata"]["name"])
     if pods is None:
-        pods = yield from job_pods(namespace, name)
-    events = yield from get_events(namespace, name, pods, obj)
+        pods = await job_pods(api, namespace, name)
+    events = await get_events(api, namespace, name, pods, obj)
     found = failing_pod(pods)
     step = found[0] if found else "node-0"
     # Evidence only: a node that serves no log is not waited out (see ReadLog).
-    logs = {step: (yield from _evidence_log(namespace, pods, step))}
+    logs = {step: (await _evidence_log(api, namespace, pods, step))}
     # A distributed job's first failed node may say only that a peer went away: the
     # other failed nodes' logs then say which failed first (a few reads at most).
     if root_cause.needs_more_logs(logs[step], step):
         others = [s for s, _ in root_cause.failed_nodes(pods) if s != step]
         for other in others[: root_cause.LOG_READS - 1]:
-            logs[other] = yield from _evidence_log(namespace, pods, other)
+            logs[other] = await _evidence_log(api, namespace, pods, other)
     first = root_cause.root_cause_node(pods, logs)
     tail = logs.get(first or step) or logs[step]
     return failure_of(obj, pods, events, tail, queue=queue, first=first, shown=FAILURE_LOG_LINES)
 
 
-def _evidence_log(namespace: str, pods: list[dict[str, Any]], step: str) -> Program[list[str]]:
+async def _evidence_log(
+    api: Api, namespace: str, pods: list[dict[str, Any]], step: str
+) -> list[str]:
     """The end of one step's log, as evidence of its failure (the lines a person does
     not read left out); empty when it cannot be read."""
     try:
-        lines = yield from _read_step_log(
-            namespace, pods, step, EVIDENCE_LOG_LINES, attempts=COURTESY_ATTEMPTS
+        lines = await _read_step_log(
+            api, namespace, pods, step, EVIDENCE_LOG_LINES, attempts=COURTESY_ATTEMPTS
         )
     except ApiError:
         return []
     return untrusted.shown_lines(lines)
 
 
-def explain(namespace: str, name: str, *, kueue: KueueProbe | None = None) -> Program[Failure]:
+async def explain(
+    api: Api, namespace: str, name: str, *, kueue: KueueProbe | None = None
+) -> Failure:
     """:func:`explain_failure` of the job called ``name`` as it is now (its Kueue
     evictions count as evidence, with a ``kueue`` probe)."""
     names.require_job_name(name)
-    obj = yield from get_object(namespace, name)
+    obj = await get_object(api, namespace, name)
     queue = (
-        (yield from lookup(namespace, obj, kueue, positions=False)) if kueue is not None else None
+        (await lookup(api, namespace, obj, kueue, positions=False)) if kueue is not None else None
     )
-    return (yield from explain_failure(namespace, obj, queue=queue))
+    return await explain_failure(api, namespace, obj, queue=queue)

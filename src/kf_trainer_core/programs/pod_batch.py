@@ -12,26 +12,26 @@ is in flight wait for the next batch, which the first of them leads when the run
 one ends. The number of requests follows the server's round-trip time, not the number
 of completions, and a lone wait still makes exactly the one request it made before.
 
-The batch runs inside the waits' own programs (a leader's LIST is one of its calls), so
-it is written once for the sync and the async client; only the waker differs.
+The batch runs in the waits' own tasks (a leader's LIST is one of its calls); the waits
+of one batch share an event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import threading
 import weakref
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from kf_trainer_core.k8s.calls import Await, Program
+from kf_trainer_core.k8s.api import Api
 from kf_trainer_core.k8s.paging import list_all
 from kf_trainer_core.k8s.resources import PODS
 from kf_trainer_core.k8s.trainjob import JOBSET_NAME_LABEL
 from kf_trainer_core.programs.reads import pod_selector
 from kf_trainer_core.programs.shared_reads import SharedReads
+from kf_trainer_core.programs.wakers import Waker
 
 #: Jobs per LIST at most (a selector of 50 names of up to 63 characters stays ~3 KiB).
 MAX_NAMES = 50
@@ -41,16 +41,20 @@ MAX_NAMES = 50
 FOLLOWER_PATIENCE = 30.0
 _ABSENT = object()
 
-PodsReader = Callable[[str], Program[list[dict[str, Any]]]]
+PodsReader = Callable[[str], Awaitable[list[dict[str, Any]]]]
 
 
 @dataclass(eq=False)
 class _Ticket:
-    """One wait's request for one job's pods."""
+    """One wait's request for one job's pods; ``news`` is set when its pods are read
+    or when it is next to lead."""
 
     name: str
-    waker: Any
     pods: list[dict[str, Any]] | None = None
+    news: Waker = field(default_factory=lambda: Waker(fired=False))
+
+    def notify(self) -> None:
+        self.news.notify()
 
 
 class PodBatch:
@@ -60,7 +64,6 @@ class PodBatch:
 
     def __init__(self, namespace: str) -> None:
         self.namespace = namespace
-        self._lock = threading.Lock()
         # Insertion-ordered: the oldest tickets lead and join batches first.
         self._queue: dict[_Ticket, None] = {}
         self._leading = False
@@ -68,42 +71,38 @@ class PodBatch:
         #: :mod:`~kf_trainer_core.programs.shared_reads`).
         self.shared = SharedReads()
 
-    def reader(self, waker: Any) -> PodsReader:
-        """A pod reader for one wait, woken through ``waker`` (the wait's own)."""
+    def reader(self, api: Api) -> PodsReader:
+        """A pod reader for one wait."""
 
-        def read(name: str) -> Program[list[dict[str, Any]]]:
-            return self.read(name, waker)
+        async def read(name: str) -> list[dict[str, Any]]:
+            return await self.read(api, name)
 
         return read
 
-    def read(self, name: str, waker: Any) -> Program[list[dict[str, Any]]]:
+    async def read(self, api: Api, name: str) -> list[dict[str, Any]]:
         """The pods of job ``name``, read in a batch with those of other waits."""
-        ticket = _Ticket(name, waker)
-        with self._lock:
-            self._queue[ticket] = None
+        ticket = _Ticket(name)
+        self._queue[ticket] = None
         try:
             while True:
-                with self._lock:
-                    if ticket.pods is not None:
-                        return ticket.pods
-                    batch = self._take(ticket) if not self._leading else None
-                if batch is not None:
-                    return (yield from self._lead(ticket, batch))
+                if ticket.pods is not None:
+                    return ticket.pods
+                if not self._leading:
+                    return await self._lead(api, ticket, self._take(ticket))
                 # Woken when its batch is read or when it is next to lead: a queued
                 # wait never polls (thousands queued behind a slow server would
                 # otherwise each look every second, and slow the process further).
-                yield Await(waker, FOLLOWER_PATIENCE)
+                await ticket.news.wait(FOLLOWER_PATIENCE)
         finally:
             # A wait that ends while queued (cancelled, timed out) leaves the queue; if
             # it was to lead next, the one after it is told instead.
-            with self._lock:
-                queued = self._queue.pop(ticket, _ABSENT) is not _ABSENT
-                head = next(iter(self._queue), None) if queued and not self._leading else None
+            queued = self._queue.pop(ticket, _ABSENT) is not _ABSENT
+            head = next(iter(self._queue), None) if queued and not self._leading else None
             if head is not None:
-                head.waker.notify()
+                head.notify()
 
     def _take(self, ticket: _Ticket) -> list[_Ticket]:
-        """Under the lock: become the leader of a batch holding ``ticket`` and the
+        """Become the leader of a batch holding ``ticket`` and the
         oldest other queued tickets (the queue's head only: no scan of the queue)."""
         self._leading = True
         self._queue.pop(ticket, None)
@@ -112,7 +111,7 @@ class PodBatch:
             del self._queue[t]
         return [ticket, *others]
 
-    def _lead(self, ticket: _Ticket, batch: list[_Ticket]) -> Program[list[dict[str, Any]]]:
+    async def _lead(self, api: Api, ticket: _Ticket, batch: list[_Ticket]) -> list[dict[str, Any]]:
         names = sorted({t.name for t in batch})
         # One name: the selector the job's other pod reads use (the same request as
         # before batching). From the watch cache ("0"): the pods' final state reached
@@ -125,62 +124,46 @@ class PodBatch:
             else f"{JOBSET_NAME_LABEL} in ({','.join(names)})"
         )
         try:
-            listing = yield from list_all(
-                PODS, self.namespace, label_selector=selector, resource_version="0"
+            listing = await list_all(
+                api, PODS, self.namespace, label_selector=selector, resource_version="0"
             )
             pods = listing["items"]
         except BaseException:
             # The others ask again (each then leads, and meets its own error if any).
-            with self._lock:
-                self._leading = False
-                self._queue = {
-                    **dict.fromkeys(t for t in batch if t is not ticket),
-                    **self._queue,
-                }
-                first = next(iter(self._queue), None)
+            self._leading = False
+            self._queue = {**dict.fromkeys(t for t in batch if t is not ticket), **self._queue}
+            first = next(iter(self._queue), None)
             if first is not None:
-                first.waker.notify()
+                first.notify()
             raise
         by_job: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
         for pod in pods:
             owner = ((pod.get("metadata") or {}).get("labels") or {}).get(JOBSET_NAME_LABEL)
             if owner in by_job:
                 by_job[owner].append(pod)
-        with self._lock:
-            for t in batch:
-                t.pods = list(by_job[t.name])
-            self._leading = False
-            first = next(iter(self._queue), None)
+        for t in batch:
+            t.pods = list(by_job[t.name])
+        self._leading = False
+        first = next(iter(self._queue), None)
         for t in batch:
             if t is not ticket:
-                t.waker.notify()
+                t.notify()
         if first is not None:
-            first.waker.notify()  # the next batch's leader
+            first.notify()  # the next batch's leader
         return by_job[ticket.name]
 
 
 # ------------------------------------------------------------------------ registry
 
-_sync_batches: dict[tuple[Any, ...], PodBatch] = {}
-_sync_lock = threading.Lock()
-# Async wakers belong to one event loop: a batch never mixes the waits of two loops.
-_async_batches: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, dict[tuple[Any, ...], PodBatch]
-] = weakref.WeakKeyDictionary()
+# A batch never mixes the waits of two event loops.
+_batches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Any, ...], PodBatch]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
-def sync_pod_batch(key: tuple[Any, ...], namespace: str) -> PodBatch:
-    """The process-wide batch for ``key`` (cluster and namespace)."""
-    with _sync_lock:
-        batch = _sync_batches.get(key)
-        if batch is None:
-            batch = _sync_batches[key] = PodBatch(namespace)
-        return batch
-
-
-def async_pod_batch(key: tuple[Any, ...], namespace: str) -> PodBatch:
-    """The batch for ``key`` in the running event loop."""
-    registry = _async_batches.setdefault(asyncio.get_running_loop(), {})
+def pod_batch(key: tuple[Any, ...], namespace: str) -> PodBatch:
+    """The batch for ``key`` (cluster and namespace) in the running event loop."""
+    registry = _batches.setdefault(asyncio.get_running_loop(), {})
     batch = registry.get(key)
     if batch is None:
         batch = registry[key] = PodBatch(namespace)

@@ -30,7 +30,7 @@ from kf_trainer_core.base.marks import IDENTITY_ANNOTATION, MANAGED_BY_LABEL, MA
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.cluster.status import JobState, job_state
 from kf_trainer_core.fields import retention
-from kf_trainer_core.k8s.calls import Program
+from kf_trainer_core.k8s.api import Api
 from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE, list_all
 from kf_trainer_core.k8s.resources import TRAINJOBS
 from kf_trainer_core.k8s.trainjob import condition
@@ -378,14 +378,15 @@ def _prefixed(job: _Seen, prefix: str | None) -> bool:
     return prefix is None or (job.identity is not None and job.identity.startswith(prefix))
 
 
-def prune(
+async def prune(
+    api: Api,
     namespace: str,
     rules: PruneRules,
     *,
     dry_run: bool = False,
     page_size: int | None = DEFAULT_PAGE_SIZE,
     now: float | None = None,
-) -> Program[PruneReport]:
+) -> PruneReport:
     """List the namespace's TrainJobs a page at a time (each page reduced to what the
     rules need), pick the due ones (:func:`plan_prune`) and, unless ``dry_run``, delete
     them, each under a precondition on what was listed."""
@@ -393,8 +394,8 @@ def prune(
     selector = ",".join(
         s for s in (None if rules.include_foreign else SUITE_SELECTOR, rules.label_selector) if s
     )
-    listing = yield from list_all(
-        TRAINJOBS, namespace, label_selector=selector or None, page_size=page_size, slim=_seen
+    listing = await list_all(
+        api, TRAINJOBS, namespace, label_selector=selector or None, page_size=page_size, slim=_seen
     )
     clock = time.time() if now is None else now
     report, picked = plan_prune(namespace, listing["items"], rules, clock)
@@ -406,10 +407,11 @@ def prune(
     # The identities' locks last (picked lists them last): each is read again with its
     # identity just before it goes.
     for job, rank in picked:
-        why = yield from remove(
+        why = await remove(
+            api,
             namespace,
             job.name,
-            guard=_still_due(namespace, job, rank, rules, clock, removed),
+            guard=_still_due(api, namespace, job, rank, rules, clock, removed),
             checked=bool(deleted),
         )
         if why is None:
@@ -437,6 +439,7 @@ CLAIM_SECONDS = 600.0
 
 
 def _still_due(
+    api: Api,
     namespace: str,
     job: _Seen,
     rank: int,
@@ -451,7 +454,7 @@ def _still_due(
     hold no lock: its identity read again has no other job, and no rerun claimed a later
     attempt that is not to be seen (:data:`CLAIM_SECONDS`)."""
 
-    def guard(obj: Mapping[str, Any]) -> Program[str | None]:
+    async def guard(obj: Mapping[str, Any]) -> str | None:
         fresh = _seen(obj)
         if fresh.uid != job.uid:
             return "replaced by another job of that name since it was listed"
@@ -467,7 +470,7 @@ def _still_due(
             return None
         others = [
             o
-            for o in (yield from jobs_for_identity(namespace, fresh.identity))
+            for o in (await jobs_for_identity(api, namespace, fresh.identity))
             if (o.get("metadata") or {}).get("name") != job.name
         ]
         staying = [o for o in others if not (o.get("metadata") or {}).get("deletionTimestamp")]

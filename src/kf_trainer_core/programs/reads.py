@@ -14,7 +14,8 @@ from kf_trainer_core.cluster.status import Event, Failure, TrainJob, to_trainjob
 from kf_trainer_core.cluster.stuck import backoff_limits, waiting_of, with_waiting
 from kf_trainer_core.errors import TrainJobNotFoundError
 from kf_trainer_core.fields import names
-from kf_trainer_core.k8s.calls import Get, Program
+from kf_trainer_core.k8s.api import Api
+from kf_trainer_core.k8s.calls import Get
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE, list_all
 from kf_trainer_core.k8s.resources import (
@@ -35,17 +36,17 @@ def pod_selector(job: str) -> str:
     return f"{JOBSET_NAME_LABEL}={job}"
 
 
-def job_pods(namespace: str, name: str) -> Program[list[dict[str, Any]]]:
+async def job_pods(api: Api, namespace: str, name: str) -> list[dict[str, Any]]:
     """The pods of one job (selected by its JobSet label; paginated, as every list of
     the suite is, so that a job of thousands of pods is read in pages)."""
-    listing = yield from list_all(PODS, namespace, label_selector=pod_selector(name))
+    listing = await list_all(api, PODS, namespace, label_selector=pod_selector(name))
     pods: list[dict[str, Any]] = listing["items"]
     return pods
 
 
-def get_runtime(
-    name: str, kind: str, namespace: str
-) -> Program[tuple[RuntimeInfo, dict[str, Any]]]:
+async def get_runtime(
+    api: Api, name: str, kind: str, namespace: str
+) -> tuple[RuntimeInfo, dict[str, Any]]:
     """Read a runtime; a missing one is a :class:`RuntimeNotFoundError` naming the
     nearest installed name, or the kind a runtime of that name has."""
     if not isinstance(name, str) or not name.strip() or "/" in name:
@@ -56,11 +57,11 @@ def get_runtime(
     res = CLUSTER_TRAINING_RUNTIMES if kind == "ClusterTrainingRuntime" else TRAINING_RUNTIMES
     ns = None if res is CLUSTER_TRAINING_RUNTIMES else namespace
     try:
-        obj = yield Get(res, ns, name)
+        obj = await api(Get(res, ns, name))
     except ApiError as err:
         if not err.not_found:
             raise
-        missing = yield from _runtime_missing(name, kind, namespace)
+        missing = await _runtime_missing(api, name, kind, namespace)
         raise missing from None
     return RuntimeInfo.from_manifest(obj), obj
 
@@ -71,13 +72,13 @@ _NAMED_RUNTIMES = 12
 _RUNTIMES_HINT = "`kf-trainer runtimes list` or list_runtimes() shows them"
 
 
-def _runtime_names(kind: str, namespace: str) -> Program[list[str]]:
+async def _runtime_names(api: Api, kind: str, namespace: str) -> list[str]:
     """The names of the installed runtimes of ``kind`` (none where the namespace's
     runtimes may not be read)."""
     res = CLUSTER_TRAINING_RUNTIMES if kind == "ClusterTrainingRuntime" else TRAINING_RUNTIMES
     ns = None if res is CLUSTER_TRAINING_RUNTIMES else namespace
     try:
-        listing = yield from list_all(res, ns, slim=lambda o: (o.get("metadata") or {}).get("name"))
+        listing = await list_all(api, res, ns, slim=lambda o: (o.get("metadata") or {}).get("name"))
     except ApiError as err:
         if res is CLUSTER_TRAINING_RUNTIMES or not (err.forbidden or err.not_found):
             raise
@@ -85,13 +86,13 @@ def _runtime_names(kind: str, namespace: str) -> Program[list[str]]:
     return sorted(str(n) for n in listing["items"] if n)
 
 
-def _runtime_missing(name: str, kind: str, namespace: str) -> Program[RuntimeNotFoundError]:
+async def _runtime_missing(api: Api, name: str, kind: str, namespace: str) -> RuntimeNotFoundError:
     """The error for a runtime that does not exist: the other kind when a runtime of
     that name has it, else the nearest installed name ("did you mean") and what is
     installed. One fix, never a second one added by whoever reports it."""
     other = "TrainingRuntime" if kind == "ClusterTrainingRuntime" else "ClusterTrainingRuntime"
-    here = yield from _runtime_names(kind, namespace)
-    there = yield from _runtime_names(other, namespace)
+    here = await _runtime_names(api, kind, namespace)
+    there = await _runtime_names(api, other, namespace)
 
     def where(k: str) -> str:
         return f" in namespace {namespace!r}" if k == "TrainingRuntime" else ""
@@ -122,12 +123,12 @@ def _runtime_missing(name: str, kind: str, namespace: str) -> Program[RuntimeNot
     return RuntimeNotFoundError(f"{problem}. Fix: use one of {listed} ({_RUNTIMES_HINT}).")
 
 
-def namespace_missing(namespace: str) -> Program[bool]:
+async def namespace_missing(api: Api, namespace: str) -> bool:
     """Whether the cluster says ``namespace`` does not exist. ``False`` where it exists
     or where that cannot be told: credentials that may not read namespaces (most
     tenants' on a shared cluster), or a backend without namespace objects."""
     try:
-        yield Get(NAMESPACES, None, namespace)
+        await api(Get(NAMESPACES, None, namespace))
     except ApiError as err:
         return about_namespace(err, namespace)
     return False
@@ -153,13 +154,13 @@ def missing_namespace_error(namespace: str, what: str) -> NamespaceNotFoundError
     )
 
 
-def list_runtimes(namespace: str) -> Program[list[RuntimeInfo]]:
+async def list_runtimes(api: Api, namespace: str) -> list[RuntimeInfo]:
     """Cluster runtimes and the namespace's own runtimes."""
     out = []
-    cluster = yield from list_all(CLUSTER_TRAINING_RUNTIMES, None, slim=RuntimeInfo.from_manifest)
+    cluster = await list_all(api, CLUSTER_TRAINING_RUNTIMES, None, slim=RuntimeInfo.from_manifest)
     out += cluster["items"]
     try:
-        local = yield from list_all(TRAINING_RUNTIMES, namespace, slim=RuntimeInfo.from_manifest)
+        local = await list_all(api, TRAINING_RUNTIMES, namespace, slim=RuntimeInfo.from_manifest)
         out += local["items"]
     except ApiError as err:
         if not (err.forbidden or err.not_found):
@@ -167,15 +168,15 @@ def list_runtimes(namespace: str) -> Program[list[RuntimeInfo]]:
     return out
 
 
-def get_object(namespace: str, name: str) -> Program[dict[str, Any]]:
+async def get_object(api: Api, namespace: str, name: str) -> dict[str, Any]:
     """The TrainJob object, or :class:`TrainJobNotFoundError`."""
     names.require_job_name(name)
     try:
-        obj: dict[str, Any] = yield Get(TRAINJOBS, namespace, name)
+        obj: dict[str, Any] = await api(Get(TRAINJOBS, namespace, name))
     except ApiError as err:
         if not err.not_found:
             raise
-        if (yield from namespace_missing(namespace)):
+        if await namespace_missing(api, namespace):
             raise missing_namespace_error(
                 namespace, f"TrainJob {namespace}/{name} not found"
             ) from None
@@ -183,23 +184,31 @@ def get_object(namespace: str, name: str) -> Program[dict[str, Any]]:
     return obj
 
 
-def list_jobs(
-    namespace: str, label_selector: str | None = None, page_size: int | None = DEFAULT_PAGE_SIZE
-) -> Program[list[TrainJob]]:
+async def list_jobs(
+    api: Api,
+    namespace: str,
+    label_selector: str | None = None,
+    page_size: int | None = DEFAULT_PAGE_SIZE,
+) -> list[TrainJob]:
     """Jobs of a namespace, with steps: one paginated list of the jobs (each page
     slimmed before the next: programs are not kept) and one of their pods."""
-    listing = yield from list_all(
-        TRAINJOBS, namespace, label_selector=label_selector, page_size=page_size, slim=slim_trainjob
+    listing = await list_all(
+        api,
+        TRAINJOBS,
+        namespace,
+        label_selector=label_selector,
+        page_size=page_size,
+        slim=slim_trainjob,
     )
     items = listing["items"]
     if not items:
         # A real API server lists an empty collection in a namespace that does not
         # exist: say so, instead of "no jobs" there.
-        if (yield from namespace_missing(namespace)):
+        if await namespace_missing(api, namespace):
             raise missing_namespace_error(namespace, "No TrainJobs can be listed")
         return []
-    pods = yield from list_all(
-        PODS, namespace, label_selector=JOBSET_NAME_LABEL, page_size=page_size
+    pods = await list_all(
+        api, PODS, namespace, label_selector=JOBSET_NAME_LABEL, page_size=page_size
     )
     by_job: dict[str, list[dict[str, Any]]] = {}
     for pod in pods["items"]:
@@ -215,55 +224,57 @@ def list_jobs(
     return jobs
 
 
-def get_events(
+async def get_events(
+    api: Api,
     namespace: str,
     name: str,
     pods: list[dict[str, Any]] | None = None,
     obj: Mapping[str, Any] | None = None,
-) -> Program[list[Event]]:
+) -> list[Event]:
     """Events of the TrainJob, its JobSet, Jobs and pods (one paginated list of the
     namespace's events; each page keeps only the job's). Which Jobs and pods are the
     job's comes from its ``pods`` (read here when not given) and the replicated jobs its
     ``obj``'s status lists (:func:`~kf_trainer_core.cluster.status.job_events`)."""
     names.require_job_name(name)
     if pods is None:
-        pods = yield from job_pods(namespace, name)
+        pods = await job_pods(api, namespace, name)
     steps = steps_of(obj) if obj is not None else []
 
     def ours(ev: dict[str, Any]) -> bool:
         return bool(job_events(name, [ev], pods, steps))
 
-    listing = yield from list_all(EVENTS, namespace, where=ours)
+    listing = await list_all(api, EVENTS, namespace, where=ours)
     return job_events(name, listing["items"], pods, steps)
 
 
-def explained(
+async def explained(
+    api: Api,
     namespace: str,
     job: TrainJob,
     obj: dict[str, Any],
     pods: list[dict[str, Any]],
     refused: Failure | None = None,
-) -> Program[TrainJob]:
+) -> TrainJob:
     """``job`` with what holds it up (:attr:`TrainJob.waiting`, read by
     :func:`~kf_trainer_core.cluster.stuck.waiting_of` from ``obj`` and its pods, and
     ``refused``: the API server's refusal of its pods), the attempt count's total
     read from the JobSet of a restarting job (:func:`jobset_limits`)."""
     waiting = waiting_of(obj, pods, refused=refused)
     if waiting is not None and waiting.state == "Restarting":
-        limits = yield from jobset_limits(namespace, obj)
+        limits = await jobset_limits(api, namespace, obj)
         if limits:
             waiting = waiting_of(obj, pods, limits=limits, refused=refused)
     return job if waiting == job.waiting else job.model_copy(update={"waiting": waiting})
 
 
-def jobset_limits(namespace: str, obj: dict[str, Any]) -> Program[dict[str, int]]:
+async def jobset_limits(api: Api, namespace: str, obj: dict[str, Any]) -> dict[str, int]:
     """The ``backoffLimit`` of each replicated job of TrainJob ``obj``'s JobSet
     (:func:`~kf_trainer_core.cluster.stuck.backoff_limits`); empty when the JobSet cannot
     be read (gone, an earlier job's of the same name, or ``get`` on ``jobsets`` not
     granted): the attempt count then has no total."""
     meta = obj.get("metadata") or {}
     try:
-        jobset = yield Get(JOBSETS, namespace, str(meta.get("name")))
+        jobset = await api(Get(JOBSETS, namespace, str(meta.get("name"))))
     except ApiError:
         return {}
     uid = meta.get("uid")

@@ -13,7 +13,8 @@ from kf_trainer_core.base.marks import CLAIM_ANNOTATION
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.cluster.status import JobState, TrainJob, job_state, to_trainjob
 from kf_trainer_core.errors import BackendConfigRejectedError, SpecConflictError, SubmitError
-from kf_trainer_core.k8s.calls import Create, Get, Patch, Program, Sleep
+from kf_trainer_core.k8s.api import Api
+from kf_trainer_core.k8s.calls import Create, Get, Patch
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.paging import list_all
 from kf_trainer_core.k8s.resources import TRAINJOBS
@@ -68,7 +69,7 @@ class Submitted:
 DELETION_WAIT_ROUNDS = 60
 
 
-def submit(namespace: str, built: BuiltTrainJob) -> Program[Submitted]:
+async def submit(api: Api, namespace: str, built: BuiltTrainJob) -> Submitted:
     """Create the TrainJob once.
 
     A 409 for a job carrying the same spec hash is adoption (a retried task finds the
@@ -76,11 +77,11 @@ def submit(namespace: str, built: BuiltTrainJob) -> Program[Submitted]:
     :class:`SpecConflictError`; a job being deleted is waited out, then created anew.
     """
     for _ in range(DELETION_WAIT_ROUNDS):
-        created = yield from _create(namespace, built)
+        created = await _create(api, namespace, built)
         if created is not None:
             return created
         try:
-            existing = yield Get(TRAINJOBS, namespace, built.name)
+            existing = await api(Get(TRAINJOBS, namespace, built.name))
         except ApiError as err:
             if err.not_found:
                 continue  # deleted in between: create again
@@ -88,7 +89,7 @@ def submit(namespace: str, built: BuiltTrainJob) -> Program[Submitted]:
         settled = _settle(namespace, built, existing)
         if settled is not None:
             return settled
-        yield Sleep(1.0)  # being deleted: create again once it is gone
+        await api.sleep(1.0)  # being deleted: create again once it is gone
     raise SubmitError(
         f"TrainJob {namespace}/{built.name} is still being deleted after "
         f"{DELETION_WAIT_ROUNDS} s (a foreground delete or a finalizer holds it), or kept "
@@ -97,10 +98,10 @@ def submit(namespace: str, built: BuiltTrainJob) -> Program[Submitted]:
     )
 
 
-def _create(namespace: str, built: BuiltTrainJob) -> Program[Submitted | None]:
+async def _create(api: Api, namespace: str, built: BuiltTrainJob) -> Submitted | None:
     """Create the job; ``None`` when a job of that name exists (409)."""
     try:
-        obj = yield Create(TRAINJOBS, namespace, built.manifest)
+        obj = await api(Create(TRAINJOBS, namespace, built.manifest))
     except ApiError as err:
         if about_namespace(err, namespace):
             raise missing_namespace_error(
@@ -140,12 +141,13 @@ def _settle(namespace: str, built: BuiltTrainJob, existing: Mapping[str, Any]) -
     return Submitted(to_trainjob(obj), False, obj)
 
 
-def submit_identity(
+async def submit_identity(
+    api: Api,
     namespace: str,
     identity: str,
     build: Callable[[int], BuiltTrainJob],
     fresh_after_failure: bool,
-) -> Program[Submitted]:
+) -> Submitted:
     """Submit for an orchestrator identity (``build(attempt)`` makes the job of an
     attempt): reattach to its job or, when the last attempt failed and
     ``fresh_after_failure``, submit the next attempt.
@@ -163,10 +165,10 @@ def submit_identity(
     submits adopt whichever attempt completed (:func:`choose_attempt`)."""
     first = build(0)
     for _ in range(DELETION_WAIT_ROUNDS):
-        created = yield from _create(namespace, first)
+        created = await _create(api, namespace, first)
         if created is not None:
             return created
-        jobs = yield from jobs_for_identity(namespace, identity)
+        jobs = await jobs_for_identity(api, namespace, identity)
         attempt = choose_attempt(jobs, fresh_after_failure)
         built = first if attempt == 0 else build(attempt)
         # The job under the chosen name was just listed: settle with it rather than
@@ -178,16 +180,16 @@ def submit_identity(
             settled = _settle(namespace, built, listed)
             if settled is not None:
                 return settled
-        if attempt > 0 and listed is None and not (yield from _claim(namespace, first, attempt)):
+        if attempt > 0 and listed is None and not (await _claim(api, namespace, first, attempt)):
             continue  # attempt 0 went meanwhile: the identity starts over
-        return (yield from submit(namespace, built))
+        return await submit(api, namespace, built)
     raise SubmitError(
         f"the jobs of identity {shown(identity)} kept changing while a submit "
         "chose among them. Fix: submit again."
     )
 
 
-def _claim(namespace: str, first: BuiltTrainJob, attempt: int) -> Program[bool]:
+async def _claim(api: Api, namespace: str, first: BuiltTrainJob, attempt: int) -> bool:
     """Mark attempt 0 (the identity's lock) before creating ``attempt``; ``False`` when
     attempt 0 is gone. A prune racing this rerun keeps attempt 0 while the claimed
     attempt is not yet to be seen (the patch also moves attempt 0's resourceVersion, so
@@ -195,11 +197,13 @@ def _claim(namespace: str, first: BuiltTrainJob, attempt: int) -> Program[bool]:
     (no ``patch`` right) the submit goes ahead unmarked, as before there were claims."""
     stamp = f"{attempt} {int(time.time())}"
     try:
-        yield Patch(
-            TRAINJOBS,
-            namespace,
-            first.name,
-            {"metadata": {"annotations": {CLAIM_ANNOTATION: stamp}}},
+        await api(
+            Patch(
+                TRAINJOBS,
+                namespace,
+                first.name,
+                {"metadata": {"annotations": {CLAIM_ANNOTATION: stamp}}},
+            )
         )
     except ApiError as err:
         if err.not_found:
@@ -227,12 +231,12 @@ def attempt_of(obj: Mapping[str, Any]) -> int:
     return untrusted.whole_number(value) or 0
 
 
-def jobs_for_identity(namespace: str, identity: str) -> Program[list[dict[str, Any]]]:
+async def jobs_for_identity(api: Api, namespace: str, identity: str) -> list[dict[str, Any]]:
     """All TrainJobs submitted for an orchestrator identity, by attempt number.
 
     The label holds a digest of the identity; the annotation the identity itself, which
     is checked so that another identity's jobs are never taken for ours."""
-    listing = yield from list_all(TRAINJOBS, namespace, label_selector=identity_selector(identity))
+    listing = await list_all(api, TRAINJOBS, namespace, label_selector=identity_selector(identity))
     items: list[dict[str, Any]] = [
         o
         for o in listing["items"]

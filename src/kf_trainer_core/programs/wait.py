@@ -3,14 +3,16 @@ trigger and the Prefect and KFP tasks."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from kf_trainer_core.base.aio import deadline
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.base.timeutil import parse_time
 from kf_trainer_core.cluster.events import event_last_seen, refused_pods
@@ -41,7 +43,7 @@ from kf_trainer_core.errors import (
     failed_error,
 )
 from kf_trainer_core.fields import names
-from kf_trainer_core.k8s.calls import Await, Emit, Program
+from kf_trainer_core.k8s.api import Api
 from kf_trainer_core.programs.logs import with_log_progress
 from kf_trainer_core.programs.outcome import Outcome, explain_failure, outputs_of
 from kf_trainer_core.programs.reads import (
@@ -51,7 +53,11 @@ from kf_trainer_core.programs.reads import (
     job_pods,
     jobset_limits,
 )
-from kf_trainer_core.programs.shared_reads import Share
+from kf_trainer_core.programs.wakers import Waker
+
+#: How a wait runs a read shared under a key with the other waits on the same job
+#: (:meth:`SharedReads.run <kf_trainer_core.programs.shared_reads.SharedReads.run>`).
+Share = Callable[[Hashable, Callable[[], Awaitable[Any]]], Awaitable[Any]]
 
 if TYPE_CHECKING:
     from kf_trainer_core.programs.informer import JobSubscription, Subscription
@@ -230,148 +236,229 @@ def never_admitted(queue: QueueStatus) -> Failure:
     )
 
 
-def wait_program(
+async def wait_program(
+    api: Api,
     namespace: str,
     goal: WaitGoal,
     jobs: Subscription | JobSubscription,
     events: Subscription,
-    waker: Any,
+    waker: Waker,
     *,
     timeout: float | None,
     polling_interval: float = 2.0,
     tracker: QueueTracker | None = None,
     log_progress_interval: float | None = None,
-    sink: Callable[[Any], None] | None = None,
+    sink: Callable[[Observed], None] | None = None,
     explain_restarts: bool = False,
-) -> Program[tuple[Verdict, dict[str, Any]]]:
-    """Wait on the shared informers until ``goal`` is judged; emit each new version of
-    the job (for callbacks and progress) as :class:`Observed`. Polls by name only when
-    the informer cannot serve (listing forbidden). ``jobs`` is a :class:`Subscription`
-    or a :class:`JobSubscription` (which moves to a per-name watch for foreign jobs).
+) -> tuple[Verdict, dict[str, Any]]:
+    """Wait on the shared informers until ``goal`` is judged, or ``timeout`` seconds
+    (a deadline around the wait); hand each new version of the job to ``sink`` (for
+    callbacks and progress) as :class:`Observed`. Polls by name only when the informer
+    cannot serve (listing forbidden). ``jobs`` is a :class:`Subscription` or a
+    :class:`JobSubscription` (which moves to a per-name watch for foreign jobs).
 
     With a ``tracker``, a job queued by Kueue also has its Workload read (see
-    :class:`~kf_trainer_core.cluster.kueue.QueueTracker`) and is emitted again when what it
-    waits for changes. A running job whose function reports in its log, on a cluster
-    without a status server (no ``trainerStatus``), has its log read every
+    :class:`~kf_trainer_core.cluster.kueue.QueueTracker`) and is handed on again when
+    what it waits for changes. A running job whose function reports in its log, on a
+    cluster without a status server (no ``trainerStatus``), has its log read every
     ``log_progress_interval`` seconds of running (``None``: never); what it reports is
-    emitted as the job's ``trainerStatus``. ``sink``: where the emits go (else to the
-    driver's ``on_emit``). With ``explain_restarts`` (someone watches the emits), the
-    pods of a job that does not run are read for what holds it up
-    (:attr:`Observed.waiting`; see :class:`_Holdups`)."""
-    start = time.monotonic()
-    log_status: dict[str, Any] | None = None
-    log_due: float | None = None  # when the log is read next
-    last_shown: tuple[str, str] | None = None
-    seen = False  # the job was observed at all
-    in_cache = False  # the shared informer has held it: its absence now means deleted
-    fetched_at: float | None = None
-    obj: dict[str, Any] | None = None
-    final_read = False  # the queue read once more before an admission timeout
-    failing_since: float | None = None  # when this wait first saw the build fail
-    seen_events: list[dict[str, Any]] = []
-    holdups = _Holdups(namespace, goal.name, explain_restarts)
-    while True:
-        elapsed = time.monotonic() - start
+    handed on as the job's ``trainerStatus``. With ``explain_restarts`` (someone watches),
+    the pods of a job that does not run are read for what holds it up
+    (:attr:`Observed.waiting`; see :class:`_Holdups`).
+
+    The wait sleeps on its ``waker`` between looks: the informers wake it with news, and
+    each concern that needs a look at a later time sets an alarm that wakes it then
+    (:class:`_Alarms`) — the goal's startup and admission timeouts, the polling of a
+    job the informer cannot serve, the next read of its log, the Trainer's grace for a
+    failing build, the queue's refresh."""
+    wait = _Wait(api, namespace, goal, jobs, events, waker, polling_interval, tracker)
+    wait.log_every = log_progress_interval
+    wait.sink = sink
+    wait.holdups = _Holdups(api, namespace, goal.name, explain_restarts)
+    for name, seconds in (("startup", goal.startup_timeout), ("admission", goal.admission_timeout)):
+        wait.alarms.set(name, None if seconds is None else seconds + 0.01)
+    try:
+        async with deadline(timeout):
+            while True:
+                verdict = await wait.look()
+                if verdict is not None:
+                    return verdict, wait.obj or {}
+                await waker.wait(None)
+    except (TimeoutError, asyncio.TimeoutError):
+        return wait.timed_out()
+    finally:
+        wait.alarms.cancel()
+
+
+class _Alarms:
+    """Named alarms that wake one waker: setting one replaces the one of that name."""
+
+    def __init__(self, waker: Waker) -> None:
+        self._waker = waker
+        self._handles: dict[str, asyncio.TimerHandle] = {}
+
+    def set(self, name: str, seconds: float | None) -> None:
+        """Wake the waker ``seconds`` from now (``None``: not at all) for ``name``."""
+        old = self._handles.pop(name, None)
+        if old is not None:
+            old.cancel()
+        if seconds is not None:
+            loop = asyncio.get_running_loop()
+            self._handles[name] = loop.call_later(max(0.0, seconds), self._waker.notify)
+
+    def cancel(self) -> None:
+        for handle in self._handles.values():
+            handle.cancel()
+        self._handles.clear()
+
+
+class _Wait:
+    """One wait's state between looks (see :func:`wait_program`)."""
+
+    log_every: float | None = None
+    sink: Callable[[Observed], None] | None = None
+    holdups: _Holdups
+
+    def __init__(
+        self,
+        api: Api,
+        namespace: str,
+        goal: WaitGoal,
+        jobs: Subscription | JobSubscription,
+        events: Subscription,
+        waker: Waker,
+        polling_interval: float,
+        tracker: QueueTracker | None,
+    ) -> None:
+        self.api, self.namespace, self.goal = api, namespace, goal
+        self.jobs, self.events, self.tracker = jobs, events, tracker
+        self.polling_interval = polling_interval
+        self.alarms = _Alarms(waker)
+        self.start = time.monotonic()
+        self.obj: dict[str, Any] | None = None
+        self.seen = False  # the job was observed at all
+        self.in_cache = False  # the shared informer has held it: its absence means deleted
+        self.fetched_at: float | None = None
+        self.log_status: dict[str, Any] | None = None
+        self.log_due: float | None = None  # when the log is read next
+        self.last_shown: tuple[str, str] | None = None
+        self.final_read = False  # the queue read once more before an admission timeout
+        self.failing_since: float | None = None  # when this wait first saw the build fail
+        self.seen_events: list[dict[str, Any]] = []
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    async def look(self) -> Verdict | None:
+        """Look at the job once: read it, hand on what is new, judge it."""
+        await self._read()
+        if self.obj is None and not self.seen:
+            return None
+        if self.obj is not None:
+            self.seen = True
+            await self._observe(self.obj)
+        self.seen_events = [] if self.events.unavailable else self.events.objects()
+        if self.obj is not None and creation_failures(self.obj, self.seen_events):
+            if self.failing_since is None:
+                # A build failure becomes final at the grace even if nothing else changes.
+                self.failing_since = time.monotonic()
+                self.alarms.set("creation", CREATION_GRACE + 0.01)
+        else:
+            self.failing_since = None
+        return self.goal.judge(
+            self.obj,
+            self.seen_events,
+            self.elapsed,
+            self.tracker.status if self.tracker else None,
+            failing_for=self._failing_for(),
+        )
+
+    def _failing_for(self) -> float | None:
+        return None if self.failing_since is None else time.monotonic() - self.failing_since
+
+    async def _read(self) -> None:
+        """The job from the informer's cache, or read by name where it cannot serve
+        (listing forbidden), or until the watch delivers a job created after the list."""
+        jobs = self.jobs
         if jobs.unavailable:
-            obj = yield from _read_job(namespace, goal.name, seen)
-        elif jobs.synced:
-            cached = jobs.objects()
-            if cached:
-                obj, in_cache = cached[0], True
-            elif in_cache:
-                obj = None
-            elif fetched_at is None or time.monotonic() - fetched_at >= polling_interval:
-                # Not listed yet: created after the list (the watch will deliver it) or
-                # absent (a wrong name fails here rather than waiting out the timeout).
-                # Until the watch catches up, read by name now and then; a 404 after a
-                # sighting means the job was deleted.
-                fetched_at = time.monotonic()
-                obj = yield from _read_job(namespace, goal.name, seen)
-                if obj is not None:
-                    # A job outside the shared informer's selector (not made by this
-                    # suite) is followed by a watch on its name from here on.
-                    jobs.track(obj)
-        if obj is not None or seen:
-            if obj is not None:
-                seen = True
-                version = str((obj.get("metadata") or {}).get("resourceVersion"))
-                news = False
-                expiring = (
-                    goal.admission_timeout is not None
-                    and elapsed >= goal.admission_timeout
-                    and not final_read
-                )
-                if tracker is not None and (tracker.due(obj) or expiring):
-                    # Before an admission timeout, read the queue once more: the error
-                    # then says what it waits for now.
-                    final_read = final_read or expiring
-                    news = yield from tracker.refresh(obj)
-                reading = log_progress_interval is not None and _reads_log_progress(obj)
-                if reading and log_progress_interval is not None:
-                    now = time.monotonic()
-                    # The first read comes at once: a watcher sees the job's progress
-                    # as soon as it runs, not 0 % for a whole interval and then a jump.
-                    if log_due is None or now >= log_due:
-                        log_due = now + log_progress_interval
-                        read = yield from with_log_progress(namespace, obj)
-                        log_status = (read.get("status") or {}).get("trainerStatus") or log_status
-                shown = obj
-                if log_status is not None and not (obj.get("status") or {}).get("trainerStatus"):
-                    shown = with_trainer_status(obj, log_status)
-                key = (version, json.dumps(log_status, sort_keys=True))
-                changed = news or key != last_shown
-                look = holdups.due(obj, changed)
-                if changed or look:
-                    last_shown = key
-                    waiting = (yield from holdups.look(obj)) if look else None
-                    queue = tracker.status if tracker else None
-                    yield Emit(Observed(shown, queue, waiting), to=sink)
-            seen_events = [] if events.unavailable else events.objects()
-            if obj is not None and creation_failures(obj, seen_events):
-                failing_since = time.monotonic() if failing_since is None else failing_since
-            else:
-                failing_since = None
-            verdict = goal.judge(
-                obj,
-                seen_events,
-                elapsed,
-                tracker.status if tracker else None,
-                failing_for=None if failing_since is None else time.monotonic() - failing_since,
-            )
-            if verdict is not None:
-                return verdict, obj or {}
-        remaining = None if timeout is None else timeout - elapsed
-        if remaining is not None and remaining <= 0:
-            if obj is not None and failing_since is not None:
-                # Out of time while the build fails: that failure is the better answer.
-                final = goal.judge(obj, seen_events, elapsed, failing_for=CREATION_GRACE)
-                if final is not None:
-                    return final, obj
-            return Verdict("timeout", job_state(obj) if obj else None), obj or {}
-        step = remaining
-        if jobs.unavailable or (seen and not in_cache):
-            step = polling_interval if step is None else min(step, polling_interval)
-        if log_due is not None and obj is not None and _reads_log_progress(obj):
-            left = max(0.0, log_due - time.monotonic())
-            step = left if step is None else min(step, left)
-        if goal.startup_timeout is not None and elapsed < goal.startup_timeout:
-            left = goal.startup_timeout - elapsed + 0.01
-            step = left if step is None else min(step, left)
-        if goal.admission_timeout is not None and elapsed < goal.admission_timeout:
-            left = goal.admission_timeout - elapsed + 0.01
-            step = left if step is None else min(step, left)
-        if failing_since is not None:
-            # A build failure becomes final at the grace even if nothing else changes.
-            left = max(0.0, CREATION_GRACE - (time.monotonic() - failing_since)) + 0.01
-            step = left if step is None else min(step, left)
-        look_in = holdups.wake_in()
-        if look_in is not None:
-            step = look_in + 0.01 if step is None else min(step, look_in + 0.01)
-        refresh = tracker.wake_in(obj) if tracker is not None else None
-        if refresh is not None:
-            # A queued job's position changes without the TrainJob changing.
-            step = max(refresh, 0.05) if step is None else min(step, max(refresh, 0.05))
-        yield Await(waker, step)
+            self.obj = await _read_job(self.api, self.namespace, self.goal.name, self.seen)
+            self.alarms.set("poll", self.polling_interval)
+            return
+        if not jobs.synced:
+            return
+        cached = jobs.objects()
+        if cached:
+            self.obj, self.in_cache = cached[0], True
+            self.alarms.set("poll", None)
+        elif self.in_cache:
+            self.obj = None
+        elif self.fetched_at is None or time.monotonic() - self.fetched_at >= self.polling_interval:
+            # Not listed yet: created after the list (the watch will deliver it) or
+            # absent (a wrong name fails here rather than waiting out the timeout).
+            # Until the watch catches up, read by name now and then; a 404 after a
+            # sighting means the job was deleted.
+            self.fetched_at = time.monotonic()
+            self.obj = await _read_job(self.api, self.namespace, self.goal.name, self.seen)
+            if self.obj is not None:
+                # A job outside the shared informer's selector (not made by this suite)
+                # is followed by a watch on its name from here on.
+                jobs.track(self.obj)
+            self.alarms.set("poll", self.polling_interval)
+
+    async def _observe(self, obj: dict[str, Any]) -> None:
+        """Read what goes with a new look at the job (its queue, its log's progress,
+        what holds it up) and hand it on when it changed."""
+        tracker, goal = self.tracker, self.goal
+        news = False
+        expiring = (
+            goal.admission_timeout is not None
+            and self.elapsed >= goal.admission_timeout
+            and not self.final_read
+        )
+        if tracker is not None and (tracker.due(obj) or expiring):
+            # Before an admission timeout, read the queue once more: the error then
+            # says what it waits for now.
+            self.final_read = self.final_read or expiring
+            news = await tracker.refresh(self.api, obj)
+        if tracker is not None:
+            refresh = tracker.wake_in(obj)  # a queued job's position changes on its own
+            self.alarms.set("queue", None if refresh is None else max(refresh, 0.05))
+        if self.log_every is not None and _reads_log_progress(obj):
+            now = time.monotonic()
+            # The first read comes at once: a watcher sees the job's progress as soon as
+            # it runs, not 0 % for a whole interval and then a jump.
+            if self.log_due is None or now >= self.log_due:
+                self.log_due = now + self.log_every
+                self.alarms.set("log", self.log_every)
+                read = await with_log_progress(self.api, self.namespace, obj)
+                status = (read.get("status") or {}).get("trainerStatus")
+                self.log_status = status or self.log_status
+        else:
+            self.alarms.set("log", None)
+        shown = obj
+        if self.log_status is not None and not (obj.get("status") or {}).get("trainerStatus"):
+            shown = with_trainer_status(obj, self.log_status)
+        version = str((obj.get("metadata") or {}).get("resourceVersion"))
+        key = (version, json.dumps(self.log_status, sort_keys=True))
+        changed = news or key != self.last_shown
+        look = self.holdups.due(obj, changed)
+        self.alarms.set("holdups", self.holdups.wake_in())
+        if changed or look:
+            self.last_shown = key
+            waiting = (await self.holdups.look(obj)) if look else None
+            if self.sink is not None:
+                self.sink(Observed(shown, tracker.status if tracker else None, waiting))
+
+    def timed_out(self) -> tuple[Verdict, dict[str, Any]]:
+        """The verdict when the wait's time is up."""
+        obj = self.obj
+        if obj is not None and self.failing_since is not None:
+            # Out of time while the build fails: that failure is the better answer.
+            final = self.goal.judge(obj, self.seen_events, self.elapsed, failing_for=CREATION_GRACE)
+            if final is not None:
+                return final, obj
+        return Verdict("timeout", job_state(obj) if obj else None), obj or {}
 
 
 #: A job not running this long after its creation has its pods read by a wait that
@@ -388,8 +475,8 @@ class _Holdups:
     job that ran and runs no more; and on each new version while something holds it
     up. A job that starts and runs costs no read."""
 
-    def __init__(self, namespace: str, name: str, enabled: bool) -> None:
-        self.namespace, self.name, self.enabled = namespace, name, enabled
+    def __init__(self, api: Api, namespace: str, name: str, enabled: bool) -> None:
+        self.api, self.namespace, self.name, self.enabled = api, namespace, name, enabled
         self.ran = False  # seen running
         self.held = False  # the last look found something holding the job up
         self.looked = False
@@ -413,12 +500,12 @@ class _Holdups:
             return True
         return state is JobState.CREATED and not self.looked and time.monotonic() >= self.look_at
 
-    def look(self, obj: Mapping[str, Any]) -> Program[Waiting | None]:
+    async def look(self, obj: Mapping[str, Any]) -> Waiting | None:
         """Read the pods (and, for a restart, the JobSet's limits, once)."""
         self.looked = True
-        pods = yield from job_pods(self.namespace, self.name)
+        pods = await job_pods(self.api, self.namespace, self.name)
         if self.limits is None and restarting_steps(pods):
-            self.limits = yield from jobset_limits(self.namespace, dict(obj))
+            self.limits = await jobset_limits(self.api, self.namespace, dict(obj))
         waiting = waiting_of(obj, pods, limits=self.limits)
         self.held = waiting is not None
         return waiting
@@ -430,11 +517,11 @@ class _Holdups:
         return max(0.0, self.look_at - time.monotonic())
 
 
-def _read_job(namespace: str, name: str, seen: bool) -> Program[dict[str, Any] | None]:
+async def _read_job(api: Api, namespace: str, name: str, seen: bool) -> dict[str, Any] | None:
     """The job read by name; ``None`` when it is gone after having been seen (a 404
     before any sighting is an error: a wrong name fails rather than waits)."""
     try:
-        return (yield from get_object(namespace, name))
+        return await get_object(api, namespace, name)
     except TrainJobNotFoundError:
         if not seen:
             raise
@@ -511,7 +598,8 @@ def _reads_log_progress(obj: Mapping[str, Any]) -> bool:
     )
 
 
-def conclude(
+async def conclude(
+    api: Api,
     namespace: str,
     goal: WaitGoal,
     verdict: Verdict,
@@ -519,10 +607,10 @@ def conclude(
     *,
     timeout: float | None,
     queue: QueueStatus | None = None,
-    pods_of: Callable[[str], Program[list[dict[str, Any]]]] | None = None,
+    pods_of: Callable[[str], Awaitable[list[dict[str, Any]]]] | None = None,
     share: Share | None = None,
     hint: Hint | None = None,
-) -> Program[Outcome]:
+) -> Outcome:
     """Turn a verdict into the finished job and its result (a result that cannot be
     read is :attr:`Outcome.missing`, never an error), or the error that explains it.
     ``queue``: the job's last queue status, kept on the job and in timeout messages;
@@ -537,10 +625,10 @@ def conclude(
     key = (goal.name, meta.get("uid"), meta.get("resourceVersion"), verdict.kind)
     if verdict.kind == "reached":
 
-        def read_outcome() -> Program[Outcome]:
-            return outputs_of(namespace, obj, pods_of=pods_of)
+        async def read_outcome() -> Outcome:
+            return await outputs_of(api, namespace, obj, pods_of=pods_of)
 
-        done = yield from (share(key, read_outcome) if share else read_outcome())
+        done = await (share(key, read_outcome) if share else read_outcome())
         if queue is None:
             return done
         return dataclasses.replace(done, job=done.job.model_copy(update={"queue": queue}))
@@ -556,14 +644,14 @@ def conclude(
         raise TrainJobCreationFailedError(to_trainjob(obj), failure)
     if verdict.kind == "failed":
 
-        def read_failure() -> Program[tuple[Outcome, Failure]]:
-            ended = yield from outputs_of(namespace, obj, pods_of=pods_of)
-            failure = yield from explain_failure(namespace, obj, ended.pods, queue=queue)
+        async def read_failure() -> tuple[Outcome, Failure]:
+            ended = await outputs_of(api, namespace, obj, pods_of=pods_of)
+            failure = await explain_failure(api, namespace, obj, ended.pods, queue=queue)
             return ended, failure
 
         # A queued job's failure names its own wait's queue status: not shared.
         shared = share if queue is None else None
-        ended, failure = yield from (shared(key, read_failure) if shared else read_failure())
+        ended, failure = await (shared(key, read_failure) if shared else read_failure())
         failed = ended.job
         if queue is not None:
             failed = failed.model_copy(update={"queue": queue})
@@ -574,7 +662,7 @@ def conclude(
     job: TrainJob | None = None
     stuck: Failure | None = None
     if obj:
-        pods = yield from job_pods(namespace, goal.name)
+        pods = await job_pods(api, namespace, goal.name)
         job = to_trainjob(obj, pods, queue=queue)
         refused = None
         if failing_pod(pods) is not None:
@@ -582,9 +670,9 @@ def conclude(
         else:
             # No pod says why: maybe the API server refuses to create them (the Job
             # controller's FailedCreate events; read only now, on the way out).
-            events = yield from get_events(namespace, goal.name, pods, obj)
+            events = await get_events(api, namespace, goal.name, pods, obj)
             stuck = refused = refused_pods(events, pods, goal.name)
-        job = yield from explained(namespace, job, obj, pods, refused=refused)
+        job = await explained(api, namespace, job, obj, pods, refused=refused)
     waiting = job.waiting if job is not None else None
     hint = hint or plain_hint(namespace)
     wanted = ", ".join(sorted(s.value for s in goal.targets))

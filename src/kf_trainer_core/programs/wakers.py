@@ -1,39 +1,21 @@
-"""What a waiting thread or task sleeps on until an informer has news of what it waits
-for (:class:`~kf_trainer_core.k8s.calls.Await`): a :class:`SyncWaker` for a thread, an
-:class:`AsyncWaker` for a task."""
+"""What a waiting task sleeps on until something has news of what it waits for (an
+informer, the read of a batch it is queued for, a timer of its own)."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
 
 
-class SyncWaker:
-    """Wakes a waiting thread when any of its subscriptions sees news."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self._event.set()  # the first look needs no news
-
-    def notify(self) -> None:
-        self._event.set()
-
-    def wait(self, timeout: float | None) -> bool:
-        """Block until woken (``True``) or ``timeout`` passed."""
-        fired = self._event.wait(timeout)
-        self._event.clear()
-        return fired
-
-
-class AsyncWaker:
-    """Wakes a waiting task when any of its subscriptions sees news. A wait is a future
-    and a timer, no task (``asyncio.wait_for`` made and cancelled one per wait: half the
-    work of 10,000 waits in one process, and a task's memory each)."""
+class Waker:
+    """Wakes one waiting task. A wait is a future and a timer, no task
+    (``asyncio.wait_for`` makes and cancels one per wait: half the work of 10,000 waits
+    in one process, and a task's memory each). Created fired (``fired``), the first
+    look needs no news."""
 
     __slots__ = ("_fired", "_future")
 
-    def __init__(self) -> None:
-        self._fired = True  # the first look needs no news
+    def __init__(self, fired: bool = True) -> None:
+        self._fired = fired
         self._future: asyncio.Future[None] | None = None
 
     def notify(self) -> None:

@@ -1,34 +1,29 @@
-"""Perform :mod:`calls <kf_trainer_core.k8s.calls>` with the real client libraries.
+"""Perform :mod:`calls <kf_trainer_core.k8s.calls>` with ``kubernetes_asyncio``.
 
-Both transports call the typed API methods (``CustomObjectsApi``, ``CoreV1Api``) with
-``_preload_content=False`` and parse the JSON themselves: that surface is the same in
-``kubernetes`` 30 through 37 and in ``kubernetes_asyncio``, skips the libraries' slow
-model deserialisation, and lets watches and log follows be read line by line. Which
-method serves which call, and how long it may take, is decided once, in
-:func:`~kf_trainer_core.backends.kubernetes.plan.plan`; connections get TCP keepalive and
-are dropped after a dead path (:mod:`~kf_trainer_core.backends.kubernetes.sockets`).
+The transport calls the typed API methods (``CustomObjectsApi``, ``CoreV1Api``) with
+``_preload_content=False`` and parses the JSON itself: that surface is the same in every
+``kubernetes_asyncio`` from 30 to 36, skips the library's slow model deserialisation, and
+lets watches and log follows be read line by line. Which method serves which call, and
+how long it may take, is decided once, in
+:func:`~kf_trainer_core.backends.kubernetes.plan.plan` (pure: the call in, the method and
+its arguments out); connections get TCP keepalive
+(:mod:`~kf_trainer_core.backends.kubernetes.sockets`). The sync client reaches the same
+transport through the portal (:mod:`kf_trainer_core.base.portal`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import json
-import socket
-import threading
 import time
 import weakref
 from collections.abc import Callable
 from typing import Any
 
 from kf_trainer_core.backends.kubernetes.plan import Plan, plan
-from kf_trainer_core.backends.kubernetes.sockets import (
-    keep_alive,
-    keepalive_pools,
-    last_timeout,
-    note_timeout,
-)
+from kf_trainer_core.backends.kubernetes.sockets import keep_alive
+from kf_trainer_core.base import portal
 from kf_trainer_core.config import KubernetesConfig, loading_errors
 from kf_trainer_core.k8s.calls import Call, OpenLogStream, OpenWatch
 from kf_trainer_core.k8s.errors import ApiError
@@ -36,31 +31,9 @@ from kf_trainer_core.k8s.errors import ApiError
 USER_AGENT = "kf-trainer-suite"
 
 
-def _raw_get(client: Any, http_method: str, path: str, **kw: Any) -> Any:
-    """Send a request the typed methods cannot express with the sync ``ApiClient``;
-    the unread response comes back, as typed methods return it without preloading.
-
-    ``kubernetes`` 35+ (openapi-generator 7) splits the work into ``param_serialize``
-    and ``call_api(method, url, ...)``; older releases have one ``call_api(path,
-    method, path_params=..., ...)``. Both apply the configured BearerToken auth."""
-    if hasattr(client, "param_serialize"):
-        request = client.param_serialize(
-            method=http_method,
-            resource_path=path,
-            path_params=kw["path_params"],
-            query_params=kw["query_params"],
-            header_params=kw["header_params"],
-            auth_settings=["BearerToken"],
-        )
-        return client.call_api(*request, _request_timeout=kw.get("_request_timeout")).response
-    return client.call_api(
-        path, http_method, **_one_call(kw), _request_timeout=kw.get("_request_timeout")
-    )
-
-
 def _one_call(kw: dict[str, Any]) -> dict[str, Any]:
-    """The keywords of the one-call ``call_api(path, method, ...)`` of ``kubernetes``
-    before 35 and of ``kubernetes_asyncio``: the unread response, BearerToken auth."""
+    """The keywords of ``kubernetes_asyncio``'s one-call ``call_api(path, method, ...)``:
+    the unread response, BearerToken auth."""
     return {
         "path_params": kw["path_params"],
         "query_params": kw["query_params"],
@@ -72,7 +45,7 @@ def _one_call(kw: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _araw_get(client: Any, http_method: str, path: str, **kw: Any) -> Any:
-    """:func:`_raw_get` for ``kubernetes_asyncio`` (one ``call_api`` in 30 to 36)."""
+    """A GET of a path no typed method serves (one ``call_api`` in 30 to 36)."""
     return await client.call_api(
         path, http_method, **_one_call(kw), _request_timeout=kw["_request_timeout"]
     )
@@ -99,12 +72,16 @@ def _from_exception(exc: Any) -> ApiError:
 
 
 def _unreachable(exc: BaseException) -> ApiError:
-    """A connection that failed below HTTP: status 0, retryable. urllib3 wraps what its
-    one try met in a ``MaxRetryError`` (``reason``): that is what is named."""
+    """A connection that failed below HTTP: status 0, retryable; a wrapper's ``reason``
+    is what is named."""
     cause = getattr(exc, "reason", None)
     if isinstance(cause, BaseException):
         exc = cause
-    return ApiError(0, type(exc).__name__, str(exc))
+    text = str(exc)
+    if not text and isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+        # A bare timeout says nothing: which limit ran out is what the user can change.
+        text = "timed out (no answer within the configuration's request_timeout or watch_timeout)"
+    return ApiError(0, type(exc).__name__, text)
 
 
 def _status_error(response: Any, body: Any) -> ApiError:
@@ -119,196 +96,6 @@ def _explicit(cfg: KubernetesConfig, target: Any, key: str) -> None:
         target.api_key = {key: f"Bearer {cfg.token.get_secret_value()}"}
     target.verify_ssl = cfg.verify_ssl
     target.ssl_ca_cert = _ca_file(cfg)
-
-
-# --------------------------------------------------------------------------- sync
-
-
-class _SyncLines:
-    """Lines of a streamed urllib3 response."""
-
-    def __init__(self, response: Any) -> None:
-        self.response = response
-        self._chunks = response.stream(64 * 1024, decode_content=False)
-        self._buffer = b""
-
-    def readline(self) -> bytes | None:
-        while b"\n" not in self._buffer:
-            try:
-                chunk = next(self._chunks)
-            except StopIteration:
-                rest, self._buffer = self._buffer, b""
-                return rest or None
-            self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return line
-
-    def close(self) -> None:
-        try:
-            self.response.close()
-            self.response.release_conn()
-        except Exception:  # the connection may already be gone: nothing to release
-            pass
-
-    def abort(self) -> None:
-        """Break the stream from another thread without waiting for it: shutting the
-        socket down makes a blocked read return at once (``close`` would wait for it)."""
-        conn = getattr(self.response, "connection", None) or getattr(
-            self.response, "_connection", None
-        )
-        sock = getattr(conn, "sock", None)
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-
-class SyncTransport:
-    """Calls over the ``kubernetes`` package."""
-
-    def __init__(self, config: KubernetesConfig) -> None:
-        self.config = config
-        self._lock = threading.Lock()
-        self._client: Any = None
-        self._apis: dict[str, Any] = {}
-        self._errors: tuple[type[BaseException], ...] = ()
-        self._content_type_kwarg: bool | None = None
-        self._key = config.cache_key()
-        self._pooled_since = 0.0  # when the pooled connections were last dropped
-        self.connect()
-
-    def connect(self) -> None:
-        """(Re)load credentials and build the API objects. Called again on a 401: an
-        exec plugin then runs anew instead of replaying an expired token."""
-        import kubernetes
-        import urllib3
-
-        cfg = kubernetes.client.Configuration()
-        _load_sync(self.config, cfg)
-        # Failed tries are retried in one place, the driver's RetryPolicy: urllib3's own
-        # retries (3 by default) would repeat each timed-out try unseen, making a read
-        # on a dead path take four request timeouts before the policy even hears of it.
-        cfg.retries = urllib3.Retry(connect=0, read=0, other=0)
-        client = kubernetes.client.ApiClient(cfg)
-        client.user_agent = USER_AGENT
-        keepalive_pools(client)
-        with self._lock:
-            old, self._client = self._client, client
-            self._apis = {
-                "custom": kubernetes.client.CustomObjectsApi(client),
-                "core": kubernetes.client.CoreV1Api(client),
-                "client": client,
-            }
-            self._errors = (kubernetes.client.exceptions.ApiException,)
-            self._conn_errors = (urllib3.exceptions.HTTPError, OSError)
-            self._timeouts = (urllib3.exceptions.TimeoutError, TimeoutError)
-            self._pooled_since = time.monotonic()
-        if old is not None:
-            old.close()
-
-    def _timed_out(self, exc: BaseException) -> ApiError:
-        """The error of a failed connection; a timeout marks the path suspect (also one
-        urllib3 met on its last try: a ``MaxRetryError``'s ``reason``)."""
-        if isinstance(exc, self._timeouts) or isinstance(
-            getattr(exc, "reason", None), self._timeouts
-        ):
-            note_timeout(self._key)
-        return _unreachable(exc)
-
-    def _drop_suspects(self) -> None:
-        """Close the pooled connections if one to this cluster timed out since they were
-        pooled: urllib3 reuses an idle connection however long it sat, and one that
-        lived through a dead path hears nothing. Connections in use (a stream another
-        thread reads) are left alone; they are closed when released."""
-        dead_at = last_timeout(self._key)
-        if dead_at is not None and dead_at > self._pooled_since:
-            self._pooled_since = time.monotonic()
-            self._client.rest_client.pool_manager.clear()
-
-    def _invoke(self, p: Plan) -> Any:
-        self._drop_suspects()
-        method = _bind(self._apis, p, _raw_get)
-        kwargs = dict(p.kwargs)
-        # (connect, read): the one form every release (30 to 37) reads as a per-read
-        # timeout; a float means nothing to ``kubernetes`` 30 (no timeout at all).
-        kwargs["_request_timeout"] = (p.timeouts.connect, p.timeouts.read)
-        if p.content_type and self._content_type_kwarg is not False:
-            kwargs["_content_type"] = p.content_type
-        try:
-            try:
-                response = method(*p.args, **kwargs)
-            except TypeError:
-                # kubernetes < 31 has no `_content_type` (and sends merge patches anyway).
-                if "_content_type" not in kwargs:
-                    raise
-                self._content_type_kwarg = False
-                del kwargs["_content_type"]
-                response = method(*p.args, **kwargs)
-        except self._errors as exc:
-            raise _from_exception(exc) from None
-        except self._conn_errors as exc:
-            raise self._timed_out(exc) from None
-        # Unloaded responses are not status-checked by every client version (37 and
-        # kubernetes_asyncio return 4xx/5xx as they are): check here, the same for all.
-        if not 200 <= response.status <= 299:
-            try:
-                body = response.data
-            finally:
-                response.release_conn()
-            raise _status_error(response, body)
-        return response
-
-    def _plan(self, call: Call) -> Plan:
-        return plan(call, self.config.request_timeout, self.config.watch_timeout)
-
-    def perform(self, call: Call) -> Any:
-        """Perform one call; JSON answers come back as dicts, logs as text."""
-        p = self._plan(call)
-        response = self._invoke(p)
-        try:
-            try:
-                return _decode(response.data, p.text)
-            except self._conn_errors as exc:  # the body stopped coming
-                raise self._timed_out(exc) from None
-        finally:
-            response.release_conn()
-
-    def open_stream(self, call: OpenWatch | OpenLogStream) -> _SyncLines:
-        return _SyncLines(self._invoke(self._plan(call)))
-
-    def read_line(self, stream: _SyncLines) -> bytes | None:
-        try:
-            return stream.readline()
-        except self._conn_errors as exc:
-            raise self._timed_out(exc) from None
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-
-
-def _load_sync(cfg: KubernetesConfig, target: Any) -> None:
-    cfg.check_usable()
-    with loading_errors(cfg):
-        _load_sync_unchecked(cfg, target)
-
-
-def _load_sync_unchecked(cfg: KubernetesConfig, target: Any) -> None:
-    import kubernetes
-
-    mode = cfg.mode()
-    if mode == "explicit":
-        # The key that every client version (30 to 37) looks up.
-        _explicit(cfg, target, "authorization")
-    elif mode == "in-cluster":
-        kubernetes.config.load_incluster_config(client_configuration=target)
-    elif (document := cfg.kubeconfig_dict()) is not None:  # inline, or several merged
-        kubernetes.config.load_kube_config_from_dict(
-            document, context=cfg.context, client_configuration=target
-        )
-    else:
-        kubernetes.config.load_kube_config(
-            config_file=cfg.kubeconfig, context=cfg.context, client_configuration=target
-        )
 
 
 def _ca_file(cfg: KubernetesConfig) -> str | None:
@@ -446,6 +233,19 @@ async def _shared_connection(config: KubernetesConfig, stale: _Connection | None
     return conn
 
 
+async def close_connections() -> None:
+    """Close every connection of the running loop (a stopping portal's last act: a
+    client its user never closed keeps its connection until then)."""
+    opening = _CONNECTIONS.pop(asyncio.get_running_loop(), {})
+    for task in list(opening.values()):
+        conn = _result(task)
+        if conn is not None:
+            await conn.client.close()
+
+
+portal.on_stop(close_connections)
+
+
 def _result(task: asyncio.Task[_Connection] | None) -> _Connection | None:
     if task is None or not task.done() or task.cancelled() or task.exception() is not None:
         return None
@@ -469,7 +269,8 @@ class AsyncTransport:
         return transport
 
     async def connect(self) -> None:
-        """(Re)load credentials; see :meth:`SyncTransport.connect`. The library's import
+        """(Re)load credentials (again after a 401: an exec plugin then runs anew instead
+        of replaying an expired token). The library's import
         and the kubeconfig's reading and parsing happen in a worker thread, off the
         event loop; the API client is this loop's shared one (a reconnection, after
         refused credentials, replaces it for every transport that shares it)."""

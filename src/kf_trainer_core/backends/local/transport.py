@@ -1,8 +1,9 @@
-"""Transports for :class:`~kf_trainer_core.k8s.drivers.SyncDriver` and
-:class:`~kf_trainer_core.k8s.drivers.AsyncDriver` over the local backend: the same
-surface as :mod:`kf_trainer_core.backends.kubernetes.transport` (``perform``, ``open_stream``,
-``read_line``, ``connect``, ``close``), so every program of the client — submit with
-adoption, informer waits, log follows, failure explanations — runs unchanged.
+"""The transport of the local backend: the same surface as
+:mod:`kf_trainer_core.backends.kubernetes.transport` (``perform``, ``open_stream``,
+``read_line``, ``connect``, ``close``, see :class:`~kf_trainer_core.k8s.api.TransportProtocol`),
+so every operation of the client — submit with adoption, informer waits, log follows,
+failure explanations — runs unchanged on this machine. :class:`LocalTransport` does the
+work (a state directory); :class:`AsyncLocalTransport` hands it to worker threads.
 """
 
 from __future__ import annotations
