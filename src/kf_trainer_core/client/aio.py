@@ -186,16 +186,20 @@ class AsyncTrainerClient(Operations):
         With ``log_progress``, a job that reports in its log on a cluster without a
         status server gets its progress from there."""
         api = await self._api()
-        return await get_job(
-            api, self.namespace, name, kueue=self._kueue(), log_progress=log_progress
+        obj = await get_object(api, self.namespace, name)
+        reader, where = await self._placed(api, obj)  # a MultiKueue job: its worker
+        job = await get_job(
+            reader, self.namespace, name, obj, kueue=self._kueue(), log_progress=log_progress
         )
+        return self._shown_on(job, where)
 
     async def get_job_events(self, name: str) -> list[Event]:
         """Events of the job, its JobSet, Jobs and pods; :class:`TrainJobNotFoundError`
         for a job that does not exist (never an empty list that looks like a quiet job)."""
         api = await self._api()
         obj = await get_object(api, self.namespace, name)
-        return await get_events(api, self.namespace, name, obj=obj)
+        reader, _ = await self._placed(api, obj)
+        return await get_events(reader, self.namespace, name, obj=obj)
 
     async def get_job_outputs(self, name: str) -> JobOutputs:
         """Status, steps, metrics and the function's return value (``result_missing``
@@ -203,13 +207,15 @@ class AsyncTrainerClient(Operations):
         it)."""
         api = await self._api()
         obj = await get_object(api, self.namespace, name)
-        done = await outputs_of(api, self.namespace, obj, kueue=self._kueue())
-        return outputs(done.job, done.result, done.missing)
+        reader, where = await self._placed(api, obj)
+        done = await outputs_of(reader, self.namespace, obj, kueue=self._kueue())
+        return outputs(self._shown_on(done.job, where), done.result, done.missing)
 
     async def explain_failure(self, name: str) -> Failure:
         """Why a job failed (or is stuck): its Failed condition, failing step and pod,
         container reason and exit code, warning events and its last log lines."""
-        return await explain(await self._api(), self.namespace, name, kueue=self._kueue())
+        reader = await self._reader(name)
+        return await explain(reader, self.namespace, name, kueue=self._kueue())
 
     def get_job_logs(
         self,
@@ -236,7 +242,7 @@ class AsyncTrainerClient(Operations):
     async def _log_lines(
         self, name: str, step: str, follow: bool, tail: int | None, raw: bool
     ) -> AsyncIterator[str]:
-        api = await self._api()
+        api = await self._reader(name, follow=follow)
         if follow:
             async for line in follow_logs(
                 api, self.namespace, name, step, tail=tail or 1000, raw=raw
@@ -357,20 +363,25 @@ class AsyncTrainerClient(Operations):
         api = await self._api()
         tracker = self._tracker()
         emit, log_every = job_emitter(callbacks, on_progress, log_progress_interval)
-        with self._subscriptions(name) as (jobs, events, waker):
-            verdict, obj = await wait_program(
-                api,
-                self.namespace,
-                goal,
-                jobs,
-                events,
-                waker,
-                timeout=timeout,
-                polling_interval=polling_interval,
-                tracker=tracker,
-                log_progress_interval=log_every,
-                sink=emit,
-                explain_restarts=emit is not None,
+        deadline_at = None if timeout is None else time.monotonic() + timeout
+        args: dict[str, Any] = {
+            "polling_interval": polling_interval,
+            "log_progress_interval": log_every,
+            "sink": emit,
+            "explain_restarts": emit is not None,
+        }
+
+        async def on_manager(left: float | None, handoff: Any = None) -> Any:
+            with self._subscriptions(name) as (jobs, events, waker):
+                return await wait_program(
+                    api, self.namespace, goal, jobs, events, waker, timeout=left,
+                    tracker=tracker, handoff=handoff, **args,
+                )  # fmt: skip
+
+        verdict, obj = await on_manager(timeout, self._handoff())
+        if verdict.kind == "handoff":  # MultiKueue: the job runs on a worker
+            return await self._follow_worker(
+                api, goal, obj, tracker, args, deadline_at, on_manager, timeout
             )
         queue = tracker.status if tracker else None
         return await self._conclude(api, goal, verdict, obj, timeout=timeout, queue=queue)
@@ -449,7 +460,8 @@ class AsyncTrainerClient(Operations):
     async def _pump_log(self, name: str, step: str, tail: int, sink: Callable[[str], None]) -> None:
         """Follow a step's log into ``sink``; logs are a courtesy: never fail for them."""
         try:
-            async for line in follow_logs(await self._api(), self.namespace, name, step, tail=tail):
+            reader = await self._reader(name, follow=True)
+            async for line in follow_logs(reader, self.namespace, name, step, tail=tail):
                 sink(line)
         except Exception as exc:
             sink(f"[kf-trainer] log stream ended: {exc}")

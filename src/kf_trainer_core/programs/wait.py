@@ -123,6 +123,7 @@ class Verdict:
         "admission-timeout",
         "never-admissible",
         "timeout",
+        "handoff",
     ]
     state: JobState | None = None
     message: str = ""
@@ -250,6 +251,7 @@ async def wait_program(
     log_progress_interval: float | None = None,
     sink: Callable[[Observed], None] | None = None,
     explain_restarts: bool = False,
+    handoff: Callable[[Mapping[str, Any], QueueStatus | None], bool] | None = None,
 ) -> tuple[Verdict, dict[str, Any]]:
     """Wait on the shared informers until ``goal`` is judged, or ``timeout`` seconds
     (a deadline around the wait); hand each new version of the job to ``sink`` (for
@@ -270,7 +272,11 @@ async def wait_program(
     each concern that needs a look at a later time sets an alarm that wakes it then
     (:class:`_Alarms`) — the goal's startup and admission timeouts, the polling of a
     job the informer cannot serve, the next read of its log, the Trainer's grace for a
-    failing build, the queue's refresh."""
+    failing build, the queue's refresh.
+
+    ``handoff`` ends the wait with the verdict ``handoff`` when it holds for the job
+    and its queue status (a MultiKueue job admitted on a worker: the caller follows it
+    there)."""
     wait = _Wait(api, namespace, goal, jobs, events, waker, polling_interval, tracker)
     wait.log_every = log_progress_interval
     wait.sink = sink
@@ -283,6 +289,9 @@ async def wait_program(
                 verdict = await wait.look()
                 if verdict is not None:
                     return verdict, wait.obj or {}
+                queue = tracker.status if tracker else None
+                if handoff is not None and wait.obj is not None and handoff(wait.obj, queue):
+                    return Verdict("handoff", job_state(wait.obj)), wait.obj
                 await waker.wait(None)
     except (TimeoutError, asyncio.TimeoutError):
         return wait.timed_out()
