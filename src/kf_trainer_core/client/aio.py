@@ -208,8 +208,10 @@ class AsyncTrainerClient(Operations):
         api = await self._api()
         obj = await get_object(api, self.namespace, name)
         reader, where = await self._placed(api, obj)
-        done = await outputs_of(reader, self.namespace, obj, kueue=self._kueue())
-        return outputs(self._shown_on(done.job, where), done.result, done.missing)
+        done = self._outcome_on(
+            await outputs_of(reader, self.namespace, obj, kueue=self._kueue()), where
+        )
+        return outputs(done.job, done.result, done.missing)
 
     async def explain_failure(self, name: str) -> Failure:
         """Why a job failed (or is stuck): its Failed condition, failing step and pod,
@@ -379,9 +381,9 @@ class AsyncTrainerClient(Operations):
                 )  # fmt: skip
 
         verdict, obj = await on_manager(timeout, self._handoff())
-        if verdict.kind == "handoff":  # MultiKueue: the job runs on a worker
+        if verdict.kind == "handoff" or self._dispatched(obj):  # MultiKueue: on a worker
             return await self._follow_worker(
-                api, goal, obj, tracker, args, deadline_at, on_manager, timeout
+                api, goal, obj, tracker, args, deadline_at, on_manager, timeout, verdict
             )
         queue = tracker.status if tracker else None
         return await self._conclude(api, goal, verdict, obj, timeout=timeout, queue=queue)
@@ -485,6 +487,8 @@ class AsyncTrainerClient(Operations):
         resumable) or ``keep`` it running. ``True`` if something was done; ``False`` for
         ``keep`` or a job already gone (a cancel is idempotent: an orchestrator's kill
         may come after the job ended and was deleted)."""
+        if action == "suspend" and await self._set_active(name, False) is not None:
+            return True  # MultiKueue: its Workload deactivated
         return await cancel(await self._api(), self.namespace, name, action)
 
     async def stop_unfinished(
@@ -541,12 +545,16 @@ class AsyncTrainerClient(Operations):
 
     async def suspend_job(self, name: str) -> TrainJob:
         """Suspend: the pods go, the job stays and can be resumed."""
-        return await set_suspended(await self._api(), self.namespace, name, True)
+        done = await self._set_active(name, False)  # MultiKueue: its Workload
+        return done or await set_suspended(await self._api(), self.namespace, name, True)
 
     async def resume_job(self, name: str) -> TrainJob:
         """Resume a suspended job. A job Kueue holds (labelled for a queue, its Workload
         not admitted) is left to Kueue, which would suspend it again at once: it comes
         back as it is, with its queue status, and runs when Kueue admits it."""
+        done = await self._set_active(name, True)  # MultiKueue: its Workload
+        if done is not None:
+            return done
         return await resume(await self._api(), self.namespace, name, self._kueue())
 
     # -- checkpoints -----------------------------------------------------------------

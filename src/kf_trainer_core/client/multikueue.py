@@ -25,12 +25,23 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from kf_trainer_core.cluster.kueue import KueueProbe, QueueStatus, QueueTracker, lookup
-from kf_trainer_core.cluster.multikueue import WorkerCluster, dispatched
-from kf_trainer_core.cluster.status import TrainJob, job_state
+from kf_trainer_core.cluster.kueue import (
+    WORKLOADS,
+    KueueProbe,
+    QueueStatus,
+    QueueTracker,
+    lookup,
+)
+from kf_trainer_core.cluster.multikueue import (
+    WorkerCluster,
+    dispatched,
+    worker_result_missing,
+)
+from kf_trainer_core.cluster.status import TrainJob, job_state, to_trainjob
 from kf_trainer_core.config import KubernetesConfig
-from kf_trainer_core.errors import WorkerUnreachableError
+from kf_trainer_core.errors import TrainJobNotFoundError, WorkerUnreachableError
 from kf_trainer_core.k8s.api import Api, CallHook
+from kf_trainer_core.k8s.calls import Patch
 from kf_trainer_core.k8s.retry import RetryPolicy
 from kf_trainer_core.programs.informer import (
     Informer,
@@ -89,6 +100,10 @@ class Placement:
 
     def _events_state(self) -> InformerState:
         raise NotImplementedError
+
+    def _dispatched(self, obj: Mapping[str, Any]) -> bool:
+        """Whether ``obj`` is a MultiKueue job this client follows to its worker."""
+        return isinstance(self.config, KubernetesConfig) and dispatched(obj)
 
     def _handoff(self) -> Callable[[Mapping[str, Any], QueueStatus | None], bool] | None:
         """The predicate that ends a manager wait to follow the job on its worker
@@ -157,6 +172,29 @@ class Placement:
                 return reader
             await api.sleep(_DISPATCH_POLL_SECONDS)
 
+    async def _set_active(self, name: str, active: bool) -> TrainJob | None:
+        """Suspend (``active`` false) or resume a MultiKueue job the Kueue way: its
+        Workload's ``spec.active``. A user's ``spec.suspend`` on the manager is undone by
+        Kueue while the Workload stays admitted, and the worker's copy runs on; a
+        deactivated Workload is evicted — the worker's copy removed, the manager's job
+        suspended — and runs again (dispatched anew) once active. ``None`` for any
+        other job (suspended through ``spec.suspend`` as before)."""
+        api = await self._api()
+        if not isinstance(self.config, KubernetesConfig):
+            return None
+        try:
+            obj = await get_object(api, self.namespace, name)
+        except TrainJobNotFoundError:
+            return None  # the callers say what a missing job means to them
+        probe = self._kueue()
+        if not dispatched(obj) or probe is None:
+            return None
+        queue = await lookup(api, self.namespace, obj, probe, positions=False)
+        if queue is None or queue.workload is None:
+            return None
+        await api(Patch(WORKLOADS, self.namespace, queue.workload, {"spec": {"active": active}}))
+        return to_trainjob(await get_object(api, self.namespace, name), queue=queue)
+
     @staticmethod
     def _shown_on(job: TrainJob, where: WorkerCluster | None) -> TrainJob:
         return job if where is None else job.model_copy(update={"worker": where})
@@ -165,7 +203,9 @@ class Placement:
     def _outcome_on(done: Outcome, where: WorkerCluster | None) -> Outcome:
         if where is None:
             return done
-        return dataclasses.replace(done, job=done.job.model_copy(update={"worker": where}))
+        job = done.job.model_copy(update={"worker": where})
+        missing = worker_result_missing(done.missing, f"{job.namespace}/{job.name}", where)
+        return dataclasses.replace(done, job=job, missing=missing)
 
     @contextmanager
     def _worker_subscriptions(
@@ -219,12 +259,17 @@ class Placement:
         deadline_at: float | None,
         rewait: Callable[[float | None], Any],
         timeout: float | None,
+        verdict: Verdict,
     ) -> Outcome:
-        """The rest of a wait whose manager handed over (:func:`handoff_due`): on the
-        worker when it can be reached, else on the manager (``rewait``) saying why."""
+        """The rest of a wait on a MultiKueue job. Handed over (:func:`handoff_due`):
+        on the worker when it can be reached, else on the manager (``rewait``) saying
+        why. Ended on the manager (the job had finished, or failed to be admitted): its
+        outcome read across both clusters."""
         queue = tracker.status if tracker else None
         cluster = queue.worker if queue is not None else None
         routed, where = await self._placed(api, obj, cluster)
+        if verdict.kind != "handoff":
+            return await self._concluded(routed, goal, verdict, obj, tracker, where, timeout)
         if where is None or not where.reachable:
             verdict, last = await rewait(_left(deadline_at))
             return await self._concluded(api, goal, verdict, last, tracker, where, timeout)

@@ -23,7 +23,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from kf_trainer_core.base.errors import FailureClass
 from kf_trainer_core.base.quoting import shown
+from kf_trainer_core.cluster.results import ResultMissing
 from kf_trainer_core.k8s.resources import Resource
 from kf_trainer_core.spec.common import MANAGED_BY_MULTIKUEUE
 
@@ -35,6 +37,7 @@ __all__ = [
     "kubeconfig_of",
     "secret_location",
     "worker_name",
+    "worker_result_missing",
 ]
 
 #: The manager's description of each worker cluster (cluster-scoped).
@@ -125,4 +128,31 @@ def rbac_fix(kueue_namespace: str, cluster: str, location: str | None) -> str:
         f"let these credentials get multikueueclusters.kueue.x-k8s.io {shown(cluster)} and "
         f"secret {secret} in namespace {shown(kueue_namespace)} on the manager, or "
         + mapping_fix(cluster)
+    )
+
+
+def worker_result_missing(
+    missing: ResultMissing | None, job: str, where: WorkerCluster
+) -> ResultMissing | None:
+    """``missing`` said of a MultiKueue job: a result read after MultiKueue removed
+    the worker's copy (pods gone), or from a worker that cannot be reached, says so and
+    how to keep it, instead of blaming a node or pod garbage collection."""
+    if missing is None or missing.cause != "pod-gone" or where.name is None:
+        return missing
+    if where.problem is not None:
+        why = f"its worker cluster {where.name!r} cannot be reached: {where.problem}"
+        klass = FailureClass.INFRASTRUCTURE
+    else:
+        why = (
+            f"MultiKueue removed the job's copy on worker cluster {where.name!r} (its pods "
+            "with their termination messages) once the job finished on the manager. Fix: "
+            "wait for the job (client.wait/run, `kf-trainer jobs wait`, the orchestrators' "
+            "tasks): a wait follows it on the worker and reads the result there before "
+            "the copy goes"
+        )
+        klass = FailureClass.CONFIGURATION
+    return ResultMissing(
+        cause="pod-gone",
+        message=f"TrainJob {job} succeeded, but its result cannot be read: {why}.",
+        failure_class=klass,
     )
