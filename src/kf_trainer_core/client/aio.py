@@ -188,6 +188,7 @@ class AsyncTrainerClient(Operations):
         api = await self._api()
         obj = await get_object(api, self.namespace, name)
         reader, where = await self._placed(api, obj)  # a MultiKueue job: its worker
+        obj = await self._as_run(reader, obj, where)
         job = await get_job(
             reader, self.namespace, name, obj, kueue=self._kueue(), log_progress=log_progress
         )

@@ -41,7 +41,9 @@ from kf_trainer_core.cluster.status import TrainJob, job_state, to_trainjob
 from kf_trainer_core.config import KubernetesConfig
 from kf_trainer_core.errors import TrainJobNotFoundError, WorkerUnreachableError
 from kf_trainer_core.k8s.api import Api, CallHook
-from kf_trainer_core.k8s.calls import Patch
+from kf_trainer_core.k8s.calls import Get, Patch
+from kf_trainer_core.k8s.errors import ApiError
+from kf_trainer_core.k8s.resources import TRAINJOBS
 from kf_trainer_core.k8s.retry import RetryPolicy
 from kf_trainer_core.programs.informer import (
     Informer,
@@ -194,6 +196,27 @@ class Placement:
             return None
         await api(Patch(WORKLOADS, self.namespace, queue.workload, {"spec": {"active": active}}))
         return to_trainjob(await get_object(api, self.namespace, name), queue=queue)
+
+    async def _as_run(
+        self, reader: Api, obj: dict[str, Any], where: WorkerCluster | None
+    ) -> dict[str, Any]:
+        """``obj`` with the worker's status where the worker's copy has finished and
+        the manager's has not heard yet (MultiKueue copies it back about a second
+        later): what a wait just returned is what a read right after it shows."""
+        if where is None or not where.reachable or job_state(obj).terminal:
+            return obj
+        worker = getattr(reader.transport, "worker", None)
+        if worker is None:
+            return obj
+        try:
+            copy = await Api(worker, reader.policy)(
+                Get(TRAINJOBS, self.namespace, str((obj.get("metadata") or {}).get("name")))
+            )
+        except ApiError:
+            return obj  # gone or unreadable: the manager's word stands
+        if not job_state(copy).terminal:
+            return obj
+        return {**obj, "status": copy.get("status") or {}}
 
     @staticmethod
     def _shown_on(job: TrainJob, where: WorkerCluster | None) -> TrainJob:
