@@ -198,7 +198,7 @@ class KubernetesConfig(SpecModel):
                 access = {"kubeconfig": self.kubeconfig} if self.kubeconfig else {}
             return KubernetesConfig(**tuning, **access, context=entry.context)
         if kubeconfig_content is None:
-            raise ValueError(f"no way to reach MultiKueue worker {cluster!r}")
+            raise ValueError(f"no way to reach MultiKueue worker {shown(cluster)}")
         return KubernetesConfig(**tuning, kubeconfig_content=SecretStr(kubeconfig_content))
 
     @field_validator("namespace", "host")

@@ -54,7 +54,6 @@ from kf_trainer_core.programs.wait import (
     LOG_PROGRESS_INTERVAL,
     WaitGoal,
     job_emitter,
-    wait_program,
 )
 from kf_trainer_core.spec import TrainJobSpec
 from kf_trainer_core.spec.checkpoint_storage import (
@@ -366,26 +365,16 @@ class AsyncTrainerClient(Operations):
         api = await self._api()
         tracker = self._tracker()
         emit, log_every = job_emitter(callbacks, on_progress, log_progress_interval)
-        deadline_at = None if timeout is None else time.monotonic() + timeout
         args: dict[str, Any] = {
             "polling_interval": polling_interval,
             "log_progress_interval": log_every,
-            "sink": emit,
-            "explain_restarts": emit is not None,
         }
-
-        async def on_manager(left: float | None, handoff: Any = None) -> Any:
-            with self._subscriptions(name) as (jobs, events, waker):
-                return await wait_program(
-                    api, self.namespace, goal, jobs, events, waker, timeout=left,
-                    tracker=tracker, handoff=handoff, **args,
-                )  # fmt: skip
-
-        verdict, obj = await on_manager(timeout, self._handoff())
+        args.update(sink=emit, explain_restarts=emit is not None)
+        started = time.monotonic()
+        verdict, obj = await self._manager_wait(api, goal, tracker, args, timeout, self._handoff())
         if verdict.kind == "handoff" or self._dispatched(obj):  # MultiKueue: on a worker
-            return await self._follow_worker(
-                api, goal, obj, tracker, args, deadline_at, on_manager, timeout, verdict
-            )
+            done = self._follow_worker(api, goal, obj, tracker, args, timeout, verdict, started)
+            return await done
         queue = tracker.status if tracker else None
         return await self._conclude(api, goal, verdict, obj, timeout=timeout, queue=queue)
 

@@ -272,6 +272,25 @@ class Placement:
             jobs.close()
             events.close()
 
+    def _subscriptions(self, name: str) -> Any:
+        raise NotImplementedError
+
+    async def _manager_wait(
+        self,
+        api: Api,
+        goal: WaitGoal,
+        tracker: QueueTracker | None,
+        args: dict[str, Any],
+        left: float | None,
+        handoff: Callable[[Mapping[str, Any], QueueStatus | None], bool] | None = None,
+    ) -> tuple[Verdict, dict[str, Any]]:
+        """A wait on the manager's informers (``args``: the wait's other settings)."""
+        with self._subscriptions(goal.name) as (jobs, events, waker):
+            return await wait_program(
+                api, self.namespace, goal, jobs, events, waker, timeout=left,
+                tracker=tracker, handoff=handoff, **args,
+            )  # fmt: skip
+
     async def _follow_worker(
         self,
         api: Api,
@@ -279,15 +298,19 @@ class Placement:
         obj: dict[str, Any],
         tracker: QueueTracker | None,
         wait_args: dict[str, Any],
-        deadline_at: float | None,
-        rewait: Callable[[float | None], Any],
         timeout: float | None,
         verdict: Verdict,
+        started: float,
     ) -> Outcome:
         """The rest of a wait on a MultiKueue job. Handed over (:func:`handoff_due`):
-        on the worker when it can be reached, else on the manager (``rewait``) saying
-        why. Ended on the manager (the job had finished, or failed to be admitted): its
-        outcome read across both clusters."""
+        on the worker when it can be reached, else on the manager saying why. Ended on
+        the manager (the job had finished, or failed to be admitted): its outcome read
+        across both clusters."""
+        deadline_at = None if timeout is None else started + timeout
+
+        async def rewait(left: float | None) -> tuple[Verdict, dict[str, Any]]:
+            return await self._manager_wait(api, goal, tracker, wait_args, left)
+
         queue = tracker.status if tracker else None
         cluster = queue.worker if queue is not None else None
         routed, where = await self._placed(api, obj, cluster)

@@ -27,6 +27,7 @@ from typing import Any
 
 from kf_trainer_core.backends.kubernetes.transport import AsyncTransport
 from kf_trainer_core.base.errors import SpecError
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.cluster.multikueue import (
     MULTIKUEUE_CLUSTERS,
     kubeconfig_of,
@@ -166,7 +167,7 @@ class Workers:
         except SpecError as err:
             # The loader's errors name no secret (config.loading_errors scrubs them).
             raise WorkerUnreachable(
-                f"cannot reach worker cluster {cluster!r}: {where} cannot be used "
+                f"cannot reach worker cluster {shown(cluster)}: {where} cannot be used "
                 f"({err.problems[0].problem if err.problems else err}). Fix: "
                 + ("correct that entry." if mapped else mapping_fix(cluster) + ".")
             ) from None
@@ -183,7 +184,7 @@ class Workers:
 
     def _refused(self, cluster: str, err: ApiError, where: str, mapped: bool) -> str:
         ns = self.namespace
-        head = f"cannot read pods of namespace {ns!r} on worker cluster {cluster!r}"
+        head = f"cannot read pods of namespace {ns!r} on worker cluster {shown(cluster)}"
         if err.forbidden:
             return (
                 f"{head}: the credentials of {where} may not list them (403). Fix: grant "
@@ -207,7 +208,7 @@ class Workers:
                 return self.config.worker_config(cluster)
             except SpecError as err:
                 raise WorkerUnreachable(
-                    f"cannot reach worker cluster {cluster!r}: its entry in "
+                    f"cannot reach worker cluster {shown(cluster)}: its entry in "
                     f"multikueue_workers is wrong ({err}). Fix: correct that entry."
                 ) from None
         kueue_ns = self.config.kueue_namespace
@@ -216,18 +217,18 @@ class Workers:
         except ApiError as err:
             if err.not_found:
                 raise WorkerUnreachable(
-                    f"cannot reach worker cluster {cluster!r}: the manager has no "
+                    f"cannot reach worker cluster {shown(cluster)}: the manager has no "
                     f"MultiKueueCluster of that name. Fix: {mapping_fix(cluster)}."
                 ) from None
             raise WorkerUnreachable(
-                f"cannot reach worker cluster {cluster!r}: its MultiKueueCluster cannot be "
+                f"cannot reach worker cluster {shown(cluster)}: its MultiKueueCluster cannot be "
                 f"read ({_short(err)}). Fix: {rbac_fix(kueue_ns, cluster, None)}."
             ) from None
         location = secret_location(mkc)
         if location is None or location[0] != "Secret":
             kind = location[0] if location else "no location"
             raise WorkerUnreachable(
-                f"cannot reach worker cluster {cluster!r}: its MultiKueueCluster keeps its "
+                f"cannot reach worker cluster {shown(cluster)}: its MultiKueueCluster keeps its "
                 f"kubeconfig in a {kind} of Kueue's own pod, not in a Secret this client "
                 f"may read. Fix: {mapping_fix(cluster)}."
             )
@@ -236,7 +237,7 @@ class Workers:
             secret = await manager(Get(SECRETS, kueue_ns, name))
         except ApiError as err:
             raise WorkerUnreachable(
-                f"cannot reach worker cluster {cluster!r}: the kubeconfig Secret "
+                f"cannot reach worker cluster {shown(cluster)}: the kubeconfig Secret "
                 f"{kueue_ns}/{name} of its MultiKueueCluster cannot be read "
                 f"({_short(err)}). Fix: {rbac_fix(kueue_ns, cluster, name)}."
             ) from None
@@ -244,7 +245,7 @@ class Workers:
         del secret  # the document is kept only inside the worker's SecretStr
         if content is None:
             raise WorkerUnreachable(
-                f"cannot reach worker cluster {cluster!r}: Secret {kueue_ns}/{name} holds "
+                f"cannot reach worker cluster {shown(cluster)}: Secret {kueue_ns}/{name} holds "
                 f"no `kubeconfig` key. Fix: {mapping_fix(cluster)}."
             )
         try:
@@ -253,7 +254,7 @@ class Workers:
             # The model's message never quotes the document (config._kubeconfig_mapping).
             why = err.problems[0].problem if err.problems else "invalid"
             raise WorkerUnreachable(
-                f"cannot reach worker cluster {cluster!r}: Secret {kueue_ns}/{name} does not "
+                f"cannot reach worker cluster {shown(cluster)}: Secret {kueue_ns}/{name} does not "
                 f"hold a usable kubeconfig ({why}). Fix: {mapping_fix(cluster)}."
             ) from None
 
