@@ -108,8 +108,13 @@ def test_a_job_is_followed_to_its_worker(
     assert all(s.pod_name.startswith(name) for s in running.steps)
     assert _worker_has(multikueue, ns, name)
     # Events of its pods exist only on the worker (the scheduler's there).
-    reasons = {e.reason for e in client.get_job_events(name)}
+    events = client.get_job_events(name)
+    reasons = {e.reason for e in events}
     assert "Scheduled" in reasons, reasons
+    # ... with the manager's (Kueue made its Workload there), oldest first.
+    assert "CreatedWorkload" in reasons, reasons
+    stamps = [e.event_time for e in events if e.event_time is not None]
+    assert stamps == sorted(stamps)
     # Its log is asked of the worker's kubelet (kwok serves none: the API server says so).
     with pytest.raises(Exception) as caught:
         list(client.get_job_logs(name))

@@ -199,7 +199,8 @@ class AsyncTrainerClient(Operations):
         api = await self._api()
         obj = await get_object(api, self.namespace, name)
         reader, _ = await self._placed(api, obj)
-        return await get_events(reader, self.namespace, name, obj=obj)
+        events = await get_events(reader, self.namespace, name, obj=obj)
+        return await self._with_manager_events(api, reader, obj, events)
 
     async def get_job_outputs(self, name: str) -> JobOutputs:
         """Status, steps, metrics and the function's return value (``result_missing``

@@ -23,6 +23,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from kf_trainer_core.cluster.kueue import (
@@ -37,7 +38,7 @@ from kf_trainer_core.cluster.multikueue import (
     dispatched,
     worker_result_missing,
 )
-from kf_trainer_core.cluster.status import TrainJob, job_state, to_trainjob
+from kf_trainer_core.cluster.status import Event, TrainJob, job_state, to_trainjob
 from kf_trainer_core.config import KubernetesConfig
 from kf_trainer_core.errors import TrainJobNotFoundError, WorkerUnreachableError
 from kf_trainer_core.k8s.api import Api, CallHook
@@ -54,7 +55,7 @@ from kf_trainer_core.programs.informer import (
     label_predicate,
 )
 from kf_trainer_core.programs.outcome import Outcome
-from kf_trainer_core.programs.reads import get_object
+from kf_trainer_core.programs.reads import get_events, get_object
 from kf_trainer_core.programs.wait import Verdict, WaitGoal, conclude, wait_program
 from kf_trainer_core.programs.wakers import Waker
 
@@ -217,6 +218,20 @@ class Placement:
         if not job_state(copy).terminal:
             return obj
         return {**obj, "status": copy.get("status") or {}}
+
+    async def _with_manager_events(
+        self, api: Api, reader: Api, obj: dict[str, Any], events: list[Event]
+    ) -> list[Event]:
+        """A MultiKueue job's events read on its worker, with those of its TrainJob on
+        the manager (Kueue's there: its Workload created, quota reserved, admitted on the
+        worker), oldest first."""
+        if reader is api:
+            return events
+        name = str((obj.get("metadata") or {}).get("name"))
+        ours = await get_events(api, self.namespace, name, pods=[], obj=obj)
+        both = [*ours, *events]
+        far = datetime.min.replace(tzinfo=timezone.utc)
+        return sorted(both, key=lambda e: e.event_time or far)
 
     @staticmethod
     def _shown_on(job: TrainJob, where: WorkerCluster | None) -> TrainJob:
