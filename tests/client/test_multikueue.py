@@ -154,9 +154,11 @@ def test_a_dispatched_job_is_read_and_waited_for_on_its_worker(
         events = client.get_job_events(name)
         assert events  # the worker's (its controllers'); the manager has none of pods
         assert all(e.involved_object_kind for e in events)
-    # Once dispatched, no read of pods or events went to the manager.
+    # Once dispatched, its pods are read on the worker only (events on both: the
+    # manager's TrainJob has Kueue's).
     later = server.requests.records[before:]
-    assert not [r for r in later if "/pods" in r.path or "/events" in r.path]
+    assert not [r for r in later if "/pods" in r.path]
+    assert [r for r in wserver.requests.records if "/pods" in r.path]
     assert [r for r in later if "/trainjobs/" in r.path]  # the job itself: the manager's
 
 
@@ -308,3 +310,34 @@ def test_a_suspended_multikueue_job_reads_suspended() -> None:
     assert job_state(obj) is JobState.SUSPENDED
     obj["spec"]["managedBy"] = "trainer.kubeflow.org/trainjob-controller"
     assert job_state(obj) is JobState.RUNNING
+
+
+def test_suspend_and_resume_go_through_the_workload(
+    server: KubeTestServer, kueue: KueueSimulator, k8s_config: KubernetesConfig
+) -> None:
+    # Kueue undoes spec.suspend on an admitted job (the worker's copy would run on):
+    # every suspend of the suite — suspend_job, cancel_job, stop_unfinished — sets the
+    # Workload's spec.active, Kueue's switch (the real Kueue's answer:
+    # tests/realcluster/test_multikueue_real.py).
+    def active() -> Any:
+        workloads, _ = server.store.list(WORKLOADS, "default")
+        return [(w.get("spec") or {}).get("active") for w in workloads]
+
+    with TrainerClient(k8s_config) as client:
+        name = client.submit(mk_job()).job.name
+        until(lambda: active())
+        client.suspend_job(name)
+        assert active() == [False]
+        client.resume_job(name)
+        assert active() == [True]
+        assert client.cancel_job(name, "suspend")
+        assert active() == [False]
+        client.resume_job(name)
+        assert client.stop_unfinished(name, action="suspend") == [name]
+        assert active() == [False]
+        # A job MultiKueue does not dispatch is suspended as before.
+        plain = client.submit(mk_job(managed=False)).job.name
+        until(lambda: len(active()) == 2)
+        client.suspend_job(plain)
+        assert active().count(False) == 1
+        assert server.store.get(TRAINJOBS, "default", plain)["spec"]["suspend"] is True

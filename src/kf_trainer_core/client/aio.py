@@ -478,8 +478,6 @@ class AsyncTrainerClient(Operations):
         resumable) or ``keep`` it running. ``True`` if something was done; ``False`` for
         ``keep`` or a job already gone (a cancel is idempotent: an orchestrator's kill
         may come after the job ended and was deleted)."""
-        if action == "suspend" and await self._set_active(name, False) is not None:
-            return True  # MultiKueue: its Workload deactivated
         return await cancel(await self._api(), self.namespace, name, action)
 
     async def stop_unfinished(
@@ -536,16 +534,12 @@ class AsyncTrainerClient(Operations):
 
     async def suspend_job(self, name: str) -> TrainJob:
         """Suspend: the pods go, the job stays and can be resumed."""
-        done = await self._set_active(name, False)  # MultiKueue: its Workload
-        return done or await set_suspended(await self._api(), self.namespace, name, True)
+        return await set_suspended(await self._api(), self.namespace, name, True)
 
     async def resume_job(self, name: str) -> TrainJob:
         """Resume a suspended job. A job Kueue holds (labelled for a queue, its Workload
         not admitted) is left to Kueue, which would suspend it again at once: it comes
         back as it is, with its queue status, and runs when Kueue admits it."""
-        done = await self._set_active(name, True)  # MultiKueue: its Workload
-        if done is not None:
-            return done
         return await resume(await self._api(), self.namespace, name, self._kueue())
 
     # -- checkpoints -----------------------------------------------------------------

@@ -27,7 +27,6 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from kf_trainer_core.cluster.kueue import (
-    WORKLOADS,
     KueueProbe,
     QueueStatus,
     QueueTracker,
@@ -38,11 +37,11 @@ from kf_trainer_core.cluster.multikueue import (
     dispatched,
     worker_result_missing,
 )
-from kf_trainer_core.cluster.status import Event, TrainJob, job_state, to_trainjob
+from kf_trainer_core.cluster.status import Event, TrainJob, job_state
 from kf_trainer_core.config import KubernetesConfig
-from kf_trainer_core.errors import TrainJobNotFoundError, WorkerUnreachableError
+from kf_trainer_core.errors import WorkerUnreachableError
 from kf_trainer_core.k8s.api import Api, CallHook
-from kf_trainer_core.k8s.calls import Get, Patch
+from kf_trainer_core.k8s.calls import Get
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import TRAINJOBS
 from kf_trainer_core.k8s.retry import RetryPolicy
@@ -174,29 +173,6 @@ class Placement:
             if not follow or job_state(obj).terminal:
                 return reader
             await api.sleep(_DISPATCH_POLL_SECONDS)
-
-    async def _set_active(self, name: str, active: bool) -> TrainJob | None:
-        """Suspend (``active`` false) or resume a MultiKueue job the Kueue way: its
-        Workload's ``spec.active``. A user's ``spec.suspend`` on the manager is undone by
-        Kueue while the Workload stays admitted, and the worker's copy runs on; a
-        deactivated Workload is evicted — the worker's copy removed, the manager's job
-        suspended — and runs again (dispatched anew) once active. ``None`` for any
-        other job (suspended through ``spec.suspend`` as before)."""
-        api = await self._api()
-        if not isinstance(self.config, KubernetesConfig):
-            return None
-        try:
-            obj = await get_object(api, self.namespace, name)
-        except TrainJobNotFoundError:
-            return None  # the callers say what a missing job means to them
-        probe = self._kueue()
-        if not dispatched(obj) or probe is None:
-            return None
-        queue = await lookup(api, self.namespace, obj, probe, positions=False)
-        if queue is None or queue.workload is None:
-            return None
-        await api(Patch(WORKLOADS, self.namespace, queue.workload, {"spec": {"active": active}}))
-        return to_trainjob(await get_object(api, self.namespace, name), queue=queue)
 
     async def _as_run(
         self, reader: Api, obj: dict[str, Any], where: WorkerCluster | None
