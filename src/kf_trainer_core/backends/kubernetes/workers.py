@@ -196,9 +196,11 @@ class Workers:
             return f"{head}: the worker refused the credentials of {where} (401). Fix: " + (
                 "give that entry valid credentials." if mapped else mapping_fix(cluster) + "."
             )
+        # The error's own fix speaks of the client's cluster: this one is the worker.
+        said = str(err.status.get("message") or err).split(" Fix:")[0].rstrip(". ")
         return (
-            f"{head}: {err.status.get('message') or err}. Fix: check that this machine "
-            f"reaches the worker's API server, or {mapping_fix(cluster)} that does."
+            f"{head}: {said}. Fix: check that this machine reaches the worker's API "
+            f"server, or {mapping_fix(cluster)} that does."
         )
 
     async def _config(self, manager: Api, cluster: str) -> KubernetesConfig:
