@@ -313,6 +313,9 @@ class Placement:
         workers = await self._workers()
         assert cluster is not None
         cfg = workers.configs[cluster]
+        # The worker's informers serve the job; a read by name (before they list the
+        # copy) goes through the routed Api to the manager's TrainJob, whose copied
+        # status ends the wait all the same should the worker's copy never be seen.
         with self._worker_subscriptions(cfg, goal.name) as (jobs, events, waker):
             verdict, seen = await wait_program(
                 routed,
