@@ -119,15 +119,7 @@ async def remove(
         if not checked:
             try:
                 await api(
-                    Delete(
-                        TRAINJOBS,
-                        namespace,
-                        name,
-                        propagation=propagation,
-                        uid=uid or None,
-                        resource_version=(version or None) if pinned else None,
-                        dry_run=True,
-                    )
+                    _delete(namespace, name, propagation, uid, version if pinned else "", True)
                 )
             except ApiError as err:
                 if err.not_found:
@@ -140,14 +132,7 @@ async def remove(
             checked = True
         if not (obj.get("spec") or {}).get("suspend"):
             try:
-                obj = await api(
-                    Patch(
-                        TRAINJOBS,
-                        namespace,
-                        name,
-                        {"metadata": {"resourceVersion": version}, "spec": {"suspend": True}},
-                    )
-                )
+                obj = await api(_set_suspend(namespace, name, version, True))
             except ApiError as err:
                 if err.not_found:
                     return vanished
@@ -161,14 +146,7 @@ async def remove(
                 version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
         try:
             answer = await api(
-                Delete(
-                    TRAINJOBS,
-                    namespace,
-                    name,
-                    propagation=propagation,
-                    uid=uid or None,
-                    resource_version=(version or None) if pinned else None,
-                )
+                _delete(namespace, name, propagation, uid, version if pinned else "")
             )
         except ApiError as err:
             if err.not_found:
@@ -192,6 +170,31 @@ async def remove(
     if suspended_here:
         await _resume_quietly(api, namespace, name, uid)
     return "kept changing while it was being deleted"
+
+
+def _delete(
+    namespace: str, name: str, propagation: str, uid: str, version: str, dry_run: bool = False
+) -> Delete:
+    """A delete of the job ``uid`` at ``version`` (each precondition only where given)."""
+    return Delete(
+        TRAINJOBS,
+        namespace,
+        name,
+        propagation=propagation,
+        uid=uid or None,
+        resource_version=version or None,
+        dry_run=dry_run,
+    )
+
+
+def _set_suspend(namespace: str, name: str, version: str, suspend: bool) -> Patch:
+    """A patch of ``spec.suspend`` under a precondition on the version just read."""
+    return Patch(
+        TRAINJOBS,
+        namespace,
+        name,
+        {"metadata": {"resourceVersion": version}, "spec": {"suspend": suspend}},
+    )
 
 
 #: Finalizers of the garbage collector itself: a background delete ends them.
@@ -218,15 +221,7 @@ async def _resume_quietly(api: Api, namespace: str, name: str, uid: str) -> bool
                 return True  # gone, or another job now: nothing of ours to undo
             if not (obj.get("spec") or {}).get("suspend"):
                 return True
-            version = str(meta.get("resourceVersion") or "")
-            await api(
-                Patch(
-                    TRAINJOBS,
-                    namespace,
-                    name,
-                    {"metadata": {"resourceVersion": version}, "spec": {"suspend": False}},
-                )
-            )
+            await api(_set_suspend(namespace, name, str(meta.get("resourceVersion") or ""), False))
         except ApiError as err:
             if err.not_found:
                 return True
