@@ -116,50 +116,48 @@ async def remove(
         # delete (409, "Precondition failed: ResourceVersion in precondition: …, … in
         # object meta: 0"), which this background delete is here to end.
         pinned = not meta.get("deletionTimestamp")
-        if not checked:
+        try:
+            # A 404 or a 409 from any of the three requests ends this round below.
+            if not checked:
+                try:
+                    await api(
+                        _delete(namespace, name, propagation, uid, version if pinned else "", True)
+                    )
+                except ApiError as err:
+                    if err.code == 403:
+                        raise _refused(namespace, name, err, changed=False) from None
+                    raise
+                checked = True
+            if not (obj.get("spec") or {}).get("suspend"):
+                try:
+                    obj = await api(_set_suspend(namespace, name, version, True))
+                except ApiError as err:
+                    if err.not_found or err.conflict or not 400 <= err.code < 500:
+                        raise
+                    # Refused (no patch right, a webhook): the delete asked for goes ahead.
+                else:
+                    suspended_here = True
+                    version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
             try:
-                await api(
-                    _delete(namespace, name, propagation, uid, version if pinned else "", True)
+                answer = await api(
+                    _delete(namespace, name, propagation, uid, version if pinned else "")
                 )
             except ApiError as err:
-                if err.not_found:
-                    return vanished
-                if err.conflict:
-                    continue
                 if err.code == 403:
-                    raise _refused(namespace, name, err, changed=False) from None
+                    restored = (
+                        (await _resume_quietly(api, namespace, name, uid))
+                        if suspended_here
+                        else True
+                    )
+                    raise _refused(
+                        namespace, name, err, changed=suspended_here, restored=restored
+                    ) from None
                 raise
-            checked = True
-        if not (obj.get("spec") or {}).get("suspend"):
-            try:
-                obj = await api(_set_suspend(namespace, name, version, True))
-            except ApiError as err:
-                if err.not_found:
-                    return vanished
-                if err.conflict:
-                    continue
-                if not 400 <= err.code < 500:
-                    raise
-                # Refused (no patch right, a webhook): the delete asked for goes ahead.
-            else:
-                suspended_here = True
-                version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-        try:
-            answer = await api(
-                _delete(namespace, name, propagation, uid, version if pinned else "")
-            )
         except ApiError as err:
             if err.not_found:
                 return vanished
             if err.conflict:
                 continue
-            if err.code == 403:
-                restored = (
-                    (await _resume_quietly(api, namespace, name, uid)) if suspended_here else True
-                )
-                raise _refused(
-                    namespace, name, err, changed=suspended_here, restored=restored
-                ) from None
             raise
         # A TrainJob that another finalizer still holds keeps its name (a submit under it
         # waits for it to go) and its JobSet until that finalizer goes: nothing to wait
