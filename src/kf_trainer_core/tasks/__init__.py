@@ -7,7 +7,7 @@ beyond the client, the spec, the configuration and the errors.
 - :mod:`~kf_trainer_core.tasks.interruptions`, :mod:`~kf_trainer_core.tasks.sync_runner`:
   what an interruption means for the job, and the synchronous face of a coroutine;
 - :mod:`~kf_trainer_core.tasks.step_waits`, :mod:`~kf_trainer_core.tasks.helpers`: waits
-  for a step, cancels by identity, a log followed in the background;
+  for a step, or for a group of steps;
 - :mod:`~kf_trainer_core.tasks.backend_fields`: backend settings given as flat fields.
 
 The names below are the rest of the core an adapter may use — the job's models and
