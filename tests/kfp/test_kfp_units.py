@@ -295,7 +295,7 @@ def test_wait_for_the_trainer_step_is_the_job(client: TrainerClient) -> None:
     assert result == {"epochs": 3, "loss": 0.1289}
 
 
-def test_cancel_identity_leaves_finished_jobs(client: TrainerClient) -> None:
+def test_stop_unfinished_leaves_finished_jobs(client: TrainerClient) -> None:
     done = _job(client, "success", "kfp/run/train")
     client.wait(done, timeout=30)
     running = _job(client, "never-finish", "kfp/run/other")
