@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from kf_trainer_core.base import untrusted
@@ -217,6 +218,7 @@ def _pending(pods: list[Pod]) -> Waiting | None:
         if _phase(pod) not in ("Pending", ""):
             continue
         pod_name = str((pod.get("metadata") or {}).get("name") or "")
+        pending = partial(Waiting, state="Pending", step=step, pod=pod_name)
         for cond in status.get("conditions") or []:
             if (
                 cond.get("type") == "PodScheduled"
@@ -225,11 +227,8 @@ def _pending(pods: list[Pod]) -> Waiting | None:
             ):
                 message = str(cond.get("message") or "")
                 klass, _ = classify(reason="Unschedulable", message=message, pods=[pod])
-                return Waiting(
-                    state="Pending",
+                return pending(
                     reason=f"step {step} cannot be scheduled: {scheduler_reason(message, pod)}",
-                    step=step,
-                    pod=pod_name,
                     failure_class=klass,
                 )
         for cs in [
@@ -245,11 +244,8 @@ def _pending(pods: list[Pod]) -> Waiting | None:
                 )
                 # The whole message decides the class; a long one is shown cut.
                 detail = f" ({untrusted.line(message, 300)})" if message else ""
-                return Waiting(
-                    state="Pending",
+                return pending(
                     reason=f"step {step} cannot start: {why}{detail}",
-                    step=step,
-                    pod=pod_name,
                     failure_class=klass,
                     classified_by=evidence,
                 )
