@@ -189,7 +189,7 @@ def _asked(pod: Pod, resource: str) -> str | None:
 def scheduler_reason(message: str, pod: Pod) -> str:
     """The scheduler's reason, once: its first sentence (the rest repeats it for
     preemption), and where every node lacks one resource, how much the pod asks:
-    ``0/4 nodes have 16 nvidia.com/gpu free``."""
+    ``0/4 nodes can give it 16 nvidia.com/gpu (each has fewer in all or fewer unused)``."""
     text = " ".join(message.split())
     found = _FIRST_SENTENCE.match(text)
     first = found.group(1) if found else text
@@ -199,7 +199,10 @@ def scheduler_reason(message: str, pod: Pod) -> str:
         if short and short.group(1) == counted.group(1):
             asked = _asked(pod, short.group(2))
             if asked is not None:
-                return f"0/{counted.group(1)} nodes have {asked} {short.group(2)} free"
+                return (
+                    f"0/{counted.group(1)} nodes can give it {asked} {short.group(2)}"
+                    " (each has fewer in all or fewer unused)"
+                )
     return first
 
 
