@@ -12,6 +12,8 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from kf_trainer_core.base.quoting import shown
+
 __all__ = ["parse_quantity"]
 
 _BINARY = {f"{p}i": Decimal(1024) ** (i + 1) for i, p in enumerate("KMGTPE")}
@@ -41,7 +43,7 @@ def parse_quantity(value: Any) -> Decimal:
     text = str(value).strip()
     match = _QUANTITY.fullmatch(text)
     if match is None:
-        raise ValueError(f"{text[:40]!r} is not a Kubernetes quantity (e.g. 4, 500m, 16Gi)")
+        raise ValueError(f"{shown(text)} is not a Kubernetes quantity (e.g. 4, 500m, 16Gi)")
     number, suffix = Decimal(match["number"]), match["suffix"]
     if suffix in _BINARY:
         return number * _BINARY[suffix]
@@ -50,4 +52,4 @@ def parse_quantity(value: Any) -> Decimal:
     try:  # an exponent
         return number.scaleb(int(suffix[1:]))
     except InvalidOperation as exc:  # too large for Decimal's context
-        raise ValueError(f"{text[:40]!r} is out of range") from exc
+        raise ValueError(f"{shown(text)} is out of range") from exc
