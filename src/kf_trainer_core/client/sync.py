@@ -6,6 +6,7 @@ inside a running event loop — share one connection and one watch per namespace
 
 from __future__ import annotations
 
+import os
 from collections.abc import (
     AsyncIterator,
     Callable,
@@ -19,7 +20,7 @@ from typing import Any, TypeVar
 
 from typing_extensions import Unpack
 
-from kf_trainer_core.base.portal import portal
+from kf_trainer_core.base.portal import Portal, portal
 from kf_trainer_core.client.aio import AsyncTrainerClient, Callback, CancelAction, Status
 from kf_trainer_core.client.base import (
     Backend,
@@ -80,12 +81,32 @@ class TrainerClient(ClientBase):
         request_hook: CallHook | None = None,
     ) -> None:
         super().__init__(backend, namespace=namespace, retry=retry, request_hook=request_hook)
-        self._async = AsyncTrainerClient(
-            self.config, namespace=self.namespace, retry=retry, request_hook=request_hook
+        self._start()
+
+    def _start(self) -> None:
+        """The async client and the portal of this process. A client made before a fork
+        (a DAG file's module, an executor's parent) starts again in the child on its
+        first call: the parent's portal thread does not exist there, and its
+        connection belongs to the parent's loop."""
+        self._pid = os.getpid()
+        self._async_client = AsyncTrainerClient(
+            self.config, namespace=self.namespace, retry=self.retry, request_hook=self.request_hook
         )
         # The portal's loop is no one else's: pages as large as the configuration says.
-        self._async._page_cap = None
-        self._portal = portal()
+        self._async_client._page_cap = None
+        self._this_portal = portal()
+
+    @property
+    def _async(self) -> AsyncTrainerClient:
+        if self._pid != os.getpid():
+            self._start()
+        return self._async_client
+
+    @property
+    def _portal(self) -> Portal:
+        if self._pid != os.getpid():
+            self._start()
+        return self._this_portal
 
     def _call(self, coro: Coroutine[Any, Any, R]) -> R:
         """Run a coroutine of the async client that submits (``submit``, ``train``,
