@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import (
     AsyncIterator,
@@ -17,7 +18,7 @@ from typing import Any, Literal, TypeVar
 
 from typing_extensions import Unpack
 
-from kf_trainer_core.base.aio import TaskScope
+from kf_trainer_core.base.aio import TaskScope, deadline
 from kf_trainer_core.client.base import (
     Identity,
     Operations,
@@ -52,9 +53,9 @@ from kf_trainer_core.programs.reads import (
 from kf_trainer_core.programs.submit import Submitted, submit
 from kf_trainer_core.programs.wait import (
     LOG_PROGRESS_INTERVAL,
+    JobWait,
     WaitGoal,
     job_emitter,
-    wait_program,
 )
 from kf_trainer_core.spec import TrainJobSpec
 from kf_trainer_core.spec.checkpoint_storage import (
@@ -345,7 +346,9 @@ class AsyncTrainerClient(Operations):
         log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
     ) -> Outcome:
         """A wait, ending in the job's outcome: with the pods and why a result could
-        not be read."""
+        not be read. The wait itself is a deadline around: read the job (from the
+        shared informer, by name where it cannot serve), look at it, sleep on the
+        waker until the informers have news or an alarm of the wait rings."""
         checks.check_seconds(
             timeout=timeout,
             polling_interval=polling_interval,
@@ -358,20 +361,31 @@ class AsyncTrainerClient(Operations):
         tracker = self._tracker()
         emit, log_every = job_emitter(callbacks, on_progress, log_progress_interval)
         with self._subscriptions(name) as (jobs, events, waker):
-            verdict, obj = await wait_program(
+            wait = JobWait(
                 api,
                 self.namespace,
                 goal,
                 jobs,
                 events,
                 waker,
-                timeout=timeout,
                 polling_interval=polling_interval,
                 tracker=tracker,
-                log_progress_interval=log_every,
+                log_every=log_every,
                 sink=emit,
                 explain_restarts=emit is not None,
             )
+            try:
+                async with deadline(timeout):
+                    while True:
+                        await wait.read()
+                        if (verdict := await wait.look()) is not None:
+                            break
+                        await waker.wait(None)
+                obj = wait.obj or {}
+            except (TimeoutError, asyncio.TimeoutError):
+                verdict, obj = wait.timed_out()
+            finally:
+                wait.alarms.cancel()
         queue = tracker.status if tracker else None
         return await self._conclude(api, goal, verdict, obj, timeout=timeout, queue=queue)
 
