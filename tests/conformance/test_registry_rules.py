@@ -15,7 +15,7 @@ from kubernetes import client as k8s
 
 from kf_trainer_core.backends.local.transport import LocalTransport
 from kf_trainer_core.config import LocalConfig
-from kf_trainer_core.k8s.calls import Create, Delete, Get, Patch
+from kf_trainer_core.k8s.calls import Create, Delete, Get, ListObjects, OpenWatch, Patch
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import SECRETS
 
@@ -95,3 +95,23 @@ def test_a_malformed_name_is_422_with_the_rule_on_both(
 
     code, local_message = _local_failure(local, Create(SECRETS, "local", _secret("Not_A_Name")))
     assert (code, local_message) == (422, message)
+
+
+def test_a_field_selector_the_registry_does_not_support_is_400_on_both(
+    cluster: Cluster, local: LocalTransport
+) -> None:
+    core = k8s.CoreV1Api(cluster.api())
+    with pytest.raises(k8s.ApiException) as info:
+        core.list_namespaced_secret(cluster.namespace, field_selector="data.k=v")
+    message = json.loads(info.value.body)["message"]
+    assert info.value.status == 400
+    assert message == "field label not supported: data.k"
+
+    local.perform(Create(SECRETS, "local", _secret("any")))
+    call = ListObjects(SECRETS, "local", field_selector="data.k=v")
+    assert _local_failure(local, call) == (400, message)
+    # and the same for a watch: it is refused before it starts
+    watch = OpenWatch(SECRETS, "local", None, field_selector="data.k=v")
+    with pytest.raises(ApiError) as refused:
+        local.open_stream(watch)
+    assert (refused.value.code, str((refused.value.status or {}).get("message"))) == (400, message)

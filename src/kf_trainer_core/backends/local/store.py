@@ -114,11 +114,18 @@ class Selector:
 
     @classmethod
     def parse(
-        cls, namespace: str | None, label_selector: str | None, field_selector: str | None
+        cls,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None,
+        kind: Kind | None = None,
     ) -> Selector:
-        """Parse the query's selectors (400 in the apiserver's words when malformed)."""
+        """Parse the query's selectors: 400 in the apiserver's words when malformed, or
+        when ``kind``'s registry does not support a field (as a cluster refuses it)."""
         return cls(
-            namespace, LabelSelector.parse(label_selector), FieldSelector.parse(field_selector)
+            namespace,
+            LabelSelector.parse(label_selector),
+            FieldSelector.parse(field_selector, kind),
         )
 
     def matches(self, obj: JSON) -> bool:
