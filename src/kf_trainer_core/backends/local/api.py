@@ -43,10 +43,6 @@ from kf_trainer_core.backends.local.store import (
     StatusError,
     Store,
     Tx,
-    already_exists,
-    bad_request,
-    invalid,
-    not_found,
 )
 from kf_trainer_core.backends.local.watch import POLL_SECONDS as POLL_SECONDS  # the transport's
 from kf_trainer_core.backends.local.watch import STREAMS, WatchStream
@@ -269,7 +265,7 @@ class LocalApi:
         else:
             obj = self.store.get(kind, namespace if kind.namespaced else None, name)
         if obj is None:
-            raise not_found(kind, name)
+            raise StatusError.not_found(kind, name)
         # Read-your-writes for this process's informers: what a read returns, their
         # caches hold before it returns. A wait that found its job by a read therefore
         # finds it in the cache on its next look (and does not take it for deleted).
@@ -319,14 +315,14 @@ class LocalApi:
     def _log_path(self, namespace: str, pod_name: str, container: str) -> Path:
         pod = self.store.get(PODS, namespace, pod_name)
         if pod is None:
-            raise not_found(PODS, pod_name)
+            raise StatusError.not_found(PODS, pod_name)
         names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
         if container not in names:
-            raise bad_request(f"container {container} is not valid for pod {pod_name}")
+            raise StatusError.bad_request(f"container {container} is not valid for pod {pod_name}")
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
             waiting = (cs.get("state") or {}).get("waiting")
             if cs.get("name") == container and waiting is not None:
-                raise bad_request(
+                raise StatusError.bad_request(
                     f'container "{container}" in pod "{pod_name}" is waiting to start: '
                     f"{waiting.get('reason', 'ContainerCreating')}"
                 )
@@ -370,7 +366,7 @@ class LocalApi:
         with self.store.write() as tx:
             current = tx.get(kind, ns, name)
             if current is None:
-                raise not_found(kind, name)
+                raise StatusError.not_found(kind, name)
             updated = prepare_update(kind, current, patched(kind, name, current, body), subresource)
             result = finish_update(kind, current, updated, subresource)
             if result != current:  # a write that changes nothing gets no new version
@@ -406,7 +402,7 @@ class LocalApi:
                 check_preconditions(kind, name, tx.get(kind, ns, name), preconditions)
             obj = tx.delete(kind, ns, name)
         if obj is None:
-            raise not_found(kind, name)
+            raise StatusError.not_found(kind, name)
         if kind is PODS:
             import shutil
 
@@ -430,7 +426,7 @@ class LocalApi:
             held_gpus=self._held_gpus(),
         )
         if causes:
-            raise invalid(TRAINJOBS, name, causes)
+            raise StatusError.invalid(TRAINJOBS, name, causes)
         with self._writable_store().write() as tx:
             created = tx.put(TRAINJOBS, _unique(tx, TRAINJOBS, obj), created=True)
             uid = str(created["metadata"]["uid"])
@@ -600,5 +596,5 @@ def _unique(tx: Tx, kind: Kind, obj: JSON) -> JSON:
     """``obj`` if its name is still free in this transaction; 409 otherwise."""
     meta = obj["metadata"]
     if tx.taken(kind, str(meta.get("namespace") or ""), str(meta["name"])):
-        raise already_exists(kind, str(meta["name"]))
+        raise StatusError.already_exists(kind, str(meta["name"]))
     return obj

@@ -55,11 +55,7 @@ __all__ = [
     "StatusError",
     "Store",
     "Tx",
-    "already_exists",
-    "bad_request",
     "field_value",
-    "invalid",
-    "not_found",
 ]
 
 JSON = dict[str, Any]
@@ -95,13 +91,6 @@ KINDS = {
     k.plural: k
     for k in (TRAINJOBS, TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES, PODS, EVENTS, SECRETS)
 }
-
-# The registry's failures, worded as the apiserver words them (one vocabulary with the
-# test server: :class:`~kf_trainer_core.k8s.status.StatusError`).
-not_found = StatusError.not_found
-already_exists = StatusError.already_exists
-bad_request = StatusError.bad_request
-invalid = StatusError.invalid
 
 
 @dataclass(frozen=True)
