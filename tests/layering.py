@@ -183,6 +183,7 @@ LAYERS: tuple[str, ...] = (
     # about a job's outcome (cluster/errors.py)
     "errors",  # the public errors module: base/errors.py and cluster/errors.py, re-exported
     "programs",  # the client's logic as programs; informer, pod batches
+    "emulation",  # the Kubernetes API both the local backend and the test bed serve
     "backends",  # the package itself (its docstring); its backends follow
     "backends.kubernetes",  # the transports over the kubernetes clients
     "backends.local",  # the local backend (pods as processes; local/container: as containers)

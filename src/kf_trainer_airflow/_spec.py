@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from kf_trainer_core.errors import FieldProblem, SpecError
-from kf_trainer_core.tasks import DocumentError, load_document, shown
+from kf_trainer_core.tasks import checks, shown
 
 if TYPE_CHECKING:
     from kf_trainer_core.spec import TrainJobSpec
@@ -90,13 +90,7 @@ def template_form(value: Any, *, part: str) -> Any:
         return None
     if part == "spec":
         if isinstance(value, str):
-            text = value.strip()
-            try:
-                value = load_document(text, "the spec text")
-            except DocumentError as exc:
-                raise SpecError.single(
-                    "spec", f"cannot be read: {exc}", "pass a dict or TrainJobSpec."
-                ) from None
+            value = checks.spec_mapping(value.strip(), "spec")
         value = _json(value)
         if isinstance(value, Mapping):
             value = dict(value)

@@ -39,9 +39,6 @@ class _Required:
 #: The default of an input that has none.
 REQUIRED: Any = _Required()
 
-#: KFP parameter types, by the names a signature uses for them.
-PARAMETER_TYPES = ("str", "int", "float", "bool", "list", "dict")
-
 
 @dataclass(frozen=True)
 class Param:

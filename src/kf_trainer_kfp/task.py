@@ -509,12 +509,13 @@ def _cancel(
         )
     if name:
         require_job_name(name, "job_name")
-        cancelled = [name] if task_helpers.cancel_if_unfinished(client, name, action) else []
+        # Unfinished jobs only: a finished one keeps its result for a retried task.
+        cancelled = client.stop_unfinished(name, action=action)
     else:
         ident = inp.identity(
             str(inputs.get(inp.RUN_ID_INPUT, "")), task, str(inputs.get("job_key", ""))
         )
-        cancelled = task_helpers.cancel_identity(client, ident, action)
+        cancelled = client.stop_unfinished(identity=ident, action=action)
     say(f"{action}: {', '.join(cancelled) or 'nothing unfinished'}")
     return (cancelled,)
 

@@ -225,6 +225,36 @@ class _Attempt:
                 await shielded(self.publisher.finish(*shown))
             raise
 
+    async def to_the_end(
+        self,
+        waiting: Callable[
+            [AsyncTrainerClient, TrainJob, Callable[[TrainJob], None]], Awaitable[JobOutputs]
+        ],
+        read: str | None = None,
+    ) -> JobOutputs:
+        """Hold the job on a client of its own, from its submit or reattach (or its first
+        read: ``read``, a name) to its end: ``waiting(client, job, on_update)`` with the
+        progress artifact kept current, then the outputs published and said, then
+        ``on_finish``."""
+        task, publisher = self.task, self.publisher
+        assert publisher is not None  # a task that waits publishes
+        async with _client(self.creds, self.namespace) as client, _finishing(task, client) as done:
+            async with runner_shutdown_cancels(), self.holding(client):
+                if read is None:
+                    job = (await task.attach(client)).job
+                else:
+                    job = task.known(await client.get_job(read))
+                await publisher.start(job, self.link)
+                result = await with_updates(
+                    lambda on_update: waiting(client, job, on_update),
+                    publisher.progress.observe,
+                    publisher.flush,
+                )
+            await publisher.outputs(result, self.link)
+            finished(self.run.logger, result)
+            done(result)
+        return result
+
 
 @asynccontextmanager
 async def _client(
@@ -292,32 +322,20 @@ async def run(
     """Submit (or reattach to) the task's job, stream its log into the run logger, keep
     the progress artifact current, wait, and return the outputs; an interruption
     deletes, suspends or keeps the job per :func:`disposition` and ``on_cancel``."""
-    publisher = ArtifactPublisher(opts.artifacts)
-    attempt = await _submitting(spec, credentials, opts, publisher)
+    attempt = await _submitting(spec, credentials, opts, ArtifactPublisher(opts.artifacts))
     task, logger = attempt.task, attempt.run.logger
-    async with _client(attempt.creds, opts.namespace) as client, _finishing(task, client) as done:
-        async with runner_shutdown_cancels(), attempt.holding(client):
-            job = (await task.attach(client)).job
-            await publisher.start(job, attempt.link)
-            sink = log_sink(logger, job.name, opts.log_step) if opts.stream_logs else None
-            result = await with_updates(
-                lambda on_update: task.wait(
-                    client,
-                    timeout=opts.timeout,
-                    startup_timeout=opts.startup_timeout,
-                    admission_timeout=opts.admission_timeout,
-                    on_log=sink,
-                    log_step=opts.log_step,
-                    log_tail=opts.log_tail,
-                    callbacks=[on_update],
-                ),
-                publisher.progress.observe,
-                publisher.flush,
-            )
-        await publisher.outputs(result, attempt.link)
-        finished(logger, result)
-        done(result)
-    return result
+    return await attempt.to_the_end(
+        lambda client, job, on_update: task.wait(
+            client,
+            timeout=opts.timeout,
+            startup_timeout=opts.startup_timeout,
+            admission_timeout=opts.admission_timeout,
+            on_log=log_sink(logger, job.name, opts.log_step) if opts.stream_logs else None,
+            log_step=opts.log_step,
+            log_tail=opts.log_tail,
+            callbacks=[on_update],
+        )
+    )
 
 
 class _Finishing:
@@ -401,26 +419,17 @@ async def wait(job: JobRef, credentials: CredentialsLike | None, opts: WaitOptio
     )
     task.knows(name)
     creds = await aload_credentials(credentials)
-    publisher = ArtifactPublisher(opts.artifacts)
-    attempt = _Attempt(run, creds, opts.namespace, publisher, task)
-    async with _client(creds, opts.namespace) as client, _finishing(task, client) as done:
-        async with runner_shutdown_cancels(), attempt.holding(client):
-            await publisher.start(task.known(await client.get_job(name)), None)
-            result = await with_updates(
-                lambda on_update: task.wait(
-                    client,
-                    tuple(opts.status),
-                    timeout=opts.timeout,
-                    startup_timeout=opts.startup_timeout,
-                    callbacks=[on_update],
-                ),
-                publisher.progress.observe,
-                publisher.flush,
-            )
-        await publisher.outputs(result, attempt.link)
-        finished(run.logger, result)
-        done(result)
-    return result
+    attempt = _Attempt(run, creds, opts.namespace, ArtifactPublisher(opts.artifacts), task)
+    return await attempt.to_the_end(
+        lambda client, _job, on_update: task.wait(
+            client,
+            tuple(opts.status),
+            timeout=opts.timeout,
+            startup_timeout=opts.startup_timeout,
+            callbacks=[on_update],
+        ),
+        read=name,
+    )
 
 
 # The tasks below are :mod:`kf_trainer_prefect.tasks`' bodies: the task holds the

@@ -181,7 +181,7 @@ def test_a_job_too_big_for_any_node_is_explained_in_the_task_log(
     assert run.state == "failed"
     text = capfd.readouterr().out
     name = jobs(kube)[0]["metadata"]["name"]
-    pending = "Pending: step node-0 cannot be scheduled: 0/4 nodes have 16 nvidia.com/gpu free"
+    pending = "Pending: step node-0 cannot be scheduled: 0/4 nodes can give it 16 nvidia.com/gpu (each has fewer in all or fewer unused)"
     assert f"within 2s; it is {pending}" in text, text
     assert "failure class: capacity" in text
     assert "fix: make the job fit: " in text

@@ -220,6 +220,16 @@ def test_whole_spec_as_yaml_text() -> None:
     assert spec.option(Labels).labels == {"team": "ml"}
 
 
+def test_a_spec_text_is_read_as_the_client_reads_it() -> None:
+    """The operator's spec text is refused where the client's would be, with the same
+    message, naming the ``spec`` argument: text that is no YAML, and YAML that holds no
+    mapping."""
+    with pytest.raises(SpecError, match=r"spec: cannot be read: .*Fix: pass a dict"):
+        op(spec="runtime: [unclosed", job_name="quick")
+    with pytest.raises(SpecError, match=r"spec: the spec text holds a list, not a mapping"):
+        op(spec="- runtime: torch-distributed", job_name="quick")
+
+
 def test_rendering_leaves_the_function_source_alone() -> None:
     task = op(
         trainer=CustomTrainer(jinja_looking),

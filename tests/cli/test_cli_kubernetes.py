@@ -95,6 +95,10 @@ def test_wait_on_a_failing_job_exits_1_with_the_failure(
     assert got.code == 0
     assert "Failure:" in got.out
     assert "boom: CUDA error" in got.out
+    # A failed job has a fix too, as a restarting one does: what to change, then submit.
+    fix = next(line for line in got.out.splitlines() if line.startswith("Fix:"))
+    assert f"jobs logs {name} --step node-0" in fix
+    assert "submit the job again" in fix
     as_json = run_script("jobs", "get", name, "-o", "json", *where).json()
     assert as_json["job"]["status"] == "Failed"
     assert as_json["failure"]["exit_code"] == 3
@@ -249,7 +253,7 @@ def test_run_of_a_job_too_big_for_any_node_times_out_saying_why_once(
     path.write_text(yaml.safe_dump(big))
     done = run_script("run", str(path), "--name", "big", "--timeout", "7", *where)
     assert done.code == 5, done.err
-    pending = "Pending: step node-0 cannot be scheduled: 0/4 nodes have 16 nvidia.com/gpu free"
+    pending = "Pending: step node-0 cannot be scheduled: 0/4 nodes can give it 16 nvidia.com/gpu (each has fewer in all or fewer unused)"
     # The progress line says it once the job has settled (5 s after its creation).
     assert f"[kf-trainer] default/big: {pending}" in done.err
     error = done.err[done.err.index("kf-trainer: ") :].splitlines()

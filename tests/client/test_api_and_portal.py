@@ -167,6 +167,26 @@ def test_an_interrupted_call_cancels_its_coroutine_after_its_clean_up() -> None:
     assert seen == ["KeyboardInterrupt"]  # the clean-up ran before the caller went on
 
 
+def test_a_long_wait_wakes_less_often_but_never_less_than_its_longest_slice() -> None:
+    # 500 sync waits in fixed 0.5 s slices kept 3.6% of a core busy doing nothing: a
+    # caller's slices grow, bounded so that an interruption still lands within one.
+    from itertools import islice
+
+    from kf_trainer_core.base.portal import LONG_SLICE_SECONDS, SLICE_SECONDS, _slices
+
+    first = list(islice(_slices(), 40))
+    assert first[:4] == [SLICE_SECONDS] * 4
+    assert first == sorted(first)
+    assert first[-1] == LONG_SLICE_SECONDS == max(first)
+    # Over a minute's wait: about 40 wakes, not 120.
+    total, wakes = 0.0, 0
+    for length in _slices():
+        total, wakes = total + length, wakes + 1
+        if total >= 60:
+            break
+    assert wakes <= 40
+
+
 def test_a_call_from_the_portals_own_loop_is_refused() -> None:
     async def nested() -> None:
         async def nothing() -> None:

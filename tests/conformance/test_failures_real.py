@@ -113,7 +113,10 @@ async def test_too_big_for_any_node(
         await wait_on(face, client, aclient, name, timeout=60, startup_timeout=3)
     assert info.value.failure_class is FailureClass.CAPACITY
     # The scheduler's reason once, with what the pod asks.
-    assert re.search(rf"cannot be scheduled: 0/4 nodes have \S+ {short} free\n", str(info.value))
+    assert re.search(
+        rf"cannot be scheduled: 0/4 nodes can give it \S+ {short} \(each has fewer in all or fewer unused\)\n",
+        str(info.value),
+    )
     assert info.value.failure is not None
     assert info.value.failure.container_reason == "Unschedulable"
     assert f"Insufficient {short}" in info.value.failure.message
@@ -128,5 +131,7 @@ def test_an_unschedulable_job_waits_on_without_a_startup_timeout(
     name = client.submit(TrainJobSpec(trainer=trainer)).job.name
     with pytest.raises(TrainJobTimeoutError, match="did not reach Complete") as info:
         client.wait(name, timeout=4)
-    assert "0/4 nodes have 9 nvidia.com/gpu free" in str(info.value)
+    assert "0/4 nodes can give it 9 nvidia.com/gpu (each has fewer in all or fewer unused)" in str(
+        info.value
+    )
     assert client.get_job(name).status is JobState.CREATED

@@ -66,7 +66,9 @@ def test_unschedulable_job_says_why_it_did_not_start(
     assert failure.container_reason == "Unschedulable"
     assert "Insufficient nvidia.com/gpu" in failure.message
     assert info.value.failure_class is FailureClass.CAPACITY
-    assert "0/4 nodes have 9 nvidia.com/gpu free" in str(info.value)
+    assert "0/4 nodes can give it 9 nvidia.com/gpu (each has fewer in all or fewer unused)" in str(
+        info.value
+    )
     job = client.get_job(name)
     assert job.status is JobState.CREATED
     (step,) = job.steps

@@ -106,7 +106,7 @@ def test_a_job_too_big_for_any_node_is_pending_with_the_schedulers_reason(
     # Every node (kwok's and the test bed's) has 8 GPUs.
     trainer = CustomTrainer(controllers.spec().trainer.func, resources_per_node={"gpu": 16})
     name = client.submit(TrainJobSpec(trainer=trainer)).job.name
-    pending = "Pending: step node-0 cannot be scheduled: 0/4 nodes have 16 nvidia.com/gpu free"
+    pending = "Pending: step node-0 cannot be scheduled: 0/4 nodes can give it 16 nvidia.com/gpu (each has fewer in all or fewer unused)"
 
     def shown() -> TrainJob | None:
         job = client.get_job(name)

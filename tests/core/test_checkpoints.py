@@ -111,7 +111,7 @@ def _spec(*options: object) -> TrainJobSpec:
 def test_the_option_is_checked() -> None:
     with pytest.raises(SpecError) as bad:
         TrainJobSpec.parse({"options": [{"type": "Checkpoints", "pvc": "Team_X"}]})
-    assert "'Team_X' is not a PersistentVolumeClaim name" in str(bad.value)
+    assert "'Team_X' is not a valid PersistentVolumeClaim name" in str(bad.value)
     assert bad.value.fields == ["options[0].pvc"]
     with pytest.raises(SpecError, match="carries credentials"):
         Checkpoints(uri="s3://key:secret@bucket/x")

@@ -143,7 +143,7 @@ def test_the_schedulers_reason_is_said_once_with_what_the_pod_asks(message: str)
     found = waiting_of(CREATED_JOB, unschedulable(message))
     assert found is not None
     assert found.line() == (
-        "Pending: step node-0 cannot be scheduled: 0/4 nodes have 16 nvidia.com/gpu free"
+        "Pending: step node-0 cannot be scheduled: 0/4 nodes can give it 16 nvidia.com/gpu (each has fewer in all or fewer unused)"
     )
     assert found.failure_class is FailureClass.CAPACITY
 

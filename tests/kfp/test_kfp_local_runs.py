@@ -318,14 +318,16 @@ def test_a_job_too_big_for_any_node_is_explained_as_everywhere(
             pipeline_task_name=f"big-{on_cancel}",
         )
     out = capsys.readouterr().out
-    pending = "Pending: step node-0 cannot be scheduled: 0/4 nodes have 16 nvidia.com/gpu free"
+    pending = "Pending: step node-0 cannot be scheduled: 0/4 nodes can give it 16 nvidia.com/gpu (each has fewer in all or fewer unused)"
     assert f"did not reach Complete within 2s; it is {pending}" in out
     assert "failure class: capacity" in out
     assert "fix: make the job fit: " in out
     assert "retry will not help" not in out
     summary = next(local_kfp.rglob("launch-trainjob/summary")).read_text()
     assert ": Pending" in summary
-    assert "0/4 nodes have 16 nvidia.com/gpu free" in summary
+    assert (
+        "0/4 nodes can give it 16 nvidia.com/gpu (each has fewer in all or fewer unused)" in summary
+    )
     assert "make the job fit" in summary
     assert "## Failure" not in summary  # said once, as what holds the job up
     if on_cancel == "keep":

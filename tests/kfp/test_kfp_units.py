@@ -3,6 +3,7 @@ core's task operations (against the test server), and cheap imports."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
 from kf_trainer_core.cluster.outputs import JobOutputs
 from kf_trainer_core.cluster.status import Failure, JobState, Step
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
@@ -237,6 +238,16 @@ def _job(client: TrainerClient, scenario: str, identity: str, **spec: Any) -> st
     return client.submit(built, identity=identity).job.name
 
 
+def _await_steps(client: TrainerClient, name: str, step: str, **waits: Any) -> Any:
+    """``await_steps`` (the step components' wait) from this sync test."""
+
+    async def waiting() -> Any:
+        async with AsyncTrainerClient(client.config, namespace=client.namespace) as aclient:
+            return await task_helpers.await_steps(aclient, name, step, **waits)
+
+    return asyncio.run(waiting())
+
+
 def test_parse_step() -> None:
     assert task_helpers.parse_step("Training") == "trainer"
     assert task_helpers.parse_step("node-0") == "trainer"
@@ -257,7 +268,7 @@ def test_wait_for_initializers_while_training_runs(client: TrainerClient) -> Non
         ),
     )
     seen: list[JobState] = []
-    job, result = task_helpers.wait_for_step(
+    job, result = _await_steps(
         client, name, "initializer", timeout=60, callbacks=[lambda j: seen.append(j.status)]
     )
     assert job.status is not JobState.COMPLETE
@@ -266,42 +277,34 @@ def test_wait_for_initializers_while_training_runs(client: TrainerClient) -> Non
     assert step.status == "Succeeded"
     assert result is None
     with pytest.raises(ValueError, match=r"no model-initializer step.*Fix:"):
-        task_helpers.wait_for_step(client, name, "model-initializer")
+        _await_steps(client, name, "model-initializer")
     client.delete_job(name)
 
 
 def test_wait_for_initializer_without_one_returns(client: TrainerClient) -> None:
     name = _job(client, "never-finish", "steps/none")
-    job, _ = task_helpers.wait_for_step(client, name, "initializer", timeout=30)
+    job, _ = _await_steps(client, name, "initializer", timeout=30)
     assert job.name == name
     client.delete_job(name)
 
 
 def test_wait_for_the_trainer_step_is_the_job(client: TrainerClient) -> None:
     name = _job(client, "success", "steps/trainer")
-    job, result = task_helpers.wait_for_step(client, name, "trainer", timeout=30)
+    job, result = _await_steps(client, name, "trainer", timeout=30)
     assert job.status is JobState.COMPLETE
     assert result == {"epochs": 3, "loss": 0.1289}
 
 
-def test_cancel_identity_leaves_finished_jobs(client: TrainerClient) -> None:
+def test_stop_unfinished_leaves_finished_jobs(client: TrainerClient) -> None:
     done = _job(client, "success", "kfp/run/train")
     client.wait(done, timeout=30)
     running = _job(client, "never-finish", "kfp/run/other")
-    assert task_helpers.cancel_identity(client, "kfp/run/train") == []
-    assert task_helpers.cancel_identity(client, "kfp/run/other", "keep") == []
-    assert task_helpers.cancel_identity(client, "kfp/run/other") == [running]
-    assert not task_helpers.cancel_if_unfinished(client, done)
+    assert client.stop_unfinished(identity="kfp/run/train") == []
+    assert client.stop_unfinished(identity="kfp/run/other", action="keep") == []
+    assert client.stop_unfinished(identity="kfp/run/other") == [running]
+    assert client.stop_unfinished(done) == []
     assert client.get_job(done).status is JobState.COMPLETE
-    assert not task_helpers.cancel_if_unfinished(client, "no-such-job")
-
-
-def test_follow_logs_in_background(client: TrainerClient) -> None:
-    name = _job(client, "success", "steps/logs")
-    lines: list[str] = []
-    with task_helpers.follow_logs_in_background(client, name, "node-0", lines.append):
-        client.wait(name, timeout=30)
-    assert "Training finished." in lines
+    assert client.stop_unfinished("no-such-job") == []
 
 
 # ------------------------------------------------------------------------ imports

@@ -296,6 +296,26 @@ def read_token() -> str:
     return os.environ["TOKEN"]
 
 
+def test_a_list_of_every_namespace_pages_by_namespace_and_name(transport: Any) -> None:
+    # Objects of one name in several namespaces: a page resumes after the last
+    # (namespace, name), as the apiserver's do, and none is skipped.
+    for namespace in ("b", "a", "c"):
+        body = {"metadata": {"name": "same"}, "stringData": {"k": namespace}}
+        transport.perform(Create(SECRETS, namespace, body))
+    seen, token = [], None
+    while True:
+        page = transport.perform(ListObjects(SECRETS, None, limit=1, continue_token=token))
+        seen += [o["metadata"]["namespace"] for o in page["items"]]
+        token = page["metadata"].get("continue")
+        if not token:
+            break
+        assert page["metadata"]["remainingItemCount"] == 3 - len(seen)
+    assert seen == ["a", "b", "c"]
+    with pytest.raises(ApiError) as info:
+        transport.perform(ListObjects(SECRETS, None, limit=1, continue_token="not-a-token"))
+    assert info.value.code == 400
+
+
 def test_pods_are_listed_by_job_label(client: TrainerClient, transport: Any) -> None:
     name = client.train(trainer=CustomTrainer(trivial, num_nodes=2))
     client.wait(name, timeout=30)

@@ -105,10 +105,7 @@ class _KubeflowTrainerDecoratedOperator(DecoratedOperator, TrainJobOperator):
             param = signature.parameters[param_name]
             if param.kind is inspect.Parameter.VAR_KEYWORD:
                 arguments.update(value)
-            elif param.kind in (
-                inspect.Parameter.VAR_POSITIONAL,
-                inspect.Parameter.POSITIONAL_ONLY,
-            ):
+            elif param.kind in _POSITIONAL:
                 raise TypeError(
                     f"`{name}` takes `{param_name}` positionally only; a TrainJob passes "
                     "keyword arguments. Fix: make it a normal parameter."

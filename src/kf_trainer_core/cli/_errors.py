@@ -47,59 +47,43 @@ def classify(exc: BaseException, look: str = "kf-trainer jobs list") -> tuple[Ex
     """The exit code and message of an exception raised by the core. ``look`` is the
     command that lists the jobs where this invocation looked (named in not-found
     fixes, with the invocation's flags, so that it runs as printed)."""
-    from kf_trainer_core.errors import (
-        BackendConfigRejectedError,
-        ClusterConfigError,
-        DeleteRefusedError,
-        NamespaceNotFoundError,
-        RuntimeNotFoundError,
-        SpecConflictError,
-        SpecError,
-        StateDirNotFoundError,
-        SubmitError,
-        TrainJobDeletedError,
-        TrainJobFailedError,
-        TrainJobNotFoundError,
-        TrainJobTimeoutError,
-    )
+    from kf_trainer_core import errors
     from kf_trainer_core.k8s.errors import ApiError
 
-    if isinstance(exc, TrainJobFailedError):
+    if isinstance(exc, errors.TrainJobFailedError):
         return Exit.JOB_FAILED, str(exc)
-    if isinstance(exc, DeleteRefusedError):
+    if isinstance(exc, errors.DeleteRefusedError):
         return Exit.UNREACHABLE, str(exc)  # says what became of the job, and the fix
-    if isinstance(exc, TrainJobTimeoutError):
+    if isinstance(exc, errors.TrainJobTimeoutError):
         if exc.lines is not None:
             # The wait said what holds the job up, the fix of its class and what it
             # leaves behind (with the commands that reach it).
             return Exit.TIMEOUT, str(exc)
         return Exit.TIMEOUT, _then(exc, "wait longer (--timeout); the job keeps running.")
-    if isinstance(exc, StateDirNotFoundError):
+    if isinstance(exc, errors.StateDirNotFoundError):
         return Exit.NOT_FOUND, str(exc)
-    if isinstance(exc, TrainJobDeletedError):
+    if isinstance(exc, errors.TrainJobDeletedError):
         return Exit.NOT_FOUND, str(exc)
-    if isinstance(exc, (RuntimeNotFoundError, NamespaceNotFoundError)):
+    if isinstance(exc, (errors.RuntimeNotFoundError, errors.NamespaceNotFoundError)):
         return Exit.NOT_FOUND, str(exc)  # their message carries the fix that applies
-    if isinstance(exc, TrainJobNotFoundError):
+    if isinstance(exc, errors.TrainJobNotFoundError):
         return Exit.NOT_FOUND, _then(exc, f"check the name and namespace with: {look}")
-    if isinstance(exc, BackendConfigRejectedError):
+    if isinstance(exc, errors.BackendConfigRejectedError):
         return Exit.BAD_INPUT, str(exc)
-    if isinstance(exc, SpecConflictError):
-        return Exit.CONFLICT, str(exc)
-    if isinstance(exc, SubmitError):
+    if isinstance(exc, (errors.SpecConflictError, errors.SubmitError)):
         return Exit.CONFLICT, str(exc)
     if isinstance(exc, ApiError):
         return _api_error(exc, look)
-    if isinstance(exc, ClusterConfigError) or type(exc).__name__ == "ConfigException":
+    if isinstance(exc, errors.ClusterConfigError) or type(exc).__name__ == "ConfigException":
         # The kubernetes client's kubeconfig errors (as the core reports them, secrets cut).
-        what = exc.problems[0].problem if isinstance(exc, ClusterConfigError) else str(exc)
+        what = exc.problems[0].problem if isinstance(exc, errors.ClusterConfigError) else str(exc)
         return Exit.UNREACHABLE, (
             _then(
                 f"cannot use the kubeconfig: {what}",
                 "check --kubeconfig and --context (or $KUBECONFIG), or use --backend local.",
             )
         )
-    if isinstance(exc, (SpecError, ValueError, TypeError)):
+    if isinstance(exc, (errors.SpecError, ValueError, TypeError)):
         # The core's bad-input errors are ValueErrors naming the field and the fix.
         return Exit.BAD_INPUT, str(exc)
     if isinstance(exc, FileNotFoundError):

@@ -139,6 +139,7 @@ def get_job(ctx: click.Context, name: str, output: str) -> None:
     """A job's steps, conditions, progress, metrics, result and, if it failed, why."""
     from kf_trainer_core.cluster.outputs import JobOutputs
     from kf_trainer_core.cluster.status import Failure
+    from kf_trainer_core.cluster.waiting import fix_for
 
     client = make_client(ctx)
     data = _details(client, name)
@@ -162,6 +163,18 @@ def get_job(ctx: click.Context, name: str, output: str) -> None:
         # One explanation of a job that restarts or cannot start: its class and fix.
         lines.append(("Class", job.waiting.class_text()))
         fix = job.waiting.fix(job.name, lambda args: hint(ctx, *args, namespace=job.namespace))
+        lines.append(("Fix", fix))
+    elif "failure" in data:
+        # A failed job gets the fix of its class too, said as what to change before
+        # submitting it again (the failure itself is explained below the tables).
+        failure = Failure.model_validate(data["failure"])
+        fix = fix_for(
+            failure.failure_class,
+            job.name,
+            lambda args: hint(ctx, *args, namespace=job.namespace),
+            failure.step,
+            failed=True,
+        )
         lines.append(("Fix", fix))
     if job.progress is not None:
         lines.append(("Progress", "; ".join(job.progress_summary()) or "-"))

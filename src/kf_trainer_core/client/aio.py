@@ -52,8 +52,10 @@ from kf_trainer_core.programs.reads import (
 from kf_trainer_core.programs.submit import Submitted, submit
 from kf_trainer_core.programs.wait import (
     LOG_PROGRESS_INTERVAL,
+    JobWait,
     WaitGoal,
     job_emitter,
+    judged,
 )
 from kf_trainer_core.spec import TrainJobSpec
 from kf_trainer_core.spec.checkpoint_storage import (
@@ -354,7 +356,9 @@ class AsyncTrainerClient(Operations):
         log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
     ) -> Outcome:
         """A wait, ending in the job's outcome: with the pods and why a result could
-        not be read."""
+        not be read. The wait itself is a deadline around: read the job (from the
+        shared informer, by name where it cannot serve), look at it, sleep on the
+        waker until the informers have news or an alarm of the wait rings."""
         checks.check_seconds(
             timeout=timeout,
             polling_interval=polling_interval,
@@ -368,11 +372,14 @@ class AsyncTrainerClient(Operations):
         emit, log_every = job_emitter(callbacks, on_progress, log_progress_interval)
         args: dict[str, Any] = {
             "polling_interval": polling_interval,
-            "log_progress_interval": log_every,
+            "log_every": log_every,
+            "sink": emit,
+            "explain_restarts": emit is not None,
         }
-        args.update(sink=emit, explain_restarts=emit is not None)
         started = time.monotonic()
-        verdict, obj = await self._manager_wait(api, goal, tracker, args, timeout, self._handoff())
+        with self._subscriptions(name) as (jobs, events, waker):
+            wait = JobWait(api, self.namespace, goal, jobs, events, waker, tracker=tracker, **args)
+            verdict, obj = await judged(wait, timeout, self._handoff())
         if verdict.kind == "handoff" or self._dispatched(obj):  # MultiKueue: on a worker
             done = self._follow_worker(api, goal, obj, tracker, args, timeout, verdict, started)
             return await done

@@ -177,20 +177,16 @@ class ClientBase:
 class Operations(Placement, ClientBase):
     """What the operations of :class:`~kf_trainer_core.client.AsyncTrainerClient` share:
     the connection (:meth:`_api`), the runtime cache, the shared informers, the end of a
-    wait, the builder."""
+    wait, the builder. Its constructor is :class:`ClientBase`'s: what it adds starts
+    empty."""
 
-    def __init__(
-        self,
-        backend: Backend = None,
-        *,
-        namespace: str | None = None,
-        retry: RetryPolicy = DEFAULT_POLICY,
-        request_hook: CallHook | None = None,
-    ) -> None:
-        super().__init__(backend, namespace=namespace, retry=retry, request_hook=request_hook)
-        self._runtime_cache: dict[tuple[str, str], RuntimeInfo] = {}
-        self._connection: Api | None = None
-        self._connecting: asyncio.Task[Api] | None = None
+    _connection: Api | None = None
+    _connecting: asyncio.Task[Api] | None = None
+
+    @functools.cached_property
+    def _runtime_cache(self) -> dict[tuple[str, str], RuntimeInfo]:
+        """Runtimes as the cluster has them, by (name, kind): read once per client."""
+        return {}
 
     async def _new_api(self) -> Api:
         """A connection of this client's own: a transport over its backend."""

@@ -55,7 +55,7 @@ from kf_trainer_core.programs.informer import (
 )
 from kf_trainer_core.programs.outcome import Outcome
 from kf_trainer_core.programs.reads import get_events, get_object
-from kf_trainer_core.programs.wait import Verdict, WaitGoal, conclude, wait_program
+from kf_trainer_core.programs.wait import JobWait, Verdict, WaitGoal, conclude, judged
 from kf_trainer_core.programs.wakers import Waker
 
 if TYPE_CHECKING:
@@ -277,10 +277,8 @@ class Placement:
     ) -> tuple[Verdict, dict[str, Any]]:
         """A wait on the manager's informers (``args``: the wait's other settings)."""
         with self._subscriptions(goal.name) as (jobs, events, waker):
-            return await wait_program(
-                api, self.namespace, goal, jobs, events, waker, timeout=left,
-                tracker=tracker, handoff=handoff, **args,
-            )  # fmt: skip
+            wait = JobWait(api, self.namespace, goal, jobs, events, waker, tracker=tracker, **args)
+            return await judged(wait, left, handoff)
 
     async def _follow_worker(
         self,
@@ -317,16 +315,8 @@ class Placement:
         # copy) goes through the routed Api to the manager's TrainJob, whose copied
         # status ends the wait all the same should the worker's copy never be seen.
         with self._worker_subscriptions(cfg, goal.name) as (jobs, events, waker):
-            verdict, seen = await wait_program(
-                routed,
-                self.namespace,
-                goal,
-                jobs,
-                events,
-                waker,
-                timeout=_left(deadline_at),
-                **wait_args,
-            )
+            wait = JobWait(routed, self.namespace, goal, jobs, events, waker, **wait_args)
+            verdict, seen = await judged(wait, _left(deadline_at))
         if verdict.kind == "deleted":
             # The worker's copy went first (the manager's Workload finished, was evicted
             # or deleted): the manager says what became of the job.

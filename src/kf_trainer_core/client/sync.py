@@ -6,6 +6,7 @@ inside a running event loop — share one connection and one watch per namespace
 
 from __future__ import annotations
 
+import os
 from collections.abc import (
     AsyncIterator,
     Callable,
@@ -19,7 +20,7 @@ from typing import Any, TypeVar
 
 from typing_extensions import Unpack
 
-from kf_trainer_core.base.portal import portal
+from kf_trainer_core.base.portal import Portal, portal
 from kf_trainer_core.client.aio import AsyncTrainerClient, Callback, CancelAction, Status
 from kf_trainer_core.client.base import (
     Backend,
@@ -80,17 +81,39 @@ class TrainerClient(ClientBase):
         request_hook: CallHook | None = None,
     ) -> None:
         super().__init__(backend, namespace=namespace, retry=retry, request_hook=request_hook)
-        self._async = AsyncTrainerClient(
-            self.config, namespace=self.namespace, retry=retry, request_hook=request_hook
+        self._start()
+
+    def _start(self) -> None:
+        """The async client and the portal of this process. A client made before a fork
+        (a DAG file's module, an executor's parent) starts again in the child on its
+        first call: the parent's portal thread does not exist there, and its
+        connection belongs to the parent's loop."""
+        self._pid = os.getpid()
+        self._async_client = AsyncTrainerClient(
+            self.config, namespace=self.namespace, retry=self.retry, request_hook=self.request_hook
         )
         # The portal's loop is no one else's: pages as large as the configuration says.
-        self._async._page_cap = None
-        self._portal = portal()
+        self._async_client._page_cap = None
+        self._this_portal = portal()
+
+    @property
+    def _async(self) -> AsyncTrainerClient:
+        if self._pid != os.getpid():
+            self._start()
+        return self._async_client
+
+    @property
+    def _portal(self) -> Portal:
+        if self._pid != os.getpid():
+            self._start()
+        return self._this_portal
 
     def _call(self, coro: Coroutine[Any, Any, R]) -> R:
-        """Run one of the async client's coroutines on the portal; a Ctrl-C after the
-        call submitted a job says that the job keeps running and how to stop or follow
-        it."""
+        """Run a coroutine of the async client that submits (``submit``, ``train``,
+        ``run``) on the portal: a Ctrl-C after it submitted a job says that the job
+        keeps running and how to stop or follow it. The other methods call the portal
+        directly — nothing of theirs to say — one frame fewer between a caller and the
+        request."""
         token = begin_call()
         try:
             return self._portal.call(coro)
@@ -104,11 +127,11 @@ class TrainerClient(ClientBase):
 
     @_same(AsyncTrainerClient.list_runtimes)
     def list_runtimes(self) -> list[RuntimeInfo]:
-        return self._call(self._async.list_runtimes())
+        return self._portal.call(self._async.list_runtimes())
 
     @_same(AsyncTrainerClient.get_runtime)
     def get_runtime(self, name: str, kind: str = "ClusterTrainingRuntime") -> RuntimeInfo:
-        return self._call(self._async.get_runtime(name, kind))
+        return self._portal.call(self._async.get_runtime(name, kind))
 
     @_same(AsyncTrainerClient.build)
     def build(
@@ -118,7 +141,7 @@ class TrainerClient(ClientBase):
         name: str | None = None,
         identity: Identity | None = None,
     ) -> BuiltTrainJob:
-        return self._call(self._async.build(spec, name=name, identity=identity))
+        return self._portal.call(self._async.build(spec, name=name, identity=identity))
 
     @_same(AsyncTrainerClient.submit)
     def submit(
@@ -158,23 +181,25 @@ class TrainerClient(ClientBase):
         *,
         page_size: int | None = None,
     ) -> list[TrainJob]:
-        return self._call(self._async.list_jobs(runtime, label_selector, page_size=page_size))
+        return self._portal.call(
+            self._async.list_jobs(runtime, label_selector, page_size=page_size)
+        )
 
     @_same(AsyncTrainerClient.get_job)
     def get_job(self, name: str, *, log_progress: bool = False) -> TrainJob:
-        return self._call(self._async.get_job(name, log_progress=log_progress))
+        return self._portal.call(self._async.get_job(name, log_progress=log_progress))
 
     @_same(AsyncTrainerClient.get_job_events)
     def get_job_events(self, name: str) -> list[Event]:
-        return self._call(self._async.get_job_events(name))
+        return self._portal.call(self._async.get_job_events(name))
 
     @_same(AsyncTrainerClient.get_job_outputs)
     def get_job_outputs(self, name: str) -> JobOutputs:
-        return self._call(self._async.get_job_outputs(name))
+        return self._portal.call(self._async.get_job_outputs(name))
 
     @_same(AsyncTrainerClient.explain_failure)
     def explain_failure(self, name: str) -> Failure:
-        return self._call(self._async.explain_failure(name))
+        return self._portal.call(self._async.explain_failure(name))
 
     @_same(AsyncTrainerClient.get_job_logs)
     def get_job_logs(
@@ -190,7 +215,7 @@ class TrainerClient(ClientBase):
         if follow:
             return self._portal.iterate(lines)
         # Read now, as a call: an unreadable log raises here, not at the first line.
-        return iter(self._call(_collected(lines)))
+        return iter(self._portal.call(_collected(lines)))
 
     @_same(AsyncTrainerClient.wait)
     def wait(
@@ -206,7 +231,7 @@ class TrainerClient(ClientBase):
         on_progress: Callable[[Progress], None] | None = None,
         log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
     ) -> tuple[TrainJob, Any]:
-        return self._call(
+        return self._portal.call(
             self._async.wait(
                 name,
                 status,
@@ -234,7 +259,7 @@ class TrainerClient(ClientBase):
         on_progress: Callable[[Progress], None] | None = None,
         log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
     ) -> JobOutputs:
-        return self._call(
+        return self._portal.call(
             self._async.wait_outputs(
                 name,
                 status,
@@ -257,7 +282,7 @@ class TrainerClient(ClientBase):
         polling_interval: float = 2,
         callbacks: Iterable[Callback] | None = None,
     ) -> TrainJob:
-        return self._call(
+        return self._portal.call(
             self._async.wait_for_job_status(name, status, timeout, polling_interval, callbacks)
         )
 
@@ -305,11 +330,11 @@ class TrainerClient(ClientBase):
     def get_runtime_packages(
         self, runtime: str = "torch-distributed", *, timeout: float = 600
     ) -> list[str]:
-        return self._call(self._async.get_runtime_packages(runtime, timeout=timeout))
+        return self._portal.call(self._async.get_runtime_packages(runtime, timeout=timeout))
 
     @_same(AsyncTrainerClient.cancel_job)
     def cancel_job(self, name: str, action: CancelAction = "delete") -> bool:
-        return self._call(self._async.cancel_job(name, action))
+        return self._portal.call(self._async.cancel_job(name, action))
 
     @_same(AsyncTrainerClient.stop_unfinished)
     def stop_unfinished(
@@ -320,7 +345,7 @@ class TrainerClient(ClientBase):
         label_selector: str | None = None,
         action: CancelAction = "delete",
     ) -> list[str]:
-        return self._call(
+        return self._portal.call(
             self._async.stop_unfinished(
                 name, identity=identity, label_selector=label_selector, action=action
             )
@@ -330,25 +355,25 @@ class TrainerClient(ClientBase):
     def prune_jobs(
         self, *, page_size: int | None = None, **options: Unpack[PruneOptions]
     ) -> PruneReport:
-        return self._call(self._async.prune_jobs(page_size=page_size, **options))
+        return self._portal.call(self._async.prune_jobs(page_size=page_size, **options))
 
     @_same(AsyncTrainerClient.delete_job)
     def delete_job(self, name: str, *, propagation: str = "Background") -> bool:
-        return self._call(self._async.delete_job(name, propagation=propagation))
+        return self._portal.call(self._async.delete_job(name, propagation=propagation))
 
     @_same(AsyncTrainerClient.suspend_job)
     def suspend_job(self, name: str) -> TrainJob:
-        return self._call(self._async.suspend_job(name))
+        return self._portal.call(self._async.suspend_job(name))
 
     @_same(AsyncTrainerClient.resume_job)
     def resume_job(self, name: str) -> TrainJob:
-        return self._call(self._async.resume_job(name))
+        return self._portal.call(self._async.resume_job(name))
 
     @_same(AsyncTrainerClient.checkpoint_location)
     def checkpoint_location(
         self, identity: Identity, *, checkpoints: Checkpoints | None = None
     ) -> CheckpointLocation:
-        return self._call(self._async.checkpoint_location(identity, checkpoints=checkpoints))
+        return self._portal.call(self._async.checkpoint_location(identity, checkpoints=checkpoints))
 
     @_same(AsyncTrainerClient.clean_checkpoints)
     def clean_checkpoints(
@@ -359,7 +384,7 @@ class TrainerClient(ClientBase):
         force: bool = False,
         timeout: float | None = 600,
     ) -> CheckpointLocation:
-        return self._call(
+        return self._portal.call(
             self._async.clean_checkpoints(
                 identity, checkpoints=checkpoints, force=force, timeout=timeout
             )
@@ -367,7 +392,7 @@ class TrainerClient(ClientBase):
 
     def close(self) -> None:
         """Release this client's connection (shared watches keep theirs)."""
-        self._call(self._async.close())
+        self._portal.call(self._async.close())
 
     def __enter__(self) -> TrainerClient:
         return self

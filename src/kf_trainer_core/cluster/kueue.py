@@ -474,12 +474,6 @@ def probe_for(key: Hashable) -> KueueProbe:
         return probe
 
 
-def forget_probes() -> None:
-    """Forget every discovery (tests that install or remove Kueue between jobs)."""
-    with _PROBES_LOCK:
-        _PROBES.clear()
-
-
 def _absent(err: ApiError) -> bool:
     # 404: the CRD (or the aggregated visibility API) is not served; 403: RBAC denies
     # it; 503: an aggregated API registered but not answering.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from kf_trainer_core.base import untrusted
@@ -188,7 +189,7 @@ def _asked(pod: Pod, resource: str) -> str | None:
 def scheduler_reason(message: str, pod: Pod) -> str:
     """The scheduler's reason, once: its first sentence (the rest repeats it for
     preemption), and where every node lacks one resource, how much the pod asks:
-    ``0/4 nodes have 16 nvidia.com/gpu free``."""
+    ``0/4 nodes can give it 16 nvidia.com/gpu (each has fewer in all or fewer unused)``."""
     text = " ".join(message.split())
     found = _FIRST_SENTENCE.match(text)
     first = found.group(1) if found else text
@@ -198,7 +199,10 @@ def scheduler_reason(message: str, pod: Pod) -> str:
         if short and short.group(1) == counted.group(1):
             asked = _asked(pod, short.group(2))
             if asked is not None:
-                return f"0/{counted.group(1)} nodes have {asked} {short.group(2)} free"
+                return (
+                    f"0/{counted.group(1)} nodes can give it {asked} {short.group(2)}"
+                    " (each has fewer in all or fewer unused)"
+                )
     return first
 
 
@@ -217,6 +221,7 @@ def _pending(pods: list[Pod]) -> Waiting | None:
         if _phase(pod) not in ("Pending", ""):
             continue
         pod_name = str((pod.get("metadata") or {}).get("name") or "")
+        pending = partial(Waiting, state="Pending", step=step, pod=pod_name)
         for cond in status.get("conditions") or []:
             if (
                 cond.get("type") == "PodScheduled"
@@ -225,11 +230,8 @@ def _pending(pods: list[Pod]) -> Waiting | None:
             ):
                 message = str(cond.get("message") or "")
                 klass, _ = classify(reason="Unschedulable", message=message, pods=[pod])
-                return Waiting(
-                    state="Pending",
+                return pending(
                     reason=f"step {step} cannot be scheduled: {scheduler_reason(message, pod)}",
-                    step=step,
-                    pod=pod_name,
                     failure_class=klass,
                 )
         for cs in [
@@ -245,11 +247,8 @@ def _pending(pods: list[Pod]) -> Waiting | None:
                 )
                 # The whole message decides the class; a long one is shown cut.
                 detail = f" ({untrusted.line(message, 300)})" if message else ""
-                return Waiting(
-                    state="Pending",
+                return pending(
                     reason=f"step {step} cannot start: {why}{detail}",
-                    step=step,
-                    pod=pod_name,
                     failure_class=klass,
                     classified_by=evidence,
                 )

@@ -64,12 +64,33 @@ _FIXES: dict[FailureClass, str] = {
 }
 
 
+# One fix per failure class, for a job that has failed: nothing waits any more, so the
+# fix is what to change before submitting again.
+_FIXES_FAILED: dict[FailureClass, str] = {
+    **_FIXES,
+    FailureClass.CAPACITY: (
+        "make the job fit: ask for no more than a node offers (resources_per_node, "
+        "num_nodes) and for enough memory, or free that capacity, then submit it again"
+    ),
+    FailureClass.INFRASTRUCTURE: (
+        "submit it again: the platform's trouble may have passed (its events: {events})"
+    ),
+    FailureClass.UNKNOWN: "read the step's log ({logs}) and the job's events ({events})",
+}
+
+
 def fix_for(
-    failure_class: FailureClass | None, name: str, hint: Hint, step: str | None = None
+    failure_class: FailureClass | None,
+    name: str,
+    hint: Hint,
+    step: str | None = None,
+    *,
+    failed: bool = False,
 ) -> str:
     """The fix for a job ``name`` held up by a failure of ``failure_class`` (``None``:
-    nothing holds it up, it is only slow), its commands made by ``hint``."""
-    text = _FIXES[failure_class or FailureClass.UNKNOWN]
+    nothing holds it up, it is only slow), its commands made by ``hint``; ``failed``:
+    the job has failed, and the fix says what to change before submitting it again."""
+    text = (_FIXES_FAILED if failed else _FIXES)[failure_class or FailureClass.UNKNOWN]
     return text.format(
         logs=hint(["jobs", "logs", name, "--step", step or "node-0"]),
         wait=hint(["jobs", "wait", name]),
@@ -93,8 +114,8 @@ class Waiting(BaseModel):
     #: The state a person should read instead of the TrainJob's Created/Running.
     state: Literal["Restarting", "Pending"]
     #: One line: ``step node-0 is failing and being retried (attempt 2 of 7, exit
-    #: code 3)``, ``step node-0 cannot be scheduled: 0/4 nodes have 16 nvidia.com/gpu
-    #: free``.
+    #: code 3)``, ``step node-0 cannot be scheduled: 0/4 nodes can give it 16
+    #: nvidia.com/gpu (each has fewer in all or fewer unused)``.
     reason: str
     step: str | None = None
     pod: str | None = None

@@ -35,6 +35,30 @@ QUANTITY = re.compile(
 _SUFFIX_EXPONENT = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 
 
+def spec_mapping(text: str | bytes, field: str = "") -> dict[str, Any]:
+    """The mapping a spec text holds (YAML or JSON, at most 1 MiB, aliases refused), as
+    ``TrainJobSpec.parse`` and the Airflow operator read one; else a :class:`SpecError`
+    naming ``field`` and the position, never quoting the text."""
+    # Here, not at the top: this module is imported where a DAG file is parsed, and
+    # PyYAML is needed only where a spec comes as text.
+    from kf_trainer_core.base.documents import DocumentError, load_document
+
+    try:
+        data = load_document(text, "the spec text")
+    except DocumentError as exc:
+        raise SpecError.single(
+            field, f"cannot be read: {exc}", "pass a dict, a TrainJobSpec, or YAML/JSON text."
+        ) from None
+    if not isinstance(data, dict):
+        raise SpecError.single(
+            field,
+            f"the spec text holds a {type(data).__name__}, not a mapping.",
+            "write the spec's fields (runtime, trainer, …) as a mapping, e.g. "
+            "examples/specs/quickstart.yaml.",
+        )
+    return data
+
+
 def whole_quantity(qty: int | float | str) -> bool:
     """Whether a quantity (already checked to be one) is a whole number, as
     Kubernetes requires of extended resources."""

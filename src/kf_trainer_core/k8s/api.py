@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
@@ -64,20 +64,12 @@ class Api:
         self.policy = policy
         self.hook = hook
 
-    async def __call__(self, call: Call) -> Any:
-        """The call's answer; an :class:`ApiError` once retries are spent."""
-        return await self._tried(call, self.transport.perform)
-
-    @asynccontextmanager
-    async def stream(self, call: OpenWatch | OpenLogStream) -> AsyncIterator[Lines]:
-        """A watch or a followed log, opened with retries, closed when the block ends."""
-        handle = await self._tried(call, self.transport.open_stream)
-        try:
-            yield Lines(self.transport, handle)
-        finally:
-            handle.close()
-
-    async def _tried(self, call: Call, perform: Callable[[Any], Any]) -> Any:
+    async def __call__(self, call: Call, via: Callable[[Any], Awaitable[Any]] | None = None) -> Any:
+        """The call's answer; an :class:`ApiError` once retries are spent. ``via`` is
+        what makes each try: the transport's ``perform`` unless said (:meth:`stream`
+        passes its ``open_stream``). The tries are made here, not in a helper, so that
+        a traceback from the transport is one frame away from the operation that asked."""
+        perform = self.transport.perform if via is None else via
         attempt, renewed = 0, False
         limit = getattr(call, "attempts", None) or self.policy.attempts
         while True:
@@ -95,6 +87,15 @@ class Api:
                     raise
                 await self.sleep(self.policy.delay(attempt, err))
                 attempt += 1
+
+    @asynccontextmanager
+    async def stream(self, call: OpenWatch | OpenLogStream) -> AsyncIterator[Lines]:
+        """A watch or a followed log, opened with retries, closed when the block ends."""
+        handle = await self(call, via=self.transport.open_stream)
+        try:
+            yield Lines(self.transport, handle)
+        finally:
+            handle.close()
 
     async def sleep(self, seconds: float) -> None:
         """Pause between tries, rounds and polls: every wait on time of the operations

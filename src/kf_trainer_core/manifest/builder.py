@@ -57,7 +57,6 @@ from kf_trainer_core.spec import function as fn
 #: The TrainJob's API (from :mod:`kf_trainer_core.k8s.trainjob`, named here as before).
 GROUP = TRAINER_GROUP
 VERSION = TRAINER_API.rsplit("/", 1)[1]
-API_VERSION = TRAINER_API
 KIND = "TrainJob"
 PLURAL = "trainjobs"
 
@@ -75,7 +74,6 @@ PROGRESS_FROM_LOG = marks.PROGRESS_FROM_LOG
 
 WORKSPACE = "/workspace"
 DATASET_PATH = f"{WORKSPACE}/dataset"
-MODEL_PATH = f"{WORKSPACE}/model"
 MPI_HOME = "/home/mpiuser"
 TORCHTUNE_COMMAND = ("tune", "run")
 

@@ -124,72 +124,48 @@ async def remove(
         # delete (409, "Precondition failed: ResourceVersion in precondition: …, … in
         # object meta: 0"), which this background delete is here to end.
         pinned = not meta.get("deletionTimestamp")
-        if not checked:
-            try:
-                await api(
-                    Delete(
-                        TRAINJOBS,
-                        namespace,
-                        name,
-                        propagation=propagation,
-                        uid=uid or None,
-                        resource_version=(version or None) if pinned else None,
-                        dry_run=True,
-                    )
-                )
-            except ApiError as err:
-                if err.not_found:
-                    return vanished
-                if err.conflict:
-                    continue
-                if err.code == 403:
-                    raise _refused(namespace, name, err, changed=False) from None
-                raise
-            checked = True
-        if not (obj.get("spec") or {}).get("suspend"):
-            try:
-                obj = await api(
-                    Patch(
-                        TRAINJOBS,
-                        namespace,
-                        name,
-                        {"metadata": {"resourceVersion": version}, "spec": {"suspend": True}},
-                    )
-                )
-            except ApiError as err:
-                if err.not_found:
-                    return vanished
-                if err.conflict:
-                    continue
-                if not 400 <= err.code < 500:
-                    raise
-                # Refused (no patch right, a webhook): the delete asked for goes ahead.
-            else:
-                suspended_here = True
-                version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
         try:
-            answer = await api(
-                Delete(
-                    TRAINJOBS,
-                    namespace,
-                    name,
-                    propagation=propagation,
-                    uid=uid or None,
-                    resource_version=(version or None) if pinned else None,
+            # A 404 or a 409 from any of the three requests ends this round below.
+            if not checked:
+                try:
+                    await api(
+                        _delete(namespace, name, propagation, uid, version if pinned else "", True)
+                    )
+                except ApiError as err:
+                    if err.code == 403:
+                        raise _refused(namespace, name, err, changed=False) from None
+                    raise
+                checked = True
+            if not (obj.get("spec") or {}).get("suspend"):
+                try:
+                    obj = await api(_set_suspend(namespace, name, version, True))
+                except ApiError as err:
+                    if err.not_found or err.conflict or not 400 <= err.code < 500:
+                        raise
+                    # Refused (no patch right, a webhook): the delete asked for goes ahead.
+                else:
+                    suspended_here = True
+                    version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+            try:
+                answer = await api(
+                    _delete(namespace, name, propagation, uid, version if pinned else "")
                 )
-            )
+            except ApiError as err:
+                if err.code == 403:
+                    restored = (
+                        (await _resume_quietly(api, namespace, name, uid))
+                        if suspended_here
+                        else True
+                    )
+                    raise _refused(
+                        namespace, name, err, changed=suspended_here, restored=restored
+                    ) from None
+                raise
         except ApiError as err:
             if err.not_found:
                 return vanished
             if err.conflict:
                 continue
-            if err.code == 403:
-                restored = (
-                    (await _resume_quietly(api, namespace, name, uid)) if suspended_here else True
-                )
-                raise _refused(
-                    namespace, name, err, changed=suspended_here, restored=restored
-                ) from None
             raise
         # A TrainJob that another finalizer still holds keeps its name (a submit under it
         # waits for it to go) and its JobSet until that finalizer goes: nothing to wait
@@ -200,6 +176,31 @@ async def remove(
     if suspended_here:
         await _resume_quietly(api, namespace, name, uid)
     return "kept changing while it was being deleted"
+
+
+def _delete(
+    namespace: str, name: str, propagation: str, uid: str, version: str, dry_run: bool = False
+) -> Delete:
+    """A delete of the job ``uid`` at ``version`` (each precondition only where given)."""
+    return Delete(
+        TRAINJOBS,
+        namespace,
+        name,
+        propagation=propagation,
+        uid=uid or None,
+        resource_version=version or None,
+        dry_run=dry_run,
+    )
+
+
+def _set_suspend(namespace: str, name: str, version: str, suspend: bool) -> Patch:
+    """A patch of ``spec.suspend`` under a precondition on the version just read."""
+    return Patch(
+        TRAINJOBS,
+        namespace,
+        name,
+        {"metadata": {"resourceVersion": version}, "spec": {"suspend": suspend}},
+    )
 
 
 #: Finalizers of the garbage collector itself: a background delete ends them.
@@ -226,15 +227,7 @@ async def _resume_quietly(api: Api, namespace: str, name: str, uid: str) -> bool
                 return True  # gone, or another job now: nothing of ours to undo
             if not (obj.get("spec") or {}).get("suspend"):
                 return True
-            version = str(meta.get("resourceVersion") or "")
-            await api(
-                Patch(
-                    TRAINJOBS,
-                    namespace,
-                    name,
-                    {"metadata": {"resourceVersion": version}, "spec": {"suspend": False}},
-                )
-            )
+            await api(_set_suspend(namespace, name, str(meta.get("resourceVersion") or ""), False))
         except ApiError as err:
             if err.not_found:
                 return True

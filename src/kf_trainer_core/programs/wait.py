@@ -38,18 +38,20 @@ from kf_trainer_core.errors import (
     TrainJobCreationFailedError,
     TrainJobDeletedError,
     TrainJobNotAdmissibleError,
-    TrainJobNotFoundError,
     TrainJobTimeoutError,
     failed_error,
 )
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.api import Api
+from kf_trainer_core.k8s.calls import Get
+from kf_trainer_core.k8s.errors import ApiError
+from kf_trainer_core.k8s.resources import TRAINJOBS
 from kf_trainer_core.programs.logs import with_log_progress
 from kf_trainer_core.programs.outcome import Outcome, explain_failure, outputs_of
 from kf_trainer_core.programs.reads import (
     explained,
     get_events,
-    get_object,
+    job_not_found,
     job_pods,
     jobset_limits,
 )
@@ -237,62 +239,28 @@ def never_admitted(queue: QueueStatus) -> Failure:
     )
 
 
-async def wait_program(
-    api: Api,
-    namespace: str,
-    goal: WaitGoal,
-    jobs: Subscription | JobSubscription,
-    events: Subscription,
-    waker: Waker,
-    *,
+async def judged(
+    wait: JobWait,
     timeout: float | None,
-    polling_interval: float = 2.0,
-    tracker: QueueTracker | None = None,
-    log_progress_interval: float | None = None,
-    sink: Callable[[Observed], None] | None = None,
-    explain_restarts: bool = False,
     handoff: Callable[[Mapping[str, Any], QueueStatus | None], bool] | None = None,
 ) -> tuple[Verdict, dict[str, Any]]:
-    """Wait on the shared informers until ``goal`` is judged, or ``timeout`` seconds
-    (a deadline around the wait); hand each new version of the job to ``sink`` (for
-    callbacks and progress) as :class:`Observed`. Polls by name only when the informer
-    cannot serve (listing forbidden). ``jobs`` is a :class:`Subscription` or a
-    :class:`JobSubscription` (which moves to a per-name watch for foreign jobs).
-
-    With a ``tracker``, a job queued by Kueue also has its Workload read (see
-    :class:`~kf_trainer_core.cluster.kueue.QueueTracker`) and is handed on again when
-    what it waits for changes. A running job whose function reports in its log, on a
-    cluster without a status server (no ``trainerStatus``), has its log read every
-    ``log_progress_interval`` seconds of running (``None``: never); what it reports is
-    handed on as the job's ``trainerStatus``. With ``explain_restarts`` (someone watches),
-    the pods of a job that does not run are read for what holds it up
-    (:attr:`Observed.waiting`; see :class:`_Holdups`).
-
-    The wait sleeps on its ``waker`` between looks: the informers wake it with news, and
-    each concern that needs a look at a later time sets an alarm that wakes it then
-    (:class:`_Alarms`) — the goal's startup and admission timeouts, the polling of a
-    job the informer cannot serve, the next read of its log, the Trainer's grace for a
-    failing build, the queue's refresh.
-
-    ``handoff`` ends the wait with the verdict ``handoff`` when it holds for the job
+    """The wait itself: a deadline around — read the job, look at it, sleep on the
+    waker until the informers have news or an alarm of the wait rings — ending in the
+    verdict and the job as last read (:meth:`JobWait.timed_out` when the deadline
+    passes). ``handoff`` ends it with the verdict ``handoff`` when it holds for the job
     and its queue status (a MultiKueue job admitted on a worker: the caller follows it
     there)."""
-    wait = _Wait(api, namespace, goal, jobs, events, waker, polling_interval, tracker)
-    wait.log_every = log_progress_interval
-    wait.sink = sink
-    wait.holdups = _Holdups(api, namespace, goal.name, explain_restarts)
-    for name, seconds in (("startup", goal.startup_timeout), ("admission", goal.admission_timeout)):
-        wait.alarms.set(name, None if seconds is None else seconds + 0.01)
+    tracker = wait.tracker
     try:
         async with deadline(timeout):
             while True:
-                verdict = await wait.look()
-                if verdict is not None:
+                await wait.read()
+                if (verdict := await wait.look()) is not None:
                     return verdict, wait.obj or {}
                 queue = tracker.status if tracker else None
                 if handoff is not None and wait.obj is not None and handoff(wait.obj, queue):
                     return Verdict("handoff", job_state(wait.obj)), wait.obj
-                await waker.wait(None)
+                await wait.waker.wait(None)
     except (TimeoutError, asyncio.TimeoutError):
         return wait.timed_out()
     finally:
@@ -321,12 +289,27 @@ class _Alarms:
         self._handles.clear()
 
 
-class _Wait:
-    """One wait's state between looks (see :func:`wait_program`)."""
+class JobWait:
+    """One wait's state between looks. :func:`judged` runs the wait — a deadline
+    around: :meth:`read`, :meth:`look`, sleep on the ``waker`` — and takes
+    :meth:`timed_out` when the deadline passes; this class reads and judges.
 
-    log_every: float | None = None
-    sink: Callable[[Observed], None] | None = None
-    holdups: _Holdups
+    The informers wake the waker with news, and each concern that needs a look at a
+    later time sets an alarm that wakes it then (:class:`_Alarms`): the goal's startup
+    and admission timeouts, the polling of a job the informer cannot serve (listing
+    forbidden; read by name every ``polling_interval`` seconds), the next read of its
+    log, the Trainer's grace for a failing build, the queue's refresh.
+
+    ``jobs`` is a :class:`Subscription` or a :class:`JobSubscription` (which moves to a
+    per-name watch for foreign jobs). With a ``tracker``, a job queued by Kueue also has
+    its Workload read (see :class:`~kf_trainer_core.cluster.kueue.QueueTracker`) and is
+    handed on again when what it waits for changes. A running job whose function reports
+    in its log, on a cluster without a status server (no ``trainerStatus``), has its log
+    read every ``log_every`` seconds of running (``None``: never); what it reports is
+    handed on as the job's ``trainerStatus``. Each new version of the job goes to
+    ``sink`` (callbacks, progress) as :class:`Observed`. With ``explain_restarts``
+    (someone watches), the pods of a job that does not run are read for what holds it
+    up (:attr:`Observed.waiting`; see :class:`_Holdups`)."""
 
     def __init__(
         self,
@@ -336,13 +319,19 @@ class _Wait:
         jobs: Subscription | JobSubscription,
         events: Subscription,
         waker: Waker,
-        polling_interval: float,
-        tracker: QueueTracker | None,
+        *,
+        polling_interval: float = 2.0,
+        tracker: QueueTracker | None = None,
+        log_every: float | None = None,
+        sink: Callable[[Observed], None] | None = None,
+        explain_restarts: bool = False,
     ) -> None:
         self.api, self.namespace, self.goal = api, namespace, goal
         self.jobs, self.events, self.tracker = jobs, events, tracker
         self.polling_interval = polling_interval
-        self.alarms = _Alarms(waker)
+        self.log_every, self.sink = log_every, sink
+        self.holdups = _Holdups(api, namespace, goal.name, explain_restarts)
+        self.waker, self.alarms = waker, _Alarms(waker)
         self.start = time.monotonic()
         self.obj: dict[str, Any] | None = None
         self.seen = False  # the job was observed at all
@@ -354,14 +343,18 @@ class _Wait:
         self.final_read = False  # the queue read once more before an admission timeout
         self.failing_since: float | None = None  # when this wait first saw the build fail
         self.seen_events: list[dict[str, Any]] = []
+        for name, seconds in (
+            ("startup", goal.startup_timeout),
+            ("admission", goal.admission_timeout),
+        ):
+            self.alarms.set(name, None if seconds is None else seconds + 0.01)
 
     @property
     def elapsed(self) -> float:
         return time.monotonic() - self.start
 
     async def look(self) -> Verdict | None:
-        """Look at the job once: read it, hand on what is new, judge it."""
-        await self._read()
+        """Look at the job as :meth:`read` left it: hand on what is new, judge it."""
         if self.obj is None and not self.seen:
             return None
         if self.obj is not None:
@@ -386,34 +379,44 @@ class _Wait:
     def _failing_for(self) -> float | None:
         return None if self.failing_since is None else time.monotonic() - self.failing_since
 
-    async def _read(self) -> None:
+    async def read(self) -> None:
         """The job from the informer's cache, or read by name where it cannot serve
-        (listing forbidden), or until the watch delivers a job created after the list."""
+        (listing forbidden), or until the watch delivers a job created after the list.
+        Not listed yet, the job was created after the list (the watch will deliver it)
+        or is absent (a wrong name fails here rather than waiting out the timeout):
+        until the watch catches up, it is read by name now and then; a 404 after a
+        sighting means the job was deleted."""
         jobs = self.jobs
-        if jobs.unavailable:
-            self.obj = await _read_job(self.api, self.namespace, self.goal.name, self.seen)
-            self.alarms.set("poll", self.polling_interval)
-            return
-        if not jobs.synced:
-            return
-        cached = jobs.objects()
-        if cached:
-            self.obj, self.in_cache = cached[0], True
-            self.alarms.set("poll", None)
-        elif self.in_cache:
+        if not jobs.unavailable:
+            if not jobs.synced:
+                return
+            cached = jobs.objects()
+            if cached:
+                self.obj, self.in_cache = cached[0], True
+                self.alarms.set("poll", None)
+                return
+            if self.in_cache:
+                self.obj = None
+                return
+            now = time.monotonic()
+            if self.fetched_at is not None and now - self.fetched_at < self.polling_interval:
+                return
+            self.fetched_at = now
+        # The read by name is made here, not through reads.get_object: a wait's path
+        # to the wire stays short enough to read in a traceback (docs/architecture.md).
+        try:
+            self.obj = await self.api(Get(TRAINJOBS, self.namespace, self.goal.name))
+        except ApiError as err:
+            if not err.not_found:
+                raise
+            if not self.seen:  # before any sighting, a 404 is an error, not a deletion
+                raise await job_not_found(self.api, self.namespace, self.goal.name) from None
             self.obj = None
-        elif self.fetched_at is None or time.monotonic() - self.fetched_at >= self.polling_interval:
-            # Not listed yet: created after the list (the watch will deliver it) or
-            # absent (a wrong name fails here rather than waiting out the timeout).
-            # Until the watch catches up, read by name now and then; a 404 after a
-            # sighting means the job was deleted.
-            self.fetched_at = time.monotonic()
-            self.obj = await _read_job(self.api, self.namespace, self.goal.name, self.seen)
-            if self.obj is not None:
-                # A job outside the shared informer's selector (not made by this suite)
-                # is followed by a watch on its name from here on.
-                jobs.track(self.obj)
-            self.alarms.set("poll", self.polling_interval)
+        if self.obj is not None and not jobs.unavailable:
+            # A job outside the shared informer's selector (not made by this suite)
+            # is followed by a watch on its name from here on.
+            jobs.track(self.obj)
+        self.alarms.set("poll", self.polling_interval)
 
     async def _observe(self, obj: dict[str, Any]) -> None:
         """Read what goes with a new look at the job (its queue, its log's progress,
@@ -526,17 +529,6 @@ class _Holdups:
         return max(0.0, self.look_at - time.monotonic())
 
 
-async def _read_job(api: Api, namespace: str, name: str, seen: bool) -> dict[str, Any] | None:
-    """The job read by name; ``None`` when it is gone after having been seen (a 404
-    before any sighting is an error: a wrong name fails rather than waits)."""
-    try:
-        return await get_object(api, namespace, name)
-    except TrainJobNotFoundError:
-        if not seen:
-            raise
-        return None
-
-
 @dataclass(frozen=True)
 class Observed:
     """What a wait emits: a new version of the job and, for a job queued by Kueue, its
@@ -558,7 +550,7 @@ def job_emitter(
     on_progress: Callable[[Progress], None] | None = None,
     log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
 ) -> tuple[Callable[[Any], None] | None, float | None]:
-    """What a wait does with each version of the job that :func:`wait_program` emits,
+    """What a wait does with each version of the job that :class:`JobWait` emits,
     and how often it reads the log for progress: every ``callbacks`` gets the
     :class:`TrainJob`; ``on_progress`` gets its :class:`Progress` when what it says
     changed (not merely its time stamp). A wait nobody watches reads no log while the

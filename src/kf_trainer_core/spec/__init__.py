@@ -20,10 +20,10 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from kf_trainer_core.base.documents import DocumentError, load_document
 from kf_trainer_core.base.errors import FieldProblem, SpecError
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.fields._model import SpecModel
+from kf_trainer_core.fields.checks import spec_mapping
 from kf_trainer_core.fields.retention import Retention
 from kf_trainer_core.spec.checkpoint_storage import Checkpoints
 from kf_trainer_core.spec.common import (
@@ -122,19 +122,7 @@ class TrainJobSpec(SpecModel):
         1 MiB, aliases refused). A text that cannot be read is a :class:`SpecError`
         naming the position, never quoting the text."""
         if isinstance(data, (str, bytes)):
-            try:
-                data = load_document(data, "the spec text")
-            except DocumentError as exc:
-                raise SpecError.single(
-                    "", f"cannot be read: {exc}", "pass a dict, a TrainJobSpec, or YAML/JSON text."
-                ) from None
-            if not isinstance(data, dict):
-                raise SpecError.single(
-                    "",
-                    f"the spec text holds a {type(data).__name__}, not a mapping.",
-                    "write the spec's fields (runtime, trainer, …) as a mapping, e.g. "
-                    "examples/specs/quickstart.yaml.",
-                )
+            data = spec_mapping(data)
         return super().parse(data)
 
     @field_validator("runtime", mode="before")

@@ -35,12 +35,12 @@ from kf_trainer_core.base.errors import FieldProblem, KFTrainerError, SpecError
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.fields import names
 from kf_trainer_core.fields._model import SpecModel, fix
+from kf_trainer_core.spec.common import check_object_name
 
 #: The runtime patch's ``manager``: the suite's checkpoint volume, nobody else's.
 PATCH_MANAGER = "kf-trainer-suite/checkpoints"
 VOLUME_NAME = "kf-trainer-checkpoints"
 
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 _URI = re.compile(r"^[a-z][a-z0-9+.-]*://[^\s]+\Z")
 
 
@@ -66,14 +66,11 @@ class Checkpoints(SpecModel):
     @field_validator("pvc")
     @classmethod
     def _pvc(cls, v: str | None) -> str | None:
-        if v is not None and (len(v) > 253 or not _DNS_SUBDOMAIN.match(v)):
-            raise ValueError(
-                fix(
-                    f"{shown(v)} is not a PersistentVolumeClaim name.",
-                    "use the claim's name, e.g. 'team-checkpoints'.",
-                )
-            )
-        return v
+        if v is None:
+            return None
+        return check_object_name(
+            v, "PersistentVolumeClaim name", "use the claim's name, e.g. 'team-checkpoints'."
+        )
 
     @field_validator("uri")
     @classmethod

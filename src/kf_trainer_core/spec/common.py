@@ -35,6 +35,9 @@ LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
 _RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 
 
+#: The fix for a Secret's name that is not one.
+SECRET_NAME_FIX = "use a lowercase DNS subdomain name."
+
 # --------------------------------------------------------------------------- helpers
 
 
@@ -47,6 +50,15 @@ def check_env_name(name: str) -> str:
             )
         )
     return name
+
+
+def check_object_name(v: str, what: str, example: str, limit: int = 253) -> str:
+    """``v`` if it can name a Kubernetes object (a DNS subdomain name of at most
+    ``limit`` characters); else a ``ValueError`` saying it is not a valid ``what``, with
+    ``example`` as the fix."""
+    if len(v) > limit or not DNS_SUBDOMAIN.match(v):
+        raise ValueError(fix(f"{shown(v)} is not a valid {what}.", example))
+    return v
 
 
 def check_label_key(key: str, what: str) -> None:
@@ -110,15 +122,12 @@ class RuntimeRef(SpecModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not v or len(v) > 253 or not DNS_SUBDOMAIN.match(v):
-            raise ValueError(
-                fix(
-                    f"{shown(v)} is not a valid runtime name.",
-                    "use the name of an installed runtime, e.g. 'torch-distributed' "
-                    "(`kf-trainer runtimes list` shows them).",
-                )
-            )
-        return v
+        return check_object_name(
+            v,
+            "runtime name",
+            "use the name of an installed runtime, e.g. 'torch-distributed' "
+            "(`kf-trainer runtimes list` shows them).",
+        )
 
 
 class SecretKeyRef(SpecModel):
@@ -131,13 +140,7 @@ class SecretKeyRef(SpecModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not DNS_SUBDOMAIN.match(v) or len(v) > 253:
-            raise ValueError(
-                fix(
-                    f"{shown(v)} is not a valid Secret name.", "use a lowercase DNS subdomain name."
-                )
-            )
-        return v
+        return check_object_name(v, "Secret name", SECRET_NAME_FIX)
 
 
 EnvValue = str | SecretKeyRef

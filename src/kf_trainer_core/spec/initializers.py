@@ -13,8 +13,9 @@ from kf_trainer_core.fields import checks
 from kf_trainer_core.fields._model import SpecModel, fix
 from kf_trainer_core.spec.common import (
     DEFAULT_MODEL_IGNORE_PATTERNS,
-    DNS_SUBDOMAIN,
+    SECRET_NAME_FIX,
     check_env_name,
+    check_object_name,
 )
 
 # ---------------------------------------------------------------------- initializers
@@ -71,13 +72,7 @@ class _Initializer(SpecModel):
     @field_validator("secret_ref")
     @classmethod
     def _secret(cls, v: str | None) -> str | None:
-        if v is not None and (not DNS_SUBDOMAIN.match(v) or len(v) > 253):
-            raise ValueError(
-                fix(
-                    f"{shown(v)} is not a valid Secret name.", "use a lowercase DNS subdomain name."
-                )
-            )
-        return v
+        return None if v is None else check_object_name(v, "Secret name", SECRET_NAME_FIX)
 
     @field_validator("env", mode="before")
     @classmethod

@@ -15,10 +15,10 @@ from kf_trainer_core.spec.checkpoint_storage import Checkpoints
 from kf_trainer_core.spec.common import (
     ANNOTATIONS_LIMIT,
     DEFAULT_PATCH_MANAGER,
-    DNS_SUBDOMAIN,
     LABEL_VALUE,
     check_env_name,
     check_label_key,
+    check_object_name,
     positional,
 )
 
@@ -314,14 +314,7 @@ class QueueName(_Option):
     @field_validator("queue")
     @classmethod
     def _queue(cls, v: str) -> str:
-        if not DNS_SUBDOMAIN.match(v) or len(v) > 63:
-            raise ValueError(
-                fix(
-                    f"{shown(v)} is not a valid LocalQueue name.",
-                    "use the queue's name, e.g. 'team-a'.",
-                )
-            )
-        return v
+        return check_object_name(v, "LocalQueue name", "use the queue's name, e.g. 'team-a'.", 63)
 
 
 Option = Annotated[

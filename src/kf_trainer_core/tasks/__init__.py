@@ -7,7 +7,7 @@ beyond the client, the spec, the configuration and the errors.
 - :mod:`~kf_trainer_core.tasks.interruptions`, :mod:`~kf_trainer_core.tasks.sync_runner`:
   what an interruption means for the job, and the synchronous face of a coroutine;
 - :mod:`~kf_trainer_core.tasks.step_waits`, :mod:`~kf_trainer_core.tasks.helpers`: waits
-  for a step, cancels by identity, a log followed in the background;
+  for a step, or for a group of steps;
 - :mod:`~kf_trainer_core.tasks.backend_fields`: backend settings given as flat fields.
 
 The names below are the rest of the core an adapter may use — the job's models and
@@ -24,7 +24,7 @@ from kf_trainer_core.base.lazy import lazy_names
 
 if TYPE_CHECKING:
     from kf_trainer_core.base import pysource, untrusted
-    from kf_trainer_core.base.documents import DocumentError, load_document, load_json
+    from kf_trainer_core.base.documents import load_json
     from kf_trainer_core.base.extras import require
     from kf_trainer_core.base.offloop import imported
     from kf_trainer_core.base.pysource import parse as parse_source
@@ -119,8 +119,6 @@ _WHERE = {
     "name_problem": "kf_trainer_core.fields.names",
     "require_job_name": "kf_trainer_core.fields.names",
     "shown": "kf_trainer_core.base.quoting",
-    "DocumentError": "kf_trainer_core.base.documents",
-    "load_document": "kf_trainer_core.base.documents",
     "load_json": "kf_trainer_core.base.documents",
     # an adapter's own machinery: its extra, lazy names, imports off the event loop
     "require": "kf_trainer_core.base.extras",
@@ -141,7 +139,6 @@ __all__ = [
     "TRAINER_SETTINGS",
     "Attached",
     "BuiltTrainJob",
-    "DocumentError",
     "Event",
     "Failure",
     "FunctionTemplate",
@@ -171,7 +168,6 @@ __all__ = [
     "labels_selector",
     "lazy_names",
     "lineage",
-    "load_document",
     "load_json",
     "name_problem",
     "never_admitted",

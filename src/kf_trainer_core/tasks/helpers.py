@@ -1,33 +1,23 @@
-"""What orchestrator tasks need beyond the SDK's calls, written once for every adapter:
-
-- :func:`await_steps` (and :func:`wait_for_step`, its synchronous face) waits for a
-  *group* of steps — the initializers, or the whole training — so that a pipeline can
-  show initialization and training as separate nodes (one step at a time is
-  :mod:`kf_trainer_core.tasks.step_waits`);
-- :func:`cancel_identity` stops whatever an orchestrator identity started, for the
-  moment a task is killed before it learnt its job's name;
-- :func:`cancel_if_unfinished` stops a job unless it already finished;
-- :func:`follow_logs_in_background` copies a step's log to a sink while the task waits.
-"""
+""":func:`await_steps` waits for a *group* of steps — the initializers, or the whole
+training — so that a pipeline can show initialization and training as separate nodes
+(one step at a time is :mod:`kf_trainer_core.tasks.step_waits`); :func:`parse_step`
+reads a step's name."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.cluster.status import TrainJob
 from kf_trainer_core.fields import names
 from kf_trainer_core.fields._model import fix
-from kf_trainer_core.tasks.sync_runner import InterruptibleRunner
 
 if TYPE_CHECKING:
-    from kf_trainer_core.client import AsyncTrainerClient, CancelAction, TrainerClient
+    from kf_trainer_core.client import AsyncTrainerClient
 
-#: Step names :func:`wait_for_step` accepts, and the replicated jobs each stands for.
+#: Step names :func:`await_steps` accepts, and the replicated jobs each stands for.
 #: An empty tuple means the whole job (it is Complete when training is).
 STEPS: dict[str, tuple[str, ...]] = {
     "initializer": (names.DATASET_INITIALIZER, names.MODEL_INITIALIZER),
@@ -64,38 +54,6 @@ def parse_step(step: str) -> str:
             "'model-initializer' or 'trainer' (the whole job).",
         )
     )
-
-
-def wait_for_step(
-    client: TrainerClient,
-    name: str,
-    step: str = "trainer",
-    *,
-    timeout: float | None = None,
-    startup_timeout: float | None = None,
-    callbacks: Iterable[Callable[[TrainJob], None]] | None = None,
-    admission_timeout: float | None = None,
-) -> tuple[TrainJob, Any]:
-    """:func:`await_steps` from synchronous code: run on an event loop of its own with an
-    async client of ``client``'s configuration (the calling thread stays interruptible,
-    :class:`~kf_trainer_core.tasks.sync_runner.InterruptibleRunner`)."""
-
-    async def waiting() -> tuple[TrainJob, Any]:
-        from kf_trainer_core.client import AsyncTrainerClient
-
-        config, namespace, retry = client.config, client.namespace, client.retry
-        async with AsyncTrainerClient(config, namespace=namespace, retry=retry) as aclient:
-            return await await_steps(
-                aclient,
-                name,
-                step,
-                timeout=timeout,
-                startup_timeout=startup_timeout,
-                callbacks=callbacks,
-                admission_timeout=admission_timeout,
-            )
-
-    return InterruptibleRunner("kf-trainer-steps").run(waiting())
 
 
 async def await_steps(
@@ -167,62 +125,3 @@ async def await_steps(
             callbacks=list(callbacks or []),
         )
     return job, None
-
-
-def cancel_identity(
-    client: TrainerClient,
-    identity: str | Sequence[str | int | None],
-    action: CancelAction = "delete",
-) -> list[str]:
-    """Cancel the unfinished jobs of an identity (``delete`` / ``suspend``; ``keep``
-    does nothing) and return their names. Finished jobs stay for inspection."""
-    return client.stop_unfinished(identity=identity, action=action)
-
-
-def cancel_if_unfinished(client: TrainerClient, name: str, action: CancelAction = "delete") -> bool:
-    """Cancel job ``name`` unless it already finished (a complete job keeps its result
-    for a retried task to collect); ``False`` when nothing was done or it is gone."""
-    return bool(client.stop_unfinished(name, action=action))
-
-
-@contextmanager
-def follow_logs_in_background(
-    client: TrainerClient,
-    name: str,
-    step: str,
-    sink: Callable[[str], None],
-    *,
-    tail: int = 1000,
-    drain_seconds: float = 5.0,
-) -> Iterator[None]:
-    """Copy the log of ``step`` (a step name such as ``node-0`` or
-    ``dataset-initializer``) to ``sink`` while the body runs, then give the stream
-    ``drain_seconds`` to deliver its last lines. Log trouble never fails the caller.
-
-    The follower gets its own client: a driver runs one program at a time, and the
-    body keeps the caller's busy."""
-    from kf_trainer_core.client import TrainerClient as _Client
-
-    # Here, not in the thread: there the error would become one line of the log.
-    names.require_job_name(name)
-    stop = threading.Event()
-    follower_client = _Client(client.config, namespace=client.namespace, retry=client.retry)
-
-    def follow() -> None:
-        try:
-            for line in follower_client.get_job_logs(name, step, follow=True, tail=tail):
-                if stop.is_set():
-                    return
-                sink(line)
-        except Exception as exc:  # a courtesy: the wait decides the outcome
-            if not stop.is_set():
-                sink(f"[kf-trainer] the log stream of {step} ended: {exc}")
-
-    thread = threading.Thread(target=follow, name=f"kf-logs-{name}-{step}", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        thread.join(drain_seconds)
-        stop.set()
-        follower_client.close()

@@ -280,10 +280,17 @@ class AsyncTransport:
         if old is not None:
             await old.release()
 
-    async def _invoke(self, p: Plan) -> Any:
+    def _plan(self, call: Call) -> Plan:
+        return plan(call, self.config.request_timeout, self.config.watch_timeout)
+
+    async def perform(self, call: Call) -> Any:
+        """The request: its JSON (or text) answer, or for a watch or a followed log the
+        open stream. One function from the call to the library's request, so that a
+        traceback at the wire shows the operation that asked a frame or two above."""
         import aiohttp
         import kubernetes_asyncio as k8s
 
+        p = self._plan(call)
         method = _bind(self._apis, p, _araw_get)
         kwargs = dict(p.kwargs)
         # A ClientTimeout: the one form every release (30 to 36) hands to aiohttp as it
@@ -307,16 +314,8 @@ class AsyncTransport:
             finally:
                 response.release()
             raise _status_error(response, body)
-        return response
-
-    def _plan(self, call: Call) -> Plan:
-        return plan(call, self.config.request_timeout, self.config.watch_timeout)
-
-    async def perform(self, call: Call) -> Any:
-        import aiohttp
-
-        p = self._plan(call)
-        response = await self._invoke(p)
+        if isinstance(call, (OpenWatch, OpenLogStream)):
+            return _AsyncLines(response)
         try:
             return _decode(await response.read(), p.text)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
@@ -325,7 +324,8 @@ class AsyncTransport:
             response.release()
 
     async def open_stream(self, call: OpenWatch | OpenLogStream) -> _AsyncLines:
-        return _AsyncLines(await self._invoke(self._plan(call)))
+        lines: _AsyncLines = await self.perform(call)
+        return lines
 
     async def read_line(self, stream: _AsyncLines) -> bytes | None:
         import aiohttp

@@ -18,8 +18,7 @@ from kf_trainer_core.backends.local.store import (
     TRAINING_RUNTIMES,
     TRAINJOBS,
     Kind,
-    bad_request,
-    invalid,
+    StatusError,
 )
 from kf_trainer_core.k8s.trainjob import trainer_container
 
@@ -55,7 +54,7 @@ def validate_trainjob(obj: JSON) -> JSON:
     or a strict-decoding 400 otherwise)."""
     name = str(obj["metadata"]["name"])
     if len(name) > 63 or not _NAME.match(name):
-        raise invalid(
+        raise StatusError.invalid(
             TRAINJOBS,
             name,
             [
@@ -70,10 +69,12 @@ def validate_trainjob(obj: JSON) -> JSON:
         )
     spec = obj.get("spec")
     if not isinstance(spec, dict):
-        raise invalid(TRAINJOBS, name, [("spec", "FieldValueRequired", "Required value")])
+        raise StatusError.invalid(
+            TRAINJOBS, name, [("spec", "FieldValueRequired", "Required value")]
+        )
     unknown = sorted(set(spec) - _SPEC_FIELDS)
     if unknown:
-        raise bad_request(
+        raise StatusError.bad_request(
             "strict decoding error: "
             + ", ".join(f'unknown field "spec.{field}"' for field in unknown)
         )

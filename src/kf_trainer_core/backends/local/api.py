@@ -29,7 +29,6 @@ from kf_trainer_core.backends.local import gpus, machine
 from kf_trainer_core.backends.local._common import Paths, missing_state, now_iso
 from kf_trainer_core.backends.local.admission import plan_trainjob, validate_trainjob
 from kf_trainer_core.backends.local.logs import LogFollower, read_log
-from kf_trainer_core.backends.local.paging import paginate
 from kf_trainer_core.backends.local.procs import JobLock, spawn_supervisor
 from kf_trainer_core.backends.local.recovery import check_supervisors
 from kf_trainer_core.backends.local.store import (
@@ -44,14 +43,21 @@ from kf_trainer_core.backends.local.store import (
     StatusError,
     Store,
     Tx,
-    bad_request,
-    invalid,
-    merge_patch,
-    not_found,
 )
 from kf_trainer_core.backends.local.watch import POLL_SECONDS as POLL_SECONDS  # the transport's
 from kf_trainer_core.backends.local.watch import STREAMS, WatchStream
 from kf_trainer_core.base.quoting import shown
+from kf_trainer_core.emulation.paging import decode_continue, list_meta, page
+from kf_trainer_core.emulation.registry import sort_key
+from kf_trainer_core.emulation.strategy import (
+    check_preconditions,
+    check_propagation,
+    deleted_status,
+    finish_update,
+    patched,
+    prepare_create,
+    prepare_update,
+)
 from kf_trainer_core.errors import StateDirNotFoundError
 from kf_trainer_core.k8s.calls import (
     Create,
@@ -63,12 +69,7 @@ from kf_trainer_core.k8s.calls import (
     Patch,
     ReadLog,
 )
-from kf_trainer_core.k8s.objects import (
-    generate_suffix,
-    new_event,
-    object_reference,
-    set_condition,
-)
+from kf_trainer_core.k8s.objects import new_event, object_reference, set_condition
 from kf_trainer_core.k8s.trainjob import (
     CREATION_FAILED_PREFIX,
     CREATION_FAILED_REASON,
@@ -100,40 +101,6 @@ def _kind(resource: Any) -> Kind:
     if kind is None:
         raise StatusError(404, "NotFound", "the server could not find the requested resource", {})
     return kind
-
-
-def _check_patch_version(kind: Kind, name: str, current: JSON, body: JSON) -> None:
-    """A patch that carries ``metadata.resourceVersion`` applies only to that version
-    of the object, as on the API server (optimistic locking): 409 Conflict otherwise."""
-    want = (body.get("metadata") or {}).get("resourceVersion")
-    have = str((current.get("metadata") or {}).get("resourceVersion") or "")
-    if want is not None and str(want) != have:
-        raise StatusError.conflict(
-            kind,
-            name,
-            "the object has been modified; please apply your changes to the latest "
-            "version and try again",
-        )
-
-
-def _check_preconditions(
-    kind: Kind, name: str, obj: JSON | None, preconditions: dict[str, str] | None
-) -> None:
-    """A delete's preconditions, as the apiserver checks them: 409 Conflict when the
-    object's uid or resourceVersion is not the one given."""
-    if obj is None:
-        raise not_found(kind, name)
-    meta = obj.get("metadata") or {}
-    for key, want in (preconditions or {}).items():
-        have = str(meta.get(key) or "")
-        if want and str(want) != have:
-            label = "UID" if key == "uid" else "ResourceVersion"
-            raise StatusError.conflict(
-                kind,
-                name,
-                f"Precondition failed: {label} in precondition: {want}, "
-                f"{label} in object meta: {have}",
-            )
 
 
 def _trainjob_ref(obj: JSON) -> JSON:
@@ -262,6 +229,7 @@ class LocalApi:
                     call.namespace if kind.namespaced else None,
                     call.label_selector,
                     call.field_selector,
+                    kind,
                 ),
                 call.resource_version,
                 call.timeout_seconds,
@@ -297,7 +265,7 @@ class LocalApi:
         else:
             obj = self.store.get(kind, namespace if kind.namespaced else None, name)
         if obj is None:
-            raise not_found(kind, name)
+            raise StatusError.not_found(kind, name)
         # Read-your-writes for this process's informers: what a read returns, their
         # caches hold before it returns. A wait that found its job by a read therefore
         # finds it in the cache on its next look (and does not take it for deleted).
@@ -317,7 +285,7 @@ class LocalApi:
         continue_token: str | None = None,
     ) -> JSON:
         selector = Selector.parse(
-            namespace if kind.namespaced else None, label_selector, field_selector
+            namespace if kind.namespaced else None, label_selector, field_selector, kind
         )
         if kind in (TRAINJOBS, PODS):
             check_supervisors(self.paths, self.store)
@@ -332,8 +300,11 @@ class LocalApi:
                 for name, o in sorted(default_runtimes().items())
                 if name not in have and selector.matches(o)
             ]
-        meta: JSON = {"resourceVersion": str(rv)}
-        items, meta = paginate(items, meta, limit, continue_token)
+        # No history here: a later page is read from the current state, after the key
+        # its token names (what was deleted meanwhile is absent, nothing repeats).
+        after = decode_continue(continue_token)[1] if continue_token else None
+        items, remaining = page(sorted(items, key=sort_key), after, limit)
+        meta = list_meta(rv, items, remaining)
         return {
             "apiVersion": kind.api_version,
             "kind": f"{kind.kind}List",
@@ -344,14 +315,14 @@ class LocalApi:
     def _log_path(self, namespace: str, pod_name: str, container: str) -> Path:
         pod = self.store.get(PODS, namespace, pod_name)
         if pod is None:
-            raise not_found(PODS, pod_name)
+            raise StatusError.not_found(PODS, pod_name)
         names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
         if container not in names:
-            raise bad_request(f"container {container} is not valid for pod {pod_name}")
+            raise StatusError.bad_request(f"container {container} is not valid for pod {pod_name}")
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
             waiting = (cs.get("state") or {}).get("waiting")
             if cs.get("name") == container and waiting is not None:
-                raise bad_request(
+                raise StatusError.bad_request(
                     f'container "{container}" in pod "{pod_name}" is waiting to start: '
                     f"{waiting.get('reason', 'ContainerCreating')}"
                 )
@@ -374,35 +345,14 @@ class LocalApi:
     # ------------------------------------------------------------------ writes
 
     def create(self, kind: Kind, namespace: str | None, body: JSON) -> JSON:
-        obj: JSON = json.loads(json.dumps(body))
-        meta = obj.setdefault("metadata", {})
+        # Whether the name is taken is asked in the write's transaction (a generated
+        # name that is, a one in 14 million chance, answers 409 as the apiserver may).
         ns = namespace if kind.namespaced else None
-        if ns is not None:
-            if meta.get("namespace") not in (None, ns):
-                raise bad_request(
-                    "the namespace of the provided object does not match the namespace sent "
-                    "on the request"
-                )
-            meta["namespace"] = ns
-        if not meta.get("name") and meta.get("generateName"):
-            meta["name"] = str(meta["generateName"]) + generate_suffix()
-        name = str(meta.get("name") or "")
-        if not name:
-            raise invalid(
-                kind,
-                name,
-                [
-                    (
-                        "metadata.name",
-                        "FieldValueRequired",
-                        "Required value: name or generateName is required",
-                    )
-                ],
-            )
+        obj = prepare_create(kind, body, ns, lambda ns, name: False)
         if kind is TRAINJOBS:
             return self.create_trainjob(str(namespace), obj)
         with self._writable_store().write() as tx:
-            return tx.create(kind, obj)
+            return tx.put(kind, _unique(tx, kind, obj), created=True)
 
     def patch(
         self,
@@ -416,24 +366,11 @@ class LocalApi:
         with self.store.write() as tx:
             current = tx.get(kind, ns, name)
             if current is None:
-                raise not_found(kind, name)
-            _check_patch_version(kind, name, current, body)
-            if subresource == "status":
-                updated = dict(current)
-                updated["status"] = merge_patch(current.get("status"), body.get("status") or {})
-            else:
-                changes = {k: v for k, v in body.items() if k != "status" or kind is not TRAINJOBS}
-                updated = merge_patch(current, changes)
-                # Identity fields are the server's.
-                for key in ("name", "namespace", "uid", "creationTimestamp", "generation"):
-                    if key in (current.get("metadata") or {}):
-                        updated["metadata"][key] = current["metadata"][key]
-                if (
-                    updated.get("spec") != current.get("spec")
-                    and "generation" in updated["metadata"]
-                ):
-                    updated["metadata"]["generation"] = int(updated["metadata"]["generation"]) + 1
-            result = tx.put(kind, updated)
+                raise StatusError.not_found(kind, name)
+            updated = prepare_update(kind, current, patched(kind, name, current, body), subresource)
+            result = finish_update(kind, current, updated, subresource)
+            if result != current:  # a write that changes nothing gets no new version
+                result = tx.put(kind, result)
         if kind is TRAINJOBS and subresource != "status":
             before = bool((current.get("spec") or {}).get("suspend"))
             after = bool((result.get("spec") or {}).get("suspend"))
@@ -452,25 +389,25 @@ class LocalApi:
         dry_run: bool = False,
     ) -> JSON:
         ns = namespace if kind.namespaced else None
+        check_propagation(propagation)
         if dry_run:
             # Everything the real delete would check, nothing done: the answer a
             # server gives a dryRun=All delete of an object without finalizers.
-            current = self.store.get(kind, ns, name)
-            _check_preconditions(kind, name, current, preconditions)
-            return _success(kind, name, str(((current or {}).get("metadata") or {}).get("uid")))
+            current = check_preconditions(kind, name, self.store.get(kind, ns, name), preconditions)
+            return deleted_status(kind, name, (current.get("metadata") or {}).get("uid"))
         if kind is TRAINJOBS:
             return self.delete_trainjob(str(namespace), name, propagation, preconditions)
         with self.store.write() as tx:
             if preconditions:
-                _check_preconditions(kind, name, tx.get(kind, ns, name), preconditions)
+                check_preconditions(kind, name, tx.get(kind, ns, name), preconditions)
             obj = tx.delete(kind, ns, name)
         if obj is None:
-            raise not_found(kind, name)
+            raise StatusError.not_found(kind, name)
         if kind is PODS:
             import shutil
 
             shutil.rmtree(self.paths.log_dir(str(namespace), name), ignore_errors=True)
-        return _success(kind, name, str((obj.get("metadata") or {}).get("uid", "")))
+        return deleted_status(kind, name, (obj.get("metadata") or {}).get("uid"))
 
     # ------------------------------------------------------------------ TrainJobs
 
@@ -489,9 +426,9 @@ class LocalApi:
             held_gpus=self._held_gpus(),
         )
         if causes:
-            raise invalid(TRAINJOBS, name, causes)
+            raise StatusError.invalid(TRAINJOBS, name, causes)
         with self._writable_store().write() as tx:
-            created = tx.create(TRAINJOBS, obj)
+            created = tx.put(TRAINJOBS, _unique(tx, TRAINJOBS, obj), created=True)
             uid = str(created["metadata"]["uid"])
             tx.put_plan(uid, namespace, name, plan)
             ref = _trainjob_ref(created)
@@ -562,10 +499,9 @@ class LocalApi:
         preconditions: dict[str, str] | None = None,
     ) -> JSON:
         with self.store.write() as tx:
-            obj = tx.get(TRAINJOBS, namespace, name)
-            if obj is None:
-                raise not_found(TRAINJOBS, name)
-            _check_preconditions(TRAINJOBS, name, obj, preconditions)
+            obj = check_preconditions(
+                TRAINJOBS, name, tx.get(TRAINJOBS, namespace, name), preconditions
+            )
             meta = obj["metadata"]
             if not meta.get("deletionTimestamp"):
                 meta["deletionTimestamp"] = now_iso()
@@ -575,7 +511,7 @@ class LocalApi:
                 tx.put(TRAINJOBS, obj)
         uid = str(meta["uid"])
         self.stop_job(namespace, name, uid)
-        return _success(TRAINJOBS, name, uid)
+        return deleted_status(TRAINJOBS, name, uid)
 
     def stop_job(self, namespace: str, name: str, uid: str) -> None:
         """Have the job's processes stopped and everything it owns removed, and return
@@ -656,17 +592,9 @@ def _is_supervisor(pid: int, uid: str) -> bool:
     return b"kf_trainer_core.backends.local.supervisor" in cmdline and uid.encode() in cmdline
 
 
-def _success(kind: Kind, name: str, uid: str) -> JSON:
-    details: JSON = {"name": name}
-    if kind.group:
-        details["group"] = kind.group
-    details["kind"] = kind.plural
-    if uid:
-        details["uid"] = uid
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Success",
-        "details": details,
-    }
+def _unique(tx: Tx, kind: Kind, obj: JSON) -> JSON:
+    """``obj`` if its name is still free in this transaction; 409 otherwise."""
+    meta = obj["metadata"]
+    if tx.taken(kind, str(meta.get("namespace") or ""), str(meta["name"])):
+        raise StatusError.already_exists(kind, str(meta["name"]))
+    return obj

@@ -20,15 +20,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kf_trainer_core.backends.local._common import now_iso
-from kf_trainer_core.k8s.patch import apply_merge_patch
+from kf_trainer_core.emulation.strategy import prepare_create
 from kf_trainer_core.k8s.resources import (
     CLUSTER_TRAINING_RUNTIMES,
     EVENTS,
@@ -57,13 +55,7 @@ __all__ = [
     "StatusError",
     "Store",
     "Tx",
-    "already_exists",
-    "bad_request",
     "field_value",
-    "gone",
-    "invalid",
-    "merge_patch",
-    "not_found",
 ]
 
 JSON = dict[str, Any]
@@ -100,16 +92,6 @@ KINDS = {
     for k in (TRAINJOBS, TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES, PODS, EVENTS, SECRETS)
 }
 
-# The registry's failures, worded as the apiserver words them (one vocabulary with the
-# test server: :class:`~kf_trainer_core.k8s.status.StatusError`).
-not_found = StatusError.not_found
-already_exists = StatusError.already_exists
-bad_request = StatusError.bad_request
-gone = StatusError.gone
-invalid = StatusError.invalid
-#: RFC 7386 JSON merge patch (a new value; the inputs are left alone).
-merge_patch = apply_merge_patch
-
 
 @dataclass(frozen=True)
 class Selector:
@@ -121,11 +103,18 @@ class Selector:
 
     @classmethod
     def parse(
-        cls, namespace: str | None, label_selector: str | None, field_selector: str | None
+        cls,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None,
+        kind: Kind | None = None,
     ) -> Selector:
-        """Parse the query's selectors (400 in the apiserver's words when malformed)."""
+        """Parse the query's selectors: 400 in the apiserver's words when malformed, or
+        when ``kind``'s registry does not support a field (as a cluster refuses it)."""
         return cls(
-            namespace, LabelSelector.parse(label_selector), FieldSelector.parse(field_selector)
+            namespace,
+            LabelSelector.parse(label_selector),
+            FieldSelector.parse(field_selector, kind),
         )
 
     def matches(self, obj: JSON) -> bool:
@@ -215,19 +204,20 @@ class Tx:
         self._log(rv, kind, ns, "ADDED" if created else "MODIFIED", data)
         return obj
 
+    def taken(self, kind: Kind, namespace: str, name: str) -> bool:
+        """Whether an object of that name exists (no JSON parsed)."""
+        row = self.conn.execute(
+            "SELECT 1 FROM objects WHERE resource = ? AND namespace = ? AND name = ?",
+            (kind.plural, namespace if kind.namespaced else "", name),
+        ).fetchone()
+        return row is not None
+
     def create(self, kind: Kind, obj: JSON) -> JSON:
-        """Insert a new object, filling the fields the apiserver fills; 409 if taken."""
-        meta = obj.setdefault("metadata", {})
-        name = str(meta.get("name") or "")
-        if self.get(kind, meta.get("namespace"), name) is not None:
-            raise already_exists(kind, name)
-        obj.setdefault("apiVersion", kind.api_version)
-        obj.setdefault("kind", kind.kind)
-        meta.setdefault("uid", str(uuid.uuid4()))
-        meta.setdefault("creationTimestamp", now_iso())
-        if kind not in (EVENTS, SECRETS):
-            meta.setdefault("generation", 1)
-        return self.put(kind, obj, created=True)
+        """Insert a new object as the registry does (:func:`~kf_trainer_core.emulation.
+        strategy.prepare_create`: name, system metadata; 409 if taken)."""
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        new = prepare_create(kind, obj, namespace, lambda ns, name: self.taken(kind, ns, name))
+        return self.put(kind, new, created=True)
 
     def delete(self, kind: Kind, namespace: str | None, name: str) -> JSON | None:
         """Remove an object (a DELETED change carrying its last state)."""

@@ -16,7 +16,9 @@ from typing import Any
 from kf_trainer_core.backends.local._common import Paths
 from kf_trainer_core.backends.local.logs import PENDING
 from kf_trainer_core.backends.local.recovery import check_supervisors
-from kf_trainer_core.backends.local.store import TRAINJOBS, Kind, Selector, Store, bad_request, gone
+from kf_trainer_core.backends.local.store import TRAINJOBS, Kind, Selector, Store
+from kf_trainer_core.emulation.registry import parse_rv
+from kf_trainer_core.emulation.watch import bookmark_line, dumps, error_line, event_line, too_old
 
 JSON = dict[str, Any]
 
@@ -100,12 +102,10 @@ class WatchStream:
             self.cursor = rv
         else:
             try:
-                self.cursor = int(str(resource_version))
-            except ValueError:
+                self.cursor = parse_rv(str(resource_version))
+            except Exception:
                 self.store.close()
-                raise bad_request(
-                    f'resourceVersion: Invalid value: "{resource_version}": must be an integer'
-                ) from None
+                raise
             self.acked = self.cursor
         with STREAMS.cond:
             STREAMS.open.add(self)
@@ -138,13 +138,14 @@ class WatchStream:
             self.kind, self.namespace, self.cursor, limit
         )
         if self.cursor < horizon:
-            err = gone(f"too old resource version: {self.cursor} ({horizon})")
             self.close()
-            return _line("ERROR", err.status())
+            return error_line(too_old(self.cursor, horizon))
+        everything = self.selector.labels.empty and self.selector.fields.empty
         for change in changes:
-            obj = json.loads(change.data)
-            if self.selector.matches(obj):
-                self.buffer.append(_line(change.type, obj))
+            # The change log holds the object as the line carries it: parsed only to
+            # be matched against a selector.
+            if everything or self.selector.matches(json.loads(change.data)):
+                self.buffer.append(event_line(change.type, change.data.encode()))
         if len(changes) >= limit:
             self.cursor = changes[-1].rv
         else:
@@ -155,14 +156,7 @@ class WatchStream:
         self._ack()  # nothing of ours up to the cursor
         if self.bookmarks and now - self.last_sent >= BOOKMARK_SECONDS:
             self.last_sent = now
-            return _line(
-                "BOOKMARK",
-                {
-                    "apiVersion": self.kind.api_version,
-                    "kind": self.kind.kind,
-                    "metadata": {"resourceVersion": str(self.cursor)},
-                },
-            )
+            return bookmark_line(self.kind, self.cursor)
         return PENDING
 
     def close(self) -> None:
@@ -176,4 +170,4 @@ class WatchStream:
 
 
 def _line(kind: str, obj: JSON) -> bytes:
-    return json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode()
+    return event_line(kind, dumps(obj))

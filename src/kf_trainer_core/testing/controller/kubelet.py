@@ -15,6 +15,7 @@ from kf_trainer_core.k8s.objects import (
     POD_FAILED,
     pod_conditions,
 )
+from kf_trainer_core.k8s.quantity import parse_quantity
 from kf_trainer_core.k8s.trainjob import SCHEDULER
 from kf_trainer_core.manifest.builder import is_function_launch
 from kf_trainer_core.spec.function import TERMINATION_MESSAGE_LIMIT
@@ -52,7 +53,6 @@ _NODE_CAPACITY = {"cpu": 64, "memory": 256 * 2**30, "nvidia.com/gpu": NODE_GPUS}
 def _insufficient(spec: JSON) -> list[str]:
     """The resources a pod asks more of than any node has, as the scheduler counts: the
     sum over its containers (requests, else limits), or its largest init container."""
-    from kubernetes.utils import parse_quantity
 
     def ask(c: JSON, name: str) -> float:
         res = c.get("resources") or {}

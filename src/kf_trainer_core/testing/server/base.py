@@ -17,11 +17,11 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from kf_trainer_core.emulation.watch import dumps
 from kf_trainer_core.k8s.rbac import Rule, allows
 from kf_trainer_core.testing import crd
 from kf_trainer_core.testing.faults import FaultInjector
 from kf_trainer_core.testing.server.accounting import RequestLog, RequestRecord
-from kf_trainer_core.testing.server.request import dumps
 from kf_trainer_core.testing.server.routing import EVENTS_V1, Ctx, Route, core_event_to_v1
 from kf_trainer_core.testing.store import PodLogs, Resource, Store, StoreError, WatchEvent
 

@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from kf_trainer_core.emulation.paging import list_meta
+from kf_trainer_core.emulation.strategy import deleted_status
 from kf_trainer_core.testing import crd
 from kf_trainer_core.testing.server.base import ServerBase
 from kf_trainer_core.testing.server.request import (
@@ -39,9 +41,7 @@ from kf_trainer_core.testing.store import (
     Resource,
     StoreError,
     decode_continue,
-    encode_continue,
     has_status_subresource,
-    sort_key,
 )
 
 JSON = dict[str, Any]
@@ -199,11 +199,7 @@ class HandlerMixin(ServerBase):
             after=start_after,
             limit=limit,
         )
-        meta: JSON = {"resourceVersion": list_rv}
-        if remaining:
-            meta["continue"] = encode_continue(int(list_rv), sort_key(items[-1]))
-            meta["remainingItemCount"] = remaining
-        return self._list_body(route, meta, items)
+        return self._list_body(route, list_meta(int(list_rv), items, remaining), items)
 
     def _list_body(self, route: Route, meta: JSON, items: list[JSON]) -> JSON:
         """A ``<Kind>List`` of ``items`` as the route's view shows them."""
@@ -354,20 +350,7 @@ class HandlerMixin(ServerBase):
         still_there = not dry_run and self.store.exists(res, route.namespace, route.name)
         if res in _RETURNS_DELETED_OBJECT or still_there:
             return self._json(self._present(deleted, route), 200)
-        details: JSON = {"name": route.name}
-        if res.group:
-            details["group"] = res.group
-        details["kind"] = res.plural
-        details["uid"] = deleted["metadata"].get("uid")
-        return self._json(
-            {
-                "kind": "Status",
-                "apiVersion": "v1",
-                "metadata": {},
-                "status": "Success",
-                "details": details,
-            }
-        )
+        return self._json(deleted_status(res, route.name, deleted["metadata"].get("uid")))
 
     async def _delete_collection(self, request: web.BaseRequest, ctx: Ctx) -> web.StreamResponse:
         route = ctx.route

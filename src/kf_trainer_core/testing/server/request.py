@@ -24,11 +24,6 @@ PATCH_TYPES = {
 }
 
 
-def dumps(obj: Any) -> bytes:
-    """Compact JSON, as the apiserver writes it."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
-
-
 def method_not_allowed() -> StoreError:
     """``405`` for a method the path does not serve."""
     return StoreError(

@@ -12,9 +12,16 @@ from typing import Any
 
 from aiohttp import web
 
+from kf_trainer_core.emulation.watch import (
+    bookmark_line,
+    dumps,
+    error_line,
+    event_line,
+    selected_type,
+)
 from kf_trainer_core.k8s.selectors import FieldSelector, LabelSelector
 from kf_trainer_core.testing.server.base import ServerBase, Stream
-from kf_trainer_core.testing.server.request import dumps, int_param, truthy
+from kf_trainer_core.testing.server.request import int_param, truthy
 from kf_trainer_core.testing.server.routing import (
     EVENTS_V1,
     Ctx,
@@ -46,8 +53,7 @@ class Encoded:
                 obj = self._objects[v1_events] = dumps(
                     core_event_to_v1(source) if v1_events else source
                 )
-            head = b'{"type":"' + event_type.encode() + b'","object":'
-            data = self._lines[key] = head + obj + b"}\n"
+            data = self._lines[key] = event_line(event_type, obj)
         return data
 
 
@@ -98,20 +104,10 @@ class Watcher(Stream):
             return
         event_type = event.type
         if self.filtered:
-            if event_type == "DELETED":
-                if not self._match(previous if previous is not None else obj):
-                    return
-            else:
-                now = self._match(obj)
-                before = previous is not None and event_type != "ADDED" and self._match(previous)
-                if now and before:
-                    event_type = "MODIFIED"
-                elif now:
-                    event_type = "ADDED"
-                elif before:
-                    event_type = "DELETED"
-                else:
-                    return
+            chosen = selected_type(event_type, obj, previous, self._match)
+            if chosen is None:
+                return
+            event_type = chosen
         faults = self.server.faults
         if faults.drop_event():
             self.close()  # the connection "broke" before this event got through
@@ -127,18 +123,7 @@ class Watcher(Stream):
 
     def bookmark(self, rv: int, *, initial_end: bool = False) -> None:
         """Queue a BOOKMARK carrying ``rv`` (in order after every queued event)."""
-        meta: JSON = {"resourceVersion": str(rv)}
-        if initial_end:
-            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
-        body = {
-            "type": "BOOKMARK",
-            "object": {
-                "kind": self.view.kind,
-                "apiVersion": self.view.api_version,
-                "metadata": meta,
-            },
-        }
-        self.buffer.append(dumps(body) + b"\n")
+        self.buffer.append(bookmark_line(self.view, rv, initial_end=initial_end))
         self.wake.set()
 
 
@@ -263,8 +248,7 @@ class WatchMixin(ServerBase):
             # The apiserver answers an expired version inside a successful watch.
             await response.prepare(request)
             self._record(request, ctx, 200)
-            line = dumps({"type": "ERROR", "object": err.status()}) + b"\n"
-            await response.write(line)
+            await response.write(error_line(err))
             await response.write_eof()
             return response
 

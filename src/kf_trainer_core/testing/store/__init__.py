@@ -7,17 +7,30 @@ bounded event history that watches replay from (and that :meth:`Store.compact` f
 so older versions answer ``410 Gone``). It has no HTTP in it: the simulated Trainer
 controller uses it directly and :mod:`kf_trainer_core.testing.server` serves it.
 
-Layout: :mod:`.registry` (served types, watch events, names and versions),
-:mod:`.base` (state, commits, subscribers), :mod:`.reads` (gets, lists, pages and
-continue tokens, watch snapshots), :mod:`.core` (writes and deletion) and :mod:`.logs`
-(container logs). Selectors, patches and the Status errors are the suite's own
-(:mod:`kf_trainer_core.k8s.selectors`, :mod:`kf_trainer_core.k8s.patch`,
-:mod:`kf_trainer_core.k8s.status`), shared with the local backend. The contract is in
+Layout: :mod:`.base` (state, commits, subscribers), :mod:`.reads` (gets, lists, pages,
+watch snapshots), :mod:`.core` (writes and deletion) and :mod:`.logs` (container logs).
+The registry's vocabulary and its rules for writes, pages and watches are
+:mod:`kf_trainer_core.emulation`'s, shared with the local backend (whose store keeps
+the same objects in SQLite). The contract is in
 the docstrings of :class:`Store`'s methods; how tests use the store through the server
 is in ``docs/testing.md``.
 """
 
 from __future__ import annotations
+
+from kf_trainer_core.emulation.paging import decode_continue, encode_continue
+from kf_trainer_core.emulation.registry import (
+    JOBS,
+    RESOURCES,
+    Admission,
+    ChangeCallback,
+    StoreError,
+    WatchEvent,
+    format_timestamp,
+    has_status_subresource,
+    resource_for,
+    sort_key,
+)
 
 # The server speaks about the same resources as the client: one definition for both.
 from kf_trainer_core.k8s.patch import (
@@ -42,19 +55,6 @@ from kf_trainer_core.k8s.resources import (
 from kf_trainer_core.k8s.selectors import FieldSelector, LabelSelector
 from kf_trainer_core.testing.store.core import Store
 from kf_trainer_core.testing.store.logs import PodLogs
-from kf_trainer_core.testing.store.reads import decode_continue, encode_continue
-from kf_trainer_core.testing.store.registry import (
-    JOBS,
-    RESOURCES,
-    Admission,
-    ChangeCallback,
-    StoreError,
-    WatchEvent,
-    format_timestamp,
-    has_status_subresource,
-    resource_for,
-    sort_key,
-)
 
 __all__ = [
     "CLUSTER_TRAINING_RUNTIMES",

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kf_trainer_core.emulation.registry import JSON, ChangeCallback, Key, WatchEvent
 from kf_trainer_core.k8s.patch import json_copy
 from kf_trainer_core.k8s.resources import Resource
-from kf_trainer_core.testing.store.registry import JSON, ChangeCallback, Key, WatchEvent
 
 _log = logging.getLogger("kf_trainer_core.testing.store")
 _Callback = Callable[[WatchEvent], None]

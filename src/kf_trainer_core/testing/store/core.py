@@ -4,27 +4,12 @@ read-modify-write, and deletion with finalizers and owner-reference cascades."""
 
 from __future__ import annotations
 
-import random
 import threading
-import uuid
 from collections.abc import Callable
 from typing import Any
 
-from kf_trainer_core.k8s.patch import (
-    apply_json_patch,
-    apply_merge_patch,
-    apply_strategic_merge_patch,
-    go_json_type,
-    json_copy,
-)
-from kf_trainer_core.k8s.resources import NAMESPACES, Resource
-from kf_trainer_core.testing.store.reads import StoreReads
-from kf_trainer_core.testing.store.registry import (
-    DNS1123_SUBDOMAIN,
-    GENERATE_CHARS,
+from kf_trainer_core.emulation.registry import (
     JSON,
-    NO_GENERATION,
-    STATUS_SUBRESOURCE,
     Admission,
     Key,
     StoreError,
@@ -32,6 +17,18 @@ from kf_trainer_core.testing.store.registry import (
     ensure_meta,
     format_timestamp,
 )
+from kf_trainer_core.emulation.strategy import (
+    check_preconditions,
+    check_propagation,
+    check_version,
+    finish_update,
+    patched,
+    prepare_create,
+    prepare_update,
+)
+from kf_trainer_core.k8s.patch import json_copy
+from kf_trainer_core.k8s.resources import NAMESPACES, Resource
+from kf_trainer_core.testing.store.reads import StoreReads
 
 
 class Store(StoreReads):
@@ -58,46 +55,12 @@ class Store(StoreReads):
         object of that name exists, 422 when the name is missing or malformed.
         ``admission`` may rewrite or reject the object (the server's CRD validation);
         ``dry_run`` does everything but store it."""
-        # apiVersion and kind lead, as the apiserver serialises them.
-        new: JSON = {"apiVersion": res.api_version, "kind": res.kind, **json_copy(obj)}
-        meta = ensure_meta(new)
-        if res.namespaced:
-            ns = namespace or meta.get("namespace") or ""
-            if not ns:
-                raise StoreError.bad_request("the namespace of the object is required")
-            meta["namespace"] = ns
-        else:
-            meta.pop("namespace", None)
-            ns = ""
         with self.lock:
-            bucket = self._bucket(res)
-            if not meta.get("name") and meta.get("generateName"):
-                meta["name"] = self._generate_name(bucket, ns, str(meta["generateName"]))
-            name = meta.get("name")
-            if not name:
-                raise StoreError.invalid(
-                    res,
-                    "",
-                    [
-                        (
-                            "metadata.name",
-                            "FieldValueRequired",
-                            "Required value: name or generateName is required",
-                        )
-                    ],
-                )
-            self._check_name(res, str(name))
-            key = (ns, str(name))
-            if key in bucket:
-                raise StoreError.already_exists(res, str(name))
-            for system in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
-                meta.pop(system, None)
-            meta["uid"] = str(uuid.uuid4())
-            meta["creationTimestamp"] = format_timestamp()
-            if res not in NO_GENERATION:
-                meta["generation"] = 1
-            else:
-                meta.pop("generation", None)
+            new = prepare_create(
+                res, obj, namespace, lambda ns, name: (ns, name) in self._bucket(res)
+            )
+            meta = new["metadata"]
+            key = (str(meta.get("namespace") or ""), str(meta["name"]))
             if admission is not None:
                 new = admission(res, new, None, None)
             if dry_run:
@@ -106,33 +69,6 @@ class Store(StoreReads):
             self._commit(res, key, None, new, "ADDED")
         self._dispatch()
         return copy_obj(new)
-
-    @staticmethod
-    def _generate_name(bucket: dict[Key, JSON], ns: str, prefix: str) -> str:
-        for _ in range(100):
-            name = prefix + "".join(random.choices(GENERATE_CHARS, k=5))
-            if (ns, name) not in bucket:
-                return name
-        raise StoreError(500, "InternalError", "could not generate a unique name")
-
-    @staticmethod
-    def _check_name(res: Resource, name: str) -> None:
-        if len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
-            raise StoreError.invalid(
-                res,
-                name,
-                [
-                    (
-                        "metadata.name",
-                        "FieldValueInvalid",
-                        f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of '
-                        "lower case alphanumeric characters, '-' or '.', and must start and end "
-                        "with an alphanumeric character (e.g. 'example.com', regex used for "
-                        "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*"
-                        "[a-z0-9])?)*')",
-                    )
-                ],
-            )
 
     def update(
         self,
@@ -160,14 +96,8 @@ class Store(StoreReads):
             old = self._bucket(res).get(self._key(res, meta.get("namespace"), name))
             if old is None:
                 raise StoreError.not_found(res, name)
-            stale = str(meta.get("resourceVersion") or old["metadata"]["resourceVersion"])
-            if check_rv and stale != old["metadata"]["resourceVersion"]:
-                raise StoreError.conflict(
-                    res,
-                    name,
-                    "the object has been modified; please apply your changes to the "
-                    "latest version and try again",
-                )
+            if check_rv:
+                check_version(res, name, old, meta.get("resourceVersion"))
             result = self._replace(res, old, json_copy(obj), subresource, admission, dry_run)
         self._dispatch()
         return copy_obj(result)
@@ -183,45 +113,10 @@ class Store(StoreReads):
     ) -> JSON:
         """Apply the registry's update strategy and commit; caller holds the lock."""
         old_meta = old["metadata"]
-        if subresource == "status":
-            # Only status moves; everything else stays as stored.
-            merged = {k: v for k, v in old.items() if k != "status"}
-            if "status" in new:
-                merged["status"] = new["status"]
-            new = json_copy(merged)
-        else:
-            if subresource is None and res in STATUS_SUBRESOURCE:
-                new.pop("status", None)
-                if "status" in old:
-                    new["status"] = json_copy(old["status"])
-            new.setdefault("apiVersion", res.api_version)
-            new.setdefault("kind", res.kind)
-            meta = ensure_meta(new)
-            # System-owned metadata cannot be changed by clients.
-            for system in (
-                "uid",
-                "creationTimestamp",
-                "namespace",
-                "name",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "generation",
-            ):
-                if system in old_meta:
-                    meta[system] = old_meta[system]
-                else:
-                    meta.pop(system, None)
+        new = prepare_update(res, old, new, subresource)
         if admission is not None:
             new = admission(res, new, old, subresource)
-        if subresource != "status":
-            meta = new["metadata"]
-            if res not in NO_GENERATION:
-                ignore = ("metadata", "status")
-                before = {k: v for k, v in old.items() if k not in ignore}
-                after = {k: v for k, v in new.items() if k not in ignore}
-                if before != after:
-                    meta["generation"] = int(old_meta.get("generation", 1)) + 1
-        ensure_meta(new)["resourceVersion"] = old_meta["resourceVersion"]
+        new = finish_update(res, old, new, subresource)
         if new == old or dry_run:
             # No-op writes do not reach etcd: no new version, no event.
             return new
@@ -257,40 +152,7 @@ class Store(StoreReads):
             old = self._bucket(res).get(self._key(res, namespace, name))
             if old is None:
                 raise StoreError.not_found(res, name)
-            # A body of the wrong JSON type does not decode: 400, in the apiserver's words.
-            if patch_type in ("merge", "strategic") and not isinstance(patch, dict):
-                raise StoreError.bad_request(
-                    f"json: cannot unmarshal {go_json_type(patch)} into Go value of type "
-                    "map[string]interface {}"
-                )
-            if patch_type == "json" and not isinstance(patch, list):
-                raise StoreError.bad_request(
-                    f"json: cannot unmarshal {go_json_type(patch)} into Go value of type "
-                    "jsonpatch.Patch"
-                )
-            try:
-                if patch_type == "merge":
-                    new = apply_merge_patch(old, patch)
-                elif patch_type == "strategic":
-                    new = apply_strategic_merge_patch(old, patch)
-                elif patch_type == "json":
-                    new = apply_json_patch(old, patch)
-                else:
-                    raise StoreError(
-                        415, "UnsupportedMediaType", f"unsupported patch type {patch_type!r}"
-                    )
-            except ValueError as exc:
-                raise StoreError(422, "Invalid", str(exc)) from None
-            if not isinstance(new, dict):
-                raise StoreError(422, "Invalid", "the patch did not produce an object")
-            new_meta = ensure_meta(new)
-            if new_meta.get("resourceVersion") not in (None, old["metadata"]["resourceVersion"]):
-                raise StoreError.conflict(
-                    res,
-                    name,
-                    "the object has been modified; please apply your changes to the latest "
-                    "version and try again",
-                )
+            new = patched(res, name, old, patch, patch_type)
             result = self._replace(res, old, new, subresource, admission, dry_run)
         self._dispatch()
         return copy_obj(result)
@@ -369,26 +231,10 @@ class Store(StoreReads):
         ``preconditions`` (``uid``/``resourceVersion``) give 409 Conflict on mismatch.
         ``dry_run`` checks and returns the object without deleting it.
         """
-        if propagation not in ("Background", "Foreground", "Orphan"):
-            raise StoreError.bad_request(
-                f'propagationPolicy: Unsupported value: "{propagation}": supported values: '
-                '"Foreground", "Background", "Orphan"'
-            )
+        check_propagation(propagation)
         with self.lock:
             key = self._key(res, namespace, name)
-            old = self._bucket(res).get(key)
-            if old is None:
-                raise StoreError.not_found(res, name)
-            for field_name in ("uid", "resourceVersion"):
-                want = (preconditions or {}).get(field_name)
-                if want and str(want) != str(old["metadata"].get(field_name)):
-                    raise StoreError.conflict(
-                        res,
-                        name,
-                        f"Precondition failed: {field_name.capitalize()} in precondition: "
-                        f"{want}, {field_name.capitalize()} in object meta: "
-                        f"{old['metadata'].get(field_name)}",
-                    )
+            old = check_preconditions(res, name, self._bucket(res).get(key), preconditions)
             if dry_run:
                 return copy_obj(old)
             result = self._delete_locked(res, key, old, propagation)

@@ -3,44 +3,23 @@ history), pages with continue tokens, and the snapshots watches start from."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import builtins
-import json
 from typing import Any
 
-from kf_trainer_core.k8s.patch import json_copy
-from kf_trainer_core.k8s.resources import Resource
-from kf_trainer_core.k8s.selectors import FieldSelector, LabelSelector
-from kf_trainer_core.testing.store.base import StoreBase
-from kf_trainer_core.testing.store.registry import (
+from kf_trainer_core.emulation.paging import page
+from kf_trainer_core.emulation.registry import (
     JSON,
     Key,
     StoreError,
     WatchEvent,
     copy_obj,
     parse_rv,
-    sort_key,
 )
-
-
-def encode_continue(rv: int, key: tuple[str, str]) -> str:
-    """The continue token of a list at ``rv`` that stopped after object ``key``."""
-    raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": list(key)}).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_continue(token: str) -> tuple[int, tuple[str, str]]:
-    """``(rv, key)`` of a continue token; 400 when it is not one."""
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        data = json.loads(raw)
-        ns, name = data["start"]
-        return int(data["rv"]), (str(ns), str(name))
-    except (ValueError, KeyError, TypeError, binascii.Error):
-        raise StoreError.bad_request(
-            f'continue: Invalid value: "{token}": continue key is not valid'
-        ) from None
+from kf_trainer_core.emulation.watch import too_old
+from kf_trainer_core.k8s.patch import json_copy
+from kf_trainer_core.k8s.resources import Resource
+from kf_trainer_core.k8s.selectors import FieldSelector, LabelSelector
+from kf_trainer_core.testing.store.base import StoreBase
 
 
 class StoreReads(StoreBase):
@@ -94,7 +73,7 @@ class StoreReads(StoreBase):
             if target > self._rv:
                 raise self._too_large(target)
             if target < self._horizon:
-                raise StoreError.gone(f"too old resource version: {target} ({self._horizon})")
+                raise too_old(target, self._horizon)
             items = self._select(self._state_at(res, target), res, namespace, ls, fs)
             return [json_copy(o) for o in items], str(target)
 
@@ -123,16 +102,10 @@ class StoreReads(StoreBase):
                 if target > self._rv:
                     raise self._too_large(target)
                 if target < self._horizon:
-                    raise StoreError.gone(f"too old resource version: {target} ({self._horizon})")
+                    raise too_old(target, self._horizon)
                 state = self._state_at(res, target)
                 list_rv = str(target)
-            items = self._select(state, res, namespace, ls, fs)
-            if after is not None:
-                items = [o for o in items if sort_key(o) > after]
-            remaining = 0
-            if limit is not None and limit > 0 and len(items) > limit:
-                remaining = len(items) - limit
-                items = items[:limit]
+            items, remaining = page(self._select(state, res, namespace, ls, fs), after, limit)
             return [json_copy(o) for o in items], list_rv, remaining
 
     def _state_at(self, res: Resource, target: int) -> dict[Key, JSON]:
@@ -235,7 +208,7 @@ class StoreReads(StoreBase):
                 return [(WatchEvent("ADDED", res, o), None) for o in items], self._rv
             target = parse_rv(str(resource_version))
             if target < self._horizon:
-                raise StoreError.gone(f"too old resource version: {target} ({self._horizon})")
+                raise too_old(target, self._horizon)
             out: builtins.list[tuple[WatchEvent, JSON | None]] = []
             for entry in reversed(self._history):
                 if entry.rv <= target:

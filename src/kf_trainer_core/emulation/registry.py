@@ -1,17 +1,16 @@
-"""What the test server's registry knows about each resource type, and the small
-vocabulary every part of the store shares: the served resources, which have a status
-subresource or a ``metadata.generation``, watch events, admission hooks, timestamps,
-names and resourceVersions."""
+"""What the emulated registry knows about each resource type, and the small vocabulary
+both stores share: the served resources, which have a status subresource or a
+``metadata.generation``, watch events, admission hooks, timestamps, names and
+resourceVersions."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
-from kf_trainer_core.cluster.kueue import WORKLOADS
 from kf_trainer_core.k8s import resources as k8s
+from kf_trainer_core.k8s.objects import GENERATE_NAME_CHARS, now_iso
 from kf_trainer_core.k8s.patch import json_copy
 from kf_trainer_core.k8s.resources import Resource
 from kf_trainer_core.k8s.status import StatusError
@@ -27,7 +26,7 @@ StoreError = StatusError
 #: them as a real apiserver does (a reader can follow TrainJob -> JobSet -> Job -> Pod).
 JOBS = Resource("batch", "v1", "jobs", "Job")
 
-#: Every resource type the test server serves.
+#: Every resource type the test server serves (the local backend serves a subset).
 RESOURCES: tuple[Resource, ...] = (
     k8s.TRAINJOBS,
     k8s.TRAINING_RUNTIMES,
@@ -45,8 +44,12 @@ _BY_PATH: dict[tuple[str, str, str], Resource] = {
     (r.group, r.version, r.plural): r for r in RESOURCES
 }
 
-# Types whose CRD / registry enables the status subresource (the runtimes' CRDs do not).
-STATUS_SUBRESOURCE = frozenset({k8s.TRAINJOBS, k8s.JOBSETS, k8s.PODS, k8s.NAMESPACES, WORKLOADS})
+# Types whose CRD / registry enables the status subresource (the runtimes' CRDs do not),
+# by qualified name: Kueue's Workload is named here without importing its model.
+STATUS_SUBRESOURCE = frozenset(
+    {"trainjobs.trainer.kubeflow.org", "jobsets.jobset.x-k8s.io", "pods", "namespaces"}
+    | {"workloads.kueue.x-k8s.io"}
+)
 # Types without a desired state: the apiserver keeps no metadata.generation for them.
 NO_GENERATION = frozenset(
     {k8s.EVENTS, k8s.SECRETS, k8s.CONFIGMAPS, k8s.SERVICEACCOUNTS, k8s.NAMESPACES}
@@ -60,7 +63,7 @@ def resource_for(group: str, version: str, plural: str) -> Resource | None:
 
 def has_status_subresource(res: Resource) -> bool:
     """Whether writes to the main resource ignore ``status`` (status subresource enabled)."""
-    return res in STATUS_SUBRESOURCE
+    return res.qualified in STATUS_SUBRESOURCE
 
 
 class WatchEvent(NamedTuple):
@@ -86,16 +89,14 @@ def copy_obj(obj: JSON) -> JSON:
     return copied
 
 
-def format_timestamp(when: datetime | None = None) -> str:
-    """RFC 3339 UTC with seconds precision, as ``metav1.Time`` serialises."""
-    when = when or datetime.now(timezone.utc)
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+#: RFC 3339 UTC with seconds precision, as ``metav1.Time`` serialises (now, or ``when``).
+format_timestamp = now_iso
 
 
 DNS1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z"
 )
-GENERATE_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # the apiserver's alphabet (no vowels)
+GENERATE_CHARS = GENERATE_NAME_CHARS  # the apiserver's alphabet (no vowels)
 
 
 def ensure_meta(obj: JSON) -> JSON:
