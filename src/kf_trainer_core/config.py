@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,11 +31,39 @@ SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 #: Where the local and container backends keep their jobs unless ``state_dir`` says.
 STATE_DIR_ENV = "KF_TRAINER_STATE_DIR"
 DEFAULT_STATE_DIR = "~/.kf-trainer/local"
+#: A cluster-scoped object's name (RFC 1123 subdomain).
+_OBJECT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 
 def default_state_dir() -> Path:
     """``$KF_TRAINER_STATE_DIR``, else ``~/.kf-trainer/local``."""
     return Path(os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR).expanduser()
+
+
+class MultiKueueWorker(SpecModel):
+    """How the suite reaches one MultiKueue worker cluster (a value of
+    :attr:`KubernetesConfig.multikueue_workers`): a context of the manager's own
+    kubeconfig (its file, or its inline ``kubeconfig_content``), or a kubeconfig file of
+    its own. Nothing secret is held here: the credentials stay in the kubeconfig."""
+
+    _error_title: ClassVar[str] = "Invalid backend configuration"
+
+    #: A kubeconfig file for the worker (default: the manager's kubeconfig).
+    kubeconfig: str | None = None
+    #: The context to use (default: that kubeconfig's current context).
+    context: str | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> MultiKueueWorker:
+        if not self.kubeconfig and not self.context:
+            raise ValueError(
+                fix(
+                    "a worker entry names neither a kubeconfig file nor a context.",
+                    'give {"context": "<the worker\'s context>"} (of the same kubeconfig) '
+                    'or {"kubeconfig": "<path>"}.',
+                )
+            )
+        return self
 
 
 class KubernetesConfig(SpecModel):
@@ -78,6 +107,14 @@ class KubernetesConfig(SpecModel):
     #: The retention stamped on every job this backend submits whose spec has no
     #: ``Retention`` option of its own (``docs/retention.md``); ``None``: none.
     retention: Retention | None = None
+    #: MultiKueue: how the suite reaches each worker cluster, by the name of its
+    #: ``MultiKueueCluster`` on this (the manager) cluster. A worker not named here is
+    #: reached through the kubeconfig Secret its MultiKueueCluster names, where these
+    #: credentials may read it (docs/kueue.md, "MultiKueue").
+    multikueue_workers: dict[str, MultiKueueWorker] = Field(default_factory=dict)
+    #: The namespace of Kueue's own objects on the manager (the kubeconfig Secrets of
+    #: its MultiKueueClusters).
+    kueue_namespace: str = "kueue-system"
 
     @field_validator("kubeconfig_content", mode="before")
     @classmethod
@@ -94,6 +131,75 @@ class KubernetesConfig(SpecModel):
         if v is not None:
             _kubeconfig_mapping(v.get_secret_value(), "")
         return v
+
+    @field_validator("multikueue_workers", mode="before")
+    @classmethod
+    def _workers(cls, v: Any) -> Any:
+        # A form or a connection's extra gives JSON text; a context alone is a string.
+        if isinstance(v, str):
+            if not v.strip():
+                return {}
+            try:
+                v = json.loads(v)
+            except ValueError:
+                raise ValueError(
+                    fix(
+                        f"{shown(v)} is not JSON.",
+                        'write an object, e.g. {"worker1": {"context": "worker1"}}.',
+                    )
+                ) from None
+        if isinstance(v, dict):
+            return {k: {"context": w} if isinstance(w, str) else w for k, w in v.items()}
+        return v
+
+    @field_validator("multikueue_workers")
+    @classmethod
+    def _worker_names(cls, v: dict[str, MultiKueueWorker]) -> dict[str, MultiKueueWorker]:
+        for name in v:
+            if not (0 < len(name) <= 253 and _OBJECT_NAME.match(name)):
+                raise ValueError(
+                    fix(
+                        f"{shown(name)} is not a MultiKueueCluster name.",
+                        "use the names `kubectl get multikueueclusters` shows on the manager.",
+                    )
+                )
+        return v
+
+    @field_validator("kueue_namespace")
+    @classmethod
+    def _kueue_namespace(cls, v: str) -> str:
+        checks.refuse_problem(v, checks.namespace_problem)
+        return v
+
+    def worker_config(
+        self, cluster: str, kubeconfig_content: str | None = None
+    ) -> KubernetesConfig:
+        """The configuration that reaches MultiKueue worker ``cluster``: its entry of
+        :attr:`multikueue_workers`, else ``kubeconfig_content`` (the document of its
+        MultiKueueCluster's Secret). The timeouts and namespace are this config's."""
+        tuning = {
+            k: getattr(self, k)
+            for k in (
+                "namespace",
+                "verify_ssl",
+                "watch_timeout",
+                "poll_interval",
+                "request_timeout",
+                "list_page_size",
+            )
+        }
+        entry = self.multikueue_workers.get(cluster)
+        if entry is not None:
+            if entry.kubeconfig:
+                access: dict[str, Any] = {"kubeconfig": entry.kubeconfig}
+            elif self.kubeconfig_content is not None:
+                access = {"kubeconfig_content": self.kubeconfig_content}
+            else:
+                access = {"kubeconfig": self.kubeconfig} if self.kubeconfig else {}
+            return KubernetesConfig(**tuning, **access, context=entry.context)
+        if kubeconfig_content is None:
+            raise ValueError(f"no way to reach MultiKueue worker {shown(cluster)}")
+        return KubernetesConfig(**tuning, kubeconfig_content=SecretStr(kubeconfig_content))
 
     @field_validator("namespace", "host")
     @classmethod

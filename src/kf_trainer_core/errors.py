@@ -50,6 +50,7 @@ from kf_trainer_core.base.errors import (
     TrainJobNotFoundError,
     UserCodeFailure,
     WaitInterrupted,
+    WorkerUnreachableError,
     join_problems,
 )
 from kf_trainer_core.base.lazy import lazy_names
@@ -117,6 +118,7 @@ __all__ = [
     "TrainJobUserCodeError",
     "UserCodeFailure",
     "WaitInterrupted",
+    "WorkerUnreachableError",
     "failed_error",
     "failure_class_of",
     "join_problems",

@@ -115,6 +115,8 @@ def markdown(
         facts.append(("Duration", f"{out.duration_seconds:.1f} s"))
     if out.cost_text():
         facts.append(("Cost", out.cost_text()))
+    if out.worker is not None:
+        facts.append(("Runs on", out.worker.line()))  # MultiKueue: its worker cluster
     uri = model_uri(out.result)
     if uri:
         facts.append(("Model", uri))

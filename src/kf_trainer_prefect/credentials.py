@@ -127,6 +127,18 @@ outputs = run_trainjob(spec, credentials=credentials)
         'submit (a spec\'s own Retention wins), e.g. {"after_finished_seconds": 86400} or '
         '{"keep_last": 3}; prune deletes them then (docs/retention.md).',
     )
+    multikueue_workers: dict[str, Any] | None = Field(
+        default=None,
+        description="MultiKueue: how to reach each worker cluster, by its MultiKueueCluster "
+        'name on the manager, e.g. {"worker1": {"context": "worker1"}} (a context of this '
+        'kubeconfig) or {"worker1": {"kubeconfig": "/path"}}; a worker not named here is '
+        "reached through its MultiKueueCluster's kubeconfig Secret (docs/kueue.md).",
+    )
+    kueue_namespace: str | None = Field(
+        default=None,
+        description="MultiKueue: the manager's Kueue namespace, where its MultiKueueClusters' "
+        "kubeconfig Secrets are (default: kueue-system).",
+    )
     dashboard_url: str | None = Field(
         default=None,
         description="Link to a job in a dashboard, with `{namespace}` and `{name}` "

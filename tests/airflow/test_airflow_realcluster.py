@@ -12,8 +12,9 @@ import pytest
 from dagtest import CONN_ENV, connection_json, run_dag
 
 from kf_trainer_core.testing.control_plane import ControlPlane
+from kf_trainer_core.testing.control_plane.multikueue import MultiKueuePair
 
-pytestmark = [pytest.mark.control_plane, pytest.mark.usefixtures("airflow_db", "real_conn")]
+pytestmark = [pytest.mark.control_plane, pytest.mark.usefixtures("airflow_db")]
 
 
 @pytest.fixture
@@ -25,6 +26,7 @@ def real_conn(
     return control_plane_kubeconfig
 
 
+@pytest.mark.usefixtures("real_conn")
 def test_operator_deferred_on_the_real_controllers(control_plane_namespace: str) -> None:
     run = run_dag("kf_real_deferred")
     assert run.state == "success"
@@ -41,6 +43,7 @@ def test_operator_deferred_on_the_real_controllers(control_plane_namespace: str)
     assert log_less["result_missing"]["failure_class"] == "infrastructure"
 
 
+@pytest.mark.usefixtures("real_conn")
 def test_decorated_task_says_why_its_value_is_missing(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
@@ -52,3 +55,26 @@ def test_decorated_task_says_why_its_value_is_missing(
     assert "TrainJobResultUnreachableError" in said
     assert "succeeded, but its result cannot be read" in said
     assert "connection refused" in said
+
+
+def test_operator_follows_a_multikueue_job_to_its_worker(
+    multikueue: MultiKueuePair, multikueue_namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The worker by the connection's mapping (the adapter passes it through).
+    monkeypatch.setenv(
+        CONN_ENV,
+        connection_json(
+            kubeconfig_path=str(multikueue.manager.kubeconfig),
+            namespace=multikueue_namespace,
+            multikueue_workers={
+                multikueue.cluster: {"kubeconfig": str(multikueue.worker.kubeconfig)}
+            },
+        ),
+    )
+    run = run_dag("kf_real_multikueue")
+    assert run.state == "success"
+    out = run.xcom("train")
+    assert out["status"] == "Complete"
+    assert out["result"] == {"double": 42}
+    assert out["worker"]["name"] == multikueue.cluster
+    assert out["worker"]["reachable"] is True

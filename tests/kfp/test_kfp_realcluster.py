@@ -11,9 +11,16 @@ from typing import Any
 
 import pytest
 
-from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
+from kf_trainer_core.spec import (
+    MANAGED_BY_MULTIKUEUE,
+    CustomTrainer,
+    ManagedBy,
+    QueueName,
+    TrainJobSpec,
+)
 from kf_trainer_core.testing import kwok
 from kf_trainer_core.testing.control_plane import ControlPlane
+from kf_trainer_core.testing.control_plane.multikueue import MultiKueuePair
 from kf_trainer_kfp import ComponentImage, trainjob_launcher
 
 pytestmark = pytest.mark.control_plane
@@ -60,3 +67,32 @@ def test_launcher_on_the_real_controllers(
     assert "failure class: infrastructure; exiting with code 75" in out
     summaries = [p.read_text() for p in local_kfp.rglob("launch-trainjob/summary")]
     assert any("Unavailable:" in text for text in summaries)
+
+
+def test_launcher_follows_a_multikueue_job_to_its_worker(
+    local_kfp: Path, multikueue: MultiKueuePair, multikueue_namespace: str
+) -> None:
+    # The worker by the component's backend configuration (its mapping).
+    backend = {
+        "kubeconfig": str(multikueue.manager.kubeconfig),
+        "namespace": multikueue_namespace,
+        "multikueue_workers": {
+            multikueue.cluster: {"kubeconfig": str(multikueue.worker.kubeconfig)}
+        },
+    }
+    launch = trainjob_launcher(backend_config=backend, component_image=HERE)
+    pods = {kwok.TERMINATION_MESSAGE: json.dumps({"loss": 0.5}), kwok.DURATION: "3s"}
+    mk = TrainJobSpec(
+        runtime="torch-distributed",
+        trainer=CustomTrainer(FIT, num_nodes=2, resources_per_node={"cpu": "1"}),
+        options=[
+            QueueName(multikueue.queue),
+            ManagedBy(MANAGED_BY_MULTIKUEUE),
+            kwok.node_annotations(pods),
+        ],
+    )
+    task = launch(spec=mk, pipeline_run_id="run-mk", pipeline_task_name="train-mk")
+    assert task.outputs["status"] == "Complete"
+    assert json.loads(task.outputs["result_json"]) == {"loss": 0.5}
+    summaries = [p.read_text() for p in local_kfp.rglob("launch-trainjob/summary")]
+    assert any(f"| Runs on | {multikueue.cluster} (MultiKueue worker) |" in s for s in summaries)

@@ -17,9 +17,16 @@ from train_functions import train_linear
 from kf_trainer_core.cluster.outputs import JobOutputs
 from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.errors import TrainJobResultUnreachableError
-from kf_trainer_core.spec import CustomTrainer, TrainJobSpec
+from kf_trainer_core.spec import (
+    MANAGED_BY_MULTIKUEUE,
+    CustomTrainer,
+    ManagedBy,
+    QueueName,
+    TrainJobSpec,
+)
 from kf_trainer_core.testing import kwok
 from kf_trainer_core.testing.control_plane import ControlPlane
+from kf_trainer_core.testing.control_plane.multikueue import MultiKueuePair
 from kf_trainer_prefect import KubeflowTrainerCredentials, run_trainjob, trainjob_task
 
 pytestmark = [pytest.mark.control_plane, pytest.mark.usefixtures("prefect_server")]
@@ -86,3 +93,33 @@ def test_trainjob_task_returns_the_value_or_says_why_not(
     assert state.is_failed()
     with pytest.raises(TrainJobResultUnreachableError, match="connection refused"):
         state.result()
+
+
+def test_run_trainjob_follows_a_multikueue_job_to_its_worker(
+    multikueue: MultiKueuePair, multikueue_namespace: str
+) -> None:
+    # The worker through its MultiKueueCluster's Secret (no mapping in the block).
+    creds = KubeflowTrainerCredentials(
+        kubeconfig=str(multikueue.manager.kubeconfig), namespace=multikueue_namespace
+    )
+    pods = {kwok.TERMINATION_MESSAGE: json.dumps(RESULT), kwok.DURATION: "3s"}
+    mk = TrainJobSpec(
+        runtime="torch-distributed",
+        trainer=CustomTrainer(train_linear, num_nodes=2, resources_per_node={"cpu": "1"}),
+        options=[
+            QueueName(multikueue.queue),
+            ManagedBy(MANAGED_BY_MULTIKUEUE),
+            kwok.node_annotations(pods),
+        ],
+    )
+
+    @flow
+    def train() -> JobOutputs:
+        return run_trainjob(mk, creds)
+
+    out = train()
+    assert out.status is JobState.COMPLETE
+    assert out.result == RESULT
+    assert out.worker is not None
+    assert out.worker.name == multikueue.cluster
+    assert out.worker.reachable

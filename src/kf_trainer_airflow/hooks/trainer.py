@@ -58,6 +58,9 @@ _TUNING = {
     "use_venv",
     "on_missing_resources",
     "retention",
+    # MultiKueue (docs/kueue.md): {"<MultiKueueCluster>": {"context": ...}} as JSON.
+    "multikueue_workers",
+    "kueue_namespace",
 }
 # The cncf-kubernetes names, accepted in our connections too: people copy them over.
 _ALIASES = {

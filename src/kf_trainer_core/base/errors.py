@@ -228,6 +228,13 @@ class DeleteRefusedError(ConfigurationFailure):
         self.restored = restored
 
 
+class WorkerUnreachableError(ConfigurationFailure):
+    """A MultiKueue job's worker cluster cannot be reached from here, so what only it
+    holds (the job's pods and their logs) cannot be read; the message names the worker,
+    why, and the fix (a ``multikueue_workers`` entry, or RBAC to grant). It never
+    quotes the worker's credentials."""
+
+
 class StateDirNotFoundError(TrainJobNotFoundError, ConfigurationFailure):
     """A read on the local (or container) backend named a state directory that holds
     no jobs: it does not exist, or no job was ever submitted with it. Reading never

@@ -180,6 +180,8 @@ def get_job(ctx: click.Context, name: str, output: str) -> None:
         lines.append(("Progress", "; ".join(job.progress_summary()) or "-"))
     if job.queue is not None:
         lines.append(("Queue", job.queue.line()))
+    if job.worker is not None:
+        lines.append(("Runs on", job.worker.line()))
     if outputs is not None and outputs.cost_text():
         lines.append(("Cost", outputs.cost_text()))
     key_values(lines)

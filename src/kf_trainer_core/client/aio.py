@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import (
     AsyncIterator,
@@ -18,7 +17,7 @@ from typing import Any, Literal, TypeVar
 
 from typing_extensions import Unpack
 
-from kf_trainer_core.base.aio import TaskScope, deadline
+from kf_trainer_core.base.aio import TaskScope
 from kf_trainer_core.client.base import (
     Identity,
     Operations,
@@ -56,6 +55,7 @@ from kf_trainer_core.programs.wait import (
     JobWait,
     WaitGoal,
     job_emitter,
+    judged,
 )
 from kf_trainer_core.spec import TrainJobSpec
 from kf_trainer_core.spec.checkpoint_storage import (
@@ -187,16 +187,22 @@ class AsyncTrainerClient(Operations):
         With ``log_progress``, a job that reports in its log on a cluster without a
         status server gets its progress from there."""
         api = await self._api()
-        return await get_job(
-            api, self.namespace, name, kueue=self._kueue(), log_progress=log_progress
+        obj = await get_object(api, self.namespace, name)
+        reader, where = await self._placed(api, obj)  # a MultiKueue job: its worker
+        obj = await self._as_run(reader, obj, where)
+        job = await get_job(
+            reader, self.namespace, name, obj, kueue=self._kueue(), log_progress=log_progress
         )
+        return self._shown_on(job, where)
 
     async def get_job_events(self, name: str) -> list[Event]:
         """Events of the job, its JobSet, Jobs and pods; :class:`TrainJobNotFoundError`
         for a job that does not exist (never an empty list that looks like a quiet job)."""
         api = await self._api()
         obj = await get_object(api, self.namespace, name)
-        return await get_events(api, self.namespace, name, obj=obj)
+        reader, _ = await self._placed(api, obj)
+        events = await get_events(reader, self.namespace, name, obj=obj)
+        return await self._with_manager_events(api, reader, obj, events)
 
     async def get_job_outputs(self, name: str) -> JobOutputs:
         """Status, steps, metrics and the function's return value (``result_missing``
@@ -204,13 +210,17 @@ class AsyncTrainerClient(Operations):
         it)."""
         api = await self._api()
         obj = await get_object(api, self.namespace, name)
-        done = await outputs_of(api, self.namespace, obj, kueue=self._kueue())
+        reader, where = await self._placed(api, obj)
+        done = self._outcome_on(
+            await outputs_of(reader, self.namespace, obj, kueue=self._kueue()), where
+        )
         return outputs(done.job, done.result, done.missing)
 
     async def explain_failure(self, name: str) -> Failure:
         """Why a job failed (or is stuck): its Failed condition, failing step and pod,
         container reason and exit code, warning events and its last log lines."""
-        return await explain(await self._api(), self.namespace, name, kueue=self._kueue())
+        reader = await self._reader(name)
+        return await explain(reader, self.namespace, name, kueue=self._kueue())
 
     def get_job_logs(
         self,
@@ -237,7 +247,7 @@ class AsyncTrainerClient(Operations):
     async def _log_lines(
         self, name: str, step: str, follow: bool, tail: int | None, raw: bool
     ) -> AsyncIterator[str]:
-        api = await self._api()
+        api = await self._reader(name, follow=follow)
         if follow:
             async for line in follow_logs(
                 api, self.namespace, name, step, tail=tail or 1000, raw=raw
@@ -360,32 +370,19 @@ class AsyncTrainerClient(Operations):
         api = await self._api()
         tracker = self._tracker()
         emit, log_every = job_emitter(callbacks, on_progress, log_progress_interval)
+        args: dict[str, Any] = {
+            "polling_interval": polling_interval,
+            "log_every": log_every,
+            "sink": emit,
+            "explain_restarts": emit is not None,
+        }
+        started = time.monotonic()
         with self._subscriptions(name) as (jobs, events, waker):
-            wait = JobWait(
-                api,
-                self.namespace,
-                goal,
-                jobs,
-                events,
-                waker,
-                polling_interval=polling_interval,
-                tracker=tracker,
-                log_every=log_every,
-                sink=emit,
-                explain_restarts=emit is not None,
-            )
-            try:
-                async with deadline(timeout):
-                    while True:
-                        await wait.read()
-                        if (verdict := await wait.look()) is not None:
-                            break
-                        await waker.wait(None)
-                obj = wait.obj or {}
-            except (TimeoutError, asyncio.TimeoutError):
-                verdict, obj = wait.timed_out()
-            finally:
-                wait.alarms.cancel()
+            wait = JobWait(api, self.namespace, goal, jobs, events, waker, tracker=tracker, **args)
+            verdict, obj = await judged(wait, timeout, self._handoff())
+        if verdict.kind == "handoff" or self._dispatched(obj):  # MultiKueue: on a worker
+            done = self._follow_worker(api, goal, obj, tracker, args, timeout, verdict, started)
+            return await done
         queue = tracker.status if tracker else None
         return await self._conclude(api, goal, verdict, obj, timeout=timeout, queue=queue)
 
@@ -463,7 +460,8 @@ class AsyncTrainerClient(Operations):
     async def _pump_log(self, name: str, step: str, tail: int, sink: Callable[[str], None]) -> None:
         """Follow a step's log into ``sink``; logs are a courtesy: never fail for them."""
         try:
-            async for line in follow_logs(await self._api(), self.namespace, name, step, tail=tail):
+            reader = await self._reader(name, follow=True)
+            async for line in follow_logs(reader, self.namespace, name, step, tail=tail):
                 sink(line)
         except Exception as exc:
             sink(f"[kf-trainer] log stream ended: {exc}")

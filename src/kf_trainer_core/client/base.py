@@ -15,6 +15,7 @@ from typing import Any
 from kf_trainer_core.base.errors import WaitInterrupted
 from kf_trainer_core.base.hints import command, keeps_running
 from kf_trainer_core.base.quoting import shown
+from kf_trainer_core.client.multikueue import Placement
 from kf_trainer_core.cluster.kueue import KueueProbe, QueueStatus, QueueTracker, probe_for
 from kf_trainer_core.cluster.status import CREATION_FAILED_REASON, job_state
 from kf_trainer_core.config import KubernetesConfig, LocalConfig, parse_backend
@@ -173,7 +174,7 @@ class ClientBase:
         )
 
 
-class Operations(ClientBase):
+class Operations(Placement, ClientBase):
     """What the operations of :class:`~kf_trainer_core.client.AsyncTrainerClient` share:
     the connection (:meth:`_api`), the runtime cache, the shared informers, the end of a
     wait, the builder. Its constructor is :class:`ClientBase`'s: what it adds starts
@@ -215,6 +216,7 @@ class Operations(ClientBase):
         return self._connection
 
     async def _disconnect(self) -> None:
+        await self._close_workers()  # MultiKueue workers' connections go with it
         self._connecting = None
         if self._connection is not None:
             api, self._connection = self._connection, None

@@ -17,6 +17,7 @@ from kf_trainer_core.base.timeutil import duration_text
 
 if TYPE_CHECKING:
     from kf_trainer_core.cluster.kueue import QueueStatus
+    from kf_trainer_core.cluster.multikueue import WorkerCluster
     from kf_trainer_core.cluster.outputs import JobOutputs
     from kf_trainer_core.cluster.status import Failure, TrainJob
     from kf_trainer_core.cluster.waiting import Waiting
@@ -42,6 +43,9 @@ def progress_description(job: TrainJob) -> str:
     head = f"TrainJob {job.namespace}/{job.name}: {state}"
     # A job queued by Kueue says where it waits and why.
     queue = job.queue.summary() if job.queue is not None and job.queue.waiting else []
+    # A MultiKueue job says which worker cluster runs it.
+    if job.worker is not None and job.worker.name is not None:
+        queue.append(f"on {untrusted.markdown(job.worker.line())}")
     # Displays render it as markdown (Prefect's progress artifact): the job's own words
     # are escaped.
     reported = [untrusted.markdown(part) for part in job.progress_summary()]
@@ -131,6 +135,7 @@ def summary_markdown(
     cost: str | None = None,
     waiting: Waiting | None = None,
     fix: str | None = None,
+    worker: WorkerCluster | None = None,
 ) -> str:
     """The markdown summary of a job: name, namespace, runtime, state, duration (and
     what it cost), steps, metrics, result, its Kueue queue, what holds an unfinished
@@ -159,6 +164,8 @@ def summary_markdown(
         lines.append(f"- **Result:** {_code(text)}")
     if queue is not None:
         lines.append(f"- **Queue:** {_code(queue.line())}")
+    if worker is not None:
+        lines.append(f"- **Runs on:** {_code(worker.line())}")
     if link:
         lines.append(f"- **Dashboard:** [{name}]({link})")
     if waiting is not None:
@@ -207,6 +214,7 @@ def outputs_summary(outputs: JobOutputs, *, link: str | None = None) -> str:
         failure=outputs.failure,
         link=link,
         queue=outputs.queue,
+        worker=outputs.worker,
         cost=outputs.cost_text(),
         note=(
             f"Result unavailable: {outputs.result_missing.message}"

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kf_trainer_core.base import untrusted
 from kf_trainer_core.base.timeutil import duration_text, now, parse_time
+from kf_trainer_core.cluster.multikueue import worker_name
 from kf_trainer_core.k8s.api import Api
 from kf_trainer_core.k8s.calls import Get, GetPath, ListObjects
 from kf_trainer_core.k8s.errors import ApiError
@@ -142,6 +143,9 @@ class QueueStatus(_Out):
     queued_seconds: float | None = None
     #: Seconds since admission (until the Workload finished).
     admitted_seconds: float | None = None
+    #: MultiKueue: the worker cluster the Workload was admitted on
+    #: (``status.clusterName``); ``None`` elsewhere.
+    worker: str | None = None
 
     @property
     def waiting(self) -> bool:
@@ -410,6 +414,7 @@ def queue_status(
         admitted_at=admitted_at,
         queued_seconds=max(0.0, queued) if queued is not None else None,
         admitted_seconds=max(0.0, running) if running is not None else None,
+        worker=worker_name(workload),
     )
 
 
@@ -635,7 +640,12 @@ class QueueTracker:
             return False
         before = self.status.summary()[1:] if self.status else None
         before_head = (
-            (self.status.admitted, self.status.position, self.status.cluster_queue)
+            (
+                self.status.admitted,
+                self.status.position,
+                self.status.cluster_queue,
+                self.status.worker,
+            )
             if self.status
             else None
         )
@@ -644,7 +654,7 @@ class QueueTracker:
             self._unexplained_since = None
         elif self._unexplained_since is None:
             self._unexplained_since = time.monotonic()
-        after_head = (found.admitted, found.position, found.cluster_queue)
+        after_head = (found.admitted, found.position, found.cluster_queue, found.worker)
         return before != found.summary()[1:] or before_head != after_head
 
     def wake_in(self, obj: Mapping[str, Any] | None) -> float | None:

@@ -13,6 +13,7 @@ from kf_trainer_core.base.timeutil import duration_text
 from kf_trainer_core.cluster.cost import job_cost
 from kf_trainer_core.cluster.errors import result_unavailable_error
 from kf_trainer_core.cluster.kueue import QueueStatus
+from kf_trainer_core.cluster.multikueue import WorkerCluster
 from kf_trainer_core.cluster.results import ResultMissing, carried
 from kf_trainer_core.cluster.status import (
     Failure,
@@ -42,6 +43,8 @@ class JobOutputs(_Out):
     failure: Failure | None = None
     #: The job's Kueue queue status when it was queued by Kueue.
     queue: QueueStatus | None = None
+    #: MultiKueue: the worker cluster that ran the job.
+    worker: WorkerCluster | None = None
     #: Of the wall time: waiting to start (queued, suspended, scheduling, pulling
     #: images) and running (from the first container's start to completion).
     pending_seconds: float | None = None
@@ -111,6 +114,7 @@ def outputs(job: TrainJob, result: Any, missing: ResultMissing | None = None) ->
         duration_seconds=cost.wall_seconds if job.completion_timestamp else None,
         failure=job.failure,
         queue=job.queue,
+        worker=job.worker,
         pending_seconds=cost.pending_seconds,
         running_seconds=cost.running_seconds,
         gpu_hours=cost.gpu_hours,

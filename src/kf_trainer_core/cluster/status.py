@@ -32,6 +32,7 @@ from kf_trainer_core.base.timeutil import duration_text
 from kf_trainer_core.cluster import distributed
 from kf_trainer_core.cluster.failures import classify
 from kf_trainer_core.cluster.kueue import QueueStatus
+from kf_trainer_core.cluster.multikueue import WorkerCluster, dispatched
 from kf_trainer_core.cluster.waiting import Waiting
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.resources import (
@@ -267,6 +268,9 @@ class TrainJob(_Out):
     #: Why the unfinished job restarts or cannot start, where its pods were read
     #: (:mod:`kf_trainer_core.cluster.waiting`); ``None``: nothing holds it up.
     waiting: Waiting | None = None
+    #: MultiKueue: the worker cluster that runs the job (its steps, logs, events and
+    #: result come from there); ``None`` for a job its own cluster runs.
+    worker: WorkerCluster | None = None
 
     @property
     def display_status(self) -> str:
@@ -308,6 +312,11 @@ def job_state(obj: Mapping[str, Any]) -> JobState:
         return JobState.COMPLETE
     # Suspended=False (reason Resumed) stays in the list after a resume: only True counts.
     if condition_true(obj, "Suspended"):
+        return JobState.SUSPENDED
+    if dispatched(obj) and (obj.get("spec") or {}).get("suspend"):
+        # MultiKueue's job on the manager: no Trainer writes its conditions there, and
+        # the status copied from a worker stays as it was when Kueue evicts the job
+        # (the worker's copy removed, this one suspended until dispatched again).
         return JobState.SUSPENDED
     jobs = (obj.get("status") or {}).get("jobsStatus") or []
     # A Job counts pending pods as `active`; only `ready` pods are running. Finished

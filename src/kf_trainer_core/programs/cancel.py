@@ -9,11 +9,19 @@ from typing import Any
 from kf_trainer_core.base import untrusted
 from kf_trainer_core.base.errors import DeleteRefusedError, TrainJobNotFoundError
 from kf_trainer_core.base.quoting import shown
-from kf_trainer_core.cluster.kueue import KueueProbe, lookup, queue_name
+from kf_trainer_core.cluster.kueue import (
+    JOB_UID_LABEL,
+    WORKLOADS,
+    KueueProbe,
+    lookup,
+    owned_workload,
+    queue_name,
+)
+from kf_trainer_core.cluster.multikueue import dispatched
 from kf_trainer_core.cluster.status import TrainJob, to_trainjob
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.api import Api
-from kf_trainer_core.k8s.calls import Delete, Get, Patch
+from kf_trainer_core.k8s.calls import Delete, Get, ListObjects, Patch
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.paging import list_all
 from kf_trainer_core.k8s.resources import JOBSETS, TRAINJOBS
@@ -295,8 +303,12 @@ def _owned_by(obj: object, uid: str) -> bool:
 
 
 async def set_suspended(api: Api, namespace: str, name: str, suspended: bool) -> TrainJob:
-    """Suspend (pods are removed, the job kept) or resume a job."""
+    """Suspend (pods are removed, the job kept) or resume a job. A job MultiKueue
+    dispatches is suspended and resumed through its Workload (:func:`_set_active`)."""
     names.require_job_name(name)
+    through_kueue = await _set_active(api, namespace, name, not suspended)
+    if through_kueue is not None:
+        return through_kueue
     try:
         obj = await api(Patch(TRAINJOBS, namespace, name, {"spec": {"suspend": suspended}}))
     except ApiError as err:
@@ -304,6 +316,33 @@ async def set_suspended(api: Api, namespace: str, name: str, suspended: bool) ->
             raise TrainJobNotFoundError(f"TrainJob {namespace}/{name} not found.") from None
         raise
     return to_trainjob(obj)
+
+
+async def _set_active(api: Api, namespace: str, name: str, active: bool) -> TrainJob | None:
+    """Suspend (``active`` false) or resume a job MultiKueue dispatches, the Kueue way:
+    its Workload's ``spec.active``. Kueue undoes a ``spec.suspend`` set on the manager
+    while the Workload is admitted, and the worker's copy runs on; a deactivated
+    Workload is evicted — the worker's copy removed, the manager's job suspended — and
+    is dispatched again once active. ``None`` for any other job (and for one whose
+    Workload Kueue has not made yet), which ``spec.suspend`` stops as before."""
+    obj = await get_object(api, namespace, name)
+    if not dispatched(obj):
+        return None
+    uid = (obj.get("metadata") or {}).get("uid")
+    try:
+        listing = await api(
+            ListObjects(WORKLOADS, namespace, label_selector=f"{JOB_UID_LABEL}={uid}")
+        )
+    except ApiError as err:
+        if err.not_found:
+            return None
+        raise
+    workload = owned_workload(listing.get("items") or [], str(uid) if uid else None)
+    if workload is None:
+        return None
+    wl_name = str((workload.get("metadata") or {}).get("name"))
+    await api(Patch(WORKLOADS, namespace, wl_name, {"spec": {"active": active}}))
+    return to_trainjob(await get_object(api, namespace, name))
 
 
 async def resume(api: Api, namespace: str, name: str, kueue: KueueProbe | None = None) -> TrainJob:
@@ -315,6 +354,8 @@ async def resume(api: Api, namespace: str, name: str, kueue: KueueProbe | None =
     names.require_job_name(name)
     if kueue is not None:
         obj = await get_object(api, namespace, name)
+        if dispatched(obj):
+            return await set_suspended(api, namespace, name, False)  # its Workload
         if queue_name(obj) is not None and (obj.get("spec") or {}).get("suspend"):
             queue = await lookup(api, namespace, obj, kueue, positions=False)
             if queue is not None and queue.workload is not None and queue.waiting:

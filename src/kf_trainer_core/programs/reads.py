@@ -176,12 +176,16 @@ async def get_object(api: Api, namespace: str, name: str) -> dict[str, Any]:
     except ApiError as err:
         if not err.not_found:
             raise
-        if await namespace_missing(api, namespace):
-            raise missing_namespace_error(
-                namespace, f"TrainJob {namespace}/{name} not found"
-            ) from None
-        raise TrainJobNotFoundError(f"TrainJob {namespace}/{name} not found.") from None
+        raise await job_not_found(api, namespace, name) from None
     return obj
+
+
+async def job_not_found(api: Api, namespace: str, name: str) -> Exception:
+    """The error for a TrainJob the API server does not have: the namespace named when
+    it is the namespace that is missing."""
+    if await namespace_missing(api, namespace):
+        return missing_namespace_error(namespace, f"TrainJob {namespace}/{name} not found")
+    return TrainJobNotFoundError(f"TrainJob {namespace}/{name} not found.")
 
 
 async def list_jobs(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from kf_trainer_core.base.aio import deadline
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.base.timeutil import parse_time
 from kf_trainer_core.cluster.events import event_last_seen, refused_pods
@@ -37,18 +38,20 @@ from kf_trainer_core.errors import (
     TrainJobCreationFailedError,
     TrainJobDeletedError,
     TrainJobNotAdmissibleError,
-    TrainJobNotFoundError,
     TrainJobTimeoutError,
     failed_error,
 )
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.api import Api
+from kf_trainer_core.k8s.calls import Get
+from kf_trainer_core.k8s.errors import ApiError
+from kf_trainer_core.k8s.resources import TRAINJOBS
 from kf_trainer_core.programs.logs import with_log_progress
 from kf_trainer_core.programs.outcome import Outcome, explain_failure, outputs_of
 from kf_trainer_core.programs.reads import (
     explained,
     get_events,
-    get_object,
+    job_not_found,
     job_pods,
     jobset_limits,
 )
@@ -122,6 +125,7 @@ class Verdict:
         "admission-timeout",
         "never-admissible",
         "timeout",
+        "handoff",
     ]
     state: JobState | None = None
     message: str = ""
@@ -235,6 +239,34 @@ def never_admitted(queue: QueueStatus) -> Failure:
     )
 
 
+async def judged(
+    wait: JobWait,
+    timeout: float | None,
+    handoff: Callable[[Mapping[str, Any], QueueStatus | None], bool] | None = None,
+) -> tuple[Verdict, dict[str, Any]]:
+    """The wait itself: a deadline around — read the job, look at it, sleep on the
+    waker until the informers have news or an alarm of the wait rings — ending in the
+    verdict and the job as last read (:meth:`JobWait.timed_out` when the deadline
+    passes). ``handoff`` ends it with the verdict ``handoff`` when it holds for the job
+    and its queue status (a MultiKueue job admitted on a worker: the caller follows it
+    there)."""
+    tracker = wait.tracker
+    try:
+        async with deadline(timeout):
+            while True:
+                await wait.read()
+                if (verdict := await wait.look()) is not None:
+                    return verdict, wait.obj or {}
+                queue = tracker.status if tracker else None
+                if handoff is not None and wait.obj is not None and handoff(wait.obj, queue):
+                    return Verdict("handoff", job_state(wait.obj)), wait.obj
+                await wait.waker.wait(None)
+    except (TimeoutError, asyncio.TimeoutError):
+        return wait.timed_out()
+    finally:
+        wait.alarms.cancel()
+
+
 class _Alarms:
     """Named alarms that wake one waker: setting one replaces the one of that name."""
 
@@ -258,9 +290,9 @@ class _Alarms:
 
 
 class JobWait:
-    """One wait's state between looks. Its caller runs the wait — a deadline around:
-    :meth:`read`, :meth:`look`, sleep on the ``waker`` — and takes :meth:`timed_out` when
-    the deadline passes; this class reads and judges.
+    """One wait's state between looks. :func:`judged` runs the wait — a deadline
+    around: :meth:`read`, :meth:`look`, sleep on the ``waker`` — and takes
+    :meth:`timed_out` when the deadline passes; this class reads and judges.
 
     The informers wake the waker with news, and each concern that needs a look at a
     later time sets an alarm that wakes it then (:class:`_Alarms`): the goal's startup
@@ -299,7 +331,7 @@ class JobWait:
         self.polling_interval = polling_interval
         self.log_every, self.sink = log_every, sink
         self.holdups = _Holdups(api, namespace, goal.name, explain_restarts)
-        self.alarms = _Alarms(waker)
+        self.waker, self.alarms = waker, _Alarms(waker)
         self.start = time.monotonic()
         self.obj: dict[str, Any] | None = None
         self.seen = False  # the job was observed at all
@@ -370,11 +402,15 @@ class JobWait:
             if self.fetched_at is not None and now - self.fetched_at < self.polling_interval:
                 return
             self.fetched_at = now
+        # The read by name is made here, not through reads.get_object: a wait's path
+        # to the wire stays short enough to read in a traceback (docs/architecture.md).
         try:
-            self.obj = await get_object(self.api, self.namespace, self.goal.name)
-        except TrainJobNotFoundError:
-            if not self.seen:  # before any sighting, a 404 is an error, not a deletion
+            self.obj = await self.api(Get(TRAINJOBS, self.namespace, self.goal.name))
+        except ApiError as err:
+            if not err.not_found:
                 raise
+            if not self.seen:  # before any sighting, a 404 is an error, not a deletion
+                raise await job_not_found(self.api, self.namespace, self.goal.name) from None
             self.obj = None
         if self.obj is not None and not jobs.unavailable:
             # A job outside the shared informer's selector (not made by this suite)

@@ -50,6 +50,9 @@ KUBERNETES_FIELDS = (
     "token",
     "ca_cert",
     "ca_cert_data",
+    # MultiKueue: how the suite reaches the worker clusters (docs/kueue.md).
+    "multikueue_workers",
+    "kueue_namespace",
 )
 #: How the client talks to a cluster (each has a default).
 KUBERNETES_TUNING = ("verify_ssl", "watch_timeout", "poll_interval", "request_timeout")

@@ -34,12 +34,14 @@ from pathlib import Path
 import pytest
 
 from kf_trainer_core.testing.control_plane import (
+    ATTACH_ENV,
     CONTROL_PLANE_ENV,
     KUEUE_ENV,
     ControlPlane,
     ControlPlaneUnavailable,
     start_control_plane,
 )
+from kf_trainer_core.testing.control_plane.multikueue import MultiKueuePair
 from kf_trainer_core.testing.server import KubeTestServer
 
 __all__ = [
@@ -50,13 +52,18 @@ __all__ = [
     "kube_server",
     "kubeconfig_path",
     "kueue_control_plane",
+    "multikueue",
+    "multikueue_namespace",
 ]
 
 #: The marker of tests that run on the real control plane.
 MARKER = "control_plane"
 REQUIRED_ENV = "KF_CONTROL_PLANE_REQUIRED"
-_CP_FIXTURES = frozenset(
-    {"control_plane", "control_plane_namespace", "control_plane_kubeconfig", "kueue_control_plane"}
+#: Fixtures on the control plane with Kueue (one xdist group with it).
+_KUEUE_FIXTURES = frozenset({"kueue_control_plane", "multikueue", "multikueue_namespace"})
+_CP_FIXTURES = (
+    frozenset({"control_plane", "control_plane_namespace", "control_plane_kubeconfig"})
+    | _KUEUE_FIXTURES
 )
 
 
@@ -120,7 +127,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if not grouped or item.get_closest_marker(MARKER) is None:
             continue
         if item.get_closest_marker("xdist_group") is None:
-            kueue = "kueue_control_plane" in names
+            kueue = bool(_KUEUE_FIXTURES & names)
             item.add_marker(pytest.mark.xdist_group(KUEUE_XDIST_GROUP if kueue else XDIST_GROUP))
 
 
@@ -139,8 +146,34 @@ def kueue_control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane
     yield from _session_control_plane(request, kueue=True)
 
 
+@pytest.fixture(scope="session")
+def multikueue(
+    request: pytest.FixtureRequest, kueue_control_plane: ControlPlane
+) -> Iterator[MultiKueuePair]:
+    """MultiKueue on two real control planes: ``kueue_control_plane`` as the manager
+    and a second one with Kueue as the worker (~1 GiB, ~13 s cold), wired once for the
+    session (:class:`~kf_trainer_core.testing.control_plane.multikueue.MultiKueuePair`)."""
+    kueue_control_plane.require_kueue()
+    for worker in _session_control_plane(request, kueue=True, second=True):
+        worker.require_kueue()
+        pair = MultiKueuePair(kueue_control_plane, worker)
+        pair.wire()
+        yield pair
+
+
+@pytest.fixture
+def multikueue_namespace(multikueue: MultiKueuePair) -> Iterator[str]:
+    """A fresh namespace on both clusters of :func:`multikueue`, with the LocalQueue
+    ``multikueue.queue`` in each; deleted on both after the test."""
+    name = multikueue.new_namespace()
+    try:
+        yield name
+    finally:
+        multikueue.delete_namespace(name)
+
+
 def _session_control_plane(
-    request: pytest.FixtureRequest, *, kueue: bool
+    request: pytest.FixtureRequest, *, kueue: bool, second: bool = False
 ) -> Iterator[ControlPlane]:
     required = request.config.getoption("--require-control-plane", default=False) or (
         os.environ.get(REQUIRED_ENV, "") not in ("", "0")
@@ -151,11 +184,14 @@ def _session_control_plane(
     directory = Path(tempfile.mkdtemp(prefix="kf-kueue-plane-" if kueue else "kf-control-plane-"))
     try:
         cp = start_control_plane(
-            directory, worker=int(worker) if worker.isdigit() else 0, kueue=kueue
+            directory, worker=int(worker) if worker.isdigit() else 0, kueue=kueue, second=second
         )
     except ControlPlaneUnavailable as exc:
         shutil.rmtree(directory, ignore_errors=True)
-        if required and not (kueue and os.environ.get(KUEUE_ENV, "") == "0"):
+        optional = (kueue and os.environ.get(KUEUE_ENV, "") == "0") or (
+            second and bool(os.environ.get(ATTACH_ENV))
+        )
+        if required and not optional:
             pytest.fail(f"{exc} (a control plane is required here)", pytrace=False)
         pytest.skip(str(exc))
     except BaseException:

@@ -47,3 +47,26 @@ with DAG("kf_real_decorated", schedule=None, start_date=START, catchup=False) as
         return value
 
     report(square(3))
+
+with DAG(
+    "kf_real_multikueue", schedule=None, start_date=START, catchup=False
+) as kf_real_multikueue:
+    # On a MultiKueue manager (tests/airflow/test_airflow_realcluster.py): the job runs on
+    # the worker its Workload names; its pods ask for cpu, a resource the queue covers.
+    from kf_trainer_core.spec import MANAGED_BY_MULTIKUEUE, ManagedBy, QueueName
+
+    TrainJobOperator(
+        task_id="train",
+        kubeflow_trainer_conn_id=CONN_ID,
+        trainer=CustomTrainer(
+            double, func_args={"x": 21}, num_nodes=2, resources_per_node={"cpu": "1"}
+        ),
+        options=[
+            QueueName("multikueue"),
+            ManagedBy(MANAGED_BY_MULTIKUEUE),
+            kwok.node_annotations(
+                {kwok.TERMINATION_MESSAGE: json.dumps(RESULT), kwok.DURATION: "3s"}
+            ),
+        ],
+        deferrable=True,
+    )

@@ -66,6 +66,8 @@ KUEUE_ENV: Final = "KF_CONTROL_PLANE_KUEUE"
 #: How far above the plain instance's fixed port base (``$KF_CONTROL_PLANE_PORT_BASE``)
 #: the instance with Kueue runs.
 KUEUE_PORT_OFFSET: Final = 1000
+#: ... and the second instance with Kueue (a MultiKueue worker).
+SECOND_PORT_OFFSET: Final = 2000
 #: Use a control plane already started by ``start.sh --dir DIR``; it is left running.
 ATTACH_ENV: Final = "KF_CONTROL_PLANE_ATTACH"
 
@@ -137,16 +139,23 @@ def kueue_missing(source: Path | None) -> str | None:
     return None
 
 
-def start_control_plane(directory: Path, *, worker: int = 0, kueue: bool = False) -> ControlPlane:
+def start_control_plane(
+    directory: Path, *, worker: int = 0, kueue: bool = False, second: bool = False
+) -> ControlPlane:
     """Start a control plane under ``directory``: the full tier when the control-plane
     folder is found, else the API-only tier when ``$KUBEBUILDER_ASSETS`` is usable.
     ``$KUBEBUILDER_ASSETS`` wins when both are present, as envtest users expect.
     ``kueue``: the full tier with the real Kueue (``start.sh --kueue``), or nothing.
+    ``second``: a second instance with Kueue beside the first (a MultiKueue worker): a
+    fixed port base (``$KF_CONTROL_PLANE_PORT_BASE``) puts it :data:`SECOND_PORT_OFFSET`
+    above the plain instance's; an attached control plane has none.
 
     Raises :class:`ControlPlaneUnavailable` when neither can run here (a missing folder
     or tool) and :class:`RuntimeError` when a start fails.
     """
     attach = os.environ.get(ATTACH_ENV)
+    if attach and second:
+        raise ControlPlaneUnavailable(f"${ATTACH_ENV}={attach}: no second control plane to attach")
     if attach:
         cp = attach_control_plane(Path(attach))
         if kueue and not cp.kueue:
@@ -182,7 +191,7 @@ def start_control_plane(directory: Path, *, worker: int = 0, kueue: bool = False
             f"real control plane unavailable: {', '.join(missing)} not on PATH"
         )
     errors: list[str] = []
-    for base in _bases(worker, kueue):
+    for base in _bases(worker, kueue, second):
         cmd = [str(source / "start.sh"), "--dir", str(directory), "--port-base", str(base)]
         proc = subprocess.run(
             [*cmd, "--kueue" if kueue else "--controllers"],
@@ -221,11 +230,12 @@ def attach_control_plane(directory: Path) -> ControlPlane:
     return cp
 
 
-def _bases(worker: int, kueue: bool = False) -> list[int]:
+def _bases(worker: int, kueue: bool = False, second: bool = False) -> list[int]:
     env = os.environ.get(PORT_BASE_ENV)
     if env:
+        offset = SECOND_PORT_OFFSET if second else KUEUE_PORT_OFFSET if kueue else 0
         try:
-            return [int(env) + _STRIDE * worker + (KUEUE_PORT_OFFSET if kueue else 0)]
+            return [int(env) + _STRIDE * worker + offset]
         except ValueError:
             raise ControlPlaneUnavailable(
                 f"${PORT_BASE_ENV} must be a number, got {env!r}"

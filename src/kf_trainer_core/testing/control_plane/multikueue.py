@@ -1,0 +1,226 @@
+"""MultiKueue across two real control planes, for tests: a manager (the session's
+control plane with Kueue) and a worker (a second one), wired as
+``shared/control-plane/verify-multikueue.sh`` wires them, from Python with server-side
+apply (idempotent):
+
+- worker: ResourceFlavor, ClusterQueue :attr:`MultiKueuePair.worker_queue`, and in each
+  test namespace a LocalQueue :attr:`MultiKueuePair.queue`;
+- manager: the worker's kubeconfig in Secret :attr:`MultiKueuePair.secret` of
+  ``kueue-system``, MultiKueueCluster :attr:`MultiKueuePair.cluster`, a MultiKueueConfig,
+  AdmissionCheck ``kf-multikueue`` (controller ``kueue.x-k8s.io/multikueue``),
+  ClusterQueue :attr:`MultiKueuePair.manager_queue` with that check, and the LocalQueue
+  in each test namespace.
+
+Its own flavor and queue names: the session's other Kueue tests share the manager.
+A TrainJob created on the manager with ``spec.managedBy: kueue.x-k8s.io/multikueue``
+in queue :attr:`MultiKueuePair.queue` runs on the worker. Its pod sets must ask for a
+covered resource: a Workload whose pods ask for none gets no flavor, and then no
+admission check — Kueue admits it on the manager, whose Trainer leaves it alone.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from kf_trainer_core.testing.control_plane.running import ControlPlane
+
+__all__ = ["MultiKueuePair", "apply"]
+
+_KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
+_FLAVOR = "kf-mk-flavor"
+_QUOTA = [
+    {"name": "cpu", "nominalQuota": 64},
+    {"name": "memory", "nominalQuota": "256Gi"},
+    {"name": "nvidia.com/gpu", "nominalQuota": 8},
+]
+
+
+def _ssl(cp: ControlPlane) -> ssl.SSLContext:
+    pki = cp.dir / "pki"
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    ctx.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+    return ctx
+
+
+def apply(cp: ControlPlane, path: str, body: dict[str, Any]) -> Any:
+    """Server-side apply ``body`` at ``path`` (the object's URL) as the tests' manager."""
+    req = urllib.request.Request(
+        f"{cp.server}{path}?fieldManager=kf-trainer-tests&force=true",
+        data=json.dumps(body).encode(),
+        method="PATCH",
+    )
+    req.add_header("Content-Type", "application/apply-patch+yaml")
+    with urllib.request.urlopen(req, context=_ssl(cp), timeout=30) as resp:
+        return json.loads(resp.read() or b"null")
+
+
+def _get(cp: ControlPlane, path: str) -> Any:
+    req = urllib.request.Request(f"{cp.server}{path}")
+    try:
+        with urllib.request.urlopen(req, context=_ssl(cp), timeout=30) as resp:
+            return json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as err:
+        if err.code == 404:
+            return None
+        raise
+
+
+def _active(obj: Any) -> bool:
+    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Active" and c.get("status") == "True" for c in conditions)
+
+
+def _until_active(cp: ControlPlane, paths: list[str], what: str, timeout: float = 60) -> None:
+    end = time.monotonic() + timeout
+    while not all(_active(_get(cp, p)) for p in paths):
+        if time.monotonic() > end:
+            states = {p: ((_get(cp, p) or {}).get("status") or {}) for p in paths}
+            raise RuntimeError(f"{what} not Active after {timeout:g}s: {states}")
+        time.sleep(0.2)
+
+
+def _queue(name: str, check: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {
+                "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                "flavors": [{"name": _FLAVOR, "resources": _QUOTA}],
+            }
+        ],
+    }
+    if check:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": check}]}
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+@dataclass
+class MultiKueuePair:
+    """A manager and a worker control plane wired for MultiKueue (see the module)."""
+
+    manager: ControlPlane
+    worker: ControlPlane
+    #: The MultiKueueCluster's name on the manager (what ``status.clusterName`` says).
+    cluster: str = "kf-worker1"
+    #: The manager's Secret (in ``kueue-system``) holding the worker's kubeconfig.
+    secret: str = "kf-worker1-kubeconfig"
+    #: The LocalQueue of each test namespace (same name on both clusters).
+    queue: str = "multikueue"
+    manager_queue: str = "kf-mk-manager-cq"
+    worker_queue: str = "kf-mk-worker-cq"
+    check: str = "kf-multikueue"
+
+    def wire(self) -> None:
+        """Apply the MultiKueue objects on both clusters and wait until Kueue says they
+        are Active (the worker connected)."""
+        flavor = {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": _FLAVOR},
+        }
+        for cp in (self.worker, self.manager):
+            apply(cp, f"{_KUEUE}/resourceflavors/{_FLAVOR}", flavor)
+        apply(self.worker, f"{_KUEUE}/clusterqueues/{self.worker_queue}", _queue(self.worker_queue))
+        document = base64.b64encode(self.worker.kubeconfig.read_bytes()).decode()
+        apply(
+            self.manager,
+            f"/api/v1/namespaces/kueue-system/secrets/{self.secret}",
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": self.secret, "namespace": "kueue-system"},
+                "data": {"kubeconfig": document},
+            },
+        )
+        objects = [
+            (
+                f"multikueueclusters/{self.cluster}",
+                {
+                    "kind": "MultiKueueCluster",
+                    "spec": {
+                        "clusterSource": {
+                            "kubeConfig": {"locationType": "Secret", "location": self.secret}
+                        }
+                    },
+                },
+            ),
+            (
+                "multikueueconfigs/kf-multikueue-config",
+                {"kind": "MultiKueueConfig", "spec": {"clusters": [self.cluster]}},
+            ),
+            (
+                f"admissionchecks/{self.check}",
+                {
+                    "kind": "AdmissionCheck",
+                    "spec": {
+                        "controllerName": "kueue.x-k8s.io/multikueue",
+                        "parameters": {
+                            "apiGroup": "kueue.x-k8s.io",
+                            "kind": "MultiKueueConfig",
+                            "name": "kf-multikueue-config",
+                        },
+                    },
+                },
+            ),
+        ]
+        for path, body in objects:
+            name = path.split("/")[1]
+            full = {"apiVersion": "kueue.x-k8s.io/v1beta2", "metadata": {"name": name}, **body}
+            apply(self.manager, f"{_KUEUE}/{path}", full)
+        apply(
+            self.manager,
+            f"{_KUEUE}/clusterqueues/{self.manager_queue}",
+            _queue(self.manager_queue, self.check),
+        )
+        _until_active(
+            self.manager,
+            [
+                f"{_KUEUE}/multikueueclusters/{self.cluster}",
+                f"{_KUEUE}/admissionchecks/{self.check}",
+                f"{_KUEUE}/clusterqueues/{self.manager_queue}",
+            ],
+            "the manager's MultiKueue objects",
+        )
+        _until_active(self.worker, [f"{_KUEUE}/clusterqueues/{self.worker_queue}"], "worker")
+
+    def new_namespace(self) -> str:
+        """A fresh namespace of the same name on both clusters, with the LocalQueue
+        :attr:`queue` in each (Active on both before it is returned)."""
+        name = self.manager.new_namespace("mk")
+        self.worker._request(
+            "POST",
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+        )
+        path = f"{_KUEUE}/namespaces/{name}/localqueues/{self.queue}"
+        for cp, cq in ((self.worker, self.worker_queue), (self.manager, self.manager_queue)):
+            apply(
+                cp,
+                path,
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "LocalQueue",
+                    "metadata": {"name": self.queue, "namespace": name},
+                    "spec": {"clusterQueue": cq},
+                },
+            )
+        for cp in (self.worker, self.manager):
+            _until_active(cp, [path], f"LocalQueue {name}/{self.queue}")
+        return name
+
+    def delete_namespace(self, name: str) -> None:
+        """Delete the namespace on both clusters (in the background)."""
+        self.manager.delete_namespace(name)
+        self.worker.delete_namespace(name)

@@ -1,0 +1,331 @@
+"""MultiKueue on two real control planes (the ``multikueue`` fixture: a manager and a
+worker, both with the real Kueue): a TrainJob submitted to the manager is followed to
+the worker that runs it — its view names the worker, its steps, events, logs and
+result come from there — and is cancelled, suspended and deleted on the manager, the
+worker's copy going with it; a worker the suite cannot reach is said once, with the
+fix, while the manager's copied status is still shown (issue 37, item 3)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from train_functions import train_linear
+
+from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.status import JobState
+from kf_trainer_core.config import KubernetesConfig
+from kf_trainer_core.errors import WorkerUnreachableError
+from kf_trainer_core.spec import (
+    MANAGED_BY_MULTIKUEUE,
+    CustomTrainer,
+    ManagedBy,
+    QueueName,
+    TrainJobSpec,
+)
+from kf_trainer_core.testing import kwok
+from kf_trainer_core.testing.control_plane.multikueue import MultiKueuePair
+
+pytestmark = pytest.mark.control_plane
+
+RESULT = {"loss": 0.125, "where": "worker"}
+#: What the API server answers for a kwok node's log: proof the log was asked of a
+#: cluster that has the pod (the manager has none: it would say no pod runs the step).
+KUBELET_LOG = ":10250/containerLogs/"
+
+
+def mk_spec(queue: str, *, seconds: int = 4, result: Any = RESULT, nodes: int = 2) -> TrainJobSpec:
+    """A MultiKueue job: its pods ask for cpu (a pod set without a covered resource
+    gets no flavor, hence no admission check: Kueue would admit it on the manager)."""
+    pods = {kwok.DURATION: f"{seconds}s"}
+    if result is not None:
+        pods[kwok.TERMINATION_MESSAGE] = json.dumps(result)
+    return TrainJobSpec(
+        runtime="torch-distributed",
+        trainer=CustomTrainer(train_linear, num_nodes=nodes, resources_per_node={"cpu": "1"}),
+        options=[QueueName(queue), ManagedBy(MANAGED_BY_MULTIKUEUE), kwok.node_annotations(pods)],
+    )
+
+
+@pytest.fixture
+def manager_config(multikueue: MultiKueuePair, multikueue_namespace: str) -> KubernetesConfig:
+    """The manager's admin kubeconfig: the worker is reached through its Secret."""
+    return KubernetesConfig(
+        kubeconfig=str(multikueue.manager.kubeconfig), namespace=multikueue_namespace
+    )
+
+
+@pytest.fixture
+def client(manager_config: KubernetesConfig) -> Iterator[TrainerClient]:
+    with TrainerClient(manager_config) as c:
+        yield c
+
+
+def _worker_has(pair: MultiKueuePair, namespace: str, name: str) -> list[str]:
+    """What of the job is on the worker: its TrainJob and pods."""
+    found = []
+    tj = pair.worker._request(
+        "GET", f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs"
+    )
+    found += [
+        f"trainjob/{o['metadata']['name']}" for o in tj["items"] if o["metadata"]["name"] == name
+    ]
+    pods = pair.worker._request(
+        "GET",
+        f"/api/v1/namespaces/{namespace}/pods?labelSelector=jobset.sigs.k8s.io/jobset-name%3D{name}",
+    )
+    found += [f"pod/{p['metadata']['name']}" for p in pods["items"]]
+    return found
+
+
+def _until(check: Any, timeout: float = 60, every: float = 0.2) -> Any:
+    end = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got or time.monotonic() > end:
+            return got
+        time.sleep(every)
+
+
+def test_a_job_is_followed_to_its_worker(
+    client: TrainerClient, multikueue: MultiKueuePair, multikueue_namespace: str
+) -> None:
+    ns = multikueue_namespace
+    t0 = time.monotonic()
+    name = client.submit(mk_spec(multikueue.queue, seconds=6)).job.name
+    running = _until(lambda: (j := client.get_job(name)).status is JobState.RUNNING and j)
+    assert running, client.get_job(name)
+    # Where it runs, and its steps: the worker's pods (the manager has none).
+    assert running.worker is not None
+    assert running.worker.name == multikueue.cluster
+    assert running.worker.reachable
+    assert [s.name for s in running.steps] == ["node-0", "node-1"]
+    assert all(s.pod_name.startswith(name) for s in running.steps)
+    assert _worker_has(multikueue, ns, name)
+    # Events of its pods exist only on the worker (the scheduler's there).
+    events = client.get_job_events(name)
+    reasons = {e.reason for e in events}
+    assert "Scheduled" in reasons, reasons
+    # ... with the manager's (Kueue made its Workload there), oldest first.
+    assert "CreatedWorkload" in reasons, reasons
+    stamps = [e.event_time for e in events if e.event_time is not None]
+    assert stamps == sorted(stamps)
+    # Its log is asked of the worker's kubelet (kwok serves none: the API server says so).
+    with pytest.raises(Exception) as caught:
+        list(client.get_job_logs(name))
+    assert KUBELET_LOG in str(caught.value)
+    # The wait follows it there and reads the result before MultiKueue removes the copy.
+    job, result = client.wait(name, timeout=120)
+    took = time.monotonic() - t0
+    assert job.status is JobState.COMPLETE
+    assert result == RESULT
+    assert job.worker is not None
+    assert job.worker.name == multikueue.cluster
+    print(f"\nMultiKueue: submit -> Complete with result via the manager in {took:.1f}s")
+    # MultiKueue removes the worker's copy; the manager keeps the job, and says why a
+    # result read now cannot be had.
+    assert _until(lambda: not _worker_has(multikueue, ns, name), 30)
+    later = client.get_job_outputs(name)
+    assert later.status is JobState.COMPLETE
+    assert later.worker is not None
+    assert later.worker.name == multikueue.cluster
+    assert later.result_missing is not None
+    assert "MultiKueue removed the job's copy" in later.result_missing.message
+    assert "Runs on" in _summary_of(later)
+
+
+def _summary_of(outputs: Any) -> str:
+    from kf_trainer_core.cluster.job_summary import outputs_summary
+
+    return outputs_summary(outputs)
+
+
+def test_run_streams_the_log_of_the_worker(
+    client: TrainerClient, multikueue: MultiKueuePair
+) -> None:
+    lines: list[str] = []
+    out = client.run(mk_spec(multikueue.queue, seconds=3), timeout=120, on_log=lines.append)
+    assert out.status is JobState.COMPLETE
+    assert out.result == RESULT
+    assert out.worker is not None
+    assert out.worker.name == multikueue.cluster
+    # The follower waited for the dispatch and asked the worker's kubelet (-f).
+    assert any(KUBELET_LOG in line for line in lines), lines
+
+
+def test_cancel_suspend_resume_and_delete_act_on_the_manager(
+    client: TrainerClient, multikueue: MultiKueuePair, multikueue_namespace: str
+) -> None:
+    ns = multikueue_namespace
+    first = client.submit(mk_spec(multikueue.queue, seconds=300, nodes=1)).job.name
+    assert _until(lambda: len(_worker_has(multikueue, ns, first)) == 2)
+    # The default cancel: the safe delete on the manager; MultiKueue removes the copy.
+    assert client.cancel_job(first)
+    assert _until(lambda: not _worker_has(multikueue, ns, first), 30)
+    assert not client.cancel_job(first)  # idempotent
+
+    second = client.submit(mk_spec(multikueue.queue, seconds=300, nodes=1, result=1)).job.name
+    assert _until(lambda: len(_worker_has(multikueue, ns, second)) == 2)
+    # Suspend: Kueue would undo spec.suspend on the manager; the Workload is deactivated.
+    assert client.cancel_job(second, "suspend")
+    # (Kueue may dispatch the copy once more while it evicts the Workload: the admission
+    # check is reset before the quota is released; then it goes.)
+    assert _until(lambda: client.get_job(second).status is JobState.SUSPENDED, 30)
+    assert _until(lambda: not _worker_has(multikueue, ns, second), 30)
+    seen = []
+    for _ in range(12):  # and stays off the worker
+        seen.append((time.monotonic(), _worker_has(multikueue, ns, second)))
+        time.sleep(0.25)
+    assert not any(found for _, found in seen), seen
+    client.resume_job(second)
+    assert _until(lambda: len(_worker_has(multikueue, ns, second)) == 2, 30)
+    assert client.delete_job(second)
+    assert _until(lambda: not _worker_has(multikueue, ns, second), 30)
+    # The manager's Trainer never built a JobSet for either.
+    jobsets = multikueue.manager._request(
+        "GET", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
+    )
+    assert jobsets["items"] == []
+
+
+def test_the_mapping_reaches_the_worker(
+    multikueue: MultiKueuePair, multikueue_namespace: str, tmp_path: Path
+) -> None:
+    # The worker by a context of one kubeconfig holding both clusters (no Secret read).
+    import yaml
+
+    both = yaml.safe_load(multikueue.manager.kubeconfig.read_text())
+    other = yaml.safe_load(multikueue.worker.kubeconfig.read_text())
+    for key in ("clusters", "users", "contexts"):
+        for item in other[key]:
+            item["name"] = "w-" + item["name"]
+            if key == "contexts":
+                item["context"]["cluster"] = "w-" + item["context"]["cluster"]
+                item["context"]["user"] = "w-" + item["context"]["user"]
+            both[key].append(item)
+    path = tmp_path / "both.kubeconfig"
+    path.write_text(yaml.safe_dump(both))
+    worker_context = other["contexts"][0]["name"]
+    cfg = KubernetesConfig(
+        kubeconfig=str(path),
+        namespace=multikueue_namespace,
+        # The Secret path is closed off: a namespace with no such Secret.
+        kueue_namespace="default",
+        multikueue_workers={multikueue.cluster: {"context": worker_context}},
+    )
+    with TrainerClient(cfg) as c:
+        job, result = c.wait(c.submit(mk_spec(multikueue.queue, seconds=2)).job.name, timeout=120)
+    assert job.worker is not None
+    assert job.worker.reachable
+    assert result == RESULT
+
+
+def test_a_worker_out_of_reach_says_so_with_the_fix(
+    multikueue: MultiKueuePair, multikueue_namespace: str, tmp_path: Path
+) -> None:
+    ns = multikueue_namespace
+    # A tenant of the manager who may not read Kueue's Secrets.
+    user = multikueue.manager.user_kubeconfig(
+        ns,
+        [
+            {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": ["*"]},
+            {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"],
+             "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [""], "resources": ["pods", "pods/log", "events"],
+             "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["get"]},
+        ],
+        tmp_path / "tenant.kubeconfig",
+        cluster_rules=[
+            {"apiGroups": ["trainer.kubeflow.org"],
+             "resources": ["clustertrainingruntimes"], "verbs": ["get", "list"]},
+            {"apiGroups": ["kueue.x-k8s.io"], "resources": ["multikueueclusters"],
+             "verbs": ["get"]},
+        ],
+    )  # fmt: skip
+    secret_text = multikueue.worker.kubeconfig.read_text()
+    said: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("kf_trainer_core.backends.kubernetes.workers")
+    logger.addHandler(handler)
+    with TrainerClient(KubernetesConfig(kubeconfig=str(user))) as c:
+        name = c.submit(mk_spec(multikueue.queue, seconds=2)).job.name
+        job, _result = c.wait(name, timeout=120)  # on the manager's copied status
+        assert job.status is JobState.COMPLETE
+        assert job.worker is not None
+        assert not job.worker.reachable
+        problem = job.worker.problem or ""
+        assert f"kueue-system/{multikueue.secret}" in problem
+        assert "Fix:" in problem
+        assert "multikueue_workers" in problem
+        assert "get" in problem
+        assert "secret" in problem
+        got = c.get_job(name)
+        assert got.status is JobState.COMPLETE
+        assert got.worker == job.worker
+        with pytest.raises(WorkerUnreachableError) as caught:
+            list(c.get_job_logs(name))
+        assert str(caught.value) == problem
+    # Said once (a warning per client and worker), never with the worker's keys.
+    logger.removeHandler(handler)
+    told = [m for m in said if multikueue.cluster in m]
+    assert len(told) == 1
+    for text in (problem, repr(job), str(caught.value), told[0]):
+        for line in secret_text.splitlines():
+            if "data:" in line:
+                assert line.split(":", 1)[1].strip()[:40] not in text
+
+    # A mapped worker whose API server does not answer: the same, with that fix.
+    dead = tmp_path / "dead.kubeconfig"
+    dead.write_text(secret_text.replace(multikueue.worker.server, "https://127.0.0.1:9"))
+    cfg = KubernetesConfig(
+        kubeconfig=str(multikueue.manager.kubeconfig),
+        namespace=ns,
+        multikueue_workers={multikueue.cluster: {"kubeconfig": str(dead)}},
+    )
+    with TrainerClient(cfg) as c:
+        seen = c.get_job(name)
+    assert seen.status is JobState.COMPLETE
+    assert seen.worker is not None
+    assert not seen.worker.reachable
+    assert "reaches the worker's API server" in (seen.worker.problem or "")
+
+
+def test_the_cli_shows_the_worker(
+    multikueue: MultiKueuePair,
+    multikueue_namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from kf_trainer_core.cli import main
+
+    where = ["--kubeconfig", str(multikueue.manager.kubeconfig), "-n", multikueue_namespace]
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(
+        json.dumps(mk_spec(multikueue.queue, seconds=3).model_dump(mode="json", exclude_none=True))
+    )
+
+    def cli(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = main([*args, *where])
+        got = capsys.readouterr()
+        return code, got.out, got.err
+
+    code, out, err = cli("run", str(spec_file), "--quiet")
+    assert code == 0, err
+    assert "Complete in" in out
+    assert f"result: {json.dumps(RESULT)}" in out
+    name = out.split(":", 1)[0].rsplit("/", 1)[-1]
+    code, out, err = cli("jobs", "get", name)
+    assert code == 0, err
+    assert "Runs on" in out
+    assert multikueue.cluster in out
+    code, out, err = cli("jobs", "events", name)
+    assert code == 0, err
+    assert "Scheduled" in out  # the worker's scheduler placed its pods
