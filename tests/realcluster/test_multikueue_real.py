@@ -329,3 +329,51 @@ def test_the_cli_shows_the_worker(
     code, out, err = cli("jobs", "events", name)
     assert code == 0, err
     assert "Scheduled" in out  # the worker's scheduler placed its pods
+
+
+def test_the_roles_kf_trainer_rbac_prints_are_enough_on_both_clusters(
+    multikueue: MultiKueuePair, multikueue_namespace: str, tmp_path: Path
+) -> None:
+    # The manager's runner Role and ClusterRole, the worker's `--profile worker` Role,
+    # exactly as printed: submit, follow on the worker, suspend (the Workload's
+    # spec.active: `patch` on workloads), resume, delete.
+    import yaml
+
+    from kf_trainer_core.k8s import rbac
+
+    ns = multikueue_namespace
+    manager = multikueue.manager.user_kubeconfig(
+        ns,
+        rbac.rules_json(rbac.RUNNER_RULES),
+        tmp_path / "runner.kubeconfig",
+        cluster_rules=rbac.rules_json(rbac.CLUSTER_RULES),
+        name="kf-runner",
+    )
+    (worker_role,) = rbac.manifests(ns, "worker")
+    worker = multikueue.worker.user_kubeconfig(
+        ns, worker_role["rules"], tmp_path / "reader.kubeconfig", name="kf-reader"
+    )
+    assert all(set(r["verbs"]) <= {"get", "list", "watch"} for r in worker_role["rules"])
+    cfg = KubernetesConfig(
+        kubeconfig=str(manager),
+        namespace=ns,
+        multikueue_workers={multikueue.cluster: {"kubeconfig": str(worker)}},
+    )
+    assert yaml.safe_load(worker.read_text())["users"]  # a token user of its own
+    with TrainerClient(cfg) as c:
+        job, result = c.wait(c.submit(mk_spec(multikueue.queue, seconds=2)).job.name, timeout=120)
+        assert job.status is JobState.COMPLETE
+        assert result == RESULT
+        assert job.worker is not None
+        assert job.worker.reachable, job.worker.problem
+
+        held = c.submit(mk_spec(multikueue.queue, seconds=300, nodes=1, result=1)).job.name
+        assert _until(lambda: len(_worker_has(multikueue, ns, held)) == 2)
+        assert [s.name for s in c.get_job(held).steps] == ["node-0"]  # read as the reader
+        assert c.cancel_job(held, "suspend")
+        assert _until(lambda: c.get_job(held).status is JobState.SUSPENDED, 30)
+        assert _until(lambda: not _worker_has(multikueue, ns, held), 30)
+        c.resume_job(held)
+        assert _until(lambda: len(_worker_has(multikueue, ns, held)) == 2, 30)
+        assert c.delete_job(held)
+        assert _until(lambda: not _worker_has(multikueue, ns, held), 30)

@@ -21,7 +21,8 @@ from kf_trainer_core.k8s import rbac as rights
     type=click.Choice(sorted(rights.PROFILES)),
     default="runner",
     show_default=True,
-    help="runner: everything the suite does; viewer: reading only.",
+    help="runner: everything the suite does; viewer: reading only; worker: what it reads "
+    "on a MultiKueue worker cluster (apply it there).",
 )
 @click.option("--name", default="kf-trainer-suite", show_default=True, help="The roles' name.")
 def rbac(namespace: str, profile: str, name: str) -> None:

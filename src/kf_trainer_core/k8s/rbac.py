@@ -7,10 +7,12 @@ each rule; the state x operation x permission tests (``tests/conformance``) run 
 state-changing operation as a user bound to exactly these rules, on the test bed and on a
 real control plane.
 
-Two profiles:
+Three profiles:
 
 ``runner``
     Everything the suite does: submit, follow, suspend, resume, delete and prune jobs.
+``worker``
+    What the suite reads on a MultiKueue worker cluster (a Role only; docs/kueue.md).
 ``viewer``
     Reading only: ``jobs list/get/logs/events/wait`` and the sensors. Every state-changing
     operation is refused by the API server before it changes anything (a delete asks
@@ -42,9 +44,20 @@ RUNNER_RULES: Final[tuple[Rule, ...]] = (
     (("",), ("pods/log",), ("get",)),
     # A delete returns once the deleted job's JobSet is gone (without it: a fixed pause).
     (("jobset.x-k8s.io",), ("jobsets",), ("get",)),
-    # Queue insight where Kueue runs (harmless where it does not).
-    (("kueue.x-k8s.io",), ("workloads", "localqueues"), ("get", "list")),
+    # Queue insight where Kueue runs (harmless where it does not); suspend and resume of
+    # a MultiKueue job set its Workload's spec.active (Kueue undoes spec.suspend there).
+    (("kueue.x-k8s.io",), ("workloads",), ("get", "list", "patch")),
+    (("kueue.x-k8s.io",), ("localqueues",), ("get", "list")),
     (("visibility.kueue.x-k8s.io",), ("localqueues/pendingworkloads",), ("get",)),
+)
+
+#: What the suite reads on a MultiKueue worker cluster, in the namespace of the jobs it
+#: follows there (it writes nothing on a worker: Kueue copies the job there and back).
+WORKER_RULES: Final[tuple[Rule, ...]] = (
+    ((TRAINER,), ("trainjobs",), READ),
+    (("",), ("pods", "events"), READ),
+    (("",), ("pods/log",), ("get",)),
+    (("jobset.x-k8s.io",), ("jobsets",), ("get",)),
 )
 
 #: What a viewer needs: the runner's reads, nothing that changes a job.
@@ -65,7 +78,7 @@ CLUSTER_RULES: Final[tuple[Rule, ...]] = (
     (("visibility.kueue.x-k8s.io",), ("clusterqueues/pendingworkloads",), ("get",)),
 )
 
-PROFILES: Final = {"runner": RUNNER_RULES, "viewer": VIEWER_RULES}
+PROFILES: Final = {"runner": RUNNER_RULES, "viewer": VIEWER_RULES, "worker": WORKER_RULES}
 
 
 def rules_json(rules: tuple[Rule, ...]) -> list[dict[str, Any]]:
@@ -88,20 +101,21 @@ def manifests(
         )
     rbac = "rbac.authorization.k8s.io/v1"
     suffix = "" if profile == "runner" else f"-{profile}"
-    return [
-        {
-            "apiVersion": rbac,
-            "kind": "Role",
-            "metadata": {"name": f"{name}{suffix}", "namespace": namespace},
-            "rules": rules_json(PROFILES[profile]),
-        },
-        {
-            "apiVersion": rbac,
-            "kind": "ClusterRole",
-            "metadata": {"name": f"{name}-cluster-reads"},
-            "rules": rules_json(CLUSTER_RULES),
-        },
-    ]
+    role = {
+        "apiVersion": rbac,
+        "kind": "Role",
+        "metadata": {"name": f"{name}{suffix}", "namespace": namespace},
+        "rules": rules_json(PROFILES[profile]),
+    }
+    if profile == "worker":
+        return [role]  # nothing cluster-scoped is read on a worker
+    cluster_role = {
+        "apiVersion": rbac,
+        "kind": "ClusterRole",
+        "metadata": {"name": f"{name}-cluster-reads"},
+        "rules": rules_json(CLUSTER_RULES),
+    }
+    return [role, cluster_role]
 
 
 def allows(rules: tuple[Rule, ...], group: str, resource: str, verb: str) -> bool:
