@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.emulation.registry import (
     DNS1123_SUBDOMAIN,
     GENERATE_CHARS,
@@ -204,7 +205,9 @@ def patched(res: Resource, name: str, old: JSON, patch: Any, patch_type: str = "
         elif patch_type == "json":
             new = apply_json_patch(old, patch)
         else:
-            raise StoreError(415, "UnsupportedMediaType", f"unsupported patch type {patch_type!r}")
+            raise StoreError(
+                415, "UnsupportedMediaType", f"unsupported patch type {shown(patch_type)}"
+            )
     except ValueError as exc:
         raise StoreError(422, "Invalid", str(exc)) from None
     if not isinstance(new, dict):
