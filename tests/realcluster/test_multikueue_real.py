@@ -317,11 +317,14 @@ def test_the_cli_shows_the_worker(
         got = capsys.readouterr()
         return code, got.out, got.err
 
-    code, out, err = cli("run", str(spec_file), "--quiet")
+    code, out, err = cli("run", str(spec_file))
     assert code == 0, err
     assert "Complete in" in out
     assert f"result: {json.dumps(RESULT)}" in out
-    name = out.split(":", 1)[0].rsplit("/", 1)[-1]
+    # Its log was asked of the worker's kubelet (kwok serves none: the API server says so).
+    assert KUBELET_LOG in out, out
+    (closing,) = [line for line in out.splitlines() if " in " in line and ": Complete" in line]
+    name = closing.split(":", 1)[0].rsplit("/", 1)[-1]
     code, out, err = cli("jobs", "get", name)
     assert code == 0, err
     assert "Runs on" in out
@@ -329,6 +332,33 @@ def test_the_cli_shows_the_worker(
     code, out, err = cli("jobs", "events", name)
     assert code == 0, err
     assert "Scheduled" in out  # the worker's scheduler placed its pods
+
+
+def test_the_cli_cancels_a_multikueue_job_cleanly(
+    multikueue: MultiKueuePair,
+    multikueue_namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from kf_trainer_core.cli import main
+
+    ns = multikueue_namespace
+    where = ["--kubeconfig", str(multikueue.manager.kubeconfig), "-n", ns]
+    spec_file = tmp_path / "long.json"
+    long_job = mk_spec(multikueue.queue, seconds=300, nodes=1, result=None)
+    spec_file.write_text(json.dumps(long_job.model_dump(mode="json", exclude_none=True)))
+    with multikueue.watching(ns) as seen:
+        capsys.readouterr()
+        assert main(["run", str(spec_file), "--detach", *where]) == 0
+        name = capsys.readouterr().out.split(":", 1)[0].rsplit("/", 1)[-1]
+        assert seen.on_worker.wait(60), seen
+        assert main(["jobs", "cancel", name, *where]) == 0
+        assert "cancelled (delete)" in capsys.readouterr().out
+        # The manager's job goes with the cancel; MultiKueue removes the worker's copy.
+        assert not any(n.startswith("trainjob/") for n in multikueue.manager_has(ns))
+        assert multikueue.left_over(ns) == []
+    assert f"trainjob/{name}" in seen.worker
+    assert not seen.manager_jobsets  # the manager never ran it
 
 
 def test_the_roles_kf_trainer_rbac_prints_are_enough_on_both_clusters(
