@@ -19,6 +19,8 @@ pytestmark = [pytest.mark.control_plane, pytest.mark.usefixtures("airflow_db")]
 #: What the API server answers for a kwok node's log: the log was asked of the worker's
 #: kubelet (the manager has no pod to ask; tests/realcluster/test_multikueue_real.py).
 KUBELET_LOG = ":10250/containerLogs/"
+#: How a task's log follower says why the log ended.
+FOLLOWED = "Could not follow the log of"
 
 
 @pytest.fixture
@@ -92,7 +94,8 @@ def test_operator_follows_a_multikueue_job_to_its_worker(
     # Its log, followed from the triggerer, was asked of the worker's kubelet (kwok
     # serves none: the API server's answer names it, in the task's log).
     text = capfd.readouterr()
-    assert KUBELET_LOG in text.out + text.err
+    said = (text.out + text.err).splitlines()
+    assert any(FOLLOWED in line and KUBELET_LOG in line for line in said), said
 
 
 @pytest.mark.usefixtures("multikueue_conn")

@@ -30,6 +30,8 @@ FIT = "def fit():\n    return {'loss': 0.5}\n"
 #: What the API server answers for a kwok node's log: the log was asked of the worker's
 #: kubelet (the manager has no pod to ask; tests/realcluster/test_multikueue_real.py).
 KUBELET_LOG = ":10250/containerLogs/"
+#: How the launcher's log follower says why the log ended.
+FOLLOWED = "[kf-trainer] Could not follow the log of"
 #: How long the MultiKueue launcher waits before it gives up: long enough for its job
 #: to reach the worker (a second or two), short enough to keep the test short.
 MULTIKUEUE_WAIT_SECONDS = 8.0
@@ -113,8 +115,8 @@ def test_launcher_follows_a_multikueue_job_to_its_worker(
     assert any(f"| Runs on | {multikueue.cluster} (MultiKueue worker) |" in s for s in summaries)
     # Its log was asked of the worker's kubelet (kwok serves none: the API server's
     # answer names it, in the launcher's output).
-    out = capsys.readouterr().out
-    assert KUBELET_LOG in out, out
+    said = capsys.readouterr().out.splitlines()
+    assert any(FOLLOWED in line and KUBELET_LOG in line for line in said), said
 
 
 def test_launcher_timeout_cancels_a_multikueue_job_on_both_clusters(

@@ -36,6 +36,8 @@ RESULT = {"w": 2.9, "loss": 0.01}
 #: What the API server answers for a kwok node's log: the log was asked of the worker's
 #: kubelet (the manager has no pod to ask; tests/realcluster/test_multikueue_real.py).
 KUBELET_LOG = ":10250/containerLogs/"
+#: How a task's log follower says why the log ended.
+FOLLOWED = "Could not follow the log of"
 #: How long the MultiKueue task waits before it gives up: long enough for its job to
 #: reach the worker (a second or two), short enough to keep the test short.
 MULTIKUEUE_WAIT_SECONDS = 8.0
@@ -134,7 +136,7 @@ def test_run_trainjob_follows_a_multikueue_job_to_its_worker(
     # Its log was asked of the worker's kubelet (kwok serves none: the API server's
     # answer names it, in the task run's log).
     logs = read_logs(state.state_details.flow_run_id)
-    assert any(KUBELET_LOG in line for line in logs), logs
+    assert any(FOLLOWED in line and KUBELET_LOG in line for line in logs), logs
 
 
 def test_a_timeout_cancels_a_multikueue_job_on_both_clusters(
@@ -160,7 +162,7 @@ def test_a_timeout_cancels_a_multikueue_job_on_both_clusters(
     with multikueue.watching(ns) as seen:
         state = train(return_state=True)
         assert state.is_failed()
-        with pytest.raises(TimeoutError):
+        with pytest.raises(TimeoutError) as caught:
             state.result()
         assert seen.on_worker.is_set(), seen  # it ran on the worker before the timeout
         # The manager's job is deleted by the task; MultiKueue removes the worker's copy.
@@ -169,3 +171,7 @@ def test_a_timeout_cancels_a_multikueue_job_on_both_clusters(
     assert not seen.manager_jobsets  # the manager never ran it
     logs = read_logs(state.state_details.flow_run_id)
     assert any(line.startswith("Deleted TrainJob ") for line in logs), logs
+    # The timeout says where the job stood when the wait gave up: running on the worker,
+    # admitted — not queued, as when the wait handed over to the worker.
+    assert "it is Running" in str(caught.value)
+    assert "queued in" not in str(caught.value), caught.value
