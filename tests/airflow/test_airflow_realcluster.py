@@ -16,6 +16,12 @@ from kf_trainer_core.testing.control_plane.multikueue import MultiKueuePair
 
 pytestmark = [pytest.mark.control_plane, pytest.mark.usefixtures("airflow_db")]
 
+#: What the API server answers for a kwok node's log: the log was asked of the worker's
+#: kubelet (the manager has no pod to ask; tests/realcluster/test_multikueue_real.py).
+KUBELET_LOG = ":10250/containerLogs/"
+#: How a task's log follower says why the log ended.
+FOLLOWED = "Could not follow the log of"
+
 
 @pytest.fixture
 def real_conn(
@@ -57,7 +63,8 @@ def test_decorated_task_says_why_its_value_is_missing(
     assert "connection refused" in said
 
 
-def test_operator_follows_a_multikueue_job_to_its_worker(
+@pytest.fixture
+def multikueue_conn(
     multikueue: MultiKueuePair, multikueue_namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The worker by the connection's mapping (the adapter passes it through).
@@ -71,6 +78,12 @@ def test_operator_follows_a_multikueue_job_to_its_worker(
             },
         ),
     )
+
+
+@pytest.mark.usefixtures("multikueue_conn")
+def test_operator_follows_a_multikueue_job_to_its_worker(
+    multikueue: MultiKueuePair, capfd: pytest.CaptureFixture[str]
+) -> None:
     run = run_dag("kf_real_multikueue")
     assert run.state == "success"
     out = run.xcom("train")
@@ -78,3 +91,23 @@ def test_operator_follows_a_multikueue_job_to_its_worker(
     assert out["result"] == {"double": 42}
     assert out["worker"]["name"] == multikueue.cluster
     assert out["worker"]["reachable"] is True
+    # Its log, followed from the triggerer, was asked of the worker's kubelet (kwok
+    # serves none: the API server's answer names it, in the task's log).
+    text = capfd.readouterr()
+    said = (text.out + text.err).splitlines()
+    assert any(FOLLOWED in line and KUBELET_LOG in line for line in said), said
+
+
+@pytest.mark.usefixtures("multikueue_conn")
+def test_execution_timeout_cancels_a_multikueue_job_on_both_clusters(
+    multikueue: MultiKueuePair, multikueue_namespace: str
+) -> None:
+    ns = multikueue_namespace
+    with multikueue.watching(ns) as seen:
+        run = run_dag("kf_real_multikueue_timeout")
+        assert run.state == "failed"
+        assert seen.on_worker.is_set(), seen  # it ran on the worker before the timeout
+        # on_kill deleted the manager's job; MultiKueue removes the worker's copy.
+        assert not any(n.startswith("trainjob/") for n in multikueue.manager_has(ns))
+        assert multikueue.left_over(ns) == []
+    assert not seen.manager_jobsets  # the manager never ran it

@@ -341,3 +341,46 @@ def test_suspend_and_resume_go_through_the_workload(
         client.suspend_job(plain)
         assert active().count(False) == 1
         assert server.store.get(TRAINJOBS, "default", plain)["spec"]["suspend"] is True
+
+
+def test_a_wait_handed_to_the_worker_ends_with_the_queue_as_it_is_then(
+    server: KubeTestServer,
+    kueue: KueueSimulator,
+    worker: tuple[KubeTestServer, Path],
+    k8s_config: KubernetesConfig,
+) -> None:
+    # Kueue names the worker (status.clusterName) before the Workload reads Admitted: a
+    # wait hands over to the worker while the queue status says "queued". When it ends,
+    # what it says of the queue is read again: admitted by then, not "queued" (seen on
+    # the real pair: "did not reach Complete within 8s (it is Running; queued in …)").
+    import threading
+
+    from kf_trainer_core.errors import TrainJobTimeoutError
+
+    wserver, wconfig = worker
+    kueue.stop_queue("gpus")  # Kueue holds the Workload: not admitted yet
+    with TrainerClient(mapped(k8s_config, wconfig)) as client:
+        name = client.submit(mk_job()).job.name
+        until(lambda: server.store.list(WORKLOADS, "default")[0])
+        dispatch(server, wserver, name, "never-finish")
+        raised: list[BaseException] = []
+
+        def wait() -> None:
+            try:
+                client.wait(name, timeout=3)
+            except BaseException as exc:
+                raised.append(exc)
+
+        waiting = threading.Thread(target=wait)
+        waiting.start()
+        # Handed over: the wait reads the worker's copy.
+        until(lambda: any("/trainjobs" in r.path for r in wserver.requests.records))
+        kueue.stop_queue("gpus", False)  # now Kueue admits it
+        waiting.join(30)
+    (err,) = raised
+    assert isinstance(err, TrainJobTimeoutError), err
+    assert "it is Running" in str(err)
+    assert "queued in" not in str(err), err
+    assert err.job is not None
+    assert err.job.queue is not None
+    assert err.job.queue.admitted, err.job.queue

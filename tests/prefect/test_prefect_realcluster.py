@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from prefect import flow
+from prefect_support import read_logs
 from train_functions import train_linear
 
 from kf_trainer_core.cluster.outputs import JobOutputs
@@ -32,6 +33,14 @@ from kf_trainer_prefect import KubeflowTrainerCredentials, run_trainjob, trainjo
 pytestmark = [pytest.mark.control_plane, pytest.mark.usefixtures("prefect_server")]
 
 RESULT = {"w": 2.9, "loss": 0.01}
+#: What the API server answers for a kwok node's log: the log was asked of the worker's
+#: kubelet (the manager has no pod to ask; tests/realcluster/test_multikueue_real.py).
+KUBELET_LOG = ":10250/containerLogs/"
+#: How a task's log follower says why the log ended.
+FOLLOWED = "Could not follow the log of"
+#: How long the MultiKueue task waits before it gives up: long enough for its job to
+#: reach the worker (a second or two), short enough to keep the test short.
+MULTIKUEUE_WAIT_SECONDS = 8.0
 
 
 def square(x: int = 3) -> int:
@@ -117,9 +126,52 @@ def test_run_trainjob_follows_a_multikueue_job_to_its_worker(
     def train() -> JobOutputs:
         return run_trainjob(mk, creds)
 
-    out = train()
+    state = train(return_state=True)
+    out = state.result()
     assert out.status is JobState.COMPLETE
     assert out.result == RESULT
     assert out.worker is not None
     assert out.worker.name == multikueue.cluster
     assert out.worker.reachable
+    # Its log was asked of the worker's kubelet (kwok serves none: the API server's
+    # answer names it, in the task run's log).
+    logs = read_logs(state.state_details.flow_run_id)
+    assert any(FOLLOWED in line and KUBELET_LOG in line for line in logs), logs
+
+
+def test_a_timeout_cancels_a_multikueue_job_on_both_clusters(
+    multikueue: MultiKueuePair, multikueue_namespace: str
+) -> None:
+    ns = multikueue_namespace
+    creds = KubeflowTrainerCredentials(kubeconfig=str(multikueue.manager.kubeconfig), namespace=ns)
+    long_job = TrainJobSpec(
+        runtime="torch-distributed",
+        trainer=CustomTrainer(train_linear, num_nodes=1, resources_per_node={"cpu": "1"}),
+        options=[
+            QueueName(multikueue.queue),
+            ManagedBy(MANAGED_BY_MULTIKUEUE),
+            kwok.node_annotations({kwok.DURATION: "300s"}),
+        ],
+    )
+
+    @flow
+    def train() -> JobOutputs:
+        # The task's own timeout; on_cancel="delete", the default.
+        return run_trainjob(long_job, creds, timeout=MULTIKUEUE_WAIT_SECONDS)
+
+    with multikueue.watching(ns) as seen:
+        state = train(return_state=True)
+        assert state.is_failed()
+        with pytest.raises(TimeoutError) as caught:
+            state.result()
+        assert seen.on_worker.is_set(), seen  # it ran on the worker before the timeout
+        # The manager's job is deleted by the task; MultiKueue removes the worker's copy.
+        assert not any(n.startswith("trainjob/") for n in multikueue.manager_has(ns))
+        assert multikueue.left_over(ns) == []
+    assert not seen.manager_jobsets  # the manager never ran it
+    logs = read_logs(state.state_details.flow_run_id)
+    assert any(line.startswith("Deleted TrainJob ") for line in logs), logs
+    # The timeout says where the job stood when the wait gave up: running on the worker,
+    # admitted — not queued, as when the wait handed over to the worker.
+    assert "it is Running" in str(caught.value)
+    assert "queued in" not in str(caught.value), caught.value

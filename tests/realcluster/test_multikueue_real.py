@@ -66,23 +66,6 @@ def client(manager_config: KubernetesConfig) -> Iterator[TrainerClient]:
         yield c
 
 
-def _worker_has(pair: MultiKueuePair, namespace: str, name: str) -> list[str]:
-    """What of the job is on the worker: its TrainJob and pods."""
-    found = []
-    tj = pair.worker._request(
-        "GET", f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs"
-    )
-    found += [
-        f"trainjob/{o['metadata']['name']}" for o in tj["items"] if o["metadata"]["name"] == name
-    ]
-    pods = pair.worker._request(
-        "GET",
-        f"/api/v1/namespaces/{namespace}/pods?labelSelector=jobset.sigs.k8s.io/jobset-name%3D{name}",
-    )
-    found += [f"pod/{p['metadata']['name']}" for p in pods["items"]]
-    return found
-
-
 def _until(check: Any, timeout: float = 60, every: float = 0.2) -> Any:
     end = time.monotonic() + timeout
     while True:
@@ -106,7 +89,7 @@ def test_a_job_is_followed_to_its_worker(
     assert running.worker.reachable
     assert [s.name for s in running.steps] == ["node-0", "node-1"]
     assert all(s.pod_name.startswith(name) for s in running.steps)
-    assert _worker_has(multikueue, ns, name)
+    assert multikueue.worker_has(ns, name)
     # Events of its pods exist only on the worker (the scheduler's there).
     events = client.get_job_events(name)
     reasons = {e.reason for e in events}
@@ -126,10 +109,14 @@ def test_a_job_is_followed_to_its_worker(
     assert result == RESULT
     assert job.worker is not None
     assert job.worker.name == multikueue.cluster
+    # Its queue status as it is at the end (admitted), not as at the handoff to the
+    # worker (Kueue names the worker before the Workload reads Admitted).
+    assert job.queue is not None
+    assert not job.queue.waiting, job.queue
     print(f"\nMultiKueue: submit -> Complete with result via the manager in {took:.1f}s")
     # MultiKueue removes the worker's copy; the manager keeps the job, and says why a
     # result read now cannot be had.
-    assert _until(lambda: not _worker_has(multikueue, ns, name), 30)
+    assert _until(lambda: not multikueue.worker_has(ns, name), 30)
     later = client.get_job_outputs(name)
     assert later.status is JobState.COMPLETE
     assert later.worker is not None
@@ -163,29 +150,29 @@ def test_cancel_suspend_resume_and_delete_act_on_the_manager(
 ) -> None:
     ns = multikueue_namespace
     first = client.submit(mk_spec(multikueue.queue, seconds=300, nodes=1)).job.name
-    assert _until(lambda: len(_worker_has(multikueue, ns, first)) == 2)
+    assert _until(lambda: len(multikueue.worker_has(ns, first)) == 2)
     # The default cancel: the safe delete on the manager; MultiKueue removes the copy.
     assert client.cancel_job(first)
-    assert _until(lambda: not _worker_has(multikueue, ns, first), 30)
+    assert _until(lambda: not multikueue.worker_has(ns, first), 30)
     assert not client.cancel_job(first)  # idempotent
 
     second = client.submit(mk_spec(multikueue.queue, seconds=300, nodes=1, result=1)).job.name
-    assert _until(lambda: len(_worker_has(multikueue, ns, second)) == 2)
+    assert _until(lambda: len(multikueue.worker_has(ns, second)) == 2)
     # Suspend: Kueue would undo spec.suspend on the manager; the Workload is deactivated.
     assert client.cancel_job(second, "suspend")
     # (Kueue may dispatch the copy once more while it evicts the Workload: the admission
     # check is reset before the quota is released; then it goes.)
     assert _until(lambda: client.get_job(second).status is JobState.SUSPENDED, 30)
-    assert _until(lambda: not _worker_has(multikueue, ns, second), 30)
+    assert _until(lambda: not multikueue.worker_has(ns, second), 30)
     seen = []
     for _ in range(12):  # and stays off the worker
-        seen.append((time.monotonic(), _worker_has(multikueue, ns, second)))
+        seen.append((time.monotonic(), multikueue.worker_has(ns, second)))
         time.sleep(0.25)
     assert not any(found for _, found in seen), seen
     client.resume_job(second)
-    assert _until(lambda: len(_worker_has(multikueue, ns, second)) == 2, 30)
+    assert _until(lambda: len(multikueue.worker_has(ns, second)) == 2, 30)
     assert client.delete_job(second)
-    assert _until(lambda: not _worker_has(multikueue, ns, second), 30)
+    assert _until(lambda: not multikueue.worker_has(ns, second), 30)
     # The manager's Trainer never built a JobSet for either.
     jobsets = multikueue.manager._request(
         "GET", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
@@ -317,11 +304,17 @@ def test_the_cli_shows_the_worker(
         got = capsys.readouterr()
         return code, got.out, got.err
 
-    code, out, err = cli("run", str(spec_file), "--quiet")
+    code, out, err = cli("run", str(spec_file))
     assert code == 0, err
     assert "Complete in" in out
     assert f"result: {json.dumps(RESULT)}" in out
-    name = out.split(":", 1)[0].rsplit("/", 1)[-1]
+    # Its log was asked of the worker's kubelet (kwok serves none: the API server says so).
+    assert any(
+        line.startswith("[kf-trainer] log stream ended:") and KUBELET_LOG in line
+        for line in out.splitlines()
+    ), out
+    (closing,) = [line for line in out.splitlines() if " in " in line and ": Complete" in line]
+    name = closing.split(":", 1)[0].rsplit("/", 1)[-1]
     code, out, err = cli("jobs", "get", name)
     assert code == 0, err
     assert "Runs on" in out
@@ -329,6 +322,33 @@ def test_the_cli_shows_the_worker(
     code, out, err = cli("jobs", "events", name)
     assert code == 0, err
     assert "Scheduled" in out  # the worker's scheduler placed its pods
+
+
+def test_the_cli_cancels_a_multikueue_job_cleanly(
+    multikueue: MultiKueuePair,
+    multikueue_namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from kf_trainer_core.cli import main
+
+    ns = multikueue_namespace
+    where = ["--kubeconfig", str(multikueue.manager.kubeconfig), "-n", ns]
+    spec_file = tmp_path / "long.json"
+    long_job = mk_spec(multikueue.queue, seconds=300, nodes=1, result=None)
+    spec_file.write_text(json.dumps(long_job.model_dump(mode="json", exclude_none=True)))
+    with multikueue.watching(ns) as seen:
+        capsys.readouterr()
+        assert main(["run", str(spec_file), "--detach", *where]) == 0
+        name = capsys.readouterr().out.split(":", 1)[0].rsplit("/", 1)[-1]
+        assert seen.on_worker.wait(60), seen
+        assert main(["jobs", "cancel", name, *where]) == 0
+        assert "cancelled (delete)" in capsys.readouterr().out
+        # The manager's job goes with the cancel; MultiKueue removes the worker's copy.
+        assert not any(n.startswith("trainjob/") for n in multikueue.manager_has(ns))
+        assert multikueue.left_over(ns) == []
+    assert f"trainjob/{name}" in seen.worker
+    assert not seen.manager_jobsets  # the manager never ran it
 
 
 def test_the_roles_kf_trainer_rbac_prints_are_enough_on_both_clusters(
@@ -368,12 +388,12 @@ def test_the_roles_kf_trainer_rbac_prints_are_enough_on_both_clusters(
         assert job.worker.reachable, job.worker.problem
 
         held = c.submit(mk_spec(multikueue.queue, seconds=300, nodes=1, result=1)).job.name
-        assert _until(lambda: len(_worker_has(multikueue, ns, held)) == 2)
+        assert _until(lambda: len(multikueue.worker_has(ns, held)) == 2)
         assert [s.name for s in c.get_job(held).steps] == ["node-0"]  # read as the reader
         assert c.cancel_job(held, "suspend")
         assert _until(lambda: c.get_job(held).status is JobState.SUSPENDED, 30)
-        assert _until(lambda: not _worker_has(multikueue, ns, held), 30)
+        assert _until(lambda: not multikueue.worker_has(ns, held), 30)
         c.resume_job(held)
-        assert _until(lambda: len(_worker_has(multikueue, ns, held)) == 2, 30)
+        assert _until(lambda: len(multikueue.worker_has(ns, held)) == 2, 30)
         assert c.delete_job(held)
-        assert _until(lambda: not _worker_has(multikueue, ns, held), 30)
+        assert _until(lambda: not multikueue.worker_has(ns, held), 30)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -317,6 +317,13 @@ class Placement:
         with self._worker_subscriptions(cfg, goal.name) as (jobs, events, waker):
             wait = JobWait(routed, self.namespace, goal, jobs, events, waker, **wait_args)
             verdict, seen = await judged(wait, _left(deadline_at))
+        if tracker is not None:
+            # Kueue names the worker (the handoff) before the Workload reads Admitted,
+            # and nothing refreshed the manager's queue status since: read it again, so
+            # that the outcome and a timeout's message say where the job stands now
+            # (admitted, finished), not "queued" as at the handoff.
+            with suppress(ApiError):  # the outcome stands without it
+                await tracker.refresh(api, obj)
         if verdict.kind == "deleted":
             # The worker's copy went first (the manager's Workload finished, was evicted
             # or deleted): the manager says what became of the job.

@@ -4,7 +4,7 @@ deferred to the triggerer, and the decorated task, on kwok's log-less nodes."""
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk import DAG, task
@@ -18,6 +18,9 @@ START = datetime(2026, 1, 1)
 #: What the node pods' termination message carries (kwok writes it, as the generated
 #: program would).
 RESULT = {"double": 42}
+#: The MultiKueue task's execution_timeout: long enough for its job to reach the
+#: worker (dispatch takes a second or two), short enough to keep the test short.
+MULTIKUEUE_TASK_SECONDS = 8
 
 with DAG("kf_real_deferred", schedule=None, start_date=START, catchup=False) as kf_real_deferred:
     TrainJobOperator(
@@ -69,4 +72,30 @@ with DAG(
             ),
         ],
         deferrable=True,
+    )
+
+with DAG(
+    "kf_real_multikueue_timeout",
+    schedule=None,
+    start_date=START,
+    catchup=False,
+    default_args={"retries": 0},
+) as kf_real_multikueue_timeout:
+    # A long MultiKueue job whose task runs out of time while it waits in the worker:
+    # Airflow calls on_kill, whose on_kill_action (delete) must clear both clusters.
+    from kf_trainer_core.spec import MANAGED_BY_MULTIKUEUE, ManagedBy, QueueName
+
+    TrainJobOperator(
+        task_id="train",
+        kubeflow_trainer_conn_id=CONN_ID,
+        trainer=CustomTrainer(
+            double, func_args={"x": 1}, num_nodes=1, resources_per_node={"cpu": "1"}
+        ),
+        options=[
+            QueueName("multikueue"),
+            ManagedBy(MANAGED_BY_MULTIKUEUE),
+            kwok.node_annotations({kwok.DURATION: "300s"}),
+        ],
+        deferrable=False,
+        execution_timeout=timedelta(seconds=MULTIKUEUE_TASK_SECONDS),
     )

@@ -21,19 +21,27 @@ admission check — Kueue admits it on the manager, whose Trainer leaves it alon
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import ssl
+import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from kf_trainer_core.testing.control_plane.running import ControlPlane
 
-__all__ = ["MultiKueuePair", "apply"]
+__all__ = ["MultiKueuePair", "Sightings", "apply"]
 
 _KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
+_TRAINJOBS = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/{}/trainjobs"
+_JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{}/jobsets"
+_PODS = "/api/v1/namespaces/{}/pods"
+#: The label JobSet puts on its pods: the JobSet's (so the TrainJob's) name.
+_JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 _FLAVOR = "kf-mk-flavor"
 _QUOTA = [
     {"name": "cpu", "nominalQuota": 64},
@@ -104,6 +112,27 @@ def _queue(name: str, check: str | None = None) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": spec,
     }
+
+
+def _names(cp: ControlPlane, path: str, kind: str, name: str | None = None) -> list[str]:
+    """``kind/name`` of each object listed at ``path`` (only ``name``'s, if given)."""
+    listed = _get(cp, path) or {}
+    found = [str((o.get("metadata") or {}).get("name")) for o in listed.get("items") or []]
+    return [f"{kind}/{n}" for n in found if name is None or n == name]
+
+
+@dataclass
+class Sightings:
+    """What a :meth:`MultiKueuePair.watching` thread saw of a namespace's jobs, each as
+    ``kind/name``: on the worker (TrainJobs and their pods), and the JobSets on the
+    manager (whose Trainer must never build one for a job MultiKueue dispatches)."""
+
+    worker: set[str] = field(default_factory=set)
+    manager_jobsets: set[str] = field(default_factory=set)
+    #: A read that failed (the watch goes on; the last one is kept, to say why).
+    error: str | None = None
+    #: Set once the worker has had anything of a job: a test may wait for it.
+    on_worker: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
@@ -224,3 +253,63 @@ class MultiKueuePair:
         """Delete the namespace on both clusters (in the background)."""
         self.manager.delete_namespace(name)
         self.worker.delete_namespace(name)
+
+    # -- what a test checks of a job on both clusters ---------------------------------
+    def worker_has(self, namespace: str, name: str | None = None) -> list[str]:
+        """What of job ``name`` (every job, if ``None``) is on the worker: its TrainJob
+        and pods, as ``trainjob/NAME`` and ``pod/NAME``."""
+        found = _names(self.worker, _TRAINJOBS.format(namespace), "trainjob", name)
+        pods = _PODS.format(namespace)
+        if name is not None:
+            pods += f"?labelSelector={_JOBSET_NAME}%3D{name}"
+        return found + _names(self.worker, pods, "pod")
+
+    def manager_has(self, namespace: str) -> list[str]:
+        """The manager's TrainJobs and JobSets of ``namespace``, as ``kind/NAME``."""
+        return _names(self.manager, _TRAINJOBS.format(namespace), "trainjob") + _names(
+            self.manager, _JOBSETS.format(namespace), "jobset"
+        )
+
+    @contextlib.contextmanager
+    def watching(self, namespace: str, every: float = 0.1) -> Iterator[Sightings]:
+        """Record, in a thread and until the block ends, everything of ``namespace``'s
+        jobs seen on the worker and every JobSet seen on the manager: proof that a job
+        reached its worker before an adapter cancelled it, and that the manager never
+        ran it, whoever submitted it (an orchestrator names its jobs itself)."""
+        seen = Sightings()
+        stop = threading.Event()
+
+        def watch() -> None:
+            while not stop.is_set():
+                try:
+                    found = self.worker_has(namespace)
+                    seen.worker.update(found)
+                    if found:
+                        seen.on_worker.set()
+                    seen.manager_jobsets.update(
+                        n for n in _names(self.manager, _JOBSETS.format(namespace), "jobset")
+                    )
+                except Exception as exc:  # a slow read: the next one tells
+                    seen.error = f"{type(exc).__name__}: {exc}"
+                stop.wait(every)
+
+        thread = threading.Thread(target=watch, name=f"kf-mk-watch-{namespace}", daemon=True)
+        thread.start()
+        try:
+            yield seen
+        finally:
+            stop.set()
+            thread.join(30)
+
+    def left_over(self, namespace: str, timeout: float = 30.0) -> list[str]:
+        """What is left of ``namespace``'s jobs on either cluster (``worker:kind/NAME``,
+        ``manager:kind/NAME``) once that is nothing, or after ``timeout`` seconds: a
+        job cancelled cleanly leaves ``[]`` — the manager's TrainJob deleted, MultiKueue
+        having removed the worker's copy and its pods."""
+        end = time.monotonic() + timeout
+        while True:
+            left = [f"worker:{n}" for n in self.worker_has(namespace)]
+            left += [f"manager:{n}" for n in self.manager_has(namespace)]
+            if not left or time.monotonic() > end:
+                return left
+            time.sleep(0.2)
