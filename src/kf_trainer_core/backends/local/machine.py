@@ -12,45 +12,17 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import shutil
 import subprocess
 from collections.abc import Mapping
 from typing import Any
 
-from kf_trainer_core.base.quoting import shown
-
-_SUFFIXES = {
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-    "Ei": 2**60,
-    "n": 1e-9,
-    "u": 1e-6,
-    "m": 1e-3,
-    "k": 1e3,
-    "M": 1e6,
-    "G": 1e9,
-    "T": 1e12,
-    "P": 1e15,
-    "E": 1e18,
-}
-_QUANTITY = re.compile(r"^([+-]?\d+(?:\.\d*)?|\.\d+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?\d+)?\Z")
+from kf_trainer_core.k8s.quantity import parse_quantity
 
 
 def quantity(value: Any) -> float:
     """A Kubernetes quantity (``4``, ``500m``, ``16Gi``, ``1e3``) as a number."""
-    text = str(value).strip()
-    m = _QUANTITY.match(text)
-    if m is None:
-        raise ValueError(f"not a quantity: {shown(value)}")
-    number = float(m.group(1))
-    suffix = m.group(2) or ""
-    if suffix[:1] in ("e", "E"):
-        return float(number * 10 ** int(suffix[1:]))
-    return number * _SUFFIXES.get(suffix, 1)
+    return float(parse_quantity(value))
 
 
 @functools.lru_cache(maxsize=1)

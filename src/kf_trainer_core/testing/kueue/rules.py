@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from kf_trainer_core.cluster.kueue import JOB_UID_LABEL, QUEUE_NAME_LABEL, WORKLOADS
+from kf_trainer_core.k8s.quantity import parse_quantity
 from kf_trainer_core.k8s.resources import CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES, TRAINJOBS
 
 JSON = dict[str, Any]
@@ -28,34 +29,20 @@ POD_SET = "node"
 #: The manager of the RuntimePatch Kueue's webhook adds to every TrainJob.
 RUNTIME_PATCH_MANAGER = "kueue.x-k8s.io/manager"
 _NO_RESERVATION = ("NoReservation", "The workload has no reservation")
-_SUFFIX = {
-    "m": Decimal("0.001"),
-    "k": Decimal(1000),
-    "M": Decimal(1000) ** 2,
-    "G": Decimal(1000) ** 3,
-    "T": Decimal(1000) ** 4,
-    "Ki": Decimal(1024),
-    "Mi": Decimal(1024) ** 2,
-    "Gi": Decimal(1024) ** 3,
-    "Ti": Decimal(1024) ** 4,
-}
-
-
-def parse_quantity(text: Any) -> Decimal:
-    """A Kubernetes quantity (``"4"``, ``"500m"``, ``"8Gi"``) as a number."""
-    raw = str(text).strip()
-    for suffix in sorted(_SUFFIX, key=len, reverse=True):
-        if raw.endswith(suffix) and raw[: -len(suffix)]:
-            return Decimal(raw[: -len(suffix)]) * _SUFFIX[suffix]
-    return Decimal(raw)
+#: The binary units Kueue prints memory in, largest first.
+_BINARY_UNITS = (
+    ("Ti", Decimal(1024) ** 4),
+    ("Gi", Decimal(1024) ** 3),
+    ("Mi", Decimal(1024) ** 2),
+    ("Ki", Decimal(1024)),
+)
 
 
 def format_quantity(value: Decimal, resource: str) -> str:
     """A quantity as Kueue prints it in messages: whole numbers plain, fractions in
     milli-units, memory in the largest binary unit that divides it."""
     if resource in ("memory", "ephemeral-storage"):
-        for suffix in ("Ti", "Gi", "Mi", "Ki"):
-            unit = _SUFFIX[suffix]
+        for suffix, unit in _BINARY_UNITS:
             if value >= unit and value % unit == 0:
                 return f"{value / unit:f}".rstrip("0").rstrip(".") + suffix
     if value == value.to_integral_value():
