@@ -52,13 +52,13 @@ from pathlib import Path
 from typing import Any
 
 from kf_trainer_core.cluster.kueue import JOB_UID_LABEL, LOCAL_QUEUES, QUEUE_NAME_LABEL, WORKLOADS
+from kf_trainer_core.k8s.quantity import parse_quantity
 from kf_trainer_core.k8s.resources import TRAINJOBS
 from kf_trainer_core.testing.kueue import rules
 from kf_trainer_core.testing.kueue.rules import (
     PRIORITY_CLASS_LABEL,
     ClusterQueue,
     format_quantity,
-    parse_quantity,
     workload_name,
 )
 from kf_trainer_core.testing.store import Store, StoreError, WatchEvent, format_timestamp
