@@ -431,7 +431,6 @@ class Rule:
     message_expression: Program | None
     reason: str | None
     field_path: PathT
-    optional_old_self: bool
 
     def default_message(self) -> str:
         # ruleMessageOrDefault() in apiextensions-apiserver
@@ -459,5 +458,4 @@ def compile_rule(raw: dict[str, Any]) -> Rule:
         message_expression=rt.compile(expression) if expression else None,
         reason=raw.get("reason"),
         field_path=parse_field_path(raw["fieldPath"]) if raw.get("fieldPath") else (),
-        optional_old_self=bool(raw.get("optionalOldSelf", False)),
     )

@@ -32,14 +32,11 @@ class CRDSchema:
     singular: str
     list_kind: str
     short_names: tuple[str, ...]
-    categories: tuple[str, ...]
     namespaced: bool
     version: str
     served_versions: tuple[str, ...]
     storage_version: str
     has_status_subresource: bool
-    scale_subresource: dict[str, Any] | None
-    printer_columns: tuple[dict[str, Any], ...]
     schema: dict[str, Any]
 
     def __init__(self, crd: dict[str, Any], version: str | None = None) -> None:
@@ -68,14 +65,11 @@ class CRDSchema:
         self.singular = str(names.get("singular") or self.kind.lower())
         self.list_kind = str(names.get("listKind") or f"{self.kind}List")
         self.short_names = tuple(names.get("shortNames") or ())
-        self.categories = tuple(names.get("categories") or ())
         self.namespaced = spec.get("scope", "Namespaced") == "Namespaced"
         self.version = str(chosen["name"])
         self.served_versions = tuple(str(v["name"]) for v in versions if v.get("served", True))
         subresources = chosen.get("subresources") or {}
         self.has_status_subresource = "status" in subresources
-        self.scale_subresource = subresources.get("scale")
-        self.printer_columns = tuple(chosen.get("additionalPrinterColumns") or ())
         self.schema = schema
         self._root = Node(schema)
 
