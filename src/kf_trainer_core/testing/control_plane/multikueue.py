@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
-import ssl
 import threading
 import time
 import urllib.error
@@ -50,30 +48,19 @@ _QUOTA = [
 ]
 
 
-def _ssl(cp: ControlPlane) -> ssl.SSLContext:
-    pki = cp.dir / "pki"
-    ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
-    ctx.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
-    return ctx
-
-
 def apply(cp: ControlPlane, path: str, body: dict[str, Any]) -> Any:
     """Server-side apply ``body`` at ``path`` (the object's URL) as the tests' manager."""
-    req = urllib.request.Request(
-        f"{cp.server}{path}?fieldManager=kf-trainer-tests&force=true",
-        data=json.dumps(body).encode(),
-        method="PATCH",
+    return cp._request(
+        "PATCH",
+        f"{path}?fieldManager=kf-trainer-tests&force=true",
+        body,
+        content_type="application/apply-patch+yaml",
     )
-    req.add_header("Content-Type", "application/apply-patch+yaml")
-    with urllib.request.urlopen(req, context=_ssl(cp), timeout=30) as resp:
-        return json.loads(resp.read() or b"null")
 
 
 def _get(cp: ControlPlane, path: str) -> Any:
-    req = urllib.request.Request(f"{cp.server}{path}")
     try:
-        with urllib.request.urlopen(req, context=_ssl(cp), timeout=30) as resp:
-            return json.loads(resp.read() or b"null")
+        return cp._request("GET", path)
     except urllib.error.HTTPError as err:
         if err.code == 404:
             return None

@@ -112,13 +112,17 @@ class ControlPlane:
         with contextlib.suppress(urllib.error.HTTPError, OSError):
             self._request("DELETE", f"/api/v1/namespaces/{name}")
 
-    def kubeconfig_for(self, namespace: str, path: Path) -> Path:
-        """Write a copy of the admin kubeconfig whose context namespace is ``namespace``."""
+    def kubeconfig_for(self, namespace: str, path: Path, *, token: str | None = None) -> Path:
+        """Write a copy of the admin kubeconfig whose context namespace is ``namespace``
+        (authenticated by ``token`` instead of the admin's certificate when given)."""
         import yaml
 
         cfg = yaml.safe_load(self.kubeconfig.read_text())
         for ctx in cfg.get("contexts", []):
             ctx["context"]["namespace"] = namespace
+        if token is not None:
+            for user in cfg.get("users", []):
+                user["user"] = {"token": token}
         path.write_text(yaml.safe_dump(cfg))
         path.chmod(0o600)
         return path
@@ -175,16 +179,7 @@ class ControlPlane:
             {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
              "spec": {"expirationSeconds": 3600}},
         )  # fmt: skip
-        import yaml
-
-        cfg = yaml.safe_load(self.kubeconfig.read_text())
-        for ctx in cfg.get("contexts", []):
-            ctx["context"]["namespace"] = namespace
-        for user in cfg.get("users", []):
-            user["user"] = {"token": issued["status"]["token"]}
-        path.write_text(yaml.safe_dump(cfg))
-        path.chmod(0o600)
-        return path
+        return self.kubeconfig_for(namespace, path, token=issued["status"]["token"])
 
     # ---- raw access ------------------------------------------------------------
     def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -198,10 +193,12 @@ class ControlPlane:
         ctx.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
         return ctx
 
-    def _request(self, method: str, path: str, body: Any = None) -> Any:
+    def _request(
+        self, method: str, path: str, body: Any = None, *, content_type: str = "application/json"
+    ) -> Any:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.server + path, data=data, method=method)
-        req.add_header("Content-Type", "application/json")
+        req.add_header("Content-Type", content_type)
         with urllib.request.urlopen(req, context=self._ssl(), timeout=30) as resp:
             return json.loads(resp.read() or b"null")
 
