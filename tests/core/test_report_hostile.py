@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kf_trainer_core import report as rp
-from kf_trainer_core.testing.status_server import _self_signed
+from kf_trainer_core.testing.certs import issue
 
 TOKEN = "the-projected-token"
 
@@ -57,9 +57,9 @@ def _read_request(conn: socket.socket) -> bytes:
 
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Callable[..., Server]]:
-    cert, key = _self_signed("127.0.0.1")
-    (tmp_path / "ca.crt").write_bytes(cert)
-    (tmp_path / "key.pem").write_bytes(key)
+    issued = issue("kf-trainer-status-server", hosts=("127.0.0.1", "localhost"))
+    (tmp_path / "ca.crt").write_bytes(issued.cert)
+    (tmp_path / "key.pem").write_bytes(issued.key)
     (tmp_path / "token").write_text(TOKEN)
     stop = threading.Event()
     listeners: list[socket.socket] = []

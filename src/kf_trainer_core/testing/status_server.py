@@ -25,8 +25,6 @@ Turn it on with :meth:`KubeTestServer.enable_status_server`.
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 import json
 import re
 import secrets
@@ -78,44 +76,6 @@ class Post:
     trainer_status: JSON | None
 
 
-def _self_signed(host: str) -> tuple[bytes, bytes]:
-    """A certificate for ``host`` (an IP address), its own CA, and its key (PEM)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kf-trainer-status-server")])
-    now = dt.datetime.now(dt.timezone.utc)
-    public = key.public_key()
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(public)
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address(host)), x509.DNSName("localhost")]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(public), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    return cert.public_bytes(serialization.Encoding.PEM), key_pem
-
-
 class StatusServer:
     """The status server on ``host`` (an ephemeral port), writing into ``store``.
 
@@ -134,9 +94,13 @@ class StatusServer:
         self._tokens: dict[str, tuple[str, str]] = {}
         self._lock = threading.Lock()
         self._dir = Path(tempfile.mkdtemp(prefix="kf-status-server-"))
-        self.ca_pem, key_pem = _self_signed(host)
-        (self._dir / "tls.crt").write_bytes(self.ca_pem)
-        (self._dir / "tls.key").write_bytes(key_pem)
+        # Lazily: cryptography is paid for only by a test that turns the server on.
+        from kf_trainer_core.testing.certs import issue
+
+        issued = issue("kf-trainer-status-server", hosts=(host, "localhost"))
+        self.ca_pem = issued.cert
+        (self._dir / "tls.crt").write_bytes(issued.cert)
+        (self._dir / "tls.key").write_bytes(issued.key)
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._port = 0

@@ -21,8 +21,9 @@ Two tiers, chosen by what the machine has:
     (:meth:`ControlPlane.require_controllers`).
 
 Everything a run writes lives under one temporary directory; :meth:`ControlPlane.stop`
-stops exactly the processes it started. Needs ``kubectl``, ``openssl`` (and for the full
-tier ``zstd`` and ``curl``) on ``PATH``: :func:`missing_tools` names what is absent.
+stops exactly the processes it started. Needs ``kubectl`` (and for the full tier
+``zstd``, ``openssl`` and ``curl``) on ``PATH``: :func:`missing_tools` names what is
+absent. The API-only tier makes its certificates in process (:mod:`kf_trainer_core.testing.certs`).
 
 Layout: this module finds and starts a control plane (the full tier through ``start.sh``);
 :mod:`.envtest` starts the API-only tier; :mod:`.running` is what both hand back
@@ -73,7 +74,7 @@ ATTACH_ENV: Final = "KF_CONTROL_PLANE_ATTACH"
 
 #: Tools each tier runs (start.sh checks the same for the full tier).
 TOOLS_FULL: Final = ("kubectl", "zstd", "openssl", "curl")
-TOOLS_API: Final = ("kubectl", "openssl")
+TOOLS_API: Final = ("kubectl",)
 
 
 # Where a free port base is looked for when none is given. start.sh uses base..base+9,

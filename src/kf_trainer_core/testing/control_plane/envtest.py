@@ -20,93 +20,40 @@ from kf_trainer_core.testing.control_plane.running import (
 
 __all__ = ["start_api_tier"]
 
-_OPENSSL_CNF = """\
-[req]
-distinguished_name = dn
-prompt = no
-[dn]
-CN = kf-envtest
-[ca]
-basicConstraints = critical,CA:TRUE
-keyUsage = critical,keyCertSign,cRLSign,digitalSignature
-[server]
-basicConstraints = CA:FALSE
-keyUsage = critical,digitalSignature,keyEncipherment
-extendedKeyUsage = serverAuth
-subjectAltName = IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes.default.svc
-[client]
-basicConstraints = CA:FALSE
-keyUsage = critical,digitalSignature,keyEncipherment
-extendedKeyUsage = clientAuth
-"""
-
-
-def _openssl(pki: Path, *args: str) -> None:
-    subprocess.run(["openssl", *args], cwd=pki, capture_output=True, check=True, timeout=60)
-
 
 def _pki(pki: Path) -> None:
+    """The CA, the apiserver's serving certificate, the admin's client certificate (group
+    ``system:masters``) and the service-account signing key, as kube-apiserver reads them."""
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    from kf_trainer_core.testing.certs import issue, key_pair
+
     pki.mkdir(parents=True, exist_ok=True)
-    (pki / "openssl.cnf").write_text(_OPENSSL_CNF)
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    _openssl(
-        pki,
-        "req",
-        "-x509",
-        *ec,
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        "-days",
-        "30",
-        "-subj",
-        "/CN=kf-envtest-ca",
-        "-config",
-        "openssl.cnf",
-        "-extensions",
-        "ca",
-    )
-    for leaf, subj, ext in (
-        ("apiserver", "/CN=kube-apiserver", "server"),
-        ("admin", "/O=system:masters/CN=kf-admin", "client"),
-    ):
-        _openssl(
-            pki,
-            "req",
-            "-new",
-            *ec,
-            "-keyout",
-            f"{leaf}.key",
-            "-out",
-            f"{leaf}.csr",
-            "-subj",
-            subj,
-            "-config",
-            "openssl.cnf",
-        )
-        _openssl(
-            pki,
-            "x509",
-            "-req",
-            "-in",
-            f"{leaf}.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "30",
-            "-out",
-            f"{leaf}.crt",
-            "-extfile",
-            "openssl.cnf",
-            "-extensions",
-            ext,
-        )
-    _openssl(pki, "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "sa.key")
-    _openssl(pki, "ec", "-in", "sa.key", "-pubout", "-out", "sa.pub")
+    ca = issue("kf-envtest-ca", days=30)
+    leaves = {
+        "apiserver": issue(
+            "kube-apiserver",
+            hosts=("127.0.0.1", "10.96.0.1", "localhost", "kubernetes.default.svc"),
+            signer=ca,
+            usage=ExtendedKeyUsageOID.SERVER_AUTH,
+            days=30,
+        ),
+        "admin": issue(
+            "kf-admin",
+            organization="system:masters",
+            signer=ca,
+            usage=ExtendedKeyUsageOID.CLIENT_AUTH,
+            days=30,
+        ),
+    }
+    private, public = key_pair()
+    files = {"ca.crt": ca.cert, "sa.key": private, "sa.pub": public}
+    for name, issued in leaves.items():
+        files.update({f"{name}.crt": issued.cert, f"{name}.key": issued.key})
+    for name, data in files.items():
+        (pki / name).write_bytes(data)
+        if name.endswith(".key"):
+            (pki / name).chmod(0o600)
 
 
 def _kubeconfig(directory: Path, base: int) -> Path:
