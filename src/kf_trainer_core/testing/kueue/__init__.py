@@ -54,6 +54,7 @@ from typing import Any
 from kf_trainer_core.cluster.kueue import JOB_UID_LABEL, LOCAL_QUEUES, QUEUE_NAME_LABEL, WORKLOADS
 from kf_trainer_core.k8s.quantity import parse_quantity
 from kf_trainer_core.k8s.resources import TRAINJOBS
+from kf_trainer_core.k8s.trainjob import condition_true
 from kf_trainer_core.testing.kueue import rules
 from kf_trainer_core.testing.kueue.rules import (
     PRIORITY_CLASS_LABEL,
@@ -61,7 +62,7 @@ from kf_trainer_core.testing.kueue.rules import (
     format_quantity,
     workload_name,
 )
-from kf_trainer_core.testing.store import Store, StoreError, WatchEvent, format_timestamp
+from kf_trainer_core.testing.store import Store, StoreError, WatchEvent
 
 __all__ = [
     "PRIORITY_CLASS_LABEL",
@@ -264,11 +265,11 @@ class KueueSimulator:
             found = by_owner.get(str(meta["uid"]))
             if found is None:
                 self._create_workload(job)
-            elif not rules.is_true(found, "Finished"):
+            elif not condition_true(found, "Finished"):
                 done = rules.finished_condition(job)
                 if done is not None:
                     self._write_status(found, rules.finished(done))
-                elif not (job.get("spec") or {}).get("suspend") and not rules.is_true(
+                elif not (job.get("spec") or {}).get("suspend") and not condition_true(
                     found, "Admitted"
                 ):
                     # Unsuspended by someone else (a resume by hand): Kueue stops a job
@@ -285,10 +286,8 @@ class KueueSimulator:
                 raise
 
     def _write_status(self, wl: JSON, change: rules.StatusChange) -> JSON | None:
-        now = format_timestamp()
-
         def mutate(obj: JSON) -> None:
-            change(obj.setdefault("status", {}), now)
+            change(obj.setdefault("status", {}))
 
         meta = wl["metadata"]
         try:
@@ -306,7 +305,7 @@ class KueueSimulator:
             cq.usage = {}
         waiting: list[JSON] = []
         for wl in workloads:
-            if rules.is_true(wl, "Finished"):
+            if condition_true(wl, "Finished"):
                 continue
             holder_name = rules.admitted_to(wl)
             if holder_name:
@@ -446,8 +445,8 @@ class KueueSimulator:
             in_cq = [
                 wl
                 for wl in workloads
-                if not rules.is_true(wl, "QuotaReserved")
-                and not rules.is_true(wl, "Finished")
+                if not condition_true(wl, "QuotaReserved")
+                and not condition_true(wl, "Finished")
                 and self.local_queues.get(
                     (
                         wl["metadata"]["namespace"],

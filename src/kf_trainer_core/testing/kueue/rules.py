@@ -15,12 +15,14 @@ from decimal import Decimal
 from typing import Any
 
 from kf_trainer_core.cluster.kueue import JOB_UID_LABEL, QUEUE_NAME_LABEL, WORKLOADS
+from kf_trainer_core.k8s.objects import set_condition
 from kf_trainer_core.k8s.quantity import parse_quantity
 from kf_trainer_core.k8s.resources import CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES, TRAINJOBS
+from kf_trainer_core.k8s.trainjob import condition_true
 
 JSON = dict[str, Any]
-#: Writes a decision into a Workload's ``status`` at time ``now``.
-StatusChange = Callable[[JSON, str], None]
+#: Writes a decision into a Workload's ``status``.
+StatusChange = Callable[[JSON], None]
 
 #: The label that names a WorkloadPriorityClass for a job.
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
@@ -111,14 +113,6 @@ class ClusterQueue:
 # --------------------------------------------------------------------- reading objects
 
 
-def is_true(obj: JSON, kind: str) -> bool:
-    """Whether ``obj`` has condition ``kind`` with status True."""
-    return any(
-        c.get("type") == kind and c.get("status") == "True"
-        for c in (obj.get("status") or {}).get("conditions") or []
-    )
-
-
 def priority(wl: JSON) -> int:
     return int((wl.get("spec") or {}).get("priority") or 0)
 
@@ -136,7 +130,7 @@ def local_queue_of(wl: JSON) -> tuple[str, str]:
 
 def admitted_to(wl: JSON) -> str | None:
     """The ClusterQueue holding quota for ``wl``, if it holds any."""
-    if not is_true(wl, "QuotaReserved"):
+    if not condition_true(wl, "QuotaReserved"):
         return None
     return ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue")
 
@@ -291,7 +285,9 @@ def choose_victims(
         (
             w
             for w in everyone
-            if admitted_to(w) == cq.name and not is_true(w, "Finished") and priority(w) < mine
+            if admitted_to(w) == cq.name
+            and not condition_true(w, "Finished")
+            and priority(w) < mine
         ),
         key=lambda w: (priority(w), str(w["metadata"].get("creationTimestamp") or "")),
     )
@@ -304,30 +300,6 @@ def choose_victims(
         for k, v in request_of(victim).items():
             usage[k] = usage.get(k, Decimal(0)) - v
     return (chosen, usage) if cq.fits(request, usage) else None
-
-
-def _condition(type_: str, status: bool, reason: str, message: str, now: str) -> JSON:
-    return {
-        "type": type_,
-        "status": "True" if status else "False",
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": now,
-    }
-
-
-def set_condition(status: JSON, type_: str, ok: bool, reason: str, message: str, now: str) -> None:
-    """Replace the condition of that type, keeping its transition time when its
-    status does not change (as ``meta.SetStatusCondition`` does)."""
-    cond = _condition(type_, ok, reason, message, now)
-    conds = status.setdefault("conditions", [])
-    for i, old in enumerate(conds):
-        if old.get("type") == type_:
-            if old.get("status") == cond["status"]:
-                cond["lastTransitionTime"] = old.get("lastTransitionTime")
-            conds[i] = cond
-            return
-    conds.append(cond)
 
 
 def is_pending_with(wl: JSON, reason: str, message: str) -> bool:
@@ -345,11 +317,12 @@ def pending(reason: str, message: str) -> StatusChange:
     """Not admitted: ``QuotaReserved=False`` with Kueue's reason and message (Kueue
     writes no ``Admitted`` condition before a first admission)."""
 
-    def change(st: JSON, now: str) -> None:
-        set_condition(st, "QuotaReserved", False, reason, message, now)
-        for c in st.get("conditions") or []:
+    def change(st: JSON) -> None:
+        conditions = st.setdefault("conditions", [])
+        set_condition(conditions, "QuotaReserved", "False", reason, message)
+        for c in conditions:
             if c.get("type") == "Admitted" and c.get("status") == "True":
-                set_condition(st, "Admitted", False, *_NO_RESERVATION, now)
+                set_condition(conditions, "Admitted", "False", *_NO_RESERVATION)
 
     return change
 
@@ -358,7 +331,7 @@ def admitted(cq: ClusterQueue, request: dict[str, Decimal], count: int) -> Statu
     """Admitted into ``cq``: the admission, ``QuotaReserved`` and ``Admitted``, and any
     earlier eviction or preemption no longer current."""
 
-    def change(st: JSON, now: str) -> None:
+    def change(st: JSON) -> None:
         st["admission"] = {
             "clusterQueue": cq.name,
             "podSetAssignments": [
@@ -371,11 +344,14 @@ def admitted(cq: ClusterQueue, request: dict[str, Decimal], count: int) -> Statu
             ],
         }
         reserved = f"Quota reserved in ClusterQueue {cq.name}"
-        set_condition(st, "QuotaReserved", True, "QuotaReserved", reserved, now)
-        set_condition(st, "Admitted", True, "Admitted", "The workload is admitted", now)
-        for c in st.get("conditions") or []:
+        conditions = st.setdefault("conditions", [])
+        set_condition(conditions, "QuotaReserved", "True", "QuotaReserved", reserved)
+        set_condition(conditions, "Admitted", "True", "Admitted", "The workload is admitted")
+        for c in conditions:
             if c.get("type") in ("Evicted", "Preempted") and c.get("status") == "True":
-                c.update(status="False", lastTransitionTime=now)
+                set_condition(
+                    conditions, c["type"], "False", c.get("reason", ""), c.get("message", "")
+                )
 
     return change
 
@@ -385,14 +361,15 @@ def evicted(reason: str, message: str, preemption_reason: str | None = None) -> 
     Kueue counts it in ``schedulingStats.evictions``; only an eviction by the PodsReady
     timeout (whose requeueing backs off) also counts in ``requeueState``."""
 
-    def change(st: JSON, now: str) -> None:
+    def change(st: JSON) -> None:
         st.pop("admission", None)
-        set_condition(st, "Evicted", True, reason, message, now)
+        conditions = st.setdefault("conditions", [])
+        set_condition(conditions, "Evicted", "True", reason, message)
         if preemption_reason is not None:
-            set_condition(st, "Preempted", True, preemption_reason, message, now)
-        set_condition(st, "QuotaReserved", False, "Pending", message, now)
-        set_condition(st, "Admitted", False, *_NO_RESERVATION, now)
-        set_condition(st, "Requeued", True, reason, message, now)
+            set_condition(conditions, "Preempted", "True", preemption_reason, message)
+        set_condition(conditions, "QuotaReserved", "False", "Pending", message)
+        set_condition(conditions, "Admitted", "False", *_NO_RESERVATION)
+        set_condition(conditions, "Requeued", "True", reason, message)
         stats = st.setdefault("schedulingStats", {}).setdefault("evictions", [])
         entry = next((e for e in stats if e.get("reason") == reason), None)
         if entry is None:
@@ -411,7 +388,7 @@ def finished(done: JSON) -> StatusChange:
     reason = "Succeeded" if done["type"] == "Complete" else "Failed"
     message = str(done.get("message") or f"Job {done['type'].lower()}")
 
-    def change(st: JSON, now: str) -> None:
-        set_condition(st, "Finished", True, reason, message, now)
+    def change(st: JSON) -> None:
+        set_condition(st.setdefault("conditions", []), "Finished", "True", reason, message)
 
     return change
