@@ -24,7 +24,6 @@ from kf_trainer_core.testing.server.request import (
     int_param,
     method_not_allowed,
     read_body,
-    read_delete_options,
     validation_mode,
 )
 from kf_trainer_core.testing.server.routing import (
@@ -334,9 +333,8 @@ class HandlerMixin(ServerBase):
         assert route.name is not None
         if route.subresource is not None:
             raise method_not_allowed()
-        body = await read_delete_options(request)
-        policy, preconditions = delete_options(request, body)
-        dry_run = ctx.dry_run = dry_run_of(request.query, body)
+        policy, preconditions, dry_run = await delete_options(request)
+        ctx.dry_run = dry_run
         grace = int_param(request.query, "gracePeriodSeconds")
         del grace  # deletions complete immediately: no kubelet to wait for
         deleted = self.store.delete(
@@ -357,9 +355,8 @@ class HandlerMixin(ServerBase):
         res, view = route.res, route.view
         assert res is not None
         assert view is not None
-        body = await read_delete_options(request)
-        policy, _ = delete_options(request, body)
-        dry_run = ctx.dry_run = dry_run_of(request.query, body)
+        policy, _, dry_run = await delete_options(request)
+        ctx.dry_run = dry_run
         items, _ = self.store.list(
             res,
             route.namespace,

@@ -5,12 +5,13 @@ types, the checks of an object sent for a route, and the verb a request means.""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 import yaml
 from aiohttp import web
 
+from kf_trainer_core.base import timeutil
 from kf_trainer_core.k8s.status import StatusError as StoreError
 from kf_trainer_core.testing.server.routing import Route
 
@@ -42,12 +43,11 @@ def truthy(value: str | None) -> bool:
 def parse_time(text: str) -> datetime:
     """An RFC 3339 query parameter (``sinceTime``); 400 in Go's words when malformed."""
     try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        return timeutil.parse_time(text.replace("z", "Z"))
     except ValueError:
         raise StoreError.bad_request(
             f'parsing time "{text}" as "2006-01-02T15:04:05Z07:00": cannot parse'
         ) from None
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
 def int_param(query: Any, key: str) -> int | None:
@@ -111,10 +111,15 @@ def dry_run_of(query: Any, body: Any = None) -> bool:
     return bool(values)
 
 
-def delete_options(request: web.BaseRequest, body: Any) -> tuple[str, JSON | None]:
-    """The propagation policy and preconditions of a delete: from its DeleteOptions
-    body when it has one (the query is ignored then, as by the API server), else from
-    its query."""
+async def delete_options(request: web.BaseRequest) -> tuple[str, JSON | None, bool]:
+    """The propagation policy, preconditions and ``dryRun`` of a delete: from its
+    DeleteOptions body when it has one (the query is ignored then, as by the API
+    server), else from its query; 400 when the body does not decode."""
+    raw = await request.read()
+    try:
+        body = json.loads(raw) if raw else None
+    except ValueError:
+        raise StoreError.bad_request("the DeleteOptions could not be decoded") from None
     options = body if isinstance(body, dict) else {}
     query = {} if isinstance(body, dict) else request.query
     policy = options.get("propagationPolicy") or query.get("propagationPolicy")
@@ -124,16 +129,7 @@ def delete_options(request: web.BaseRequest, body: Any) -> tuple[str, JSON | Non
     preconditions = (
         options.get("preconditions") if isinstance(options.get("preconditions"), dict) else None
     )
-    return str(policy or "Background"), preconditions
-
-
-async def read_delete_options(request: web.BaseRequest) -> Any:
-    """The DeleteOptions body of a delete (None when empty); 400 when malformed."""
-    raw = await request.read()
-    try:
-        return json.loads(raw) if raw else None
-    except ValueError:
-        raise StoreError.bad_request("the DeleteOptions could not be decoded") from None
+    return str(policy or "Background"), preconditions, dry_run_of(request.query, body)
 
 
 async def read_body(request: web.BaseRequest, yaml_ok: bool = False) -> Any:
