@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from kf_trainer_core.k8s.trainjob import condition_true
 from kf_trainer_core.testing.control_plane.running import ControlPlane
 
 __all__ = ["MultiKueuePair", "Sightings", "apply"]
@@ -67,14 +68,9 @@ def _get(cp: ControlPlane, path: str) -> Any:
         raise
 
 
-def _active(obj: Any) -> bool:
-    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Active" and c.get("status") == "True" for c in conditions)
-
-
 def _until_active(cp: ControlPlane, paths: list[str], what: str, timeout: float = 60) -> None:
     end = time.monotonic() + timeout
-    while not all(_active(_get(cp, p)) for p in paths):
+    while not all(condition_true(_get(cp, p) or {}, "Active") for p in paths):
         if time.monotonic() > end:
             states = {p: ((_get(cp, p) or {}).get("status") or {}) for p in paths}
             raise RuntimeError(f"{what} not Active after {timeout:g}s: {states}")
