@@ -112,7 +112,6 @@ ProgressUpdate = tuple[int | None, int | None, dict[str, str]]
 #: termination message, as the generated program writes a function's return value. Not
 #: the job's function's: only the ``default`` preset and ``exec`` run that.
 SIMULATED_RESULT = '{"epochs":3,"loss":0.1289}'
-_DEFAULT_RESULT = SIMULATED_RESULT
 
 #: The preset of a TrainJob that no annotation or script picks (see the module's text).
 DEFAULT_PRESET = "default"
@@ -248,7 +247,7 @@ class Scenario:
     pods_refused: str | None = None
     #: Termination message of the trainer step's rank 0 on success (the SDK-generated
     #: program writes the function's JSON return value there); None for none.
-    termination_message: str | None = _DEFAULT_RESULT
+    termination_message: str | None = SIMULATED_RESULT
     #: Trainer log lines (None: realistic defaults, with epoch lines on rank 0).
     logs: list[str] | None = None
     #: ``status.trainerStatus`` updates, spread evenly over the trainer step.

@@ -48,11 +48,10 @@ class StoreReads(StoreBase):
     ) -> tuple[builtins.list[dict[str, Any]], str]:
         """Objects sorted by (namespace, name), and the list's resourceVersion.
         ``namespace=None`` lists every namespace."""
-        ls = LabelSelector.parse(label_selector)
-        fs = FieldSelector.parse(field_selector, res)
-        with self.lock:
-            items = self._select(self._bucket(res), res, namespace, ls, fs)
-            return [json_copy(o) for o in items], str(self._rv)
+        items, rv, _ = self.page(
+            res, namespace, label_selector=label_selector, field_selector=field_selector
+        )
+        return items, rv
 
     def list_at(
         self,
@@ -66,16 +65,14 @@ class StoreReads(StoreBase):
         """The list as it was at ``resource_version`` (``resourceVersionMatch=Exact``),
         rebuilt from history; 410 when that version was compacted, 504-style
         ``Timeout`` when it lies in the future."""
-        ls = LabelSelector.parse(label_selector)
-        fs = FieldSelector.parse(field_selector, res)
-        target = parse_rv(resource_version)
-        with self.lock:
-            if target > self._rv:
-                raise self._too_large(target)
-            if target < self._horizon:
-                raise too_old(target, self._horizon)
-            items = self._select(self._state_at(res, target), res, namespace, ls, fs)
-            return [json_copy(o) for o in items], str(target)
+        items, rv, _ = self.page(
+            res,
+            namespace,
+            resource_version=resource_version,
+            label_selector=label_selector,
+            field_selector=field_selector,
+        )
+        return items, rv
 
     def page(
         self,
