@@ -9,11 +9,13 @@ to every runtime, its image tags pinned on every container and init container.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from kf_trainer_core.emulation.registry import Admission
 from kf_trainer_core.k8s.patch import json_copy
 from kf_trainer_core.k8s.resources import CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES
 from kf_trainer_core.k8s.status import StatusError
@@ -21,6 +23,7 @@ from kf_trainer_core.k8s.status import StatusError
 __all__ = ["install_runtimes", "load_upstream_runtimes"]
 
 JSON = dict[str, Any]
+_log = logging.getLogger(__name__)
 
 _KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
 _OVERLAY = "overlays-runtimes-kustomization.yaml"
@@ -82,27 +85,42 @@ def _pin_images(node: Any, tags: dict[str, str]) -> None:
             _pin_images(value, tags)
 
 
-def install_runtimes(store: Any, upstream: Path | None = None) -> list[str]:
+def install_runtimes(
+    store: Any,
+    upstream: Path | None = None,
+    *,
+    find: bool = True,
+    admission: Admission | None = None,
+) -> list[str]:
     """Create (or replace) the Trainer v2.3.0 default ClusterTrainingRuntimes in
     ``store`` (a :class:`~kf_trainer_core.testing.store.Store`), read at run time from
     the upstream folder, with the release overlay applied (image tags ``v2.3.0``, label
     ``trainer.kubeflow.org/webhook-validation: disabled``); without that folder, the
-    suite's built-in definitions of them. Returns the runtime names."""
+    suite's built-in definitions of them (without ``upstream``, the folder is looked for
+    with :func:`~kf_trainer_core.testing.crd.find_upstream` unless ``find`` is False).
+    ``admission`` checks each created one as the API server would (the test server's
+    CRD checks): one it refuses is stored unchecked, with a warning. Returns the
+    runtime names."""
     from kf_trainer_core.testing.builtin_runtimes import builtin_runtimes
     from kf_trainer_core.testing.crd import find_upstream
 
-    root = upstream or find_upstream()
+    root = upstream or (find_upstream() if find else None)
     # Without a folder of upstream runtimes: the suite's own definitions of them.
     docs = load_upstream_runtimes(Path(root)) if root is not None else builtin_runtimes()
     names: list[str] = []
     for doc in docs:
         meta = doc["metadata"]
         res = CLUSTER_TRAINING_RUNTIMES if doc["kind"] == _KINDS[0] else TRAINING_RUNTIMES
+        namespace = meta.get("namespace")
         try:
-            store.create(res, doc, namespace=meta.get("namespace"))
+            store.create(res, doc, namespace=namespace, admission=admission)
         except StatusError as exc:
-            if exc.reason != "AlreadyExists":
+            if exc.reason == "AlreadyExists":
+                store.update(res, doc, check_rv=False)
+            elif admission is not None:
+                _log.warning("runtime %s rejected (%s); stored unchecked", meta.get("name"), exc)
+                store.create(res, doc, namespace=namespace)
+            else:
                 raise
-            store.update(res, doc, check_rv=False)
         names.append(str(meta.get("name")))
     return names

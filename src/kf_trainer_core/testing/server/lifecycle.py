@@ -23,17 +23,15 @@ from kf_trainer_core.cluster.kueue import WORKLOADS
 from kf_trainer_core.k8s.rbac import Rule
 from kf_trainer_core.testing.crd import UPSTREAM_ENV, find_upstream
 from kf_trainer_core.testing.faults import FaultInjector
-from kf_trainer_core.testing.runtimes import load_upstream_runtimes
+from kf_trainer_core.testing.runtimes import install_runtimes
 from kf_trainer_core.testing.server.accounting import RequestLog
 from kf_trainer_core.testing.server.base import Binding
 from kf_trainer_core.testing.server.dispatch import Dispatcher
 from kf_trainer_core.testing.store import (
-    CLUSTER_TRAINING_RUNTIMES,
     NAMESPACES,
     SERVICEACCOUNTS,
     PodLogs,
     Store,
-    StoreError,
 )
 
 _log = logging.getLogger("kf_trainer_core.testing.server")
@@ -310,31 +308,11 @@ class KubeTestServer(Dispatcher):
         self.seed_upstream_runtimes()
 
     def seed_upstream_runtimes(self) -> list[str]:
-        """Create the default ClusterTrainingRuntimes (``torch-distributed``, ...) that
-        are missing — the upstream files when a folder of them is named, else the
-        suite's own definitions of them — and return the names created."""
-        from kf_trainer_core.testing.builtin_runtimes import builtin_runtimes
-
-        created: list[str] = []
+        """Create (or replace) the default ClusterTrainingRuntimes (``torch-distributed``,
+        ...) through the CRD's checks — the upstream files when a folder of them is
+        named, else the suite's own definitions of them — and return their names."""
         admit = self._admission("Ignore", [])
-        runtimes = (
-            load_upstream_runtimes(self.upstream)
-            if self.upstream is not None
-            else builtin_runtimes()
-        )
-        for runtime in runtimes:
-            if runtime["kind"] != "ClusterTrainingRuntime":
-                continue
-            name = runtime["metadata"]["name"]
-            if self.store.try_get(CLUSTER_TRAINING_RUNTIMES, None, name) is not None:
-                continue
-            try:
-                self.store.create(CLUSTER_TRAINING_RUNTIMES, runtime, admission=admit)
-            except StoreError as exc:
-                _log.warning("upstream runtime %s rejected (%s); stored unvalidated", name, exc)
-                self.store.create(CLUSTER_TRAINING_RUNTIMES, runtime)
-            created.append(name)
-        return created
+        return install_runtimes(self.store, self.upstream, find=False, admission=admit)
 
     def require_token(self, tokens: set[str] | Callable[[str], bool] | None) -> None:
         """Answer 401 to requests without an accepted bearer token (None: no auth)."""
