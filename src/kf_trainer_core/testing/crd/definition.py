@@ -12,7 +12,7 @@ import yaml
 
 from kf_trainer_core.testing.crd.cel import CELCompileError, compile_rule
 from kf_trainer_core.testing.crd.defaulting import fill_defaults, prune_fields
-from kf_trainer_core.testing.crd.errors import FieldError
+from kf_trainer_core.testing.crd.errors import FieldError, format_invalid
 from kf_trainer_core.testing.crd.meta import validate_object_meta
 from kf_trainer_core.testing.crd.rules import run_rules
 from kf_trainer_core.testing.crd.schema import MISSING, Node
@@ -222,6 +222,19 @@ class CRDSchema:
             else:
                 errors.extend(run_rules(run.jobs, run.ratcheting))
         return errors
+
+    def check(
+        self,
+        obj: dict[str, Any],
+        old: dict[str, Any] | None = None,
+        *,
+        subresource: str | None = None,
+    ) -> None:
+        """Raise ``ValueError`` with the apiserver's 422 message if ``obj`` is invalid."""
+        errors = self.validate(obj, old, subresource=subresource)
+        if errors:
+            name = str((obj.get("metadata") or {}).get("name", ""))
+            raise ValueError(format_invalid(self.kind, self.group, name, errors))
 
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml is ~20x faster
