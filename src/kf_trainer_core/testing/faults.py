@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from kf_trainer_core.testing.store import PodLogs, Store, StoreError
 
-__all__ = ["VERBS", "FaultInjector", "ForbidRule", "status_for_code"]
+__all__ = ["VERBS", "FaultInjector", "ForbidRule", "resource_matches", "status_for_code"]
 
 #: The verbs a request can have (RBAC's names).
 VERBS = frozenset(
@@ -86,8 +86,10 @@ def _matches(want: str | None, have: str) -> bool:
     return want is None or want == "*" or want == have
 
 
-def _resource_matches(want: str | None, resource: str, subresource: str | None) -> bool:
-    # "pods" matches pods and its subresources; "pods/log" only the subresource.
+def resource_matches(want: str | None, resource: str, subresource: str | None) -> bool:
+    """Whether a request for ``resource`` (and ``subresource``) is one ``want`` names:
+    ``pods`` names pods and its subresources, ``pods/log`` only the subresource, ``*``
+    or None everything."""
     if want is None or want == "*":
         return True
     if "/" in want:
@@ -127,7 +129,7 @@ class ForbidRule:
         """Whether a request is denied by this rule."""
         return (
             _matches(self.verb, verb)
-            and _resource_matches(self.resource, resource, subresource)
+            and resource_matches(self.resource, resource, subresource)
             and (self.namespace is None or self.namespace == namespace)
         )
 
@@ -267,7 +269,7 @@ class FaultInjector:
             return None
         with self._lock:
             for f in self._failures:
-                if _matches(f.verb, verb) and _resource_matches(f.resource, resource, subresource):
+                if _matches(f.verb, verb) and resource_matches(f.resource, resource, subresource):
                     f.remaining -= 1
                     if f.remaining <= 0:
                         self._failures.remove(f)
@@ -283,7 +285,7 @@ class FaultInjector:
                 lat.seconds
                 for lat in self._latencies
                 if _matches(lat.verb, verb)
-                and _resource_matches(lat.resource, resource, subresource)
+                and resource_matches(lat.resource, resource, subresource)
             )
 
     def forbidden(

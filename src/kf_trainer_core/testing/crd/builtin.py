@@ -19,30 +19,23 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from kf_trainer_core.k8s.resources import (
+    CLUSTER_TRAINING_RUNTIMES,
+    JOBSETS,
+    TRAINING_RUNTIMES,
+    TRAINJOBS,
+    Resource,
+)
 from kf_trainer_core.testing.crd.definition import CRDSchema
 
 JSON = dict[str, Any]
 
-#: (CRD plural, group, version, kind, model class name, namespaced).
+#: Each resource and the model class of its objects.
 _KINDS = (
-    ("trainjobs", "trainer.kubeflow.org", "v1alpha1", "TrainJob", "TrainerV1alpha1TrainJob", True),
-    (
-        "trainingruntimes",
-        "trainer.kubeflow.org",
-        "v1alpha1",
-        "TrainingRuntime",
-        "TrainerV1alpha1TrainingRuntime",
-        True,
-    ),
-    (
-        "clustertrainingruntimes",
-        "trainer.kubeflow.org",
-        "v1alpha1",
-        "ClusterTrainingRuntime",
-        "TrainerV1alpha1ClusterTrainingRuntime",
-        False,
-    ),
-    ("jobsets", "jobset.x-k8s.io", "v1alpha2", "JobSet", "JobsetV1alpha2JobSet", True),
+    (TRAINJOBS, "TrainerV1alpha1TrainJob"),
+    (TRAINING_RUNTIMES, "TrainerV1alpha1TrainingRuntime"),
+    (CLUSTER_TRAINING_RUNTIMES, "TrainerV1alpha1ClusterTrainingRuntime"),
+    (JOBSETS, "JobsetV1alpha2JobSet"),
 )
 
 #: Bumped when the derivation changes (the cache file's name carries it).
@@ -99,9 +92,7 @@ def _structural(node: Any, defs: dict[str, Any], depth: int = 0) -> JSON:
     return {"x-kubernetes-preserve-unknown-fields": True}
 
 
-def _crd(
-    plural: str, group: str, version: str, kind: str, schema: JSON, defs: JSON, namespaced: bool
-) -> JSON:
+def _crd(res: Resource, schema: JSON, defs: JSON) -> JSON:
     root = _structural(schema, defs)
     props = root.setdefault("properties", {})
     # ObjectMeta is the API server's to check (as in every CRD): an object here.
@@ -112,19 +103,19 @@ def _crd(
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
+        "metadata": {"name": f"{res.plural}.{res.group}"},
         "spec": {
-            "group": group,
+            "group": res.group,
             "names": {
-                "kind": kind,
-                "listKind": f"{kind}List",
-                "plural": plural,
-                "singular": kind.lower(),
+                "kind": res.kind,
+                "listKind": f"{res.kind}List",
+                "plural": res.plural,
+                "singular": res.kind.lower(),
             },
-            "scope": "Namespaced" if namespaced else "Cluster",
+            "scope": "Namespaced" if res.namespaced else "Cluster",
             "versions": [
                 {
-                    "name": version,
+                    "name": res.version,
                     "served": True,
                     "storage": True,
                     "schema": {"openAPIV3Schema": root},
@@ -148,14 +139,13 @@ def derive_crds() -> list[JSON]:
     from kubeflow_trainer_api import models
     from pydantic.json_schema import models_json_schema
 
-    classes = [getattr(models, k[4]) for k in _KINDS]
+    classes = [getattr(models, model) for _, model in _KINDS]
     refs, top = models_json_schema([(c, "validation") for c in classes], by_alias=True)
     defs = top.get("$defs") or {}
-    crds = []
-    for (plural, group, version, kind, _, namespaced), cls in zip(_KINDS, classes, strict=False):
-        schema = refs[(cls, "validation")]
-        crds.append(_crd(plural, group, version, kind, schema, defs, namespaced))
-    return crds
+    return [
+        _crd(res, refs[(cls, "validation")], defs)
+        for (res, _), cls in zip(_KINDS, classes, strict=True)
+    ]
 
 
 def _cache_file() -> Path | None:

@@ -8,6 +8,8 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from kf_trainer_core.testing.faults import resource_matches
+
 __all__ = ["RequestLog", "RequestRecord"]
 
 _TOKEN_SPLIT = re.compile(r"[,=!()\s]+")
@@ -75,17 +77,13 @@ class RequestLog:
         status: int | None = None,
     ) -> list[RequestRecord]:
         """Records matching all given criteria. ``resource`` is a plural (matching its
-        subresources too) or ``plural/subresource`` (``pods/log``)."""
+        subresources too), ``plural/subresource`` (``pods/log``) or ``*``."""
         out = []
         for r in self.records:
             if verb is not None and r.verb != verb:
                 continue
-            if resource is not None:
-                if "/" in resource:
-                    if f"{r.resource}/{r.subresource}" != resource:
-                        continue
-                elif r.resource != resource:
-                    continue
+            if not resource_matches(resource, r.resource, r.subresource):
+                continue
             if status is not None and r.status != status:
                 continue
             if job is not None and not r.mentions(job):
