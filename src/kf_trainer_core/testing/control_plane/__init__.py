@@ -45,6 +45,7 @@ from kf_trainer_core.testing.control_plane.running import (
     Tier,
     port_free,
 )
+from kf_trainer_core.testing.crd.upstream import find_shared
 
 __all__ = [
     "CONTROL_PLANE_ENV",
@@ -91,17 +92,9 @@ def find_control_plane(start: Path | None = None) -> Path | None:
     """The control-plane folder: ``$KF_CONTROL_PLANE`` when set (``None`` when it names
     no folder with ``start.sh``), else ``shared/control-plane`` in an ancestor of this
     package or of the working directory."""
-    env = os.environ.get(CONTROL_PLANE_ENV)
-    if env:
-        path = Path(env).expanduser()
-        return path if (path / "start.sh").is_file() else None
-    bases = [start] if start is not None else [Path(__file__), Path.cwd()]
-    for base in bases:
-        for folder in (base.resolve(), *base.resolve().parents):
-            candidate = folder / "shared" / "control-plane"
-            if (candidate / "start.sh").is_file():
-                return candidate
-    return None
+    return find_shared(
+        "control-plane", CONTROL_PLANE_ENV, lambda p: (p / "start.sh").is_file(), start
+    )
 
 
 def envtest_assets() -> Path | None:

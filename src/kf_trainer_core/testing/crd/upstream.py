@@ -1,8 +1,10 @@
-"""Locating the shared upstream data folder and loading the upstream CRDs."""
+"""Locating the shared folders (the upstream data, the control plane) and loading the
+upstream CRDs."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Final
@@ -20,17 +22,23 @@ def find_upstream(start: Path | None = None) -> Path | None:
     checked for a ``shared/upstream`` folder, i.e. ``<repo>/../shared/upstream`` for a
     checkout at ``<parent>/<repo>``. Returns ``None`` when nothing is found.
     """
-    env = os.environ.get(UPSTREAM_ENV)
-    if env:
-        path = Path(env).expanduser()
-        return path if path.is_dir() else None
-    bases = [start] if start is not None else [Path(__file__), Path.cwd()]
-    for base in bases:
-        base = base.resolve()
-        for folder in (base, *base.parents):
-            candidate = folder / "shared" / "upstream"
-            if candidate.is_dir():
-                return candidate
+    return find_shared("upstream", UPSTREAM_ENV, Path.is_dir, start)
+
+
+def find_shared(
+    name: str, env: str, found: Callable[[Path], bool], start: Path | None = None
+) -> Path | None:
+    """The folder ``$env`` names (``None`` when ``found`` rejects it), else the first
+    ``shared/<name>`` that ``found`` accepts in an ancestor of ``start`` (default:
+    this file, then the working directory)."""
+    named = os.environ.get(env)
+    if named:
+        path = Path(named).expanduser()
+        return path if found(path) else None
+    for base in [start] if start is not None else [Path(__file__), Path.cwd()]:
+        for folder in (base.resolve(), *base.resolve().parents):
+            if found(folder / "shared" / name):
+                return folder / "shared" / name
     return None
 
 
