@@ -195,3 +195,21 @@ async def test_a_step_wait_ends_at_once_on_a_job_kueue_can_never_admit(
         await await_step(
             aclient, name, StepGoal.of("node-0", "Running"), timeout=60, recheck_interval=0.2
         )
+
+
+def test_the_simulated_kueue_reads_quantities_in_every_kubernetes_unit() -> None:
+    """A quota or a request in any unit Kubernetes accepts (``Pi``, ``E``, micro, an
+    exponent) is summed as the real Kueue sums it, never refused by the simulation."""
+    from kf_trainer_core.testing.kueue.rules import request_of
+
+    requests = {"memory": "1Pi", "cpu": "500000u", "example.com/fpga": "1e1", "storage": "1E"}
+    pod = {"containers": [{"resources": {"requests": requests}}]}
+    workload = {"spec": {"podSets": [{"count": 2, "template": {"spec": pod}}]}}
+    assert request_of(workload) == {
+        "memory": 2 * 1024**5,
+        "cpu": 1,
+        "example.com/fpga": 20,
+        "storage": 2 * 10**18,
+    }
+    kueue = KueueSimulator(KubeTestServer().store)
+    assert kueue.add_cluster_queue("big", {"memory": "4Pi"}).quota == {"memory": 4 * 1024**5}
