@@ -19,6 +19,7 @@ from kf_trainer_core.backends.local.store import LabelSelector, Store
 from kf_trainer_core.backends.local.transport import LocalTransport
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import LocalConfig
+from kf_trainer_core.emulation.logs import parse_stamp
 from kf_trainer_core.errors import TrainJobTimeoutError
 from kf_trainer_core.k8s.calls import (
     Create,
@@ -210,8 +211,11 @@ def test_log_files_and_followers(tmp_path: Path) -> None:
     writer.write("two\nthree")
     text = read_log(log, timestamps=True)
     stamps = [line.split(" ", 1)[0] for line in text.splitlines()]
-    assert stamps == sorted(stamps)
-    assert len(set(stamps)) == 3
+    # Go's RFC3339Nano, as the kubelet shows them: the fraction without trailing zeros.
+    assert all(not s.endswith("0Z") and not s.endswith(".Z") for s in stamps)
+    times = [parse_stamp(s) for s in stamps]
+    assert times == sorted(times)
+    assert len(set(times)) == 3
     assert read_log(log) == "one\ntwo\nthree\n"
     assert read_log(log, tail_lines=1) == "three\n"
     assert read_log(log, since_time=stamps[1]) == "two\nthree\n"
