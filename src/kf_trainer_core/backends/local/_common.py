@@ -13,6 +13,9 @@ from pathlib import Path
 
 from kf_trainer_core.base.quoting import shown
 
+# The kubelet's cap on a termination message, as both emulations apply it.
+from kf_trainer_core.emulation.kubelet import TERMINATION_MESSAGE_LIMIT
+
 # The Trainer's vocabulary and the object shapes, shared with the rest of the suite
 # (standard library only, so importing them here costs the supervisor nothing).
 from kf_trainer_core.k8s.objects import micro_now, now_iso
@@ -40,7 +43,6 @@ from kf_trainer_core.k8s.trainjob import (
 # The generated program's hand-off (kf_trainer_core.spec.function, duplicated here so the
 # supervisor need not import pydantic; a test keeps the two in step).
 TERMINATION_LOG_ENV = "KF_TRAINER_TERMINATION_LOG"
-TERMINATION_MESSAGE_LIMIT = 4096
 RESULT_MARKER = "##kf-trainer-result## "
 LAUNCHER_ENV = "KF_TRAINER_LAUNCHER"
 
@@ -140,6 +142,7 @@ __all__ = [
     "REPLICATED_JOB_LABEL",
     "REPLICATED_JOB_REPLICAS_LABEL",
     "RESTART_ATTEMPT_LABEL",
+    "TERMINATION_MESSAGE_LIMIT",
     "TRAINER_API",
     "TRAINER_GROUP",
     "micro_now",

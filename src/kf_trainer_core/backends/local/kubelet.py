@@ -29,9 +29,10 @@ from kf_trainer_core.backends.local._common import (
 from kf_trainer_core.backends.local.jobstatus import JobRecord
 from kf_trainer_core.backends.local.liveness import die_with_parent
 from kf_trainer_core.backends.local.logs import LogWriter
-from kf_trainer_core.backends.local.pods import PodRun, oom_kills, pump, resolve_env, termination
+from kf_trainer_core.backends.local.pods import PodRun, oom_kills, pump, termination
 from kf_trainer_core.backends.local.procs import kill_tree, signal_all
-from kf_trainer_core.backends.local.store import PODS, Tx
+from kf_trainer_core.backends.local.store import PODS, SECRETS, Tx
+from kf_trainer_core.emulation.kubelet import SECRET, resolve_env
 from kf_trainer_core.k8s.objects import (
     POD_COMPLETED,
     POD_FAILED,
@@ -162,9 +163,14 @@ class Kubelet:
         """Start the pod's processes (or record why it cannot start)."""
         assert pod.log is not None
         record = self.record
+        namespace = self.place.namespace
         with self.store.read() as rtx:
+            # This store keeps no ConfigMaps: a reference to one is left out.
             env_values, error = resolve_env(
-                rtx, self.place.namespace, pod.obj["spec"]["containers"][0]
+                pod.obj["spec"]["containers"][0],
+                namespace,
+                {SECRET: lambda name: rtx.get(SECRETS, namespace, name)},
+                pod.obj,
             )
         if error is not None and pod.start_error is None:
             first = pod.waiting_since is None
