@@ -1,11 +1,11 @@
 """What a kubelet does to a container whatever runs it: the environment it resolves
 (``envFrom``, ``env``, ``$(VAR)`` expansion, Secret and ConfigMap keys, field
-references) and how it reads a container's end (the exit code of a signal, the
-termination-message file).
+references), how it reads a container's end (the exit code of a signal, the
+termination-message file), and a container run as processes of this machine.
 
 One set of rules for the test bed's kubelet (scripted runs, ``executor="exec"``) and
-the local backend's (processes, containers), so that a pod's environment and its
-terminated state read the same wherever it ran. Standard library only, like the rest
+the local backend's (processes, containers), so that a pod's environment, its output
+and its terminated state read the same wherever it ran. Standard library only, like the rest
 of :mod:`kf_trainer_core.emulation`: the local backend's supervisor imports it.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import re
 import signal
+import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ SECRET = "Secret"
 CONFIG_MAP = "ConfigMap"
 #: The kubelet's cap on a termination message (bytes).
 TERMINATION_MESSAGE_LIMIT = 4096
+#: The exit code of a container whose command could not start (reason ``StartError``).
+START_ERROR_EXIT = 128
 
 #: Reads an object of one kind by name in the pod's namespace (``None``: not there).
 Lookup = Callable[[str], "JSON | None"]
@@ -163,3 +166,44 @@ def read_termination_log(path: Path | None) -> str | None:
     except OSError:
         return None
     return data[:TERMINATION_MESSAGE_LIMIT].decode(errors="ignore") or None
+
+
+# ---------------------------------------------------------------------- processes
+
+
+def spawn(
+    argv: list[str],
+    env: Mapping[str, str],
+    cwd: str | Path,
+    preexec_fn: Callable[[], None] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start one process of a container in a session of its own (its process group is
+    the container's to kill: ``killpg`` takes its whole tree), stdout and stderr as one
+    stream, as a runtime gives them to the kubelet. ``OSError`` when it cannot start
+    (see :func:`start_error`)."""
+    return subprocess.Popen(
+        argv,
+        env=dict(env),
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        close_fds=True,
+        preexec_fn=preexec_fn,
+    )
+
+
+def read_lines(proc: subprocess.Popen[bytes], line: Callable[[str], None]) -> None:
+    """Hand each line of the process's output to ``line`` until it closes (run on a
+    thread of its own); undecodable bytes are replaced, line ends dropped."""
+    assert proc.stdout is not None
+    with proc.stdout:
+        for raw in iter(proc.stdout.readline, b""):
+            line(raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r"))
+
+
+def start_error(argv: list[str], exc: OSError) -> str:
+    """The runtime's message for a command that could not start (exit
+    :data:`START_ERROR_EXIT`, reason ``StartError``)."""
+    return f'exec: "{argv[0] if argv else "?"}": {exc.strerror or exc}'

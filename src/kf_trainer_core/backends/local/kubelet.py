@@ -16,6 +16,7 @@ import subprocess
 import threading
 import time
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kf_trainer_core.backends.local import checkpoints as local_checkpoints
@@ -29,10 +30,17 @@ from kf_trainer_core.backends.local._common import (
 from kf_trainer_core.backends.local.jobstatus import JobRecord
 from kf_trainer_core.backends.local.liveness import die_with_parent
 from kf_trainer_core.backends.local.logs import LogWriter
-from kf_trainer_core.backends.local.pods import PodRun, oom_kills, pump, termination
+from kf_trainer_core.backends.local.pods import PodRun, oom_kills, termination
 from kf_trainer_core.backends.local.procs import kill_tree, signal_all
 from kf_trainer_core.backends.local.store import PODS, SECRETS, Tx
-from kf_trainer_core.emulation.kubelet import SECRET, resolve_env
+from kf_trainer_core.emulation.kubelet import (
+    SECRET,
+    START_ERROR_EXIT,
+    read_lines,
+    resolve_env,
+    spawn,
+    start_error,
+)
 from kf_trainer_core.k8s.objects import (
     POD_COMPLETED,
     POD_FAILED,
@@ -214,34 +222,24 @@ class Kubelet:
             record.write_jobs_status(tx)
         if pod.start_error is not None:
             pod.log.write(pod.start_error[1])
-            self.finish(pod, 128 if pod.start_error[0] == "StartError" else 1)
+            self.finish(pod, START_ERROR_EXIT if pod.start_error[0] == "StartError" else 1)
 
     def _spawn(self, pod: PodRun, env: dict[str, str]) -> None:
         """The pod's processes on this machine, each with a reader of its output."""
         try:
             for item in pod.launches:
-                proc = subprocess.Popen(
-                    item.argv,
-                    env={**env, **item.env},
-                    cwd=pod.cwd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    # A session per rank: its process group is the pod's to kill.
-                    start_new_session=True,
-                    close_fds=True,
-                    # ...and, being out of our group, it would outlive a SIGKILLed
-                    # supervisor: the kernel kills it with us (see local.liveness).
-                    preexec_fn=die_with_parent(),
-                )
+                # A session per rank: its process group is the pod's to kill; being out
+                # of our group, it would outlive a SIGKILLed supervisor: the kernel
+                # kills it with us (see local.liveness).
+                proc = spawn(item.argv, {**env, **item.env}, pod.cwd, die_with_parent())
                 pod.procs.append(proc)
-                reader = threading.Thread(target=pump, args=(proc, pod, item.prefix), daemon=True)
+                line = partial(pod.take_line, prefix=item.prefix)
+                reader = threading.Thread(target=read_lines, args=(proc, line), daemon=True)
                 reader.start()
                 pod.readers.append(reader)
         except OSError as exc:
             # The kubelet's StartError: exit 128, the runtime's message.
-            argv0 = pod.launches[0].argv[0] if pod.launches else "?"
-            pod.start_error = ("StartError", f'exec: "{argv0}": {exc.strerror or exc}')
+            pod.start_error = ("StartError", start_error(pod.launches[0].argv, exc))
             kill_tree(pod.pgids, None, grace=1.0)
 
     def write_pod(self, tx: Tx, pod: PodRun, fn: Callable[[JSON], None]) -> None:

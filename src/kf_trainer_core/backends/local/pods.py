@@ -283,12 +283,3 @@ def termination(pod: PodRun, returncode: int) -> tuple[int, str, str | None]:
             last = next((line for line in said if line.strip()), "")
             message = last[-1024:] or None
     return code, reason, message
-
-
-def pump(proc: subprocess.Popen[bytes], pod: PodRun, prefix: str) -> None:
-    """Copy one process's output into its pod's log."""
-    assert proc.stdout is not None
-    assert pod.log is not None
-    with proc.stdout:
-        for raw in iter(proc.stdout.readline, b""):
-            pod.take_line(raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r"), prefix)

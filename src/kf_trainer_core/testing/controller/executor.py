@@ -10,7 +10,6 @@ import logging
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -24,10 +23,14 @@ from typing import Any
 from kf_trainer_core.emulation.kubelet import (
     CONFIG_MAP,
     SECRET,
+    START_ERROR_EXIT,
     exit_status,
     expand,
+    read_lines,
     read_termination_log,
     resolve_env,
+    spawn,
+    start_error,
 )
 from kf_trainer_core.report import URL_ENV
 from kf_trainer_core.spec.function import TERMINATION_LOG_ENV
@@ -75,26 +78,15 @@ class Runner:
                 "kf-trainer-suite simulator: exec mode needs the container's "
                 "command; the image's entrypoint cannot run here",
             )
-            self._finished(run, 128, "StartError", "exec mode: the container has no command")
+            message = "exec mode: the container has no command"
+            self._finished(run, START_ERROR_EXIT, "StartError", message)
             return
-        env = {**os.environ, **ctx.env}
         try:
-            proc = subprocess.Popen(
-                argv,
-                cwd=workdir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                bufsize=1,
-                errors="replace",
-                start_new_session=True,  # own process group: killpg takes the whole tree
-            )
+            proc = spawn(argv, {**os.environ, **ctx.env}, workdir)
         except OSError as exc:
-            message = f'exec: "{argv[0]}": {exc.strerror or exc}'
+            message = start_error(argv, exc)
             self._log(run, message)
-            self._finished(run, 128, "StartError", message)
+            self._finished(run, START_ERROR_EXIT, "StartError", message)
             return
         run.proc = proc
         threading.Thread(
@@ -133,9 +125,7 @@ class Runner:
         code, message = 1, None
         try:
             assert proc is not None
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                self._log(run, line.rstrip("\n"))
+            read_lines(proc, partial(self._log, run))
             code, _ = exit_status(proc.wait())
             message = read_termination_log(run.termination_log)
         except Exception:

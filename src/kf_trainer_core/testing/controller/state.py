@@ -44,7 +44,7 @@ class Run:
     termination_log: Path
     cancelled: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    proc: subprocess.Popen[str] | None = None
+    proc: subprocess.Popen[bytes] | None = None
 
 
 @dataclass(eq=False)
