@@ -150,7 +150,6 @@ class Kubelet:
         pod.node = f"kf-sim-node-{n}"
         pod.host_ip = f"172.18.0.{n + 2}"
         now = format_timestamp()
-        pod.scheduled_at = now
         pod.waiting = {"reason": CONTAINER_CREATING}
 
         def fn(obj: JSON) -> None:

@@ -67,7 +67,6 @@ class PodSim:
     ready: bool = False
     alive: bool = True  # tracked (not deleted)
     started_at: str | None = None
-    scheduled_at: str | None = None
     run: Run | None = None
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_TAIL))
     logs_closed: bool = False
