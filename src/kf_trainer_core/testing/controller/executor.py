@@ -154,11 +154,8 @@ class Runner:
     def _log(self, run: Run, text: str) -> None:
         # Called from reader/executor threads: the lock orders it against the kill.
         with run.lock:
-            if run.cancelled.is_set():
-                return
-            pod = run.pod
-            self.cx.logs.append(pod.namespace, pod.name, pod.main, text)
-            pod.tail.extend(text.split("\n"))
+            if not run.cancelled.is_set():
+                self.cx.kubelet.log(run.pod, text)
 
     def _done(self, run: Run, code: int, reason: str | None, message: str | None) -> None:
         already_cancelled = run.cancelled.is_set()
