@@ -19,6 +19,7 @@ from kf_trainer_core.backends.local.store import LabelSelector, Store
 from kf_trainer_core.backends.local.transport import LocalTransport
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import LocalConfig
+from kf_trainer_core.emulation.logs import parse_stamp
 from kf_trainer_core.errors import TrainJobTimeoutError
 from kf_trainer_core.k8s.calls import (
     Create,
@@ -210,12 +211,21 @@ def test_log_files_and_followers(tmp_path: Path) -> None:
     writer.write("two\nthree")
     text = read_log(log, timestamps=True)
     stamps = [line.split(" ", 1)[0] for line in text.splitlines()]
-    assert stamps == sorted(stamps)
-    assert len(set(stamps)) == 3
+    # Go's RFC3339Nano, as the kubelet shows them: the fraction without trailing zeros.
+    assert all(not s.endswith("0Z") and not s.endswith(".Z") for s in stamps)
+    times = [parse_stamp(s) for s in stamps]
+    assert times == sorted(times)
+    assert len(set(times)) == 3
     assert read_log(log) == "one\ntwo\nthree\n"
     assert read_log(log, tail_lines=1) == "three\n"
     assert read_log(log, since_time=stamps[1]) == "two\nthree\n"
     assert read_log(log, limit_bytes=6) == "one\ntw"
+    kept = tmp_path / "kept.log"
+    kept.write_text(
+        "2026-01-02T03:04:05.120000000Z at twelve\n2026-01-02T03:04:06.000000000Z six\n"
+    )
+    shown = "2026-01-02T03:04:05.12Z at twelve\n2026-01-02T03:04:06Z six\n"
+    assert read_log(kept, timestamps=True) == shown
 
     follower = LogFollower(log, done, tail_lines=2, timestamps=False)
     assert follower.poll() == b"two"
@@ -288,6 +298,20 @@ def test_secrets_reach_the_trainer_and_a_missing_one_blocks_the_pod(
     assert result == "late"
     events = transport.perform(ListObjects(EVENTS, "local", field_selector="reason=Failed"))
     assert any("absent" in e["message"] for e in events["items"])
+
+
+def test_env_values_expand_earlier_variables_as_the_kubelet_does(client: TrainerClient) -> None:
+    # $(VAR) names a variable defined before it; $$ escapes; an unknown one stays.
+    env = {"WHO": "world", "GREETING": "hello $(WHO) $$(WHO) $(NOPE)"}
+    name = client.train(trainer=CustomTrainer(read_greeting, env=env))
+    _, result = client.wait(name, timeout=30)
+    assert result == "hello world $(WHO) $(NOPE)"
+
+
+def read_greeting() -> str:
+    import os
+
+    return os.environ["GREETING"]
 
 
 def read_token() -> str:

@@ -381,6 +381,19 @@ def test_container_trainer_runs_its_command_here(client: TrainerClient) -> None:
     )
 
 
+def test_a_command_that_cannot_start_is_a_start_error(client: TrainerClient) -> None:
+    spec = TrainJobSpec(
+        trainer=CustomTrainerContainer(image="ghcr.io/example/trainer:1"),
+        options=[TrainerCommand(command=["/no/such/binary"])],
+    )
+    name = client.submit(spec, identity="nostart").job.name
+    with pytest.raises(TrainJobFailedError) as info:
+        client.wait(name, timeout=30)
+    failure = info.value.failure
+    assert (failure.exit_code, failure.container_reason) == (128, "StartError")
+    assert 'exec: "/no/such/binary": No such file or directory' in failure.message
+
+
 def test_missing_runtime_is_a_creation_failure(client: TrainerClient) -> None:
     built = client.build(TrainJobSpec(trainer=CustomTrainer(trivial)), name="orphan")
     manifest = built.manifest

@@ -814,6 +814,35 @@ def test_exec_mode_failure_exit_code(cluster: Cluster) -> None:
     assert (term["exitCode"], term["reason"]) == (3, "Error")
 
 
+def test_exec_mode_a_command_that_cannot_start_is_a_start_error(cluster: Cluster) -> None:
+    cluster.create("nostart", scenario="exec", trainer={"command": ["/no/such/binary"]})
+    cluster.wait_condition("nostart", "Failed")
+    pod = cluster.pods("nostart")[0]
+    term = state_of(pod)["terminated"]
+    said = 'exec: "/no/such/binary": No such file or directory'
+    assert (term["exitCode"], term["reason"], term["message"]) == (128, "StartError", said)
+    assert cluster.log_lines(pod) == [said]
+
+
+def test_exec_mode_resolves_the_env_as_the_kubelet_does(cluster: Cluster) -> None:
+    script = "import os; print(os.environ['GREETING'], os.environ['MY_POD'], flush=True)"
+    cluster.create(
+        "envs",
+        scenario="exec",
+        trainer={
+            "command": [sys.executable, "-c", script],
+            "env": [
+                {"name": "WHO", "value": "world"},
+                {"name": "GREETING", "value": "hello $(WHO) $$(WHO)"},
+                {"name": "MY_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            ],
+        },
+    )
+    cluster.wait_condition("envs", "Complete")
+    pod = cluster.pods("envs")[0]
+    assert cluster.log_lines(pod) == [f"hello world $(WHO) {pod['metadata']['name']}"]
+
+
 def test_exec_mode_kills_the_process_on_delete(cluster: Cluster, tmp_path: Any) -> None:
     pid_file = tmp_path / "pid"
     script = (

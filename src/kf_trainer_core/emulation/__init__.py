@@ -11,6 +11,12 @@ serve: what the generic apiserver registry does with an object whatever stores i
 * :mod:`.paging` — ``limit``/``continue``: one token format, one page rule.
 * :mod:`.watch` — what a watch stream says: event lines, bookmarks, the ``410`` of an
   expired version, and how an object entering or leaving a selector is reported.
+* :mod:`.kubelet` — what a kubelet does to a container whatever runs it: the
+  environment it resolves (``envFrom``, ``env``, ``$(VAR)``, Secret and ConfigMap keys,
+  field references), a signal's exit code, the termination-message file.
+* :mod:`.logs` — container logs: the line stamps, and the ``pods/log`` query (which
+  container, whether it started, ``sinceTime``, ``tailLines``, ``timestamps``,
+  ``limitBytes``).
 
 Two engines keep the objects, because their owners differ: the test bed's in-memory
 store (``testing/store``: one process, history to list at an earlier version, owner

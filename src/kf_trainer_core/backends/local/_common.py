@@ -1,5 +1,5 @@
 """What every part of the local backend shares: where things live in the state
-directory, log timestamps, and the environment variables that connect the supervisor with
+directory and the environment variables that connect the supervisor with
 the processes it runs.
 
 This module is imported by the supervisor, whose start-up time is part of every job's
@@ -9,12 +9,12 @@ cost ~0.4 s to import).
 
 from __future__ import annotations
 
-import re
-import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 from kf_trainer_core.base.quoting import shown
+
+# The kubelet's cap on a termination message, as both emulations apply it.
+from kf_trainer_core.emulation.kubelet import TERMINATION_MESSAGE_LIMIT
 
 # The Trainer's vocabulary and the object shapes, shared with the rest of the suite
 # (standard library only, so importing them here costs the supervisor nothing).
@@ -43,7 +43,6 @@ from kf_trainer_core.k8s.trainjob import (
 # The generated program's hand-off (kf_trainer_core.spec.function, duplicated here so the
 # supervisor need not import pydantic; a test keeps the two in step).
 TERMINATION_LOG_ENV = "KF_TRAINER_TERMINATION_LOG"
-TERMINATION_MESSAGE_LIMIT = 4096
 RESULT_MARKER = "##kf-trainer-result## "
 LAUNCHER_ENV = "KF_TRAINER_LAUNCHER"
 
@@ -126,38 +125,6 @@ class Paths:
         return self.root / "venvs"
 
 
-# ---------------------------------------------------------------------- timestamps
-
-
-def format_stamp(ns: int) -> str:
-    """A log timestamp (RFC 3339 with nanoseconds), fixed width so that the text
-    order is the time order."""
-    seconds, nanos = divmod(ns, 1_000_000_000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{nanos:09d}Z"
-
-
-_STAMP = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(Z|z|[+-]\d{2}:?\d{2})?\Z"
-)
-
-
-def parse_stamp(text: str) -> int:
-    """Nanoseconds since the epoch of an RFC 3339 timestamp (any fraction length)."""
-    m = _STAMP.match(text.strip())
-    if m is None:
-        raise ValueError(f"not an RFC 3339 timestamp: {shown(text)}")
-    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
-    fraction = (m.group(7) or "")[:9].ljust(9, "0")
-    zone = m.group(8) or "Z"
-    offset = 0
-    if zone not in ("Z", "z"):
-        sign = -1 if zone[0] == "-" else 1
-        digits = zone[1:].replace(":", "")
-        offset = sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
-    when = datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
-    return (int(when.timestamp()) - offset) * 1_000_000_000 + int(fraction)
-
-
 __all__ = [
     "ANCESTOR_LABEL",
     "COMPLETION_INDEX_LABEL",
@@ -175,6 +142,7 @@ __all__ = [
     "REPLICATED_JOB_LABEL",
     "REPLICATED_JOB_REPLICAS_LABEL",
     "RESTART_ATTEMPT_LABEL",
+    "TERMINATION_MESSAGE_LIMIT",
     "TRAINER_API",
     "TRAINER_GROUP",
     "micro_now",

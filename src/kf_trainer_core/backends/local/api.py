@@ -47,6 +47,7 @@ from kf_trainer_core.backends.local.store import (
 from kf_trainer_core.backends.local.watch import POLL_SECONDS as POLL_SECONDS  # the transport's
 from kf_trainer_core.backends.local.watch import STREAMS, WatchStream
 from kf_trainer_core.base.quoting import shown
+from kf_trainer_core.emulation.logs import check_started, log_container
 from kf_trainer_core.emulation.paging import decode_continue, list_meta, page
 from kf_trainer_core.emulation.registry import sort_key
 from kf_trainer_core.emulation.strategy import (
@@ -316,17 +317,9 @@ class LocalApi:
         pod = self.store.get(PODS, namespace, pod_name)
         if pod is None:
             raise StatusError.not_found(PODS, pod_name)
-        names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
-        if container not in names:
-            raise StatusError.bad_request(f"container {container} is not valid for pod {pod_name}")
-        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-            waiting = (cs.get("state") or {}).get("waiting")
-            if cs.get("name") == container and waiting is not None:
-                raise StatusError.bad_request(
-                    f'container "{container}" in pod "{pod_name}" is waiting to start: '
-                    f"{waiting.get('reason', 'ContainerCreating')}"
-                )
+        container = log_container(pod, container)
         path = self.paths.log(namespace, pod_name, container)
+        check_started(pod, container, lambda: path.exists() and path.stat().st_size > 0)
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.touch()

@@ -1,6 +1,8 @@
 """The local job's kubelet: it creates the job's pods (as the Job controller and the
-scheduler would), starts their processes — or hands them to a pod runner — with their
-Secrets resolved, watches them end, writes their container states, and stops them.
+scheduler would), hands each to its :class:`PodRunner` — this machine's processes
+(:class:`ProcessRunner`) or containers — with its environment resolved (the kubelet's
+rules: :mod:`kf_trainer_core.emulation.kubelet`), watches them end, writes their
+container states, and stops them.
 
 Standard library only, like the supervisor that imports it (the container runner,
 which needs the Docker SDK, is imported only for container jobs).
@@ -16,7 +18,8 @@ import subprocess
 import threading
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kf_trainer_core.backends.local import checkpoints as local_checkpoints
 from kf_trainer_core.backends.local import gpus, launch, machine
@@ -29,9 +32,17 @@ from kf_trainer_core.backends.local._common import (
 from kf_trainer_core.backends.local.jobstatus import JobRecord
 from kf_trainer_core.backends.local.liveness import die_with_parent
 from kf_trainer_core.backends.local.logs import LogWriter
-from kf_trainer_core.backends.local.pods import PodRun, oom_kills, pump, resolve_env, termination
+from kf_trainer_core.backends.local.pods import PodRun, oom_kills, termination
 from kf_trainer_core.backends.local.procs import kill_tree, signal_all
-from kf_trainer_core.backends.local.store import PODS, Tx
+from kf_trainer_core.backends.local.store import PODS, SECRETS, Tx
+from kf_trainer_core.emulation.kubelet import (
+    SECRET,
+    START_ERROR_EXIT,
+    read_lines,
+    resolve_env,
+    spawn,
+    start_error,
+)
 from kf_trainer_core.k8s.objects import (
     POD_COMPLETED,
     POD_FAILED,
@@ -41,14 +52,100 @@ from kf_trainer_core.k8s.objects import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from kf_trainer_core.backends.local.container.runner import PodRunner
+    from collections.abc import Callable, Iterable
 
 JSON = dict[str, Any]
 
 #: How long log readers get to drain after a container's processes ended.
 DRAIN_SECONDS = 2.0
+
+
+class PodRunner(Protocol):
+    """Runs the pods of one job for its kubelet: :class:`ProcessRunner`, or a
+    container engine's (:mod:`kf_trainer_core.backends.local.container.runner`)."""
+
+    def shape(self, pod: Any) -> None:
+        """Adjust the pod's object (image, command, mounts) before it is stored."""
+
+    def start(self, pod: Any, env: dict[str, str]) -> None:
+        """Start the pod with its resolved env; on failure set ``pod.start_error`` to
+        ``(reason, message)`` (the kubelet then fails the pod)."""
+
+    def poll(self, pod: Any) -> int | None:
+        """The pod's exit code once it ended (its log drained), else ``None``."""
+
+    def stop(self, pods: Iterable[Any]) -> None:
+        """Stop these pods now (SIGTERM, grace, SIGKILL)."""
+
+    def sweep(self, remove: bool) -> None:
+        """Stop whatever of this job still runs; with ``remove``, remove it all."""
+
+
+class ProcessRunner:
+    """The pods as processes of this machine: each rank a session of its own, its
+    output into its pod's log; a failed rank stops its node's others, as torchrun
+    does. Every process of the job carries its uid (see
+    :func:`~kf_trainer_core.backends.local.procs.kill_tree`): a sweep finds them all."""
+
+    def __init__(self, pods: dict[str, PodRun], uid: str) -> None:
+        self.pods = pods
+        self.uid = uid
+
+    def shape(self, pod: PodRun) -> None:
+        """Nothing to adjust: a process runs the pod as it is stored."""
+
+    def start(self, pod: PodRun, env: dict[str, str]) -> None:
+        env = {**pod.env, **env, TERMINATION_LOG_ENV: str(pod.term_file), POD_ENV: pod.name}
+        try:
+            for item in pod.launches:
+                # A session per rank: its process group is the pod's to kill; being out
+                # of our group, it would outlive a SIGKILLed supervisor: the kernel
+                # kills it with us (see local.liveness).
+                proc = spawn(item.argv, {**env, **item.env}, pod.cwd, die_with_parent())
+                pod.procs.append(proc)
+                line = partial(pod.take_line, prefix=item.prefix)
+                reader = threading.Thread(target=read_lines, args=(proc, line), daemon=True)
+                reader.start()
+                pod.readers.append(reader)
+        except OSError as exc:
+            # The kubelet's StartError: exit 128, the runtime's message.
+            pod.start_error = ("StartError", start_error(pod.launches[0].argv, exc))
+            kill_tree(pod.pgids, None, grace=1.0)
+
+    def poll(self, pod: PodRun) -> int | None:
+        codes = [p.poll() for p in pod.procs]
+        if any(c is None for c in codes):
+            if all(c in (None, 0) for c in codes):
+                return None
+            # A rank failed: the others are stopped, as torchrun stops a node.
+            running = [p.pid for p, c in zip(pod.procs, codes, strict=True) if c is None]
+            kill_tree(running, None, 3.0, reap=self.reap)
+            for p in pod.procs:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(1.0)
+            codes = [p.poll() for p in pod.procs]
+            if any(c is None for c in codes):
+                return None
+        return next((c for c in codes if c not in (0, None)), 0)
+
+    def stop(self, pods: Iterable[PodRun]) -> None:
+        """Stop their process groups and every process of the job (a container job's
+        strays too), then let their log readers drain."""
+        pods = list(pods)
+        kill_tree([g for p in pods for g in p.pgids], self.uid, reap=self.reap)
+        for pod in pods:
+            for reader in pod.readers:
+                reader.join(DRAIN_SECONDS)
+
+    def sweep(self, remove: bool, grace: float = 1.0) -> None:
+        """Stop every process of the job still left (a daemon that left its group)."""
+        kill_tree([], self.uid, grace=grace, reap=self.reap)
+
+    def reap(self) -> None:
+        """Collect this process's exited children (zombies still answer signals)."""
+        for pod in self.pods.values():
+            for proc in pod.procs:
+                proc.poll()
 
 
 class Kubelet:
@@ -61,6 +158,10 @@ class Kubelet:
         #: The job's run plan (the local API's admission wrote it).
         self.plan: JSON = {}
         self._runner: PodRunner | None = None
+        #: The job's processes: its pods' unless they run in containers, and a job's
+        #: strays whatever runs its pods.
+        self.processes = ProcessRunner(record.pods, self.place.uid)
+        self.reap = self.processes.reap
 
     @property
     def pods(self) -> dict[str, PodRun]:
@@ -86,6 +187,11 @@ class Kubelet:
             )
         return self._runner
 
+    @property
+    def runtime(self) -> PodRunner:
+        """What runs the pods: the containers, else this machine's processes."""
+        return self.runner or self.processes
+
     def cwd(self) -> str:
         """Where the pods' processes start: the submitter's directory, else the
         workspace."""
@@ -98,9 +204,8 @@ class Kubelet:
         """Store the pods (a fresh name for one that clashes), with the Job's and the
         scheduler's events, and open their logs."""
         record, namespace = self.record, self.place.namespace
-        if self.runner is not None:
-            for pod in pods:
-                self.runner.shape(pod)
+        for pod in pods:
+            self.runtime.shape(pod)
         with self.store.write() as tx:
             # In the transaction that stores the pods: two jobs starting at once see
             # each other's GPUs taken.
@@ -162,9 +267,14 @@ class Kubelet:
         """Start the pod's processes (or record why it cannot start)."""
         assert pod.log is not None
         record = self.record
+        namespace = self.place.namespace
         with self.store.read() as rtx:
+            # This store keeps no ConfigMaps: a reference to one is left out.
             env_values, error = resolve_env(
-                rtx, self.place.namespace, pod.obj["spec"]["containers"][0]
+                pod.obj["spec"]["containers"][0],
+                namespace,
+                {SECRET: lambda name: rtx.get(SECRETS, namespace, name)},
+                pod.obj,
             )
         if error is not None and pod.start_error is None:
             first = pod.waiting_since is None
@@ -181,18 +291,13 @@ class Kubelet:
             env_values.update(
                 local_checkpoints.trainer_env(place.paths.root, place.namespace, record.job)
             )
-        env = {**pod.env, **env_values}
         term = self.place.run_dir / f"{pod.name}.termination-log"
         with contextlib.suppress(FileNotFoundError):
             term.unlink()
         pod.term_file = term
-        env[TERMINATION_LOG_ENV] = str(term)
-        env[POD_ENV] = pod.name
         pod.oom_before = oom_kills()
-        if pod.start_error is None and self.runner is not None:
-            self.runner.start(pod, env_values)
-        elif pod.start_error is None:
-            self._spawn(pod, env)
+        if pod.start_error is None:
+            self.runtime.start(pod, env_values)
         now = now_iso()
         pod.started_at = now
 
@@ -208,35 +313,7 @@ class Kubelet:
             record.write_jobs_status(tx)
         if pod.start_error is not None:
             pod.log.write(pod.start_error[1])
-            self.finish(pod, 128 if pod.start_error[0] == "StartError" else 1)
-
-    def _spawn(self, pod: PodRun, env: dict[str, str]) -> None:
-        """The pod's processes on this machine, each with a reader of its output."""
-        try:
-            for item in pod.launches:
-                proc = subprocess.Popen(
-                    item.argv,
-                    env={**env, **item.env},
-                    cwd=pod.cwd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    # A session per rank: its process group is the pod's to kill.
-                    start_new_session=True,
-                    close_fds=True,
-                    # ...and, being out of our group, it would outlive a SIGKILLed
-                    # supervisor: the kernel kills it with us (see local.liveness).
-                    preexec_fn=die_with_parent(),
-                )
-                pod.procs.append(proc)
-                reader = threading.Thread(target=pump, args=(proc, pod, item.prefix), daemon=True)
-                reader.start()
-                pod.readers.append(reader)
-        except OSError as exc:
-            # The kubelet's StartError: exit 128, the runtime's message.
-            argv0 = pod.launches[0].argv[0] if pod.launches else "?"
-            pod.start_error = ("StartError", f'exec: "{argv0}": {exc.strerror or exc}')
-            kill_tree(pod.pgids, None, grace=1.0)
+            self.finish(pod, START_ERROR_EXIT if pod.start_error[0] == "StartError" else 1)
 
     def write_pod(self, tx: Tx, pod: PodRun, fn: Callable[[JSON], None]) -> None:
         obj = tx.get(PODS, self.place.namespace, pod.name)
@@ -269,31 +346,9 @@ class Kubelet:
 
     def poll(self, pod: PodRun) -> None:
         """Finish the pod if its container ended (a failed rank stops the others)."""
-        if self.runner is not None:
-            code = self.runner.poll(pod)
-            if code is not None:
-                self.finish(pod, code)
-            return
-        codes = [p.poll() for p in pod.procs]
-        if any(c is None for c in codes):
-            if any(c not in (None, 0) for c in codes):
-                # A rank failed: the others are stopped, as torchrun stops a node.
-                kill_tree(
-                    [p.pid for p, c in zip(pod.procs, codes, strict=True) if c is None],
-                    None,
-                    3.0,
-                    reap=self.reap,
-                )
-                for p in pod.procs:
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        p.wait(1.0)
-                codes = [p.poll() for p in pod.procs]
-                if any(c is None for c in codes):
-                    return
-            else:
-                return
-        failing = next((c for c in codes if c not in (0, None)), 0)
-        self.finish(pod, failing if failing is not None else 0)
+        code = self.runtime.poll(pod)
+        if code is not None:
+            self.finish(pod, code)
 
     def finish(self, pod: PodRun, returncode: int) -> None:
         """Record the container's end: its terminated state, the pod's phase."""
@@ -343,10 +398,8 @@ class Kubelet:
         ]
         if self.runner is not None:
             self.runner.stop(active)
-        kill_tree([g for p in active for g in p.pgids], self.place.uid, reap=self.reap)
+        self.processes.stop(active)
         for pod in active:
-            for reader in pod.readers:
-                reader.join(DRAIN_SECONDS)
             if pod.log is not None:
                 pod.log.close()
             pod.finished = True
@@ -368,15 +421,9 @@ class Kubelet:
                 shutil.rmtree(log_dir, ignore_errors=True)
                 del self.pods[pod.name]
 
-    def reap(self) -> None:
-        """Collect this process's exited children (zombies still answer signals)."""
-        for pod in self.pods.values():
-            for proc in pod.procs:
-                proc.poll()
-
     def sweep(self, remove: bool = False, grace: float = 1.0) -> None:
         """Stop whatever processes (and, with ``remove``, containers) of the job are
         left: a daemon that left its group, a container of a supervisor that died."""
-        kill_tree([], self.place.uid, grace=grace, reap=self.reap)
+        self.processes.sweep(remove, grace)
         if self.runner is not None:
             self.runner.sweep(remove=remove)

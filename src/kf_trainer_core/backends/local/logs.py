@@ -1,6 +1,6 @@
 """Container logs as files: one ``<RFC3339Nano> <text>`` line per log line, as the
-kubelet's CRI log files keep them, so that ``timestamps``, ``sinceTime`` and
-``tailLines`` mean what they mean against a cluster.
+kubelet's CRI log files keep them; ``timestamps``, ``sinceTime``, ``tailLines`` and
+``limitBytes`` are the test bed's rules (:mod:`kf_trainer_core.emulation.logs`).
 
 The supervisor writes them (:class:`LogWriter`); any process reads or follows them
 (:func:`read_log`, :class:`LogFollower`). A ``.done`` file next to a log says its
@@ -17,7 +17,14 @@ from collections import deque
 from pathlib import Path
 from typing import Final
 
-from kf_trainer_core.backends.local._common import format_stamp, parse_stamp
+from kf_trainer_core.emulation.logs import (
+    Line,
+    format_stamp,
+    parse_stamp,
+    render,
+    select,
+    shown_stamp,
+)
 
 #: What :meth:`LogFollower.poll` returns when no line is ready yet.
 PENDING: Final = b"\x00pending"
@@ -61,28 +68,20 @@ class LogWriter:
                 self.done.touch()
 
 
-def _split(raw: bytes) -> tuple[str, str]:
-    line = raw.decode("utf-8", errors="replace")
-    stamp, _, text = line.partition(" ")
-    return stamp, text
+def _line(raw: bytes) -> Line:
+    """A stored line: its stamp (ns; 0 when it has none to read) and its text."""
+    stamp, _, text = raw.decode("utf-8", errors="replace").partition(" ")
+    try:
+        return parse_stamp(stamp), text
+    except ValueError:
+        return 0, text
 
 
-def _select(
-    raw_lines: list[bytes], since_ns: int | None, tail: int | None, timestamps: bool
-) -> list[bytes]:
-    out: list[bytes] = []
-    for raw in raw_lines:
-        if since_ns is not None:
-            stamp, _ = _split(raw)
-            try:
-                if parse_stamp(stamp) < since_ns:
-                    continue
-            except ValueError:
-                pass
-        out.append(raw if timestamps else raw.partition(b" ")[2])
-    if tail is not None:
-        out = out[-tail:] if tail > 0 else []
-    return out
+def _shown(lines: list[Line], timestamps: bool) -> list[bytes]:
+    return [
+        (f"{shown_stamp(t)} {text}" if timestamps else text).encode("utf-8", errors="replace")
+        for t, text in lines
+    ]
 
 
 def read_log(
@@ -94,13 +93,11 @@ def read_log(
     limit_bytes: int | None = None,
 ) -> str:
     """A container's log now, as the API returns it (each line newline-terminated)."""
-    data = path.read_bytes()
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
+    raw = path.read_bytes().split(b"\n")
+    if raw and raw[-1] == b"":
+        raw.pop()
     since = parse_stamp(since_time) if since_time else None
-    chosen = _select(lines, since, tail_lines, timestamps)
-    body = b"".join(line + b"\n" for line in chosen)
+    body = render(select(map(_line, raw), since, tail_lines), timestamps)
     if limit_bytes is not None:
         body = body[:limit_bytes]
     return body.decode("utf-8", errors="replace")
@@ -145,13 +142,15 @@ class LogFollower:
             self._partial = chunks.pop()
             tail = self.tail if self._first else None
             self._first = False
-            self._buffer.extend(_select(chunks, self.since, tail, self.timestamps))
+            chosen = select(map(_line, chunks), self.since, tail)
+            self._buffer.extend(_shown(chosen, self.timestamps))
             if self._buffer:
                 return self._buffer.popleft()
         if finished or not self.path.exists():
             self.ended = True
             rest, self._partial = self._partial, b""
-            selected = _select([rest], self.since, None, self.timestamps) if rest else []
+            chosen = select([_line(rest)], self.since, None) if rest else []
+            selected = _shown(chosen, self.timestamps)
             return selected[0] if selected else None
         return PENDING
 

@@ -1,14 +1,13 @@
 """The pods of a local job: where the job lives (:class:`JobPlace`), one pod and what
 runs in it (:class:`PodRun`), the pod objects the JobSet and Job controllers would
-create, the Secrets a kubelet resolves into a container's environment, and how a
-container's end reads in its terminated state (exit code, reason, message).
+create, and how a container's end reads in its terminated state (exit code, reason,
+message; the kubelet's rules for both emulations: :mod:`kf_trainer_core.emulation.kubelet`).
 
 Standard library only, like the supervisor that imports it.
 """
 
 from __future__ import annotations
 
-import base64
 import signal
 import subprocess
 import threading
@@ -32,14 +31,13 @@ from kf_trainer_core.backends.local._common import (
     REPLICATED_JOB_LABEL,
     REPLICATED_JOB_REPLICAS_LABEL,
     RESTART_ATTEMPT_LABEL,
-    TERMINATION_MESSAGE_LIMIT,
     Paths,
     now_iso,
 )
 from kf_trainer_core.backends.local.logs import LogWriter
-from kf_trainer_core.backends.local.store import SECRETS, Tx
 from kf_trainer_core.base import untrusted
 from kf_trainer_core.cluster import distributed
+from kf_trainer_core.emulation.kubelet import exit_status, read_termination_log
 from kf_trainer_core.k8s.objects import (
     CONTAINER_CREATING,
     CONTAINERS_NOT_READY,
@@ -216,66 +214,7 @@ def pod_object(place: JobPlace, rjobs: list[str], rjob: str, index: int, contain
     }
 
 
-# ---------------------------------------------------------------------- Secrets
-
-
-def secret_data(secret: JSON) -> dict[str, str]:
-    """A Secret's values, decoded (``stringData`` over ``data``)."""
-    out: dict[str, str] = {}
-    for key, value in (secret.get("data") or {}).items():
-        try:
-            out[str(key)] = base64.b64decode(str(value)).decode("utf-8", errors="replace")
-        except ValueError:
-            out[str(key)] = str(value)
-    for key, value in (secret.get("stringData") or {}).items():
-        out[str(key)] = str(value)
-    return out
-
-
-def resolve_env(tx: Tx, namespace: str, container: JSON) -> tuple[dict[str, str], str | None]:
-    """The container's env with Secrets read from the local store; an error text
-    (the kubelet's) when one is missing."""
-    out: dict[str, str] = {}
-    for src in container.get("envFrom") or []:
-        ref = (src.get("secretRef") or {}).get("name")
-        if not ref:
-            continue
-        secret = tx.get(SECRETS, namespace, str(ref))
-        if secret is None:
-            if (src.get("secretRef") or {}).get("optional"):
-                continue
-            return out, f'secret "{ref}" not found'
-        out.update(secret_data(secret))
-    for entry in container.get("env") or []:
-        name = str(entry.get("name"))
-        if "value" in entry:
-            out[name] = str(entry["value"])
-            continue
-        ref = (entry.get("valueFrom") or {}).get("secretKeyRef")
-        if ref is None:
-            continue
-        secret = tx.get(SECRETS, namespace, str(ref.get("name")))
-        data = secret_data(secret) if secret is not None else None
-        if data is None or str(ref.get("key")) not in data:
-            if ref.get("optional"):
-                continue
-            if data is None:
-                return out, f'secret "{ref.get("name")}" not found'
-            return out, (
-                f"couldn't find key {ref.get('key')} in Secret {namespace}/{ref.get('name')}"
-            )
-        out[name] = data[str(ref["key"])]
-    return out, None
-
-
 # ---------------------------------------------------------------------- endings
-
-
-def signal_name(sig: int) -> str:
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
 
 
 def oom_kills() -> int | None:
@@ -312,14 +251,12 @@ def termination(pod: PodRun, returncode: int) -> tuple[int, str, str | None]:
     termination log, or else — on failure — the last line it printed."""
     reason = "Completed"
     message: str | None = None
-    code = returncode
+    code, killed_by = exit_status(returncode)
     # What the pod's output says of its failure (torchrun's summary, a worker's error).
     cause = distributed.diagnose(pod.tail) if returncode != 0 else None
-    if returncode < 0:
-        sig = -returncode
-        code = 128 + sig
+    if killed_by is not None:
         reason = "Error"
-        message = f"terminated by {signal_name(sig)}"
+        message = f"terminated by {killed_by}"
     elif returncode != 0:
         reason = pod.start_error[0] if pod.start_error else "Error"
     # A SIGKILL of the container's process, or of a worker under torchrun, while the
@@ -334,12 +271,7 @@ def termination(pod: PodRun, returncode: int) -> tuple[int, str, str | None]:
             reason, message = "OOMKilled", "the kernel's OOM killer stopped it"
     if pod.start_error is not None:
         message = pod.start_error[1]
-    if pod.term_file is not None and pod.term_file.exists():
-        text = pod.term_file.read_bytes()[:TERMINATION_MESSAGE_LIMIT].decode(
-            "utf-8", errors="ignore"
-        )
-        if text:
-            message = text
+    message = read_termination_log(pod.term_file) or message
     if message is None and code != 0:
         # Like terminationMessagePolicy FallbackToLogsOnError, but one line: the
         # failure the output shows (under torchrun its last lines are a banner and a
@@ -351,12 +283,3 @@ def termination(pod: PodRun, returncode: int) -> tuple[int, str, str | None]:
             last = next((line for line in said if line.strip()), "")
             message = last[-1024:] or None
     return code, reason, message
-
-
-def pump(proc: subprocess.Popen[bytes], pod: PodRun, prefix: str) -> None:
-    """Copy one process's output into its pod's log."""
-    assert proc.stdout is not None
-    assert pod.log is not None
-    with proc.stdout:
-        for raw in iter(proc.stdout.readline, b""):
-            pod.take_line(raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r"), prefix)

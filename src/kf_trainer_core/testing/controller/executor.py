@@ -5,31 +5,41 @@ server's projected files)."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import logging
 import os
-import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import traceback
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from kf_trainer_core.emulation.kubelet import (
+    CONFIG_MAP,
+    SECRET,
+    START_ERROR_EXIT,
+    exit_status,
+    expand,
+    read_lines,
+    read_termination_log,
+    resolve_env,
+    spawn,
+    start_error,
+)
 from kf_trainer_core.report import URL_ENV
-from kf_trainer_core.spec.function import TERMINATION_LOG_ENV, TERMINATION_MESSAGE_LIMIT
+from kf_trainer_core.spec.function import TERMINATION_LOG_ENV
 from kf_trainer_core.testing.controller.jobset import container
 from kf_trainer_core.testing.controller.parts import ClusterParts
 from kf_trainer_core.testing.controller.state import PodSim, Run
 from kf_trainer_core.testing.controller.vocab import JSON, LAUNCHER_ENV
 from kf_trainer_core.testing.scenarios import Executor, PodContext, PodResult
-from kf_trainer_core.testing.store import CONFIGMAPS, SECRETS, Resource
+from kf_trainer_core.testing.store import CONFIGMAPS, PODS, SECRETS, Resource
 
 _log = logging.getLogger(__name__)
 
@@ -68,26 +78,15 @@ class Runner:
                 "kf-trainer-suite simulator: exec mode needs the container's "
                 "command; the image's entrypoint cannot run here",
             )
-            self._finished(run, 128, "StartError", "exec mode: the container has no command")
+            message = "exec mode: the container has no command"
+            self._finished(run, START_ERROR_EXIT, "StartError", message)
             return
-        env = {**os.environ, **ctx.env}
         try:
-            proc = subprocess.Popen(
-                argv,
-                cwd=workdir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                bufsize=1,
-                errors="replace",
-                start_new_session=True,  # own process group: killpg takes the whole tree
-            )
+            proc = spawn(argv, {**os.environ, **ctx.env}, workdir)
         except OSError as exc:
-            message = f'exec: "{argv[0]}": {exc.strerror or exc}'
+            message = start_error(argv, exc)
             self._log(run, message)
-            self._finished(run, 128, "StartError", message)
+            self._finished(run, START_ERROR_EXIT, "StartError", message)
             return
         run.proc = proc
         threading.Thread(
@@ -126,13 +125,9 @@ class Runner:
         code, message = 1, None
         try:
             assert proc is not None
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                self._log(run, line.rstrip("\n"))
-            code = proc.wait()
-            if code < 0:
-                code = 128 - code  # killed by signal N: the runtime reports 128+N
-            message = _read_termination_log(run.termination_log)
+            read_lines(proc, partial(self._log, run))
+            code, _ = exit_status(proc.wait())
+            message = read_termination_log(run.termination_log)
         except Exception:
             _log.exception("exec run of %s failed", run.pod.name)
         finally:
@@ -148,7 +143,7 @@ class Runner:
                 result = PodResult(exit_code=int(result) if isinstance(result, int) else 0)
             code, reason, message = result.exit_code, result.reason, result.termination_message
             if message is None:
-                message = _read_termination_log(run.termination_log)
+                message = read_termination_log(run.termination_log)
         except Exception as exc:
             for line in traceback.format_exc().rstrip().split("\n"):
                 self._log(run, line)
@@ -159,11 +154,8 @@ class Runner:
     def _log(self, run: Run, text: str) -> None:
         # Called from reader/executor threads: the lock orders it against the kill.
         with run.lock:
-            if run.cancelled.is_set():
-                return
-            pod = run.pod
-            self.cx.logs.append(pod.namespace, pod.name, pod.main, text)
-            pod.tail.extend(text.split("\n"))
+            if not run.cancelled.is_set():
+                self.cx.kubelet.log(run.pod, text)
 
     def _done(self, run: Run, code: int, reason: str | None, message: str | None) -> None:
         already_cancelled = run.cancelled.is_set()
@@ -183,18 +175,19 @@ class Runner:
     def _pod_context(self, pod: PodSim, run: Run) -> PodContext:
         sim, job, rjob = pod.job.sim, pod.job, pod.job.rjob
         main = container(pod.containers, pod.main) or pod.containers[0]
-        env: dict[str, str] = {}
-        for src in main.get("envFrom") or []:
-            env.update(self._env_from(sim.namespace, src))
-        for e in main.get("env") or []:
-            if not isinstance(e, dict) or not e.get("name"):
-                continue
-            if "value" in e:
-                env[str(e["name"])] = expand(str(e.get("value") or ""), env)
-            elif isinstance(e.get("valueFrom"), dict):
-                value = self._value_from(pod, e["valueFrom"])
-                if value is not None:
-                    env[str(e["name"])] = value
+        store = self.cx.store
+
+        def reader(res: Resource) -> Callable[[str], JSON | None]:
+            return lambda name: store.try_get(res, sim.namespace, name)
+
+        # A missing Secret or ConfigMap is left out here (the scripted kubelet starts the
+        # container anyway); what the kubelet would refuse, the local backend refuses.
+        env, _ = resolve_env(
+            main,
+            sim.namespace,
+            {SECRET: reader(SECRETS), CONFIG_MAP: reader(CONFIGMAPS)},
+            store.try_get(PODS, sim.namespace, pod.name),
+        )
         status_server = self.cx.status_server
         if status_server is not None and rjob.kind == "trainer" and URL_ENV in env:
             # The projected token and CA certificate, where a local process finds them.
@@ -226,83 +219,3 @@ class Runner:
             cancelled=run.cancelled,
             _emit=partial(self._log, run),
         )
-
-    def _value_from(self, pod: PodSim, source: JSON) -> str | None:
-        if isinstance(source.get("fieldRef"), dict):
-            return _field_ref(pod, str(source["fieldRef"].get("fieldPath") or ""))
-        ref = source.get("secretKeyRef") or source.get("configMapKeyRef")
-        if isinstance(ref, dict):
-            res = SECRETS if "secretKeyRef" in source else CONFIGMAPS
-            obj = self.cx.store.try_get(res, pod.namespace, str(ref.get("name")))
-            if obj is None:
-                return None
-            return object_data(res, obj).get(str(ref.get("key")))
-        return None  # resourceFieldRef, fileKeyRef: not simulated
-
-    def _env_from(self, ns: str, src: JSON) -> dict[str, str]:
-        prefix = str(src.get("prefix") or "")
-        for key, res in (("secretRef", SECRETS), ("configMapRef", CONFIGMAPS)):
-            ref = src.get(key)
-            if isinstance(ref, dict):
-                obj = self.cx.store.try_get(res, ns, str(ref.get("name")))
-                if obj is not None:
-                    return {prefix + k: v for k, v in object_data(res, obj).items()}
-        return {}
-
-
-def _field_ref(pod: PodSim, path: str) -> str | None:
-    m = re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path)
-    if m:
-        source = pod.labels if m.group(1) == "labels" else pod.annotations
-        return source.get(m.group(2), "")
-    simple = {
-        "metadata.name": pod.name,
-        "metadata.namespace": pod.namespace,
-        "metadata.uid": pod.uid,
-        "spec.nodeName": pod.node,
-        "spec.serviceAccountName": str(pod.spec.get("serviceAccountName")),
-        "status.podIP": pod.ip,
-        "status.hostIP": pod.host_ip,
-    }
-    return simple.get(path)
-
-
-_VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
-
-
-def expand(text: str, env: dict[str, str]) -> str:
-    """Kubernetes ``$(VAR)`` expansion: defined variables are replaced, ``$$`` escapes,
-    unknown references stay as written."""
-
-    def sub(m: re.Match[str]) -> str:
-        if m.group(0) == "$$":
-            return "$"
-        name = m.group(1)
-        return env[name] if name in env else m.group(0)
-
-    return _VAR_REF.sub(sub, text)
-
-
-def object_data(res: Resource, obj: JSON) -> dict[str, str]:
-    """A Secret's (decoded) or a ConfigMap's data."""
-    out: dict[str, str] = {}
-    if res == SECRETS:
-        for k, v in (obj.get("data") or {}).items():
-            try:
-                out[str(k)] = base64.b64decode(str(v)).decode(errors="replace")
-            except ValueError:
-                continue
-        out.update({str(k): str(v) for k, v in (obj.get("stringData") or {}).items()})
-    else:
-        out.update({str(k): str(v) for k, v in (obj.get("data") or {}).items()})
-    return out
-
-
-def _read_termination_log(path: Path) -> str | None:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    if not data:
-        return None
-    return data[:TERMINATION_MESSAGE_LIMIT].decode(errors="ignore")

@@ -38,10 +38,6 @@ from kf_trainer_core.testing.scenarios import (
 )
 from kf_trainer_core.testing.store import PODS, TRAINJOBS, format_timestamp
 
-_UNSCHEDULABLE = (
-    "0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are "
-    "available: 4 No preemption victims found for incoming pod."
-)
 _DEADLINE = "Pod was active on the node longer than the specified deadline"
 
 
@@ -111,7 +107,9 @@ class Kubelet:
         else:
             self._schedule(pod)
 
-    def _unschedulable(self, pod: PodSim, message: str = _UNSCHEDULABLE) -> None:
+    def _unschedulable(self, pod: PodSim, message: str | None = None) -> None:
+        # The scenario's unschedulable time: as if the GPUs were taken meanwhile.
+        message = message or _unschedulable_message(["nvidia.com/gpu"])
         self._pending(pod, "Unschedulable", message)
         self.cx.events.pod(pod, "Warning", "FailedScheduling", message, component=SCHEDULER)
 
@@ -150,7 +148,6 @@ class Kubelet:
         pod.node = f"kf-sim-node-{n}"
         pod.host_ip = f"172.18.0.{n + 2}"
         now = format_timestamp()
-        pod.scheduled_at = now
         pod.waiting = {"reason": CONTAINER_CREATING}
 
         def fn(obj: JSON) -> None:
@@ -428,8 +425,12 @@ class Kubelet:
                 self._after(pod, offset, partial(self._log_lines, pod, text))
 
     def _log_lines(self, pod: PodSim, text: str) -> None:
-        if not pod.active or pod.logs_closed:
-            return
+        if pod.active and not pod.logs_closed:
+            self.log(pod, text)
+
+    def log(self, pod: PodSim, text: str) -> None:
+        """Lines of the pod's main container: its log, and the tail a
+        ``FallbackToLogsOnError`` message is made of."""
         self.cx.logs.append(pod.namespace, pod.name, pod.main, text)
         pod.tail.extend(text.split("\n"))
 

@@ -64,6 +64,10 @@ class PodControl(Protocol):
         """The pod's main container exited (the runner reports a real run's end)."""
         ...
 
+    def log(self, pod: PodSim, text: str) -> None:
+        """Lines the pod's main container wrote (the runner's real runs)."""
+        ...
+
     def kill(self, pod: PodSim, *, delete: bool) -> None:
         """Stop a pod (and delete its object when ``delete``)."""
         ...

@@ -44,7 +44,7 @@ class Run:
     termination_log: Path
     cancelled: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    proc: subprocess.Popen[str] | None = None
+    proc: subprocess.Popen[bytes] | None = None
 
 
 @dataclass(eq=False)
@@ -67,7 +67,6 @@ class PodSim:
     ready: bool = False
     alive: bool = True  # tracked (not deleted)
     started_at: str | None = None
-    scheduled_at: str | None = None
     run: Run | None = None
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_TAIL))
     logs_closed: bool = False

@@ -6,24 +6,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from aiohttp import web
 
+from kf_trainer_core.emulation.logs import (
+    check_started,
+    log_container,
+    render,
+    select,
+    since_time,
+    stamp_of,
+)
 from kf_trainer_core.testing.scenarios import LOGS_ANNOTATION, UNSERVED_LOGS
 from kf_trainer_core.testing.server.base import Follower, ServerBase
-from kf_trainer_core.testing.server.request import int_param, parse_time, truthy
+from kf_trainer_core.testing.server.request import int_param, truthy
 from kf_trainer_core.testing.server.routing import Ctx
 from kf_trainer_core.testing.store import PODS, StoreError
 
 JSON = dict[str, Any]
-
-
-def _format_log_time(when: datetime) -> str:
-    # Go's RFC3339Nano: fractional seconds without trailing zeros.
-    text = when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f").rstrip("0").rstrip(".")
-    return text + "Z"
 
 
 class PodLogMixin(ServerBase):
@@ -48,7 +49,7 @@ class PodLogMixin(ServerBase):
         ns, name = route.namespace, route.name
         query = request.query
         pod = self.store.get(PODS, ns, name)
-        container = self._log_container(pod, query.get("container"))
+        container = log_container(pod, query.get("container"))
         annotations = (pod.get("metadata") or {}).get("annotations") or {}
         if annotations.get(LOGS_ANNOTATION) == UNSERVED_LOGS:
             kubelet_query = "&".join(f"{k}={v}" for k, v in query.items() if k != "container")
@@ -59,8 +60,8 @@ class PodLogMixin(ServerBase):
         tail = int_param(query, "tailLines")
         limit = int_param(query, "limitBytes")
         since_seconds = int_param(query, "sinceSeconds")
-        since_time = query.get("sinceTime")
-        if since_seconds is not None and since_time:
+        since_text = query.get("sinceTime")
+        if since_seconds is not None and since_text:
             raise StoreError(
                 422,
                 "Invalid",
@@ -79,12 +80,12 @@ class PodLogMixin(ServerBase):
                     f'PodLogOptions "" is invalid: {key}: Invalid value: {value}: must be '
                     "greater than 0",
                 )
-        since: datetime | None = None
+        since: int | None = None
         if since_seconds is not None:
             # The kubelet measures it with its own clock, which stamps the lines too.
-            since = self.logs.now() - timedelta(seconds=since_seconds)
-        elif since_time:
-            since = parse_time(since_time)
+            since = stamp_of(self.logs.now()) - since_seconds * 1_000_000_000
+        elif since_text:
+            since = since_time(since_text)
         if previous:
             if not self.logs.has_previous(ns, name, container):
                 raise StoreError.bad_request(
@@ -92,16 +93,13 @@ class PodLogMixin(ServerBase):
                 )
             follow = False
         else:
-            self._check_container_started(pod, container)
-
-        def render(lines: list[tuple[datetime, str]]) -> bytes:
-            if timestamps:
-                return "".join(f"{_format_log_time(t)} {line}\n" for t, line in lines).encode()
-            return "".join(f"{line}\n" for _, line in lines).encode()
+            check_started(
+                pod, container, lambda: bool(self.logs.read_from(ns, name, container, 0)[0])
+            )
 
         if not follow:
             lines = self.logs.lines(ns, name, container, since=since, tail=tail, previous=previous)
-            data = render(lines)
+            data = render(lines, timestamps)
             if limit is not None:
                 data = data[:limit]
             return web.Response(body=data, content_type="text/plain")
@@ -121,15 +119,12 @@ class PodLogMixin(ServerBase):
         try:
             lines, closed = self.logs.read_from(ns, name, container, 0)
             index = len(lines)
-            if since is not None:
-                lines = [(t, line) for t, line in lines if t >= since]
-            if tail is not None:
-                lines = lines[-tail:] if tail > 0 else []
+            lines = select(lines, since, tail)
             await response.prepare(request)
             self._record(request, ctx, 200)
             budget = limit
             while True:
-                data = render(lines)
+                data = render(lines, timestamps)
                 if budget is not None:
                     data = data[:budget]
                     budget -= len(data)
@@ -158,52 +153,6 @@ class PodLogMixin(ServerBase):
             self._followers.discard(follower)
         return response
 
-    @staticmethod
-    def _log_container(pod: JSON, requested: str | None) -> str:
-        spec = pod.get("spec") or {}
-        name = pod["metadata"]["name"]
-        containers = [c.get("name") for c in spec.get("containers") or []]
-        init = [c.get("name") for c in spec.get("initContainers") or []]
-        ephemeral = [c.get("name") for c in spec.get("ephemeralContainers") or []]
-        if not requested:
-            if len(containers) == 1:
-                return str(containers[0])
-            message = (
-                f"a container name must be specified for pod {name}, choose one of: "
-                f"[{' '.join(containers)}]"
-            )
-            if init:
-                message += f" or one of the init containers: [{' '.join(init)}]"
-            raise StoreError.bad_request(message)
-        if requested not in containers + init + ephemeral:
-            raise StoreError.bad_request(f"container {requested} is not valid for pod {name}")
-        return requested
-
-    def _check_container_started(self, pod: JSON, container: str) -> None:
-        status = pod.get("status") or {}
-        name = pod["metadata"]["name"]
-        for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
-            for cs in status.get(key) or []:
-                if cs.get("name") != container:
-                    continue
-                state = cs.get("state") or {}
-                if "running" in state or "terminated" in state:
-                    return
-                waiting = state.get("waiting")
-                if waiting is not None:
-                    raise StoreError.bad_request(
-                        _waiting_message(
-                            container, name, waiting.get("reason") or "ContainerCreating"
-                        )
-                    )
-                return
-        if status.get("phase") in ("Running", "Succeeded", "Failed"):
-            return
-        ns = pod["metadata"].get("namespace", "")
-        if self.logs.read_from(ns, name, container, 0)[0]:
-            return  # no status yet, but the container evidently wrote logs
-        raise StoreError.bad_request(_waiting_message(container, name, "ContainerCreating"))
-
 
 def _refused(pod: JSON, container: str, query: str) -> StoreError:
     """What the API server answers when the pod's kubelet cannot be reached (a kwok
@@ -215,14 +164,3 @@ def _refused(pod: JSON, container: str, query: str) -> StoreError:
     )
     url += f"?{query}" if query else ""
     return StoreError(500, "", f'Get "{url}": dial tcp {host}:10250: connect: connection refused')
-
-
-def _waiting_message(container: str, pod: str, reason: str) -> str:
-    # The kubelet's wording for the common image failures.
-    if reason == "ErrImagePull":
-        detail = "image can't be pulled"
-    elif reason == "ImagePullBackOff":
-        detail = "trying and failing to pull image"
-    else:
-        detail = reason
-    return f'container "{container}" in pod "{pod}" is waiting to start: {detail}'

@@ -1,17 +1,15 @@
 """Reading a request as the apiserver does: query parameters (booleans, integers,
-times, ``dryRun``, ``fieldValidation``, delete options), bodies and their content
+``dryRun``, ``fieldValidation``, delete options), bodies and their content
 types, the checks of an object sent for a route, and the verb a request means."""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 
 import yaml
 from aiohttp import web
 
-from kf_trainer_core.base import timeutil
 from kf_trainer_core.k8s.status import StatusError as StoreError
 from kf_trainer_core.testing.server.routing import Route
 
@@ -38,16 +36,6 @@ def method_not_allowed() -> StoreError:
 def truthy(value: str | None) -> bool:
     """A boolean query parameter (``true``/``1``)."""
     return value is not None and value.lower() in ("true", "1")
-
-
-def parse_time(text: str) -> datetime:
-    """An RFC 3339 query parameter (``sinceTime``); 400 in Go's words when malformed."""
-    try:
-        return timeutil.parse_time(text.replace("z", "Z"))
-    except ValueError:
-        raise StoreError.bad_request(
-            f'parsing time "{text}" as "2006-01-02T15:04:05Z07:00": cannot parse'
-        ) from None
 
 
 def int_param(query: Any, key: str) -> int | None:

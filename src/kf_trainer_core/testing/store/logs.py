@@ -1,4 +1,5 @@
-"""Container logs of the test bed's pods: what the kubelet would keep and serve."""
+"""Container logs of the test bed's pods: what the kubelet would keep and serve (the
+query's rules: :mod:`kf_trainer_core.emulation.logs`)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
+from kf_trainer_core.emulation.logs import Line, select, stamp_of
+
 _LogKey = tuple[str, str, str]
 
 
 @dataclass
 class _Stream:
-    lines: list[tuple[datetime, str]] = field(default_factory=list)
+    lines: list[Line] = field(default_factory=list)
     closed: bool = False
 
 
@@ -59,7 +62,7 @@ class PodLogs:
         parts = text.split("\n")
         if parts and parts[-1] == "" and len(parts) > 1:
             parts.pop()
-        base = (timestamp or self.now()).astimezone(timezone.utc)
+        base = stamp_of(timestamp or self.now())
         key = (namespace, pod, container)
         with self._lock:
             s = self._stream(key)
@@ -68,7 +71,7 @@ class PodLogs:
                 self._previous[key] = s
                 s = self._streams[key] = _Stream()
             for i, line in enumerate(parts):
-                s.lines.append((base + timedelta(microseconds=i), line))
+                s.lines.append((base + i * 1_000, line))  # a microsecond apart
             listeners = list(self._listeners.get(key, ()))
         for wake in listeners:
             wake()
@@ -88,25 +91,23 @@ class PodLogs:
         pod: str,
         container: str,
         *,
-        since: datetime | None = None,
+        since: datetime | int | None = None,
         tail: int | None = None,
         previous: bool = False,
-    ) -> list[tuple[datetime, str]]:
-        """Stored ``(timestamp, line)`` pairs, filtered by ``since`` (inclusive) and the
-        last ``tail`` lines; ``previous`` reads the prior container instance."""
+    ) -> list[Line]:
+        """Stored ``(stamp, line)`` pairs (stamps in ns since the epoch), filtered by
+        ``since`` (inclusive; a datetime or a stamp) and the last ``tail`` lines;
+        ``previous`` reads the prior container instance."""
         key = (namespace, pod, container)
         with self._lock:
             s = (self._previous if previous else self._streams).get(key)
             out = list(s.lines) if s else []
-        if since is not None:
-            out = [(t, line) for t, line in out if t >= since]
-        if tail is not None:
-            out = out[-tail:] if tail > 0 else []
-        return out
+        floor = stamp_of(since) if isinstance(since, datetime) else since
+        return select(out, floor, tail)
 
     def read_from(
         self, namespace: str, pod: str, container: str, start: int
-    ) -> tuple[list[tuple[datetime, str]], bool]:
+    ) -> tuple[list[Line], bool]:
         """Lines from index ``start`` on, and whether the stream is closed (for follow)."""
         with self._lock:
             s = self._streams.get((namespace, pod, container))

@@ -6,10 +6,11 @@
 Everything but the pods is the local backend's (:mod:`kf_trainer_core.backends.local`): the
 state directory, the API the client talks to, the detached supervisor per job, the
 Trainer's conditions, events and pod statuses, logs as files another process can
-follow. The supervisor runs a job's pods through a *pod runner*
-(:class:`~kf_trainer_core.backends.local.container.runner.PodRunner`): processes on this machine for
-:class:`~kf_trainer_core.config.LocalConfig`, containers of a Docker or Podman engine
-for :class:`~kf_trainer_core.config.ContainerConfig`
+follow. The job's kubelet runs its pods through a *pod runner*
+(:class:`~kf_trainer_core.backends.local.kubelet.PodRunner`): processes on this machine for
+:class:`~kf_trainer_core.config.LocalConfig`
+(:class:`~kf_trainer_core.backends.local.kubelet.ProcessRunner`), containers of a Docker
+or Podman engine for :class:`~kf_trainer_core.config.ContainerConfig`
 (:class:`~kf_trainer_core.backends.local.container.runner.ContainerRunner`).
 
 What a container gets, as a cluster's pod would:

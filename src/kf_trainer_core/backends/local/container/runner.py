@@ -1,10 +1,10 @@
-"""Pod runners: how the local supervisor runs a pod.
+"""The container backend's pod runner: how the local kubelet runs a pod in a container.
 
-The supervisor (:mod:`kf_trainer_core.backends.local.supervisor`) keeps everything a cluster's
+The kubelet (:mod:`kf_trainer_core.backends.local.kubelet`) keeps everything a cluster's
 controllers and kubelet would write — pods, statuses, events, logs, conditions — and
-hands the running of each pod to a :class:`PodRunner`. Without one it starts the pod's
-processes itself (the local backend); :class:`ContainerRunner` starts one container per
-pod in a Docker or Podman engine (the container backend).
+hands the running of each pod to a :class:`~kf_trainer_core.backends.local.kubelet.PodRunner`:
+this machine's processes (the local backend), or :class:`ContainerRunner`, one container
+per pod in a Docker or Podman engine (the container backend).
 
 Imported by the supervisor only for container jobs: the Docker SDK stays out of the
 local backend's start-up.
@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from kf_trainer_core.backends.local._common import (
@@ -66,26 +66,6 @@ DRAIN_SECONDS = 2.0
 #: What every container gets unless ContainerConfig.env says otherwise: collective
 #: libraries bind to loopback, as the nodes rendezvous on 127.0.0.1 over the host network.
 DEFAULT_ENV = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
-
-
-class PodRunner(Protocol):
-    """Runs the pods of one job for its supervisor."""
-
-    def shape(self, pod: Any) -> None:
-        """Adjust the pod's object (image, command, mounts) before it is stored."""
-
-    def start(self, pod: Any, env: dict[str, str]) -> None:
-        """Start the pod with its resolved env; on failure set ``pod.start_error`` to
-        ``(reason, message)`` (the supervisor then fails the pod)."""
-
-    def poll(self, pod: Any) -> int | None:
-        """The pod's exit code once it ended (its log drained), else ``None``."""
-
-    def stop(self, pods: Iterable[Any]) -> None:
-        """Stop these pods now (SIGTERM, grace, SIGKILL) and remove their containers."""
-
-    def sweep(self, remove: bool) -> None:
-        """Stop whatever of this job still runs; with ``remove``, remove it all."""
 
 
 @dataclass
