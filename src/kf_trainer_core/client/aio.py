@@ -18,11 +18,8 @@ from typing import Any, Literal, TypeVar
 from typing_extensions import Unpack
 
 from kf_trainer_core.base.aio import TaskScope
-from kf_trainer_core.client.base import (
-    Identity,
-    Operations,
-    note_submitted,
-)
+from kf_trainer_core.client.base import Identity, note_submitted
+from kf_trainer_core.client.multikueue import Placement
 from kf_trainer_core.cluster.outputs import JobOutputs, outputs
 from kf_trainer_core.cluster.status import Event, Failure, JobState, Progress, TrainJob
 from kf_trainer_core.errors import RuntimeNotFoundError, TrainJobFailedError
@@ -77,7 +74,7 @@ Status = Iterable[str | JobState] | str
 _LOG_DRAIN_SECONDS = 5.0
 
 
-class AsyncTrainerClient(Operations):
+class AsyncTrainerClient(Placement):
     """Runs TrainJobs on a cluster (``KubernetesConfig``, the default) or on this
     machine (``LocalConfig``), with the Kubeflow SDK's methods, for event loops (Airflow
     triggers, Prefect async tasks). Use it inside one event loop: its connection is made
