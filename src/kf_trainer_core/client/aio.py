@@ -34,7 +34,7 @@ from kf_trainer_core.programs.cancel import (
     set_suspended,
     stop_unfinished,
 )
-from kf_trainer_core.programs.checkpoints import checkpoints_program, cleaning_job
+from kf_trainer_core.programs.checkpoints import clean_program, cleaning_job, locate_program
 from kf_trainer_core.programs.logs import follow_logs, read_logs, shown_logs
 from kf_trainer_core.programs.outcome import Outcome, explain, get_job, outputs_of
 from kf_trainer_core.programs.prune import PruneReport, PruneRules, prune
@@ -552,9 +552,10 @@ class AsyncTrainerClient(Placement):
     ) -> CheckpointLocation:
         """Where every attempt of ``identity`` keeps its checkpoints (``docs/checkpoints.md``)."""
         ident = identity_text(identity) or ""
-        return await checkpoints_program(
-            await self._api(), self.config, self.namespace, ident, checkpoints, False, False
+        loc, _ = await locate_program(
+            await self._api(), self.config, self.namespace, ident, checkpoints
         )
+        return loc
 
     async def clean_checkpoints(
         self,
@@ -568,10 +569,11 @@ class AsyncTrainerClient(Placement):
         the only way they are deleted. Refused while an attempt runs (unless ``force``).
         On a cluster a one-node job that mounts the claim removes them (``timeout``)."""
         ident = identity_text(identity) or ""
+        loc, existing = await locate_program(
+            await self._api(), self.config, self.namespace, ident, checkpoints
+        )
         try:
-            return await checkpoints_program(
-                await self._api(), self.config, self.namespace, ident, checkpoints, True, force
-            )
+            return clean_program(loc, existing, self.config, force)
         except CheckpointsUnreachableError as exc:
             location = exc.location
             job = cleaning_job(location)
