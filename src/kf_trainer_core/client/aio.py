@@ -46,7 +46,7 @@ from kf_trainer_core.programs.reads import (
     missing_namespace_error,
     namespace_missing,
 )
-from kf_trainer_core.programs.submit import Submitted, submit
+from kf_trainer_core.programs.submit import Submitted, submit, submit_identity
 from kf_trainer_core.programs.wait import (
     LOG_PROGRESS_INTERVAL,
     JobWait,
@@ -54,7 +54,7 @@ from kf_trainer_core.programs.wait import (
     job_emitter,
     judged,
 )
-from kf_trainer_core.spec import TrainJobSpec
+from kf_trainer_core.spec import TrainJobSpec, train_spec
 from kf_trainer_core.spec.checkpoint_storage import (
     CheckpointLocation,
     Checkpoints,
@@ -136,11 +136,17 @@ class AsyncTrainerClient(Placement):
         spec = self._given_spec(spec)
         api = await self._api()
         runtime = await self._runtime(api, spec.runtime.name, spec.runtime.kind.value)
-        if identity is not None and name is None:
-            done = await self._submit_identity(api, spec, runtime, identity, fresh_after_failure)
+        build = self._builder(runtime)
+        ident = identity_text(identity)
+        if ident is not None and name is None:
+            # Reattach to the identity's job, or — when its last attempt failed and
+            # ``fresh_after_failure`` — submit the next attempt.
+            def attempt(number: int) -> BuiltTrainJob:
+                return build(spec, identity=ident, attempt=number)
+
+            done = await submit_identity(api, self.namespace, ident, attempt, fresh_after_failure)
         else:
-            built = self._builder(runtime)(spec, name=name, identity=identity)
-            done = await submit(api, self.namespace, built)
+            done = await submit(api, self.namespace, build(spec, name=name, identity=identity))
         note_submitted(done)
         return done
 
@@ -161,8 +167,11 @@ class AsyncTrainerClient(Placement):
             import uuid
 
             identity = uuid.uuid4().hex
-        job_spec = self._spec(spec, runtime, initializer, trainer, options)
-        return (await self.submit(job_spec, identity=identity)).job.name
+        if spec is None:
+            spec = train_spec(
+                runtime=runtime, trainer=trainer, initializer=initializer, options=options
+            )
+        return (await self.submit(spec, identity=identity)).job.name
 
     # -- reading ---------------------------------------------------------------------
     async def list_jobs(

@@ -26,7 +26,7 @@ from kf_trainer_core.k8s.api import Api, CallHook, TransportProtocol
 from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE
 from kf_trainer_core.k8s.resources import EVENTS, TRAINJOBS
 from kf_trainer_core.k8s.retry import DEFAULT_POLICY, RetryPolicy
-from kf_trainer_core.manifest.builder import BuiltTrainJob, build_trainjob, identity_text
+from kf_trainer_core.manifest.builder import BuiltTrainJob, build_trainjob
 from kf_trainer_core.manifest.runtimes import RuntimeInfo
 from kf_trainer_core.manifest.selectors import SUITE_SELECTOR
 from kf_trainer_core.programs.informer import (
@@ -42,10 +42,10 @@ from kf_trainer_core.programs.informer import (
 from kf_trainer_core.programs.outcome import Outcome
 from kf_trainer_core.programs.pod_batch import pod_batch
 from kf_trainer_core.programs.reads import get_runtime
-from kf_trainer_core.programs.submit import Submitted, submit_identity
+from kf_trainer_core.programs.submit import Submitted
 from kf_trainer_core.programs.wait import Verdict, WaitGoal, conclude
 from kf_trainer_core.programs.wakers import Waker
-from kf_trainer_core.spec import TrainJobSpec, train_spec
+from kf_trainer_core.spec import TrainJobSpec
 from kf_trainer_core.spec.checkpoint_storage import require_storage
 
 
@@ -362,23 +362,10 @@ class Operations(ClientBase):
         return command(self.config, args, namespace=self.namespace)
 
     # -- building --------------------------------------------------------------------
-    @staticmethod
-    def _spec(
-        spec: TrainJobSpec | Mapping[str, Any] | str | None,
-        runtime: Any,
-        initializer: Any,
-        trainer: Any,
-        options: Any,
-    ) -> TrainJobSpec:
-        if spec is not None:
-            return spec if isinstance(spec, TrainJobSpec) else TrainJobSpec.parse(spec)
-        return train_spec(
-            runtime=runtime, trainer=trainer, initializer=initializer, options=options
-        )
-
     def _given_spec(self, spec: TrainJobSpec | Mapping[str, Any] | str | None) -> TrainJobSpec:
         """The spec to build or submit, checked for what this backend needs of it."""
-        given = self._spec(_required(spec), None, None, None, None)
+        spec = _required(spec)
+        given = spec if isinstance(spec, TrainJobSpec) else TrainJobSpec.parse(spec)
         require_storage(given, cluster=isinstance(self.config, KubernetesConfig))
         return given
 
@@ -399,23 +386,3 @@ class Operations(ClientBase):
             runtime=runtime,
             retention=self.config.retention,
         )
-
-    async def _submit_identity(
-        self,
-        api: Api,
-        spec: TrainJobSpec,
-        runtime: RuntimeInfo | None,
-        identity: Identity,
-        fresh_after_failure: bool,
-    ) -> Submitted:
-        """Submit for an orchestrator identity: reattach to its job, or — when the last
-        attempt failed and ``fresh_after_failure`` — submit the next attempt."""
-        ident = identity_text(identity)
-        assert ident is not None
-
-        build = self._builder(runtime)
-
-        def build_attempt(attempt: int) -> BuiltTrainJob:
-            return build(spec, identity=ident, attempt=attempt)
-
-        return await submit_identity(api, self.namespace, ident, build_attempt, fresh_after_failure)

@@ -199,12 +199,11 @@ class Placement(Operations):
         tracker: QueueTracker | None,
         args: dict[str, Any],
         left: float | None,
-        handoff: Callable[[Mapping[str, Any], QueueStatus | None], bool] | None = None,
     ) -> tuple[Verdict, dict[str, Any]]:
         """A wait on the manager's informers (``args``: the wait's other settings)."""
         with self._subscriptions(goal.name) as (jobs, events, waker):
             wait = JobWait(api, self.namespace, goal, jobs, events, waker, tracker=tracker, **args)
-            return await judged(wait, left, handoff)
+            return await judged(wait, left)
 
     async def _follow_worker(
         self,
@@ -223,16 +222,15 @@ class Placement(Operations):
         across both clusters."""
         deadline_at = None if timeout is None else started + timeout
 
-        async def rewait(left: float | None) -> tuple[Verdict, dict[str, Any]]:
-            return await self._manager_wait(api, goal, tracker, wait_args, left)
-
         queue = tracker.status if tracker else None
         cluster = queue.worker if queue is not None else None
         routed, where = await self._placed(api, obj, cluster)
         if verdict.kind != "handoff":
             return await self._concluded(routed, goal, verdict, obj, tracker, where, timeout)
         if where is None or not where.reachable:
-            verdict, last = await rewait(_left(deadline_at))
+            verdict, last = await self._manager_wait(
+                api, goal, tracker, wait_args, _left(deadline_at)
+            )
             return await self._concluded(api, goal, verdict, last, tracker, where, timeout)
         workers = await self._workers()
         assert cluster is not None
@@ -253,7 +251,9 @@ class Placement(Operations):
         if verdict.kind == "deleted":
             # The worker's copy went first (the manager's Workload finished, was evicted
             # or deleted): the manager says what became of the job.
-            verdict, last = await rewait(_left(deadline_at))
+            verdict, last = await self._manager_wait(
+                api, goal, tracker, wait_args, _left(deadline_at)
+            )
             return await self._concluded(routed, goal, verdict, last, tracker, where, timeout)
         return await self._concluded(routed, goal, verdict, seen, tracker, where, timeout)
 
