@@ -34,7 +34,7 @@ from kf_trainer_core.programs.cancel import (
     set_suspended,
     stop_unfinished,
 )
-from kf_trainer_core.programs.checkpoints import clean_program, cleaning_job, locate_program
+from kf_trainer_core.programs.checkpoints import clean_program, cleaning_job
 from kf_trainer_core.programs.logs import follow_logs, read_logs, shown_logs
 from kf_trainer_core.programs.outcome import Outcome, explain, get_job, outputs_of
 from kf_trainer_core.programs.prune import PruneReport, PruneRules, prune
@@ -46,7 +46,7 @@ from kf_trainer_core.programs.reads import (
     missing_namespace_error,
     namespace_missing,
 )
-from kf_trainer_core.programs.submit import Submitted, submit, submit_identity
+from kf_trainer_core.programs.submit import Submitted, submit
 from kf_trainer_core.programs.wait import (
     LOG_PROGRESS_INTERVAL,
     JobWait,
@@ -136,17 +136,11 @@ class AsyncTrainerClient(Placement):
         spec = self._given_spec(spec)
         api = await self._api()
         runtime = await self._runtime(api, spec.runtime.name, spec.runtime.kind.value)
-        build = self._builder(runtime)
-        ident = identity_text(identity)
-        if ident is not None and name is None:
-            # Reattach to the identity's job, or — when its last attempt failed and
-            # ``fresh_after_failure`` — submit the next attempt.
-            def attempt(number: int) -> BuiltTrainJob:
-                return build(spec, identity=ident, attempt=number)
-
-            done = await submit_identity(api, self.namespace, ident, attempt, fresh_after_failure)
+        if identity is not None and name is None:
+            done = await self._submit_identity(api, spec, runtime, identity, fresh_after_failure)
         else:
-            done = await submit(api, self.namespace, build(spec, name=name, identity=identity))
+            built = self._builder(runtime)(spec, name=name, identity=identity)
+            done = await submit(api, self.namespace, built)
         note_submitted(done)
         return done
 
@@ -560,11 +554,7 @@ class AsyncTrainerClient(Placement):
         self, identity: Identity, *, checkpoints: Checkpoints | None = None
     ) -> CheckpointLocation:
         """Where every attempt of ``identity`` keeps its checkpoints (``docs/checkpoints.md``)."""
-        ident = identity_text(identity) or ""
-        loc, _ = await locate_program(
-            await self._api(), self.config, self.namespace, ident, checkpoints
-        )
-        return loc
+        return (await self._located(identity, checkpoints))[0]
 
     async def clean_checkpoints(
         self,
@@ -577,10 +567,7 @@ class AsyncTrainerClient(Placement):
         """Remove the checkpoints every attempt of ``identity`` shared, and nothing else:
         the only way they are deleted. Refused while an attempt runs (unless ``force``).
         On a cluster a one-node job that mounts the claim removes them (``timeout``)."""
-        ident = identity_text(identity) or ""
-        loc, existing = await locate_program(
-            await self._api(), self.config, self.namespace, ident, checkpoints
-        )
+        loc, existing = await self._located(identity, checkpoints)
         try:
             return clean_program(loc, existing, self.config, force)
         except CheckpointsUnreachableError as exc:

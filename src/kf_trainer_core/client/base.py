@@ -26,9 +26,10 @@ from kf_trainer_core.k8s.api import Api, CallHook, TransportProtocol
 from kf_trainer_core.k8s.paging import DEFAULT_PAGE_SIZE
 from kf_trainer_core.k8s.resources import EVENTS, TRAINJOBS
 from kf_trainer_core.k8s.retry import DEFAULT_POLICY, RetryPolicy
-from kf_trainer_core.manifest.builder import BuiltTrainJob, build_trainjob
+from kf_trainer_core.manifest.builder import BuiltTrainJob, build_trainjob, identity_text
 from kf_trainer_core.manifest.runtimes import RuntimeInfo
 from kf_trainer_core.manifest.selectors import SUITE_SELECTOR
+from kf_trainer_core.programs.checkpoints import locate_program
 from kf_trainer_core.programs.informer import (
     Informer,
     InformerState,
@@ -42,11 +43,15 @@ from kf_trainer_core.programs.informer import (
 from kf_trainer_core.programs.outcome import Outcome
 from kf_trainer_core.programs.pod_batch import pod_batch
 from kf_trainer_core.programs.reads import get_runtime
-from kf_trainer_core.programs.submit import Submitted
+from kf_trainer_core.programs.submit import Submitted, submit_identity
 from kf_trainer_core.programs.wait import Verdict, WaitGoal, conclude
 from kf_trainer_core.programs.wakers import Waker
 from kf_trainer_core.spec import TrainJobSpec
-from kf_trainer_core.spec.checkpoint_storage import require_storage
+from kf_trainer_core.spec.checkpoint_storage import (
+    CheckpointLocation,
+    Checkpoints,
+    require_storage,
+)
 
 
 class _Call:
@@ -386,3 +391,30 @@ class Operations(ClientBase):
             runtime=runtime,
             retention=self.config.retention,
         )
+
+    async def _submit_identity(
+        self,
+        api: Api,
+        spec: TrainJobSpec,
+        runtime: RuntimeInfo | None,
+        identity: Identity,
+        fresh_after_failure: bool,
+    ) -> Submitted:
+        """Submit for an orchestrator identity: reattach to its job, or — when the last
+        attempt failed and ``fresh_after_failure`` — submit the next attempt."""
+        ident = identity_text(identity)
+        assert ident is not None
+
+        build = self._builder(runtime)
+
+        def build_attempt(attempt: int) -> BuiltTrainJob:
+            return build(spec, identity=ident, attempt=attempt)
+
+        return await submit_identity(api, self.namespace, ident, build_attempt, fresh_after_failure)
+
+    async def _located(
+        self, identity: Identity, option: Checkpoints | None
+    ) -> tuple[CheckpointLocation, list[dict[str, Any]]]:
+        """Where ``identity``'s checkpoints are, with its jobs (see :func:`locate_program`)."""
+        ident = identity_text(identity) or ""
+        return await locate_program(await self._api(), self.config, self.namespace, ident, option)
