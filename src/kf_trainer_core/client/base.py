@@ -304,12 +304,12 @@ class Operations(ClientBase):
         this client's cluster, or on a MultiKueue ``worker`` (informers of their own,
         keyed by the worker's configuration, each with its own connection)."""
         waker = Waker()
-        timing = self._informer_timing()
 
         def subscribe(what: str, state: InformerState, brief: bool) -> Subscription:
             # The informer is made on first use; a ``brief`` one ends with its last wait.
             def make() -> Informer:
-                made = Informer(state, functools.partial(self._new_api, worker), **timing)
+                new_api = functools.partial(self._new_api, worker)
+                made = Informer(state, new_api, **self._informer_timing())
                 if brief:
                     made.linger = 0.0
                 return made
