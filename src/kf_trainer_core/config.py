@@ -35,11 +35,6 @@ DEFAULT_STATE_DIR = "~/.kf-trainer/local"
 _OBJECT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 
-def default_state_dir() -> Path:
-    """``$KF_TRAINER_STATE_DIR``, else ``~/.kf-trainer/local``."""
-    return Path(os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR).expanduser()
-
-
 class MultiKueueWorker(SpecModel):
     """How the suite reaches one MultiKueue worker cluster (a value of
     :attr:`KubernetesConfig.multikueue_workers`): a context of the manager's own
@@ -557,8 +552,11 @@ class LocalConfig(SpecModel):
         return self.namespace
 
     def state_path(self) -> Path:
-        """The configured state directory, else the default one."""
-        return Path(self.state_dir).expanduser() if self.state_dir else default_state_dir()
+        """The configured state directory, else ``$KF_TRAINER_STATE_DIR``, else
+        ``~/.kf-trainer/local``."""
+        return Path(
+            self.state_dir or os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR
+        ).expanduser()
 
 
 class ContainerConfig(LocalConfig):

@@ -29,11 +29,6 @@ def parse_time(text: str) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
-def format_time(value: datetime) -> str:
-    """RFC 3339 in UTC with a ``Z``, to the second (as the API writes timestamps)."""
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def now() -> datetime:
     return datetime.now(timezone.utc)
 

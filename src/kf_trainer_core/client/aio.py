@@ -18,11 +18,8 @@ from typing import Any, Literal, TypeVar
 from typing_extensions import Unpack
 
 from kf_trainer_core.base.aio import TaskScope
-from kf_trainer_core.client.base import (
-    Identity,
-    Operations,
-    note_submitted,
-)
+from kf_trainer_core.client.base import Identity, note_submitted
+from kf_trainer_core.client.multikueue import Placement
 from kf_trainer_core.cluster.outputs import JobOutputs, outputs
 from kf_trainer_core.cluster.status import Event, Failure, JobState, Progress, TrainJob
 from kf_trainer_core.errors import RuntimeNotFoundError, TrainJobFailedError
@@ -37,7 +34,7 @@ from kf_trainer_core.programs.cancel import (
     set_suspended,
     stop_unfinished,
 )
-from kf_trainer_core.programs.checkpoints import checkpoints_program, cleaning_job
+from kf_trainer_core.programs.checkpoints import clean_program, cleaning_job
 from kf_trainer_core.programs.logs import follow_logs, read_logs, shown_logs
 from kf_trainer_core.programs.outcome import Outcome, explain, get_job, outputs_of
 from kf_trainer_core.programs.prune import PruneReport, PruneRules, prune
@@ -57,7 +54,7 @@ from kf_trainer_core.programs.wait import (
     job_emitter,
     judged,
 )
-from kf_trainer_core.spec import TrainJobSpec
+from kf_trainer_core.spec import TrainJobSpec, train_spec
 from kf_trainer_core.spec.checkpoint_storage import (
     CheckpointLocation,
     Checkpoints,
@@ -77,7 +74,7 @@ Status = Iterable[str | JobState] | str
 _LOG_DRAIN_SECONDS = 5.0
 
 
-class AsyncTrainerClient(Operations):
+class AsyncTrainerClient(Placement):
     """Runs TrainJobs on a cluster (``KubernetesConfig``, the default) or on this
     machine (``LocalConfig``), with the Kubeflow SDK's methods, for event loops (Airflow
     triggers, Prefect async tasks). Use it inside one event loop: its connection is made
@@ -164,8 +161,11 @@ class AsyncTrainerClient(Operations):
             import uuid
 
             identity = uuid.uuid4().hex
-        job_spec = self._spec(spec, runtime, initializer, trainer, options)
-        return (await self.submit(job_spec, identity=identity)).job.name
+        if spec is None:
+            spec = train_spec(
+                runtime=runtime, trainer=trainer, initializer=initializer, options=options
+            )
+        return (await self.submit(spec, identity=identity)).job.name
 
     # -- reading ---------------------------------------------------------------------
     async def list_jobs(
@@ -554,10 +554,7 @@ class AsyncTrainerClient(Operations):
         self, identity: Identity, *, checkpoints: Checkpoints | None = None
     ) -> CheckpointLocation:
         """Where every attempt of ``identity`` keeps its checkpoints (``docs/checkpoints.md``)."""
-        ident = identity_text(identity) or ""
-        return await checkpoints_program(
-            await self._api(), self.config, self.namespace, ident, checkpoints, False, False
-        )
+        return (await self._located(identity, checkpoints))[0]
 
     async def clean_checkpoints(
         self,
@@ -570,11 +567,9 @@ class AsyncTrainerClient(Operations):
         """Remove the checkpoints every attempt of ``identity`` shared, and nothing else:
         the only way they are deleted. Refused while an attempt runs (unless ``force``).
         On a cluster a one-node job that mounts the claim removes them (``timeout``)."""
-        ident = identity_text(identity) or ""
+        loc, existing = await self._located(identity, checkpoints)
         try:
-            return await checkpoints_program(
-                await self._api(), self.config, self.namespace, ident, checkpoints, True, force
-            )
+            return clean_program(loc, existing, self.config, force)
         except CheckpointsUnreachableError as exc:
             location = exc.location
             job = cleaning_job(location)

@@ -1,7 +1,9 @@
 """What both clients are made of (:class:`ClientBase`): the backend configuration and
 namespace, checked before any request; and what the operations of
 :class:`~kf_trainer_core.client.AsyncTrainerClient` share (:class:`Operations`): the
-runtime cache, the shared informers' setup, the end of a wait, the builder."""
+runtime cache, the shared informers' setup, the end of a wait, the builder (and, above
+it, :class:`~kf_trainer_core.client.multikueue.Placement`: a MultiKueue job read and
+waited for on its worker)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,6 @@ from typing import Any
 from kf_trainer_core.base.errors import WaitInterrupted
 from kf_trainer_core.base.hints import command, keeps_running
 from kf_trainer_core.base.quoting import shown
-from kf_trainer_core.client.multikueue import Placement
 from kf_trainer_core.cluster.kueue import KueueProbe, QueueStatus, QueueTracker, probe_for
 from kf_trainer_core.cluster.status import CREATION_FAILED_REASON, job_state
 from kf_trainer_core.config import KubernetesConfig, LocalConfig, parse_backend
@@ -28,6 +29,7 @@ from kf_trainer_core.k8s.retry import DEFAULT_POLICY, RetryPolicy
 from kf_trainer_core.manifest.builder import BuiltTrainJob, build_trainjob, identity_text
 from kf_trainer_core.manifest.runtimes import RuntimeInfo
 from kf_trainer_core.manifest.selectors import SUITE_SELECTOR
+from kf_trainer_core.programs.checkpoints import locate_program
 from kf_trainer_core.programs.informer import (
     Informer,
     InformerState,
@@ -44,8 +46,12 @@ from kf_trainer_core.programs.reads import get_runtime
 from kf_trainer_core.programs.submit import Submitted, submit_identity
 from kf_trainer_core.programs.wait import Verdict, WaitGoal, conclude
 from kf_trainer_core.programs.wakers import Waker
-from kf_trainer_core.spec import TrainJobSpec, train_spec
-from kf_trainer_core.spec.checkpoint_storage import require_storage
+from kf_trainer_core.spec import TrainJobSpec
+from kf_trainer_core.spec.checkpoint_storage import (
+    CheckpointLocation,
+    Checkpoints,
+    require_storage,
+)
 
 
 class _Call:
@@ -174,7 +180,7 @@ class ClientBase:
         )
 
 
-class Operations(Placement, ClientBase):
+class Operations(ClientBase):
     """What the operations of :class:`~kf_trainer_core.client.AsyncTrainerClient` share:
     the connection (:meth:`_api`), the runtime cache, the shared informers, the end of a
     wait, the builder. Its constructor is :class:`ClientBase`'s: what it adds starts
@@ -188,18 +194,20 @@ class Operations(Placement, ClientBase):
         """Runtimes as the cluster has them, by (name, kind): read once per client."""
         return {}
 
-    async def _new_api(self) -> Api:
-        """A connection of this client's own: a transport over its backend."""
+    async def _new_api(self, worker: KubernetesConfig | None = None) -> Api:
+        """A connection of this client's own: a transport over its backend (or over a
+        MultiKueue ``worker``'s configuration)."""
         from kf_trainer_core.base.offloop import imported
 
+        config = worker or self.config
         # The transports' modules import the backends' libraries: off the loop.
         transport: TransportProtocol
-        if isinstance(self.config, LocalConfig):
+        if isinstance(config, LocalConfig):
             local = await imported("kf_trainer_core.backends.local")
-            transport = local.AsyncLocalTransport(self.config)
+            transport = local.AsyncLocalTransport(config)
         else:
             k8s = await imported("kf_trainer_core.backends.kubernetes.transport")
-            transport = await k8s.AsyncTransport.create(self.config)
+            transport = await k8s.AsyncTransport.create(config)
         return Api(transport, self.retry, self.request_hook)
 
     async def _api(self) -> Api:
@@ -216,14 +224,17 @@ class Operations(Placement, ClientBase):
         return self._connection
 
     async def _disconnect(self) -> None:
-        await self._close_workers()  # MultiKueue workers' connections go with it
         self._connecting = None
         if self._connection is not None:
             api, self._connection = self._connection, None
             await api.close()
 
     # -- informers -------------------------------------------------------------------
-    def _informer_key(self, what: str) -> tuple[Any, ...]:
+    def _informer_key(self, what: str, worker: KubernetesConfig | None = None) -> tuple[Any, ...]:
+        """The key of the process's informer of ``what`` in this client's namespace: of
+        its cluster, or of a MultiKueue ``worker`` (informers of their own)."""
+        if worker is not None:
+            return ("multikueue-worker", worker.cache_key(), what, self.namespace)
         cfg = self.config
         cluster = cfg.cache_key() if isinstance(cfg, KubernetesConfig) else ("local", cfg.state_dir)
         return (cluster, what, self.namespace)
@@ -285,39 +296,35 @@ class Operations(Placement, ClientBase):
         probe = self._kueue()
         return QueueTracker(self.namespace, probe) if probe is not None else None
 
-    def _subscribe(
-        self, key: tuple[Any, ...], state: InformerState, name: str, waker: Waker, brief: bool
-    ) -> Subscription:
-        """Subscribe ``waker`` to ``name`` in the informer for ``key`` (made from
-        ``state`` on first use; ``brief``: it ends with its last wait)."""
-
-        def make() -> Informer:
-            made = Informer(state, self._new_api, **self._informer_timing())
-            if brief:
-                made.linger = 0.0
-            return made
-
-        return informer(key, make).subscribe(name, waker)
-
     @contextmanager
-    def _subscriptions(self, name: str) -> Iterator[tuple[JobSubscription, Subscription, Waker]]:
-        """The job's and its creation events' subscriptions, and the waker they wake."""
+    def _subscriptions(
+        self, name: str, worker: KubernetesConfig | None = None
+    ) -> Iterator[tuple[JobSubscription, Subscription, Waker]]:
+        """The job's and its creation events' subscriptions, and the waker they wake: in
+        this client's cluster, or on a MultiKueue ``worker`` (informers of their own,
+        keyed by the worker's configuration, each with its own connection)."""
         waker = Waker()
 
-        def by_name() -> Subscription:
-            key = (*self._informer_key("trainjob"), name)
-            # A per-name watch serves the waits on one foreign job: it ends with the
-            # last of them rather than lingering for the next wait, as the shared
-            # watch does.
-            return self._subscribe(key, self._named_job_state(name), name, waker, True)
+        def subscribe(what: str, state: InformerState, brief: bool) -> Subscription:
+            # The informer is made on first use; a ``brief`` one ends with its last wait.
+            def make() -> Informer:
+                new_api = functools.partial(self._new_api, worker)
+                made = Informer(state, new_api, **self._informer_timing())
+                if brief:
+                    made.linger = 0.0
+                return made
 
-        shared = self._subscribe(
-            self._informer_key("trainjobs"), self._jobs_state(), name, waker, False
+            key = self._informer_key(what, worker)
+            return informer((*key, name) if brief else key, make).subscribe(name, waker)
+
+        # A per-name watch serves the waits on one foreign job: it ends with the last of
+        # them rather than lingering for the next wait, as the shared watch does.
+        jobs = JobSubscription(
+            subscribe("trainjobs", self._jobs_state(), False),
+            label_predicate(SUITE_SELECTOR),
+            lambda: subscribe("trainjob", self._named_job_state(name), True),
         )
-        jobs = JobSubscription(shared, label_predicate(SUITE_SELECTOR), by_name)
-        events = self._subscribe(
-            self._informer_key("events"), self._events_state(), name, waker, False
-        )
+        events = subscribe("events", self._events_state(), False)
         try:
             yield jobs, events, waker
         finally:
@@ -333,11 +340,14 @@ class Operations(Placement, ClientBase):
         *,
         timeout: float | None,
         queue: QueueStatus | None,
+        batched: bool = True,
     ) -> Outcome:
-        """A wait's end (see :func:`conclude`). The finished job's pods are read in a
-        batch with those of the loop's other waits (one LIST for many jobs finishing
-        together), and the waits on the same job share one reading of its outcome."""
-        batch = pod_batch(self._informer_key("pods"), self.namespace)
+        """A wait's end (see :func:`conclude`). ``batched``: the finished job's pods are
+        read in a batch with those of the loop's other waits (one LIST for many jobs
+        finishing together), and the waits on the same job share one reading of its
+        outcome — not for a job read on a MultiKueue worker, whose pods a batch of the
+        manager's namespace would look for in the wrong cluster."""
+        batch = pod_batch(self._informer_key("pods"), self.namespace) if batched else None
         return await conclude(
             api,
             self.namespace,
@@ -346,8 +356,8 @@ class Operations(Placement, ClientBase):
             obj,
             timeout=timeout,
             queue=queue,
-            pods_of=batch.reader(api),
-            share=batch.shared.run,
+            pods_of=batch.reader(api) if batch else None,
+            share=batch.shared.run if batch else None,
             hint=self._hint,
         )
 
@@ -357,23 +367,10 @@ class Operations(Placement, ClientBase):
         return command(self.config, args, namespace=self.namespace)
 
     # -- building --------------------------------------------------------------------
-    @staticmethod
-    def _spec(
-        spec: TrainJobSpec | Mapping[str, Any] | str | None,
-        runtime: Any,
-        initializer: Any,
-        trainer: Any,
-        options: Any,
-    ) -> TrainJobSpec:
-        if spec is not None:
-            return spec if isinstance(spec, TrainJobSpec) else TrainJobSpec.parse(spec)
-        return train_spec(
-            runtime=runtime, trainer=trainer, initializer=initializer, options=options
-        )
-
     def _given_spec(self, spec: TrainJobSpec | Mapping[str, Any] | str | None) -> TrainJobSpec:
         """The spec to build or submit, checked for what this backend needs of it."""
-        given = self._spec(_required(spec), None, None, None, None)
+        spec = _required(spec)
+        given = spec if isinstance(spec, TrainJobSpec) else TrainJobSpec.parse(spec)
         require_storage(given, cluster=isinstance(self.config, KubernetesConfig))
         return given
 
@@ -414,3 +411,10 @@ class Operations(Placement, ClientBase):
             return build(spec, identity=ident, attempt=attempt)
 
         return await submit_identity(api, self.namespace, ident, build_attempt, fresh_after_failure)
+
+    async def _located(
+        self, identity: Identity, option: Checkpoints | None
+    ) -> tuple[CheckpointLocation, list[dict[str, Any]]]:
+        """Where ``identity``'s checkpoints are, with its jobs (see :func:`locate_program`)."""
+        ident = identity_text(identity) or ""
+        return await locate_program(await self._api(), self.config, self.namespace, ident, option)

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Mapping
+from contextlib import suppress
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from kf_trainer_core.client.base import Operations
 from kf_trainer_core.cluster.kueue import (
-    KueueProbe,
     QueueStatus,
     QueueTracker,
     lookup,
@@ -40,23 +40,13 @@ from kf_trainer_core.cluster.multikueue import (
 from kf_trainer_core.cluster.status import Event, TrainJob, job_state
 from kf_trainer_core.config import KubernetesConfig
 from kf_trainer_core.errors import WorkerUnreachableError
-from kf_trainer_core.k8s.api import Api, CallHook
+from kf_trainer_core.k8s.api import Api
 from kf_trainer_core.k8s.calls import Get
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import TRAINJOBS
-from kf_trainer_core.k8s.retry import RetryPolicy
-from kf_trainer_core.programs.informer import (
-    Informer,
-    InformerState,
-    JobSubscription,
-    Subscription,
-    informer,
-    label_predicate,
-)
 from kf_trainer_core.programs.outcome import Outcome
 from kf_trainer_core.programs.reads import get_events, get_object
-from kf_trainer_core.programs.wait import JobWait, Verdict, WaitGoal, conclude, judged
-from kf_trainer_core.programs.wakers import Waker
+from kf_trainer_core.programs.wait import JobWait, Verdict, WaitGoal, judged
 
 if TYPE_CHECKING:
     from kf_trainer_core.backends.kubernetes.workers import Workers
@@ -78,30 +68,12 @@ def handoff_due(obj: Mapping[str, Any], queue: QueueStatus | None) -> bool:
     )
 
 
-class Placement:
-    """The MultiKueue part of :class:`~kf_trainer_core.client.base.Operations`."""
+class Placement(Operations):
+    """:class:`~kf_trainer_core.client.base.Operations` and what they do for a job
+    MultiKueue dispatched to a worker (the base of
+    :class:`~kf_trainer_core.client.AsyncTrainerClient`)."""
 
-    config: Any
-    namespace: str
-    retry: RetryPolicy
-    request_hook: CallHook | None
     _workers_of: Workers | None = None
-
-    # Given by Operations.
-    def _kueue(self) -> KueueProbe | None:
-        raise NotImplementedError
-
-    def _informer_timing(self) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _jobs_state(self) -> InformerState:
-        raise NotImplementedError
-
-    def _named_job_state(self, name: str) -> InformerState:
-        raise NotImplementedError
-
-    def _events_state(self) -> InformerState:
-        raise NotImplementedError
 
     def _dispatched(self, obj: Mapping[str, Any]) -> bool:
         """Whether ``obj`` is a MultiKueue job this client follows to its worker."""
@@ -120,10 +92,12 @@ class Placement:
             self._workers_of = mod.Workers(self.config, self.namespace)
         return self._workers_of
 
-    async def _close_workers(self) -> None:
+    async def _disconnect(self) -> None:
+        # The MultiKueue workers' connections go with the client's own.
         workers, self._workers_of = self._workers_of, None
         if workers is not None:
             await workers.close()
+        await super()._disconnect()
 
     async def _placed(
         self, api: Api, obj: Mapping[str, Any], cluster: str | None = None
@@ -151,9 +125,6 @@ class Placement:
             return api, WorkerCluster(name=cluster, problem=str(exc))
         routed = Api(mod.RoutedTransport(api.transport, transport), api.policy, api.hook)
         return routed, WorkerCluster(name=cluster, reachable=True)
-
-    async def _api(self) -> Api:
-        raise NotImplementedError
 
     async def _reader(self, name: str, *, follow: bool = False) -> Api:
         """The Api that reads job ``name``'s pods and logs where it runs. With
@@ -221,51 +192,6 @@ class Placement:
         missing = worker_result_missing(done.missing, f"{job.namespace}/{job.name}", where)
         return dataclasses.replace(done, job=job, missing=missing)
 
-    @contextmanager
-    def _worker_subscriptions(
-        self, cfg: KubernetesConfig, name: str
-    ) -> Iterator[tuple[JobSubscription, Subscription, Waker]]:
-        """The job's and its creation events' subscriptions on a worker (informers of
-        their own, keyed by the worker's configuration, each with its own connection)."""
-        from kf_trainer_core.manifest.selectors import SUITE_SELECTOR
-
-        waker = Waker()
-        timing = self._informer_timing()
-
-        async def new_api() -> Api:
-            from kf_trainer_core.base.offloop import imported
-
-            k8s = await imported("kf_trainer_core.backends.kubernetes.transport")
-            return Api(await k8s.AsyncTransport.create(cfg), self.retry, self.request_hook)
-
-        def sub(what: str, state: InformerState, brief: bool) -> Subscription:
-            def make() -> Informer:
-                made = Informer(state, new_api, **timing)
-                if brief:
-                    made.linger = 0.0
-                return made
-
-            key: tuple[Any, ...] = ("multikueue-worker", cfg.cache_key(), what, self.namespace)
-            if brief:
-                key = (*key, name)
-            return informer(key, make).subscribe(name, waker)
-
-        shared = sub("trainjobs", self._jobs_state(), False)
-        jobs = JobSubscription(
-            shared,
-            label_predicate(SUITE_SELECTOR),
-            lambda: sub("trainjob", self._named_job_state(name), True),
-        )
-        events = sub("events", self._events_state(), False)
-        try:
-            yield jobs, events, waker
-        finally:
-            jobs.close()
-            events.close()
-
-    def _subscriptions(self, name: str) -> Any:
-        raise NotImplementedError
-
     async def _manager_wait(
         self,
         api: Api,
@@ -273,12 +199,11 @@ class Placement:
         tracker: QueueTracker | None,
         args: dict[str, Any],
         left: float | None,
-        handoff: Callable[[Mapping[str, Any], QueueStatus | None], bool] | None = None,
     ) -> tuple[Verdict, dict[str, Any]]:
         """A wait on the manager's informers (``args``: the wait's other settings)."""
         with self._subscriptions(goal.name) as (jobs, events, waker):
             wait = JobWait(api, self.namespace, goal, jobs, events, waker, tracker=tracker, **args)
-            return await judged(wait, left, handoff)
+            return await judged(wait, left)
 
     async def _follow_worker(
         self,
@@ -297,16 +222,15 @@ class Placement:
         across both clusters."""
         deadline_at = None if timeout is None else started + timeout
 
-        async def rewait(left: float | None) -> tuple[Verdict, dict[str, Any]]:
-            return await self._manager_wait(api, goal, tracker, wait_args, left)
-
         queue = tracker.status if tracker else None
         cluster = queue.worker if queue is not None else None
         routed, where = await self._placed(api, obj, cluster)
         if verdict.kind != "handoff":
             return await self._concluded(routed, goal, verdict, obj, tracker, where, timeout)
         if where is None or not where.reachable:
-            verdict, last = await rewait(_left(deadline_at))
+            verdict, last = await self._manager_wait(
+                api, goal, tracker, wait_args, _left(deadline_at)
+            )
             return await self._concluded(api, goal, verdict, last, tracker, where, timeout)
         workers = await self._workers()
         assert cluster is not None
@@ -314,7 +238,7 @@ class Placement:
         # The worker's informers serve the job; a read by name (before they list the
         # copy) goes through the routed Api to the manager's TrainJob, whose copied
         # status ends the wait all the same should the worker's copy never be seen.
-        with self._worker_subscriptions(cfg, goal.name) as (jobs, events, waker):
+        with self._subscriptions(goal.name, cfg) as (jobs, events, waker):
             wait = JobWait(routed, self.namespace, goal, jobs, events, waker, **wait_args)
             verdict, seen = await judged(wait, _left(deadline_at))
         if tracker is not None:
@@ -327,7 +251,9 @@ class Placement:
         if verdict.kind == "deleted":
             # The worker's copy went first (the manager's Workload finished, was evicted
             # or deleted): the manager says what became of the job.
-            verdict, last = await rewait(_left(deadline_at))
+            verdict, last = await self._manager_wait(
+                api, goal, tracker, wait_args, _left(deadline_at)
+            )
             return await self._concluded(routed, goal, verdict, last, tracker, where, timeout)
         return await self._concluded(routed, goal, verdict, seen, tracker, where, timeout)
 
@@ -342,20 +268,10 @@ class Placement:
         timeout: float | None,
     ) -> Outcome:
         queue = tracker.status if tracker else None
-        done = await conclude(
-            api,
-            self.namespace,
-            goal,
-            verdict,
-            obj,
-            timeout=timeout,
-            queue=queue,
-            hint=self._hint,
+        done = await self._conclude(
+            api, goal, verdict, obj, timeout=timeout, queue=queue, batched=False
         )
         return self._outcome_on(done, where)
-
-    def _hint(self, args: Any) -> str:
-        raise NotImplementedError
 
 
 def _left(deadline_at: float | None) -> float | None:

@@ -43,7 +43,6 @@ JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 #: Kueue's Workloads (v1beta2 is the stored version of Kueue v0.19).
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
 LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
-CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", False)
 #: The visibility API's view of LocalQueues (``.../localqueues/<q>/pendingworkloads``).
 VISIBILITY_LOCAL_QUEUES = Resource(
     "visibility.kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue"

@@ -558,7 +558,7 @@ def to_trainjob(
     )
 
 
-def _pod_trouble(pod: Mapping[str, Any], step: str) -> tuple[str | None, int | None, str]:
+def _pod_trouble(pod: Mapping[str, Any]) -> tuple[str | None, int | None, str]:
     """A pod's failure or blockage: (container reason, exit code, message)."""
     status = pod.get("status") or {}
     for cs in [
@@ -600,7 +600,7 @@ def failing_pod(
         step = step_name(pod, mpi)
         if step is None:
             continue
-        reason, code, message = _pod_trouble(pod, step)
+        reason, code, message = _pod_trouble(pod)
         if reason is not None:
             ranked.append(
                 (_step_order(Step(name=step, pod_name="")), step, pod, reason, code, message)

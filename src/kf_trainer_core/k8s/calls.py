@@ -145,27 +145,28 @@ class Delete(_OneObject):
 
 @dataclass(frozen=True)
 class _ContainerLog(_Addressed):
-    """A call on one container's log."""
+    """A call on one container's log: where it starts (the last ``tail_lines``, or
+    from ``since_time``) and whether each line carries its timestamp."""
 
     _names = "pod"
 
     namespace: str
     pod: str
     container: str
+    tail_lines: int | None = None
+    since_time: str | None = None
+    timestamps: bool = False
+    #: At most this many tries (``None``: the Api's retry policy). A read of a
+    #: finished pod's log tries little: a node that refuses now (gone, or serving no
+    #: logs) will not answer after the policy's seconds of back-off either.
+    attempts: int | None = None
 
 
 @dataclass(frozen=True)
 class ReadLog(_ContainerLog):
     """Read a container's log. Result: the text."""
 
-    tail_lines: int | None = None
-    since_time: str | None = None
-    timestamps: bool = False
     limit_bytes: int | None = None
-    #: At most this many tries (``None``: the Api's retry policy). A read of a
-    #: finished pod's log tries little: a node that refuses now (gone, or serving no
-    #: logs) will not answer after the policy's seconds of back-off either.
-    attempts: int | None = None
 
 
 def watch_period(idle_timeout: float) -> int:
@@ -194,13 +195,10 @@ class OpenWatch(_Addressed):
 
 @dataclass(frozen=True)
 class OpenLogStream(_ContainerLog):
-    """Open a following log stream (:meth:`Api.stream <kf_trainer_core.k8s.api.Api.stream>`)."""
+    """Open a following log stream (:meth:`Api.stream <kf_trainer_core.k8s.api.Api.stream>`):
+    its lines carry their timestamps, where a stream that drops resumes."""
 
-    since_time: str | None = None
-    tail_lines: int | None = None
     timestamps: bool = True
-    #: At most this many tries (``None``: the Api's retry policy), as for ``ReadLog``.
-    attempts: int | None = None
 
 
 Call = Get | GetPath | ListObjects | Create | Patch | Delete | ReadLog | OpenWatch | OpenLogStream

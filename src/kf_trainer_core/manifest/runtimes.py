@@ -62,14 +62,6 @@ class RuntimeInfo:
         """The longest TrainJob name whose pods fit."""
         return names.max_name_length(self.replicated_jobs)
 
-    @property
-    def has_dataset_initializer(self) -> bool:
-        return names.DATASET_INITIALIZER in self.replicated_jobs
-
-    @property
-    def has_model_initializer(self) -> bool:
-        return names.MODEL_INITIALIZER in self.replicated_jobs
-
     @classmethod
     def from_manifest(cls, obj: dict[str, Any]) -> RuntimeInfo:
         """Read a ``ClusterTrainingRuntime`` / ``TrainingRuntime`` object (a dict as the

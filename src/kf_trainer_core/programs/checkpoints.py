@@ -1,8 +1,8 @@
 """The checkpoint location's programs: where one identity's checkpoints are, and how
-they are cleaned (:func:`clean_program`, the clients' ``clean_checkpoints`` and
-``kf-trainer jobs checkpoints clean``; on a cluster the clients run :func:`cleaning_job`,
-a one-node job that mounts the claim). The option itself, and where it puts the
-location, is :mod:`kf_trainer_core.spec.checkpoint_storage`.
+they are cleaned (:func:`locate_program`, then :func:`clean_program`: the clients'
+``clean_checkpoints`` and ``kf-trainer jobs checkpoints clean``; on a cluster the
+clients run :func:`cleaning_job`, a one-node job that mounts the claim). The option
+itself, and where it puts the location, is :mod:`kf_trainer_core.spec.checkpoint_storage`.
 """
 
 from __future__ import annotations
@@ -29,45 +29,41 @@ from kf_trainer_core.spec.checkpoint_storage import (
 )
 
 
+def _state_dir(config: Any) -> Path | None:
+    """Where a local or container ``config`` keeps checkpoints: under its state
+    directory (``None`` on a cluster)."""
+    return config.state_path().resolve() if isinstance(config, LocalConfig) else None
+
+
 async def locate_program(
-    api: Api,
-    namespace: str,
-    identity: str,
-    *,
-    state_dir: str | Path | None,
-    option: Checkpoints | None = None,
+    api: Api, config: Any, namespace: str, identity: str, option: Checkpoints | None
 ) -> tuple[CheckpointLocation, list[dict[str, Any]]]:
     """Where ``identity``'s checkpoints are, and the identity's TrainJobs (on a cluster
-    the option is read back from the newest job that used one, unless given)."""
+    the option is read back from the newest job that used one, unless given): the
+    clients' ``checkpoint_location``."""
     if not identity.strip("/ "):
         raise ValueError(
             "no identity was named. Fix: pass the identity the job was submitted with, "
             "e.g. (dag_id, task_id, run_id)."
         )
     existing = await jobs_for_identity(api, namespace, identity)
+    state_dir = _state_dir(config)
     if option is None and state_dir is None:  # the local backends need no option
         option = next((o for o in map(option_of, reversed(existing)) if o is not None), None)
     return location(option, namespace, identity, state_dir=state_dir), existing
 
 
-async def clean_program(
-    api: Api,
-    namespace: str,
-    identity: str,
-    *,
-    state_dir: str | Path | None,
-    option: Checkpoints | None = None,
-    force: bool = False,
+def clean_program(
+    loc: CheckpointLocation, existing: list[dict[str, Any]], config: Any, force: bool
 ) -> CheckpointLocation:
-    """Remove the checkpoints of one identity (every attempt's): the only way they are
-    ever deleted. Refused while an attempt is unfinished (``force`` overrides).
+    """Remove the checkpoints of one identity (every attempt's), found by
+    :func:`locate_program` with the identity's jobs (``existing``): the only way they
+    are ever deleted. Refused while an attempt is unfinished (``force`` overrides).
 
     Local and container backends: the identity's directory is removed. A cluster's
     volume or bucket cannot be reached from here: :class:`CheckpointsUnreachableError`
     carries the location (the clients then clean a claim with :func:`cleaning_job`)."""
-    loc, existing = await locate_program(
-        api, namespace, identity, state_dir=state_dir, option=option
-    )
+    identity, namespace, state_dir = loc.identity, loc.namespace, _state_dir(config)
     live = [o for o in existing if not job_state(o).terminal]
     if live and not force:
         running = ", ".join(str(o["metadata"]["name"]) for o in live)
@@ -135,25 +131,3 @@ def remove_checkpoints() -> dict[str, Any]:
     existed = remove_tree(path, os.environ["KF_TRAINER_CLEAN_MOUNT"], depth=2)
     print(f"removed {path}" if existed else f"{path} did not exist", flush=True)
     return {"removed": path, "existed": existed}
-
-
-async def checkpoints_program(
-    api: Api,
-    config: Any,
-    namespace: str,
-    identity: str,
-    option: Checkpoints | None,
-    clean: bool,
-    force: bool,
-) -> CheckpointLocation:
-    """The clients' ``checkpoint_location`` (``clean=False``) and ``clean_checkpoints``:
-    a local or container ``config`` keeps checkpoints under its state directory."""
-    state = None
-    if isinstance(config, LocalConfig):
-        state = config.state_path().resolve()
-    if clean:
-        return await clean_program(
-            api, namespace, identity, state_dir=state, option=option, force=force
-        )
-    loc, _ = await locate_program(api, namespace, identity, state_dir=state, option=option)
-    return loc

@@ -512,9 +512,6 @@ class Informer:
             )
         return sub
 
-    def snapshot(self, key: str) -> list[dict[str, Any]]:
-        return self.state.objects_for(key)
-
     def unsubscribe(self, sub: Subscription) -> None:
         subs = self.subscribers.get(sub.key)
         if subs is not None:
@@ -528,11 +525,6 @@ class Informer:
     @property
     def synced(self) -> bool:
         return self.state.synced
-
-    @property
-    def unavailable(self) -> bool:
-        """Listing is forbidden: subscribers must poll by name."""
-        return self.state.list_forbidden
 
     def shutdown(self) -> None:
         """Stop the loop now (from the loop's own thread)."""
@@ -564,7 +556,7 @@ class Subscription:
 
     def objects(self) -> list[dict[str, Any]]:
         """The cached objects under the key (a copy of the list)."""
-        return self.informer.snapshot(self.key)
+        return self.informer.state.objects_for(self.key)
 
     def track(self, obj: Mapping[str, Any]) -> None:
         """``obj`` was read by name (see :meth:`JobSubscription.track`): nothing to do."""
@@ -575,8 +567,9 @@ class Subscription:
 
     @property
     def unavailable(self) -> bool:
-        """The informer cannot serve (listing forbidden, or its loop died): poll."""
-        return self.informer.unavailable or self.informer.error is not None
+        """The informer cannot serve (listing forbidden, or its loop died): poll by
+        name."""
+        return self.informer.state.list_forbidden or self.informer.error is not None
 
     def close(self) -> None:
         self.informer.unsubscribe(self)
