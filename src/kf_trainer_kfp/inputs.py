@@ -13,7 +13,7 @@ import copy
 import math
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from kf_trainer_core.errors import FieldProblem, SpecError
 from kf_trainer_core.tasks import shown
@@ -42,9 +42,6 @@ TOKEN_ENV = "KF_TRAINER_TOKEN"
 KUBECONFIG_CONTENT_ENV = "KF_TRAINER_KUBECONFIG_CONTENT"
 CA_CERT_DATA_ENV = "KF_TRAINER_CA_CERT_DATA"
 _SECRET_FIELDS = {"token": TOKEN_ENV, "kubeconfig_content": KUBECONFIG_CONTENT_ENV}
-
-CancelAction = Literal["delete", "suspend", "keep"]
-CANCEL_ACTIONS: tuple[CancelAction, ...] = ("delete", "suspend", "keep")
 
 #: The prefix of every identity this adapter submits under.
 IDENTITY_PREFIX = "kfp"
@@ -207,40 +204,6 @@ def seconds(value: float | int | None, field: str) -> float | None:
             title="Invalid component input",
         )
     return None if math.isinf(number) else number
-
-
-def cancel_action(value: str) -> CancelAction:
-    """The ``on_cancel`` / ``action`` input."""
-    if value not in CANCEL_ACTIONS:
-        raise SpecError(
-            FieldProblem(
-                "on_cancel",
-                f"{shown(value)} is not an action.",
-                "use 'delete' (the job and its pods go), 'suspend' (pods go, the job stays, "
-                "resumable) or 'keep' (the job keeps running).",
-            ),
-            title="Invalid component input",
-        )
-    return value
-
-
-def finish_action(value: str) -> str:
-    """The ``on_finish`` input: what happens to the finished job once the task has
-    written its outputs."""
-    from kf_trainer_core.tasks import FINISH_ACTIONS
-
-    if value not in FINISH_ACTIONS:
-        raise SpecError(
-            FieldProblem(
-                "on_finish",
-                f"{shown(value)} is not an action.",
-                "use 'keep' (prune decides later), 'delete-succeeded' (delete the job once "
-                "it completed and its outputs are written; failed jobs stay) or 'delete' "
-                "(failed jobs too, once the failure is reported).",
-            ),
-            title="Invalid component input",
-        )
-    return value
 
 
 def _int(value: Any) -> bool:

@@ -98,8 +98,11 @@ def test_func_args_need_a_custom_trainer() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"on_kill_action": "stop"}, "on_kill_action='stop'. Fix: use one of delete"),
-        ({"on_finish_action": "drop"}, "on_finish_action='drop'. Fix: use one of delete"),
+        ({"on_kill_action": "stop"}, "on_kill_action: 'stop' is not an action. Fix: use 'delete'"),
+        (
+            {"on_finish_action": "drop"},
+            "on_finish_action: 'drop' is not an action. Fix: use one of",
+        ),
         ({"startup_timeout": -1}, "startup_timeout=-1. Fix"),
         ({"log_tail": -5}, "log_tail=-5. Fix"),
     ],

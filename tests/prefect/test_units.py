@@ -36,7 +36,7 @@ from kf_trainer_prefect._engine import (
     RunInfo,
     TaskRunnerShutdown,
     check_action,
-    disposition,
+    decision,
     identity_for,
     labelled,
 )
@@ -329,7 +329,11 @@ def _failed() -> TrainJobFailedError:
 def test_what_an_interruption_means(
     exc: BaseException, run: RunInfo, cancelling: bool, expected: str
 ) -> None:
-    assert disposition(exc, run, lambda: cancelling) == expected
+    async def asked() -> bool:
+        return cancelling
+
+    # The decision the task's hold on its job takes (a signal: the flow run's state).
+    assert asyncio.run(decision(run, asked)(exc)) == expected
 
 
 def test_cancel_actions_are_checked() -> None:

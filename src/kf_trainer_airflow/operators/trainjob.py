@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from kf_trainer_airflow import _args
 from kf_trainer_airflow._compat import AirflowException, BaseOperator, ResumableJobMixin, conf
-from kf_trainer_airflow._progress import ProgressReporter
 from kf_trainer_airflow._spec import (
     SPEC_ARGUMENTS,
     TEMPLATED_SPEC_ARGUMENTS,
@@ -454,13 +453,16 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
             TrainJobNotFoundError,
             TrainJobTimeoutError,
         )
+        from kf_trainer_core.tasks.jobs import ProgressLines
 
         step = self.log_step
 
         def on_log(line: str) -> None:
             self.log.info("[%s] %s", step, line)
 
-        reporter = ProgressReporter(self.log, self._where)
+        def said(line: str) -> None:  # a job's words hold "%": never a format
+            self.log.info("%s", line)
+
         task = self._session(context)
         try:
             return task.wait(
@@ -470,7 +472,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
                 on_log=on_log if self.get_logs else None,
                 log_step=step,
                 log_tail=self.log_tail,
-                callbacks=[reporter] if self.report_progress else (),
+                callbacks=[ProgressLines(said)] if self.report_progress else (),
             )
         except TrainJobFailedError as err:
             _endings.fail(
@@ -515,18 +517,10 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
             return self._result[0]
         if self._outputs is None:
             self._outputs = self._session(context).call(lambda c: c.get_job_outputs(name))
+        from kf_trainer_core.tasks.jobs import finished
+
         outputs = self._outputs
-        cost = outputs.cost_text()
-        self.log.info(
-            "%s is %s%s%s",
-            self._where,
-            outputs.status.value,
-            f" after {outputs.duration_seconds:.0f}s" if outputs.duration_seconds else "",
-            f" ({cost})" if cost else "",
-        )
-        if outputs.metrics:
-            shown = ", ".join(f"{k}={v}" for k, v in sorted(outputs.metrics.items()))
-            self.log.info("%s reported: %s", self._where, shown)
+        finished(self.log, outputs)
         data = {**outputs.model_dump(mode="json"), "cost": outputs.cost()}
         ti = context["ti"]
         ti.xcom_push(key="job_name", value=data["name"])

@@ -29,10 +29,9 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 # Airflow's triggerer imports this module on its event loop, shared by every trigger:
 # only light modules here. What a wait needs (the hook, the client, the Kubernetes
 # library) is imported in one worker thread when the first trigger runs (_RUNTIME).
-from kf_trainer_airflow._actions import ON_KILL_ACTIONS
 from kf_trainer_airflow._durations import seconds
 from kf_trainer_airflow.provider_info import DEFAULT_CONN_ID
-from kf_trainer_core.tasks import shown
+from kf_trainer_core.tasks.interruptions import check_action
 
 if TYPE_CHECKING:
     from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
@@ -117,11 +116,7 @@ class TrainJobTrigger(BaseTrigger):
         log_tail: int = 1000,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
-        if on_kill_action not in ON_KILL_ACTIONS:
-            raise ValueError(
-                f"on_kill_action={shown(on_kill_action)}. Fix: use one of "
-                f"{', '.join(ON_KILL_ACTIONS)}."
-            )
+        check_action(on_kill_action, "on_kill_action")
         self.job_name = job_name
         self.namespace = namespace
         self.kubeflow_trainer_conn_id = kubeflow_trainer_conn_id
@@ -174,12 +169,6 @@ class TrainJobTrigger(BaseTrigger):
     @property
     def _where(self) -> str:
         return f"TrainJob {self.namespace}/{self.job_name}"
-
-    def _reporter(self) -> Any:
-        from kf_trainer_airflow._progress import ProgressReporter
-
-        report = ProgressReporter(self.log, self._where)
-        return report if self.report_progress else (lambda _job: None)
 
     # -- running --------------------------------------------------------------------
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -259,6 +248,7 @@ class TrainJobTrigger(BaseTrigger):
             TrainJobNotFoundError,
             TrainJobTimeoutError,
         )
+        from kf_trainer_core.tasks.jobs import ProgressLines
         from kf_trainer_core.tasks.step_waits import StepGoal, await_step
 
         base: dict[str, Any] = {"job_name": self.job_name, "namespace": self.namespace}
@@ -266,7 +256,12 @@ class TrainJobTrigger(BaseTrigger):
             client = await self.hook.aget_client()
         except Exception as exc:
             return {**base, "status": "error", "message": f"{type(exc).__name__}: {exc}"}
-        reporter = self._reporter()
+        # A job's words hold "%": each line is an argument, never the format.
+        reporter = (
+            ProgressLines(lambda line: self.log.info("%s", line))
+            if self.report_progress
+            else (lambda _job: None)
+        )
         try:
             async with client:
                 if self.step:
