@@ -61,18 +61,6 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def _trainer_type(trainer: dict[str, Any]) -> None:
-    # Hand-written trainer dicts often omit the tag; what they hold says which it is.
-    if "type" in trainer:
-        return
-    if "func" in trainer:
-        trainer["type"] = "CustomTrainer"
-    elif "config" in trainer:
-        trainer["type"] = "BuiltinTrainer"
-    elif "image" in trainer:
-        trainer["type"] = "CustomTrainerContainer"
-
-
 def assemble_spec(
     spec: Mapping[str, Any] | None = None,
     *,
@@ -88,6 +76,8 @@ def assemble_spec(
     parts, ``options`` added (a single-valued option replaces its kind),
     ``func_args`` merged into the ``CustomTrainer``'s and ``num_nodes`` (when > 0)
     set on the trainer. Raises :class:`SpecError` naming the field and the fix."""
+    from kf_trainer_core.spec import TrainJobSpec, trainer_type
+
     data: dict[str, Any] = copy.deepcopy(dict(jsonable(spec) or {}))
     if runtime:
         data["runtime"] = runtime
@@ -97,10 +87,10 @@ def assemble_spec(
         data["initializer"] = jsonable(dict(initializer))
     problems: list[FieldProblem] = []
     current = data.get("trainer")
-    if isinstance(current, dict):
-        _trainer_type(current)
+    # A hand-written trainer may leave out its tag: the spec's rule tells its kind.
+    kind = trainer_type(current) if isinstance(current, dict) else None
     if func_args:
-        if not isinstance(current, dict) or current.get("type") != "CustomTrainer":
+        if not isinstance(current, dict) or kind != "CustomTrainer":
             problems.append(
                 FieldProblem(
                     "func_args",
@@ -118,14 +108,12 @@ def assemble_spec(
             problems.append(
                 FieldProblem("num_nodes", "the spec has no trainer to size.", "add a trainer.")
             )
-        elif current.get("type") == "BuiltinTrainer":
+        elif kind == "BuiltinTrainer":
             current.setdefault("config", {})["num_nodes"] = num_nodes
         else:
             current["num_nodes"] = num_nodes
     if problems:
         raise SpecError(problems)
-    from kf_trainer_core.spec import TrainJobSpec
-
     parsed = TrainJobSpec.parse(data)
     if options:
         extra = TrainJobSpec.parse({"options": jsonable(list(options))}).options

@@ -464,7 +464,6 @@ def _cancel(
     inputs: Mapping[str, Any], artifacts: Mapping[str, Any], embedded: Mapping[str, Any]
 ) -> tuple[Any, ...]:
     action = check_action(str(inputs.get("action", "delete")), "action")
-    client = _client(inputs)
     name = str(inputs.get("job_name") or "")
     task = str(inputs.get("task_name") or "")
     if bool(name) == bool(task):
@@ -473,15 +472,16 @@ def _cancel(
             "give the job to cancel by its name or by the task that started it.",
             "set exactly one of job_name and task_name.",
         )
-    if name:
-        require_job_name(name, "job_name")
-        # Unfinished jobs only: a finished one keeps its result for a retried task.
-        cancelled = client.stop_unfinished(name, action=action)
-    else:
-        ident = inp.identity(
-            str(inputs.get(inp.RUN_ID_INPUT, "")), task, str(inputs.get("job_key", ""))
-        )
-        cancelled = client.stop_unfinished(identity=ident, action=action)
+    with _client(inputs) as client:
+        if name:
+            require_job_name(name, "job_name")
+            # Unfinished jobs only: a finished one keeps its result for a retried task.
+            cancelled = client.stop_unfinished(name, action=action)
+        else:
+            ident = inp.identity(
+                str(inputs.get(inp.RUN_ID_INPUT, "")), task, str(inputs.get("job_key", ""))
+            )
+            cancelled = client.stop_unfinished(identity=ident, action=action)
     say(f"{action}: {', '.join(cancelled) or 'nothing unfinished'}")
     return (cancelled,)
 

@@ -14,15 +14,8 @@ from typing import Any, TypeVar
 from typing_extensions import ParamSpec
 
 from kf_trainer_core.tasks import sync_runner
-from kf_trainer_core.tasks.sync_runner import InterruptibleRunner, interruption_cause
 
-__all__ = [
-    "InterruptibleRunner",
-    "TaskRunnerShutdown",
-    "interruption_cause",
-    "runner_shutdown_cancels",
-    "sync_face",
-]
+__all__ = ["TaskRunnerShutdown", "runner_shutdown_cancels", "sync_face"]
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -49,10 +49,6 @@ R = TypeVar("R")
 __all__ = ["atrainjob_task", "trainjob_task"]
 
 
-# The function's job, checked at decoration (the core's, shared by any adapter).
-_Template = FunctionTemplate
-
-
 @overload
 def trainjob_task(fn: Callable[P, R], /) -> Task[P, R]: ...
 
@@ -120,7 +116,10 @@ def _decorator(fn: Callable[..., Any] | None, split: _Split, *, asynchronous: bo
     def decorate(func: Callable[..., Any]) -> Any:
         from prefect import task
 
-        template = _Template(func, split.runtime, split.trainer, split.initializer, split.options)
+        # The function's job, checked at decoration (the core's, shared by any adapter).
+        template = FunctionTemplate(
+            func, split.runtime, split.trainer, split.initializer, split.options
+        )
 
         async def arun(*args: Any, **kwargs: Any) -> Any:
             spec = template.spec_for(args, kwargs)
