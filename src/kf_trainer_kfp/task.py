@@ -162,7 +162,7 @@ def _client(inputs: Mapping[str, Any]) -> TrainerClient:
 
 def _session(inputs: Mapping[str, Any], job: TaskJob) -> SyncTaskJob:
     """The task's hold on its job, with its one client (on the task's event loop)."""
-    return SyncTaskJob(job, _config(inputs), thread_name="kf-trainer-task")
+    return SyncTaskJob(job, _config(inputs))
 
 
 def _spec(inputs: Mapping[str, Any], embedded: Mapping[str, Any]) -> TrainJobSpec:

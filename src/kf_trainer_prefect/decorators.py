@@ -35,9 +35,9 @@ from kf_trainer_core.tasks import (
     unknown_arguments_error,
 )
 from kf_trainer_core.tasks.interruptions import CancelAction, check_action
+from kf_trainer_core.tasks.sync_runner import sync_face
 from kf_trainer_prefect import _engine
 from kf_trainer_prefect._engine import RunOptions
-from kf_trainer_prefect._sync_face import sync_face
 from kf_trainer_prefect.credentials import CredentialsLike
 
 if TYPE_CHECKING:

@@ -310,7 +310,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
                 terms=Terms("on_kill_action", "on_finish_action", "the task's next try"),
             )
             config = self.hook.get_backend_config()
-            self._task = SyncTaskJob(job, config, thread_name="kf-trainer-airflow")
+            self._task = SyncTaskJob(job, config)
         if self._job_name is not None:
             self._task.job.knows(self._job_name)
         return self._task
