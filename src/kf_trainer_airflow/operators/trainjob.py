@@ -446,13 +446,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
 
     def _wait_in_worker(self, context: Context) -> JobOutputs:
         """One wait on the known job, its log streamed into the task log."""
-        from kf_trainer_core.errors import (
-            SpecConflictError,
-            TrainJobDeletedError,
-            TrainJobFailedError,
-            TrainJobNotFoundError,
-            TrainJobTimeoutError,
-        )
+        from kf_trainer_airflow.triggers.trainjob import ending
         from kf_trainer_core.tasks.jobs import ProgressLines
 
         step = self.log_step
@@ -474,20 +468,11 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
                 log_tail=self.log_tail,
                 callbacks=[ProgressLines(said)] if self.report_progress else (),
             )
-        except TrainJobFailedError as err:
-            _endings.fail(
-                self,
-                task,
-                str(err),
-                err.failure.model_dump(mode="json"),
-                failure_class=err.failure.failure_class,
-            )
-        except TrainJobTimeoutError as err:
-            _endings.fail_timeout(self, task, err)
-        except (TrainJobDeletedError, TrainJobNotFoundError, SpecConflictError) as err:
-            # A job deleted under the wait (a kill, a user) may be seen as deleted or,
-            # when it is already gone when next read, as not found: the same ending.
-            _endings.fail(self, task, str(err), None, finish_job=False)
+        except Exception as err:
+            told = ending(err)  # as a deferred wait's event says it
+            if told is None:
+                raise
+            _endings.fail_ended(self, task, told)
 
     def execute_complete(self, context: Context, event: Mapping[str, Any]) -> Any:
         """Resume after the trigger fired: publish the outputs, or fail with the

@@ -241,13 +241,6 @@ class TrainJobTrigger(BaseTrigger):
 
     async def _wait(self) -> dict[str, Any]:
         # Imported already, off the event loop (run() imports _RUNTIME).
-        from kf_trainer_core.errors import (
-            StepFailedError,
-            TrainJobDeletedError,
-            TrainJobFailedError,
-            TrainJobNotFoundError,
-            TrainJobTimeoutError,
-        )
         from kf_trainer_core.tasks.jobs import ProgressLines
         from kf_trainer_core.tasks.step_waits import StepGoal, await_step
 
@@ -309,23 +302,9 @@ class TrainJobTrigger(BaseTrigger):
                     reached = {"outputs": out.model_dump(mode="json")}
                     status = out.status.value
                 return {**base, "status": "success", "job_status": status, **reached}
-        except (TrainJobFailedError, StepFailedError, TrainJobTimeoutError) as err:
-            timed_out = isinstance(err, TrainJobTimeoutError)
-            message = str(err)
-            if not timed_out and not message.startswith("TrainJob "):
-                # The core says "<ns>/<name> failed: ...".
-                message = f"TrainJob {message}"
-            return {
-                **base,
-                "status": "timeout" if timed_out else "failed",
-                "message": message,
-                "failure": err.failure.model_dump(mode="json") if err.failure else None,
-                "failure_class": _class_of(err),
-            }
-        except (TrainJobDeletedError, TrainJobNotFoundError) as err:
-            return {**base, "status": "deleted", "message": str(err)}
         except Exception as err:
-            return {**base, "status": "error", "message": f"{type(err).__name__}: {err}"}
+            told = ending(err) or {"status": "error", "message": f"{type(err).__name__}: {err}"}
+            return {**base, **told}
 
     # -- cancelling -----------------------------------------------------------------
     async def task_state(self) -> str | None:
@@ -423,9 +402,36 @@ class TrainJobTrigger(BaseTrigger):
         await self._cancel(f"task stopped, now {state}")
 
 
-def _class_of(err: BaseException) -> str | None:
-    """The failure class of an error, for the event (JSON)."""
-    from kf_trainer_core.errors import failure_class_of
+def ending(err: BaseException) -> dict[str, Any] | None:
+    """How a wait ended badly, in the words of the trigger's event (JSON): ``failed`` or
+    ``timeout`` with the failure and its class, or ``deleted``; ``None`` for an error
+    that is no such ending. The worker's wait ends through it too, so that both paths
+    fail the task alike."""
+    from kf_trainer_core.errors import (
+        SpecConflictError,
+        StepFailedError,
+        TrainJobDeletedError,
+        TrainJobFailedError,
+        TrainJobNotFoundError,
+        TrainJobTimeoutError,
+        failure_class_of,
+    )
 
-    klass = failure_class_of(err)
-    return klass.value if klass is not None else None
+    if isinstance(err, (TrainJobFailedError, StepFailedError, TrainJobTimeoutError)):
+        timed_out = isinstance(err, TrainJobTimeoutError)
+        message = str(err)
+        if not timed_out and not message.startswith("TrainJob "):
+            # The core says "<ns>/<name> failed: ...".
+            message = f"TrainJob {message}"
+        klass = failure_class_of(err)
+        return {
+            "status": "timeout" if timed_out else "failed",
+            "message": message,
+            "failure": err.failure.model_dump(mode="json") if err.failure else None,
+            "failure_class": klass.value if klass is not None else None,
+        }
+    if isinstance(err, (TrainJobDeletedError, TrainJobNotFoundError, SpecConflictError)):
+        # A job deleted under the wait (a kill, a user) may be seen as deleted or, when
+        # it is already gone when next read, as not found: the same ending.
+        return {"status": "deleted", "message": str(err)}
+    return None
