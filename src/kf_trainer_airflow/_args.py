@@ -16,10 +16,9 @@ from typing import Any
 
 # Durations are checked by a module of their own, light enough for the trigger.
 from kf_trainer_airflow._durations import seconds as seconds
-from kf_trainer_core.errors import FieldProblem, SpecError
 
 # The core's "did you mean" of every unknown field or argument.
-from kf_trainer_core.tasks import did_you_mean, shown
+from kf_trainer_core.tasks import shown, unknown_arguments_error
 
 #: Seconds after a task defers before its trigger may report the job's end.
 #:
@@ -115,17 +114,8 @@ def unknown_arguments(cls: type, given: Iterable[str], what: str) -> None:
     spec's "did you mean" suggestion — before Airflow's own check, which names no fix."""
     accepted = _accepted(cls)
     unknown = [name for name in given if name not in accepted]
-    if not unknown:
-        return
-    problems = [
-        FieldProblem(
-            name,
-            "unknown argument.",
-            f"remove `{name}` or correct its spelling.{did_you_mean(name, accepted)}",
-        )
-        for name in unknown
-    ]
-    raise SpecError(problems, title=f"Invalid arguments of {what}")
+    if unknown:
+        raise unknown_arguments_error(unknown, accepted, where=what)
 
 
 def operator_choices(
