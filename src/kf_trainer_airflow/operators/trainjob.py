@@ -75,14 +75,6 @@ class TrainJobFailedException(AirflowException):
         self.failure = dict(failure) if failure else None
 
 
-def _hook(conn_id: str | None, namespace: str | None) -> KubeflowTrainerHook:
-    # Loaded on first use, not by the module: the hook imports the core's configuration
-    # models, which a DAG file that only builds tasks need not pay for.
-    from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
-
-    return KubeflowTrainerHook(conn_id, namespace=namespace)
-
-
 class TrainJobOperator(ResumableJobMixin, BaseOperator):
     """Run a Kubeflow Trainer TrainJob and wait for it.
 
@@ -292,7 +284,11 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
     @cached_property
     def hook(self) -> KubeflowTrainerHook:
         """The hook for this task's connection and namespace."""
-        return _hook(self.kubeflow_trainer_conn_id, self.namespace)
+        # Loaded here, not by the module: the hook imports the core's configuration
+        # models, which a DAG file that only builds tasks need not pay for.
+        from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
+
+        return KubeflowTrainerHook(self.kubeflow_trainer_conn_id, namespace=self.namespace)
 
     def _session(self, context: Context | None = None) -> SyncTaskJob:
         """The task's hold on its job, with its one client: made on first use in a try
