@@ -375,7 +375,7 @@ def _reported(task: SyncTaskJob, artifacts: Mapping[str, Any], out: JobOutputs) 
     written (a result that cannot be read fails the report first, and the job stays for
     a retry to read)."""
     reported = _report(artifacts, out)
-    task.finish(succeeded=True, status=out.status.value)
+    task.finish_outputs(out)
     return reported
 
 

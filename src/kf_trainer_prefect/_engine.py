@@ -353,9 +353,7 @@ class _Finishing:
         from kf_trainer_core.errors import TrainJobFailedError
 
         if exc is None and self.outputs is not None:
-            out = self.outputs
-            ok = out.status is JobState.COMPLETE and out.result_missing is None
-            await shielded(self.task.finish(self.client, succeeded=ok, status=out.status.value))
+            await shielded(self.task.finish_outputs(self.client, self.outputs))
         elif isinstance(exc, TrainJobFailedError) and exc.job is not None:
             status = exc.job.status.value
             await shielded(self.task.finish(self.client, succeeded=False, status=status))

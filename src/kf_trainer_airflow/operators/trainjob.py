@@ -508,7 +508,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         for key in XCOM_KEYS[1:]:
             ti.xcom_push(key=key, value=data[key])
         # on_finish_action only once the outputs are stored in Airflow (docs/retention.md).
-        self._session(context).finish(succeeded=True, status=outputs.status.value)
+        self._session(context).finish_outputs(outputs)
         self._result = (self.task_result(outputs),)
         return self._result[0]
 

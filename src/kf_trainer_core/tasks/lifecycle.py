@@ -14,7 +14,8 @@ A :class:`TaskJob` is written once, async, on the public client
 - :meth:`TaskJob.interrupted` / :meth:`TaskJob.holding` / :meth:`TaskJob.stop` — **the
   finish action on kill** (``on_kill``: delete, suspend or keep), on the job by its
   name, or by the task's identity when the task was stopped before it learnt the name.
-- :meth:`TaskJob.finish` — ``on_finish`` once the job has ended.
+- :meth:`TaskJob.finish` — ``on_finish`` once the job has ended
+  (:meth:`TaskJob.finish_outputs`: once the task has stored its outputs).
 
 A synchronous task holds a :class:`SyncTaskJob`: the same coroutines, run on the
 process's portal (:mod:`kf_trainer_core.base.portal`) with the task's one client.
@@ -491,6 +492,13 @@ class TaskJob:
             self.logger.info("Deleted TrainJob %s (%s=%s)", name, self.terms.on_finish, action)
         return deleted
 
+    async def finish_outputs(self, client: AsyncTrainerClient, outputs: JobOutputs) -> bool:
+        """:meth:`finish` once the task has stored the job's ``outputs``: a success only
+        when the job completed and its result was read (one whose result could not be
+        read stays for ``delete-succeeded``, so that a retry reads it again)."""
+        succeeded = outputs.status is JobState.COMPLETE and outputs.result_missing is None
+        return await self.finish(client, succeeded=succeeded, status=outputs.status.value)
+
 
 class SyncTaskJob:
     """A synchronous task's face of a :class:`TaskJob`: the same coroutines, each run on
@@ -579,3 +587,7 @@ class SyncTaskJob:
     def finish(self, *, succeeded: bool, status: str | None = None) -> bool:
         """:meth:`TaskJob.finish`."""
         return self.call(lambda c: self.job.finish(c, succeeded=succeeded, status=status))
+
+    def finish_outputs(self, outputs: JobOutputs) -> bool:
+        """:meth:`TaskJob.finish_outputs`."""
+        return self.call(lambda c: self.job.finish_outputs(c, outputs))
