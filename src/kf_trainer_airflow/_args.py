@@ -16,10 +16,9 @@ from typing import Any
 
 # Durations are checked by a module of their own, light enough for the trigger.
 from kf_trainer_airflow._durations import seconds as seconds
-from kf_trainer_core.errors import FieldProblem, SpecError
 
 # The core's "did you mean" of every unknown field or argument.
-from kf_trainer_core.tasks import did_you_mean, shown
+from kf_trainer_core.tasks import shown, unknown_arguments_error
 
 #: Seconds after a task defers before its trigger may report the job's end.
 #:
@@ -115,34 +114,20 @@ def unknown_arguments(cls: type, given: Iterable[str], what: str) -> None:
     spec's "did you mean" suggestion — before Airflow's own check, which names no fix."""
     accepted = _accepted(cls)
     unknown = [name for name in given if name not in accepted]
-    if not unknown:
-        return
-    problems = [
-        FieldProblem(
-            name,
-            "unknown argument.",
-            f"remove `{name}` or correct its spelling.{did_you_mean(name, accepted)}",
-        )
-        for name in unknown
-    ]
-    raise SpecError(problems, title=f"Invalid arguments of {what}")
+    if unknown:
+        raise unknown_arguments_error(unknown, accepted, where=what)
 
 
 def operator_choices(
     on_kill_action: Any, on_finish_action: Any, log_tail: Any, fail_fast_on: Any
 ) -> None:
-    """The operator's enumerated arguments: each one of its accepted values."""
-    from kf_trainer_airflow._actions import ON_FINISH_ACTIONS, ON_KILL_ACTIONS
+    """The operator's enumerated arguments: each one of its accepted values (the
+    actions' checks are the core's, as every adapter's)."""
+    from kf_trainer_core.tasks import check_finish_action
+    from kf_trainer_core.tasks.interruptions import check_action
 
-    if on_kill_action not in ON_KILL_ACTIONS:
-        raise ValueError(
-            f"on_kill_action={shown(on_kill_action)}. Fix: use one of {', '.join(ON_KILL_ACTIONS)}."
-        )
-    if on_finish_action not in ON_FINISH_ACTIONS:
-        raise ValueError(
-            f"on_finish_action={shown(on_finish_action)}. Fix: use one of "
-            f"{', '.join(ON_FINISH_ACTIONS)}."
-        )
+    check_action(on_kill_action, "on_kill_action")
+    check_finish_action(on_finish_action, "on_finish_action")
     if isinstance(log_tail, bool) or not isinstance(log_tail, int) or log_tail < 0:
         raise ValueError(f"log_tail={shown(log_tail)}. Fix: give 0 or more lines.")
     if isinstance(fail_fast_on, str) or not set(fail_fast_on) <= {"configuration"}:

@@ -129,15 +129,6 @@ def looks_templated(value: Any) -> bool:
     return True
 
 
-def _trainer_type(trainer: Mapping[str, Any]) -> str:
-    # A hand-written dict may leave out the tag: its fields say which trainer it is.
-    if "func" in trainer:
-        return "CustomTrainer"
-    if "config" in trainer:
-        return "BuiltinTrainer"
-    return "CustomTrainerContainer" if "image" in trainer else "CustomTrainer"
-
-
 def deadline_seconds(timeout: float | timedelta | None) -> int | None:
     """A job timeout as whole seconds for ``activeDeadlineSeconds`` (rounded up)."""
     if timeout is None:
@@ -162,6 +153,8 @@ def assemble(arguments: Mapping[str, Any]) -> TrainJobSpec:
     ``job_name`` becomes the ``Name`` option and ``job_timeout`` the
     ``ActiveDeadlineSeconds`` option. Raises :class:`SpecError` naming the argument.
     """
+    from kf_trainer_core.spec import TrainJobSpec, trainer_type
+
     spec, options = arguments.get("spec"), arguments.get("options")
     func_args, job_name = arguments.get("func_args"), arguments.get("job_name")
     parts = {k: arguments.get(k) for k in ("runtime", "trainer", "initializer")}
@@ -183,10 +176,8 @@ def assemble(arguments: Mapping[str, Any]) -> TrainJobSpec:
             data["options"] = plain(template_form(options, part="options"))
     if func_args:
         trainer_data = data.get("trainer")
-        if (
-            not isinstance(trainer_data, Mapping)
-            or (trainer_data.get("type") or _trainer_type(trainer_data)) != "CustomTrainer"
-        ):
+        # A hand-written trainer may leave out its tag: the spec's rule tells its kind.
+        if not isinstance(trainer_data, Mapping) or trainer_type(trainer_data) != "CustomTrainer":
             raise SpecError.single(
                 "func_args",
                 "applies to a CustomTrainer only.",
@@ -209,10 +200,6 @@ def assemble(arguments: Mapping[str, Any]) -> TrainJobSpec:
             if not (isinstance(o, Mapping) and o.get("type") in replaced)
         ]
         data["options"] = [*kept, *extra]
-    if isinstance(data.get("trainer"), Mapping) and "type" not in data["trainer"]:
-        data["trainer"] = {"type": _trainer_type(data["trainer"]), **data["trainer"]}
-    from kf_trainer_core.spec import TrainJobSpec
-
     try:
         return TrainJobSpec.parse(data)
     except SpecError:

@@ -36,6 +36,7 @@ require("kfp", "kfp", "kf_trainer_kfp", "Kubeflow Pipelines (kfp)")
 import functools  # noqa: E402
 
 from kf_trainer_core.errors import FieldProblem, SpecError  # noqa: E402
+from kf_trainer_core.tasks.interruptions import check_action  # noqa: E402
 from kf_trainer_kfp import inputs as inp  # noqa: E402
 from kf_trainer_kfp._source import (  # noqa: E402
     JOB_OUTPUTS,
@@ -115,9 +116,11 @@ def _check_constants(kind: str, args: Mapping[str, Any], constant: Callable[[Any
             inp.seconds(known[field], field)
     for field in ("on_cancel", "action"):
         if field in known:
-            inp.cancel_action(str(known[field]))
+            check_action(str(known[field]), field)
     if "on_finish" in known:
-        inp.finish_action(str(known["on_finish"]))
+        from kf_trainer_core.tasks import check_finish_action
+
+        check_finish_action(str(known["on_finish"]))
     if "step" in known:
         try:
             from kf_trainer_core.tasks import helpers as task_helpers

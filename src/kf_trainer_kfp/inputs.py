@@ -13,7 +13,7 @@ import copy
 import math
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from kf_trainer_core.errors import FieldProblem, SpecError
 from kf_trainer_core.tasks import shown
@@ -43,9 +43,6 @@ KUBECONFIG_CONTENT_ENV = "KF_TRAINER_KUBECONFIG_CONTENT"
 CA_CERT_DATA_ENV = "KF_TRAINER_CA_CERT_DATA"
 _SECRET_FIELDS = {"token": TOKEN_ENV, "kubeconfig_content": KUBECONFIG_CONTENT_ENV}
 
-CancelAction = Literal["delete", "suspend", "keep"]
-CANCEL_ACTIONS: tuple[CancelAction, ...] = ("delete", "suspend", "keep")
-
 #: The prefix of every identity this adapter submits under.
 IDENTITY_PREFIX = "kfp"
 
@@ -64,18 +61,6 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def _trainer_type(trainer: dict[str, Any]) -> None:
-    # Hand-written trainer dicts often omit the tag; what they hold says which it is.
-    if "type" in trainer:
-        return
-    if "func" in trainer:
-        trainer["type"] = "CustomTrainer"
-    elif "config" in trainer:
-        trainer["type"] = "BuiltinTrainer"
-    elif "image" in trainer:
-        trainer["type"] = "CustomTrainerContainer"
-
-
 def assemble_spec(
     spec: Mapping[str, Any] | None = None,
     *,
@@ -91,6 +76,8 @@ def assemble_spec(
     parts, ``options`` added (a single-valued option replaces its kind),
     ``func_args`` merged into the ``CustomTrainer``'s and ``num_nodes`` (when > 0)
     set on the trainer. Raises :class:`SpecError` naming the field and the fix."""
+    from kf_trainer_core.spec import TrainJobSpec, trainer_type
+
     data: dict[str, Any] = copy.deepcopy(dict(jsonable(spec) or {}))
     if runtime:
         data["runtime"] = runtime
@@ -100,10 +87,10 @@ def assemble_spec(
         data["initializer"] = jsonable(dict(initializer))
     problems: list[FieldProblem] = []
     current = data.get("trainer")
-    if isinstance(current, dict):
-        _trainer_type(current)
+    # A hand-written trainer may leave out its tag: the spec's rule tells its kind.
+    kind = trainer_type(current) if isinstance(current, dict) else None
     if func_args:
-        if not isinstance(current, dict) or current.get("type") != "CustomTrainer":
+        if not isinstance(current, dict) or kind != "CustomTrainer":
             problems.append(
                 FieldProblem(
                     "func_args",
@@ -121,14 +108,12 @@ def assemble_spec(
             problems.append(
                 FieldProblem("num_nodes", "the spec has no trainer to size.", "add a trainer.")
             )
-        elif current.get("type") == "BuiltinTrainer":
+        elif kind == "BuiltinTrainer":
             current.setdefault("config", {})["num_nodes"] = num_nodes
         else:
             current["num_nodes"] = num_nodes
     if problems:
         raise SpecError(problems)
-    from kf_trainer_core.spec import TrainJobSpec
-
     parsed = TrainJobSpec.parse(data)
     if options:
         extra = TrainJobSpec.parse({"options": jsonable(list(options))}).options
@@ -207,40 +192,6 @@ def seconds(value: float | int | None, field: str) -> float | None:
             title="Invalid component input",
         )
     return None if math.isinf(number) else number
-
-
-def cancel_action(value: str) -> CancelAction:
-    """The ``on_cancel`` / ``action`` input."""
-    if value not in CANCEL_ACTIONS:
-        raise SpecError(
-            FieldProblem(
-                "on_cancel",
-                f"{shown(value)} is not an action.",
-                "use 'delete' (the job and its pods go), 'suspend' (pods go, the job stays, "
-                "resumable) or 'keep' (the job keeps running).",
-            ),
-            title="Invalid component input",
-        )
-    return value
-
-
-def finish_action(value: str) -> str:
-    """The ``on_finish`` input: what happens to the finished job once the task has
-    written its outputs."""
-    from kf_trainer_core.tasks import FINISH_ACTIONS
-
-    if value not in FINISH_ACTIONS:
-        raise SpecError(
-            FieldProblem(
-                "on_finish",
-                f"{shown(value)} is not an action.",
-                "use 'keep' (prune decides later), 'delete-succeeded' (delete the job once "
-                "it completed and its outputs are written; failed jobs stay) or 'delete' "
-                "(failed jobs too, once the failure is reported).",
-            ),
-            title="Invalid component input",
-        )
-    return value
 
 
 def _int(value: Any) -> bool:

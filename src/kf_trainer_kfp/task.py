@@ -40,6 +40,7 @@ from kf_trainer_core.tasks import (
     SyncTaskJob,
     TaskJob,
     TrainJob,
+    check_finish_action,
     decided_by,
     identity_text,
     job_outputs,
@@ -47,6 +48,8 @@ from kf_trainer_core.tasks import (
     shown,
 )
 from kf_trainer_core.tasks import helpers as task_helpers
+from kf_trainer_core.tasks.interruptions import CancelAction, check_action
+from kf_trainer_core.tasks.jobs import ProgressLines
 from kf_trainer_core.tasks.lifecycle import LogFollower
 from kf_trainer_kfp import inputs as inp
 from kf_trainer_kfp import summary
@@ -143,41 +146,6 @@ def _said_stop(task: SyncTaskJob) -> None:
         say(f"no unfinished TrainJob of {identity_text(job.identity)} to {action}")
 
 
-class _Reporter:
-    """Tells the task's log when the job's state or progress changes."""
-
-    def __init__(self) -> None:
-        self.name: str | None = None
-        self._last: tuple[Any, ...] = ()
-
-    def update(self, job: TrainJob) -> None:
-        if self.name is None:
-            self.name = job.name
-            say(f"TrainJob {job.namespace}/{job.name} (runtime {job.runtime})")
-        progress = job.progress
-        queue = job.queue if job.queue is not None and job.queue.waiting else None
-        state = (
-            job.status,
-            progress.percentage if progress else None,
-            tuple(sorted((progress.metrics if progress else {}).items())),
-            (queue.position, queue.pending_message, len(queue.evictions)) if queue else None,
-        )
-        if state == self._last:
-            return
-        self._last = state
-        text = f"TrainJob {job.namespace}/{job.name}: {job.status.value}"
-        if job.queue is not None and job.queue.waiting:
-            # Queued by Kueue: where and why it waits.
-            text += f" ({job.queue.line()})"
-        if progress and job.percent_done is not None:
-            text += f", {job.percent_done}%"
-            if progress.estimated_remaining_seconds is not None and job.percent_done < 100:
-                text += f" ({progress.estimated_remaining_seconds}s left)"
-        if progress and progress.metrics:
-            text += " " + " ".join(f"{k}={v}" for k, v in sorted(progress.metrics.items()))
-        say(text)
-
-
 # ---------------------------------------------------------------------- plumbing
 
 
@@ -194,7 +162,7 @@ def _client(inputs: Mapping[str, Any]) -> TrainerClient:
 
 def _session(inputs: Mapping[str, Any], job: TaskJob) -> SyncTaskJob:
     """The task's hold on its job, with its one client (on the task's event loop)."""
-    return SyncTaskJob(job, _config(inputs), thread_name="kf-trainer-task")
+    return SyncTaskJob(job, _config(inputs))
 
 
 def _spec(inputs: Mapping[str, Any], embedded: Mapping[str, Any]) -> TrainJobSpec:
@@ -213,7 +181,7 @@ class _Waits:
     timeout: float | None
     startup: float | None
     admission: float | None
-    action: inp.CancelAction
+    action: CancelAction
     finish: str = "keep"
 
     def task(self, spec: TrainJobSpec | None = None, **given: Any) -> TaskJob:
@@ -226,8 +194,8 @@ def _waits(inputs: Mapping[str, Any]) -> _Waits:
         timeout=inp.seconds(inputs.get("timeout_seconds"), "timeout_seconds"),
         startup=inp.seconds(inputs.get("startup_timeout_seconds"), "startup_timeout_seconds"),
         admission=inp.seconds(inputs.get("admission_timeout_seconds"), "admission_timeout_seconds"),
-        action=inp.cancel_action(str(inputs.get("on_cancel", "delete"))),
-        finish=inp.finish_action(str(inputs.get("on_finish", "keep"))),
+        action=check_action(str(inputs.get("on_cancel", "delete"))),
+        finish=check_finish_action(str(inputs.get("on_finish", "keep"))),
     )
 
 
@@ -383,7 +351,6 @@ def _launch(
     spec = _spec(inputs, embedded)
     ident = _identity(inputs)
     waits = _waits(inputs)
-    reporter = _Reporter()
     job = waits.task(spec, identity=ident)
 
     async def work(client: AsyncTrainerClient) -> JobOutputs:
@@ -394,7 +361,7 @@ def _launch(
             startup_timeout=waits.startup,
             admission_timeout=waits.admission,
             on_log=_log_line if inputs.get("stream_logs", True) else None,
-            callbacks=[reporter.update],
+            callbacks=[ProgressLines(say)],
         )
 
     with _session(inputs, job) as task:
@@ -408,7 +375,7 @@ def _reported(task: SyncTaskJob, artifacts: Mapping[str, Any], out: JobOutputs) 
     written (a result that cannot be read fails the report first, and the job stays for
     a retry to read)."""
     reported = _report(artifacts, out)
-    task.finish(succeeded=True, status=out.status.value)
+    task.finish_outputs(out)
     return reported
 
 
@@ -424,7 +391,7 @@ def _submit(
 ) -> tuple[Any, ...]:
     spec = _spec(inputs, embedded)
     ident = _identity(inputs)
-    action = inp.cancel_action(str(inputs.get("on_cancel", "delete")))
+    action = check_action(str(inputs.get("on_cancel", "delete")))
     job = TaskJob(spec, identity=ident, on_kill=action, logger=_Said())
     with _session(inputs, job) as task:
         try:
@@ -444,7 +411,6 @@ def _wait_step(
     name = require_job_name(str(inputs["job_name"]), "job_name")
     step = task_helpers.parse_step(str(inputs.get("step", "trainer")))
     waits = _waits(inputs)
-    reporter = _Reporter()
     job = waits.task()
     job.knows(name)
 
@@ -463,7 +429,7 @@ def _wait_step(
                 timeout=waits.timeout,
                 startup_timeout=waits.startup,
                 admission_timeout=waits.admission,
-                callbacks=[reporter.update],
+                callbacks=[ProgressLines(say)],
             )
             ended = True
         finally:
@@ -497,8 +463,7 @@ def _outputs(
 def _cancel(
     inputs: Mapping[str, Any], artifacts: Mapping[str, Any], embedded: Mapping[str, Any]
 ) -> tuple[Any, ...]:
-    action = inp.cancel_action(str(inputs.get("action", "delete")))
-    client = _client(inputs)
+    action = check_action(str(inputs.get("action", "delete")), "action")
     name = str(inputs.get("job_name") or "")
     task = str(inputs.get("task_name") or "")
     if bool(name) == bool(task):
@@ -507,15 +472,16 @@ def _cancel(
             "give the job to cancel by its name or by the task that started it.",
             "set exactly one of job_name and task_name.",
         )
-    if name:
-        require_job_name(name, "job_name")
-        # Unfinished jobs only: a finished one keeps its result for a retried task.
-        cancelled = client.stop_unfinished(name, action=action)
-    else:
-        ident = inp.identity(
-            str(inputs.get(inp.RUN_ID_INPUT, "")), task, str(inputs.get("job_key", ""))
-        )
-        cancelled = client.stop_unfinished(identity=ident, action=action)
+    with _client(inputs) as client:
+        if name:
+            require_job_name(name, "job_name")
+            # Unfinished jobs only: a finished one keeps its result for a retried task.
+            cancelled = client.stop_unfinished(name, action=action)
+        else:
+            ident = inp.identity(
+                str(inputs.get(inp.RUN_ID_INPUT, "")), task, str(inputs.get("job_key", ""))
+            )
+            cancelled = client.stop_unfinished(identity=ident, action=action)
     say(f"{action}: {', '.join(cancelled) or 'nothing unfinished'}")
     return (cancelled,)
 

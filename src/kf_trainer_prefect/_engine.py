@@ -31,7 +31,6 @@ from kf_trainer_core.tasks import (
     TrainJob,
     decided_by,
     imported,
-    interruptions,
 )
 from kf_trainer_core.tasks.interruptions import CancelAction, Identity, check_action, past
 from kf_trainer_core.tasks.jobs import (
@@ -43,7 +42,7 @@ from kf_trainer_core.tasks.jobs import (
     task_identity,
     with_updates,
 )
-from kf_trainer_core.tasks.lifecycle import Terms
+from kf_trainer_core.tasks.lifecycle import Decide, Terms
 from kf_trainer_core.tasks.sync_runner import interruption_cause
 from kf_trainer_prefect._sync_face import TaskRunnerShutdown, runner_shutdown_cancels
 from kf_trainer_prefect.artifacts import ArtifactPublisher
@@ -56,7 +55,7 @@ from kf_trainer_prefect.credentials import (
 if TYPE_CHECKING:
     from kf_trainer_core.client import AsyncTrainerClient
 
-__all__ = ["FLOW_RUN_LABEL", "RunInfo", "TaskRunnerShutdown", "check_action", "disposition"]
+__all__ = ["FLOW_RUN_LABEL", "RunInfo", "TaskRunnerShutdown", "check_action", "decision"]
 
 T = TypeVar("T")
 
@@ -142,16 +141,17 @@ def labelled(spec: TrainJobSpec, run: RunInfo) -> TrainJobSpec:
     return spec.with_options(Labels({FLOW_RUN_LABEL: run.flow_run_id}))
 
 
-def disposition(exc: BaseException, run: RunInfo, flow_cancelling: Callable[[], bool]) -> str:
-    """What an interruption means for the job the task was waiting on
-    (:func:`kf_trainer_core.tasks.interruptions.disposition`): SIGTERM is how a runner cancels
-    a flow run, and also how infrastructure ends a process it evicts; only the flow
-    run's state tells them apart."""
+def decision(run: RunInfo, cancelling: Callable[[], Awaitable[bool]] | None = None) -> Decide:
+    """What an interruption means for the job the task was waiting on (the core's
+    :func:`~kf_trainer_core.tasks.decided_by`): SIGTERM is how a runner cancels a flow
+    run, and also how infrastructure ends a process it evicts; only the flow run's state
+    (``cancelling``, by default asked of the Prefect API) tells them apart."""
     from prefect.exceptions import TerminationSignal
 
-    signalled = isinstance(exc, (TerminationSignal, TaskRunnerShutdown))
-    return interruptions.disposition(
-        exc, final_attempt=run.final_attempt, signalled=signalled, cancelling=flow_cancelling
+    return decided_by(
+        final_attempt=run.final_attempt,
+        signals=(TerminationSignal, TaskRunnerShutdown),
+        cancelling=cancelling or (lambda: flow_cancelling(run)),
     )
 
 
@@ -203,18 +203,8 @@ class _Attempt:
         """The block that holds the job: an exception leaving it is settled by the core
         (``on_cancel``), then shown in the artifacts. A job that has just finished is
         left alone: its result is there for a retry to collect."""
-        from prefect.exceptions import TerminationSignal
-
-        run = self.run
-        # SIGTERM is how a runner cancels a flow run, and also how infrastructure ends a
-        # process it evicts; only the flow run's state tells them apart.
-        decide = decided_by(
-            final_attempt=run.final_attempt,
-            signals=(TerminationSignal, TaskRunnerShutdown),
-            cancelling=lambda: flow_cancelling(run),
-        )
         try:
-            async with self.task.holding(client, decide, shield=shielded):
+            async with self.task.holding(client, decision(self.run), shield=shielded):
                 yield self.task
         except BaseException as told:
             what = self.task.interruption
@@ -238,7 +228,7 @@ class _Attempt:
         ``on_finish``."""
         task, publisher = self.task, self.publisher
         assert publisher is not None  # a task that waits publishes
-        async with _client(self.creds, self.namespace) as client, _finishing(task, client) as done:
+        async with _client(self.creds, self.namespace) as client, _Finishing(task, client) as done:
             async with runner_shutdown_cancels(), self.holding(client):
                 if read is None:
                     job = (await task.attach(client)).job
@@ -321,7 +311,7 @@ async def run(
 ) -> JobOutputs:
     """Submit (or reattach to) the task's job, stream its log into the run logger, keep
     the progress artifact current, wait, and return the outputs; an interruption
-    deletes, suspends or keeps the job per :func:`disposition` and ``on_cancel``."""
+    deletes, suspends or keeps the job per :func:`decision` and ``on_cancel``."""
     attempt = await _submitting(spec, credentials, opts, ArtifactPublisher(opts.artifacts))
     task, logger = attempt.task, attempt.run.logger
     return await attempt.to_the_end(
@@ -363,15 +353,10 @@ class _Finishing:
         from kf_trainer_core.errors import TrainJobFailedError
 
         if exc is None and self.outputs is not None:
-            out = self.outputs
-            ok = out.status is JobState.COMPLETE and out.result_missing is None
-            await shielded(self.task.finish(self.client, succeeded=ok, status=out.status.value))
+            await shielded(self.task.finish_outputs(self.client, self.outputs))
         elif isinstance(exc, TrainJobFailedError) and exc.job is not None:
             status = exc.job.status.value
             await shielded(self.task.finish(self.client, succeeded=False, status=status))
-
-
-_finishing = _Finishing
 
 
 async def submit(

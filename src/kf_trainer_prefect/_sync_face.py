@@ -1,31 +1,17 @@
 """How a task's coroutine is interrupted, the same way in both faces of the tasks: the
 sync task runs its async twin's coroutine with the core's
-:class:`~kf_trainer_core.tasks.sync_runner.InterruptibleRunner` (which says why); here is
-what is Prefect's: the thread-pool task runner's shutdown.
+:func:`~kf_trainer_core.tasks.sync_runner.sync_face` (which says why); here is what is
+Prefect's: the thread-pool task runner's shutdown.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TypeVar
-
-from typing_extensions import ParamSpec
 
 from kf_trainer_core.tasks import sync_runner
-from kf_trainer_core.tasks.sync_runner import InterruptibleRunner, interruption_cause
 
-__all__ = [
-    "InterruptibleRunner",
-    "TaskRunnerShutdown",
-    "interruption_cause",
-    "runner_shutdown_cancels",
-    "sync_face",
-]
-
-P = ParamSpec("P")
-T = TypeVar("T")
+__all__ = ["TaskRunnerShutdown", "runner_shutdown_cancels"]
 
 
 class TaskRunnerShutdown(BaseException):
@@ -42,11 +28,6 @@ def runner_shutdown_cancels() -> AbstractAsyncContextManager[None]:
     :class:`TaskRunnerShutdown` for it once the block's clean-up has run."""
     shutdown = TaskRunnerShutdown("the flow's task runner is shutting down")
     return sync_runner.cancelled_by(_runner_cancel_event(), shutdown)
-
-
-def sync_face(fn: Callable[P, Coroutine[Any, Any, T]], name: str) -> Callable[P, T]:
-    """A synchronous function named ``name`` running ``fn``'s coroutine interruptibly."""
-    return sync_runner.sync_face(fn, name, thread_name="kf-trainer-prefect")
 
 
 def _runner_cancel_event() -> threading.Event | None:

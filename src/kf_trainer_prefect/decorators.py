@@ -35,9 +35,9 @@ from kf_trainer_core.tasks import (
     unknown_arguments_error,
 )
 from kf_trainer_core.tasks.interruptions import CancelAction, check_action
+from kf_trainer_core.tasks.sync_runner import sync_face
 from kf_trainer_prefect import _engine
 from kf_trainer_prefect._engine import RunOptions
-from kf_trainer_prefect._sync_face import sync_face
 from kf_trainer_prefect.credentials import CredentialsLike
 
 if TYPE_CHECKING:
@@ -47,10 +47,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 __all__ = ["atrainjob_task", "trainjob_task"]
-
-
-# The function's job, checked at decoration (the core's, shared by any adapter).
-_Template = FunctionTemplate
 
 
 @overload
@@ -120,7 +116,10 @@ def _decorator(fn: Callable[..., Any] | None, split: _Split, *, asynchronous: bo
     def decorate(func: Callable[..., Any]) -> Any:
         from prefect import task
 
-        template = _Template(func, split.runtime, split.trainer, split.initializer, split.options)
+        # The function's job, checked at decoration (the core's, shared by any adapter).
+        template = FunctionTemplate(
+            func, split.runtime, split.trainer, split.initializer, split.options
+        )
 
         async def arun(*args: Any, **kwargs: Any) -> Any:
             spec = template.spec_for(args, kwargs)

@@ -2,7 +2,7 @@
 steps it is made of, for flows that want them apart. Each has an async twin with an
 ``a`` prefix, as Prefect's own integrations do; both are ordinary Prefect tasks, so
 ``.submit()``, ``.map()`` and ``.with_options()`` work on either. Each is written once,
-async; the sync task runs the same coroutine (:mod:`kf_trainer_prefect._sync_face`).
+async; the sync task runs the same coroutine (:func:`kf_trainer_core.tasks.sync_runner.sync_face`).
 
 >>> @flow
 ... def nightly():
@@ -25,7 +25,7 @@ from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
 from typing_extensions import ParamSpec
 
-from kf_trainer_prefect._sync_face import sync_face
+from kf_trainer_core.tasks.sync_runner import sync_face
 
 # A flow file or worker that imports the tasks pays only for Prefect's own task machinery:
 # the spec models, the status types, the engine and the credentials block (pydantic models

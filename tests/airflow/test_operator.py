@@ -4,6 +4,7 @@ actions, fixed names and suspended jobs."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -98,8 +99,11 @@ def test_func_args_need_a_custom_trainer() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"on_kill_action": "stop"}, "on_kill_action='stop'. Fix: use one of delete"),
-        ({"on_finish_action": "drop"}, "on_finish_action='drop'. Fix: use one of delete"),
+        ({"on_kill_action": "stop"}, "on_kill_action: 'stop' is not an action. Fix: use 'delete'"),
+        (
+            {"on_finish_action": "drop"},
+            "on_finish_action: 'drop' is not an action. Fix: use one of",
+        ),
         ({"startup_timeout": -1}, "startup_timeout=-1. Fix"),
         ({"log_tail": -5}, "log_tail=-5. Fix"),
     ],
@@ -366,6 +370,26 @@ def test_on_finish_action(
     else:
         assert task.execute(context(ti))["status"] == "Complete"
     assert (live(kube, ti.xcoms["job_name"]) is not None) is kept
+
+
+def test_delete_succeeded_keeps_a_complete_job_whose_result_cannot_be_read(
+    client: TrainerClient, kube: KubeTestServer
+) -> None:
+    """``delete-succeeded`` deletes a job that completed and whose result was read: one
+    whose result cannot be read stays, so that a retry reads it again — the rule every
+    adapter shares (docs/retention.md); the operator deleted it as a success."""
+    deep = "[" * 300 + "]" * 300  # a result too deep to read back
+    task = op(
+        trainer=CustomTrainer(train),
+        options=[scenario(json.dumps({"termination_message": deep}))],
+        on_finish_action="delete-succeeded",
+    )
+    ti = FakeTI(run_id="finish-unreadable")
+    out = task.execute(context(ti))
+    assert out["status"] == "Complete"
+    assert out["result_missing"]["cause"] == "unusable"
+    assert live(kube, ti.xcoms["job_name"]) is not None
+    client.delete_job(ti.xcoms["job_name"])
 
 
 def test_on_finish_action_never_deletes_a_job_that_has_not_finished(

@@ -80,7 +80,7 @@ def test_serialize_round_trip() -> None:
 
 
 def test_bad_on_kill_action() -> None:
-    with pytest.raises(ValueError, match="on_kill_action='stop'"):
+    with pytest.raises(ValueError, match="on_kill_action: 'stop'"):
         make("x", on_kill_action="stop")
 
 

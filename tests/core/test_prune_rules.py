@@ -320,7 +320,7 @@ def test_finish_action_deletes_only_finished_jobs(
 
 def test_finish_action_is_checked() -> None:
     assert retention.check_finish_action("delete") == "delete"
-    with pytest.raises(ValueError, match=r"on_finish='remove'\. Fix: use one of"):
+    with pytest.raises(ValueError, match=r"on_finish: 'remove' is not an action\. Fix: use one of"):
         retention.check_finish_action("remove")
 
 

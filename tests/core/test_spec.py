@@ -38,6 +38,25 @@ def test_every_spec_round_trips_through_json(key: str) -> None:
     assert again.model_dump_json() == text
 
 
+@pytest.mark.parametrize(
+    ("trainer", "kind"),
+    [
+        ({"func": {"name": "train", "source": "def train():\n    pass\n"}}, "CustomTrainer"),
+        ({"image": "python:3.11"}, "CustomTrainerContainer"),
+        ({"config": {"num_nodes": 2}}, "BuiltinTrainer"),
+    ],
+)
+def test_a_trainer_without_its_tag_is_known_by_its_fields(
+    trainer: dict[str, Any], kind: str
+) -> None:
+    """Hand-written JSON (a DAG's, a pipeline's, a flow's) often leaves out ``type``: the
+    spec tells the trainer by what it holds, once for every adapter."""
+    parsed = TrainJobSpec.parse({"trainer": trainer})
+    assert type(parsed.trainer).__name__ == kind
+    with pytest.raises(SpecError, match=r"trainer: .*Fix: set `type`"):
+        TrainJobSpec.parse({"trainer": {"num_nodes": 2}})  # nothing to tell it by
+
+
 def test_sdk_call_shapes() -> None:
     # Positional arguments as in the SDK's dataclasses.
     spec = train_spec(

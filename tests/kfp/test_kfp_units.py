@@ -28,6 +28,7 @@ from kf_trainer_core.spec import (
     TrainJobSpec,
 )
 from kf_trainer_core.tasks import helpers as task_helpers
+from kf_trainer_core.tasks.interruptions import check_action
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_kfp import inputs as inp
 from kf_trainer_kfp import summary
@@ -110,9 +111,10 @@ def test_timeouts_actions_and_identity() -> None:
     assert inp.seconds(90, "timeout_seconds") == 90.0
     with pytest.raises(SpecError, match=r"timeout_seconds: -1 seconds"):
         inp.seconds(-1, "timeout_seconds")
-    assert inp.cancel_action("suspend") == "suspend"
+    # The core's check, as every adapter's (its field named as the input is).
+    assert check_action("suspend") == "suspend"
     with pytest.raises(SpecError, match=r"on_cancel: 'drop'"):
-        inp.cancel_action("drop")
+        check_action("drop")
     assert inp.identity("uuid-1", "train") == ("kfp", "uuid-1", "train")
     assert inp.identity("uuid-1", "train", "seed-3") == ("kfp", "uuid-1", "train", "seed-3")
     with pytest.raises(SpecError) as err:

@@ -98,7 +98,7 @@ def test_on_finish_keeps_a_failed_job_unless_asked(tmp_path: Path) -> None:
     with pytest.raises(TrainJobFailedError):
         train("delete")
     assert _names(local) == ["broken-delete-succeeded"]  # asked for: deleted after failing
-    with pytest.raises(ValueError, match="on_finish='remove'"):
+    with pytest.raises(ValueError, match="on_finish: 'remove'"):
         train("remove")  # refused before anything is submitted
     assert _names(local) == ["broken-delete-succeeded"]
 

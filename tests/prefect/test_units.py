@@ -36,7 +36,7 @@ from kf_trainer_prefect._engine import (
     RunInfo,
     TaskRunnerShutdown,
     check_action,
-    disposition,
+    decision,
     identity_for,
     labelled,
 )
@@ -329,7 +329,11 @@ def _failed() -> TrainJobFailedError:
 def test_what_an_interruption_means(
     exc: BaseException, run: RunInfo, cancelling: bool, expected: str
 ) -> None:
-    assert disposition(exc, run, lambda: cancelling) == expected
+    async def asked() -> bool:
+        return cancelling
+
+    # The decision the task's hold on its job takes (a signal: the flow run's state).
+    assert asyncio.run(decision(run, asked)(exc)) == expected
 
 
 def test_cancel_actions_are_checked() -> None:
@@ -382,10 +386,13 @@ def test_decorated_task_looks_like_the_function() -> None:
 
 
 def test_decorated_call_arguments_become_func_args() -> None:
-    from kf_trainer_prefect.decorators import _Split, _Template
+    from kf_trainer_core.tasks import FunctionTemplate
+    from kf_trainer_prefect.decorators import _Split
 
     split = _Split({"num_nodes": 2, "resources_per_node": {"cpu": 2}})
-    template = _Template(_plain, split.runtime, split.trainer, split.initializer, split.options)
+    template = FunctionTemplate(
+        _plain, split.runtime, split.trainer, split.initializer, split.options
+    )
     built = template.spec_for((0.5,), {"momentum": 0.9})
     assert built.trainer is not None
     assert built.trainer.func_args == {"lr": 0.5, "momentum": 0.9}  # type: ignore[union-attr]

@@ -448,52 +448,53 @@ class KubeflowTrainerHook(BaseHook):
             namespace=self.namespace,
         )
 
-    def _missing_ok(self) -> bool:
-        return self.kubeflow_trainer_conn_id in (None, self.default_conn_name)
+    @contextlib.contextmanager
+    def _missing_ok(self) -> Iterator[None]:
+        """The default connection may be absent: the usual discovery applies then."""
+        try:
+            yield
+        except AirflowNotFoundException:
+            if self.kubeflow_trainer_conn_id not in (None, self.default_conn_name):
+                raise
 
-    @cached_property
-    def settings(self) -> TrainerConnection:
-        """The connection's backend config and dashboard link (read once)."""
-        given = self._from_given()
-        if given is not None:
-            return given
-        conn = None
-        if self.kubeflow_trainer_conn_id:
-            try:
-                conn = self.get_connection(self.kubeflow_trainer_conn_id)
-            except AirflowNotFoundException:
-                if not self._missing_ok():
-                    raise
-        secrets = self._raw_secrets(conn)
-        _mask(secrets)
+    def _parsed(
+        self, conn: Connection | None, secrets: list[str]
+    ) -> tuple[TrainerConnection, list[str]]:
+        """The connection parsed, once its raw ``secrets`` are with the masker, and the
+        credentials found inside it (for the masker too)."""
         with self._guarded(conn, secrets):
             found = self._from_connection(conn)
             parsed = secrets_of(found.config)
             _readable(found.config)
-        _mask(parsed)
+        return found, parsed
+
+    @cached_property
+    def settings(self) -> TrainerConnection:
+        """The connection's backend config and dashboard link (read once)."""
+        found = self._from_given()
+        if found is None:
+            conn = None
+            with self._missing_ok():
+                if self.kubeflow_trainer_conn_id:
+                    conn = self.get_connection(self.kubeflow_trainer_conn_id)
+            secrets = self._raw_secrets(conn)
+            _mask(secrets)
+            found, parsed = self._parsed(conn, secrets)
+            _mask(parsed)
         return found
 
     async def asettings(self) -> TrainerConnection:
         """:attr:`settings` for event loops (triggers): reads the connection without
         blocking the loop."""
-        cached = self.__dict__.get("settings")
-        if cached is not None:
-            return cached  # type: ignore[no-any-return]
-        found = self._from_given()
+        found = self.__dict__.get("settings") or self._from_given()
         if found is None:
             conn = None
-            if self.kubeflow_trainer_conn_id:
-                try:
+            with self._missing_ok():
+                if self.kubeflow_trainer_conn_id:
                     conn = await self._aconnection(self.kubeflow_trainer_conn_id)
-                except AirflowNotFoundException:
-                    if not self._missing_ok():
-                        raise
             secrets = self._raw_secrets(conn)
             await _amask(secrets)
-            with self._guarded(conn, secrets):
-                found = self._from_connection(conn)
-                parsed = secrets_of(found.config)
-                _readable(found.config)
+            found, parsed = self._parsed(conn, secrets)
             await _amask(parsed)
         self.__dict__["settings"] = found
         return found

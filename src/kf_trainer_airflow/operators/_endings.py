@@ -102,24 +102,23 @@ def fail_event(op: TrainJobOperator, event: Mapping[str, Any]) -> NoReturn:
         ) from None
     if tail_at_resume(op, event):
         print_log_tail(op, task)
+    fail_ended(op, task, event)
+
+
+def fail_ended(op: TrainJobOperator, task: SyncTaskJob, event: Mapping[str, Any]) -> NoReturn:
+    """A wait's bad ending (``failed``, ``timeout``, ``deleted``, ``error``: the
+    trigger's event, or what the worker's wait raised, told alike): a failed or timed
+    out job gets ``on_finish_action``; a timeout keeps the core's message."""
+    status = event.get("status")
     fail(
         op,
         task,
-        message,
+        str(event.get("message") or f"{op._where} ended with {status}"),
         event.get("failure"),
         finish_job=status in ("failed", "timeout"),
         failure_class=event.get("failure_class"),
         timed_out=status == "timeout",
     )
-
-
-def fail_timeout(op: TrainJobOperator, task: SyncTaskJob, err: Any) -> NoReturn:
-    """A wait that ran out of time (a ``TrainJobTimeoutError``): raised with the core's
-    message, its failure class and the stuck pod's details."""
-    from kf_trainer_core.errors import failure_class_of
-
-    failure = err.failure.model_dump(mode="json") if err.failure else None
-    fail(op, task, str(err), failure, failure_class=failure_class_of(err), timed_out=True)
 
 
 def tail_at_resume(op: TrainJobOperator, event: Mapping[str, Any]) -> bool:

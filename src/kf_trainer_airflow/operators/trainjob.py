@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from kf_trainer_airflow import _args
 from kf_trainer_airflow._compat import AirflowException, BaseOperator, ResumableJobMixin, conf
-from kf_trainer_airflow._progress import ProgressReporter
 from kf_trainer_airflow._spec import (
     SPEC_ARGUMENTS,
     TEMPLATED_SPEC_ARGUMENTS,
@@ -74,14 +73,6 @@ class TrainJobFailedException(AirflowException):
         self.job_name = job_name
         self.namespace = namespace
         self.failure = dict(failure) if failure else None
-
-
-def _hook(conn_id: str | None, namespace: str | None) -> KubeflowTrainerHook:
-    # Loaded on first use, not by the module: the hook imports the core's configuration
-    # models, which a DAG file that only builds tasks need not pay for.
-    from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
-
-    return KubeflowTrainerHook(conn_id, namespace=namespace)
 
 
 class TrainJobOperator(ResumableJobMixin, BaseOperator):
@@ -293,7 +284,11 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
     @cached_property
     def hook(self) -> KubeflowTrainerHook:
         """The hook for this task's connection and namespace."""
-        return _hook(self.kubeflow_trainer_conn_id, self.namespace)
+        # Loaded here, not by the module: the hook imports the core's configuration
+        # models, which a DAG file that only builds tasks need not pay for.
+        from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
+
+        return KubeflowTrainerHook(self.kubeflow_trainer_conn_id, namespace=self.namespace)
 
     def _session(self, context: Context | None = None) -> SyncTaskJob:
         """The task's hold on its job, with its one client: made on first use in a try
@@ -311,7 +306,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
                 terms=Terms("on_kill_action", "on_finish_action", "the task's next try"),
             )
             config = self.hook.get_backend_config()
-            self._task = SyncTaskJob(job, config, thread_name="kf-trainer-airflow")
+            self._task = SyncTaskJob(job, config)
         if self._job_name is not None:
             self._task.job.knows(self._job_name)
         return self._task
@@ -447,20 +442,17 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
 
     def _wait_in_worker(self, context: Context) -> JobOutputs:
         """One wait on the known job, its log streamed into the task log."""
-        from kf_trainer_core.errors import (
-            SpecConflictError,
-            TrainJobDeletedError,
-            TrainJobFailedError,
-            TrainJobNotFoundError,
-            TrainJobTimeoutError,
-        )
+        from kf_trainer_airflow.triggers.trainjob import ending
+        from kf_trainer_core.tasks.jobs import ProgressLines
 
         step = self.log_step
 
         def on_log(line: str) -> None:
             self.log.info("[%s] %s", step, line)
 
-        reporter = ProgressReporter(self.log, self._where)
+        def said(line: str) -> None:  # a job's words hold "%": never a format
+            self.log.info("%s", line)
+
         task = self._session(context)
         try:
             return task.wait(
@@ -470,22 +462,13 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
                 on_log=on_log if self.get_logs else None,
                 log_step=step,
                 log_tail=self.log_tail,
-                callbacks=[reporter] if self.report_progress else (),
+                callbacks=[ProgressLines(said)] if self.report_progress else (),
             )
-        except TrainJobFailedError as err:
-            _endings.fail(
-                self,
-                task,
-                str(err),
-                err.failure.model_dump(mode="json"),
-                failure_class=err.failure.failure_class,
-            )
-        except TrainJobTimeoutError as err:
-            _endings.fail_timeout(self, task, err)
-        except (TrainJobDeletedError, TrainJobNotFoundError, SpecConflictError) as err:
-            # A job deleted under the wait (a kill, a user) may be seen as deleted or,
-            # when it is already gone when next read, as not found: the same ending.
-            _endings.fail(self, task, str(err), None, finish_job=False)
+        except Exception as err:
+            told = ending(err)  # as a deferred wait's event says it
+            if told is None:
+                raise
+            _endings.fail_ended(self, task, told)
 
     def execute_complete(self, context: Context, event: Mapping[str, Any]) -> Any:
         """Resume after the trigger fired: publish the outputs, or fail with the
@@ -515,25 +498,17 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
             return self._result[0]
         if self._outputs is None:
             self._outputs = self._session(context).call(lambda c: c.get_job_outputs(name))
+        from kf_trainer_core.tasks.jobs import finished
+
         outputs = self._outputs
-        cost = outputs.cost_text()
-        self.log.info(
-            "%s is %s%s%s",
-            self._where,
-            outputs.status.value,
-            f" after {outputs.duration_seconds:.0f}s" if outputs.duration_seconds else "",
-            f" ({cost})" if cost else "",
-        )
-        if outputs.metrics:
-            shown = ", ".join(f"{k}={v}" for k, v in sorted(outputs.metrics.items()))
-            self.log.info("%s reported: %s", self._where, shown)
+        finished(self.log, outputs)
         data = {**outputs.model_dump(mode="json"), "cost": outputs.cost()}
         ti = context["ti"]
         ti.xcom_push(key="job_name", value=data["name"])
         for key in XCOM_KEYS[1:]:
             ti.xcom_push(key=key, value=data[key])
         # on_finish_action only once the outputs are stored in Airflow (docs/retention.md).
-        self._session(context).finish(succeeded=True, status=outputs.status.value)
+        self._session(context).finish_outputs(outputs)
         self._result = (self.task_result(outputs),)
         return self._result[0]
 

@@ -204,12 +204,11 @@ class TrainJobSensor(BaseSensorOperator):
         self, client: TrainerClient, job: TrainJob, message: str
     ) -> TrainJobFailedException:
         from kf_trainer_core.tasks import JobState
-        from kf_trainer_core.tasks.step_waits import explain_failure
 
         failure = None
         if job.status is JobState.FAILED:
             try:
-                found = explain_failure(client, job.name)
+                found = client.explain_failure(job.name)
                 failure = found.model_dump(mode="json")
                 message = f"{message}\n{found.describe()}"
             except Exception as exc:  # the verdict stands without the details

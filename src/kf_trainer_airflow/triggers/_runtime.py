@@ -17,7 +17,7 @@ MODULES = (
     "kf_trainer_core.client",
     "kf_trainer_core.tasks.step_waits",
     "kf_trainer_core.tasks.lifecycle",
-    "kf_trainer_airflow._progress",
+    "kf_trainer_core.tasks.jobs",
     "kf_trainer_airflow.hooks.trainer",
 )
 

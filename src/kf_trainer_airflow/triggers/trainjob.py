@@ -29,10 +29,9 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 # Airflow's triggerer imports this module on its event loop, shared by every trigger:
 # only light modules here. What a wait needs (the hook, the client, the Kubernetes
 # library) is imported in one worker thread when the first trigger runs (_RUNTIME).
-from kf_trainer_airflow._actions import ON_KILL_ACTIONS
 from kf_trainer_airflow._durations import seconds
 from kf_trainer_airflow.provider_info import DEFAULT_CONN_ID
-from kf_trainer_core.tasks import shown
+from kf_trainer_core.tasks.interruptions import check_action
 
 if TYPE_CHECKING:
     from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
@@ -117,11 +116,7 @@ class TrainJobTrigger(BaseTrigger):
         log_tail: int = 1000,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
-        if on_kill_action not in ON_KILL_ACTIONS:
-            raise ValueError(
-                f"on_kill_action={shown(on_kill_action)}. Fix: use one of "
-                f"{', '.join(ON_KILL_ACTIONS)}."
-            )
+        check_action(on_kill_action, "on_kill_action")
         self.job_name = job_name
         self.namespace = namespace
         self.kubeflow_trainer_conn_id = kubeflow_trainer_conn_id
@@ -174,12 +169,6 @@ class TrainJobTrigger(BaseTrigger):
     @property
     def _where(self) -> str:
         return f"TrainJob {self.namespace}/{self.job_name}"
-
-    def _reporter(self) -> Any:
-        from kf_trainer_airflow._progress import ProgressReporter
-
-        report = ProgressReporter(self.log, self._where)
-        return report if self.report_progress else (lambda _job: None)
 
     # -- running --------------------------------------------------------------------
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -252,13 +241,7 @@ class TrainJobTrigger(BaseTrigger):
 
     async def _wait(self) -> dict[str, Any]:
         # Imported already, off the event loop (run() imports _RUNTIME).
-        from kf_trainer_core.errors import (
-            StepFailedError,
-            TrainJobDeletedError,
-            TrainJobFailedError,
-            TrainJobNotFoundError,
-            TrainJobTimeoutError,
-        )
+        from kf_trainer_core.tasks.jobs import ProgressLines
         from kf_trainer_core.tasks.step_waits import StepGoal, await_step
 
         base: dict[str, Any] = {"job_name": self.job_name, "namespace": self.namespace}
@@ -266,7 +249,12 @@ class TrainJobTrigger(BaseTrigger):
             client = await self.hook.aget_client()
         except Exception as exc:
             return {**base, "status": "error", "message": f"{type(exc).__name__}: {exc}"}
-        reporter = self._reporter()
+        # A job's words hold "%": each line is an argument, never the format.
+        reporter = (
+            ProgressLines(lambda line: self.log.info("%s", line))
+            if self.report_progress
+            else (lambda _job: None)
+        )
         try:
             async with client:
                 if self.step:
@@ -314,23 +302,9 @@ class TrainJobTrigger(BaseTrigger):
                     reached = {"outputs": out.model_dump(mode="json")}
                     status = out.status.value
                 return {**base, "status": "success", "job_status": status, **reached}
-        except (TrainJobFailedError, StepFailedError, TrainJobTimeoutError) as err:
-            timed_out = isinstance(err, TrainJobTimeoutError)
-            message = str(err)
-            if not timed_out and not message.startswith("TrainJob "):
-                # The core says "<ns>/<name> failed: ...".
-                message = f"TrainJob {message}"
-            return {
-                **base,
-                "status": "timeout" if timed_out else "failed",
-                "message": message,
-                "failure": err.failure.model_dump(mode="json") if err.failure else None,
-                "failure_class": _class_of(err),
-            }
-        except (TrainJobDeletedError, TrainJobNotFoundError) as err:
-            return {**base, "status": "deleted", "message": str(err)}
         except Exception as err:
-            return {**base, "status": "error", "message": f"{type(err).__name__}: {err}"}
+            told = ending(err) or {"status": "error", "message": f"{type(err).__name__}: {err}"}
+            return {**base, **told}
 
     # -- cancelling -----------------------------------------------------------------
     async def task_state(self) -> str | None:
@@ -428,9 +402,36 @@ class TrainJobTrigger(BaseTrigger):
         await self._cancel(f"task stopped, now {state}")
 
 
-def _class_of(err: BaseException) -> str | None:
-    """The failure class of an error, for the event (JSON)."""
-    from kf_trainer_core.errors import failure_class_of
+def ending(err: BaseException) -> dict[str, Any] | None:
+    """How a wait ended badly, in the words of the trigger's event (JSON): ``failed`` or
+    ``timeout`` with the failure and its class, or ``deleted``; ``None`` for an error
+    that is no such ending. The worker's wait ends through it too, so that both paths
+    fail the task alike."""
+    from kf_trainer_core.errors import (
+        SpecConflictError,
+        StepFailedError,
+        TrainJobDeletedError,
+        TrainJobFailedError,
+        TrainJobNotFoundError,
+        TrainJobTimeoutError,
+        failure_class_of,
+    )
 
-    klass = failure_class_of(err)
-    return klass.value if klass is not None else None
+    if isinstance(err, (TrainJobFailedError, StepFailedError, TrainJobTimeoutError)):
+        timed_out = isinstance(err, TrainJobTimeoutError)
+        message = str(err)
+        if not timed_out and not message.startswith("TrainJob "):
+            # The core says "<ns>/<name> failed: ...".
+            message = f"TrainJob {message}"
+        klass = failure_class_of(err)
+        return {
+            "status": "timeout" if timed_out else "failed",
+            "message": message,
+            "failure": err.failure.model_dump(mode="json") if err.failure else None,
+            "failure_class": klass.value if klass is not None else None,
+        }
+    if isinstance(err, (TrainJobDeletedError, TrainJobNotFoundError, SpecConflictError)):
+        # A job deleted under the wait (a kill, a user) may be seen as deleted or, when
+        # it is already gone when next read, as not found: the same ending.
+        return {"status": "deleted", "message": str(err)}
+    return None

@@ -21,6 +21,7 @@ from typing import Any, Literal, TypedDict
 
 from pydantic import Field, model_validator
 
+from kf_trainer_core.base.errors import SpecError
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.base.untrusted import whole_number
 from kf_trainer_core.fields._model import SpecModel, fix
@@ -172,12 +173,16 @@ FINISH_ACTIONS = ("keep", "delete-succeeded", "delete")
 
 
 def check_finish_action(value: Any, field: str = "on_finish") -> str:
-    """``value`` if it is one of :data:`FINISH_ACTIONS`; else a ``ValueError`` naming
-    ``field`` and the choices (raised before anything is submitted)."""
+    """``value`` if it is one of :data:`FINISH_ACTIONS`; else a
+    :class:`~kf_trainer_core.errors.SpecError` (a ``ValueError``) naming ``field`` and
+    the choices (raised before anything is submitted)."""
     if value not in FINISH_ACTIONS:
-        raise ValueError(
-            f"{field}={shown(value)}. Fix: use one of {', '.join(repr(a) for a in FINISH_ACTIONS)} "
-            "('keep' leaves the job to prune; 'delete-succeeded' keeps failed jobs)."
+        raise SpecError.single(
+            field,
+            f"{shown(value)} is not an action.",
+            f"use one of {', '.join(repr(a) for a in FINISH_ACTIONS)} ('keep' leaves the job "
+            "to prune; 'delete-succeeded' keeps failed jobs).",
+            title="Invalid arguments",
         )
     return str(value)
 

@@ -88,6 +88,7 @@ from kf_trainer_core.spec.trainers import (
     TorchTuneInstructDataset,
     Trainer,
     TrainFunction,
+    trainer_type,
 )
 
 # --------------------------------------------------------------------------- the job
@@ -284,4 +285,5 @@ __all__ = [
     "TrainerCommand",
     "TrainingRuntimeSpecPatch",
     "train_spec",
+    "trainer_type",
 ]

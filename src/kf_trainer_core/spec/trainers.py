@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Discriminator, Field, Tag, field_validator, model_validator
 
 from kf_trainer_core.base.errors import SpecError
 from kf_trainer_core.base.quoting import shown
@@ -370,6 +371,30 @@ class BuiltinTrainer(SpecModel):
         super().__init__(**positional(data, config=config))
 
 
+def trainer_type(value: Any) -> str | None:
+    """A trainer's ``type``; a hand-written mapping that leaves the tag out (a DAG's,
+    a pipeline's, a flow's JSON) is known by what it holds: ``func`` a
+    ``CustomTrainer``, ``config`` a ``BuiltinTrainer``, ``image`` a
+    ``CustomTrainerContainer``."""
+    if not isinstance(value, Mapping):
+        # A model has its tag; anything else is refused by a model's own check ("give a
+        # mapping"), as the plain discriminator did.
+        return getattr(value, "type", "CustomTrainer")
+    if "type" in value:
+        return value["type"]  # type: ignore[no-any-return]
+    for field, kind in (
+        ("func", "CustomTrainer"),
+        ("config", "BuiltinTrainer"),
+        ("image", "CustomTrainerContainer"),
+    ):
+        if field in value:
+            return kind
+    return None
+
+
 Trainer = Annotated[
-    CustomTrainer | CustomTrainerContainer | BuiltinTrainer, Field(discriminator="type")
+    Annotated[CustomTrainer, Tag("CustomTrainer")]
+    | Annotated[CustomTrainerContainer, Tag("CustomTrainerContainer")]
+    | Annotated[BuiltinTrainer, Tag("BuiltinTrainer")],
+    Discriminator(trainer_type),
 ]

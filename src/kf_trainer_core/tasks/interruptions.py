@@ -3,21 +3,19 @@
 An adapter catches the interruption (a timeout, a cancellation, a signal, an error)
 and says what its orchestrator knows about it; this module decides the job's fate
 (:func:`disposition`), which job to act on (:func:`pick`), and logs and words the
-outcome (:func:`concluded`). The adapter applies the action with its client.
+outcome (:func:`concluded`); :class:`~kf_trainer_core.tasks.lifecycle.TaskJob`
+applies the action with the task's client.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
+from kf_trainer_core.base.errors import SpecError
 from kf_trainer_core.base.quoting import shown
-
-if TYPE_CHECKING:
-    from kf_trainer_core.client import AsyncTrainerClient
 
 __all__ = [
     "CANCEL_ACTIONS",
@@ -31,7 +29,6 @@ __all__ = [
     "disposition",
     "past",
     "pick",
-    "settle",
 ]
 
 CancelAction = Literal["delete", "suspend", "keep"]
@@ -52,12 +49,16 @@ class Logger(Protocol):
 CANCEL_ACTIONS = ("delete", "suspend", "keep")
 
 
-def check_action(action: str) -> CancelAction:
-    """Validate an ``on_cancel`` / ``action`` argument."""
+def check_action(action: str, field: str = "on_cancel") -> CancelAction:
+    """Validate an ``on_cancel`` / ``action`` argument (``field``: its name where it was
+    given: Airflow's ``on_kill_action``, a KFP input), before anything is submitted."""
     if action not in CANCEL_ACTIONS:
-        raise ValueError(
-            f"on_cancel={shown(action)} is not an action. Fix: use 'delete' (remove the job), "
-            "'suspend' (keep it, stopped and resumable) or 'keep' (leave it running)."
+        raise SpecError.single(
+            field,
+            f"{shown(action)} is not an action.",
+            "use 'delete' (remove the job), 'suspend' (keep it, stopped and resumable) or "
+            "'keep' (leave it running).",
+            title="Invalid arguments",
         )
     return action  # type: ignore[return-value]
 
@@ -166,26 +167,3 @@ def concluded(
     elif name is not None and not isinstance(exc, Exception):
         logger.warning("TrainJob %s keeps running (%s); %s reattaches to it.", name, why, rerun)
     return Interruption(verdict, acted, _note(action, verdict, exc, acted))
-
-
-async def settle(
-    exc: BaseException,
-    verdict: str,
-    action: CancelAction,
-    name: str | None,
-    identity: Identity | None,
-    logger: Logger,
-    client: Callable[[], AbstractAsyncContextManager[AsyncTrainerClient]],
-    rerun: str = "re-running the task",
-) -> Interruption:
-    """Apply the verdict to the job (picked by :func:`pick`, stopped with a fresh
-    ``client()``), then log and word it (:func:`concluded`). Never raises: the
-    interruption is what the task reports."""
-    acted: list[str] = []
-    if (chosen := pick(verdict, name, identity, action)) is not None:
-        try:
-            async with client() as stopper:
-                acted = await stopper.stop_unfinished(**chosen)
-        except Exception as err:
-            logger.error("Could not stop TrainJob %s: %s", name or identity, err)
-    return concluded(exc, logger, verdict, action, name, acted, rerun)

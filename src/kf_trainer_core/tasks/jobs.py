@@ -21,6 +21,7 @@ from kf_trainer_core.spec import Name, TrainJobSpec
 from kf_trainer_core.tasks.interruptions import Logger
 
 __all__ = [
+    "ProgressLines",
     "ProgressState",
     "announce",
     "bad_ending",
@@ -160,6 +161,43 @@ async def with_updates(
         return await start(on_update)
     finally:
         pumping.cancel()
+
+
+class ProgressLines:
+    """A wait's ``callbacks=`` entry that writes one line per change of the job's state,
+    Kueue queue or reported progress into a task's log:
+    ``TrainJob ns/name: Running; 42% done; about 2m 00s left; loss=0.41``.
+
+    The watch delivers every new version of the job; most change nothing a person cares
+    about, so repeated lines are dropped. Every adapter's task log reads the same."""
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self._write = write
+        self._last: tuple[Any, ...] | None = None
+
+    def __call__(self, job: TrainJob) -> None:
+        progress = job.progress
+        # A job queued by Kueue: where it waits and why (not the elapsed time, which
+        # changes on every read and would repeat the line).
+        queue = job.queue if job.queue is not None and job.queue.waiting else None
+        # A step failing and being retried, a pod that cannot start: the core's one
+        # explanation, as the CLI shows it.
+        state = job.waiting.line() if job.waiting is not None else job.status.value
+        key = (
+            state,
+            progress.percentage if progress else None,
+            tuple(sorted(progress.metrics.items())) if progress else (),
+            (queue.position, queue.pending_message, len(queue.evictions)) if queue else None,
+        )
+        if key == self._last:
+            return
+        self._last = key
+        parts = [
+            f"TrainJob {job.namespace}/{job.name}: {state}",
+            *(queue.summary() if queue else []),
+            *job.progress_summary(),
+        ]
+        self._write("; ".join(parts))
 
 
 @dataclass

@@ -14,12 +14,12 @@ A :class:`TaskJob` is written once, async, on the public client
 - :meth:`TaskJob.interrupted` / :meth:`TaskJob.holding` / :meth:`TaskJob.stop` — **the
   finish action on kill** (``on_kill``: delete, suspend or keep), on the job by its
   name, or by the task's identity when the task was stopped before it learnt the name.
-- :meth:`TaskJob.finish` — ``on_finish`` once the job has ended.
+- :meth:`TaskJob.finish` — ``on_finish`` once the job has ended
+  (:meth:`TaskJob.finish_outputs`: once the task has stored its outputs).
 
-A synchronous task holds a :class:`SyncTaskJob`: the same coroutines, run on one event
-loop it keeps for its life with its one client
-(:class:`~kf_trainer_core.tasks.sync_runner.InterruptibleRunner`). Failure classes and
-the retry decision are :func:`kf_trainer_core.errors.failure_class_of` and
+A synchronous task holds a :class:`SyncTaskJob`: the same coroutines, run on the
+process's portal (:mod:`kf_trainer_core.base.portal`) with the task's one client.
+Failure classes and the retry decision are :func:`kf_trainer_core.errors.failure_class_of` and
 :func:`~kf_trainer_core.errors.should_retry`.
 """
 
@@ -33,6 +33,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kf_trainer_core.base.portal import portal
 from kf_trainer_core.client import AsyncTrainerClient
 from kf_trainer_core.cluster.outputs import JobOutputs
 from kf_trainer_core.cluster.status import JobState, TrainJob
@@ -48,7 +49,7 @@ from kf_trainer_core.spec import Name, Suspend, TrainJobSpec
 from kf_trainer_core.tasks import interruptions
 from kf_trainer_core.tasks.interruptions import CancelAction, Identity, Interruption, Logger, past
 from kf_trainer_core.tasks.jobs import announce, spec_of
-from kf_trainer_core.tasks.sync_runner import InterruptibleRunner, interruption_cause
+from kf_trainer_core.tasks.sync_runner import interruption_cause
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -491,14 +492,20 @@ class TaskJob:
             self.logger.info("Deleted TrainJob %s (%s=%s)", name, self.terms.on_finish, action)
         return deleted
 
+    async def finish_outputs(self, client: AsyncTrainerClient, outputs: JobOutputs) -> bool:
+        """:meth:`finish` once the task has stored the job's ``outputs``: a success only
+        when the job completed and its result was read (one whose result could not be
+        read stays for ``delete-succeeded``, so that a retry reads it again)."""
+        succeeded = outputs.status is JobState.COMPLETE and outputs.result_missing is None
+        return await self.finish(client, succeeded=succeeded, status=outputs.status.value)
+
 
 class SyncTaskJob:
     """A synchronous task's face of a :class:`TaskJob`: the same coroutines, each run on
-    the one event loop this face keeps for the task's life, with the task's one async
-    client (made there on first use, closed with the face). The calling thread stays
-    interruptible: an interruption cancels the running coroutine, waits for its
-    clean-up and is re-raised
-    (:class:`~kf_trainer_core.tasks.sync_runner.InterruptibleRunner`).
+    the process's portal (:mod:`kf_trainer_core.base.portal`: one event loop, which
+    outlives the task) with the task's one async client (made there on first use,
+    closed with the face). The calling thread stays interruptible: an interruption
+    cancels the running coroutine, waits for its clean-up and is re-raised.
 
     >>> with SyncTaskJob(TaskJob(spec, identity=ident), config) as task:
     ...     task.attach()
@@ -511,12 +518,10 @@ class SyncTaskJob:
         config: KubernetesConfig | LocalConfig,
         *,
         namespace: str | None = None,
-        thread_name: str = "kf-trainer-task",
     ) -> None:
         self.job = job
         self.config = config
         self._namespace = namespace
-        self._runner = InterruptibleRunner(thread_name)
         self._client: AsyncTrainerClient | None = None
         # Calls in flight from other threads (an orchestrator's kill hook): closing
         # waits for them, so that the kill's request is not cut off by the task's end.
@@ -529,7 +534,6 @@ class SyncTaskJob:
         return self._namespace or self.config.resolve_namespace()
 
     def __enter__(self) -> SyncTaskJob:
-        self._runner.__enter__()
         return self
 
     def __exit__(
@@ -538,14 +542,13 @@ class SyncTaskJob:
         self.close()
 
     def close(self) -> None:
-        """Close the client and end the loop (a closed face opens again on next use)."""
+        """Close the client (a closed face makes another on next use)."""
         with self._idle:
             self._idle.wait_for(lambda: self._calls == 0)
         client, self._client = self._client, None
         if client is not None:
             with contextlib.suppress(Exception):
-                self._runner.run(client.close())
-        self._runner.close()
+                portal().call(client.close())
 
     def call(self, fn: Callable[[AsyncTrainerClient], Awaitable[T]]) -> T:
         """``fn(client)`` run on the task's loop with its client: any client call
@@ -556,11 +559,10 @@ class SyncTaskJob:
                 self._client = AsyncTrainerClient(self.config, namespace=self._namespace)
             return await fn(self._client)
 
-        self._runner.__enter__()  # a face used without ``with`` opens its loop here
         with self._idle:
             self._calls += 1
         try:
-            return self._runner.run(with_client())
+            return portal().call(with_client())
         finally:
             with self._idle:
                 self._calls -= 1
@@ -585,3 +587,7 @@ class SyncTaskJob:
     def finish(self, *, succeeded: bool, status: str | None = None) -> bool:
         """:meth:`TaskJob.finish`."""
         return self.call(lambda c: self.job.finish(c, succeeded=succeeded, status=status))
+
+    def finish_outputs(self, outputs: JobOutputs) -> bool:
+        """:meth:`TaskJob.finish_outputs`."""
+        return self.call(lambda c: self.job.finish_outputs(c, outputs))

@@ -1,4 +1,4 @@
-"""Waiting on one step of a TrainJob, and explaining a failed job on demand.
+"""Waiting on one step of a TrainJob.
 
 Orchestrators model a TrainJob's steps as their own nodes — the dataset initializer, the
 model initializer, training — so a task may need to wait for ``dataset-initializer`` to
@@ -34,7 +34,7 @@ from kf_trainer_core.errors import (
 from kf_trainer_core.fields import checks, names
 
 if TYPE_CHECKING:
-    from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+    from kf_trainer_core.client import AsyncTrainerClient
 
 #: The states a step can be in: the phase of its newest pod.
 STEP_PHASES = ("Pending", "Running", "Succeeded", "Failed")
@@ -106,16 +106,6 @@ class StepGoal:
         )
 
 
-def explain_failure(client: TrainerClient, name: str) -> Failure:
-    """Why a job failed (or is stuck): see :meth:`TrainerClient.explain_failure`."""
-    return client.explain_failure(name)
-
-
-async def aexplain_failure(client: AsyncTrainerClient, name: str) -> Failure:
-    """See :meth:`AsyncTrainerClient.explain_failure`."""
-    return await client.explain_failure(name)
-
-
 async def await_step(
     client: AsyncTrainerClient,
     name: str,
@@ -134,8 +124,6 @@ async def await_step(
     never admit it, :class:`~kf_trainer_core.errors.TrainJobDeletedError` and
     :class:`~kf_trainer_core.errors.TrainJobTimeoutError`.
     """
-    from kf_trainer_core.client import AsyncTrainerClient
-
     names.require_job_name(name)
     loop = asyncio.get_running_loop()
     start = loop.time()
@@ -147,9 +135,7 @@ async def await_step(
         for cb in extra:
             cb(job)
 
-    # The watcher and the reads run concurrently; drivers keep per-run state, so the
-    # reads get their own client (same config: the same shared informer, no new watch).
-    reader = AsyncTrainerClient(client.config, namespace=client.namespace, retry=client.retry)
+    # The watcher and the reads run concurrently on the task's one client.
     watcher = asyncio.create_task(
         client.wait(name, ("Complete", "Failed"), timeout=None, callbacks=[on_update]),
         name=f"kf-step-watch-{name}",
@@ -158,7 +144,7 @@ async def await_step(
         while True:
             changed.clear()
             try:
-                job = await reader.get_job(name)
+                job = await client.get_job(name)
             except TrainJobNotFoundError:
                 raise TrainJobDeletedError(
                     f"TrainJob {client.namespace}/{name} was deleted while waiting"
@@ -171,7 +157,7 @@ async def await_step(
                 failure = _watch_failure(watcher)
                 if failure is None and verdict == "failed":
                     # The step's pod may fail before the job does: explain from the pod.
-                    failure = await aexplain_failure(reader, name)
+                    failure = await client.explain_failure(name)
                 raise StepFailedError(goal.explain(job, verdict, step), job, failure)
             if watcher.done():
                 error = watcher.exception()
@@ -198,7 +184,6 @@ async def await_step(
         watcher.cancel()
         with contextlib.suppress(BaseException):
             await watcher
-        await reader.close()
 
 
 def _timed_out(

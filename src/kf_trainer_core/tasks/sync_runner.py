@@ -22,49 +22,19 @@ from typing_extensions import ParamSpec
 
 from kf_trainer_core.base.portal import cancelled_by, interruption_cause, portal
 
-__all__ = ["InterruptibleRunner", "cancelled_by", "interruption_cause", "sync_face"]
+__all__ = ["cancelled_by", "interruption_cause", "sync_face"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class InterruptibleRunner:
-    """Runs coroutines to their end on the process's portal (see
-    :mod:`kf_trainer_core.base.portal`), while the calling thread stays interruptible; an
-    interruption cancels the coroutine, waits for its clean-up, and is re-raised in the
-    caller.
-
-    Used as a context manager (a synchronous task's life), each call of the block runs
-    on the same loop — the portal's, which outlives the block: what a task keeps for its
-    life (its one async client, a shared watch) serves each of its calls, and the task
-    closes what it opened itself."""
-
-    def __init__(self, thread_name: str = "kf-trainer-sync") -> None:
-        self.thread_name = thread_name
-
-    def __enter__(self) -> InterruptibleRunner:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Nothing to end: the portal's loop is the process's."""
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """The coroutine's result (or its exception), or the interruption."""
-        return portal().call(coro)
-
-
-def sync_face(
-    fn: Callable[P, Coroutine[Any, Any, T]], name: str, thread_name: str = "kf-trainer-sync"
-) -> Callable[P, T]:
-    """A synchronous function named ``name`` that runs ``fn``'s coroutine with an
-    :class:`InterruptibleRunner` (its signature and docstring are ``fn``'s)."""
+def sync_face(fn: Callable[P, Coroutine[Any, Any, T]], name: str) -> Callable[P, T]:
+    """A synchronous function named ``name`` that runs ``fn``'s coroutine on the portal,
+    its caller interruptible (its signature and docstring are ``fn``'s)."""
 
     @functools.wraps(fn)
     def face(*args: P.args, **kwargs: P.kwargs) -> T:
-        return InterruptibleRunner(thread_name).run(fn(*args, **kwargs))
+        return portal().call(fn(*args, **kwargs))
 
     # Orchestrators tell tasks apart by qualified name: faces must not share one.
     face.__name__ = face.__qualname__ = name
