@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kf_trainer_core.emulation.jobs import COMPLETION_INDEX_PATH, upsert_env, upsert_named
 from kf_trainer_core.k8s.objects import owner_reference
 from kf_trainer_core.k8s.trainjob import (
     ANCESTOR_LABEL,
@@ -22,7 +23,7 @@ from kf_trainer_core.k8s.trainjob import (
     TRAINER_API,
 )
 from kf_trainer_core.testing.controller.state import BuildError, Built, RJob, Sim
-from kf_trainer_core.testing.controller.vocab import COMPLETION_INDEX_PATH, JSON, TORCH_MASTER_PORT
+from kf_trainer_core.testing.controller.vocab import JSON, TORCH_MASTER_PORT
 from kf_trainer_core.testing.store import (
     CONFIGMAPS,
     SECRETS,
@@ -175,7 +176,7 @@ def _apply_trainer_policy(containers: list[JSON], p: _Policy, sim: Sim, count: i
             ],
         )
     if p.torch is not None and p.has_trainer:
-        _upsert_named(
+        upsert_named(
             node.setdefault("ports", []), "containerPort", [{"containerPort": TORCH_MASTER_PORT}]
         )
 
@@ -386,21 +387,6 @@ def main_container(containers: list[JSON], rjob: str, ancestor: str | None) -> s
     return have[0]
 
 
-def _upsert_named(items: list[JSON], key: str, new: Iterable[JSON]) -> None:
-    for item in new:
-        for i, old in enumerate(items):
-            if old.get(key) == item.get(key):
-                items[i] = json_copy(item)
-                break
-        else:
-            items.append(json_copy(item))
-
-
-def upsert_env(container: JSON, env: Iterable[JSON]) -> None:
-    """Set environment variables of ``container``, replacing those of the same name."""
-    _upsert_named(container.setdefault("env", []), "name", [e for e in env if isinstance(e, dict)])
-
-
 def _apply_trainer(container: JSON, trainer: JSON) -> None:
     if trainer.get("image"):
         container["image"] = trainer["image"]
@@ -433,21 +419,21 @@ def _apply_mpi(
         "defaultMode": 0o640,
         "items": ssh_items,
     }
-    _upsert_named(volumes, "name", [{"name": "mpi-ssh-auth", "secret": ssh_secret}])
+    upsert_named(volumes, "name", [{"name": "mpi-ssh-auth", "secret": ssh_secret}])
     if rjob == "launcher":
         hostfile = {
             "name": f"{job_name}-mpi-hostfile",
             "items": [{"key": "hostfile", "path": "hostfile", "mode": 0o444}],
         }
-        _upsert_named(volumes, "name", [{"name": "mpi-hostfile", "configMap": hostfile}])
+        upsert_named(volumes, "name", [{"name": "mpi-hostfile", "configMap": hostfile}])
     for c in containers:
         if c.get("name") != "node":
             continue
         mounts: list[JSON] = c.setdefault("volumeMounts", [])
         ssh_path = str(mpi.get("sshAuthMountPath") or "/root/.ssh")
-        _upsert_named(mounts, "name", [{"name": "mpi-ssh-auth", "mountPath": ssh_path}])
+        upsert_named(mounts, "name", [{"name": "mpi-ssh-auth", "mountPath": ssh_path}])
         if rjob == "launcher":
-            _upsert_named(mounts, "name", [{"name": "mpi-hostfile", "mountPath": "/etc/mpi"}])
+            upsert_named(mounts, "name", [{"name": "mpi-hostfile", "mountPath": "/etc/mpi"}])
             upsert_env(
                 c,
                 [

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kf_trainer_core.emulation.jobs import JobCounts, JobRef
 from kf_trainer_core.testing.controller.vocab import JSON, LOG_TAIL
 from kf_trainer_core.testing.scenarios import Scenario, Step
 from kf_trainer_core.testing.store import Resource, Store, StoreError
@@ -122,6 +123,32 @@ class JobSim:
     @property
     def ready_count(self) -> int:
         return sum(1 for p in self.pods.values() if p.active and p.ready)
+
+    @property
+    def ref(self) -> JobRef:
+        """Which Job this is, as its labels say."""
+        sim, rjob = self.sim, self.rjob
+        return JobRef(
+            sim.namespace,
+            sim.name,
+            sim.jobset_uid,
+            rjob.name,
+            rjob.replicas,
+            self.index,
+            self.global_index,
+            self.uid,
+        )
+
+    def counts(self) -> JobCounts:
+        """What the JobSet controller reads of this Job."""
+        return JobCounts(
+            finished=self.finished,
+            active=self.active_count,
+            ready=self.ready_count,
+            succeeded=len(self.succeeded),
+            pods=self.pod_count,
+            suspended=self.suspended,
+        )
 
 
 @dataclass(eq=False)
