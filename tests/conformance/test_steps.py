@@ -5,6 +5,7 @@ steps, names, order and states on the test bed and the real controllers."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -14,7 +15,22 @@ from kubernetes import client as k8s
 
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.cluster.status import JobState, TrainJob
+from kf_trainer_core.emulation.jobs import COMPLETION_INDEX_PATH
 from kf_trainer_core.errors import TrainJobTimeoutError
+from kf_trainer_core.k8s.trainjob import (
+    ANCESTOR_LABEL,
+    COMPLETION_INDEX_LABEL,
+    CONTROLLER_UID_LABEL,
+    JOB_GLOBAL_INDEX_LABEL,
+    JOB_INDEX_LABEL,
+    JOB_KEY_LABEL,
+    JOB_NAME_LABEL,
+    JOBSET_NAME_LABEL,
+    JOBSET_UID_LABEL,
+    REPLICATED_JOB_LABEL,
+    REPLICATED_JOB_REPLICAS_LABEL,
+    RESTART_ATTEMPT_LABEL,
+)
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 
 GROUP, VERSION, PLURAL = "trainer.kubeflow.org", "v1alpha1", "trainjobs"
@@ -70,6 +86,50 @@ def test_one_step_per_node(
     assert {s.replicated_job for s in job.steps} == {"node"}
     assert all(s.status == "Succeeded" and s.exit_code == 0 for s in job.steps)
     assert len({s.pod_name for s in job.steps}) == nodes
+
+
+def test_a_pod_has_the_jobset_and_job_controllers_labels(
+    client: TrainerClient, controllers: Cluster
+) -> None:
+    # The one pod model (emulation/jobs.py) that the local backend's pods are made by too.
+    name = create(controllers, "labels", "torch-distributed", trainer={"numNodes": 2})
+    complete(client, name)
+    pods = (
+        k8s.CoreV1Api(controllers.api())
+        .list_namespaced_pod(controllers.namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}")
+        .items
+    )
+    assert len(pods) == 2
+    ns, job = controllers.namespace, f"{name}-node-0"
+    jobset = k8s.CustomObjectsApi(controllers.api()).get_namespaced_custom_object(
+        "jobset.x-k8s.io", "v1alpha2", ns, "jobsets", name
+    )
+    jobset_uid = jobset["metadata"]["uid"]
+    for pod in pods:
+        labels = pod.metadata.labels
+        index = labels[COMPLETION_INDEX_LABEL]
+        expected = {
+            JOBSET_NAME_LABEL: name,
+            REPLICATED_JOB_LABEL: "node",
+            REPLICATED_JOB_REPLICAS_LABEL: "1",
+            JOB_INDEX_LABEL: "0",
+            RESTART_ATTEMPT_LABEL: "0",
+            JOB_NAME_LABEL: job,
+            "job-name": job,
+            ANCESTOR_LABEL: "trainer",
+        }
+        assert expected.items() <= labels.items()
+        owner = pod.metadata.owner_references[0]
+        assert (owner.kind, owner.name) == ("Job", job)
+        assert labels[CONTROLLER_UID_LABEL] == labels["controller-uid"] == owner.uid
+        assert labels[JOBSET_UID_LABEL] == jobset_uid
+        assert labels[JOB_KEY_LABEL] == hashlib.sha1(f"{ns}/{job}".encode()).hexdigest()
+        assert labels[JOB_GLOBAL_INDEX_LABEL].isdigit()
+        assert pod.metadata.annotations[COMPLETION_INDEX_LABEL] == index
+        assert (pod.spec.hostname, pod.spec.subdomain) == (f"{job}-{index}", name)
+        env = {e.name: e for e in pod.spec.containers[0].env}
+        assert env["JOB_COMPLETION_INDEX"].value_from.field_ref.field_path == COMPLETION_INDEX_PATH
+        assert env["PET_NODE_RANK"].value_from.field_ref.field_path == COMPLETION_INDEX_PATH
 
 
 @pytest.mark.parametrize("runtime", ["deepspeed-distributed", "mlx-distributed"])

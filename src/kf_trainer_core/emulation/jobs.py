@@ -107,7 +107,7 @@ def pod_for_index(
         **jobset_labels,
         COMPLETION_INDEX_LABEL: str(index),
     }
-    pod_defaults(pspec)
+    _pod_defaults(pspec)
     pspec["hostname"] = f"{job.name}-{index}"
     pspec["subdomain"] = subdomain
     return {
@@ -121,11 +121,11 @@ def pod_for_index(
             "ownerReferences": [owner_reference(JOB_API, "Job", job.name, job.uid)],
         },
         "spec": pspec,
-        "status": {"phase": "Pending", "qosClass": qos_class(pspec)},
+        "status": {"phase": "Pending", "qosClass": _qos_class(pspec)},
     }
 
 
-def pod_defaults(pspec: JSON) -> None:
+def _pod_defaults(pspec: JSON) -> None:
     """The apiserver's defaults of a pod spec, and the Job controller's completion-index
     variable, set in place."""
     for c in pspec.get("containers") or []:
@@ -140,7 +140,7 @@ def pod_defaults(pspec: JSON) -> None:
         )
         c.setdefault("terminationMessagePath", "/dev/termination-log")
         c.setdefault("terminationMessagePolicy", "File")
-        c.setdefault("imagePullPolicy", pull_policy(str(c.get("image") or "")))
+        c.setdefault("imagePullPolicy", _pull_policy(str(c.get("image") or "")))
         c.setdefault("resources", {})
     pspec.setdefault("restartPolicy", "Never")
     pspec.setdefault("serviceAccountName", "default")
@@ -149,7 +149,7 @@ def pod_defaults(pspec: JSON) -> None:
     pspec.setdefault("dnsPolicy", "ClusterFirst")
 
 
-def pull_policy(image: str) -> str:
+def _pull_policy(image: str) -> str:
     """The default ``imagePullPolicy``: ``Always`` for ``:latest`` or no tag."""
     last = image.rsplit("/", 1)[-1]
     if "@" in last:
@@ -159,7 +159,7 @@ def pull_policy(image: str) -> str:
     return "IfNotPresent"
 
 
-def qos_class(pspec: JSON) -> str:
+def _qos_class(pspec: JSON) -> str:
     """``status.qosClass`` from the containers' requests and limits."""
     containers = pspec.get("containers") or []
     any_set, guaranteed = False, bool(containers)

@@ -70,6 +70,8 @@ JS_RESUMED = ("ResumeJobs", "jobset is resumed")
 #: The Job controller's.
 JOB_BACKOFF = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
 JOB_COMPLETE = ("CompletionsReached", "Reached expected number of succeeded pods")
+#: ... and the Normal event it emits then.
+JOB_COMPLETED_EVENT = ("Completed", "Job completed")
 JOB_SUSPENDED = ("JobSuspended", "Job suspended")
 JOB_RESUMED = ("JobResumed", "Job resumed")
 

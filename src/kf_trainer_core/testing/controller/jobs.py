@@ -14,6 +14,7 @@ from kf_trainer_core.k8s.trainjob import (
     FAILED,
     JOB_BACKOFF,
     JOB_COMPLETE,
+    JOB_COMPLETED_EVENT,
     JOB_SUSPENDED,
     JOBSET_API,
     JS_COMPLETED,
@@ -194,7 +195,7 @@ class JobController:
             job.completion_time = now
             set_condition(job.conditions, "SuccessCriteriaMet", "True", *JOB_COMPLETE, probe=True)
             set_condition(job.conditions, "Complete", "True", *JOB_COMPLETE, probe=True)
-            cx.events.job(job, "Normal", "Completed", "Job completed")
+            cx.events.job(job, "Normal", *JOB_COMPLETED_EVENT)
         else:
             job.failed_at = time.monotonic()
             set_condition(job.conditions, "FailureTarget", "True", *JOB_BACKOFF, probe=True)
