@@ -196,6 +196,37 @@ def upsert_env(container: JSON, env: Iterable[JSON]) -> None:
     upsert_named(container.setdefault("env", []), "name", [e for e in env if isinstance(e, dict)])
 
 
+def apply_trainer(container: JSON, trainer: JSON) -> None:
+    """The TrainJob's ``spec.trainer`` over a trainer container of the runtime, as the
+    Trainer overrides it: image, command, args, resources and env."""
+    if trainer.get("image"):
+        container["image"] = trainer["image"]
+    if trainer.get("command") is not None:
+        container["command"] = list(trainer["command"])
+    if trainer.get("args") is not None:
+        container["args"] = list(trainer["args"])
+    resources = trainer.get("resourcesPerNode")
+    if isinstance(resources, dict) and (resources.get("limits") or resources.get("requests")):
+        container["resources"] = {
+            k: json_copy(v)
+            for k, v in resources.items()
+            if k in ("limits", "requests", "claims") and v
+        }
+    if trainer.get("env"):
+        upsert_env(container, trainer["env"])
+
+
+def apply_initializer(container: JSON, cfg: JSON) -> None:
+    """A ``spec.initializer`` entry (``dataset`` or ``model``) over its initializer's
+    container: ``STORAGE_URI``, the entry's env, its Secret as ``envFrom``."""
+    if cfg.get("storageUri"):
+        upsert_env(container, [{"name": "STORAGE_URI", "value": str(cfg["storageUri"])}])
+    upsert_env(container, list(cfg.get("env") or []))
+    secret = (cfg.get("secretRef") or {}).get("name")
+    if secret:
+        container.setdefault("envFrom", []).append({"secretRef": {"name": secret}})
+
+
 # ---------------------------------------------------------------------- status
 
 

@@ -70,8 +70,6 @@ JS_RESUMED = ("ResumeJobs", "jobset is resumed")
 #: The Job controller's.
 JOB_BACKOFF = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
 JOB_COMPLETE = ("CompletionsReached", "Reached expected number of succeeded pods")
-#: ... and the Normal event it emits then.
-JOB_COMPLETED_EVENT = ("Completed", "Job completed")
 JOB_SUSPENDED = ("JobSuspended", "Job suspended")
 JOB_RESUMED = ("JobResumed", "Job resumed")
 
@@ -80,6 +78,8 @@ JOB_RESUMED = ("JobResumed", "Job resumed")
 CREATION_FAILED_REASON = "TrainJobResourcesCreationFailed"
 CREATION_FAILED_PREFIX = "TrainJob resources reconciliation failed: "
 RUNTIME_NOT_SUPPORTED_REASON = "TrainingRuntimeNotSupported"
+#: The Normal event of the Job controller when a Job completes.
+JOB_COMPLETED_EVENT = ("Completed", "Job completed")
 
 # ---------------------------------------------------------------------- event sources
 TRAINER_COMPONENT = "trainer-trainjob-controller"

@@ -13,7 +13,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kf_trainer_core.emulation.jobs import COMPLETION_INDEX_PATH, upsert_env, upsert_named
+from kf_trainer_core.emulation.jobs import (
+    COMPLETION_INDEX_PATH,
+    apply_initializer,
+    apply_trainer,
+    upsert_env,
+    upsert_named,
+)
 from kf_trainer_core.k8s.objects import owner_reference
 from kf_trainer_core.k8s.trainjob import (
     ANCESTOR_LABEL,
@@ -157,7 +163,7 @@ def _apply_trainer_policy(containers: list[JSON], p: _Policy, sim: Sim, count: i
     for c in containers:
         cname = c.get("name")
         if cname == "node" or (cname == "launcher" and p.launcher_as_node):
-            _apply_trainer(c, p.trainer)
+            apply_trainer(c, p.trainer)
     node = container(containers, "node")
     if node is None:
         return
@@ -184,14 +190,8 @@ def _apply_trainer_policy(containers: list[JSON], p: _Policy, sim: Sim, count: i
 def _apply_initializer(containers: list[JSON], ancestor: str, initializer: JSON) -> None:
     cfg = initializer.get("dataset" if ancestor == "dataset-initializer" else "model")
     init_c = container(containers, ancestor)
-    if not isinstance(cfg, dict) or init_c is None:
-        return
-    if cfg.get("storageUri"):
-        upsert_env(init_c, [{"name": "STORAGE_URI", "value": str(cfg["storageUri"])}])
-    upsert_env(init_c, list(cfg.get("env") or []))
-    secret = (cfg.get("secretRef") or {}).get("name")
-    if secret:
-        init_c.setdefault("envFrom", []).append({"secretRef": {"name": secret}})
+    if isinstance(cfg, dict) and init_c is not None:
+        apply_initializer(init_c, cfg)
 
 
 def _replicated_jobs(rjob_specs: list[JSON], sim: Sim, kind: str, rt_name: str) -> list[RJob]:
@@ -385,24 +385,6 @@ def main_container(containers: list[JSON], rjob: str, ancestor: str | None) -> s
         if candidate and candidate in have:
             return candidate
     return have[0]
-
-
-def _apply_trainer(container: JSON, trainer: JSON) -> None:
-    if trainer.get("image"):
-        container["image"] = trainer["image"]
-    if trainer.get("command") is not None:
-        container["command"] = list(trainer["command"])
-    if trainer.get("args") is not None:
-        container["args"] = list(trainer["args"])
-    resources = trainer.get("resourcesPerNode")
-    if isinstance(resources, dict) and (resources.get("limits") or resources.get("requests")):
-        container["resources"] = {
-            k: json_copy(v)
-            for k, v in resources.items()
-            if k in ("limits", "requests", "claims") and v
-        }
-    if trainer.get("env"):
-        upsert_env(container, trainer["env"])
 
 
 def _apply_mpi(
