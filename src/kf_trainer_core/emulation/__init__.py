@@ -11,6 +11,9 @@ serve: what the generic apiserver registry does with an object whatever stores i
 * :mod:`.paging` — ``limit``/``continue``: one token format, one page rule.
 * :mod:`.watch` — what a watch stream says: event lines, bookmarks, the ``410`` of an
   expired version, and how an object entering or leaving a selector is reported.
+* :mod:`.jobs` — the JobSet and Job controllers: the pod a Job makes (labels, defaults),
+  the TrainJob's trainer and initializers over the runtime's containers, and how pods
+  and Jobs flow up into ``replicatedJobsStatus`` and ``jobsStatus``.
 
 Two engines keep the objects, because their owners differ: the test bed's in-memory
 store (``testing/store``: one process, history to list at an earlier version, owner
