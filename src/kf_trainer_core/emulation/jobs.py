@@ -1,7 +1,8 @@
 """The JobSet and Job controllers, as far as both emulations run them: the labels a
 JobSet stamps on its Jobs and their pods, the pod a Job creates for one completion index
-(with the apiserver's defaults), and how the pods' and Jobs' states flow up into the
-JobSet's ``replicatedJobsStatus`` and the TrainJob's ``status.jobsStatus``.
+(with the apiserver's defaults), the TrainJob's trainer and initializers laid over the
+runtime's containers, and how the pods' and Jobs' states flow up into the JobSet's
+``replicatedJobsStatus`` and the TrainJob's ``status.jobsStatus``.
 
 Pure functions over plain objects. The test bed's controllers (``testing/controller``)
 drive them from their simulated Jobs, the local backend's supervisor from the processes it
