@@ -21,11 +21,16 @@ from kf_trainer_core.k8s.trainjob import (
     ANCESTOR_LABEL,
     COMPLETION_INDEX_LABEL,
     CONTROLLER_UID_LABEL,
+    GLOBAL_REPLICAS_LABEL,
+    GROUP_NAME_LABEL,
+    GROUP_REPLICAS_LABEL,
     JOB_GLOBAL_INDEX_LABEL,
+    JOB_GROUP_INDEX_LABEL,
     JOB_INDEX_LABEL,
     JOB_KEY_LABEL,
     JOB_NAME_LABEL,
     JOBSET_NAME_LABEL,
+    JOBSET_PRIORITY_LABEL,
     JOBSET_UID_LABEL,
     REPLICATED_JOB_LABEL,
     REPLICATED_JOB_REPLICAS_LABEL,
@@ -116,20 +121,38 @@ def test_a_pod_has_the_jobset_and_job_controllers_labels(
             RESTART_ATTEMPT_LABEL: "0",
             JOB_NAME_LABEL: job,
             "job-name": job,
-            ANCESTOR_LABEL: "trainer",
+            GROUP_NAME_LABEL: "default",
+            GROUP_REPLICAS_LABEL: "1",
+            GLOBAL_REPLICAS_LABEL: "1",
+            JOB_GROUP_INDEX_LABEL: "0",
+            JOBSET_PRIORITY_LABEL: "0",
         }
         assert expected.items() <= labels.items()
+        # The Trainer's step label is the Job's, not its pods'.
+        assert ANCESTOR_LABEL not in labels
+        # The JobSet's labels are its annotations too (the priority is a label only).
+        jobset_keys = [k for k in labels if k.startswith("jobset.sigs.k8s.io/")]
+        annotations = pod.metadata.annotations
+        assert {k: annotations.get(k) for k in jobset_keys if k != JOBSET_PRIORITY_LABEL} == {
+            k: labels[k] for k in jobset_keys if k != JOBSET_PRIORITY_LABEL
+        }
+        assert JOBSET_PRIORITY_LABEL not in annotations
         owner = pod.metadata.owner_references[0]
         assert (owner.kind, owner.name) == ("Job", job)
         assert labels[CONTROLLER_UID_LABEL] == labels["controller-uid"] == owner.uid
         assert labels[JOBSET_UID_LABEL] == jobset_uid
         assert labels[JOB_KEY_LABEL] == hashlib.sha1(f"{ns}/{job}".encode()).hexdigest()
         assert labels[JOB_GLOBAL_INDEX_LABEL].isdigit()
-        assert pod.metadata.annotations[COMPLETION_INDEX_LABEL] == index
+        assert annotations[COMPLETION_INDEX_LABEL] == index
         assert (pod.spec.hostname, pod.spec.subdomain) == (f"{job}-{index}", name)
         env = {e.name: e for e in pod.spec.containers[0].env}
-        assert env["JOB_COMPLETION_INDEX"].value_from.field_ref.field_path == COMPLETION_INDEX_PATH
+        # The Job controller reads the index from the pod's label, the torch policy
+        # from its annotation; with no resources the policy runs one process a node.
+        index_path = env["JOB_COMPLETION_INDEX"].value_from.field_ref.field_path
+        assert index_path == f"metadata.labels['{COMPLETION_INDEX_LABEL}']"
         assert env["PET_NODE_RANK"].value_from.field_ref.field_path == COMPLETION_INDEX_PATH
+        assert env["PET_NPROC_PER_NODE"].value == "1"
+        assert env["PET_MASTER_ADDR"].value == f"{name}-node-0-0.{name}"
 
 
 @pytest.mark.parametrize("runtime", ["deepspeed-distributed", "mlx-distributed"])

@@ -34,7 +34,6 @@ from kf_trainer_core.backends.local.api import LocalApi
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.cluster.status import JobState, TrainJob
 from kf_trainer_core.config import LocalConfig
-from kf_trainer_core.emulation.jobs import COMPLETION_INDEX_PATH
 from kf_trainer_core.errors import (
     SubmitError,
     TrainJobCreationFailedError,
@@ -129,7 +128,9 @@ def test_pod_objects_are_shaped_like_a_clusters(client: TrainerClient, config: L
         assert meta["name"].startswith(f"{name}-node-0-{index}-")
         assert len(meta["name"].rsplit("-", 1)[1]) == 5
         assert meta["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "node"
-        assert meta["labels"]["trainer.kubeflow.org/trainjob-ancestor-step"] == "trainer"
+        # As on a cluster: the Trainer's step label is the Job's, not the pod's.
+        assert "trainer.kubeflow.org/trainjob-ancestor-step" not in meta["labels"]
+        assert meta["labels"]["jobset.sigs.k8s.io/group-name"] == "default"
         # The JobSet's and Job's labels, as the test bed's pods (and a cluster's) have
         # them: the one pod model of emulation/jobs.py.
         owner = meta["ownerReferences"][0]
@@ -141,7 +142,11 @@ def test_pod_objects_are_shaped_like_a_clusters(client: TrainerClient, config: L
         assert meta["annotations"]["batch.kubernetes.io/job-completion-index"] == index
         assert pod["spec"]["containers"][0]["env"][-1] == {
             "name": "JOB_COMPLETION_INDEX",
-            "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_PATH}},
+            "valueFrom": {
+                "fieldRef": {
+                    "fieldPath": "metadata.labels['batch.kubernetes.io/job-completion-index']"
+                }
+            },
         }
         status = pod["status"]
         assert status["phase"] == "Succeeded"

@@ -20,15 +20,19 @@ from typing import Any
 from kf_trainer_core.k8s.objects import generate_suffix, owner_reference
 from kf_trainer_core.k8s.patch import json_copy
 from kf_trainer_core.k8s.trainjob import (
-    ANCESTOR_LABEL,
     COMPLETION_INDEX_LABEL,
     CONTROLLER_UID_LABEL,
+    GLOBAL_REPLICAS_LABEL,
+    GROUP_NAME_LABEL,
+    GROUP_REPLICAS_LABEL,
     JOB_API,
     JOB_GLOBAL_INDEX_LABEL,
+    JOB_GROUP_INDEX_LABEL,
     JOB_INDEX_LABEL,
     JOB_KEY_LABEL,
     JOB_NAME_LABEL,
     JOBSET_NAME_LABEL,
+    JOBSET_PRIORITY_LABEL,
     JOBSET_UID_LABEL,
     REPLICATED_JOB_LABEL,
     REPLICATED_JOB_REPLICAS_LABEL,
@@ -37,9 +41,10 @@ from kf_trainer_core.k8s.trainjob import (
 
 JSON = dict[str, Any]
 
-#: Where the Job controller's completion index is read from (``JOB_COMPLETION_INDEX``,
-#: the torch policy's ``PET_NODE_RANK``).
+#: Where the torch policy's ``PET_NODE_RANK`` reads the completion index from...
 COMPLETION_INDEX_PATH = f"metadata.annotations['{COMPLETION_INDEX_LABEL}']"
+#: ... and the Job controller's ``JOB_COMPLETION_INDEX`` (seen on the real control plane).
+_JOB_INDEX_PATH = f"metadata.labels['{COMPLETION_INDEX_LABEL}']"
 
 #: The counts of one ``replicatedJobsStatus`` entry, in the order the JobSet writes them.
 _COUNTS = ("ready", "succeeded", "failed", "active", "suspended")
@@ -62,6 +67,12 @@ class JobRef:
     index: int  # the Job's index in its replicated job
     global_index: int  # ... and in the whole JobSet
     uid: str = ""  # the Job's own uid
+    #: The replicated job's group, the Jobs in it, this Job's index there, and the
+    #: JobSet's Jobs in all (one group, "default", unless the JobSet names others).
+    group: str = "default"
+    group_replicas: int = 1
+    group_index: int = 0
+    global_replicas: int = 1
 
     @property
     def name(self) -> str:
@@ -79,15 +90,19 @@ class JobRef:
             RESTART_ATTEMPT_LABEL: "0",
             JOB_KEY_LABEL: key,
             JOBSET_UID_LABEL: self.jobset_uid,
+            GLOBAL_REPLICAS_LABEL: str(self.global_replicas),
+            GROUP_NAME_LABEL: self.group,
+            GROUP_REPLICAS_LABEL: str(self.group_replicas),
+            JOB_GROUP_INDEX_LABEL: str(self.group_index),
         }
 
 
-def pod_for_index(
-    job: JobRef, template: JSON, index: int, *, ancestor: str | None, subdomain: str
-) -> JSON:
+def pod_for_index(job: JobRef, template: JSON, index: int, *, subdomain: str) -> JSON:
     """The pod the Job controller creates for completion ``index`` from the Job's pod
     ``template`` (not changed): the JobSet's and Job's labels, the owner reference, the
-    apiserver's defaults, a generated name, and ``Pending`` with its QoS class."""
+    apiserver's defaults, a generated name, and ``Pending`` with its QoS class. (The
+    Trainer's ``trainjob-ancestor-step`` label stays on the Job: a real cluster's pods
+    do not have it.)"""
     tmpl = json_copy(template)
     pmeta: JSON = tmpl.get("metadata") or {}
     pspec: JSON = tmpl.get("spec") or {}
@@ -100,9 +115,8 @@ def pod_for_index(
         JOB_NAME_LABEL: job.name,
         "job-name": job.name,
         COMPLETION_INDEX_LABEL: str(index),
+        JOBSET_PRIORITY_LABEL: str(pspec.get("priority") or 0),
     }
-    if ancestor:
-        labels[ANCESTOR_LABEL] = ancestor
     annotations: dict[str, str] = {
         **(pmeta.get("annotations") or {}),
         **jobset_labels,
@@ -135,7 +149,7 @@ def _pod_defaults(pspec: JSON) -> None:
             [
                 {
                     "name": "JOB_COMPLETION_INDEX",
-                    "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_PATH}},
+                    "valueFrom": {"fieldRef": {"fieldPath": _JOB_INDEX_PATH}},
                 }
             ],
         )

@@ -20,9 +20,6 @@ from typing import Any
 
 from kf_trainer_core.backends.local import launch
 from kf_trainer_core.backends.local._common import (
-    INITIALIZERS,
-    LAUNCHER,
-    NODE,
     TERMINATION_MESSAGE_LIMIT,
     Paths,
     now_iso,
@@ -162,12 +159,13 @@ def pod_object(place: JobPlace, rjobs: list[str], rjob: str, index: int, contain
         index=0,
         global_index=rjobs.index(rjob) if rjob in rjobs else 0,
         uid=sub_uid(place.uid, name),
+        group_replicas=len(rjobs),
+        group_index=rjobs.index(rjob) if rjob in rjobs else 0,
+        global_replicas=len(rjobs),
     )
-    trainer_step = LAUNCHER if LAUNCHER in rjobs else NODE
-    ancestor = rjob if rjob in INITIALIZERS else "trainer" if rjob == trainer_step else None
     # Processes here get a short grace: the supervisor's stop waits for them.
     template = {"spec": {"containers": [container], "terminationGracePeriodSeconds": 5}}
-    obj = pod_for_index(job, template, index, ancestor=ancestor, subdomain=place.name)
+    obj = pod_for_index(job, template, index, subdomain=place.name)
     obj["spec"]["nodeName"] = place.host
     now = now_iso()
     obj["status"].update(

@@ -310,7 +310,6 @@ class JobController:
             job.ref,
             rjob.template["spec"]["template"],
             index,
-            ancestor=rjob.ancestor,
             subdomain=str(subdomain or sim.name),
         )
         meta, pspec = obj["metadata"], obj["spec"]

@@ -27,6 +27,7 @@ from kf_trainer_core.k8s.trainjob import (
     JOB_DEFAULT_BACKOFF_LIMIT,
     JOBSET_API,
     TRAINER_API,
+    trainer_container,
 )
 from kf_trainer_core.testing.controller.state import BuildError, Built, RJob, Sim
 from kf_trainer_core.testing.controller.vocab import JSON, TORCH_MASTER_PORT
@@ -76,7 +77,7 @@ def build_jobset(sim: Sim, kind: str, runtime: JSON, status_server: Any = None) 
         if isinstance(patch, dict):
             apply_runtime_patch(patch, rjob_specs, labels, annotations, kind, rt_name)
 
-    policy = _policy(spec, rspec.get("mlPolicy") or {})
+    policy = _policy(spec, rspec.get("mlPolicy") or {}, runtime)
     trainer_count = 1
     for rj in rjob_specs:
         count = _shape_replicated_job(rj, policy, sim, status_server)
@@ -96,14 +97,16 @@ def build_jobset(sim: Sim, kind: str, runtime: JSON, status_server: Any = None) 
     return Built(jobset, rjobs, extra, isinstance(policy.mpi, dict), trainer_count, policy.nproc)
 
 
-def _policy(spec: JSON, ml: JSON) -> _Policy:
+def _policy(spec: JSON, ml: JSON, runtime: JSON) -> _Policy:
     trainer: JSON = spec.get("trainer") or {}
     torch = ml.get("torch") if "torch" in ml else None
     mpi = ml.get("mpi") if "mpi" in ml else None
     nproc = "auto"
     if torch is not None:
         nproc = str(trainer.get("numProcPerNode") or (torch or {}).get("numProcPerNode") or "auto")
-        nproc = torch_nproc(nproc, trainer.get("resourcesPerNode"))
+        # The TrainJob's resources per node, else the runtime's trainer container's.
+        resources = trainer.get("resourcesPerNode") or trainer_container(runtime).get("resources")
+        nproc = torch_nproc(nproc, resources)
     elif isinstance(mpi, dict):
         nproc = str(trainer.get("numProcPerNode") or mpi.get("numProcPerNode") or 1)
     return _Policy(
@@ -245,6 +248,7 @@ def _replicated_jobs(rjob_specs: list[JSON], sim: Sim, kind: str, rt_name: str) 
                 step=sim.scenario.step_for(name, str(ancestor) if ancestor else None, kind_),
                 main=main_container(containers, name, ancestor),
                 backoff_limit=limit,
+                group=str(rj.get("groupName") or "default"),
             )
         )
     for rjob in rjobs:
@@ -428,26 +432,25 @@ def _apply_mpi(
 
 
 def torch_nproc(value: str, resources: Any) -> str:
-    """PET_NPROC_PER_NODE as the torch plugin derives it from ``resourcesPerNode``:
-    ``auto`` without a GPU resource means the CPU count, ``cpu`` means the CPU count,
-    anything else stays (limits first, then requests, as upstream does)."""
-    if not isinstance(resources, dict):
+    """PET_NPROC_PER_NODE as the torch plugin derives it from the resources per node
+    (the TrainJob's, else the runtime's): ``auto`` without a GPU resource means the CPU
+    count, ``cpu`` means the CPU count — at least 1, also when no resources are set (as
+    the real control plane shows) — a number stays (limits first, then requests, as
+    upstream does)."""
+    if value not in ("auto", "cpu"):
         return value
+    if not isinstance(resources, dict):
+        resources = {}
     if value == "auto":
         fallback = "auto"
 
         def use_cpu(res: JSON) -> bool:
             return not any("gpu" in str(k).lower() for k in res)
-    elif value == "cpu":
+    else:
         fallback = "1"
 
         def use_cpu(res: JSON) -> bool:
             return "cpu" in res
-    else:
-        fallback = value
-
-        def use_cpu(res: JSON) -> bool:
-            return False
 
     def calc(res: Any) -> tuple[str, bool]:
         if isinstance(res, dict):

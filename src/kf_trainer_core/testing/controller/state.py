@@ -128,6 +128,7 @@ class JobSim:
     def ref(self) -> JobRef:
         """Which Job this is, as its labels say."""
         sim, rjob = self.sim, self.rjob
+        group = [r for r in sim.rjobs if r.group == rjob.group]
         return JobRef(
             sim.namespace,
             sim.name,
@@ -137,6 +138,10 @@ class JobSim:
             self.index,
             self.global_index,
             self.uid,
+            group=rjob.group,
+            group_replicas=sum(r.replicas for r in group),
+            group_index=sum(r.replicas for r in group[: group.index(rjob)]) + self.index,
+            global_replicas=sum(r.replicas for r in sim.rjobs),
         )
 
     def counts(self) -> JobCounts:
@@ -166,6 +171,7 @@ class RJob:
     step: Step
     main: str
     backoff_limit: int
+    group: str = "default"  # the JobSet's groupName of it
     jobs: list[JobSim] = field(default_factory=list)
     started: bool = False
 
