@@ -191,6 +191,17 @@ def test_dataset_initializer_runs_before_the_node(
     assert init.status == "Succeeded"
     assert init.finished_at is not None
     assert all(n.started_at is not None and n.started_at >= init.finished_at for n in nodes)
+    # The node's Job comes second of the JobSet's two, in its one group.
+    selector = f"{JOBSET_NAME_LABEL}={name},{REPLICATED_JOB_LABEL}=node"
+    for pod in (
+        k8s.CoreV1Api(controllers.api())
+        .list_namespaced_pod(controllers.namespace, label_selector=selector)
+        .items
+    ):
+        labels = pod.metadata.labels
+        indexes = [JOB_GLOBAL_INDEX_LABEL, JOB_GROUP_INDEX_LABEL, GROUP_REPLICAS_LABEL]
+        assert [labels[k] for k in indexes] == ["1", "1", "2"]
+        assert labels[GLOBAL_REPLICAS_LABEL] == "2"
 
 
 def test_an_initializer_volume_nobody_provides_keeps_the_job_pending(

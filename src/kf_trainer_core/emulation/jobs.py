@@ -62,38 +62,36 @@ class JobRef:
     namespace: str
     jobset: str
     jobset_uid: str
+    #: The JobSet's replicated jobs in order: ``(name, replicas, groupName)``.
+    rjobs: tuple[tuple[str, int, str], ...]
     rjob: str
-    replicas: int
     index: int  # the Job's index in its replicated job
-    global_index: int  # ... and in the whole JobSet
     uid: str = ""  # the Job's own uid
-    #: The replicated job's group, the Jobs in it, this Job's index there, and the
-    #: JobSet's Jobs in all (one group, "default", unless the JobSet names others).
-    group: str = "default"
-    group_replicas: int = 1
-    group_index: int = 0
-    global_replicas: int = 1
 
     @property
     def name(self) -> str:
         return job_name(self.jobset, self.rjob, self.index)
 
     def jobset_labels(self) -> dict[str, str]:
-        """The labels (and annotations) the JobSet controller puts on the Job and its pods."""
+        """The labels (and annotations) the JobSet controller puts on the Job and its
+        pods: its indexes among all the JobSet's Jobs and among its group's."""
         key = hashlib.sha1(f"{self.namespace}/{self.name}".encode()).hexdigest()
+        at = next(i for i, r in enumerate(self.rjobs) if r[0] == self.rjob)
+        _, replicas, group = self.rjobs[at]
+        in_group = [r for r in self.rjobs[:at] if r[2] == group]
         return {
             JOBSET_NAME_LABEL: self.jobset,
             REPLICATED_JOB_LABEL: self.rjob,
-            REPLICATED_JOB_REPLICAS_LABEL: str(self.replicas),
+            REPLICATED_JOB_REPLICAS_LABEL: str(replicas),
             JOB_INDEX_LABEL: str(self.index),
-            JOB_GLOBAL_INDEX_LABEL: str(self.global_index),
+            JOB_GLOBAL_INDEX_LABEL: str(sum(r[1] for r in self.rjobs[:at]) + self.index),
             RESTART_ATTEMPT_LABEL: "0",
             JOB_KEY_LABEL: key,
             JOBSET_UID_LABEL: self.jobset_uid,
-            GLOBAL_REPLICAS_LABEL: str(self.global_replicas),
-            GROUP_NAME_LABEL: self.group,
-            GROUP_REPLICAS_LABEL: str(self.group_replicas),
-            JOB_GROUP_INDEX_LABEL: str(self.group_index),
+            GLOBAL_REPLICAS_LABEL: str(sum(r[1] for r in self.rjobs)),
+            GROUP_NAME_LABEL: group,
+            GROUP_REPLICAS_LABEL: str(sum(r[1] for r in self.rjobs if r[2] == group)),
+            JOB_GROUP_INDEX_LABEL: str(sum(r[1] for r in in_group) + self.index),
         }
 
 

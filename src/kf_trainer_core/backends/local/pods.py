@@ -154,14 +154,10 @@ def pod_object(place: JobPlace, rjobs: list[str], rjob: str, index: int, contain
         namespace=place.namespace,
         jobset=place.name,
         jobset_uid=sub_uid(place.uid, "jobset"),
+        rjobs=tuple((r, 1, "default") for r in rjobs),
         rjob=rjob,
-        replicas=1,
         index=0,
-        global_index=rjobs.index(rjob) if rjob in rjobs else 0,
         uid=sub_uid(place.uid, name),
-        group_replicas=len(rjobs),
-        group_index=rjobs.index(rjob) if rjob in rjobs else 0,
-        global_replicas=len(rjobs),
     )
     # Processes here get a short grace: the supervisor's stop waits for them.
     template = {"spec": {"containers": [container], "terminationGracePeriodSeconds": 5}}

@@ -73,12 +73,10 @@ class JobController:
 
     def create_job(self, sim: Sim, rjob: RJob, index: int, *, suspended: bool) -> None:
         cx = self.cx
-        global_index = sum(r.replicas for r in sim.rjobs[: sim.rjobs.index(rjob)]) + index
         job = JobSim(
             sim=sim,
             rjob=rjob,
             index=index,
-            global_index=global_index,
             name=job_name(sim.name, rjob.name, index),
             suspended=suspended,
         )

@@ -98,7 +98,6 @@ class JobSim:
     sim: Sim
     rjob: RJob
     index: int
-    global_index: int
     name: str
     uid: str = ""
     alive: bool = True
@@ -127,21 +126,10 @@ class JobSim:
     @property
     def ref(self) -> JobRef:
         """Which Job this is, as its labels say."""
-        sim, rjob = self.sim, self.rjob
-        group = [r for r in sim.rjobs if r.group == rjob.group]
+        sim = self.sim
+        rjobs = tuple((r.name, r.replicas, r.group) for r in sim.rjobs)
         return JobRef(
-            sim.namespace,
-            sim.name,
-            sim.jobset_uid,
-            rjob.name,
-            rjob.replicas,
-            self.index,
-            self.global_index,
-            self.uid,
-            group=rjob.group,
-            group_replicas=sum(r.replicas for r in group),
-            group_index=sum(r.replicas for r in group[: group.index(rjob)]) + self.index,
-            global_replicas=sum(r.replicas for r in sim.rjobs),
+            sim.namespace, sim.name, sim.jobset_uid, rjobs, self.rjob.name, self.index, self.uid
         )
 
     def counts(self) -> JobCounts:
