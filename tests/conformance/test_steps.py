@@ -5,6 +5,7 @@ steps, names, order and states on the test bed and the real controllers."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -14,7 +15,27 @@ from kubernetes import client as k8s
 
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.cluster.status import JobState, TrainJob
+from kf_trainer_core.emulation.jobs import COMPLETION_INDEX_PATH
 from kf_trainer_core.errors import TrainJobTimeoutError
+from kf_trainer_core.k8s.trainjob import (
+    ANCESTOR_LABEL,
+    COMPLETION_INDEX_LABEL,
+    CONTROLLER_UID_LABEL,
+    GLOBAL_REPLICAS_LABEL,
+    GROUP_NAME_LABEL,
+    GROUP_REPLICAS_LABEL,
+    JOB_GLOBAL_INDEX_LABEL,
+    JOB_GROUP_INDEX_LABEL,
+    JOB_INDEX_LABEL,
+    JOB_KEY_LABEL,
+    JOB_NAME_LABEL,
+    JOBSET_NAME_LABEL,
+    JOBSET_PRIORITY_LABEL,
+    JOBSET_UID_LABEL,
+    REPLICATED_JOB_LABEL,
+    REPLICATED_JOB_REPLICAS_LABEL,
+    RESTART_ATTEMPT_LABEL,
+)
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 
 GROUP, VERSION, PLURAL = "trainer.kubeflow.org", "v1alpha1", "trainjobs"
@@ -72,6 +93,68 @@ def test_one_step_per_node(
     assert len({s.pod_name for s in job.steps}) == nodes
 
 
+def test_a_pod_has_the_jobset_and_job_controllers_labels(
+    client: TrainerClient, controllers: Cluster
+) -> None:
+    # The one pod model (emulation/jobs.py) that the local backend's pods are made by too.
+    name = create(controllers, "labels", "torch-distributed", trainer={"numNodes": 2})
+    complete(client, name)
+    pods = (
+        k8s.CoreV1Api(controllers.api())
+        .list_namespaced_pod(controllers.namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}")
+        .items
+    )
+    assert len(pods) == 2
+    ns, job = controllers.namespace, f"{name}-node-0"
+    jobset = k8s.CustomObjectsApi(controllers.api()).get_namespaced_custom_object(
+        "jobset.x-k8s.io", "v1alpha2", ns, "jobsets", name
+    )
+    jobset_uid = jobset["metadata"]["uid"]
+    for pod in pods:
+        labels = pod.metadata.labels
+        index = labels[COMPLETION_INDEX_LABEL]
+        expected = {
+            JOBSET_NAME_LABEL: name,
+            REPLICATED_JOB_LABEL: "node",
+            REPLICATED_JOB_REPLICAS_LABEL: "1",
+            JOB_INDEX_LABEL: "0",
+            RESTART_ATTEMPT_LABEL: "0",
+            JOB_NAME_LABEL: job,
+            "job-name": job,
+            GROUP_NAME_LABEL: "default",
+            GROUP_REPLICAS_LABEL: "1",
+            GLOBAL_REPLICAS_LABEL: "1",
+            JOB_GROUP_INDEX_LABEL: "0",
+            JOBSET_PRIORITY_LABEL: "0",
+        }
+        assert expected.items() <= labels.items()
+        # The Trainer's step label is the Job's, not its pods'.
+        assert ANCESTOR_LABEL not in labels
+        # The JobSet's labels are its annotations too (the priority is a label only).
+        jobset_keys = [k for k in labels if k.startswith("jobset.sigs.k8s.io/")]
+        annotations = pod.metadata.annotations
+        assert {k: annotations.get(k) for k in jobset_keys if k != JOBSET_PRIORITY_LABEL} == {
+            k: labels[k] for k in jobset_keys if k != JOBSET_PRIORITY_LABEL
+        }
+        assert JOBSET_PRIORITY_LABEL not in annotations
+        owner = pod.metadata.owner_references[0]
+        assert (owner.kind, owner.name) == ("Job", job)
+        assert labels[CONTROLLER_UID_LABEL] == labels["controller-uid"] == owner.uid
+        assert labels[JOBSET_UID_LABEL] == jobset_uid
+        assert labels[JOB_KEY_LABEL] == hashlib.sha1(f"{ns}/{job}".encode()).hexdigest()
+        assert labels[JOB_GLOBAL_INDEX_LABEL].isdigit()
+        assert annotations[COMPLETION_INDEX_LABEL] == index
+        assert (pod.spec.hostname, pod.spec.subdomain) == (f"{job}-{index}", name)
+        env = {e.name: e for e in pod.spec.containers[0].env}
+        # The Job controller reads the index from the pod's label, the torch policy
+        # from its annotation; with no resources the policy runs one process a node.
+        index_path = env["JOB_COMPLETION_INDEX"].value_from.field_ref.field_path
+        assert index_path == f"metadata.labels['{COMPLETION_INDEX_LABEL}']"
+        assert env["PET_NODE_RANK"].value_from.field_ref.field_path == COMPLETION_INDEX_PATH
+        assert env["PET_NPROC_PER_NODE"].value == "1"
+        assert env["PET_MASTER_ADDR"].value == f"{name}-node-0-0.{name}"
+
+
 @pytest.mark.parametrize("runtime", ["deepspeed-distributed", "mlx-distributed"])
 def test_mpi_launcher_is_node_0(client: TrainerClient, controllers: Cluster, runtime: str) -> None:
     # Long enough a run on the test bed to see the steps (kwok's pods run ~3 s).
@@ -108,6 +191,17 @@ def test_dataset_initializer_runs_before_the_node(
     assert init.status == "Succeeded"
     assert init.finished_at is not None
     assert all(n.started_at is not None and n.started_at >= init.finished_at for n in nodes)
+    # The node's Job comes second of the JobSet's two, in its one group.
+    selector = f"{JOBSET_NAME_LABEL}={name},{REPLICATED_JOB_LABEL}=node"
+    for pod in (
+        k8s.CoreV1Api(controllers.api())
+        .list_namespaced_pod(controllers.namespace, label_selector=selector)
+        .items
+    ):
+        labels = pod.metadata.labels
+        indexes = [JOB_GLOBAL_INDEX_LABEL, JOB_GROUP_INDEX_LABEL, GROUP_REPLICAS_LABEL]
+        assert [labels[k] for k in indexes] == ["1", "1", "2"]
+        assert labels[GLOBAL_REPLICAS_LABEL] == "2"
 
 
 def test_an_initializer_volume_nobody_provides_keeps_the_job_pending(

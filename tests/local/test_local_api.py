@@ -378,6 +378,33 @@ def test_pending_pod_has_the_kubelets_conditions(tmp_path: Path) -> None:
     assert set(obj["metadata"]["name"][-5:]) <= set(GENERATE_NAME_CHARS)
 
 
+def test_a_trainer_pod_is_the_runtimes_container_with_the_trainer_over_it(
+    tmp_path: Path,
+) -> None:
+    """The trainer's container is made as the Trainer makes it (emulation/jobs.py, as
+    on the test bed): the runtime's args stay unless the trainer sets its own, and a
+    variable the trainer sets that the torch policy sets too appears once, the policy's."""
+    from kf_trainer_core.backends.local.jobpods import trainer_pods
+    from kf_trainer_core.backends.local.pods import JobPlace
+
+    place = JobPlace(
+        _common.Paths(tmp_path), "ns", "job", "0" * 8 + "-0000-4000-8000-" + "0" * 12, "h"
+    )
+    runtime = {"policy": "torch", "image": "rt:1", "command": ["python"], "args": ["--lr=1"]}
+    trainer = {"env": [{"name": "PET_NNODES", "value": "9"}, {"name": "TEAM", "value": "ml"}]}
+    (pod,) = trainer_pods(place, ["node"], {"runtime": runtime}, trainer, [("node", 0, 0)], 1, ".")
+    container = pod.obj["spec"]["containers"][0]
+    assert (container["image"], container["command"], container["args"]) == (
+        "rt:1",
+        ["python"],
+        ["--lr=1"],
+    )
+    names = [e["name"] for e in container["env"]]
+    assert names.count("PET_NNODES") == 1
+    assert {e["name"]: e.get("value") for e in container["env"]}["PET_NNODES"] == "1"
+    assert "TEAM" in names
+
+
 def takes_paths(out: str, keep: str, n: list[str]) -> None:
     pass
 

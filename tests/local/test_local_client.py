@@ -4,6 +4,7 @@ cluster, with jobs run as local processes."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import signal
@@ -127,7 +128,26 @@ def test_pod_objects_are_shaped_like_a_clusters(client: TrainerClient, config: L
         assert meta["name"].startswith(f"{name}-node-0-{index}-")
         assert len(meta["name"].rsplit("-", 1)[1]) == 5
         assert meta["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == "node"
-        assert meta["labels"]["trainer.kubeflow.org/trainjob-ancestor-step"] == "trainer"
+        # As on a cluster: the Trainer's step label is the Job's, not the pod's.
+        assert "trainer.kubeflow.org/trainjob-ancestor-step" not in meta["labels"]
+        assert meta["labels"]["jobset.sigs.k8s.io/group-name"] == "default"
+        # The JobSet's and Job's labels, as the test bed's pods (and a cluster's) have
+        # them: the one pod model of emulation/jobs.py.
+        owner = meta["ownerReferences"][0]
+        assert (owner["kind"], owner["name"]) == ("Job", f"{name}-node-0")
+        assert meta["labels"]["batch.kubernetes.io/controller-uid"] == owner["uid"]
+        assert meta["labels"]["jobset.sigs.k8s.io/jobset-uid"]
+        key = hashlib.sha1(f"local/{name}-node-0".encode()).hexdigest()
+        assert meta["labels"]["jobset.sigs.k8s.io/job-key"] == key
+        assert meta["annotations"]["batch.kubernetes.io/job-completion-index"] == index
+        assert pod["spec"]["containers"][0]["env"][-1] == {
+            "name": "JOB_COMPLETION_INDEX",
+            "valueFrom": {
+                "fieldRef": {
+                    "fieldPath": "metadata.labels['batch.kubernetes.io/job-completion-index']"
+                }
+            },
+        }
         status = pod["status"]
         assert status["phase"] == "Succeeded"
         term = status["containerStatuses"][0]["state"]["terminated"]
@@ -478,6 +498,19 @@ def test_initializers_fill_the_workspace(
     assert (workspace / "model" / "nested").is_dir() is False  # empty dirs are not copied
     log = list(client.get_job_logs(name, step="dataset-initializer"))
     assert any("copied 1 file(s)" in line for line in log)
+    # Each Job says it completed when it does, as the Job controller does: the
+    # initializers' before the node's pod is made, not all of them at the end.
+    api = LocalApi(Path(str(config.state_dir)))
+    try:
+        events = api.list_objects(api_kind("events"), job.namespace)["items"]
+    finally:
+        api.close()
+    events.sort(key=lambda e: int(e["metadata"]["resourceVersion"]))
+    said = [(e["involvedObject"]["name"], e["reason"]) for e in events]
+    node_created = said.index((f"{name}-node-0", "SuccessfulCreate"))
+    for step in ("dataset-initializer", "model-initializer"):
+        assert said.index((f"{name}-{step}-0", "Completed")) < node_created
+    assert said.count((f"{name}-node-0", "Completed")) == 1
 
 
 def test_initializer_without_its_package_fails_clearly(client: TrainerClient) -> None:

@@ -17,6 +17,9 @@ serve: what the generic apiserver registry does with an object whatever stores i
 * :mod:`.logs` — container logs: the line stamps, and the ``pods/log`` query (which
   container, whether it started, ``sinceTime``, ``tailLines``, ``timestamps``,
   ``limitBytes``).
+* :mod:`.jobs` — the JobSet and Job controllers: the pod a Job makes (labels, defaults),
+  the TrainJob's trainer and initializers over the runtime's containers, and how pods
+  and Jobs flow up into ``replicatedJobsStatus`` and ``jobsStatus``.
 
 Two engines keep the objects, because their owners differ: the test bed's in-memory
 store (``testing/store``: one process, history to list at an earlier version, owner

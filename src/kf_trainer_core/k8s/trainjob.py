@@ -32,6 +32,14 @@ JOB_GLOBAL_INDEX_LABEL = "jobset.sigs.k8s.io/job-global-index"
 RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 JOB_KEY_LABEL = "jobset.sigs.k8s.io/job-key"
 JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
+#: The replicated jobs' groups (``groupName``, "default" unless set): all the JobSet's
+#: Jobs, those of the pod's group, and the Job's index in its group.
+GLOBAL_REPLICAS_LABEL = "jobset.sigs.k8s.io/global-replicas"
+GROUP_NAME_LABEL = "jobset.sigs.k8s.io/group-name"
+GROUP_REPLICAS_LABEL = "jobset.sigs.k8s.io/group-replicas"
+JOB_GROUP_INDEX_LABEL = "jobset.sigs.k8s.io/job-group-index"
+#: The pod's priority (a label of the pod's only, not of its Job's).
+JOBSET_PRIORITY_LABEL = "jobset.sigs.k8s.io/priority"
 COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
@@ -78,6 +86,8 @@ JOB_RESUMED = ("JobResumed", "Job resumed")
 CREATION_FAILED_REASON = "TrainJobResourcesCreationFailed"
 CREATION_FAILED_PREFIX = "TrainJob resources reconciliation failed: "
 RUNTIME_NOT_SUPPORTED_REASON = "TrainingRuntimeNotSupported"
+#: The Normal event of the Job controller when a Job completes.
+JOB_COMPLETED_EVENT = ("Completed", "Job completed")
 
 # ---------------------------------------------------------------------- event sources
 TRAINER_COMPONENT = "trainer-trainjob-controller"

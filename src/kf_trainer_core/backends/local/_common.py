@@ -18,26 +18,19 @@ from kf_trainer_core.emulation.kubelet import TERMINATION_MESSAGE_LIMIT
 
 # The Trainer's vocabulary and the object shapes, shared with the rest of the suite
 # (standard library only, so importing them here costs the supervisor nothing).
-from kf_trainer_core.k8s.objects import micro_now, now_iso
+from kf_trainer_core.k8s.objects import now_iso
 from kf_trainer_core.k8s.trainjob import (
     ANCESTOR_LABEL,
-    COMPLETION_INDEX_LABEL,
     DATASET_INITIALIZER,
     FRAMEWORK_LABEL,
     INITIALIZERS,
-    JOB_GLOBAL_INDEX_LABEL,
-    JOB_INDEX_LABEL,
     JOB_NAME_LABEL,
-    JOBSET_API,
     JOBSET_NAME_LABEL,
     LAUNCHER,
     MODEL_INITIALIZER,
     NODE,
     REPLICATED_JOB_LABEL,
-    REPLICATED_JOB_REPLICAS_LABEL,
-    RESTART_ATTEMPT_LABEL,
     TRAINER_API,
-    TRAINER_GROUP,
 )
 
 # The generated program's hand-off (kf_trainer_core.spec.function, duplicated here so the
@@ -127,24 +120,16 @@ class Paths:
 
 __all__ = [
     "ANCESTOR_LABEL",
-    "COMPLETION_INDEX_LABEL",
     "DATASET_INITIALIZER",
     "FRAMEWORK_LABEL",
     "INITIALIZERS",
-    "JOBSET_API",
     "JOBSET_NAME_LABEL",
-    "JOB_GLOBAL_INDEX_LABEL",
-    "JOB_INDEX_LABEL",
     "JOB_NAME_LABEL",
     "LAUNCHER",
     "MODEL_INITIALIZER",
     "NODE",
     "REPLICATED_JOB_LABEL",
-    "REPLICATED_JOB_REPLICAS_LABEL",
-    "RESTART_ATTEMPT_LABEL",
     "TERMINATION_MESSAGE_LIMIT",
     "TRAINER_API",
-    "TRAINER_GROUP",
-    "micro_now",
     "now_iso",
 ]

@@ -22,6 +22,7 @@ from kf_trainer_core.backends.local._common import (
 )
 from kf_trainer_core.backends.local.initializer import DEST_ENV, KIND_ENV
 from kf_trainer_core.backends.local.pods import JobPlace, PodRun, pod_object
+from kf_trainer_core.emulation.jobs import apply_initializer, apply_trainer, upsert_env
 
 JSON = dict[str, Any]
 
@@ -33,17 +34,12 @@ def initializer_pod(place: JobPlace, rjobs: list[str], rjob: str, entry: JSON, c
     """The pod of initializer ``rjob`` (``dataset-initializer``...) for the TrainJob's
     ``spec.initializer`` entry ``entry``."""
     kind = rjob.split("-")[0]
-    env_list = [{"name": "STORAGE_URI", "value": str(entry.get("storageUri", ""))}]
-    env_list += list(entry.get("env") or [])
     container: JSON = {
         "name": rjob,
         "image": INITIALIZER_IMAGE,
         "command": [sys.executable, "-m", "kf_trainer_core.backends.local.initializer"],
-        "env": env_list,
     }
-    secret = (entry.get("secretRef") or {}).get("name")
-    if secret:
-        container["envFrom"] = [{"secretRef": {"name": secret}}]
+    apply_initializer(container, entry)
     obj = pod_object(place, rjobs, rjob, 0, container)
     pod = PodRun(obj["metadata"]["name"], rjob, 0, rjob, container["image"], obj)
     env = dict(os.environ)  # the supervisor's: PYTHONPATH finds this package
@@ -97,7 +93,6 @@ def trainer_pods(
     asked = launch.procs_per_node(trainer.get("numProcPerNode"), runtime.get("num_proc_per_node"))
     # auto: one per GPU the node is given, known once the kubelet shares them out.
     nproc = asked or 1
-    image = str(trainer.get("image") or runtime.get("image") or "local/python")
     port = launch.free_port()
     base = _base_env(place)
     pods = []
@@ -110,21 +105,18 @@ def trainer_pods(
             completion_index=index,
             mpi=policy == "mpi",
         )
-        shown_env = list(trainer.get("env") or [])
-        shown_env += [{"name": k, "value": v} for k, v in launch.node_env(shape).items()]
-        container: JSON = {
-            "name": NODE,
-            "image": image,
-            "command": list(trainer.get("command") or runtime.get("command") or []),
-            "env": shown_env,
-        }
-        if trainer.get("args"):
-            container["args"] = list(trainer["args"])
-        if trainer.get("resourcesPerNode"):
-            container["resources"] = trainer["resourcesPerNode"]
+        # The runtime's node container with the TrainJob's trainer over it, as the
+        # Trainer makes it, and the torch policy's variables as this machine sets them.
+        container: JSON = {"name": NODE, "image": runtime.get("image") or "local/python"}
+        container["command"] = list(runtime.get("command") or [])
+        if runtime.get("args"):
+            container["args"] = list(runtime["args"])
+        apply_trainer(container, trainer)
+        node_env = launch.node_env(shape)
+        upsert_env(container, [{"name": k, "value": v} for k, v in node_env.items()])
         obj = pod_object(place, rjobs, rjob, index, container)
-        pod = PodRun(obj["metadata"]["name"], rjob, index, NODE, image, obj)
-        pod.env = {**base, **launch.node_env(shape), POD_ENV: pod.name}
+        pod = PodRun(obj["metadata"]["name"], rjob, index, NODE, container["image"], obj)
+        pod.env = {**base, **node_env, POD_ENV: pod.name}
         pod.cwd = cwd
         pod.launches = []  # decided once the program is prepared
         pod.first_lines = [f"kf-trainer: warning: {w}" for w in plan.get("warnings") or []]

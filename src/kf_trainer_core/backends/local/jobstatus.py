@@ -15,6 +15,7 @@ from typing import Any
 from kf_trainer_core.backends.local._common import JOBSET_NAME_LABEL
 from kf_trainer_core.backends.local.pods import JobPlace, PodRun, sub_uid
 from kf_trainer_core.backends.local.store import EVENTS, PODS, TRAINJOBS, Selector, Store, Tx
+from kf_trainer_core.emulation.jobs import JobCounts, replicated_job_status, trainjob_jobs_status
 from kf_trainer_core.k8s.objects import new_event, object_reference, set_condition
 from kf_trainer_core.k8s.trainjob import (
     JOB_API,
@@ -178,24 +179,35 @@ class JobRecord:
         self.update_job(tx, fn)
 
     def jobs_status(self, suspended: bool = False) -> list[JSON]:
-        """``status.jobsStatus``: per replicated job, counts of its (one) Job."""
-        out = []
-        for rjob in self.rjobs:
-            pods = [p for p in self.pods.values() if p.rjob == rjob]
-            expected = self.expected.get(rjob, 0)
-            counts = dict.fromkeys(("active", "ready", "succeeded", "failed", "suspended"), 0)
-            if suspended and not (pods and all(p.exit_code == 0 for p in pods)):
-                counts["suspended"] = 1
-            elif any(p.finished and p.exit_code != 0 for p in pods):
-                counts["failed"] = 1
-            elif pods and len(pods) >= expected and all(p.finished for p in pods):
-                counts["succeeded"] = 1
-            elif pods:
-                counts["active"] = 1 if any(not p.finished for p in pods) else 0
-                started = [p for p in pods if p.running or (p.finished and p.exit_code == 0)]
-                counts["ready"] = 1 if len(started) >= expected else 0
-            out.append({"name": rjob, **counts})
-        return out
+        """``status.jobsStatus``: per replicated job, what its (one) Job's pods say, read
+        as the JobSet controller reads a Job."""
+        return trainjob_jobs_status(
+            replicated_job_status(rjob, self._job(rjob, suspended)) for rjob in self.rjobs
+        )
+
+    def _job(self, rjob: str, suspended: bool) -> list[JobCounts]:
+        """The Job of ``rjob`` (none before its pods are made): finished when a pod failed
+        (the local backend retries no pod) or every pod succeeded; suspended with its
+        pods deleted."""
+        pods = [p for p in self.pods.values() if p.rjob == rjob]
+        expected = max(self.expected.get(rjob, 0), 1)
+        succeeded = sum(1 for p in pods if p.finished and p.exit_code == 0)
+        if suspended and not (pods and succeeded == len(pods)):
+            return [JobCounts(succeeded=succeeded, pods=expected, suspended=True)]
+        if not pods:
+            return []
+        if any(p.finished and p.exit_code != 0 for p in pods):
+            return [JobCounts(finished="Failed")]
+        if len(pods) >= expected and succeeded == len(pods):
+            return [JobCounts(finished="Complete")]
+        return [
+            JobCounts(
+                active=sum(1 for p in pods if not p.finished),
+                ready=sum(1 for p in pods if p.running),
+                succeeded=succeeded,
+                pods=expected,
+            )
+        ]
 
     def write_jobs_status(self, tx: Tx, suspended: bool = False) -> None:
         jobs = self.jobs_status(suspended)

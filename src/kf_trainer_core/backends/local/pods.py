@@ -19,31 +19,18 @@ from typing import Any
 
 from kf_trainer_core.backends.local import launch
 from kf_trainer_core.backends.local._common import (
-    ANCESTOR_LABEL,
-    COMPLETION_INDEX_LABEL,
-    INITIALIZERS,
-    JOB_GLOBAL_INDEX_LABEL,
-    JOB_INDEX_LABEL,
-    JOB_NAME_LABEL,
-    JOBSET_NAME_LABEL,
-    LAUNCHER,
-    NODE,
-    REPLICATED_JOB_LABEL,
-    REPLICATED_JOB_REPLICAS_LABEL,
-    RESTART_ATTEMPT_LABEL,
     Paths,
     now_iso,
 )
 from kf_trainer_core.backends.local.logs import LogWriter
 from kf_trainer_core.base import untrusted
 from kf_trainer_core.cluster import distributed
+from kf_trainer_core.emulation.jobs import JobRef, job_name, pod_for_index
 from kf_trainer_core.emulation.kubelet import exit_status, read_termination_log
 from kf_trainer_core.k8s.objects import (
     CONTAINER_CREATING,
     CONTAINERS_NOT_READY,
     container_status,
-    generate_suffix,
-    owner_reference,
     pod_conditions,
 )
 from kf_trainer_core.report import MARKER, parse_line
@@ -78,7 +65,7 @@ class JobPlace:
 
     def job_name(self, rjob: str) -> str:
         """The name of the (one) Job of replicated job ``rjob``."""
-        return f"{self.name}-{rjob}-0"
+        return job_name(self.name, rjob, 0)
 
 
 @dataclass
@@ -157,51 +144,28 @@ class PodRun:
 
 
 def pod_object(place: JobPlace, rjobs: list[str], rjob: str, index: int, container: JSON) -> JSON:
-    """The pod the Job of ``rjob`` creates for completion ``index``, pending, with the
-    JobSet's and Job's labels and a generated name."""
-    job_name = place.job_name(rjob)
-    labels = {
-        JOBSET_NAME_LABEL: place.name,
-        REPLICATED_JOB_LABEL: rjob,
-        REPLICATED_JOB_REPLICAS_LABEL: "1",
-        JOB_INDEX_LABEL: "0",
-        JOB_GLOBAL_INDEX_LABEL: str(rjobs.index(rjob) if rjob in rjobs else 0),
-        RESTART_ATTEMPT_LABEL: "0",
-        JOB_NAME_LABEL: job_name,
-        "job-name": job_name,
-        COMPLETION_INDEX_LABEL: str(index),
-    }
-    trainer_step = LAUNCHER if LAUNCHER in rjobs else NODE
-    if rjob in INITIALIZERS:
-        labels[ANCESTOR_LABEL] = rjob
-    elif rjob == trainer_step:
-        labels[ANCESTOR_LABEL] = "trainer"
+    """The pod the Job of ``rjob`` creates for completion ``index`` (the one model of
+    it, :func:`~kf_trainer_core.emulation.jobs.pod_for_index`), scheduled to this
+    machine, its container being created."""
+    name = place.job_name(rjob)
+    job = JobRef(
+        namespace=place.namespace,
+        jobset=place.name,
+        jobset_uid=sub_uid(place.uid, "jobset"),
+        rjobs=tuple((r, 1, "default") for r in rjobs),
+        rjob=rjob,
+        index=0,
+        uid=sub_uid(place.uid, name),
+    )
+    # Processes here get a short grace: the supervisor's stop waits for them.
+    template = {"spec": {"containers": [container], "terminationGracePeriodSeconds": 5}}
+    obj = pod_for_index(job, template, index, subdomain=place.name)
+    obj["spec"]["nodeName"] = place.host
     now = now_iso()
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"{job_name}-{index}-{generate_suffix()}",
-            "namespace": place.namespace,
-            "labels": labels,
-            "annotations": {COMPLETION_INDEX_LABEL: str(index)},
-            "ownerReferences": [
-                owner_reference("batch/v1", "Job", job_name, sub_uid(place.uid, job_name))
-            ],
-        },
-        "spec": {
-            "containers": [container],
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 5,
-            "hostname": f"{job_name}-{index}",
-            "subdomain": place.name,
-            "nodeName": place.host,
-        },
-        "status": {
-            "phase": "Pending",
+    obj["status"].update(
+        {
             "hostIP": "127.0.0.1",
             "startTime": now,
-            "qosClass": "BestEffort",
             "conditions": pod_conditions(now, ready=False, reason=CONTAINERS_NOT_READY),
             "containerStatuses": [
                 container_status(
@@ -210,8 +174,9 @@ def pod_object(place: JobPlace, rjobs: list[str], rjob: str, index: int, contain
                     waiting={"reason": CONTAINER_CREATING},
                 )
             ],
-        },
-    }
+        }
+    )
+    return obj
 
 
 # ---------------------------------------------------------------------- endings

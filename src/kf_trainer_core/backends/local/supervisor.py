@@ -47,12 +47,13 @@ from kf_trainer_core.backends.local.liveness import mark_supervising, unmark_sup
 from kf_trainer_core.backends.local.pods import JobPlace, PodRun
 from kf_trainer_core.backends.local.procs import JobLock, kill_tree
 from kf_trainer_core.backends.local.purge import purge_job
-from kf_trainer_core.backends.local.store import PODS, TRAINJOBS, Store
+from kf_trainer_core.backends.local.store import PODS, TRAINJOBS, Store, Tx
 from kf_trainer_core.k8s.objects import container_status
 from kf_trainer_core.k8s.trainjob import (
     COMPLETE,
     FAILED,
     JOB_BACKOFF,
+    JOB_COMPLETED_EVENT,
     JS_COMPLETED,
     JS_FAILED,
     JS_RESUMED,
@@ -196,6 +197,8 @@ class JobSupervisor:
             outcome = self.run_pods(pods)
             if outcome is not None:
                 return self.finish(outcome)
+            with self.store.write() as tx:
+                self.jobs_completed(tx, todo)
 
         program = launch.parse_trainer(
             list(trainer.get("command") or runtime.get("command") or []),
@@ -267,8 +270,7 @@ class JobSupervisor:
             return outcome
         if outcome == "complete":
             with self.store.write() as tx:
-                for rjob in record.rjobs:
-                    record.job_event(tx, rjob, "Normal", "Completed", "Job completed")
+                self.jobs_completed(tx, [r for r in record.rjobs if r not in INITIALIZERS])
                 record.jobset_event(tx, "Normal", *JS_COMPLETED)
                 record.set_condition(tx, COMPLETE, "True", *JS_COMPLETED)
                 record.write_jobs_status(tx)
@@ -289,6 +291,12 @@ class JobSupervisor:
             record.write_jobs_status(tx)
         kubelet.sweep()
         return outcome
+
+    def jobs_completed(self, tx: Tx, rjobs: list[str]) -> None:
+        """The Jobs of ``rjobs`` completed: the Job controller says so as each one does
+        (an initializer's before the trainer's pods are made)."""
+        for rjob in rjobs:
+            self.record.job_event(tx, rjob, "Normal", *JOB_COMPLETED_EVENT)
 
     def mark_suspended(self) -> None:
         record = self.record

@@ -3,42 +3,28 @@ back-off and retries, and the JobSet's outcome (success policy, first failed Job
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from functools import partial
 
+from kf_trainer_core.emulation.jobs import job_name, pod_for_index
 from kf_trainer_core.k8s.objects import generate_suffix, owner_reference, set_condition
 from kf_trainer_core.k8s.trainjob import (
-    ANCESTOR_LABEL,
     COMPLETE,
-    COMPLETION_INDEX_LABEL,
-    CONTROLLER_UID_LABEL,
     FAILED,
-    JOB_API,
     JOB_BACKOFF,
     JOB_COMPLETE,
-    JOB_GLOBAL_INDEX_LABEL,
-    JOB_INDEX_LABEL,
-    JOB_KEY_LABEL,
-    JOB_NAME_LABEL,
+    JOB_COMPLETED_EVENT,
     JOB_SUSPENDED,
     JOBSET_API,
-    JOBSET_NAME_LABEL,
-    JOBSET_UID_LABEL,
     JS_COMPLETED,
     JS_FAILED,
-    REPLICATED_JOB_LABEL,
-    REPLICATED_JOB_REPLICAS_LABEL,
-    RESTART_ATTEMPT_LABEL,
     SUSPENDED,
     jobset_failed_message,
 )
-from kf_trainer_core.testing.controller.jobset import upsert_env
 from kf_trainer_core.testing.controller.parts import ClusterParts
-from kf_trainer_core.testing.controller.pods import pull_policy, qos_class
 from kf_trainer_core.testing.controller.state import JobSim, PodSim, RJob, Sim, safe
-from kf_trainer_core.testing.controller.vocab import COMPLETION_INDEX_PATH, JOBS, JSON
+from kf_trainer_core.testing.controller.vocab import JOBS, JSON
 from kf_trainer_core.testing.scenarios import LOGS_ANNOTATION, UNSERVED_LOGS
 from kf_trainer_core.testing.store import PODS, StoreError, format_timestamp, json_copy
 
@@ -87,17 +73,15 @@ class JobController:
 
     def create_job(self, sim: Sim, rjob: RJob, index: int, *, suspended: bool) -> None:
         cx = self.cx
-        global_index = sum(r.replicas for r in sim.rjobs[: sim.rjobs.index(rjob)]) + index
         job = JobSim(
             sim=sim,
             rjob=rjob,
             index=index,
-            global_index=global_index,
-            name=f"{sim.name}-{rjob.name}-{index}",
+            name=job_name(sim.name, rjob.name, index),
             suspended=suspended,
         )
         jt = rjob.template
-        jobset_labels = _jobset_labels(job)
+        jobset_labels = job.ref.jobset_labels()
         jmeta = jt.get("metadata") or {}
         labels = {**(jmeta.get("labels") or {}), **jobset_labels}
         annotations = {**(jmeta.get("annotations") or {}), **jobset_labels}
@@ -209,7 +193,7 @@ class JobController:
             job.completion_time = now
             set_condition(job.conditions, "SuccessCriteriaMet", "True", *JOB_COMPLETE, probe=True)
             set_condition(job.conditions, "Complete", "True", *JOB_COMPLETE, probe=True)
-            cx.events.job(job, "Normal", "Completed", "Job completed")
+            cx.events.job(job, "Normal", *JOB_COMPLETED_EVENT)
         else:
             job.failed_at = time.monotonic()
             set_condition(job.conditions, "FailureTarget", "True", *JOB_BACKOFF, probe=True)
@@ -319,47 +303,21 @@ class JobController:
     def _create_pod(self, job: JobSim, index: int) -> None:
         cx = self.cx
         sim, rjob = job.sim, job.rjob
-        tmpl = json_copy(rjob.template["spec"]["template"])
-        pmeta: JSON = tmpl.get("metadata") or {}
-        pspec: JSON = tmpl.get("spec") or {}
-        jobset_labels = _jobset_labels(job)
-        labels: dict[str, str] = {
-            **(pmeta.get("labels") or {}),
-            **jobset_labels,
-            CONTROLLER_UID_LABEL: job.uid,
-            "controller-uid": job.uid,
-            JOB_NAME_LABEL: job.name,
-            "job-name": job.name,
-            COMPLETION_INDEX_LABEL: str(index),
-        }
-        if rjob.ancestor:
-            labels[ANCESTOR_LABEL] = rjob.ancestor
-        annotations: dict[str, str] = {
-            **(pmeta.get("annotations") or {}),
-            **jobset_labels,
-            COMPLETION_INDEX_LABEL: str(index),
-        }
+        subdomain = ((sim.jobset.get("spec") or {}).get("network") or {}).get("subdomain")
+        obj = pod_for_index(
+            job.ref,
+            rjob.template["spec"]["template"],
+            index,
+            subdomain=str(subdomain or sim.name),
+        )
+        meta, pspec = obj["metadata"], obj["spec"]
+        labels, annotations = meta["labels"], meta["annotations"]
         if not sim.scenario.serve_logs:
             annotations[LOGS_ANNOTATION] = UNSERVED_LOGS
-        _pod_defaults(pspec)
-        pspec["hostname"] = f"{job.name}-{index}"
-        subdomain = ((sim.jobset.get("spec") or {}).get("network") or {}).get("subdomain")
-        pspec["subdomain"] = str(subdomain or sim.name)
-        obj: JSON = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "namespace": sim.namespace,
-                "labels": labels,
-                "annotations": annotations,
-                "ownerReferences": [owner_reference(JOB_API, "Job", job.name, job.uid)],
-            },
-            "spec": pspec,
-            "status": {"phase": "Pending", "qosClass": qos_class(pspec)},
-        }
         created: JSON | None = None
-        for _ in range(5):
-            obj["metadata"]["name"] = f"{job.name}-{index}-{generate_suffix()}"
+        for attempt in range(5):
+            if attempt:
+                meta["name"] = f"{job.name}-{index}-{generate_suffix()}"
             try:
                 created = cx.store.create(PODS, obj)
                 break
@@ -383,41 +341,3 @@ class JobController:
         cx.pods[(sim.namespace, pod.name)] = pod
         cx.events.job(job, "Normal", "SuccessfulCreate", f"Created pod: {pod.name}")
         cx.kubelet.admit(pod)
-
-
-def _pod_defaults(pspec: JSON) -> None:
-    # The apiserver's defaults, and the Job controller's completion-index variable.
-    for c in pspec.get("containers") or []:
-        upsert_env(
-            c,
-            [
-                {
-                    "name": "JOB_COMPLETION_INDEX",
-                    "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_PATH}},
-                }
-            ],
-        )
-        c.setdefault("terminationMessagePath", "/dev/termination-log")
-        c.setdefault("terminationMessagePolicy", "File")
-        c.setdefault("imagePullPolicy", pull_policy(str(c.get("image") or "")))
-        c.setdefault("resources", {})
-    pspec.setdefault("restartPolicy", "Never")
-    pspec.setdefault("serviceAccountName", "default")
-    pspec.setdefault("schedulerName", "default-scheduler")
-    pspec.setdefault("terminationGracePeriodSeconds", 30)
-    pspec.setdefault("dnsPolicy", "ClusterFirst")
-
-
-def _jobset_labels(job: JobSim) -> dict[str, str]:
-    sim = job.sim
-    key = hashlib.sha1(f"{sim.namespace}/{job.name}".encode()).hexdigest()
-    return {
-        JOBSET_NAME_LABEL: sim.name,
-        REPLICATED_JOB_LABEL: job.rjob.name,
-        REPLICATED_JOB_REPLICAS_LABEL: str(job.rjob.replicas),
-        JOB_INDEX_LABEL: str(job.index),
-        JOB_GLOBAL_INDEX_LABEL: str(job.global_index),
-        RESTART_ATTEMPT_LABEL: "0",
-        JOB_KEY_LABEL: key,
-        JOBSET_UID_LABEL: sim.jobset_uid,
-    }

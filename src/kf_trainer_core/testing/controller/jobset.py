@@ -13,6 +13,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kf_trainer_core.emulation.jobs import (
+    COMPLETION_INDEX_PATH,
+    apply_initializer,
+    apply_trainer,
+    upsert_env,
+    upsert_named,
+)
 from kf_trainer_core.k8s.objects import owner_reference
 from kf_trainer_core.k8s.trainjob import (
     ANCESTOR_LABEL,
@@ -20,9 +27,10 @@ from kf_trainer_core.k8s.trainjob import (
     JOB_DEFAULT_BACKOFF_LIMIT,
     JOBSET_API,
     TRAINER_API,
+    trainer_container,
 )
 from kf_trainer_core.testing.controller.state import BuildError, Built, RJob, Sim
-from kf_trainer_core.testing.controller.vocab import COMPLETION_INDEX_PATH, JSON, TORCH_MASTER_PORT
+from kf_trainer_core.testing.controller.vocab import JSON, TORCH_MASTER_PORT
 from kf_trainer_core.testing.store import (
     CONFIGMAPS,
     SECRETS,
@@ -69,7 +77,7 @@ def build_jobset(sim: Sim, kind: str, runtime: JSON, status_server: Any = None) 
         if isinstance(patch, dict):
             apply_runtime_patch(patch, rjob_specs, labels, annotations, kind, rt_name)
 
-    policy = _policy(spec, rspec.get("mlPolicy") or {})
+    policy = _policy(spec, rspec.get("mlPolicy") or {}, runtime)
     trainer_count = 1
     for rj in rjob_specs:
         count = _shape_replicated_job(rj, policy, sim, status_server)
@@ -89,14 +97,16 @@ def build_jobset(sim: Sim, kind: str, runtime: JSON, status_server: Any = None) 
     return Built(jobset, rjobs, extra, isinstance(policy.mpi, dict), trainer_count, policy.nproc)
 
 
-def _policy(spec: JSON, ml: JSON) -> _Policy:
+def _policy(spec: JSON, ml: JSON, runtime: JSON) -> _Policy:
     trainer: JSON = spec.get("trainer") or {}
     torch = ml.get("torch") if "torch" in ml else None
     mpi = ml.get("mpi") if "mpi" in ml else None
     nproc = "auto"
     if torch is not None:
         nproc = str(trainer.get("numProcPerNode") or (torch or {}).get("numProcPerNode") or "auto")
-        nproc = torch_nproc(nproc, trainer.get("resourcesPerNode"))
+        # The TrainJob's resources per node, else the runtime's trainer container's.
+        resources = trainer.get("resourcesPerNode") or trainer_container(runtime).get("resources")
+        nproc = torch_nproc(nproc, resources)
     elif isinstance(mpi, dict):
         nproc = str(trainer.get("numProcPerNode") or mpi.get("numProcPerNode") or 1)
     return _Policy(
@@ -156,7 +166,7 @@ def _apply_trainer_policy(containers: list[JSON], p: _Policy, sim: Sim, count: i
     for c in containers:
         cname = c.get("name")
         if cname == "node" or (cname == "launcher" and p.launcher_as_node):
-            _apply_trainer(c, p.trainer)
+            apply_trainer(c, p.trainer)
     node = container(containers, "node")
     if node is None:
         return
@@ -175,7 +185,7 @@ def _apply_trainer_policy(containers: list[JSON], p: _Policy, sim: Sim, count: i
             ],
         )
     if p.torch is not None and p.has_trainer:
-        _upsert_named(
+        upsert_named(
             node.setdefault("ports", []), "containerPort", [{"containerPort": TORCH_MASTER_PORT}]
         )
 
@@ -183,14 +193,8 @@ def _apply_trainer_policy(containers: list[JSON], p: _Policy, sim: Sim, count: i
 def _apply_initializer(containers: list[JSON], ancestor: str, initializer: JSON) -> None:
     cfg = initializer.get("dataset" if ancestor == "dataset-initializer" else "model")
     init_c = container(containers, ancestor)
-    if not isinstance(cfg, dict) or init_c is None:
-        return
-    if cfg.get("storageUri"):
-        upsert_env(init_c, [{"name": "STORAGE_URI", "value": str(cfg["storageUri"])}])
-    upsert_env(init_c, list(cfg.get("env") or []))
-    secret = (cfg.get("secretRef") or {}).get("name")
-    if secret:
-        init_c.setdefault("envFrom", []).append({"secretRef": {"name": secret}})
+    if isinstance(cfg, dict) and init_c is not None:
+        apply_initializer(init_c, cfg)
 
 
 def _replicated_jobs(rjob_specs: list[JSON], sim: Sim, kind: str, rt_name: str) -> list[RJob]:
@@ -244,6 +248,7 @@ def _replicated_jobs(rjob_specs: list[JSON], sim: Sim, kind: str, rt_name: str) 
                 step=sim.scenario.step_for(name, str(ancestor) if ancestor else None, kind_),
                 main=main_container(containers, name, ancestor),
                 backoff_limit=limit,
+                group=str(rj.get("groupName") or "default"),
             )
         )
     for rjob in rjobs:
@@ -386,39 +391,6 @@ def main_container(containers: list[JSON], rjob: str, ancestor: str | None) -> s
     return have[0]
 
 
-def _upsert_named(items: list[JSON], key: str, new: Iterable[JSON]) -> None:
-    for item in new:
-        for i, old in enumerate(items):
-            if old.get(key) == item.get(key):
-                items[i] = json_copy(item)
-                break
-        else:
-            items.append(json_copy(item))
-
-
-def upsert_env(container: JSON, env: Iterable[JSON]) -> None:
-    """Set environment variables of ``container``, replacing those of the same name."""
-    _upsert_named(container.setdefault("env", []), "name", [e for e in env if isinstance(e, dict)])
-
-
-def _apply_trainer(container: JSON, trainer: JSON) -> None:
-    if trainer.get("image"):
-        container["image"] = trainer["image"]
-    if trainer.get("command") is not None:
-        container["command"] = list(trainer["command"])
-    if trainer.get("args") is not None:
-        container["args"] = list(trainer["args"])
-    resources = trainer.get("resourcesPerNode")
-    if isinstance(resources, dict) and (resources.get("limits") or resources.get("requests")):
-        container["resources"] = {
-            k: json_copy(v)
-            for k, v in resources.items()
-            if k in ("limits", "requests", "claims") and v
-        }
-    if trainer.get("env"):
-        upsert_env(container, trainer["env"])
-
-
 def _apply_mpi(
     job_name: str, rjob: str, pspec: JSON, containers: list[JSON], mpi: JSON, nproc: str
 ) -> None:
@@ -433,21 +405,21 @@ def _apply_mpi(
         "defaultMode": 0o640,
         "items": ssh_items,
     }
-    _upsert_named(volumes, "name", [{"name": "mpi-ssh-auth", "secret": ssh_secret}])
+    upsert_named(volumes, "name", [{"name": "mpi-ssh-auth", "secret": ssh_secret}])
     if rjob == "launcher":
         hostfile = {
             "name": f"{job_name}-mpi-hostfile",
             "items": [{"key": "hostfile", "path": "hostfile", "mode": 0o444}],
         }
-        _upsert_named(volumes, "name", [{"name": "mpi-hostfile", "configMap": hostfile}])
+        upsert_named(volumes, "name", [{"name": "mpi-hostfile", "configMap": hostfile}])
     for c in containers:
         if c.get("name") != "node":
             continue
         mounts: list[JSON] = c.setdefault("volumeMounts", [])
         ssh_path = str(mpi.get("sshAuthMountPath") or "/root/.ssh")
-        _upsert_named(mounts, "name", [{"name": "mpi-ssh-auth", "mountPath": ssh_path}])
+        upsert_named(mounts, "name", [{"name": "mpi-ssh-auth", "mountPath": ssh_path}])
         if rjob == "launcher":
-            _upsert_named(mounts, "name", [{"name": "mpi-hostfile", "mountPath": "/etc/mpi"}])
+            upsert_named(mounts, "name", [{"name": "mpi-hostfile", "mountPath": "/etc/mpi"}])
             upsert_env(
                 c,
                 [
@@ -460,26 +432,25 @@ def _apply_mpi(
 
 
 def torch_nproc(value: str, resources: Any) -> str:
-    """PET_NPROC_PER_NODE as the torch plugin derives it from ``resourcesPerNode``:
-    ``auto`` without a GPU resource means the CPU count, ``cpu`` means the CPU count,
-    anything else stays (limits first, then requests, as upstream does)."""
-    if not isinstance(resources, dict):
+    """PET_NPROC_PER_NODE as the torch plugin derives it from the resources per node
+    (the TrainJob's, else the runtime's): ``auto`` without a GPU resource means the CPU
+    count, ``cpu`` means the CPU count — at least 1, also when no resources are set (as
+    the real control plane shows) — a number stays (limits first, then requests, as
+    upstream does)."""
+    if value not in ("auto", "cpu"):
         return value
+    if not isinstance(resources, dict):
+        resources = {}
     if value == "auto":
         fallback = "auto"
 
         def use_cpu(res: JSON) -> bool:
             return not any("gpu" in str(k).lower() for k in res)
-    elif value == "cpu":
+    else:
         fallback = "1"
 
         def use_cpu(res: JSON) -> bool:
             return "cpu" in res
-    else:
-        fallback = value
-
-        def use_cpu(res: JSON) -> bool:
-            return False
 
     def calc(res: Any) -> tuple[str, bool]:
         if isinstance(res, dict):

@@ -1,5 +1,5 @@
 """Pod vocabulary of the simulated kubelet: container statuses with image digests and
-container ids, QoS class, image names, and the log lines a scripted container prints
+container ids, image names, and the log lines a scripted container prints
 (pure functions; the shared shapes are in :mod:`kf_trainer_core.k8s.objects`)."""
 
 from __future__ import annotations
@@ -22,16 +22,6 @@ def truncate_bytes(text: str, limit: int) -> str:
     return data[:limit].decode(errors="ignore")
 
 
-def pull_policy(image: str) -> str:
-    """The default ``imagePullPolicy``: ``Always`` for ``:latest`` or no tag."""
-    last = image.rsplit("/", 1)[-1]
-    if "@" in last:
-        return "IfNotPresent"
-    if ":" not in last or last.endswith(":latest"):
-        return "Always"
-    return "IfNotPresent"
-
-
 def full_image(image: str) -> str:
     """The fully qualified reference the container runtime pulls."""
     name = image
@@ -41,27 +31,6 @@ def full_image(image: str) -> str:
     if ":" not in name.rsplit("/", 1)[-1] and "@" not in name:
         name += ":latest"
     return name
-
-
-def qos_class(pspec: JSON) -> str:
-    """``status.qosClass`` from the containers' requests and limits."""
-    containers = pspec.get("containers") or []
-    any_set, guaranteed = False, bool(containers)
-    for c in containers:
-        res = c.get("resources") or {}
-        limits, requests = res.get("limits") or {}, res.get("requests") or {}
-        if limits or requests:
-            any_set = True
-        if (
-            not limits
-            or any(requests.get(k, limits.get(k)) != limits.get(k) for k in ("cpu", "memory"))
-            or "cpu" not in limits
-            or "memory" not in limits
-        ):
-            guaranteed = False
-    if guaranteed:
-        return "Guaranteed"
-    return "Burstable" if any_set else "BestEffort"
 
 
 def container_status_of(c: JSON, **state: Any) -> JSON:

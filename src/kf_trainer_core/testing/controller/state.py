@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kf_trainer_core.emulation.jobs import JobCounts, JobRef
 from kf_trainer_core.testing.controller.vocab import JSON, LOG_TAIL
 from kf_trainer_core.testing.scenarios import Scenario, Step
 from kf_trainer_core.testing.store import Resource, Store, StoreError
@@ -96,7 +97,6 @@ class JobSim:
     sim: Sim
     rjob: RJob
     index: int
-    global_index: int
     name: str
     uid: str = ""
     alive: bool = True
@@ -122,6 +122,26 @@ class JobSim:
     def ready_count(self) -> int:
         return sum(1 for p in self.pods.values() if p.active and p.ready)
 
+    @property
+    def ref(self) -> JobRef:
+        """Which Job this is, as its labels say."""
+        sim = self.sim
+        rjobs = tuple((r.name, r.replicas, r.group) for r in sim.rjobs)
+        return JobRef(
+            sim.namespace, sim.name, sim.jobset_uid, rjobs, self.rjob.name, self.index, self.uid
+        )
+
+    def counts(self) -> JobCounts:
+        """What the JobSet controller reads of this Job."""
+        return JobCounts(
+            finished=self.finished,
+            active=self.active_count,
+            ready=self.ready_count,
+            succeeded=len(self.succeeded),
+            pods=self.pod_count,
+            suspended=self.suspended,
+        )
+
 
 @dataclass(eq=False)
 class RJob:
@@ -138,6 +158,7 @@ class RJob:
     step: Step
     main: str
     backoff_limit: int
+    group: str = "default"  # the JobSet's groupName of it
     jobs: list[JobSim] = field(default_factory=list)
     started: bool = False
 

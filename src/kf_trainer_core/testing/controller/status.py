@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
 
+from kf_trainer_core.emulation.jobs import replicated_job_status, trainjob_jobs_status
 from kf_trainer_core.k8s.trainjob import COMPLETE
-from kf_trainer_core.testing.controller.state import JobSim, RJob, Sim, safe
+from kf_trainer_core.testing.controller.state import JobSim, Sim, safe
 from kf_trainer_core.testing.controller.vocab import JOBS, JSON
 from kf_trainer_core.testing.controller.worker import guarded
 from kf_trainer_core.testing.store import JOBSETS, TRAINJOBS, Resource, Store, json_copy
@@ -52,19 +52,12 @@ class StatusWriter:
                 self._write_job_status(job)
         sim.dirty_jobs.clear()
         if sim.jobset_uid and not sim.jobset_gone:
-            rj_status = [rjob_status(r) for r in sim.rjobs]
-            self._write_jobset_status(sim, rj_status)
-            sim.jobs_status = [
-                {
-                    "name": s["name"],
-                    "active": s["active"],
-                    "ready": s["ready"],
-                    "succeeded": s["succeeded"],
-                    "failed": s["failed"],
-                    "suspended": s["suspended"],
-                }
-                for s in rj_status
+            rj_status = [
+                replicated_job_status(r.name, (j.counts() for j in r.live_jobs()))
+                for r in sim.rjobs
             ]
+            self._write_jobset_status(sim, rj_status)
+            sim.jobs_status = trainjob_jobs_status(rj_status)
         tj_status: JSON = {"conditions": json_copy(sim.tj_conditions)}
         if sim.jobs_status is not None:
             tj_status["jobsStatus"] = json_copy(sim.jobs_status)
@@ -128,31 +121,6 @@ class StatusWriter:
             obj.setdefault("spec", {})["suspend"] = job.suspended
 
         safe(self.store.mutate, JOBS, job.sim.namespace, job.name, fn, subresource="*")
-
-
-def rjob_status(rjob: RJob) -> JSON:
-    """One entry of the JobSet's ``replicatedJobsStatus``."""
-    counts: dict[str, Any] = {
-        "name": rjob.name,
-        "ready": 0,
-        "succeeded": 0,
-        "failed": 0,
-        "active": 0,
-        "suspended": 0,
-    }
-    for job in rjob.live_jobs():
-        if job.finished == "Complete":
-            counts["succeeded"] += 1
-        elif job.finished == "Failed":
-            counts["failed"] += 1
-        else:
-            if len(job.succeeded) + job.ready_count >= job.pod_count:
-                counts["ready"] += 1
-            if job.active_count > 0:
-                counts["active"] += 1
-            if job.suspended:
-                counts["suspended"] += 1
-    return counts
 
 
 def index_ranges(indexes: set[int]) -> str:

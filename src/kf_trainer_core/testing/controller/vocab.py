@@ -11,7 +11,6 @@ from typing import Any
 # The suite's generated launcher (builder.py) reads it; here it says "plain python" (no
 # torchrun/mpirun in the simulated pods).
 from kf_trainer_core.backends.local._common import LAUNCHER_ENV as LAUNCHER_ENV
-from kf_trainer_core.k8s.trainjob import COMPLETION_INDEX_LABEL
 from kf_trainer_core.testing.store import JOBS as JOBS
 
 JSON = dict[str, Any]
@@ -19,7 +18,6 @@ JSON = dict[str, Any]
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 #: Trainer's ContainerTrainerPort (pkg/constants/constants.go): PET_MASTER_PORT.
 TORCH_MASTER_PORT = 29500
-COMPLETION_INDEX_PATH = f"metadata.annotations['{COMPLETION_INDEX_LABEL}']"
 
 SIM_NODES = 4  # pods are spread over kf-sim-node-0..3
 #: ``nvidia.com/gpu`` each simulated node has (as the control plane's kwok nodes: 8).

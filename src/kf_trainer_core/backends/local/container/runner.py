@@ -149,6 +149,7 @@ class ContainerRunner:
             if not container.get("args") and runtime:
                 container["args"] = list(runtime)
         container["image"] = image
+        container["imagePullPolicy"] = str(self.settings.get("pull_policy") or "IfNotPresent")
         pod.image = image
         mounts = [{"name": "workspace", "mountPath": CLUSTER_WORKSPACE}]
         container["volumeMounts"] = mounts
