@@ -50,7 +50,6 @@ from kf_trainer_core.tasks import (
 from kf_trainer_core.tasks import helpers as task_helpers
 from kf_trainer_core.tasks.interruptions import CancelAction, check_action
 from kf_trainer_core.tasks.jobs import ProgressLines
-from kf_trainer_core.tasks.lifecycle import LogFollower
 from kf_trainer_kfp import inputs as inp
 from kf_trainer_kfp import summary
 
@@ -415,13 +414,8 @@ def _wait_step(
     job.knows(name)
 
     async def work(client: AsyncTrainerClient) -> TrainJob:
-        follow = (
-            LogFollower(client, name, task_helpers.LOG_STEP[step], _log_line)
-            if inputs.get("stream_logs", True)
-            else None
-        )
-        ended = False
-        try:
+        sink = _log_line if inputs.get("stream_logs", True) else None
+        async with job.follow_log(client, task_helpers.LOG_STEP[step], sink):
             done, _ = await task_helpers.await_steps(
                 client,
                 name,
@@ -431,10 +425,6 @@ def _wait_step(
                 admission_timeout=waits.admission,
                 callbacks=[ProgressLines(say)],
             )
-            ended = True
-        finally:
-            if follow is not None:
-                await follow.finish(drain=ended)
         return done
 
     with _session(inputs, job) as task:

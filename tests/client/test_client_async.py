@@ -51,6 +51,8 @@ async def test_train_wait_outputs_logs_events(aclient: AsyncTrainerClient) -> No
     followed = [line async for line in aclient.get_job_logs(name, follow=True)]
     assert lines
     assert followed == lines
+    # ``tail`` bounds the history a follow replays; 0 replays none (not the default's 1000).
+    assert [line async for line in aclient.get_job_logs(name, follow=True, tail=0)] == []
     assert any(e.involved_object_kind == "Pod" for e in await aclient.get_job_events(name))
 
 

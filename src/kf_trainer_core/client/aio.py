@@ -17,12 +17,11 @@ from typing import Any, Literal, TypeVar
 
 from typing_extensions import Unpack
 
-from kf_trainer_core.base.aio import TaskScope
 from kf_trainer_core.client.base import Identity, note_submitted
 from kf_trainer_core.client.multikueue import Placement
 from kf_trainer_core.cluster.outputs import JobOutputs, outputs
 from kf_trainer_core.cluster.status import Event, Failure, JobState, Progress, TrainJob
-from kf_trainer_core.errors import RuntimeNotFoundError, TrainJobFailedError
+from kf_trainer_core.errors import RuntimeNotFoundError
 from kf_trainer_core.fields import checks, names
 from kf_trainer_core.fields.retention import PruneOptions
 from kf_trainer_core.manifest.builder import BuiltTrainJob, identity_text
@@ -35,7 +34,7 @@ from kf_trainer_core.programs.cancel import (
     stop_unfinished,
 )
 from kf_trainer_core.programs.checkpoints import clean_program, cleaning_job
-from kf_trainer_core.programs.logs import follow_logs, read_logs, shown_logs
+from kf_trainer_core.programs.logs import LogFollower, follow_logs, read_logs, shown_logs
 from kf_trainer_core.programs.outcome import Outcome, explain, get_job, outputs_of
 from kf_trainer_core.programs.prune import PruneReport, PruneRules, prune
 from kf_trainer_core.programs.reads import (
@@ -69,9 +68,6 @@ R = TypeVar("R")
 Callback = Callable[[TrainJob], None]
 CancelAction = Literal["delete", "suspend", "keep"]
 Status = Iterable[str | JobState] | str
-
-#: After a wait ends, a log follower gets this long to drain the last lines.
-_LOG_DRAIN_SECONDS = 5.0
 
 
 class AsyncTrainerClient(Placement):
@@ -250,7 +246,7 @@ class AsyncTrainerClient(Placement):
         api = await self._reader(name, follow=follow)
         if follow:
             async for line in follow_logs(
-                api, self.namespace, name, step, tail=tail or 1000, raw=raw
+                api, self.namespace, name, step, tail=1000 if tail is None else tail, raw=raw
             ):
                 yield line
             return
@@ -430,41 +426,22 @@ class AsyncTrainerClient(Placement):
         notice = submitted.reuse_notice(self.config) if reuse_notice else None
         if notice is not None and on_log is not None:
             on_log(notice)
-        async with TaskScope() as scope:
-            follower = None
-            if notice is None and on_log is not None:
-                follower = scope.start(
-                    self._pump_log(job_name, log_step, log_tail, on_log), name=f"kf-logs-{job_name}"
-                )
-            try:
-                done = await self._outcome(
-                    job_name,
-                    ("Complete",),
-                    timeout=timeout,
-                    startup_timeout=startup_timeout,
-                    admission_timeout=admission_timeout,
-                    callbacks=[on_update] if on_update else None,
-                    on_progress=on_progress,
-                    log_progress_interval=log_progress_interval,
-                )
-            except TrainJobFailedError:
-                if follower is not None:
-                    # The containers ended: keep their last lines. The stream ends by
-                    # itself then; the bound only covers an endpoint that keeps it open.
-                    await TaskScope.drain(follower, _LOG_DRAIN_SECONDS)
-                raise
-            if follower is not None:
-                await TaskScope.drain(follower, _LOG_DRAIN_SECONDS)
+        # One step's log beside the wait (read from the worker for a MultiKueue job).
+        lines = None
+        if notice is None and on_log is not None:
+            lines = self.get_job_logs(job_name, log_step, follow=True, tail=log_tail)
+        async with LogFollower(lines, on_log):
+            done = await self._outcome(
+                job_name,
+                ("Complete",),
+                timeout=timeout,
+                startup_timeout=startup_timeout,
+                admission_timeout=admission_timeout,
+                callbacks=[on_update] if on_update else None,
+                on_progress=on_progress,
+                log_progress_interval=log_progress_interval,
+            )
         return outputs(done.job, done.result, done.missing)
-
-    async def _pump_log(self, name: str, step: str, tail: int, sink: Callable[[str], None]) -> None:
-        """Follow a step's log into ``sink``; logs are a courtesy: never fail for them."""
-        try:
-            reader = await self._reader(name, follow=True)
-            async for line in follow_logs(reader, self.namespace, name, step, tail=tail):
-                sink(line)
-        except Exception as exc:
-            sink(f"[kf-trainer] log stream ended: {exc}")
 
     async def get_runtime_packages(
         self, runtime: str = "torch-distributed", *, timeout: float = 600

@@ -1,12 +1,15 @@
-"""A step's log: read it now, follow it across reconnects and restarts, or read the
-progress a function reports in it."""
+"""A step's log: read it now, follow it across reconnects and restarts (alone, or
+beside a wait: :class:`LogFollower`), or read the progress a function reports in it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from kf_trainer_core.base import untrusted
+from kf_trainer_core.base.aio import TaskScope
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.base.timeutil import parse_time
 from kf_trainer_core.cluster.status import (
@@ -16,7 +19,7 @@ from kf_trainer_core.cluster.status import (
     reports_in_log,
     with_trainer_status,
 )
-from kf_trainer_core.errors import SpecError, TrainJobNotFoundError
+from kf_trainer_core.errors import SpecError, TrainJobFailedError, TrainJobNotFoundError
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.api import Api
 from kf_trainer_core.k8s.calls import Get, OpenLogStream, ReadLog
@@ -24,6 +27,9 @@ from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import TRAINJOBS
 from kf_trainer_core.programs.reads import job_pods
 from kf_trainer_core.spec.function import progress_from_log
+
+if TYPE_CHECKING:
+    from types import TracebackType
 
 #: Tries of a log read that is a courtesy or evidence (progress, a finished job's
 #: result, a failure's log tail) and of the first opening of a pod's log stream: a node
@@ -328,6 +334,79 @@ async def follow_logs(
                     yield text
             return
         await api.sleep(0.2 if not dropped else poll_interval)
+
+
+class LogFollower:
+    """A step's log followed beside a wait, each line to ``sink`` as it is written: the
+    one follower of the client's ``run`` and of a task's wait (``tasks/``). A block
+    around the wait::
+
+        async with LogFollower(client.get_job_logs(name, step, follow=True), print):
+            await client.wait_outputs(name)
+
+    Leaving the block after the job ended — the wait returned, or raised
+    :class:`~kf_trainer_core.errors.TrainJobFailedError` — gives the log up to
+    :attr:`DRAIN_SECONDS` to deliver its last lines; any other way out (a timeout, the
+    job deleted, the task cancelled or killed) stops it at once. Log trouble never
+    fails the wait: it is told to ``on_error`` (by default, a last line to ``sink``).
+    ``lines`` or ``sink`` ``None``: nothing is followed (a caller with no log to show
+    keeps one shape)."""
+
+    #: After the job ends, its log gets this long to drain the last lines. Its stream
+    #: ends by itself once the containers have; the bound only covers an endpoint that
+    #: keeps it open.
+    DRAIN_SECONDS = 5.0
+
+    def __init__(
+        self,
+        lines: AsyncIterator[str] | None,
+        sink: Callable[[str], None] | None,
+        *,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
+        #: Lines given to the sink so far.
+        self.shown = 0
+        #: What ended the follow early, if anything did.
+        self.failed: Exception | None = None
+        self._lines, self._sink, self._on_error = lines, sink, on_error
+        self._scope = TaskScope()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def followed(self) -> bool:
+        """Whether the log was shown: followed without trouble, or some of it shown
+        before trouble (else the caller may show its tail)."""
+        return self._task is not None and (self.failed is None or self.shown > 0)
+
+    async def __aenter__(self) -> LogFollower:
+        if self._lines is not None and self._sink is not None:
+            self._task = self._scope.start(self._follow(self._lines, self._sink), name="kf-logs")
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if self._task is not None and (exc is None or isinstance(exc, TrainJobFailedError)):
+                await TaskScope.drain(self._task, self.DRAIN_SECONDS)
+        finally:
+            # Also when the drain itself is cancelled: the follow never outlives the wait.
+            await self._scope.cancel_all()
+
+    async def _follow(self, lines: AsyncIterator[str], sink: Callable[[str], None]) -> None:
+        try:
+            # Closed when the follow stops (its stream with it), not when collected.
+            async with contextlib.aclosing(lines) as stream:  # type: ignore[type-var]
+                async for line in stream:
+                    # Cleaned and capped by the client (a job's output is untrusted).
+                    sink(line)
+                    self.shown += 1
+        except Exception as exc:  # the log is a courtesy: the wait decides
+            self.failed = exc
+            if self._on_error is not None:
+                self._on_error(exc)
+            else:
+                sink(f"[kf-trainer] log stream ended: {exc}")
 
 
 async def with_log_progress(api: Api, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,6 @@ Failure classes and the retry decision are :func:`kf_trainer_core.errors.failure
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import threading
@@ -38,13 +37,10 @@ from kf_trainer_core.client import AsyncTrainerClient
 from kf_trainer_core.cluster.outputs import JobOutputs
 from kf_trainer_core.cluster.status import JobState, TrainJob
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
-from kf_trainer_core.errors import (
-    TrainJobFailedError,
-    TrainJobNotFoundError,
-    TrainJobTimeoutError,
-)
+from kf_trainer_core.errors import TrainJobNotFoundError, TrainJobTimeoutError
 from kf_trainer_core.fields.retention import check_finish_action, finish_deletes
 from kf_trainer_core.manifest.builder import identity_text
+from kf_trainer_core.programs.logs import LogFollower
 from kf_trainer_core.spec import Name, Suspend, TrainJobSpec
 from kf_trainer_core.tasks import interruptions
 from kf_trainer_core.tasks.interruptions import CancelAction, Identity, Interruption, Logger, past
@@ -124,60 +120,6 @@ def decided_by(
         )
 
     return decide
-
-
-class LogFollower:
-    """A step's log followed beside a wait, each line to ``sink`` (the async client's
-    follow: nothing blocks the loop). Log trouble never fails the wait: it is logged,
-    and :meth:`finish` says whether the log was shown."""
-
-    #: After the job ends, its log gets this long to drain the last lines.
-    DRAIN_SECONDS = 5.0
-
-    def __init__(
-        self,
-        client: AsyncTrainerClient,
-        name: str,
-        step: str,
-        sink: Callable[[str], None],
-        *,
-        tail: int = 1000,
-        logger: Logger = _log,
-    ) -> None:
-        self.shown = 0
-        self.failed: BaseException | None = None
-        self._where = f"TrainJob {client.namespace}/{name}"
-        self._step, self._sink, self._logger = step, sink, logger
-        lines = client.get_job_logs(name, step, follow=True, tail=tail)
-        self._task = asyncio.ensure_future(self._follow(lines))
-
-    async def _follow(self, lines: AsyncIterator[str]) -> None:
-        try:
-            # Closed when the follow stops (its stream with it), not when collected.
-            async with contextlib.aclosing(lines) as stream:  # type: ignore[type-var]
-                async for line in stream:
-                    # Cleaned and capped by the client (a job's output is untrusted).
-                    self._sink(line)
-                    self.shown += 1
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the log is a courtesy: the wait decides the task
-            self.failed = exc
-            self._logger.warning(
-                "Could not follow the log of %s, step %s: %s", self._where, self._step, exc
-            )
-
-    async def finish(self, *, drain: bool) -> bool:
-        """Stop following (after letting the last lines drain when the job ended);
-        whether the log was shown."""
-        if drain and not self._task.done():
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._task), self.DRAIN_SECONDS)
-        if not self._task.done():
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        return self.failed is None or self.shown > 0
 
 
 class TaskJob:
@@ -361,38 +303,55 @@ class TaskJob:
         log followed into ``on_log`` (a job that had already finished when it was
         reattached gets the reuse notice instead: nothing trains again); return its
         outputs. Raises as :meth:`AsyncTrainerClient.wait` does."""
-        name = self.known_name
-        if name is None:
-            raise ValueError("the task does not know its job yet: attach first")
+        name = self._name_to_wait_on()
         notice = self._attached.notice if self._attached is not None else None
-        follower = None
         self.log_followed = False
         if on_log is not None and notice is not None:
             on_log(notice)
             self.log_followed = True
-        elif on_log is not None:
-            follower = LogFollower(
-                client, name, log_step, on_log, tail=log_tail, logger=self.logger
-            )
-        ended = False  # the job ended: its log ends too, and the last lines drain
+        sink = on_log if notice is None else None
+        follower = self.follow_log(client, log_step, sink, tail=log_tail)
         try:
-            out = await client.wait_outputs(
-                name,
-                tuple(status),
-                timeout=timeout,
-                startup_timeout=startup_timeout,
-                admission_timeout=admission_timeout,
-                callbacks=list(callbacks),
-            )
-            ended = True
-        except TrainJobFailedError:
-            ended = True
-            raise
+            async with follower:
+                return await client.wait_outputs(
+                    name,
+                    tuple(status),
+                    timeout=timeout,
+                    startup_timeout=startup_timeout,
+                    admission_timeout=admission_timeout,
+                    callbacks=list(callbacks),
+                )
         finally:
-            if follower is not None:
-                # A wait that gave up (timeout, deletion, cancellation) stops it now.
-                self.log_followed = await follower.finish(drain=ended)
-        return out
+            self.log_followed = self.log_followed or follower.followed
+
+    def follow_log(
+        self,
+        client: AsyncTrainerClient,
+        step: str,
+        sink: Callable[[str], None] | None,
+        *,
+        tail: int = 1000,
+    ) -> LogFollower:
+        """The known job's ``step`` log followed into ``sink`` beside a wait: a block
+        around the wait (:class:`~kf_trainer_core.programs.logs.LogFollower`), which
+        follows nothing when ``sink`` is ``None``. Trouble with the log is a warning in
+        the task's log, never the task's failure."""
+        name = self._name_to_wait_on()
+        if sink is None:
+            return LogFollower(None, None)
+        where = f"TrainJob {client.namespace}/{name}"
+
+        def trouble(exc: Exception) -> None:
+            self.logger.warning("Could not follow the log of %s, step %s: %s", where, step, exc)
+
+        lines = client.get_job_logs(name, step, follow=True, tail=tail)
+        return LogFollower(lines, sink, on_error=trouble)
+
+    def _name_to_wait_on(self) -> str:
+        name = self.known_name
+        if name is None:
+            raise ValueError("the task does not know its job yet: attach first")
+        return name
 
     # -- interruptions -------------------------------------------------------------
     async def stop(self, client: AsyncTrainerClient, why: BaseException) -> Interruption:
