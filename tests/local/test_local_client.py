@@ -40,6 +40,8 @@ from kf_trainer_core.errors import (
     TrainJobFailedError,
     TrainJobNotFoundError,
 )
+from kf_trainer_core.k8s.calls import ListObjects
+from kf_trainer_core.k8s.resources import EVENTS, PODS
 from kf_trainer_core.manifest.runtimes import DEFAULT_RUNTIMES
 from kf_trainer_core.spec import (
     ActiveDeadlineSeconds,
@@ -116,8 +118,8 @@ def test_pod_objects_are_shaped_like_a_clusters(client: TrainerClient, config: L
     client.wait(name, timeout=30)
     api = LocalApi(Path(str(config.state_dir)))
     try:
-        pods = api.list_objects(
-            api_kind("pods"), "local", f"jobset.sigs.k8s.io/jobset-name={name}"
+        pods = api.perform(
+            ListObjects(PODS, "local", label_selector=f"jobset.sigs.k8s.io/jobset-name={name}")
         )["items"]
     finally:
         api.close()
@@ -164,12 +166,6 @@ def test_pod_objects_are_shaped_like_a_clusters(client: TrainerClient, config: L
     }
     assert json.loads(messages["0"]) == {"doubled": 2}
     assert messages["1"] is None
-
-
-def api_kind(plural: str) -> object:
-    from kf_trainer_core.backends.local.store import KINDS
-
-    return KINDS[plural]
 
 
 def test_two_nodes_two_processes_each(client: TrainerClient, config: LocalConfig) -> None:
@@ -502,7 +498,7 @@ def test_initializers_fill_the_workspace(
     # initializers' before the node's pod is made, not all of them at the end.
     api = LocalApi(Path(str(config.state_dir)))
     try:
-        events = api.list_objects(api_kind("events"), job.namespace)["items"]
+        events = api.perform(ListObjects(EVENTS, job.namespace))["items"]
     finally:
         api.close()
     events.sort(key=lambda e: int(e["metadata"]["resourceVersion"]))

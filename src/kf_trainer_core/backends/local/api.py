@@ -22,6 +22,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,12 @@ def _kind(resource: Any) -> Kind:
     if kind is None:
         raise StatusError(404, "NotFound", "the server could not find the requested resource", {})
     return kind
+
+
+def _selector(kind: Kind, call: ListObjects | OpenWatch) -> Selector:
+    return Selector.parse(
+        call.namespace if kind.namespaced else None, call.label_selector, call.field_selector, kind
+    )
 
 
 def _trainjob_ref(obj: JSON) -> JSON:
@@ -189,35 +196,20 @@ class LocalApi:
     # ------------------------------------------------------------------ dispatch
 
     def perform(self, call: Any) -> Any:
-        if isinstance(call, Get):
-            return self.get(_kind(call.resource), call.namespace, call.name)
-        if isinstance(call, ListObjects):
-            return self.list_objects(
-                _kind(call.resource),
-                call.namespace,
-                call.label_selector,
-                call.field_selector,
-                limit=call.limit,
-                continue_token=call.continue_token,
-            )
-        if isinstance(call, Create):
-            return self.create(_kind(call.resource), call.namespace, call.body)
-        if isinstance(call, Patch):
-            return self.patch(
-                _kind(call.resource), call.namespace, call.name, call.body, call.subresource
-            )
-        if isinstance(call, Delete):
-            return self.delete(
-                _kind(call.resource),
-                call.namespace,
-                call.name,
-                call.propagation,
-                call.preconditions(),
-                dry_run=call.dry_run,
-            )
-        if isinstance(call, ReadLog):
-            return self.read_log(call)
-        raise TypeError(f"the local backend cannot perform {shown(call)}")
+        # Each request is served by the method of its call's type, which reads the call
+        # itself (no argument list to keep in step with the call's fields).
+        served: dict[type, Callable[[Any], Any]] = {
+            Get: self.get,
+            ListObjects: self.list_objects,
+            Create: self.create,
+            Patch: self.patch,
+            Delete: self.delete,
+            ReadLog: self.read_log,
+        }
+        serve = served.get(type(call))
+        if serve is None:
+            raise TypeError(f"the local backend cannot perform {shown(call)}")
+        return serve(call)
 
     def open_stream(self, call: OpenWatch | OpenLogStream) -> Any:
         if isinstance(call, OpenWatch):
@@ -226,12 +218,7 @@ class LocalApi:
             return WatchStream(
                 self.paths.db,
                 kind,
-                Selector.parse(
-                    call.namespace if kind.namespaced else None,
-                    call.label_selector,
-                    call.field_selector,
-                    kind,
-                ),
+                _selector(kind, call),
                 call.resource_version,
                 call.timeout_seconds,
                 call.bookmarks,
@@ -258,7 +245,8 @@ class LocalApi:
 
         return default_runtimes().get(name)
 
-    def get(self, kind: Kind, namespace: str | None, name: str) -> JSON:
+    def get(self, call: Get) -> JSON:
+        kind, namespace, name = _kind(call.resource), call.namespace, call.name
         if kind in (TRAINJOBS, PODS):
             check_supervisors(self.paths, self.store)  # a dead one's job reads Failed
         if kind in (CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES):
@@ -275,19 +263,9 @@ class LocalApi:
             STREAMS.catch_up(self.db_key, kind, namespace, int(rv), CATCH_UP_SECONDS)
         return obj
 
-    def list_objects(
-        self,
-        kind: Kind,
-        namespace: str | None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        *,
-        limit: int | None = None,
-        continue_token: str | None = None,
-    ) -> JSON:
-        selector = Selector.parse(
-            namespace if kind.namespaced else None, label_selector, field_selector, kind
-        )
+    def list_objects(self, call: ListObjects) -> JSON:
+        kind = _kind(call.resource)
+        selector = _selector(kind, call)
         if kind in (TRAINJOBS, PODS):
             check_supervisors(self.paths, self.store)
         store = self.store if kind not in RUNTIME_KINDS else self._existing_store()
@@ -303,8 +281,8 @@ class LocalApi:
             ]
         # No history here: a later page is read from the current state, after the key
         # its token names (what was deleted meanwhile is absent, nothing repeats).
-        after = decode_continue(continue_token)[1] if continue_token else None
-        items, remaining = page(sorted(items, key=sort_key), after, limit)
+        after = decode_continue(call.continue_token)[1] if call.continue_token else None
+        items, remaining = page(sorted(items, key=sort_key), after, call.limit)
         meta = list_meta(rv, items, remaining)
         return {
             "apiVersion": kind.api_version,
@@ -337,30 +315,27 @@ class LocalApi:
 
     # ------------------------------------------------------------------ writes
 
-    def create(self, kind: Kind, namespace: str | None, body: JSON) -> JSON:
+    def create(self, call: Create) -> JSON:
+        kind, namespace = _kind(call.resource), call.namespace
         # Whether the name is taken is asked in the write's transaction (a generated
         # name that is, a one in 14 million chance, answers 409 as the apiserver may).
         ns = namespace if kind.namespaced else None
-        obj = prepare_create(kind, body, ns, lambda ns, name: False)
+        obj = prepare_create(kind, call.body, ns, lambda ns, name: False)
         if kind is TRAINJOBS:
             return self.create_trainjob(str(namespace), obj)
         with self._writable_store().write() as tx:
             return tx.put(kind, _unique(tx, kind, obj), created=True)
 
-    def patch(
-        self,
-        kind: Kind,
-        namespace: str | None,
-        name: str,
-        body: JSON,
-        subresource: str | None,
-    ) -> JSON:
-        ns = namespace if kind.namespaced else None
+    def patch(self, call: Patch) -> JSON:
+        kind, name, subresource = _kind(call.resource), call.name, call.subresource
+        ns = call.namespace if kind.namespaced else None
         with self.store.write() as tx:
             current = tx.get(kind, ns, name)
             if current is None:
                 raise StatusError.not_found(kind, name)
-            updated = prepare_update(kind, current, patched(kind, name, current, body), subresource)
+            updated = prepare_update(
+                kind, current, patched(kind, name, current, call.body), subresource
+            )
             result = finish_update(kind, current, updated, subresource)
             if result != current:  # a write that changes nothing gets no new version
                 result = tx.put(kind, result)
@@ -371,19 +346,12 @@ class LocalApi:
                 self._suspend_changed(result, after)
         return result
 
-    def delete(
-        self,
-        kind: Kind,
-        namespace: str | None,
-        name: str,
-        propagation: str,
-        preconditions: dict[str, str] | None = None,
-        *,
-        dry_run: bool = False,
-    ) -> JSON:
+    def delete(self, call: Delete) -> JSON:
+        kind, namespace, name = _kind(call.resource), call.namespace, call.name
+        propagation, preconditions = call.propagation, call.preconditions()
         ns = namespace if kind.namespaced else None
         check_propagation(propagation)
-        if dry_run:
+        if call.dry_run:
             # Everything the real delete would check, nothing done: the answer a
             # server gives a dryRun=All delete of an object without finalizers.
             current = check_preconditions(kind, name, self.store.get(kind, ns, name), preconditions)
