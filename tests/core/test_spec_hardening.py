@@ -36,6 +36,7 @@ from kf_trainer_core.spec import (
     TrainJobSpec,
     function,
 )
+from kf_trainer_core.tasks.backend_fields import config_from_fields
 
 HF = "hf_" + "a1B2" * 9  # the shape of a HuggingFace token (not a real one)
 GHP = "ghp_" + "Z9y8" * 9
@@ -483,3 +484,35 @@ def test_what_is_no_duration_is_refused_naming_the_field(
     if zero == "refused":
         with pytest.raises(SpecError, match=message):
             checks.check_seconds(timeout=value, wait=timedelta(seconds=1))
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        # Each was silently dropped, or silently read as another backend, before.
+        ({"backend": "slurm"}, r"backend is 'slurm'\. Fix: use 'kubernetes', 'local'"),
+        ({"backend": "local", "watch_timeout": 5}, r"watch_timeout applies only to .*'kubernetes'"),
+        ({"image": "img"}, r"image applies only to backend 'container'"),
+        ({"backend": "local", "auto_remove": False}, r"auto_remove applies only to .*'container'"),
+        ({"on_missing_resources": "fail"}, r"on_missing_resources applies only to .*'local'"),
+        # An adapter's own names of the fields.
+        ({"backend": "local", "token": "t"}, r"password \(bearer token\) applies only"),
+        ({"watch_timeout": 1}, r"^watch_timeout: .*greater than or equal to 2"),
+        ({"kubeconfig_content": "{nope"}, r"^kubeconfig: "),
+    ],
+)
+def test_backend_fields_refuse_what_their_backend_does_not_use(
+    values: dict[str, Any], message: str
+) -> None:
+    names = {"token": "password (bearer token)", "kubeconfig_content": "kubeconfig"}
+    with pytest.raises(ValueError, match=message):
+        config_from_fields(values, names)
+
+
+def test_backend_fields_take_a_forms_defaults_for_any_backend() -> None:
+    # A form sends every field: its defaults are no stray settings.
+    form = {"watch_timeout": 60, "verify_ssl": True, "on_missing_resources": "warn"}
+    assert isinstance(config_from_fields({**form, "backend": "local"}), LocalConfig)
+    assert isinstance(config_from_fields(form), KubernetesConfig)
+    flat = config_from_fields({"backend": "container", "image": "img", "container": {}})
+    assert flat.image == "img"  # type: ignore[union-attr]
