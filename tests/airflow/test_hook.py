@@ -116,7 +116,11 @@ def test_dashboard_url() -> None:
 @pytest.mark.parametrize(
     ("extra", "fields", "expected"),
     [
-        ({"kubeconfig_pth": "/k"}, {}, r"unknown extra field `kubeconfig_pth`.*kubeconfig_path"),
+        (
+            {"kubeconfig_pth": "/k"},
+            {},
+            r"unknown field\(s\) kubeconfig_pth \(did you mean kubeconfig_path\?\)\. Fix: use the extra's",
+        ),
         (
             {"backend": "slurm"},
             {},

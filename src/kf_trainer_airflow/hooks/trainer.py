@@ -15,7 +15,6 @@ secrets masker, so they do not reach task logs.
 from __future__ import annotations
 
 import contextlib
-import difflib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -31,7 +30,11 @@ from kf_trainer_airflow.provider_info import (
 )
 from kf_trainer_core.config import KubernetesConfig, LocalConfig, parse_backend
 from kf_trainer_core.tasks import load_json, shown
-from kf_trainer_core.tasks.backend_fields import CONTAINER_FIELDS, config_from_fields
+from kf_trainer_core.tasks.backend_fields import (
+    CONTAINER_FIELDS,
+    check_known_fields,
+    config_from_fields,
+)
 
 if TYPE_CHECKING:
     from kf_trainer_airflow._compat import Connection
@@ -131,14 +134,10 @@ def _extra_fields(where: str, extra: Mapping[str, Any], conn_type: str) -> dict[
         disabled = _as_bool(fields.pop("disable_verify_ssl"), "disable_verify_ssl", where)
         fields.setdefault("verify_ssl", not disabled)
     known = set(CONN_FIELDS) | _TUNING | _CONTAINER_KEYS
-    for key in fields:
-        if key not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
-            hint = f" Did you mean `{close[0]}`?" if close else ""
-            raise ConnectionConfigError(
-                f"{where}: unknown extra field `{key}`. Fix: remove it or correct its "
-                f"spelling.{hint} Known fields: {', '.join(sorted(known))}."
-            )
+    try:
+        check_known_fields(set(fields) - known, known, "the extra's")
+    except ValueError as err:
+        raise ConnectionConfigError(f"{where}: {err}") from None
     if "kubeconfig_path" in fields and "kubeconfig" in fields:
         names = _KUBERNETES_NAMES if conn_type == KUBERNETES_CONN_TYPE else _NAMES
         raise ConnectionConfigError(

@@ -232,9 +232,12 @@ def check_dashboard_url(value: str | None) -> str | None:
     return value
 
 
-def check_known_fields(given: Iterable[str], known: Iterable[str]) -> None:
+def check_known_fields(
+    given: Iterable[str], known: Iterable[str], whose: str = "the block's"
+) -> None:
     """Refuse fields that are not ``known`` (a misspelt setting must not be dropped
-    silently), suggesting the closest known name."""
+    silently), suggesting the closest known name; the fix lists ``whose`` fields (a
+    Prefect block's, an Airflow connection extra's)."""
     unknown = sorted(given)
     if not unknown:
         return
@@ -245,5 +248,5 @@ def check_known_fields(given: Iterable[str], known: Iterable[str]) -> None:
         for close in [difflib.get_close_matches(u, names, n=1, cutoff=0.6)]
     ]
     raise ValueError(
-        f"unknown field(s) {', '.join(hints)}. Fix: use the block's fields: {', '.join(names)}."
+        f"unknown field(s) {', '.join(hints)}. Fix: use {whose} fields: {', '.join(names)}."
     )
