@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
-# Durations are checked by a module of their own, light enough for the trigger.
-from kf_trainer_airflow._durations import seconds as seconds
+# Durations (seconds or a timedelta) are checked by the core's one rule.
+from kf_trainer_core.tasks import seconds as seconds
 
 # The core's "did you mean" of every unknown field or argument.
 from kf_trainer_core.tasks import shown, unknown_arguments_error

@@ -10,12 +10,13 @@ compiled or submitted) and inside the component's pod. This module imports neith
 from __future__ import annotations
 
 import copy
-import math
+import functools
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from kf_trainer_core.errors import FieldProblem, SpecError
+from kf_trainer_core.tasks import seconds as duration
 from kf_trainer_core.tasks import shown
 
 # The spec and configuration models (pydantic, most of a second to import) load when a
@@ -179,19 +180,8 @@ def refuse_secrets(data: Mapping[str, Any]) -> None:
         raise SpecError(problems, title="Invalid component input")
 
 
-def seconds(value: float | int | None, field: str) -> float | None:
-    """A timeout input: ``0`` (or nothing) is no limit."""
-    if value is None or value == 0:
-        return None
-    number = float(value)
-    if number < 0 or math.isnan(number):
-        raise SpecError(
-            FieldProblem(
-                field, f"{shown(value)} seconds.", "give a positive number, or 0 for no limit."
-            ),
-            title="Invalid component input",
-        )
-    return None if math.isinf(number) else number
+#: A timeout input as seconds: ``0`` (a KFP parameter cannot be ``None``) is no limit.
+seconds = functools.partial(duration, zero="no limit", title="Invalid component input")
 
 
 def _int(value: Any) -> bool:

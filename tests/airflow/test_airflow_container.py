@@ -55,9 +55,11 @@ def test_airflow_connection_selects_the_container_backend() -> None:
     assert isinstance(conn.config, ContainerConfig)
     assert conn.config.host == "unix:///run/podman/podman.sock"
     assert conn.config.auto_remove is False
-    with pytest.raises(ConnectionConfigError, match="only apply to backend 'container'"):
+    with pytest.raises(ConnectionConfigError, match="image applies only to backend 'container'"):
         parse_connection("kubeflow_trainer", extra={"image": "img"})
-    with pytest.raises(ConnectionConfigError, match="does not use kubeconfig_path"):
+    with pytest.raises(
+        ConnectionConfigError, match="kubeconfig_path applies only to backend 'kubernetes'"
+    ):
         parse_connection(
             "kubeflow_trainer", extra={"backend": "container", "kubeconfig_path": "/k"}
         )

@@ -109,7 +109,10 @@ def test_misspelled_decorator_argument_suggests_the_right_one(
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"job_timeout": "1h"}, r"job_timeout='1h' is not a duration\. Fix"),
+        (
+            {"job_timeout": "1h"},
+            r"job_timeout: a str is not a number of seconds \(got '1h'\)\. Fix",
+        ),
         ({"job_name": "My_Job"}, r"job_name: 'My_Job' is not a valid TrainJob name"),
         ({"job_name": "x" * 49}, r"job_name: 'x{49}' has 49 characters.*at most 48"),
         ({"log_step": "worker"}, r"log_step='worker': unknown step"),

@@ -116,16 +116,28 @@ def test_dashboard_url() -> None:
 @pytest.mark.parametrize(
     ("extra", "fields", "expected"),
     [
-        ({"kubeconfig_pth": "/k"}, {}, r"unknown extra field `kubeconfig_pth`.*kubeconfig_path"),
+        (
+            {"kubeconfig_pth": "/k"},
+            {},
+            r"unknown field\(s\) kubeconfig_pth \(did you mean kubeconfig_path\?\)\. Fix: use the extra's",
+        ),
         (
             {"backend": "slurm"},
             {},
-            r"`backend` is 'slurm'. Fix: use 'kubernetes', 'local' or 'container'",
+            r"backend is 'slurm'\. Fix: use 'kubernetes', 'local' or 'container'",
         ),
-        ({"backend": "local"}, {"host": "h"}, r"backend 'local' does not use host"),
-        ({"state_dir": "/s"}, {}, r"`state_dir` only applies to backend 'local'"),
+        (
+            {"backend": "local"},
+            {"host": "h"},
+            r"host applies only to backend 'kubernetes', but backend is 'local'",
+        ),
+        ({"state_dir": "/s"}, {}, r"state_dir applies only to backend 'local'"),
         ({}, {"password": "t"}, r"bearer token \(password\) needs the API server URL"),
-        ({"in_cluster": "maybe"}, {}, r"`in_cluster` is 'maybe', not a boolean"),
+        (
+            {"in_cluster": "maybe"},
+            {},
+            r"in_cluster: .*valid boolean.*\(got 'maybe'\)\. Fix: give true or false",
+        ),
         (
             {"kubeconfig": "x", "kubeconfig_path": "/k"},
             {},
@@ -209,7 +221,9 @@ def test_kubernetes_connection_exclusive_options() -> None:
         conn_type="kubernetes",
         extra=json.dumps({"in_cluster": True, "kube_config_path": "/k"}),
     )
-    with pytest.raises(ConnectionConfigError, match="mutually exclusive"):
+    with pytest.raises(
+        ConnectionConfigError, match="in_cluster=True cannot be combined with a kubeconfig"
+    ):
         KubeflowTrainerHook("k8s")._from_connection(conn)
 
 

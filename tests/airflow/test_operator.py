@@ -104,7 +104,7 @@ def test_func_args_need_a_custom_trainer() -> None:
             {"on_finish_action": "drop"},
             "on_finish_action: 'drop' is not an action. Fix: use one of",
         ),
-        ({"startup_timeout": -1}, "startup_timeout=-1. Fix"),
+        ({"startup_timeout": -1}, "startup_timeout: -1 seconds is not a duration. Fix"),
         ({"log_tail": -5}, "log_tail=-5. Fix"),
     ],
 )
@@ -117,12 +117,30 @@ def test_bad_arguments(kwargs: dict[str, Any], message: str) -> None:
     ("kwargs", "message"),
     [
         # Durations are numbers of seconds or timedeltas, never text.
-        ({"job_timeout": "1h"}, r"job_timeout='1h' is not a duration\. Fix: .*job_timeout=3600"),
-        ({"startup_timeout": "5m"}, r"startup_timeout='5m' is not a duration\. Fix"),
-        ({"wait_timeout": True}, r"wait_timeout=True is not a duration\. Fix"),
-        ({"job_timeout": -3}, r"job_timeout=-3\. Fix: give a positive number"),
-        ({"resume_grace": "soon"}, r"resume_grace='soon' is not a duration\. Fix"),
-        ({"resume_grace": -1}, r"resume_grace=-1\. Fix: give 0 or more seconds"),
+        (
+            {"job_timeout": "1h"},
+            r"job_timeout: a str is not a number of seconds \(got '1h'\)\. Fix: .*job_timeout=600",
+        ),
+        (
+            {"startup_timeout": "5m"},
+            r"startup_timeout: a str is not a number of seconds \(got '5m'\)\. Fix",
+        ),
+        (
+            {"wait_timeout": True},
+            r"wait_timeout: a bool is not a number of seconds \(got True\)\. Fix",
+        ),
+        (
+            {"job_timeout": -3},
+            r"job_timeout: -3 seconds is not a duration\. Fix: give a number greater than 0",
+        ),
+        (
+            {"resume_grace": "soon"},
+            r"resume_grace: a str is not a number of seconds \(got 'soon'\)\. Fix",
+        ),
+        (
+            {"resume_grace": -1},
+            r"resume_grace: -1 seconds is not a duration\. Fix: give 0 or more seconds",
+        ),
         # A name the API server would refuse.
         (
             {"job_name": "My_Job"},

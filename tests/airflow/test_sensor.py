@@ -60,9 +60,11 @@ def test_arguments_checked_at_parse_time() -> None:
 def test_more_arguments_checked_at_parse_time() -> None:
     with pytest.raises(ValueError, match=r"job_name: 'My_Job' is not a valid TrainJob name"):
         sensor("My_Job")
-    with pytest.raises(ValueError, match=r"recheck_interval='30s' is not a duration\. Fix"):
+    with pytest.raises(
+        ValueError, match=r"recheck_interval: a str is not a number of seconds \(got '30s'\)\. Fix"
+    ):
         sensor("x", recheck_interval="30s")
-    with pytest.raises(ValueError, match=r"resume_grace=-1\. Fix"):
+    with pytest.raises(ValueError, match=r"resume_grace: -1 seconds is not a duration\. Fix"):
         sensor("x", resume_grace=-1)
     with pytest.raises(SpecError, match=r"target_statu: unknown argument.*`target_status`"):
         sensor("x", target_statu="Running")

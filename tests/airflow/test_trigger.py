@@ -87,10 +87,10 @@ def test_bad_on_kill_action() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"timeout": "1h"}, r"timeout='1h' is not a duration\. Fix"),
-        ({"startup_timeout": -1}, r"startup_timeout=-1\. Fix"),
-        ({"recheck_interval": 0}, r"recheck_interval=0\. Fix"),
-        ({"resume_grace": -2}, r"resume_grace=-2\. Fix"),
+        ({"timeout": "1h"}, r"timeout: a str is not a number of seconds \(got '1h'\)\. Fix"),
+        ({"startup_timeout": -1}, r"startup_timeout: -1 seconds is not a duration\. Fix"),
+        ({"recheck_interval": 0}, r"recheck_interval: 0 seconds is not a duration\. Fix"),
+        ({"resume_grace": -2}, r"resume_grace: -2 seconds is not a duration\. Fix"),
     ],
 )
 def test_bad_durations(kwargs: dict[str, Any], message: str) -> None:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import warnings
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import yaml
 
 from kf_trainer_core import spec as spec_module
 from kf_trainer_core.backends.local import launch
+from kf_trainer_core.base import timeutil
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
 from kf_trainer_core.errors import SpecError
 from kf_trainer_core.fields import checks
@@ -34,6 +36,7 @@ from kf_trainer_core.spec import (
     TrainJobSpec,
     function,
 )
+from kf_trainer_core.tasks.backend_fields import config_from_fields
 
 HF = "hf_" + "a1B2" * 9  # the shape of a HuggingFace token (not a real one)
 GHP = "ghp_" + "Z9y8" * 9
@@ -441,3 +444,75 @@ def test_a_storage_uri_that_carries_a_credential_is_refused_without_quoting_it(
 def test_a_storage_uri_with_a_harmless_query_is_accepted() -> None:
     init = spec_module.DatasetInitializer(storage_uri="https://data.example.com/d.csv?version=3")
     assert init.storage_uri.endswith("version=3")
+
+
+@pytest.mark.parametrize(
+    ("value", "zero", "expected"),
+    [
+        (None, "refused", None),
+        (90, "refused", 90.0),
+        (timedelta(minutes=2), "refused", 120.0),
+        (0, "allowed", 0.0),
+        (0, "no limit", None),
+        (float("inf"), "no limit", None),
+    ],
+)
+def test_one_duration_rule_for_every_adapter(value: Any, zero: Any, expected: Any) -> None:
+    # Airflow's arguments, KFP's inputs and the client's all read durations here.
+    assert timeutil.seconds(value, "timeout", zero=zero) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "zero", "message"),
+    [
+        ("1h", "refused", r"timeout: a str is not a number of seconds \(got '1h'\)"),
+        (True, "allowed", r"timeout: a bool is not a number of seconds"),
+        (0, "refused", r"timeout: 0 seconds is not a duration\. Fix: .*timeout=None"),
+        (-1, "allowed", r"timeout: -1 seconds is not a duration\. Fix: give 0 or more"),
+        (-1, "no limit", r"timeout: -1 seconds is not a duration\. Fix: .*0 for no limit"),
+        (float("nan"), "no limit", r"timeout: nan seconds is not a duration"),
+        (float("inf"), "refused", r"timeout: inf seconds is not finite"),
+        (float("-inf"), "no limit", r"timeout: -inf seconds is not a duration"),
+    ],
+)
+def test_what_is_no_duration_is_refused_naming_the_field(
+    value: Any, zero: Any, message: str
+) -> None:
+    with pytest.raises(SpecError, match=message):
+        timeutil.seconds(value, "timeout", zero=zero)
+    # The client's check (every argument at once, no timedelta: it uses the raw value).
+    if zero == "refused":
+        with pytest.raises(SpecError, match=message):
+            checks.check_seconds(timeout=value, wait=timedelta(seconds=1))
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        # Each was silently dropped, or silently read as another backend, before.
+        ({"backend": "slurm"}, r"backend is 'slurm'\. Fix: use 'kubernetes', 'local'"),
+        ({"backend": "local", "watch_timeout": 5}, r"watch_timeout applies only to .*'kubernetes'"),
+        ({"image": "img"}, r"image applies only to backend 'container'"),
+        ({"backend": "local", "auto_remove": False}, r"auto_remove applies only to .*'container'"),
+        ({"on_missing_resources": "fail"}, r"on_missing_resources applies only to .*'local'"),
+        # An adapter's own names of the fields.
+        ({"backend": "local", "token": "t"}, r"password \(bearer token\) applies only"),
+        ({"watch_timeout": 1}, r"^watch_timeout: .*greater than or equal to 2"),
+        ({"kubeconfig_content": "{nope"}, r"^kubeconfig: "),
+    ],
+)
+def test_backend_fields_refuse_what_their_backend_does_not_use(
+    values: dict[str, Any], message: str
+) -> None:
+    names = {"token": "password (bearer token)", "kubeconfig_content": "kubeconfig"}
+    with pytest.raises(ValueError, match=message):
+        config_from_fields(values, names)
+
+
+def test_backend_fields_take_a_forms_defaults_for_any_backend() -> None:
+    # A form sends every field: its defaults are no stray settings.
+    form = {"watch_timeout": 60, "verify_ssl": True, "on_missing_resources": "warn"}
+    assert isinstance(config_from_fields({**form, "backend": "local"}), LocalConfig)
+    assert isinstance(config_from_fields(form), KubernetesConfig)
+    flat = config_from_fields({"backend": "container", "image": "img", "container": {}})
+    assert flat.image == "img"  # type: ignore[union-attr]

@@ -83,7 +83,7 @@ def test_block_maps_to_core_configs() -> None:
     [
         ({"token": SECRET}, ["token needs a host", "Fix: set `host`"]),
         ({"backend": "local", "token": SECRET}, ["token applies only", "Fix: clear it"]),
-        ({"state_dir": "/x"}, ["state_dir, python and use_venv only apply to backend 'local'"]),
+        ({"state_dir": "/x"}, ["state_dir applies only to backend 'local'"]),
         ({"in_cluster": True, "host": "https://h"}, ["in_cluster=True", "Fix:"]),
         (
             {"kubeconfig_path": "/x", "token": SECRET},

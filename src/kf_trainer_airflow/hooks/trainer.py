@@ -15,8 +15,6 @@ secrets masker, so they do not reach task logs.
 from __future__ import annotations
 
 import contextlib
-import difflib
-import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -30,14 +28,12 @@ from kf_trainer_airflow.provider_info import (
     DEFAULT_CONN_ID,
     UI_FIELD_BEHAVIOUR,
 )
-from kf_trainer_core.config import ContainerConfig, KubernetesConfig, LocalConfig, parse_backend
-from kf_trainer_core.errors import SpecError
+from kf_trainer_core.config import KubernetesConfig, LocalConfig, parse_backend
 from kf_trainer_core.tasks import load_json, shown
 from kf_trainer_core.tasks.backend_fields import (
     CONTAINER_FIELDS,
-    LOCAL_FIELDS,
-    problems_text,
-    retention_field,
+    check_known_fields,
+    config_from_fields,
 )
 
 if TYPE_CHECKING:
@@ -68,10 +64,17 @@ _ALIASES = {
     "kube_config": "kubeconfig",
     "cluster_context": "context",
 }
-# The local backend's fields (the core's rule; `python` is not a connection field).
-_LOCAL_KEYS = {"backend", "namespace", "retention", *LOCAL_FIELDS}
 # The container backend's settings (Extra keys; the connection's Host is the engine's).
 _CONTAINER_KEYS = set(CONTAINER_FIELDS) - {"host"}
+# What a cncf-kubernetes connection says (the rest of its extra is its own business).
+_KUBERNETES_KEYS = {"namespace", "in_cluster", "disable_verify_ssl", *_ALIASES}
+# The core's fields under the names a connection gives them, for errors.
+_NAMES = {
+    "kubeconfig": "kubeconfig_path",
+    "kubeconfig_content": "kubeconfig",
+    "token": "password (bearer token)",
+}
+_KUBERNETES_NAMES = {"kubeconfig": "kube_config_path", "kubeconfig_content": "kube_config"}
 
 
 class ConnectionConfigError(ValueError):
@@ -118,18 +121,30 @@ def _unprefixed(extra: Mapping[str, Any], conn_type: str) -> dict[str, Any]:
     return out
 
 
-def _document(value: Any) -> str:
-    # An inline kubeconfig arrives as text, or as a JSON object inside the extra.
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def _host_url(host: str) -> str:
-    # The form's Host holds "my-cluster:6443" as often as a URL: assume TLS then.
-    return host if "://" in host else f"https://{host}"
-
-
-def _config_error(where: str, err: SpecError, names: Mapping[str, str]) -> ConnectionConfigError:
-    return ConnectionConfigError(f"{where}: {problems_text(err, names)}")
+def _extra_fields(where: str, extra: Mapping[str, Any], conn_type: str) -> dict[str, Any]:
+    """The extra's fields under this provider's names: the cncf-kubernetes ones renamed,
+    ``disable_verify_ssl`` turned round; an unknown one of ours is refused."""
+    fields = _unprefixed(extra, conn_type)
+    if conn_type == KUBERNETES_CONN_TYPE:
+        fields = {k: v for k, v in fields.items() if k in _KUBERNETES_KEYS}
+    for alias, name in _ALIASES.items():
+        if alias in fields:
+            fields.setdefault(name, fields.pop(alias))
+    if "disable_verify_ssl" in fields:
+        disabled = _as_bool(fields.pop("disable_verify_ssl"), "disable_verify_ssl", where)
+        fields.setdefault("verify_ssl", not disabled)
+    known = set(CONN_FIELDS) | _TUNING | _CONTAINER_KEYS
+    try:
+        check_known_fields(set(fields) - known, known, "the extra's")
+    except ValueError as err:
+        raise ConnectionConfigError(f"{where}: {err}") from None
+    if "kubeconfig_path" in fields and "kubeconfig" in fields:
+        names = _KUBERNETES_NAMES if conn_type == KUBERNETES_CONN_TYPE else _NAMES
+        raise ConnectionConfigError(
+            f"{where}: both `{names['kubeconfig']}` and `{names['kubeconfig_content']}` are "
+            "set. Fix: keep one."
+        )
+    return fields
 
 
 def parse_connection(
@@ -141,7 +156,9 @@ def parse_connection(
     conn_id: str = "<connection>",
     namespace: str | None = None,
 ) -> TrainerConnection:
-    """Turn a connection's fields into a :class:`TrainerConnection`.
+    """Turn a connection's fields into a :class:`TrainerConnection`: they are translated
+    into the core's flat backend fields, which the core parses and checks
+    (:func:`~kf_trainer_core.tasks.backend_fields.config_from_fields`).
 
     ``conn_type`` ``kubeflow_trainer`` reads the fields of this provider's form;
     ``kubernetes`` reads the cncf-kubernetes provider's (``in_cluster``,
@@ -150,156 +167,41 @@ def parse_connection(
     Raises :class:`ConnectionConfigError` naming the field and the fix.
     """
     where = f"connection {conn_id!r}"
-    if conn_type == KUBERNETES_CONN_TYPE:
-        return _from_kubernetes(where, extra or {}, namespace)
-    if conn_type not in (CONN_TYPE, None, ""):
+    if conn_type not in (CONN_TYPE, KUBERNETES_CONN_TYPE, None, ""):
         raise ConnectionConfigError(
             f"{where} has type {shown(conn_type)}. Fix: use a {shown(CONN_TYPE)} connection (or a "
             f"{shown(KUBERNETES_CONN_TYPE)} one from the cncf-kubernetes provider)."
         )
-    fields = _unprefixed(extra or {}, CONN_TYPE)
-    for alias, name in _ALIASES.items():
-        if alias in fields:
-            fields.setdefault(name, fields.pop(alias))
-    if "disable_verify_ssl" in fields:
-        disabled = _as_bool(fields.pop("disable_verify_ssl"), "disable_verify_ssl", where)
-        fields.setdefault("verify_ssl", not disabled)
-    known = set(CONN_FIELDS) | _TUNING | _CONTAINER_KEYS
-    for key in fields:
-        if key not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
-            hint = f" Did you mean `{close[0]}`?" if close else ""
-            raise ConnectionConfigError(
-                f"{where}: unknown extra field `{key}`. Fix: remove it or correct its "
-                f"spelling.{hint} Known fields: {', '.join(sorted(known))}."
-            )
+    kind = conn_type or CONN_TYPE
+    fields = _extra_fields(where, extra or {}, kind)
     dashboard = fields.pop("dashboard_url", None)
     backend = str(fields.pop("backend", "kubernetes")).strip().lower()
+    values: dict[str, Any] = {**fields, "backend": backend}
     if namespace:
-        fields["namespace"] = namespace
-    for key in ("in_cluster", "verify_ssl", "use_venv"):
-        if key in fields:
-            fields[key] = _as_bool(fields[key], key, where)
-    if "retention" in fields:
-        try:
-            fields["retention"] = retention_field(fields["retention"])
-        except ValueError as err:
-            raise ConnectionConfigError(f"{where}: extra `retention`: {err}") from None
-    if backend == "local":
-        stray = sorted(set(fields) - _LOCAL_KEYS) + [
-            name for name, value in (("host", host), ("password", password)) if value
-        ]
-        if stray:
-            raise ConnectionConfigError(
-                f"{where}: backend 'local' does not use {', '.join(stray)}. Fix: remove them, "
-                "or set backend to 'kubernetes'."
-            )
-        try:
-            return TrainerConnection(LocalConfig(**fields), dashboard)
-        except SpecError as err:
-            raise _config_error(where, err, {}) from None
-    if backend == "container":
-        stray = sorted(set(fields) - _LOCAL_KEYS - _CONTAINER_KEYS)
-        if password:
-            stray.append("password")
-        if stray:
-            raise ConnectionConfigError(
-                f"{where}: backend 'container' does not use {', '.join(stray)}. Fix: remove "
-                "them, or set backend to 'kubernetes'."
-            )
-        for key in ("auto_remove", "apply_resource_limits"):
-            if key in fields:
-                fields[key] = _as_bool(fields[key], key, where)
-        if host:
-            fields["host"] = host
-        try:
-            return TrainerConnection(ContainerConfig(**fields), dashboard)
-        except SpecError as err:
-            raise _config_error(where, err, {}) from None
-    if backend != "kubernetes":
-        raise ConnectionConfigError(
-            f"{where}: extra `backend` is {shown(backend)}. Fix: use 'kubernetes', 'local' or "
-            "'container'."
-        )
-    stray_container = sorted(set(fields) & _CONTAINER_KEYS)
-    if stray_container:
-        raise ConnectionConfigError(
-            f"{where}: {', '.join(stray_container)} only apply to backend 'container'. Fix: "
-            "remove them, or set backend to 'container'."
-        )
-    if "state_dir" in fields:
-        raise ConnectionConfigError(
-            f"{where}: `state_dir` only applies to backend 'local'. Fix: remove it, or set "
-            "backend to 'local'."
-        )
-    if "kubeconfig_path" in fields and "kubeconfig" in fields:
-        raise ConnectionConfigError(
-            f"{where}: both `kubeconfig_path` and `kubeconfig` are set. Fix: keep one."
-        )
-    settings = {k: v for k, v in fields.items() if k not in ("kubeconfig_path", "kubeconfig")}
-    if "kubeconfig_path" in fields:
-        settings["kubeconfig"] = str(fields["kubeconfig_path"])
-    if "kubeconfig" in fields:
-        settings["kubeconfig_content"] = _document(fields["kubeconfig"])
-    if not _blank(host):
-        assert host is not None
-        settings["host"] = _host_url(host.strip())
+        values["namespace"] = namespace
+    if "kubeconfig" in values:  # text, or a JSON object inside the extra
+        values["kubeconfig_content"] = values.pop("kubeconfig")
+    if "kubeconfig_path" in values:
+        values["kubeconfig"] = str(values.pop("kubeconfig_path"))
+    if kind == KUBERNETES_CONN_TYPE:  # its Host and Password are not read (its form hides them)
+        host = password = None
+    url = (host or "").strip()
+    if url and backend == "container":  # the container engine's address
+        values["container"] = {"host": url}
+    elif url:  # the form's Host holds "my-cluster:6443" as often as a URL: assume TLS then
+        values["host"] = url if "://" in url else f"https://{url}"
     if not _blank(password):
-        if _blank(host):
+        if not url and backend == "kubernetes":
             raise ConnectionConfigError(
                 f"{where}: a bearer token (password) needs the API server URL. Fix: set "
                 "Host to the cluster's URL, or clear the password to use a kubeconfig."
             )
-        settings["token"] = password
-    names = {
-        "kubeconfig": "kubeconfig_path",
-        "kubeconfig_content": "kubeconfig",
-        "token": "password (bearer token)",
-    }
+        values["token"] = password
+    names = _KUBERNETES_NAMES if kind == KUBERNETES_CONN_TYPE else _NAMES
     try:
-        return TrainerConnection(KubernetesConfig(**settings), dashboard)
-    except SpecError as err:
-        raise _config_error(where, err, names) from None
-
-
-def _from_kubernetes(
-    where: str, extra: Mapping[str, Any], namespace: str | None
-) -> TrainerConnection:
-    fields = _unprefixed(extra, KUBERNETES_CONN_TYPE)
-    settings: dict[str, Any] = {}
-    if "in_cluster" in fields:
-        settings["in_cluster"] = _as_bool(fields["in_cluster"], "in_cluster", where)
-    if "kube_config_path" in fields:
-        settings["kubeconfig"] = str(fields["kube_config_path"])
-    if "kube_config" in fields:
-        settings["kubeconfig_content"] = _document(fields["kube_config"])
-    if "cluster_context" in fields:
-        settings["context"] = str(fields["cluster_context"])
-    if "disable_verify_ssl" in fields:
-        settings["verify_ssl"] = not _as_bool(
-            fields["disable_verify_ssl"], "disable_verify_ssl", where
-        )
-    ns = namespace or fields.get("namespace")
-    if ns:
-        settings["namespace"] = str(ns)
-    chosen = [
-        name
-        for name, key in (
-            ("in_cluster", "in_cluster"),
-            ("kube_config_path", "kubeconfig"),
-            ("kube_config", "kubeconfig_content"),
-        )
-        if settings.get(key)
-    ]
-    if len(chosen) > 1:
-        raise ConnectionConfigError(
-            f"{where}: {', '.join(chosen)} are mutually exclusive. Fix: keep one of them."
-        )
-    try:
-        return TrainerConnection(KubernetesConfig(**settings))
-    except SpecError as err:
-        names = {"kubeconfig": "kube_config_path", "kubeconfig_content": "kube_config"}
-        raise _config_error(where, err, names) from None
+        return TrainerConnection(config_from_fields(values, names), dashboard)
+    except ValueError as err:
+        raise ConnectionConfigError(f"{where}: {err}") from None
 
 
 def secrets_of(config: BackendConfig) -> list[str]:

@@ -210,7 +210,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         self.job_timeout = job_timeout
         _args.seconds(job_timeout, "job_timeout")
         self.wait_timeout = _args.seconds(wait_timeout, "wait_timeout")
-        self.resume_grace = _args.seconds(resume_grace, "resume_grace", zero=True) or 0.0
+        self.resume_grace = _args.seconds(resume_grace, "resume_grace", zero="allowed") or 0.0
         self.get_logs = get_logs
         self.log_step = _args.log_step(log_step)
         self.log_tail = log_tail

@@ -93,7 +93,7 @@ class TrainJobSensor(BaseSensorOperator):
         self.kubeflow_trainer_conn_id = kubeflow_trainer_conn_id
         self.deferrable = deferrable
         self.recheck_interval = _args.seconds(recheck_interval, "recheck_interval") or 30.0
-        self.resume_grace = _args.seconds(resume_grace, "resume_grace", zero=True) or 0.0
+        self.resume_grace = _args.seconds(resume_grace, "resume_grace", zero="allowed") or 0.0
         if step is None:
             # The status models load here, when a sensor is made, not when a DAG file
             # imports this module.

@@ -29,8 +29,8 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 # Airflow's triggerer imports this module on its event loop, shared by every trigger:
 # only light modules here. What a wait needs (the hook, the client, the Kubernetes
 # library) is imported in one worker thread when the first trigger runs (_RUNTIME).
-from kf_trainer_airflow._durations import seconds
 from kf_trainer_airflow.provider_info import DEFAULT_CONN_ID
+from kf_trainer_core.tasks import seconds
 from kf_trainer_core.tasks.interruptions import check_action
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ class TrainJobTrigger(BaseTrigger):
         self.recheck_interval = seconds(recheck_interval, "recheck_interval") or 30.0
         self.report_progress = report_progress
         self.deferred_at = None if deferred_at is None else float(deferred_at)
-        self.resume_grace = seconds(resume_grace, "resume_grace", zero=True) or 0.0
+        self.resume_grace = seconds(resume_grace, "resume_grace", zero="allowed") or 0.0
         self.log_step = log_step
         self.log_tail = int(log_tail)
         self._fired = False

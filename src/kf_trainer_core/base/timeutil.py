@@ -1,8 +1,17 @@
-"""Kubernetes timestamps (RFC 3339) to and from datetimes, and durations for people."""
+"""Kubernetes timestamps (RFC 3339) to and from datetimes, durations for people, and the
+one rule of a duration argument (seconds) that every adapter checks its own by."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta, timezone
+from typing import Any, Literal
+
+from kf_trainer_core.base.errors import FieldProblem, SpecError
+from kf_trainer_core.base.quoting import shown
+
+#: What a duration of 0 means (:func:`duration_problem`).
+Zero = Literal["refused", "allowed", "no limit"]
 
 #: Renew credentials this long before they expire.
 EXPIRY_SKEW = timedelta(seconds=60)
@@ -53,3 +62,54 @@ def duration_text(seconds: float | None) -> str:
     if minutes:
         return f"{minutes}m {secs:02d}s"
     return f"{secs}s"
+
+
+def duration_problem(value: Any, field: str, *, zero: Zero = "refused") -> FieldProblem | None:
+    """Why ``value`` is no duration for ``field`` (``None`` when it is one). A duration is
+    a finite number of seconds greater than 0; ``None`` is no limit. ``zero`` says what
+    0 is: ``"refused"``, ``"allowed"`` (a grace of none), or ``"no limit"`` (where
+    ``None`` cannot be given, as in a KFP input; infinity is no limit there too)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        example = value.strip() if isinstance(value, str) else "600"
+        return FieldProblem(
+            field,
+            f"a {type(value).__name__} is not a number of seconds (got {shown(value)}).",
+            f"give a number, e.g. {field}={example if _is_number(example) else 600}.",
+        )
+    fix = {
+        "refused": f"give a number greater than 0, or {field}=None for no limit.",
+        "allowed": "give 0 or more seconds.",
+        "no limit": "give a number greater than 0, or 0 for no limit.",
+    }[zero]
+    if math.isinf(value) and value > 0:
+        if zero == "no limit":
+            return None
+        return FieldProblem(field, f"{shown(value)} seconds is not finite.", fix)
+    if value > 0 or (value == 0 and zero != "refused"):
+        return None
+    return FieldProblem(field, f"{shown(value)} seconds is not a duration.", fix)
+
+
+def seconds(
+    value: Any, field: str, *, zero: Zero = "refused", title: str = "Invalid arguments"
+) -> float | None:
+    """``value`` (a number or a ``timedelta``) as seconds, ``None`` for no limit (see
+    :func:`duration_problem`); else a :class:`SpecError` naming ``field`` and the fix."""
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    problem = duration_problem(value, field, zero=zero)
+    if problem is not None:
+        raise SpecError(problem, title=title)
+    if value is None or (zero == "no limit" and (value == 0 or math.isinf(value))):
+        return None
+    return float(value)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from kf_trainer_core.base.errors import FieldProblem, SpecError
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.base.secrets import token_kind
+from kf_trainer_core.base.timeutil import duration_problem
 from kf_trainer_core.fields._model import FIX_MARK, fix
 
 #: What separates a problem from its fix in a validator's message.
@@ -437,27 +438,11 @@ def check_seconds(**durations: Any) -> None:
     """Refuse durations that are not positive numbers of seconds (``None`` passes:
     no limit), naming the argument, before any request: ``timeout="60"`` would
     otherwise fail deep inside a wait, and ``timeout=-5`` would time out at once."""
-    problems: list[FieldProblem] = []
-    for field, value in durations.items():
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            example = value.strip() if isinstance(value, str) else "600"
-            problems.append(
-                FieldProblem(
-                    field,
-                    f"a {type(value).__name__} is not a number of seconds (got {shown(value)}).",
-                    f"give a number, e.g. {field}={example if _is_number(example) else 600}.",
-                )
-            )
-        elif not value > 0:  # also NaN
-            problems.append(
-                FieldProblem(
-                    field,
-                    f"{shown(value)} seconds is not a positive duration.",
-                    f"give a number greater than 0, or {field}=None for no limit.",
-                )
-            )
+    problems = [
+        problem
+        for field, value in durations.items()
+        if (problem := duration_problem(value, field)) is not None
+    ]
     if problems:
         raise SpecError(problems, title="Invalid arguments")
 
@@ -475,14 +460,6 @@ def check_count(**counts: Any) -> None:
                 f"give a whole number >= 0, e.g. {field}=100, or leave it out.",
                 title="Invalid arguments",
             )
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 #: The SDK's step names: the initializers, and ``node-<index>`` (``node-0`` is the

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from kf_trainer_core.base.offloop import imported
     from kf_trainer_core.base.pysource import parse as parse_source
     from kf_trainer_core.base.quoting import shown
+    from kf_trainer_core.base.timeutil import seconds
     from kf_trainer_core.cluster.job_summary import (
         job_summary,
         outputs_summary,
@@ -119,6 +120,7 @@ _WHERE = {
     "name_problem": "kf_trainer_core.fields.names",
     "require_job_name": "kf_trainer_core.fields.names",
     "shown": "kf_trainer_core.base.quoting",
+    "seconds": "kf_trainer_core.base.timeutil",
     "load_json": "kf_trainer_core.base.documents",
     # an adapter's own machinery: its extra, lazy names, imports off the event loop
     "require": "kf_trainer_core.base.extras",
@@ -179,6 +181,7 @@ __all__ = [
     "require",
     "require_job_name",
     "resolve_ref",
+    "seconds",
     "shown",
     "steps_table",
     "suggest_keywords",

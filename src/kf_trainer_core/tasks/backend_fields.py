@@ -96,15 +96,17 @@ def problems_text(err: SpecError, names: Mapping[str, str] | None = None) -> str
 
 
 def parse_config(
-    model: type[KubernetesConfig] | type[LocalConfig], data: Mapping[str, Any]
+    model: type[KubernetesConfig] | type[LocalConfig],
+    data: Mapping[str, Any],
+    names: Mapping[str, str] | None = None,
 ) -> BackendConfig:
     """``model`` from flat fields named as its own; ``ValueError`` (without the model's
-    name) when they are wrong."""
+    name, each field under its name in ``names``) when they are wrong."""
     try:
         parsed: BackendConfig = model.parse(dict(data))
         return parsed
     except SpecError as exc:
-        raise ValueError(problems_text(exc)) from None
+        raise ValueError(problems_text(exc, names)) from None
 
 
 def _stray(backend: str, names: list[str], owner: str) -> ValueError:
@@ -116,15 +118,29 @@ def _stray(backend: str, names: list[str], owner: str) -> ValueError:
     )
 
 
-def config_from_fields(values: Mapping[str, Any]) -> BackendConfig:
+def _changed(given: Mapping[str, Any], fields: Iterable[str], model: type[Any]) -> list[str]:
+    # A form sends every field, the defaults included: only a changed one is given.
+    return [f for f in fields if f in given and given[f] != model.model_fields[f].default]
+
+
+def config_from_fields(
+    values: Mapping[str, Any], names: Mapping[str, str] | None = None
+) -> BackendConfig:
     """The backend config of flat fields: ``backend``, ``namespace``, the fields above
     (``None`` for unset ones, ``use_venv`` ``False``), ``list_page_size``,
     ``retention`` (every backend's: a mapping or its JSON text) and ``container`` (a
-    mapping of the container backend's settings).
+    mapping of the container backend's settings; but for ``host``, the cluster's field,
+    they may be given flat too).
 
-    Raises ``ValueError`` naming the fields at fault and the fix.
+    Raises ``ValueError`` naming the fields at fault (under their names in ``names``,
+    an adapter's own names of them) and the fix.
     """
+    names = names or {}
     backend = values.get("backend", "kubernetes")
+    if backend not in BACKENDS:
+        raise ValueError(
+            f"backend is {shown(backend)}. Fix: use 'kubernetes', 'local' or 'container'."
+        )
     given = {k: v for k, v in values.items() if v is not None}
     if RETENTION_FIELD in given:
         given[RETENTION_FIELD] = retention_field(given[RETENTION_FIELD])
@@ -133,19 +149,24 @@ def config_from_fields(values: Mapping[str, Any]) -> BackendConfig:
             f"container applies only to backend 'container', but backend is "
             f"{shown(backend)}. Fix: clear it, or set backend to 'container'."
         )
+    # The container backend's own settings, flat (a connection's extra has them so).
+    flat = sorted(CONTAINER_FIELDS - {"host"})
+    stray = _changed(given, flat, ContainerConfig) if backend != "container" else []
+    if stray:
+        raise _stray(backend, [names.get(f, f) for f in stray], "container")
     if backend in ("local", "container"):
         stray = [f for f in KUBERNETES_FIELDS if f in given]
+        stray += _changed(given, (*KUBERNETES_TUNING, "list_page_size"), KubernetesConfig)
         if stray:
-            raise _stray(backend, stray, "kubernetes")
+            raise _stray(backend, [names.get(f, f) for f in stray], "kubernetes")
         local = {k: given[k] for k in (*LOCAL_FIELDS, "namespace", RETENTION_FIELD) if k in given}
         if backend == "container":
-            return parse_config(ContainerConfig, {**local, **given.get("container", {})})
-        return parse_config(LocalConfig, local)
-    if "state_dir" in given or "python" in given or given.get("use_venv"):
-        raise ValueError(
-            "state_dir, python and use_venv only apply to backend 'local', but backend "
-            "is 'kubernetes'. Fix: clear them, or set backend to 'local'."
-        )
+            settings = {**{k: given[k] for k in flat if k in given}, **given.get("container", {})}
+            return parse_config(ContainerConfig, {**local, **settings}, names)
+        return parse_config(LocalConfig, local, names)
+    stray = _changed(given, LOCAL_FIELDS, LocalConfig)
+    if stray:
+        raise _stray(backend, [names.get(f, f) for f in stray], "local")
     cluster = {
         k: given[k]
         for k in (
@@ -157,7 +178,7 @@ def config_from_fields(values: Mapping[str, Any]) -> BackendConfig:
         )
         if k in given
     }
-    return parse_config(KubernetesConfig, cluster)
+    return parse_config(KubernetesConfig, cluster, names)
 
 
 def fields_of_config(config: BackendConfig) -> dict[str, Any]:
@@ -211,9 +232,12 @@ def check_dashboard_url(value: str | None) -> str | None:
     return value
 
 
-def check_known_fields(given: Iterable[str], known: Iterable[str]) -> None:
+def check_known_fields(
+    given: Iterable[str], known: Iterable[str], whose: str = "the block's"
+) -> None:
     """Refuse fields that are not ``known`` (a misspelt setting must not be dropped
-    silently), suggesting the closest known name."""
+    silently), suggesting the closest known name; the fix lists ``whose`` fields (a
+    Prefect block's, an Airflow connection extra's)."""
     unknown = sorted(given)
     if not unknown:
         return
@@ -224,5 +248,5 @@ def check_known_fields(given: Iterable[str], known: Iterable[str]) -> None:
         for close in [difflib.get_close_matches(u, names, n=1, cutoff=0.6)]
     ]
     raise ValueError(
-        f"unknown field(s) {', '.join(hints)}. Fix: use the block's fields: {', '.join(names)}."
+        f"unknown field(s) {', '.join(hints)}. Fix: use {whose} fields: {', '.join(names)}."
     )
