@@ -136,3 +136,18 @@ def operator_choices(
             "or () — other failure classes are a retry_policy's to decide "
             "(kf_trainer_airflow.failures.TrainJobRetryPolicy)."
         )
+
+
+def dashboard_url(value: str | None) -> None:
+    """The operator's link template, checked by the core's rule once Airflow has rendered
+    it (it is a template field): an http(s) URL with ``{namespace}`` and ``{name}``."""
+    if not value:
+        return
+    # Imported when a task runs, not when the DAG is parsed: the backend fields pull in
+    # the configuration models.
+    from kf_trainer_core.tasks.backend_fields import check_dashboard_url
+
+    try:
+        check_dashboard_url(value)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (the operator's dashboard_url argument)") from None

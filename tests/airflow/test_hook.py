@@ -149,6 +149,12 @@ def test_dashboard_url() -> None:
             r"kubeconfig_path.*in_cluster=True cannot be combined|in_cluster=True cannot be",
         ),
         ({"watch_timeout": 1}, {}, r"watch_timeout"),
+        (
+            {"dashboard_url": "ui/{name}"},
+            {},
+            r"dashboard_url 'ui/\{name\}' is not an http\(s\) URL",
+        ),
+        ({"dashboard_url": "https://ui/{job}"}, {}, r"unknown placeholders \['job'\]"),
     ],
 )
 def test_bad_connections_name_the_field_and_fix(

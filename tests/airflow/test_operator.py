@@ -457,6 +457,25 @@ def test_submit_without_waiting(client: TrainerClient, kube: KubeTestServer) -> 
     assert client.get_job(out["job_name"]).status.value in ("Created", "Running")
 
 
+def test_a_bad_dashboard_url_fails_before_anything_is_submitted(
+    client: TrainerClient, kube: KubeTestServer
+) -> None:
+    # Checked once rendered (a template field), as the connection's and Prefect's are;
+    # it used to be logged as "no link" after the job had been submitted.
+    task = op(
+        trainer=CustomTrainer(train),
+        options=[scenario("never-finish")],
+        wait_for_completion=False,
+        job_name="dash-job",
+        dashboard_url="https://ui/{namespace}/{job}",
+    )
+    with pytest.raises(
+        ValueError, match=r"unknown placeholders \['job'\].*operator's dashboard_url"
+    ):
+        task.execute(context(FakeTI()))
+    assert not [j for j in client.list_jobs() if j.name == "dash-job"]
+
+
 def test_deferral_hands_the_trigger_a_connection_id(
     client: TrainerClient, kube: KubeTestServer
 ) -> None:

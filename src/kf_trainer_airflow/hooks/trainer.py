@@ -32,6 +32,7 @@ from kf_trainer_core.config import KubernetesConfig, LocalConfig, parse_backend
 from kf_trainer_core.tasks import load_json, shown
 from kf_trainer_core.tasks.backend_fields import (
     CONTAINER_FIELDS,
+    check_dashboard_url,
     check_known_fields,
     config_from_fields,
 )
@@ -174,7 +175,10 @@ def parse_connection(
         )
     kind = conn_type or CONN_TYPE
     fields = _extra_fields(where, extra or {}, kind)
-    dashboard = fields.pop("dashboard_url", None)
+    try:  # a bad template fails here, as Prefect's block does, not as a missing link later
+        dashboard = check_dashboard_url(fields.pop("dashboard_url", None))
+    except ValueError as exc:
+        raise ConnectionConfigError(f"{where}: {exc}") from None
     backend = str(fields.pop("backend", "kubernetes")).strip().lower()
     values: dict[str, Any] = {**fields, "backend": backend}
     if namespace:

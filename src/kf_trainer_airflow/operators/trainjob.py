@@ -348,6 +348,8 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         # The extra link reads this key when the task ends, even when it failed before
         # a job existed; an absent key is logged as an error ("XCom not found").
         context["ti"].xcom_push(key=LINK_XCOM_KEY, value="")
+        # Checked once rendered (it is a template field), before anything is submitted.
+        _args.dashboard_url(self.dashboard_url)
         try:
             return self.execute_resumable(context)
         finally:
