@@ -115,3 +115,46 @@ def test_a_field_selector_the_registry_does_not_support_is_400_on_both(
     with pytest.raises(ApiError) as refused:
         local.open_stream(watch)
     assert (refused.value.code, str((refused.value.status or {}).get("message"))) == (400, message)
+
+
+#: Labels in turn after the secret's creation (``a=1``), seen by a watch of ``a=1``:
+#: it leaves, changes unseen, comes back, changes in view.
+_RELABELS = ({"a": "2"}, {"a": "3"}, {"a": "1"}, {"a": "1", "b": "x"})
+_SEEN = ["DELETED", "ADDED", "MODIFIED"]
+
+
+def test_a_label_selector_watch_sees_an_object_leave_and_come_back_on_both(
+    cluster: Cluster, local: LocalTransport
+) -> None:
+    core = k8s.CoreV1Api(cluster.api())
+    start = core.create_namespaced_secret(cluster.namespace, _secret("moves"))
+    for labels in _RELABELS:
+        core.patch_namespaced_secret("moves", cluster.namespace, {"metadata": {"labels": labels}})
+    resp = core.list_namespaced_secret(
+        cluster.namespace,
+        label_selector="a=1",
+        watch=True,
+        resource_version=start.metadata.resource_version,
+        timeout_seconds=1,
+        _preload_content=False,
+    )
+    try:
+        events = [json.loads(line) for line in resp.data.decode().splitlines() if line.strip()]
+    finally:
+        resp.release_conn()
+    assert [e["type"] for e in events] == _SEEN
+    # A DELETED for an object leaving the selector carries its new state.
+    assert events[0]["object"]["metadata"]["labels"] == {"a": "2"}
+
+    created = local.perform(Create(SECRETS, "local", _secret("moves")))
+    for labels in _RELABELS:
+        local.perform(Patch(SECRETS, "local", "moves", {"metadata": {"labels": labels}}))
+    rv = created["metadata"]["resourceVersion"]
+    stream = local.open_stream(
+        OpenWatch(SECRETS, "local", rv, label_selector="a=1", timeout_seconds=1, bookmarks=False)
+    )
+    local_events = []
+    while (line := local.read_line(stream)) is not None:
+        local_events.append(json.loads(line))
+    assert [e["type"] for e in local_events] == _SEEN
+    assert local_events[0]["object"]["metadata"]["labels"] == {"a": "2"}

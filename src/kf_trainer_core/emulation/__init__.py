@@ -8,9 +8,14 @@ serve: what the generic apiserver registry does with an object whatever stores i
   system metadata), update and the status subresource, patches with their
   resourceVersion precondition, a delete's preconditions and propagation policy, and
   the ``Status`` a delete answers with.
-* :mod:`.paging` — ``limit``/``continue``: one token format, one page rule.
+* :mod:`.paging` — how a list answers: which version it reads (``resourceVersion``,
+  ``resourceVersionMatch`` and their errors), ``limit``/``continue``: one token format,
+  one page rule.
+* :mod:`.selection` — what a list or watch selects (namespace, label and field
+  selectors, the 400 of a field the registry does not support), and how a watch reports
+  an object entering or leaving its selector.
 * :mod:`.watch` — what a watch stream says: event lines, bookmarks, the ``410`` of an
-  expired version, and how an object entering or leaving a selector is reported.
+  expired version.
 * :mod:`.kubelet` — what a kubelet does to a container whatever runs it: the
   environment it resolves (``envFrom``, ``env``, ``$(VAR)``, Secret and ConfigMap keys,
   field references), a signal's exit code, the termination-message file.

@@ -255,6 +255,19 @@ def check_preconditions(
     return obj
 
 
+def mark_deleting(meta: JSON, *, foreground: bool = False) -> None:
+    """What a delete that cannot remove the object at once sets on its ``metadata``:
+    the ``deletionTimestamp`` (kept once set: it never moves), a zero grace period (no
+    kubelet to wait for) and, for a ``Foreground`` delete, the ``foregroundDeletion``
+    finalizer (once) that holds it until the garbage collector has removed its
+    dependents."""
+    meta.setdefault("deletionTimestamp", format_timestamp())
+    meta["deletionGracePeriodSeconds"] = 0
+    finalizers = list(meta.get("finalizers") or [])
+    if foreground and "foregroundDeletion" not in finalizers:
+        meta["finalizers"] = [*finalizers, "foregroundDeletion"]
+
+
 def deleted_status(res: Resource, name: str, uid: str | None) -> JSON:
     """The ``Status`` Success a delete of a custom resource (or any registry that does
     not return the object) answers with."""

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kf_trainer_core.backends.local import gpus, machine
-from kf_trainer_core.backends.local._common import Paths, missing_state, now_iso
+from kf_trainer_core.backends.local._common import Paths, missing_state
 from kf_trainer_core.backends.local.admission import plan_trainjob, validate_trainjob
 from kf_trainer_core.backends.local.logs import LogFollower, read_log
 from kf_trainer_core.backends.local.procs import JobLock, spawn_supervisor
@@ -49,13 +49,14 @@ from kf_trainer_core.backends.local.watch import POLL_SECONDS as POLL_SECONDS  #
 from kf_trainer_core.backends.local.watch import STREAMS, WatchStream
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.emulation.logs import check_started, log_container
-from kf_trainer_core.emulation.paging import decode_continue, list_meta, page
+from kf_trainer_core.emulation.paging import list_meta, list_request, page, too_large
 from kf_trainer_core.emulation.registry import sort_key
 from kf_trainer_core.emulation.strategy import (
     check_preconditions,
     check_propagation,
     deleted_status,
     finish_update,
+    mark_deleting,
     patched,
     prepare_create,
     prepare_update,
@@ -106,9 +107,7 @@ def _kind(resource: Any) -> Kind:
 
 
 def _selector(kind: Kind, call: ListObjects | OpenWatch) -> Selector:
-    return Selector.parse(
-        call.namespace if kind.namespaced else None, call.label_selector, call.field_selector, kind
-    )
+    return Selector.parse(call.namespace, call.label_selector, call.field_selector, kind)
 
 
 def _trainjob_ref(obj: JSON) -> JSON:
@@ -266,6 +265,7 @@ class LocalApi:
     def list_objects(self, call: ListObjects) -> JSON:
         kind = _kind(call.resource)
         selector = _selector(kind, call)
+        asked = list_request(call.resource_version, None, call.continue_token)
         if kind in (TRAINJOBS, PODS):
             check_supervisors(self.paths, self.store)
         store = self.store if kind not in RUNTIME_KINDS else self._existing_store()
@@ -279,10 +279,11 @@ class LocalApi:
                 for name, o in sorted(default_runtimes().items())
                 if name not in have and selector.matches(o)
             ]
+        if asked.not_older_than is not None and asked.not_older_than > rv:
+            raise too_large(asked.not_older_than, rv)
         # No history here: a later page is read from the current state, after the key
         # its token names (what was deleted meanwhile is absent, nothing repeats).
-        after = decode_continue(call.continue_token)[1] if call.continue_token else None
-        items, remaining = page(sorted(items, key=sort_key), after, call.limit)
+        items, remaining = page(sorted(items, key=sort_key), asked.after, call.limit)
         meta = list_meta(rv, items, remaining)
         return {
             "apiVersion": kind.api_version,
@@ -465,10 +466,7 @@ class LocalApi:
             )
             meta = obj["metadata"]
             if not meta.get("deletionTimestamp"):
-                meta["deletionTimestamp"] = now_iso()
-                meta["deletionGracePeriodSeconds"] = 0
-                if propagation == "Foreground":
-                    meta["finalizers"] = [*(meta.get("finalizers") or []), "foregroundDeletion"]
+                mark_deleting(meta, foreground=propagation == "Foreground")
                 tx.put(TRAINJOBS, obj)
         uid = str(meta["uid"])
         self.stop_job(namespace, name, uid)

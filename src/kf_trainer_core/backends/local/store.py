@@ -22,10 +22,11 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kf_trainer_core.emulation.selection import Selector
 from kf_trainer_core.emulation.strategy import prepare_create
 from kf_trainer_core.k8s.resources import (
     CLUSTER_TRAINING_RUNTIMES,
@@ -75,7 +76,7 @@ _SCHEMA = (
     " rv INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (resource, namespace, name))",
     "CREATE TABLE IF NOT EXISTS changes ("
     " rv INTEGER PRIMARY KEY, resource TEXT NOT NULL, namespace TEXT NOT NULL,"
-    " type TEXT NOT NULL, data TEXT NOT NULL)",
+    " type TEXT NOT NULL, data TEXT NOT NULL, prev TEXT)",
     "CREATE INDEX IF NOT EXISTS changes_by_resource ON changes (resource, rv)",
     # What the submitter decided for a job (interpreter, runtime facts, warnings), read
     # by the supervisor, which must not import the suite's pydantic models.
@@ -93,34 +94,8 @@ KINDS = {
 }
 
 
-@dataclass(frozen=True)
-class Selector:
-    """Namespace, labels and fields: what a list or a watch selects."""
-
-    namespace: str | None = None
-    labels: LabelSelector = field(default_factory=LabelSelector)
-    fields: FieldSelector = field(default_factory=FieldSelector)
-
-    @classmethod
-    def parse(
-        cls,
-        namespace: str | None,
-        label_selector: str | None,
-        field_selector: str | None,
-        kind: Kind | None = None,
-    ) -> Selector:
-        """Parse the query's selectors: 400 in the apiserver's words when malformed, or
-        when ``kind``'s registry does not support a field (as a cluster refuses it)."""
-        return cls(
-            namespace,
-            LabelSelector.parse(label_selector),
-            FieldSelector.parse(field_selector, kind),
-        )
-
-    def matches(self, obj: JSON) -> bool:
-        """Whether ``obj`` is selected by its labels and fields."""
-        meta = obj.get("metadata") or {}
-        return self.labels.matches(meta.get("labels")) and self.fields.matches(obj)
+#: Every object of a kind, in every namespace.
+_EVERY = Selector()
 
 
 def _dump(obj: Any) -> str:
@@ -138,6 +113,9 @@ class Change:
     type: str  # ADDED | MODIFIED | DELETED
     namespace: str
     data: str  # the object's JSON at that version
+    #: A MODIFIED change's object before it (a selecting watch tells an object that
+    #: left its selector by it); ``None`` for the others.
+    prev: str | None = None
 
 
 class Tx:
@@ -163,9 +141,7 @@ class Tx:
         ).fetchone()
         return None if row is None else dict(json.loads(row[0]))
 
-    def select(
-        self, kind: Kind, selector: Selector = Selector(), name_prefix: str = ""
-    ) -> list[JSON]:
+    def select(self, kind: Kind, selector: Selector = _EVERY, name_prefix: str = "") -> list[JSON]:
         """Matching objects; ``name_prefix`` narrows by name in SQL (a job's pods and
         events are named after it), before any JSON is parsed."""
         # Names are ASCII: every name starting with the prefix sorts below prefix+"\x7f".
@@ -196,12 +172,19 @@ class Tx:
         meta["resourceVersion"] = str(rv)
         data = _dump(obj)
         ns = str(meta.get("namespace") or "") if kind.namespaced else ""
+        prev = None
+        if not created:
+            row = self.conn.execute(
+                "SELECT data FROM objects WHERE resource = ? AND namespace = ? AND name = ?",
+                (kind.plural, ns, str(meta["name"])),
+            ).fetchone()
+            prev = None if row is None else str(row[0])
         self.conn.execute(
             "INSERT OR REPLACE INTO objects (resource, namespace, name, rv, data) "
             "VALUES (?, ?, ?, ?, ?)",
             (kind.plural, ns, str(meta["name"]), rv, data),
         )
-        self._log(rv, kind, ns, "ADDED" if created else "MODIFIED", data)
+        self._log(rv, kind, ns, "ADDED" if created else "MODIFIED", data, prev)
         return obj
 
     def taken(self, kind: Kind, namespace: str, name: str) -> bool:
@@ -234,10 +217,13 @@ class Tx:
         self._log(rv, kind, ns, "DELETED", _dump(obj))
         return obj
 
-    def _log(self, rv: int, kind: Kind, ns: str, kind_of_change: str, data: str) -> None:
+    def _log(
+        self, rv: int, kind: Kind, ns: str, kind_of_change: str, data: str, prev: str | None = None
+    ) -> None:
         self.conn.execute(
-            "INSERT INTO changes (rv, resource, namespace, type, data) VALUES (?, ?, ?, ?, ?)",
-            (rv, kind.plural, ns, kind_of_change, data),
+            "INSERT INTO changes (rv, resource, namespace, type, data, prev) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (rv, kind.plural, ns, kind_of_change, data, prev),
         )
         if rv % PRUNE_EVERY == 0:
             self.prune(rv - KEEP_CHANGES)
@@ -289,6 +275,9 @@ class Store:
             with self.write() as tx:
                 for statement in _SCHEMA:
                     tx.conn.execute(statement)
+                columns = {row[1] for row in tx.conn.execute("PRAGMA table_info(changes)")}
+                if "prev" not in columns:  # a state directory of an earlier version
+                    tx.conn.execute("ALTER TABLE changes ADD COLUMN prev TEXT")
 
     def write(self) -> AbstractContextManager[Tx]:
         """A write transaction: other writers wait until it commits."""
@@ -324,7 +313,7 @@ class Store:
             ).fetchone()
         return None if row is None else int(row[0])
 
-    def select(self, kind: Kind, selector: Selector = Selector()) -> tuple[list[JSON], int]:
+    def select(self, kind: Kind, selector: Selector = _EVERY) -> tuple[list[JSON], int]:
         """Matching objects and the version they are current at."""
         with self.read() as tx:
             return tx.select(kind, selector), tx.current_rv()
@@ -341,12 +330,12 @@ class Store:
             )
             # An empty namespace never matches: None means every namespace.
             rows = tx.conn.execute(
-                "SELECT rv, type, namespace, data FROM changes WHERE resource = ? "
+                "SELECT rv, type, namespace, data, prev FROM changes WHERE resource = ? "
                 "AND (? IS NULL OR namespace = ?) AND rv > ? ORDER BY rv LIMIT ?",
                 (kind.plural, namespace, namespace, after, limit),
             ).fetchall()
             current = tx.current_rv()
-        return [Change(int(r[0]), r[1], r[2], r[3]) for r in rows], current, horizon
+        return [Change(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows], current, horizon
 
     def get_plan(self, uid: str) -> JSON | None:
         with self.read() as tx:

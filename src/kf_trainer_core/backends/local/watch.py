@@ -1,5 +1,7 @@
 """Watches of the local backend: ``{"type", "object"}`` JSON lines from the store's
-change log, as the apiserver streams them, and the registry of open watches that lets a
+change log, as the apiserver streams them (an object entering or leaving the watch's
+selector is ADDED or DELETED, by the registry's rule: the log keeps a modified object's
+previous state for it), and the registry of open watches that lets a
 read wait until this process's informers hold what it returns."""
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ class WatchStream:
         self.db = str(db)
         self.paths = Paths(Path(db).parent)
         self.kind = kind
-        self.namespace = selector.namespace if kind.namespaced else None
+        self.namespace = selector.namespace
         self.selector = selector
         self.bookmarks = bookmarks
         self.deadline = time.monotonic() + max(1, timeout_seconds)
@@ -140,12 +142,15 @@ class WatchStream:
         if self.cursor < horizon:
             self.close()
             return error_line(too_old(self.cursor, horizon))
-        everything = self.selector.labels.empty and self.selector.fields.empty
         for change in changes:
             # The change log holds the object as the line carries it: parsed only to
-            # be matched against a selector.
-            if everything or self.selector.matches(json.loads(change.data)):
-                self.buffer.append(event_line(change.type, change.data.encode()))
+            # be matched against a selector (the namespace was matched in SQL).
+            event_type: str | None = change.type
+            if not self.selector.everything:
+                previous = None if change.prev is None else json.loads(change.prev)
+                event_type = self.selector.reported(change.type, json.loads(change.data), previous)
+            if event_type is not None:
+                self.buffer.append(event_line(event_type, change.data.encode()))
         if len(changes) >= limit:
             self.cursor = changes[-1].rv
         else:

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from kf_trainer_core.emulation.paging import list_meta
+from kf_trainer_core.emulation.paging import continue_expired, list_meta, list_request
 from kf_trainer_core.emulation.strategy import deleted_status
 from kf_trainer_core.testing import crd
 from kf_trainer_core.testing.server.base import ServerBase
@@ -39,7 +39,6 @@ from kf_trainer_core.testing.store import (
     Admission,
     Resource,
     StoreError,
-    decode_continue,
     has_status_subresource,
 )
 
@@ -147,56 +146,25 @@ class HandlerMixin(ServerBase):
         field_selector = query.get("fieldSelector")
         if view is EVENTS_V1:
             field_selector = events_v1_field_selector(field_selector)
-        rv = query.get("resourceVersion")
-        match = query.get("resourceVersionMatch")
-        limit = int_param(query, "limit")
-        token = query.get("continue")
-        start_after: tuple[str, str] | None = None
-        if match and not rv:
-            raise StoreError.bad_request(
-                "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless "
-                "resourceVersion is provided"
-            )
-        if match not in (None, "", "Exact", "NotOlderThan"):
-            raise StoreError.bad_request(
-                f'resourceVersionMatch: Unsupported value: "{match}": supported values: '
-                '"Exact", "NotOlderThan"'
-            )
-        if token:
-            if rv:
-                raise StoreError.bad_request(
-                    "specifying resource version is not allowed when using continue"
-                )
-            token_rv, start_after = decode_continue(token)
-            if (
-                int(self.store.oldest_resource_version) > token_rv
-                or self.faults.take_continue_expiry()
-            ):
-                raise StoreError.gone(
-                    "The provided continue parameter is too old to display a consistent list "
-                    "result. You can start a new list without the continue parameter, or use "
-                    "the continue token in this response to retrieve the remainder of the "
-                    "results. Continuing with the provided token results in an inconsistent "
-                    "list - objects that were created, modified, or deleted between the time "
-                    "the first chunk was returned and now may show up in the list."
-                )
-            list_at: str | None = str(token_rv)
-        elif rv and match == "Exact":
-            list_at = rv
-        else:
-            if rv and rv != "0":
-                self.store.check_not_older_than(rv)
-            list_at = None
+        asked = list_request(
+            query.get("resourceVersion"), query.get("resourceVersionMatch"), query.get("continue")
+        )
+        if asked.after is not None and asked.at is not None:
+            oldest = int(self.store.oldest_resource_version)
+            if oldest > asked.at or self.faults.take_continue_expiry():
+                raise continue_expired()
+        if asked.not_older_than is not None:
+            self.store.check_not_older_than(asked.not_older_than)
         # Only the page is copied out of the store (10,000 large objects listed 250 at a
         # time would otherwise cost every page the whole namespace).
         items, list_rv, remaining = self.store.page(
             res,
             route.namespace,
-            resource_version=list_at,
+            resource_version=None if asked.at is None else str(asked.at),
             label_selector=label_selector,
             field_selector=field_selector,
-            after=start_after,
-            limit=limit,
+            after=asked.after,
+            limit=int_param(query, "limit"),
         )
         return self._list_body(route, list_meta(int(list_rv), items, remaining), items)
 

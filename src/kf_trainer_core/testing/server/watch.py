@@ -12,14 +12,15 @@ from typing import Any
 
 from aiohttp import web
 
+from kf_trainer_core.emulation.registry import parse_rv
+from kf_trainer_core.emulation.selection import Selector
 from kf_trainer_core.emulation.watch import (
     bookmark_line,
     dumps,
     error_line,
     event_line,
-    selected_type,
 )
-from kf_trainer_core.k8s.selectors import FieldSelector, LabelSelector
+from kf_trainer_core.k8s.selectors import FieldSelector
 from kf_trainer_core.testing.server.base import ServerBase, Stream
 from kf_trainer_core.testing.server.request import int_param, truthy
 from kf_trainer_core.testing.server.routing import (
@@ -65,9 +66,7 @@ class Watcher(Stream):
         server: ServerBase,
         res: Resource,
         view: Resource,
-        namespace: str | None,
-        labels: LabelSelector,
-        fields: FieldSelector,
+        selector: Selector,
         start_rv: int,
         bookmarks: bool,
     ) -> None:
@@ -76,18 +75,12 @@ class Watcher(Stream):
         self.res = res
         self.view = view
         self.v1_events = view is EVENTS_V1
-        self.namespace = namespace if res.namespaced else None
-        self.labels = labels
-        self.fields = fields
-        self.filtered = not labels.empty or not fields.empty
+        self.selector = selector
         self.start_rv = start_rv
         self.bookmarks = bookmarks
         self.buffer: list[bytes] = []
         self.finish = False  # end once the buffer is written
         self.sent = 0
-
-    def _match(self, obj: JSON) -> bool:
-        return self.labels.matches(obj["metadata"].get("labels")) and self.fields.matches(obj)
 
     def offer(
         self, event: WatchEvent, previous: JSON | None, encoded: Encoded, live: bool = True
@@ -100,14 +93,9 @@ class Watcher(Stream):
         meta = obj["metadata"]
         if live and int(meta["resourceVersion"]) <= self.start_rv:
             return  # already part of this watch's initial state or replay
-        if self.namespace and meta.get("namespace") != self.namespace:
+        event_type = self.selector.reported(event.type, obj, previous)
+        if event_type is None:
             return
-        event_type = event.type
-        if self.filtered:
-            chosen = selected_type(event_type, obj, previous, self._match)
-            if chosen is None:
-                return
-            event_type = chosen
         faults = self.server.faults
         if faults.drop_event():
             self.close()  # the connection "broke" before this event got through
@@ -212,10 +200,10 @@ class WatchMixin(ServerBase):
         field_selector = query.get("fieldSelector")
         if view is EVENTS_V1:
             field_selector = events_v1_field_selector(field_selector)
-        labels = LabelSelector.parse(query.get("labelSelector"))
-        fields = FieldSelector.parse(field_selector, res)
+        selector = Selector.parse(route.namespace, query.get("labelSelector"), field_selector, res)
         if route.name is not None:  # /watch/namespaces/ns/pods/name (deprecated form)
-            fields = FieldSelector((*fields.terms, ("metadata.name", True, route.name)))
+            fields = FieldSelector((*selector.fields.terms, ("metadata.name", True, route.name)))
+            selector = Selector(selector.namespace, selector.labels, fields)
         rv = query.get("resourceVersion")
         bookmarks = truthy(query.get("allowWatchBookmarks"))
         initial = truthy(query.get("sendInitialEvents"))
@@ -238,7 +226,7 @@ class WatchMixin(ServerBase):
             if initial:
                 # sendInitialEvents: the current state as ADDED events, then a bookmark.
                 if rv not in (None, "", "0"):
-                    self.store.check_not_older_than(str(rv))
+                    self.store.check_not_older_than(parse_rv(str(rv)))
                 replay, start_rv = self.store.replay(res, route.namespace, "0")
             else:
                 replay, start_rv = self.store.replay(res, route.namespace, rv)
@@ -252,7 +240,7 @@ class WatchMixin(ServerBase):
             await response.write_eof()
             return response
 
-        watcher = Watcher(self, res, view, route.namespace, labels, fields, start_rv, bookmarks)
+        watcher = Watcher(self, res, view, selector, start_rv, bookmarks)
         # Registering in the same loop step as the snapshot leaves no gap: later
         # changes reach the watcher through _drain_inbox, older ones are skipped.
         for event, previous in replay:

@@ -15,13 +15,13 @@ from kf_trainer_core.emulation.registry import (
     StoreError,
     copy_obj,
     ensure_meta,
-    format_timestamp,
 )
 from kf_trainer_core.emulation.strategy import (
     check_preconditions,
     check_propagation,
     check_version,
     finish_update,
+    mark_deleting,
     patched,
     prepare_create,
     prepare_update,
@@ -247,12 +247,9 @@ class Store(StoreReads):
         if meta.get("deletionTimestamp") and propagation != "Foreground":
             return old  # already being deleted: nothing more to do
         if propagation == "Foreground" and self._owners.get(meta["uid"]):
-            marked = copy_obj(old)
-            mm = marked["metadata"]
-            mm.setdefault("deletionTimestamp", format_timestamp())
-            mm["deletionGracePeriodSeconds"] = 0
             if "foregroundDeletion" not in finalizers:
-                mm["finalizers"] = [*finalizers, "foregroundDeletion"]
+                marked = copy_obj(old)
+                mark_deleting(marked["metadata"], foreground=True)
                 self._commit(res, key, old, marked, "MODIFIED")
             removed = self._subtree(meta["uid"])
             self._delete_dependents(meta["uid"])
@@ -275,13 +272,11 @@ class Store(StoreReads):
             return done
         if finalizers:
             marked = copy_obj(old)
-            marked["metadata"]["deletionTimestamp"] = format_timestamp()
-            marked["metadata"]["deletionGracePeriodSeconds"] = 0
+            mark_deleting(marked["metadata"])
             self._commit(res, key, old, marked, "MODIFIED")
             return marked
         gone = copy_obj(old)
-        gone["metadata"].setdefault("deletionTimestamp", format_timestamp())
-        gone["metadata"].setdefault("deletionGracePeriodSeconds", 0)
+        mark_deleting(gone["metadata"])
         self._remove(res, key, gone, propagation)
         return gone
 

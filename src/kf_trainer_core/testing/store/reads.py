@@ -6,7 +6,7 @@ from __future__ import annotations
 import builtins
 from typing import Any
 
-from kf_trainer_core.emulation.paging import page
+from kf_trainer_core.emulation.paging import page, too_large
 from kf_trainer_core.emulation.registry import (
     JSON,
     Key,
@@ -14,11 +14,12 @@ from kf_trainer_core.emulation.registry import (
     WatchEvent,
     copy_obj,
     parse_rv,
+    sort_key,
 )
+from kf_trainer_core.emulation.selection import Selector
 from kf_trainer_core.emulation.watch import too_old
 from kf_trainer_core.k8s.patch import json_copy
 from kf_trainer_core.k8s.resources import Resource
-from kf_trainer_core.k8s.selectors import FieldSelector, LabelSelector
 from kf_trainer_core.testing.store.base import StoreBase
 
 
@@ -89,20 +90,19 @@ class StoreReads(StoreBase):
         most ``limit`` — at ``resource_version`` (None: now). Returns the page, the
         list's version and how many objects remain after it. Only the page is copied:
         paging through a namespace of 10,000 large objects costs each page its size."""
-        ls = LabelSelector.parse(label_selector)
-        fs = FieldSelector.parse(field_selector, res)
+        selector = Selector.parse(namespace, label_selector, field_selector, res)
         with self.lock:
             if resource_version is None:
                 state, list_rv = self._bucket(res), str(self._rv)
             else:
                 target = parse_rv(resource_version)
                 if target > self._rv:
-                    raise self._too_large(target)
+                    raise too_large(target, self._rv)
                 if target < self._horizon:
                     raise too_old(target, self._horizon)
                 state = self._state_at(res, target)
                 list_rv = str(target)
-            items, remaining = page(self._select(state, res, namespace, ls, fs), after, limit)
+            items, remaining = page(self._select(state, selector), after, limit)
             return [json_copy(o) for o in items], list_rv, remaining
 
     def _state_at(self, res: Resource, target: int) -> dict[Key, JSON]:
@@ -120,47 +120,16 @@ class StoreReads(StoreBase):
                 state[key] = entry.previous
         return state
 
-    def _too_large(self, target: int) -> StoreError:
-        return StoreError(
-            504,
-            "Timeout",
-            f"Too large resource version: {target}, current: {self._rv}",
-            {
-                "causes": [
-                    {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
-                ],
-                "retryAfterSeconds": 1,
-            },
-            retry_after=1,
-        )
-
-    def check_not_older_than(self, resource_version: str) -> None:
+    def check_not_older_than(self, target: int) -> None:
         """``resourceVersionMatch=NotOlderThan``: the store is never behind, so only a
         version from the future fails (the apiserver answers 504 after waiting)."""
-        target = parse_rv(resource_version)
         with self.lock:
             if target > self._rv:
-                raise self._too_large(target)
+                raise too_large(target, self._rv)
 
     @staticmethod
-    def _select(
-        bucket: dict[Key, JSON],
-        res: Resource,
-        namespace: str | None,
-        ls: LabelSelector,
-        fs: FieldSelector,
-    ) -> builtins.list[JSON]:
-        out: builtins.list[tuple[Key, JSON]] = []
-        for key, obj in bucket.items():
-            if namespace and res.namespaced and key[0] != namespace:
-                continue
-            if not ls.empty and not ls.matches(obj["metadata"].get("labels")):
-                continue
-            if not fs.empty and not fs.matches(obj):
-                continue
-            out.append((key, obj))
-        out.sort(key=lambda kv: kv[0])
-        return [o for _, o in out]
+    def _select(bucket: dict[Key, JSON], selector: Selector) -> builtins.list[JSON]:
+        return sorted(selector.select(bucket.values()), key=sort_key)
 
     def exists(self, res: Resource, namespace: str | None, name: str) -> bool:
         """Whether the object exists (no copy made)."""
@@ -200,8 +169,7 @@ class StoreReads(StoreBase):
         """:meth:`watch_snapshot` with each event's previous object (uncopied)."""
         with self.lock:
             if resource_version in (None, "", "0"):
-                ls, fs = LabelSelector(), FieldSelector()
-                items = self._select(self._bucket(res), res, namespace, ls, fs)
+                items = self._select(self._bucket(res), Selector.parse(namespace, None, None, res))
                 return [(WatchEvent("ADDED", res, o), None) for o in items], self._rv
             target = parse_rv(str(resource_version))
             if target < self._horizon:
