@@ -409,32 +409,33 @@ def test_concurrent_writers_get_unique_ordered_versions(store: Store) -> None:
     assert len(set(versions)) == 200
 
 
-def test_history_replay_compaction_and_list_at(store: Store) -> None:
+def test_history_replay_compaction_and_a_list_at_a_version(store: Store) -> None:
     start = store.current_resource_version
     store.create(TRAINJOBS, tj("a"), namespace="default")
     mid = store.current_resource_version
     store.patch(TRAINJOBS, "default", "a", {"spec": {"suspend": True}})
     store.delete(TRAINJOBS, "default", "a")
-    assert [e.type for e in store.events_since(TRAINJOBS, start)] == [
+    assert [e.type for e, _ in store.replay(TRAINJOBS, None, start)[0]] == [
         "ADDED",
         "MODIFIED",
         "DELETED",
     ]
-    assert [e.type for e in store.events_since(TRAINJOBS, mid, "other")] == []
-    old_items, rv = store.list_at(TRAINJOBS, "default", mid)
+    assert store.replay(TRAINJOBS, "other", mid)[0] == []
+    old_items, rv, _ = store.page(TRAINJOBS, "default", resource_version=mid)
     assert rv == mid
     assert [i["metadata"]["name"] for i in old_items] == ["a"]
     assert "suspend" not in old_items[0]["spec"]
     store.compact()
     with pytest.raises(StoreError) as exc:
-        store.events_since(TRAINJOBS, mid)
+        store.replay(TRAINJOBS, None, mid)
     assert exc.value.code == 410
     assert (
         exc.value.message == f"too old resource version: {mid} ({store.current_resource_version})"
     )
-    assert store.events_since(TRAINJOBS, store.current_resource_version) == []
+    assert store.replay(TRAINJOBS, None, store.current_resource_version)[0] == []
+    later = str(int(store.current_resource_version) + 5)
     with pytest.raises(StoreError) as exc:
-        store.list_at(TRAINJOBS, "default", str(int(store.current_resource_version) + 5))
+        store.page(TRAINJOBS, "default", resource_version=later)
     assert exc.value.code == 504
 
 

@@ -13,7 +13,6 @@ import time
 import weakref
 from collections import deque
 from pathlib import Path
-from typing import Any
 
 from kf_trainer_core.backends.local._common import Paths
 from kf_trainer_core.backends.local.logs import PENDING
@@ -21,8 +20,6 @@ from kf_trainer_core.backends.local.recovery import check_supervisors
 from kf_trainer_core.backends.local.store import TRAINJOBS, Kind, Selector, Store
 from kf_trainer_core.emulation.registry import parse_rv
 from kf_trainer_core.emulation.watch import bookmark_line, dumps, error_line, event_line, too_old
-
-JSON = dict[str, Any]
 
 #: How often a stream looks for news (the change log, a growing log file).
 POLL_SECONDS = 0.05
@@ -100,7 +97,7 @@ class WatchStream:
         if resource_version in (None, "", "0"):
             # "Any version": the current objects as ADDED, then what follows.
             items, rv = self.store.select(kind, selector)
-            self.buffer.extend(_line("ADDED", item) for item in items)
+            self.buffer.extend(event_line("ADDED", dumps(item)) for item in items)
             self.cursor = rv
         else:
             try:
@@ -172,7 +169,3 @@ class WatchStream:
             self.closed = True
             with contextlib.suppress(Exception):
                 self.store.close()
-
-
-def _line(kind: str, obj: JSON) -> bytes:
-    return event_line(kind, dumps(obj))

@@ -54,27 +54,6 @@ class StoreReads(StoreBase):
         )
         return items, rv
 
-    def list_at(
-        self,
-        res: Resource,
-        namespace: str | None,
-        resource_version: str,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> tuple[builtins.list[dict[str, Any]], str]:
-        """The list as it was at ``resource_version`` (``resourceVersionMatch=Exact``),
-        rebuilt from history; 410 when that version was compacted, 504-style
-        ``Timeout`` when it lies in the future."""
-        items, rv, _ = self.page(
-            res,
-            namespace,
-            resource_version=resource_version,
-            label_selector=label_selector,
-            field_selector=field_selector,
-        )
-        return items, rv
-
     def page(
         self,
         res: Resource,
@@ -102,7 +81,8 @@ class StoreReads(StoreBase):
                     raise too_old(target, self._horizon)
                 state = self._state_at(res, target)
                 list_rv = str(target)
-            items, remaining = page(self._select(state, selector), after, limit)
+            selected = sorted(selector.select(state.values()), key=sort_key)
+            items, remaining = page(selected, after, limit)
             return [json_copy(o) for o in items], list_rv, remaining
 
     def _state_at(self, res: Resource, target: int) -> dict[Key, JSON]:
@@ -127,10 +107,6 @@ class StoreReads(StoreBase):
             if target > self._rv:
                 raise too_large(target, self._rv)
 
-    @staticmethod
-    def _select(bucket: dict[Key, JSON], selector: Selector) -> builtins.list[JSON]:
-        return sorted(selector.select(bucket.values()), key=sort_key)
-
     def exists(self, res: Resource, namespace: str | None, name: str) -> bool:
         """Whether the object exists (no copy made)."""
         with self.lock:
@@ -144,32 +120,18 @@ class StoreReads(StoreBase):
                 return len(bucket)
             return sum(1 for k in bucket if k[0] == namespace)
 
-    def events_since(
-        self, res: Resource, resource_version: str, namespace: str | None = None
-    ) -> builtins.list[WatchEvent]:
-        """Changes to ``res`` (in ``namespace``, or all) after ``resource_version``, for
-        watch replay. 410 Gone ("too old resource version: X (Y)") when that version was
-        compacted."""
-        events, _ = self.watch_snapshot(res, namespace, resource_version)
-        return [e._replace(object=copy_obj(e.object)) for e in events]
-
-    def watch_snapshot(
-        self, res: Resource, namespace: str | None, resource_version: str | None
-    ) -> tuple[builtins.list[WatchEvent], int]:
-        """Atomically: the events a new watch starts with, and the version after which
-        live events continue. ``resource_version`` ``None``/``""``/``"0"`` gives
-        synthetic ADDED events for the current state; otherwise the replayed history.
-        Objects are not copied: never mutate them."""
-        changes, start = self.replay(res, namespace, resource_version)
-        return [event for event, _ in changes], start
-
     def replay(
         self, res: Resource, namespace: str | None, resource_version: str | None
     ) -> tuple[builtins.list[tuple[WatchEvent, JSON | None]], int]:
-        """:meth:`watch_snapshot` with each event's previous object (uncopied)."""
+        """Atomically: the events a new watch starts with, each with the object before
+        it, and the version after which live events continue. ``resource_version``
+        ``None``/``""``/``"0"`` gives synthetic ADDED events for the current state;
+        otherwise the replayed history, 410 Gone ("too old resource version: X (Y)")
+        when that version was compacted. Objects are not copied: never mutate them."""
         with self.lock:
             if resource_version in (None, "", "0"):
-                items = self._select(self._bucket(res), Selector.parse(namespace, None, None, res))
+                every = Selector.parse(namespace, None, None, res)
+                items = sorted(every.select(self._bucket(res).values()), key=sort_key)
                 return [(WatchEvent("ADDED", res, o), None) for o in items], self._rv
             target = parse_rv(str(resource_version))
             if target < self._horizon:
