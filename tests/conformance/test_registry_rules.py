@@ -143,8 +143,11 @@ def test_a_label_selector_watch_sees_an_object_leave_and_come_back_on_both(
     finally:
         resp.release_conn()
     assert [e["type"] for e in events] == _SEEN
-    # A DELETED for an object leaving the selector carries its new state.
-    assert events[0]["object"]["metadata"]["labels"] == {"a": "2"}
+    # A DELETED for an object leaving the selector carries its previous state (the
+    # last one the watch selected) at the version of the change that made it leave.
+    left = events[0]["object"]["metadata"]
+    assert left["labels"] == {"a": "1"}
+    assert int(left["resourceVersion"]) > int(start.metadata.resource_version)
 
     created = local.perform(Create(SECRETS, "local", _secret("moves")))
     for labels in _RELABELS:
@@ -157,4 +160,6 @@ def test_a_label_selector_watch_sees_an_object_leave_and_come_back_on_both(
     while (line := local.read_line(stream)) is not None:
         local_events.append(json.loads(line))
     assert [e["type"] for e in local_events] == _SEEN
-    assert local_events[0]["object"]["metadata"]["labels"] == {"a": "2"}
+    local_left = local_events[0]["object"]["metadata"]
+    assert local_left["labels"] == {"a": "1"}
+    assert int(local_left["resourceVersion"]) > int(rv)

@@ -65,23 +65,29 @@ class Selector:
             if self.in_namespace(o["metadata"].get("namespace")) and self.matches(o)
         ]
 
-    def reported(self, event_type: str, obj: JSON, previous: JSON | None) -> str | None:
+    def reported(
+        self, event_type: str, obj: JSON, previous: JSON | None
+    ) -> tuple[str, JSON] | None:
         """How a watch with this selector reports a change (``previous``: the object
         before it, ``None`` when unknown or created), as the apiserver's watch cache
-        does: an object that starts matching is ADDED, one that stops is DELETED, one
-        that matched before and after is MODIFIED; ``None``: not reported."""
+        does: an object that starts matching is ADDED, one that matched before and
+        after is MODIFIED, one that stops is DELETED — carrying its previous state (the
+        last one the watch selected) at the change's resourceVersion; ``None``: not
+        reported. Returns the event's type and the object it carries."""
         if not self.in_namespace(obj["metadata"].get("namespace")):
             return None
         if self.everything:
-            return event_type
+            return event_type, obj
         if event_type == "DELETED":
-            return event_type if self.matches(previous if previous is not None else obj) else None
+            selected = self.matches(previous if previous is not None else obj)
+            return (event_type, obj) if selected else None
         now = self.matches(obj)
         before = previous is not None and event_type != "ADDED" and self.matches(previous)
-        if now and before:
-            return "MODIFIED"
         if now:
-            return "ADDED"
+            return ("MODIFIED" if before else "ADDED"), obj
         if before:
-            return "DELETED"
+            assert previous is not None
+            version = obj["metadata"].get("resourceVersion")
+            left = {**previous, "metadata": {**previous["metadata"], "resourceVersion": version}}
+            return "DELETED", left
         return None

@@ -142,12 +142,15 @@ class WatchStream:
         for change in changes:
             # The change log holds the object as the line carries it: parsed only to
             # be matched against a selector (the namespace was matched in SQL).
-            event_type: str | None = change.type
-            if not self.selector.everything:
-                previous = None if change.prev is None else json.loads(change.prev)
-                event_type = self.selector.reported(change.type, json.loads(change.data), previous)
-            if event_type is not None:
-                self.buffer.append(event_line(event_type, change.data.encode()))
+            if self.selector.everything:
+                self.buffer.append(event_line(change.type, change.data.encode()))
+                continue
+            obj = json.loads(change.data)
+            previous = None if change.prev is None else json.loads(change.prev)
+            chosen = self.selector.reported(change.type, obj, previous)
+            if chosen is not None:
+                data = change.data.encode() if chosen[1] is obj else dumps(chosen[1])
+                self.buffer.append(event_line(chosen[0], data))
         if len(changes) >= limit:
             self.cursor = changes[-1].rv
         else:

@@ -93,9 +93,12 @@ class Watcher(Stream):
         meta = obj["metadata"]
         if live and int(meta["resourceVersion"]) <= self.start_rv:
             return  # already part of this watch's initial state or replay
-        event_type = self.selector.reported(event.type, obj, previous)
-        if event_type is None:
+        chosen = self.selector.reported(event.type, obj, previous)
+        if chosen is None:
             return
+        event_type, shown = chosen
+        if shown is not obj:  # an object leaving the selector: its previous state
+            encoded = Encoded(event._replace(object=shown))
         faults = self.server.faults
         if faults.drop_event():
             self.close()  # the connection "broke" before this event got through
