@@ -370,7 +370,7 @@ def _index(labels: Mapping[str, str]) -> int:
     return untrusted.whole_number(raw) or 0
 
 
-def is_mpi(pods: Iterable[Mapping[str, Any]]) -> bool:
+def _is_mpi(pods: Iterable[Mapping[str, Any]]) -> bool:
     """Whether the job's pods include an MPI launcher (then the launcher is node-0)."""
     return any(
         ((p.get("metadata") or {}).get("labels") or {}).get(REPLICATED_JOB_LABEL) == names.LAUNCHER
@@ -447,7 +447,7 @@ def newest_by_step(pods: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, 
     """Each step's newest pod (:func:`pod_recency`), by step name; pods of other
     replicated jobs are left out."""
     pods = list(pods)
-    mpi = is_mpi(pods)
+    mpi = _is_mpi(pods)
     newest: dict[str, Mapping[str, Any]] = {}
     for pod in pods:
         name = step_name(pod, mpi)
@@ -597,7 +597,7 @@ def failing_pod(
     attempts (a retried Job keeps each failed pod) the newest, as the steps, the logs
     and the result choose it (:func:`pod_recency`)."""
     pods = sorted(pods, key=pod_recency, reverse=True)
-    mpi = is_mpi(pods)
+    mpi = _is_mpi(pods)
     ranked = []
     for pod in pods:
         step = step_name(pod, mpi)
@@ -676,7 +676,7 @@ def trainer_pod(pods: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The pod whose container reports the function's result: node-0 (the launcher
     with MPI)."""
     pods = list(pods)
-    mpi = is_mpi(pods)
+    mpi = _is_mpi(pods)
     candidates = [p for p in pods if step_name(p, mpi) == f"{names.NODE}-0"]
     if not candidates:
         return None

@@ -22,8 +22,8 @@ from kf_trainer_core.cluster.status import (
     Failure,
     JobState,
     TrainJob,
+    _is_mpi,
     container_state,
-    is_mpi,
     job_state,
     newest_by_step,
     pod_recency,
@@ -104,7 +104,7 @@ def restarting_steps(pods: Iterable[Pod]) -> list[tuple[str, str, Pod, int]]:
     ``(step, replicated job, newest failed pod, failed pods)``. Only the newest JobSet
     restart counts (older ones' pods are another incarnation)."""
     pods = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
-    mpi = is_mpi(pods)
+    mpi = _is_mpi(pods)
     newest_restart = max((pod_recency(p)[0] for p in pods), default=0)
     jobs: dict[tuple[str, ...], list[Pod]] = {}
     for pod in pods:
