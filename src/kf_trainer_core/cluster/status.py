@@ -466,8 +466,8 @@ def step_order(step: str) -> tuple[int, int]:
         return (0, 0)
     if step == names.MODEL_INITIALIZER:
         return (1, 0)
-    tail = step.rsplit("-", 1)[-1]
-    return (2, int(tail)) if tail.isdigit() else (3, 0)
+    number = untrusted.whole_number(step.rsplit("-", 1)[-1])
+    return (2, number) if number is not None else (3, 0)
 
 
 def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
