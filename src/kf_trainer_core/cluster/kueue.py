@@ -560,6 +560,15 @@ async def _position(
     return None
 
 
+def _shown(status: QueueStatus | None) -> tuple[Any, ...] | None:
+    """What a person reads of a queue status: its summary after the head line, and
+    what the head says (admitted, position, cluster queue, worker cluster)."""
+    if status is None:
+        return None
+    head = (status.admitted, status.position, status.cluster_queue, status.worker)
+    return (*head, status.summary()[1:])
+
+
 class QueueTracker:
     """Keeps one wait's view of its job's Workload fresh at a bounded cost: read when
     the job changes while queued, and every :data:`QUEUE_REFRESH_SECONDS` while it
@@ -622,24 +631,12 @@ class QueueTracker:
         found = await lookup(api, self.namespace, obj, self.probe)
         if found is None:
             return False
-        before = self.status.summary()[1:] if self.status else None
-        before_head = (
-            (
-                self.status.admitted,
-                self.status.position,
-                self.status.cluster_queue,
-                self.status.worker,
-            )
-            if self.status
-            else None
-        )
-        self.status = found
+        before, self.status = self.status, found
         if found.workload is None or found.pending_reason or found.pending_message:
             self._unexplained_since = None
         elif self._unexplained_since is None:
             self._unexplained_since = time.monotonic()
-        after_head = (found.admitted, found.position, found.cluster_queue, found.worker)
-        return before != found.summary()[1:] or before_head != after_head
+        return _shown(before) != _shown(found)
 
     def wake_in(self, obj: Mapping[str, Any] | None) -> float | None:
         """Seconds until the next refresh is due (``None``: none needed)."""
