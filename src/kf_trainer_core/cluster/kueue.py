@@ -376,14 +376,13 @@ def queue_status(
                 else None,
             )
         )
-    pending_reason = pending_message = None
-    if not is_admitted and reserved is not None and not _is_true(reserved):
-        pending_reason = str(reserved.get("reason") or "") or None
-        pending_message = str(reserved.get("message") or "") or None
-    elif not is_admitted and admitted is not None:
-        # Quota reserved, admission checks outstanding: the Admitted condition says why.
-        pending_reason = str(admitted.get("reason") or "") or None
-        pending_message = str(admitted.get("message") or "") or None
+    # Why it is not admitted: QuotaReserved=False says; with quota reserved and admission
+    # checks outstanding, the Admitted condition says.
+    says: Mapping[str, Any] = {}
+    if not is_admitted:
+        says = (reserved if reserved is not None and not _is_true(reserved) else admitted) or {}
+    pending_reason = str(says.get("reason") or "") or None
+    pending_message = str(says.get("message") or "") or None
     end = admitted_at if is_admitted else (finished_at or at)
     queued = (end - queued_at).total_seconds() if queued_at and end else None
     running = ((finished_at or at) - admitted_at).total_seconds() if admitted_at else None
