@@ -674,13 +674,8 @@ def failure_of(
 
 def trainer_pod(pods: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The pod whose container reports the function's result: node-0 (the launcher
-    with MPI)."""
-    pods = list(pods)
-    mpi = _is_mpi(pods)
-    candidates = [p for p in pods if step_name(p, mpi) == f"{names.NODE}-0"]
-    if not candidates:
-        return None
-    return max(candidates, key=pod_recency)
+    with MPI), its newest."""
+    return newest_by_step(pods).get(f"{names.NODE}-0")
 
 
 def result_from_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[bool, Any]:
