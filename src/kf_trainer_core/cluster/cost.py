@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from kf_trainer_core.base import untrusted
 from kf_trainer_core.cluster.status import Step, TrainJob
 from kf_trainer_core.fields import names
 
@@ -34,10 +35,7 @@ class Cost:
 def _gpus(step: Step) -> int:
     if step.device != "gpu":
         return 0
-    try:
-        return max(0, int(step.device_count))
-    except ValueError:
-        return 0
+    return untrusted.whole_number(step.device_count) or 0
 
 
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:

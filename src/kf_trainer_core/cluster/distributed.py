@@ -300,8 +300,7 @@ class Cause:
 
 
 def _bounded(lines: Iterable[str]) -> list[str]:
-    out = list(lines)[-MAX_LINES:] if not isinstance(lines, list) else lines[-MAX_LINES:]
-    return [str(line)[:MAX_LINE].rstrip("\r\n") for line in out]
+    return [str(line)[:MAX_LINE].rstrip("\r\n") for line in list(lines)[-MAX_LINES:]]
 
 
 def _split_prefix(line: str) -> tuple[tuple[str, int] | None, str]:

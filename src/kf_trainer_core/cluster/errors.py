@@ -195,11 +195,15 @@ class TrainJobTimeoutError(_JobProblem, TimeoutError):
         self.job, self.failure = job, failure
         KFTrainerError.__init__(self, "\n".join(self.lines))
 
+    def _args(self, message: str) -> tuple[Any, ...]:
+        """The positional arguments that make this error again with ``message``."""
+        return (message, self.job, self.failure)
+
     def __reduce__(self) -> tuple[Any, ...]:
         if self.lines is None:
-            return super().__reduce__()
+            return (type(self), self._args(self.args[0].split("\n", 1)[0]))
         kwargs = {"lines": self.lines, "waiting": self.waiting, "fix": self.fix}
-        return (_rebuild, (type(self), (self.lines[0], self.job, self.failure), kwargs))
+        return (_rebuild, (type(self), self._args(self.lines[0]), kwargs))
 
     def settled(self, what: str) -> TrainJobTimeoutError:
         """The same error whose last line, what the wait left behind, says instead what
@@ -236,12 +240,8 @@ class TrainJobAdmissionTimeoutError(CapacityFailure, TrainJobTimeoutError):
         self.queue = queue
         super().__init__(message, job, failure, **explained)
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        if self.lines is not None:
-            kwargs = {"lines": self.lines, "waiting": self.waiting, "fix": self.fix}
-            head = (self.lines[0], self.job, self.failure, self.queue)
-            return (_rebuild, (type(self), head, kwargs))
-        return (type(self), (self.args[0].split("\n", 1)[0], self.job, self.failure, self.queue))
+    def _args(self, message: str) -> tuple[Any, ...]:
+        return (*super()._args(message), self.queue)
 
 
 class TrainJobDeletedError(KFTrainerError):

@@ -107,16 +107,26 @@ def _disruption(pods: Iterable[Mapping[str, Any]]) -> str | None:
     return None
 
 
+def unschedulable(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The pod's ``PodScheduled=False`` condition of reason ``Unschedulable``, if the
+    scheduler found no node for it (more GPUs than any node has, taints...): the pod is
+    stuck Pending with no container status, only this condition says why."""
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if (
+            cond.get("type") == "PodScheduled"
+            and cond.get("status") == "False"
+            and cond.get("reason") == "Unschedulable"
+        ):
+            return dict(cond)
+    return None
+
+
 def _unschedulable(pods: Iterable[Mapping[str, Any]]) -> str | None:
     for pod in pods:
-        for cond in (pod.get("status") or {}).get("conditions") or []:
-            if (
-                cond.get("type") == "PodScheduled"
-                and cond.get("status") == "False"
-                and cond.get("reason") == "Unschedulable"
-            ):
-                name = _text((pod.get("metadata") or {}).get("name"))
-                return f"pod {name} unschedulable: {_text(cond.get('message'))}".rstrip(": ")
+        cond = unschedulable(pod)
+        if cond is not None:
+            name = _text((pod.get("metadata") or {}).get("name"))
+            return f"pod {name} unschedulable: {_text(cond.get('message'))}".rstrip(": ")
     return None
 
 

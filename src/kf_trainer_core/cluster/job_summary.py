@@ -59,50 +59,30 @@ def steps_table(
 ) -> list[dict[str, str | int | None]]:
     """Rows for a table of the job: one per step, one per reported metric, then what
     the job cost (wall, pending and running seconds, GPU-hours; kind ``cost``)."""
-    rows: list[dict[str, str | int | None]] = []
-    for step in steps:
-        rows.append(
-            {
-                "kind": "step",
-                "name": step.name,
-                "status": step.status or "",
-                "value": "",
-                "device": ""
-                if step.device == "Unknown"
-                else f"{step.device} x {step.device_count}",
-                "pod": step.pod_name,
-                "exit_code": step.exit_code,
-                "reason": step.container_reason or "",
-            }
-        )
+    # Every row has every column, in this order (a table artifact's columns).
+    blank: dict[str, str | int | None] = {
+        **dict.fromkeys(("kind", "name", "status", "value", "device", "pod"), ""),
+        "exit_code": None,
+        "reason": "",
+    }
+    rows = [
+        {
+            **blank,
+            "kind": "step",
+            "name": step.name,
+            "status": step.status or "",
+            "device": "" if step.device == "Unknown" else f"{step.device} x {step.device_count}",
+            "pod": step.pod_name,
+            "exit_code": step.exit_code,
+            "reason": step.container_reason or "",
+        }
+        for step in steps
+    ]
     for key, value in sorted((metrics or {}).items()):
-        rows.append(
-            {
-                "kind": "metric",
-                "name": key,
-                "status": "",
-                "value": value,
-                "device": "",
-                "pod": "",
-                "exit_code": None,
-                "reason": "",
-            }
-        )
+        rows.append({**blank, "kind": "metric", "name": key, "value": value})
     for key, number in (cost or {}).items():
-        if number is None:
-            continue
-        rows.append(
-            {
-                "kind": "cost",
-                "name": key,
-                "status": "",
-                "value": f"{number:.6g}",
-                "device": "",
-                "pod": "",
-                "exit_code": None,
-                "reason": "",
-            }
-        )
+        if number is not None:
+            rows.append({**blank, "kind": "cost", "name": key, "value": f"{number:.6g}"})
     return rows
 
 

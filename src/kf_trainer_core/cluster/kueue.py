@@ -35,6 +35,7 @@ from kf_trainer_core.k8s.api import Api
 from kf_trainer_core.k8s.calls import Get, GetPath, ListObjects
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import Resource
+from kf_trainer_core.k8s.trainjob import condition, condition_true, is_finished
 
 #: The label that puts a job in a Kueue LocalQueue.
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
@@ -229,13 +230,6 @@ def queue_name(obj: Mapping[str, Any]) -> str | None:
     return str(value) if value else None
 
 
-def _cond(workload: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
-    for cond in (workload.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            return dict(cond)
-    return None
-
-
 def _is_true(cond: Mapping[str, Any] | None) -> bool:
     return bool(cond and cond.get("status") == "True")
 
@@ -348,9 +342,9 @@ def queue_status(
     meta = workload.get("metadata") or {}
     spec = workload.get("spec") or {}
     status = workload.get("status") or {}
-    reserved = _cond(workload, "QuotaReserved")
-    admitted = _cond(workload, "Admitted")
-    finished = _cond(workload, "Finished")
+    reserved = condition(workload, "QuotaReserved")
+    admitted = condition(workload, "Admitted")
+    finished = condition(workload, "Finished")
     is_admitted = _is_true(admitted)
     cluster_queue = (status.get("admission") or {}).get("clusterQueue")
     queued_at = _when(meta.get("creationTimestamp"))
@@ -359,19 +353,19 @@ def queue_status(
         _when(finished.get("lastTransitionTime")) if finished and _is_true(finished) else None
     )
     evictions = []
-    evicted = _cond(workload, "Evicted")
+    evicted = condition(workload, "Evicted")
     # Kueue counts evictions in schedulingStats (v0.19; requeueState only with the
     # PodsReady back-off).
     requeues = max(
-        _int((status.get("requeueState") or {}).get("count")) or 0,
+        untrusted.whole_number((status.get("requeueState") or {}).get("count")) or 0,
         sum(
-            _int(e.get("count")) or 0
+            untrusted.whole_number(e.get("count")) or 0
             for e in (status.get("schedulingStats") or {}).get("evictions") or []
             if isinstance(e, Mapping)
         ),
     )
     if evicted and (_is_true(evicted) or requeues):
-        preempted = _cond(workload, "Preempted")
+        preempted = condition(workload, "Preempted")
         evictions.append(
             Eviction(
                 reason=str(evicted.get("reason") or "Evicted"),
@@ -382,14 +376,13 @@ def queue_status(
                 else None,
             )
         )
-    pending_reason = pending_message = None
-    if not is_admitted and reserved is not None and not _is_true(reserved):
-        pending_reason = str(reserved.get("reason") or "") or None
-        pending_message = str(reserved.get("message") or "") or None
-    elif not is_admitted and admitted is not None:
-        # Quota reserved, admission checks outstanding: the Admitted condition says why.
-        pending_reason = str(admitted.get("reason") or "") or None
-        pending_message = str(admitted.get("message") or "") or None
+    # Why it is not admitted: QuotaReserved=False says; with quota reserved and admission
+    # checks outstanding, the Admitted condition says.
+    says: Mapping[str, Any] = {}
+    if not is_admitted:
+        says = (reserved if reserved is not None and not _is_true(reserved) else admitted) or {}
+    pending_reason = str(says.get("reason") or "") or None
+    pending_message = str(says.get("message") or "") or None
     end = admitted_at if is_admitted else (finished_at or at)
     queued = (end - queued_at).total_seconds() if queued_at and end else None
     running = ((finished_at or at) - admitted_at).total_seconds() if admitted_at else None
@@ -402,9 +395,9 @@ def queue_status(
         quota_reserved=_is_true(reserved),
         pending_reason=pending_reason,
         pending_message=pending_message,
-        position=_int(pos.get("positionInLocalQueue")),
-        cluster_queue_position=_int(pos.get("positionInClusterQueue")),
-        priority=_int(spec.get("priority"), low=-(2**31)),
+        position=untrusted.whole_number(pos.get("positionInLocalQueue")),
+        cluster_queue_position=untrusted.whole_number(pos.get("positionInClusterQueue")),
+        priority=untrusted.whole_number(spec.get("priority"), low=-(2**31)),
         evictions=evictions,
         requeue_count=requeues,
         never_fits=never_fits(pending_reason, pending_message),
@@ -415,10 +408,6 @@ def queue_status(
         admitted_seconds=max(0.0, running) if running is not None else None,
         worker=worker_name(workload),
     )
-
-
-def _int(value: Any, low: int = 0) -> int | None:
-    return untrusted.whole_number(value, low)
 
 
 # --------------------------------------------------------------------------- probing
@@ -527,8 +516,8 @@ async def lookup(
     if (
         positions
         and workload is not None
-        and not _is_true(_cond(workload, "Admitted"))
-        and not _is_true(_cond(workload, "Finished"))
+        and not condition_true(workload, "Admitted")
+        and not condition_true(workload, "Finished")
         and probe.can_read_positions()
     ):
         entry = await _position(api, namespace, queue, workload, probe)
@@ -568,6 +557,15 @@ async def _position(
         if (item.get("metadata") or {}).get("name") == name:
             return dict(item)
     return None
+
+
+def _shown(status: QueueStatus | None) -> tuple[Any, ...] | None:
+    """What a person reads of a queue status: its summary after the head line, and
+    what the head says (admitted, position, cluster queue, worker cluster)."""
+    if status is None:
+        return None
+    head = (status.admitted, status.position, status.cluster_queue, status.worker)
+    return (*head, status.summary()[1:])
 
 
 class QueueTracker:
@@ -610,12 +608,7 @@ class QueueTracker:
         return self.interval
 
     def _queued(self, obj: Mapping[str, Any]) -> bool:
-        spec = obj.get("spec") or {}
-        finished = any(
-            c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-            for c in (obj.get("status") or {}).get("conditions") or []
-        )
-        return bool(spec.get("suspend")) and not finished
+        return bool((obj.get("spec") or {}).get("suspend")) and not is_finished(obj)
 
     def due(self, obj: Mapping[str, Any]) -> bool:
         """Whether to read the Workload now."""
@@ -637,24 +630,12 @@ class QueueTracker:
         found = await lookup(api, self.namespace, obj, self.probe)
         if found is None:
             return False
-        before = self.status.summary()[1:] if self.status else None
-        before_head = (
-            (
-                self.status.admitted,
-                self.status.position,
-                self.status.cluster_queue,
-                self.status.worker,
-            )
-            if self.status
-            else None
-        )
-        self.status = found
+        before, self.status = self.status, found
         if found.workload is None or found.pending_reason or found.pending_message:
             self._unexplained_since = None
         elif self._unexplained_since is None:
             self._unexplained_since = time.monotonic()
-        after_head = (found.admitted, found.position, found.cluster_queue, found.worker)
-        return before != found.summary()[1:] or before_head != after_head
+        return _shown(before) != _shown(found)
 
     def wake_in(self, obj: Mapping[str, Any] | None) -> float | None:
         """Seconds until the next refresh is due (``None``: none needed)."""

@@ -15,19 +15,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kf_trainer_core.cluster import distributed
-from kf_trainer_core.cluster.status import container_state, pod_recency, step_name
+from kf_trainer_core.cluster.status import container_state, newest_by_step, step_order
 from kf_trainer_core.fields import names
-from kf_trainer_core.k8s.resources import REPLICATED_JOB_LABEL
 
 #: Failed nodes whose logs a failure's explanation reads, at most (one request each).
 LOG_READS = 4
-
-
-def _node_number(step: str) -> int:
-    try:
-        return int(step.rsplit("-", 1)[1])
-    except (IndexError, ValueError):
-        return 0
 
 
 def _terminated(pod: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -37,26 +29,16 @@ def _terminated(pod: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def failed_nodes(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
     """The training nodes whose newest pod failed, in node order: ``(step, pod)``."""
-    pods = list(pods)
-    mpi = any(
-        ((p.get("metadata") or {}).get("labels") or {}).get(REPLICATED_JOB_LABEL) == names.LAUNCHER
-        for p in pods
-    )
-    newest: dict[str, Mapping[str, Any]] = {}
-    for pod in pods:
-        step = step_name(pod, mpi)
-        if step is None or not step.startswith(f"{names.NODE}-"):
-            continue
-        held = newest.get(step)
-        if held is None or pod_recency(pod) >= pod_recency(held):
-            newest[step] = pod
     failed = [
         (step, pod)
-        for step, pod in newest.items()
-        if (pod.get("status") or {}).get("phase") == "Failed"
-        or _terminated(pod).get("exitCode") not in (None, 0)
+        for step, pod in newest_by_step(pods).items()
+        if step.startswith(f"{names.NODE}-")
+        and (
+            (pod.get("status") or {}).get("phase") == "Failed"
+            or _terminated(pod).get("exitCode") not in (None, 0)
+        )
     ]
-    return sorted(failed, key=lambda item: _node_number(item[0]))
+    return sorted(failed, key=lambda item: step_order(item[0]))
 
 
 def root_cause_node(

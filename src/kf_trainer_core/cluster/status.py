@@ -30,7 +30,7 @@ from kf_trainer_core.base.marks import (
 )
 from kf_trainer_core.base.timeutil import duration_text
 from kf_trainer_core.cluster import distributed
-from kf_trainer_core.cluster.failures import classify
+from kf_trainer_core.cluster.failures import classify, unschedulable
 from kf_trainer_core.cluster.kueue import QueueStatus
 from kf_trainer_core.cluster.multikueue import WorkerCluster, dispatched
 from kf_trainer_core.cluster.waiting import Waiting
@@ -371,6 +371,7 @@ def _index(labels: Mapping[str, str]) -> int:
 
 
 def _is_mpi(pods: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether the job's pods include an MPI launcher (then the launcher is node-0)."""
     return any(
         ((p.get("metadata") or {}).get("labels") or {}).get(REPLICATED_JOB_LABEL) == names.LAUNCHER
         for p in pods
@@ -442,8 +443,9 @@ def pod_recency(pod: Mapping[str, Any]) -> tuple[int, str, int, str]:
     )
 
 
-def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
-    """Steps of a job from its pods, newest pod per step, in run order."""
+def newest_by_step(pods: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Each step's newest pod (:func:`pod_recency`), by step name; pods of other
+    replicated jobs are left out."""
     pods = list(pods)
     mpi = _is_mpi(pods)
     newest: dict[str, Mapping[str, Any]] = {}
@@ -454,8 +456,24 @@ def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
         held = newest.get(name)
         if held is None or pod_recency(pod) >= pod_recency(held):
             newest[name] = pod
+    return newest
+
+
+def step_order(step: str) -> tuple[int, int]:
+    """A sort key putting steps in run order: the initializers, then the nodes by
+    number."""
+    if step == names.DATASET_INITIALIZER:
+        return (0, 0)
+    if step == names.MODEL_INITIALIZER:
+        return (1, 0)
+    number = untrusted.whole_number(step.rsplit("-", 1)[-1])
+    return (2, number) if number is not None else (3, 0)
+
+
+def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
+    """Steps of a job from its pods, newest pod per step, in run order."""
     steps = []
-    for name, pod in newest.items():
+    for name, pod in newest_by_step(pods).items():
         meta = pod.get("metadata") or {}
         annotations = meta.get("annotations") or {}
         container = _main_container(pod, name)
@@ -496,7 +514,7 @@ def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
                 gpus=gpus,
             )
         )
-    return sorted(steps, key=_step_order)
+    return sorted(steps, key=lambda step: step_order(step.name))
 
 
 def _container_times(status: Mapping[str, Any]) -> tuple[str | None, str | None]:
@@ -505,17 +523,6 @@ def _container_times(status: Mapping[str, Any]) -> tuple[str | None, str | None]
     if term:
         return term.get("startedAt"), term.get("finishedAt")
     return (state.get("running") or {}).get("startedAt"), None
-
-
-def _step_order(step: Step) -> tuple[int, int]:
-    if step.name == names.DATASET_INITIALIZER:
-        return (0, 0)
-    if step.name == names.MODEL_INITIALIZER:
-        return (1, 0)
-    try:
-        return (2, int(step.name.rsplit("-", 1)[1]))
-    except (IndexError, ValueError):
-        return (3, 0)
 
 
 def to_trainjob(
@@ -576,13 +583,9 @@ def _pod_trouble(pod: Mapping[str, Any]) -> tuple[str | None, int | None, str]:
         return status.get("reason") or "Failed", None, status.get("message") or ""
     # The scheduler found no node (more GPUs than any node has, taints...): the pod is
     # stuck Pending with no container status, only this condition says why.
-    for cond in status.get("conditions") or []:
-        if (
-            cond.get("type") == "PodScheduled"
-            and cond.get("status") == "False"
-            and cond.get("reason") == "Unschedulable"
-        ):
-            return "Unschedulable", None, str(cond.get("message") or "")
+    cond = unschedulable(pod)
+    if cond is not None:
+        return "Unschedulable", None, str(cond.get("message") or "")
     return None, None, ""
 
 
@@ -602,9 +605,7 @@ def failing_pod(
             continue
         reason, code, message = _pod_trouble(pod)
         if reason is not None:
-            ranked.append(
-                (_step_order(Step(name=step, pod_name="")), step, pod, reason, code, message)
-            )
+            ranked.append((step_order(step), step, pod, reason, code, message))
     if not ranked:
         return None
     ranked.sort(key=lambda r: (r[1] != first, r[0]))
@@ -673,13 +674,8 @@ def failure_of(
 
 def trainer_pod(pods: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The pod whose container reports the function's result: node-0 (the launcher
-    with MPI)."""
-    pods = list(pods)
-    mpi = _is_mpi(pods)
-    candidates = [p for p in pods if step_name(p, mpi) == f"{names.NODE}-0"]
-    if not candidates:
-        return None
-    return max(candidates, key=pod_recency)
+    with MPI), its newest."""
+    return newest_by_step(pods).get(f"{names.NODE}-0")
 
 
 def result_from_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[bool, Any]:

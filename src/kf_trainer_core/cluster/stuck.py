@@ -16,16 +16,19 @@ from functools import partial
 from typing import Any
 
 from kf_trainer_core.base import untrusted
-from kf_trainer_core.cluster.failures import classify
+from kf_trainer_core.cluster.failures import classify, unschedulable
 from kf_trainer_core.cluster.status import (
     STUCK_WAITING_REASONS,
     Failure,
     JobState,
     TrainJob,
+    _is_mpi,
     container_state,
     job_state,
+    newest_by_step,
     pod_recency,
     step_name,
+    step_order,
 )
 from kf_trainer_core.cluster.waiting import Waiting
 from kf_trainer_core.fields import names
@@ -101,7 +104,7 @@ def restarting_steps(pods: Iterable[Pod]) -> list[tuple[str, str, Pod, int]]:
     ``(step, replicated job, newest failed pod, failed pods)``. Only the newest JobSet
     restart counts (older ones' pods are another incarnation)."""
     pods = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
-    mpi = any(_labels(p).get(REPLICATED_JOB_LABEL) == names.LAUNCHER for p in pods)
+    mpi = _is_mpi(pods)
     newest_restart = max((pod_recency(p)[0] for p in pods), default=0)
     jobs: dict[tuple[str, ...], list[Pod]] = {}
     for pod in pods:
@@ -113,26 +116,12 @@ def restarting_steps(pods: Iterable[Pod]) -> list[tuple[str, str, Pod, int]]:
         if not failed:
             continue
         # A Job whose every index has succeeded since is done with its failures.
-        by_index: dict[str, Pod] = {}
-        for pod in members:
-            step = str(step_name(pod, mpi))
-            if step not in by_index or pod_recency(pod) >= pod_recency(by_index[step]):
-                by_index[step] = pod
-        if all(_phase(p) == "Succeeded" for p in by_index.values()):
+        if all(_phase(p) == "Succeeded" for p in newest_by_step(members).values()):
             continue
         last = max(failed, key=pod_recency)
         step = str(step_name(last, mpi))
         found.append((step, str(_labels(last).get(REPLICATED_JOB_LABEL, "")), last, len(failed)))
-    return sorted(found, key=lambda f: _order(f[0]))
-
-
-def _order(step: str) -> tuple[int, int]:
-    if step == names.DATASET_INITIALIZER:
-        return (0, 0)
-    if step == names.MODEL_INITIALIZER:
-        return (1, 0)
-    tail = step.rsplit("-", 1)[-1]
-    return (2, int(tail)) if tail.isdigit() else (3, 0)
+    return sorted(found, key=lambda f: step_order(f[0]))
 
 
 def _restarting(pods: list[Pod], limits: Mapping[str, int]) -> Waiting | None:
@@ -208,32 +197,22 @@ def scheduler_reason(message: str, pod: Pod) -> str:
 
 def _pending(pods: list[Pod]) -> Waiting | None:
     """The first step (in step order) whose newest pod cannot start."""
-    mpi = any(_labels(p).get(REPLICATED_JOB_LABEL) == names.LAUNCHER for p in pods)
-    newest: dict[str, Pod] = {}
-    for pod in pods:
-        step = step_name(pod, mpi)
-        held = newest.get(step) if step is not None else None
-        if step is not None and (held is None or pod_recency(pod) >= pod_recency(held)):
-            newest[step] = pod
-    for step in sorted(newest, key=_order):
+    newest = newest_by_step(pods)
+    for step in sorted(newest, key=step_order):
         pod = newest[step]
         status = pod.get("status") or {}
         if _phase(pod) not in ("Pending", ""):
             continue
         pod_name = str((pod.get("metadata") or {}).get("name") or "")
         pending = partial(Waiting, state="Pending", step=step, pod=pod_name)
-        for cond in status.get("conditions") or []:
-            if (
-                cond.get("type") == "PodScheduled"
-                and cond.get("status") == "False"
-                and cond.get("reason") == "Unschedulable"
-            ):
-                message = str(cond.get("message") or "")
-                klass, _ = classify(reason="Unschedulable", message=message, pods=[pod])
-                return pending(
-                    reason=f"step {step} cannot be scheduled: {scheduler_reason(message, pod)}",
-                    failure_class=klass,
-                )
+        cond = unschedulable(pod)
+        if cond is not None:
+            message = str(cond.get("message") or "")
+            klass, _ = classify(reason="Unschedulable", message=message, pods=[pod])
+            return pending(
+                reason=f"step {step} cannot be scheduled: {scheduler_reason(message, pod)}",
+                failure_class=klass,
+            )
         for cs in [
             *(status.get("initContainerStatuses") or []),
             *(status.get("containerStatuses") or []),
