@@ -108,12 +108,10 @@ def dispatch(server: KubeTestServer, worker: KubeTestServer, name: str, scenario
     }  # fmt: skip
     worker.store.create(TRAINJOBS, copy)
     uid = obj["metadata"]["uid"]
-    workloads, _ = server.store.list(WORKLOADS, "default")
-    mine = [
-        w for w in workloads
+    mine = until(lambda: [
+        w for w in server.store.list(WORKLOADS, "default")[0]
         if any(r.get("uid") == uid for r in w["metadata"].get("ownerReferences") or [])
-    ]  # fmt: skip
-    assert mine, "the simulated Kueue made no Workload"
+    ])  # fmt: skip
     server.store.patch(
         WORKLOADS,
         "default",
@@ -193,7 +191,8 @@ def test_an_unmapped_worker_without_a_readable_secret_says_so(
     with TrainerClient(k8s_config) as client:
         name = client.submit(mk_job()).job.name
 
-        workloads, _ = server.store.list(WORKLOADS, "default")
+        # The simulated Kueue makes the Workload on its own thread, after the create.
+        workloads = until(lambda: server.store.list(WORKLOADS, "default")[0])
         server.store.patch(
             WORKLOADS, "default", workloads[0]["metadata"]["name"],
             {"status": {"clusterName": CLUSTER}}, subresource="status",
