@@ -151,3 +151,26 @@ def test_a_namespace_that_does_not_exist_is_said_to_be_missing(
     code, out, err = _cli(capsys, *where, "jobs", "list")
     assert code == 0, err
     assert f"No TrainJobs in namespace {cluster.namespace}." in err  # on stderr
+
+
+def test_every_operation_on_a_job_in_a_missing_namespace_names_the_namespace(
+    cluster: Cluster,
+) -> None:
+    # Each operation that names one job says the namespace is missing, as get_job does:
+    # suspend, resume and a followed log used to say only "TrainJob ns/x not found".
+    config = cluster.config(namespace=MISSING_NAMESPACE)
+    with TrainerClient(config, retry=FAST) as client:
+        calls = {
+            "get_job": lambda: client.get_job("x"),
+            "get_job_events": lambda: client.get_job_events("x"),
+            "get_job_outputs": lambda: client.get_job_outputs("x"),
+            "wait": lambda: client.wait("x", timeout=5),
+            "suspend_job": lambda: client.suspend_job("x"),
+            "resume_job": lambda: client.resume_job("x"),
+            "get_job_logs(follow)": lambda: list(client.get_job_logs("x", follow=True)),
+            "get_job_logs": lambda: list(client.get_job_logs("x")),
+        }
+        for what, call in calls.items():
+            with pytest.raises(NamespaceNotFoundError, match="does not exist") as caught:
+                call()
+            assert caught.value.namespace == MISSING_NAMESPACE, what

@@ -27,7 +27,7 @@ from kf_trainer_core.k8s.paging import list_all
 from kf_trainer_core.k8s.resources import JOBSETS, TRAINJOBS
 from kf_trainer_core.manifest.selectors import identity_selector
 from kf_trainer_core.programs.informer import slim_trainjob
-from kf_trainer_core.programs.reads import get_object
+from kf_trainer_core.programs.reads import get_object, job_not_found
 
 #: How long a delete waits, at most, for the garbage collector to remove the deleted
 #: job's JobSet (measured on a real control plane: 0.3-0.4 s). Past it the delete
@@ -313,7 +313,7 @@ async def set_suspended(api: Api, namespace: str, name: str, suspended: bool) ->
         obj = await api(Patch(TRAINJOBS, namespace, name, {"spec": {"suspend": suspended}}))
     except ApiError as err:
         if err.not_found:
-            raise TrainJobNotFoundError(f"TrainJob {namespace}/{name} not found.") from None
+            raise await job_not_found(api, namespace, name) from None
         raise
     return to_trainjob(obj)
 

@@ -19,13 +19,13 @@ from kf_trainer_core.cluster.status import (
     reports_in_log,
     with_trainer_status,
 )
-from kf_trainer_core.errors import SpecError, TrainJobFailedError, TrainJobNotFoundError
+from kf_trainer_core.errors import SpecError, TrainJobFailedError
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.api import Api
 from kf_trainer_core.k8s.calls import Get, OpenLogStream, ReadLog
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import TRAINJOBS
-from kf_trainer_core.programs.reads import job_pods
+from kf_trainer_core.programs.reads import job_not_found, job_pods
 from kf_trainer_core.spec.function import progress_from_log
 
 if TYPE_CHECKING:
@@ -265,7 +265,7 @@ async def follow_logs(
                     raise
                 if pod_name is None and waited == 0:
                     # Asked to follow a job that is not there: an error, not a silent end.
-                    raise TrainJobNotFoundError(f"TrainJob {namespace}/{name} not found.") from None
+                    raise await job_not_found(api, namespace, name) from None
                 return  # deleted while followed: its log ends here
             if job_state(obj).terminal and pod is None:
                 return  # the job ended without this step ever running
