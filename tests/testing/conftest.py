@@ -17,6 +17,7 @@ import kubernetes_asyncio
 import pytest
 import pytest_asyncio
 
+from kf_trainer_core.testing.pytest_plugin import fresh_server
 from kf_trainer_core.testing.server import KubeTestServer
 
 # The plugin is loaded by the root conftest (pytest_plugins belongs there).
@@ -36,8 +37,7 @@ def bare_server() -> Iterator[KubeTestServer]:
 
 @pytest.fixture
 def bare_kube(bare_server: KubeTestServer) -> KubeTestServer:
-    bare_server.reset()
-    return bare_server
+    return fresh_server(bare_server)
 
 
 @pytest.fixture

@@ -660,16 +660,19 @@ def open_watch_count(cluster: str | None = None) -> int:
 
 
 @atexit.register
-def shutdown_informers() -> None:
+def shutdown_informers(*, lingering_only: bool = False) -> None:
     """Stop every running informer of this process, quietly (also run at interpreter
     exit; a test stopping a server stops them first, so that they do not retry against
-    a closed port). A later wait starts them again."""
+    a closed port). ``lingering_only`` stops only those no wait uses any more (see
+    :attr:`Informer.linger`). A later wait starts them again."""
     try:
         here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:
         here = None
     for loop, registry in list(_registries.items()):
-        running = [i for i in registry.values() if i.running]
+        running = [
+            i for i in registry.values() if i.running and not (lingering_only and i.subscribers)
+        ]
         if not running or loop.is_closed():
             continue
         if loop is here or not loop.is_running():

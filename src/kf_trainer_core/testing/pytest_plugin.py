@@ -48,6 +48,7 @@ __all__ = [
     "control_plane",
     "control_plane_kubeconfig",
     "control_plane_namespace",
+    "fresh_server",
     "kube",
     "kube_server",
     "kubeconfig_path",
@@ -252,8 +253,19 @@ def kube_server(pytestconfig: pytest.Config) -> Iterator[KubeTestServer]:
 @pytest.fixture
 def kube(kube_server: KubeTestServer) -> KubeTestServer:
     """The session's server, reset to a fresh state (seeded namespaces and runtimes)."""
-    kube_server.reset()
-    return kube_server
+    return fresh_server(kube_server)
+
+
+def fresh_server(server: KubeTestServer) -> KubeTestServer:
+    """``server`` reset, with no watch of an earlier test still open on it: a shared
+    watch lingers after its last wait (for the next one, by design), and one left by an
+    earlier test would otherwise re-list this test's objects, add to its request log
+    and meet the faults and token requirement this test sets."""
+    from kf_trainer_core.programs.informer import shutdown_informers
+
+    shutdown_informers(lingering_only=True)
+    server.reset()
+    return server
 
 
 @pytest.fixture
