@@ -29,6 +29,13 @@ SECTIONS = (
 
 
 def test_quick_benchmarks_run_and_write_their_outputs(tmp_path: Path) -> None:
+    # The sections recorded apart (the shared triggerer's, the GPU's) and a stale one.
+    recorded = json.loads((ROOT / "bench" / "results.json").read_text())["sections"]
+    apart = {name: recorded[name] for name in ("triggerer", "gpu")}
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "results.json").write_text(
+        json.dumps({"sections": {**apart, "latency": {"stale": True}}})
+    )
     # A child process of its own: the benchmarks start a test server, driver processes
     # and (through the drivers) jobs; `python -m bench` ends them all before it exits.
     proc = subprocess.run(
@@ -46,6 +53,10 @@ def test_quick_benchmarks_run_and_write_their_outputs(tmp_path: Path) -> None:
     for name in SECTIONS:
         assert "error" not in results["sections"][name], results["sections"][name]
     assert results["machine"]["quick"] is True
+    # A full run measures its own sections again and keeps those recorded apart.
+    assert "stale" not in results["sections"]["latency"]
+    for name, section in apart.items():
+        assert results["sections"][name] == section
 
     report = (tmp_path / "BENCHMARKS.md").read_text()
     assert report.startswith("# Benchmarks")
@@ -55,6 +66,8 @@ def test_quick_benchmarks_run_and_write_their_outputs(tmp_path: Path) -> None:
         "API requests per job",
         "Scale of waiting",
         "Namespace size",
+        "Shared triggerer at 200 deferred tasks",
+        "On a GPU",
     ):
         assert f"## {title}" in report
     plots = sorted(p.name for p in (tmp_path / "bench" / "plots").glob("*.png"))
