@@ -105,7 +105,15 @@ class _ProxyHandler(socketserver.StreamRequestHandler):
 
 
 @pytest.fixture
-def proxy() -> Iterator[_Proxy]:
+def no_proxy_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
+@pytest.fixture
+def proxy(no_proxy_settings: None) -> Iterator[_Proxy]:
+    """The recording proxy, with no proxy setting of the machine's in the environment."""
     server = _Proxy()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -116,24 +124,18 @@ def proxy() -> Iterator[_Proxy]:
         server.server_close()
 
 
-@pytest.fixture
-def no_proxy_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.lower(), raising=False)
-
-
-def test_the_environments_proxy_carries_the_requests(
-    kubeconfig_path: Path,
-    proxy: _Proxy,
-    no_proxy_settings: None,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def listed_through(proxy: _Proxy, proxy_userinfo: str, kubeconfig_path: Path) -> None:
+    """Point ``HTTP_PROXY`` at ``proxy`` and list the jobs (an empty list)."""
     host, port = proxy.server_address[:2]
-    monkeypatch.setenv("HTTP_PROXY", f"http://user:pw@{host}:{port}")
-    with TrainerClient(KubernetesConfig(kubeconfig=str(kubeconfig_path))) as client:
-        assert client.list_jobs() == []
-        assert client.list_jobs() == []
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("HTTP_PROXY", f"http://{proxy_userinfo}{host}:{port}")
+        with TrainerClient(KubernetesConfig(kubeconfig=str(kubeconfig_path))) as client:
+            assert client.list_jobs() == []
+            assert client.list_jobs() == []
+
+
+def test_the_environments_proxy_carries_the_requests(kubeconfig_path: Path, proxy: _Proxy) -> None:
+    listed_through(proxy, "user:pw@", kubeconfig_path)
     credentials = base64.b64encode(b"user:pw").decode()
     assert proxy.seen
     for request_line, auth in proxy.seen:
@@ -143,17 +145,10 @@ def test_the_environments_proxy_carries_the_requests(
 
 
 def test_no_proxy_goes_around_it(
-    kube: KubeTestServer,
-    kubeconfig_path: Path,
-    proxy: _Proxy,
-    no_proxy_settings: None,
-    monkeypatch: pytest.MonkeyPatch,
+    kube: KubeTestServer, kubeconfig_path: Path, proxy: _Proxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    host, port = proxy.server_address[:2]
-    monkeypatch.setenv("HTTP_PROXY", f"http://{host}:{port}")
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    with TrainerClient(KubernetesConfig(kubeconfig=str(kubeconfig_path))) as client:
-        assert client.list_jobs() == []
+    listed_through(proxy, "", kubeconfig_path)
     assert proxy.seen == []
     assert kube.requests.count(verb="list", resource="trainjobs") >= 1
 
