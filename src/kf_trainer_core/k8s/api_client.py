@@ -22,10 +22,10 @@ nothing on it, so nothing crosses threads. asyncio's debug mode, which refuses c
 scheduled from a foreign thread, checks that in the tests.
 
 The library's HTTP session reads the environment on every request (aiohttp's
-``trust_env=True``): the proxy variables and ``~/.netrc``, each through a worker thread.
-Two thread round trips a request cost a third of a sequential submit's rate and two
-thirds of ten concurrent reads' (measured against the test server), and a ``.netrc``
-entry for the API server's host broke every request that carries a bearer token
+``trust_env=True``): the proxy variables and ``~/.netrc``, each through a worker thread
+— two hand-offs to the loop's default executor on every request, for which concurrent
+requests queue (the submit benchmark of BENCHMARKS.md shows the difference) — and a
+``.netrc`` entry for the API server's host broke every request that carries a bearer token
 (aiohttp refuses an ``Authorization`` header next to credentials of its own). The client
 is given a session that reads nothing per request, over the same connector and TLS
 context: the environment's proxy for the API server (``HTTPS_PROXY``, ``HTTP_PROXY``,
