@@ -24,7 +24,7 @@ scheduled from a foreign thread, checks that in the tests.
 The library's HTTP session reads the environment on every request (aiohttp's
 ``trust_env=True``): the proxy variables and ``~/.netrc``, each through a worker thread
 — two hand-offs to the loop's default executor on every request, for which concurrent
-requests queue (the submit benchmark of BENCHMARKS.md shows the difference) — and a
+requests queue — and a
 ``.netrc`` entry for the API server's host broke every request that carries a bearer token
 (aiohttp refuses an ``Authorization`` header next to credentials of its own). The client
 is given a session that reads nothing per request, over the same connector and TLS
