@@ -23,10 +23,10 @@ scheduled from a foreign thread, checks that in the tests.
 
 The library's HTTP session reads the environment on every request (aiohttp's
 ``trust_env=True``): the proxy variables and ``~/.netrc``, each through a worker thread
-— two hand-offs to the loop's default executor on every request, for which concurrent
-requests queue — and a
-``.netrc`` entry for the API server's host broke every request that carries a bearer token
-(aiohttp refuses an ``Authorization`` header next to credentials of its own). The client
+— two hand-offs to the loop's default executor per request, for which concurrent
+requests queue — and a ``.netrc`` entry for the API server's host broke every request
+that carries a bearer token (aiohttp refuses an ``Authorization`` header next to
+credentials of its own). The client
 is given a session that reads nothing per request, over the same connector and TLS
 context: the environment's proxy for the API server (``HTTPS_PROXY``, ``HTTP_PROXY``,
 ``NO_PROXY``, as aiohttp read them) is resolved once, when the client is made, unless the
