@@ -18,7 +18,7 @@ from torchrun_texts import CUDA_TRAILER, Worker, fixture, torchrun_log, tracebac
 
 from kf_trainer_core.cluster import distributed
 from kf_trainer_core.cluster.failures import classify
-from kf_trainer_core.cluster.root_cause import failed_nodes, root_cause_node
+from kf_trainer_core.cluster.root_cause import failed_nodes, root_cause_node, suspect_nodes
 from kf_trainer_core.cluster.status import Failure, failure_of
 from kf_trainer_core.errors import FailureClass
 
@@ -363,6 +363,45 @@ def test_the_root_cause_node_from_logs() -> None:
     assert failure.pod == "job-node-0-1-abcde"
     assert failure.failure_class is USER
     assert "rank 1 on node-1: the training code raised ValueError" in failure.classified_by
+
+
+def being_stopped(node: int) -> dict[str, Any]:
+    """A node's pod that still runs while the JobSet that failed deletes it."""
+    running = pod(node, 0)
+    running["metadata"]["deletionTimestamp"] = "2026-11-27T09:41:00Z"
+    running["status"] = {
+        "phase": "Running",
+        "containerStatuses": [{"name": "node", "state": {"running": {}}}],
+    }
+    return running
+
+
+def test_a_root_cause_still_being_stopped_is_named() -> None:
+    # node-1's worker raised, but its torchrun had not ended when node-0's, which only
+    # lost its peer, failed the JobSet: node-1 is being stopped, its log says why.
+    node0 = fixture("gloo_two_nodes_node0.log")
+    node1 = fixture("gloo_two_nodes_node1.log")[:9]  # the worker's error, not yet the summary
+    pods = [pod(0, 1, kubelet_message(node0)), being_stopped(1)]
+    assert [step for step, _ in failed_nodes(pods)] == ["node-0"]
+    assert [step for step, _ in suspect_nodes(pods)] == ["node-0", "node-1"]
+    assert root_cause_node(pods) == "node-0"  # without node-1's log: only the consequence
+    first = root_cause_node(pods, {"node-0": node0, "node-1": node1})
+    assert first == "node-1"
+    failure = failure_of(FAILED_JOB, pods, log_tail=node1, first=first)
+    assert (failure.step, failure.pod) == ("node-1", "job-node-0-1-abcde")
+    assert failure.failure_class is USER
+    assert failure.classified_by == (
+        "rank 1 on node-1: the training code raised ValueError: bad learning rate: -0.1"
+    )
+
+
+def test_a_succeeded_node_is_no_suspect() -> None:
+    done = pod(1, 0)
+    done["status"]["phase"] = "Succeeded"
+    assert [step for step, _ in suspect_nodes([pod(0, 1), done, being_stopped(2)])] == [
+        "node-0",
+        "node-2",
+    ]
 
 
 def test_failure_of_with_logs_keeps_the_shown_lines_and_drops_torchruns_frames() -> None:

@@ -113,6 +113,43 @@ def test_across_two_nodes_the_node_that_failed_first_is_named(
     assert_no_banner(err)
 
 
+def cause_ends_after_its_consequence() -> None:
+    # No torch needed: node-1's worker raises first, but its process ends a second
+    # later (torchrun's agent notices at its next check); node-0 only lost its peer and
+    # ends at once. Both as torchrun prints them.
+    import os
+    import sys
+    import time
+
+    if os.environ["PET_NODE_RANK"] == "1":
+        print("[rank1]: Traceback (most recent call last):", file=sys.stderr)
+        print('[rank1]:   File "train.py", line 5, in <module>', file=sys.stderr)
+        print("[rank1]: ValueError: bad learning rate: -0.1", file=sys.stderr, flush=True)
+        time.sleep(1.5)
+        sys.exit(1)
+    time.sleep(0.3)
+    print("[rank0]: Traceback (most recent call last):", file=sys.stderr)
+    print('[rank0]:   File "train.py", line 9, in <module>', file=sys.stderr)
+    print(
+        "[rank0]: RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:24708",
+        file=sys.stderr,
+        flush=True,
+    )
+    sys.exit(1)
+
+
+def test_a_root_cause_that_ends_after_its_peer_keeps_its_log(client: TrainerClient) -> None:
+    # The JobSet's cleanup waits for the other nodes a moment, as a cluster's controllers
+    # take one: stopped and deleted at once, node-1 and its log — the only evidence of
+    # the ValueError — would be gone, and the job classed a lost peer (infrastructure).
+    err = failed(client, CustomTrainer(cause_ends_after_its_consequence, num_nodes=2))
+    assert isinstance(err, TrainJobUserCodeError), str(err)
+    assert err.failure.step == "node-1"
+    assert err.failure.classified_by == (
+        "rank 1 on node-1: the training code raised ValueError: bad learning rate: -0.1"
+    )
+
+
 # ------------------------------------------------------------- the termination message
 
 

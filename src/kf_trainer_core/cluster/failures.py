@@ -141,13 +141,16 @@ def classify(
     evictions: Sequence[tuple[str, str]] = (),
     step: str | None = None,
     pod_message: str = "",
+    still_running: bool = False,
 ) -> tuple[FailureClass, str]:
     """The class of a failure and the evidence for it (one line), from the job's
     Failed condition (``reason``, ``message``: with the pod's own, ``pod_message``,
     in it), its failing container (of ``step``), all its pods, Kueue evictions
     (``(reason, message)``) and the failing step's log tail — read as a distributed
     job's output (:mod:`kf_trainer_core.cluster.distributed`: torchrun's failure
-    summary, the workers' own errors, CUDA's and NCCL's texts)."""
+    summary, the workers' own errors, CUDA's and NCCL's texts). ``still_running``: the
+    step is the root cause its output names, but its container has not ended yet
+    (:mod:`kf_trainer_core.cluster.root_cause`): its output counts without an exit code."""
     from kf_trainer_core.k8s.trainjob import CREATION_FAILED_REASON
 
     pods = list(pods)
@@ -182,7 +185,7 @@ def classify(
         if ev_reason in INFRA_EVICTION_REASONS and exit_code is None:
             return FailureClass.INFRASTRUCTURE, f"evicted by Kueue ({ev_reason}: {ev_message})"
     cause = _distributed_cause(log_tail, pod_message or message, step)
-    if cause is not None and exit_code not in (None, 0):
+    if cause is not None and (exit_code not in (None, 0) or still_running):
         return cause.failure_class, cause.evidence()
     if container_reason == "CrashLoopBackOff":
         return FailureClass.USER_CODE, "the container keeps crashing (CrashLoopBackOff)"

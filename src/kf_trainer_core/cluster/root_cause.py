@@ -7,6 +7,12 @@ one of them is the cause. Each failed node's output — its log tail when it was
 else its termination message (on a cluster, the kubelet's fallback to the log's end,
 which holds torchrun's summary) — is read by :mod:`kf_trainer_core.cluster.distributed`,
 and the node whose failure is its own, earliest, is the root cause.
+
+The cause need not have ended first: its worker raised, but its torchrun agent notices
+only at its next check, while a peer that lost the connection may end at once. A JobSet
+fails on its first failed Job and deletes the others, so the node that holds the cause
+can still be running — being stopped — when the job is read: a running node's log is
+evidence too (:func:`suspect_nodes`).
 """
 
 from __future__ import annotations
@@ -41,15 +47,30 @@ def failed_nodes(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, Mapping[s
     return sorted(failed, key=lambda item: step_order(item[0]))
 
 
+def suspect_nodes(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The training nodes whose output may hold the root cause: the failed ones (see
+    :func:`failed_nodes`), then those whose newest pod still runs (see the module), each
+    group in node order: ``(step, pod)``."""
+    pods = list(pods)
+    running = [
+        (step, pod)
+        for step, pod in newest_by_step(pods).items()
+        if step.startswith(f"{names.NODE}-")
+        and (pod.get("status") or {}).get("phase") == "Running"
+        and not _terminated(pod)
+    ]
+    return [*failed_nodes(pods), *sorted(running, key=lambda item: step_order(item[0]))]
+
+
 def root_cause_node(
     pods: Iterable[Mapping[str, Any]], logs: Mapping[str, Iterable[str]] | None = None
 ) -> str | None:
-    """The failed training node whose failure came first (see the module), read from
-    its log tail in ``logs`` (by step) or else its termination message; ``None`` when
-    no node's output shows a failure."""
+    """The training node whose failure came first (see the module), read from its log
+    tail in ``logs`` (by step) or else its termination message; ``None`` when no node's
+    output shows a failure."""
     logs = logs or {}
     texts: dict[str, Iterable[str]] = {}
-    for step, pod in failed_nodes(pods):
+    for step, pod in suspect_nodes(pods):
         if logs.get(step):
             texts[step] = logs[step]
         else:

@@ -593,9 +593,10 @@ def failing_pod(
     pods: Iterable[Mapping[str, Any]], first: str | None = None
 ) -> tuple[str, Mapping[str, Any], str | None, int | None, str] | None:
     """The first pod, in step order, that failed or is stuck — step ``first``'s when it
-    is one of them: ``(step, pod, container reason, exit code, message)``. Of a step's
-    attempts (a retried Job keeps each failed pod) the newest, as the steps, the logs
-    and the result choose it (:func:`pod_recency`)."""
+    is given, even one still running (a root cause whose node is being stopped, see
+    :mod:`kf_trainer_core.cluster.root_cause`): ``(step, pod, container reason, exit
+    code, message)``. Of a step's attempts (a retried Job keeps each failed pod) the
+    newest, as the steps, the logs and the result choose it (:func:`pod_recency`)."""
     pods = sorted(pods, key=pod_recency, reverse=True)
     mpi = _is_mpi(pods)
     ranked = []
@@ -604,7 +605,7 @@ def failing_pod(
         if step is None:
             continue
         reason, code, message = _pod_trouble(pod)
-        if reason is not None:
+        if reason is not None or step == first:
             ranked.append((step_order(step), step, pod, reason, code, message))
     if not ranked:
         return None
@@ -655,6 +656,7 @@ def failure_of(
         evictions=[(e.reason, e.message) for e in queue.evictions] if queue else (),
         step=step,
         pod_message=untrusted.text(pod_message, newlines=True),
+        still_running=found is not None and step == first and container_reason is None,
     )
     if shown is not None:
         log_tail = distributed.without_launcher_traceback(log_tail)[-shown:] if shown else []

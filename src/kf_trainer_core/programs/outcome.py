@@ -208,9 +208,10 @@ async def explain_failure(
     # Evidence only: a node that serves no log is not waited out (see ReadLog).
     logs = {step: (await _evidence_log(api, namespace, pods, step))}
     # A distributed job's first failed node may say only that a peer went away: the
-    # other failed nodes' logs then say which failed first (a few reads at most).
+    # other nodes' logs then say which failed first (a few reads at most) — a running
+    # one's too, as the cause may still be ending (cluster/root_cause.py).
     if root_cause.needs_more_logs(logs[step], step):
-        others = [s for s, _ in root_cause.failed_nodes(pods) if s != step]
+        others = [s for s, _ in root_cause.suspect_nodes(pods) if s != step]
         for other in others[: root_cause.LOG_READS - 1]:
             logs[other] = await _evidence_log(api, namespace, pods, other)
     first = root_cause.root_cause_node(pods, logs)

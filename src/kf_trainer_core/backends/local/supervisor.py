@@ -71,6 +71,14 @@ JSON = dict[str, Any]
 TICK = 0.02
 #: A pod whose Secret is missing retries this often (as the kubelet does).
 SECRET_RETRY_SECONDS = 1.0
+#: How long the other training nodes get to end by themselves once one failed, before
+#: the JobSet stops them. On a cluster the JobSet deletes a failed job's other Jobs only
+#: after the Job controller and it have seen the failure, and their pods then get a
+#: grace period; a node that failed *first* (its worker raised) often ends *after* a
+#: peer that only lost the connection to it, as torchrun's agent notices a worker's end
+#: at its next check. Stopped and deleted at once, that node's log — the root cause
+#: (cluster/root_cause.py) — would be lost. A peer that hangs costs this much.
+PEER_SETTLE_SECONDS = 5.0
 
 _CRASHED = (
     "the local supervisor of this job stopped while the pod ran (killed, or the machine restarted)"
@@ -205,14 +213,19 @@ class JobSupervisor:
             list(trainer.get("args") or runtime.get("args") or []),
         )
         pods = trainer_pods(place, record.rjobs, self.kubelet.plan, trainer, layout, nnodes, cwd)
-        outcome = self.run_pods(pods, prepare=program)
+        outcome = self.run_pods(pods, prepare=program, settle=PEER_SETTLE_SECONDS)
         return self.finish(outcome or "complete")
 
     def run_pods(
-        self, pods: list[PodRun], prepare: launch.TrainerProgram | None = None
+        self,
+        pods: list[PodRun],
+        prepare: launch.TrainerProgram | None = None,
+        settle: float = 0.0,
     ) -> str | None:
         """Create, start and watch ``pods``; ``None`` when all succeeded, else the
-        outcome (``failed:<pod>``, ``delete``, ``suspend``, ...)."""
+        outcome (``failed:<pod>``: the first that failed, ``delete``, ``suspend``,
+        ...). Once one failed, the others that run get up to ``settle`` seconds to end
+        by themselves (see :data:`PEER_SETTLE_SECONDS`)."""
         kubelet = self.kubelet
         kubelet.create(pods)
         if prepare is not None and self.kubelet.runner is None:
@@ -226,6 +239,8 @@ class JobSupervisor:
                     )
         for pod in pods:
             kubelet.start(pod)
+        failed: list[PodRun] = []  # in the order they were seen to fail
+        failed_at = 0.0
         while True:
             self.record.publish_progress(pods)
             outcome = self.control()
@@ -237,11 +252,15 @@ class JobSupervisor:
                         kubelet.start(pod)
                 elif not pod.finished:
                     kubelet.poll(pod)
-            failed = [p for p in pods if p.finished and p.exit_code != 0]
+            seen = {p.name for p in failed}
+            failed += [p for p in pods if p.finished and p.exit_code != 0 and p.name not in seen]
             if failed:
-                self.record.publish_progress(pods)
-                return f"failed:{failed[0].name}"
-            if all(p.finished for p in pods):
+                failed_at = failed_at or time.monotonic()
+                running = [p for p in pods if not p.finished and p.waiting_since is None]
+                if not running or time.monotonic() - failed_at >= settle:
+                    self.record.publish_progress(pods)
+                    return f"failed:{failed[0].name}"
+            elif all(p.finished for p in pods):
                 self.record.publish_progress(pods)  # the last report, before Complete
                 return None
             self.stop.wait(TICK)
