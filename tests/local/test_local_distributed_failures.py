@@ -139,8 +139,7 @@ def cause_ends_after_its_consequence() -> None:
 
 
 def test_a_root_cause_that_ends_after_its_peer_keeps_its_log(client: TrainerClient) -> None:
-    # The JobSet's cleanup waits for the other nodes a moment, as a cluster's controllers
-    # take one: stopped and deleted at once, node-1 and its log — the only evidence of
+    # The other nodes get a moment to end before they are stopped, as on a cluster: stopped and deleted at once, node-1 and its log — the only evidence of
     # the ValueError — would be gone, and the job classed a lost peer (infrastructure).
     err = failed(client, CustomTrainer(cause_ends_after_its_consequence, num_nodes=2))
     assert isinstance(err, TrainJobUserCodeError), str(err)

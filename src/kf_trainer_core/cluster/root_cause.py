@@ -9,10 +9,11 @@ which holds torchrun's summary) — is read by :mod:`kf_trainer_core.cluster.dis
 and the node whose failure is its own, earliest, is the root cause.
 
 The cause need not have ended first: its worker raised, but its torchrun agent notices
-only at its next check, while a peer that lost the connection may end at once. A JobSet
-fails on its first failed Job and deletes the others, so the node that holds the cause
-can still be running — being stopped — when the job is read: a running node's log is
-evidence too (:func:`suspect_nodes`).
+only at its next check, while a peer that lost the connection may end at once. The
+first failed pod fails the job, and its other pods are deleted (the nodes' Job by its
+controller, other Jobs by the JobSet's), so the node that holds the cause can still be
+running — being stopped — when the job is read: a running node's log is evidence too
+(:func:`suspect_nodes`).
 """
 
 from __future__ import annotations

@@ -72,12 +72,12 @@ TICK = 0.02
 #: A pod whose Secret is missing retries this often (as the kubelet does).
 SECRET_RETRY_SECONDS = 1.0
 #: How long the other training nodes get to end by themselves once one failed, before
-#: the JobSet stops them. On a cluster the JobSet deletes a failed job's other Jobs only
-#: after the Job controller and it have seen the failure, and their pods then get a
-#: grace period; a node that failed *first* (its worker raised) often ends *after* a
-#: peer that only lost the connection to it, as torchrun's agent notices a worker's end
-#: at its next check. Stopped and deleted at once, that node's log — the root cause
-#: (cluster/root_cause.py) — would be lost. A peer that hangs costs this much.
+#: they are stopped. On a cluster a failed pod fails its Job, whose controller then
+#: deletes the Job's other pods (the JobSet, its other Jobs'), and those get a grace
+#: period: a moment passes. A node that failed *first* (its worker raised) often ends
+#: *after* a peer that only lost the connection to it, as torchrun's agent notices a
+#: worker's end at its next check. Stopped and deleted at once, that node's log — the
+#: root cause (cluster/root_cause.py) — would be lost. A peer that hangs costs this much.
 PEER_SETTLE_SECONDS = 5.0
 
 _CRASHED = (
