@@ -1,5 +1,6 @@
 """What a finished (or failed) TrainJob leaves in KFP: numbers for ``Metrics``, the
-location for ``Model`` and a Markdown report.
+location for ``Model`` and a report of a prune run. The job's own Markdown report is the
+core's, as every adapter writes it (``outputs_summary``, ``job_summary``).
 
 The model convention: a training function that produces a model returns a dict with
 the key ``model_uri`` (``"s3://bucket/run-7/model"``, ``"pvc://models/run-7"``,
@@ -11,18 +12,15 @@ metrics, after the ``trainerStatus`` metrics the training code reported on the w
 
 from __future__ import annotations
 
-import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from kf_trainer_core.tasks import Failure, JobOutputs, Waiting, untrusted
+from kf_trainer_core.tasks import JobOutputs, untrusted
 
 if TYPE_CHECKING:
     from kf_trainer_core.tasks import PruneReport
 
 MODEL_URI_KEY = "model_uri"
-#: The result shown in the report is cut at this many characters.
-_RESULT_SHOWN = 4000
 
 
 def _number(value: Any) -> float | None:
@@ -91,69 +89,6 @@ def _cell(value: Any) -> str:
     # Cells hold what the job wrote (metric names, reasons): shown as written, on one
     # line, never read as markdown or HTML.
     return "" if value is None else untrusted.markdown(" ".join(str(value).splitlines()))
-
-
-def markdown(
-    out: JobOutputs,
-    failure: Failure | None = None,
-    *,
-    waiting: Waiting | None = None,
-    fix: str | None = None,
-) -> str:
-    """A report of the job for ``Output[Markdown]``: status, steps, metrics, model,
-    result, and why it failed."""
-    failure = failure or out.failure
-    status = waiting.state if waiting is not None else out.status.value
-    lines = [f"# TrainJob `{out.namespace}/{out.name}`: {status}", ""]
-    facts = [("Runtime", out.runtime), ("Status", status)]
-    if waiting is not None:
-        # What holds the unfinished job up, in the words of the CLI and the errors.
-        facts += [(waiting.state, waiting.reason), ("Failure class", waiting.class_text())]
-        if fix:
-            facts.append(("Fix", fix))
-    if out.duration_seconds is not None:
-        facts.append(("Duration", f"{out.duration_seconds:.1f} s"))
-    if out.cost_text():
-        facts.append(("Cost", out.cost_text()))
-    if out.worker is not None:
-        facts.append(("Runs on", out.worker.line()))  # MultiKueue: its worker cluster
-    uri = model_uri(out.result)
-    if uri:
-        facts.append(("Model", uri))
-    lines += ["| | |", "|---|---|"]
-    lines += [
-        f"| {k} | {untrusted.code_span(v, table=True) if k == 'Model' else _cell(v)} |"
-        for k, v in facts
-    ]
-    if out.steps:
-        lines += ["", "## Steps", "", "| Step | Pod | Status | Device | Exit code |"]
-        lines.append("|---|---|---|---|---|")
-        for s in out.steps:
-            device = f"{s.device} x {s.device_count}" if s.device != "Unknown" else ""
-            status = s.status or ""
-            if s.container_reason and s.container_reason not in ("Completed",):
-                status = f"{status} ({s.container_reason})"
-            code = "" if s.exit_code is None else s.exit_code
-            row = (s.name, s.pod_name, status, device, code)
-            lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
-    values = metric_values(out)
-    if values:
-        lines += ["", "## Metrics", "", "| Metric | Value |", "|---|---|"]
-        lines += [f"| {_cell(k)} | {v:g} |" for k, v in sorted(values.items())]
-    if out.result_missing is not None:
-        lines += ["", "## Result", "", f"Unavailable: {_cell(out.result_missing.message)}"]
-    if out.result is not None:
-        text = json.dumps(out.result, indent=2, sort_keys=True, default=str)
-        if len(text) > _RESULT_SHOWN:
-            text = text[:_RESULT_SHOWN] + "\n... (cut)"
-        lines += ["", "## Result", "", "```json", text, "```"]
-    if failure is not None:
-        text = failure.describe()
-        fence = "```"
-        while fence in text:  # a fence the job's text cannot close
-            fence += "`"
-        lines += ["", "## Failure", "", f"{fence}text", text, fence]
-    return "\n".join(lines) + "\n"
 
 
 def prune_markdown(report: PruneReport) -> str:

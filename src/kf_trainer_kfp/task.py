@@ -43,7 +43,8 @@ from kf_trainer_core.tasks import (
     check_finish_action,
     decided_by,
     identity_text,
-    job_outputs,
+    job_summary,
+    outputs_summary,
     require_job_name,
     shown,
 )
@@ -55,7 +56,6 @@ from kf_trainer_kfp import summary
 
 if TYPE_CHECKING:
     from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
-    from kf_trainer_core.tasks import Waiting
 
 T = TypeVar("T")
 
@@ -234,7 +234,7 @@ def _report(artifacts: Mapping[str, Any], out: JobOutputs) -> tuple[str, str, st
         if uri:
             model.uri = uri
         model.metadata.update(summary.model_metadata(out))
-    _write_summary(artifacts, summary.markdown(out))
+    _write_summary(artifacts, outputs_summary(out, model=summary.model_uri(out.result)))
     if out.result_missing is not None:
         # The job succeeded, but `result_json` would be a silent null for downstream
         # steps: the component fails with the reason and its class's exit code (a
@@ -250,14 +250,12 @@ def _report_failure(
     artifacts: Mapping[str, Any],
     job: TrainJob | None,
     failure: Failure | None,
-    *,
-    waiting: Waiting | None = None,
     fix: str | None = None,
 ) -> None:
-    if job is None:
-        return
-    text = summary.markdown(job_outputs(job, None), failure, waiting=waiting, fix=fix)
-    _write_summary(artifacts, text)
+    """The summary of a job that did not end well, the core's as every adapter writes
+    it: what holds an unfinished job up (with its ``fix``), else ``failure``."""
+    if job is not None:
+        _write_summary(artifacts, job_summary(job, failure=failure, fix=fix))
 
 
 def _finish_or_explain(
@@ -283,11 +281,8 @@ def _finish_or_explain(
             return guarded(task, work)
         except TrainJobTimeoutError as err:
             said_stopped("timed out")
-            if err.job is not None and err.waiting is not None:
-                # A step restarting, a pod that cannot start: said as the error says it.
-                _report_failure(artifacts, err.job, None, waiting=err.waiting, fix=err.fix)
-            elif err.job is not None:
-                _report_failure(artifacts, err.job, err.failure or Failure(reason="Timeout"))
+            # A step restarting, a pod that cannot start: said as the error says it.
+            _report_failure(artifacts, err.job, err.failure or Failure(reason="Timeout"), err.fix)
             raise
         except TrainJobNotAdmissibleError as err:
             # Queued forever otherwise: given up on as a timed-out job is (on_cancel);

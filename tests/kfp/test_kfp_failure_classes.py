@@ -75,7 +75,7 @@ def test_evicted_job_exits_as_infrastructure(
     assert "failure class: infrastructure; exiting with code 75" in out
     assert "Evicted" in out
     summary = next(local_kfp.rglob("launch-trainjob/summary")).read_text()
-    assert "failure class: infrastructure" in summary
+    assert "- **Failure class:** `infrastructure`" in summary
 
 
 def queued_behind_a_blocker(server: KubeTestServer, client: TrainerClient) -> TrainJobSpec:

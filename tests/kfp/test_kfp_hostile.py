@@ -68,8 +68,7 @@ def test_task_log_summary_and_metrics_of_a_hostile_job(
     assert "\x1b" not in summary
     assert "\x07" not in summary
     assert len(summary) < 40_000
-    # The metric name is markdown-escaped in its table cell (its | cannot open a column,
-    # its [..](..) cannot become a link, its <b> cannot become HTML); the result is JSON
-    # in a fence, its escape character as JSON's \u001b.
-    assert "| loss\\[/x\\](http://evil)\\|\\<b\\> | 1 |" in summary
-    assert '```json\n{\n  "note": "\\u001b[31m red ![x](http://evil/i.png)"\n}\n```' in summary
+    # The metric name and the result are code spans (its [..](..) cannot become a link,
+    # its <b> cannot become HTML); the result is JSON, its escape character JSON's \u001b.
+    assert "- **Metrics:** `loss[/x](http://evil)|<b>=1`" in summary
+    assert '- **Result:** `{"note": "\\u001b[31m red ![x](http://evil/i.png)"}`' in summary

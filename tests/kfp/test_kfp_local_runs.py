@@ -83,9 +83,11 @@ def test_prepare_train_evaluate(
     assert f"[kf-trainer] TrainJob default/{job.name}: Complete" in out
     assert server.requests.count(verb="create", resource="trainjobs", status=201) == 1
     summary = next(local_kfp.rglob("train-model/summary")).read_text()
-    assert f"# TrainJob `default/{job.name}`: Complete" in summary
-    assert "| loss |" in summary
-    assert "`s3://bucket/models/rows-100/model`" in summary
+    # The summary every adapter writes (the core's), with the model's location.
+    assert summary.startswith(f"## TrainJob `{job.name}`: Complete\n")
+    assert "- **Namespace:** `default`" in summary
+    assert "- **Result:** `{\"loss\": " in summary
+    assert "- **Model:** `s3://bucket/models/rows-100/model`" in summary
 
 
 def _torchtune_spec(**timing: float) -> TrainJobSpec:
@@ -171,7 +173,7 @@ def test_failure_names_reason_step_and_log(
     assert "CUDA error: out of memory" in out
     assert "  | RuntimeError: the loss is nan" in out  # the log tail, in the error
     summary = next(local_kfp.rglob("launch-trainjob/summary")).read_text()
-    assert "## Failure" in summary
+    assert "### Failure" in summary
     assert "exit code 3" in summary
 
 
@@ -329,7 +331,7 @@ def test_a_job_too_big_for_any_node_is_explained_as_everywhere(
         "0/4 nodes can give it 16 nvidia.com/gpu (each has fewer in all or fewer unused)" in summary
     )
     assert "make the job fit" in summary
-    assert "## Failure" not in summary  # said once, as what holds the job up
+    assert "### Failure" not in summary  # said once, as what holds the job up
     if on_cancel == "keep":
         [kept] = client.list_jobs()
         assert f"left behind: TrainJob default/{kept.name} still exists (Pending)" in out

@@ -39,7 +39,7 @@ def test_on_finish_deletes_the_job_after_the_outputs_are_written(
     deletes = server.requests.filter(verb="delete", resource="trainjobs", status=200)
     assert [r.dry_run for r in deletes] == [True, False]
     summary = next(local_kfp.rglob("launch-trainjob/summary")).read_text()
-    assert f"`default/{task.outputs['job_name']}`: Complete" in summary
+    assert f"## TrainJob `{task.outputs['job_name']}`: Complete" in summary
 
     # The step components' outputs node does the same; the default keeps the job.
     steps = step_components(backend_config=backend, component_image=HERE)
@@ -63,7 +63,7 @@ def test_on_finish_keeps_a_failed_job_unless_asked(
         launch(spec=FAILING, pipeline_task_name="b", on_finish="delete")
     assert [j.name for j in client.list_jobs()] == [kept.name]  # b's went, after failing
     summary = next(local_kfp.rglob("launch-trainjob/summary")).read_text()
-    assert "## Failure" in summary  # the failure was written before the delete
+    assert "### Failure" in summary  # the failure was written before the delete
     with pytest.raises(SpecError, match="on_finish"):
         launch(spec=SPEC, on_finish="remove")  # refused while the pipeline is defined
 

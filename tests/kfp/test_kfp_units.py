@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
+from kf_trainer_core.cluster.job_summary import outputs_summary
 from kf_trainer_core.cluster.outputs import JobOutputs
-from kf_trainer_core.cluster.status import Failure, JobState, Step
+from kf_trainer_core.cluster.status import JobState, Step
 from kf_trainer_core.config import KubernetesConfig, LocalConfig
 from kf_trainer_core.errors import SpecError
 from kf_trainer_core.spec import (
@@ -209,26 +210,14 @@ def test_metrics_and_model_from_the_result() -> None:
     assert summary.model_uri({"model_uri": ""}) is None
 
 
-def test_markdown_report() -> None:
-    text = summary.markdown(_outputs({"model_uri": "s3://m/1", "loss": 0.1}))
-    assert text.startswith("# TrainJob `team/train-1`: Complete\n")
-    assert "| Model | `s3://m/1` |" in text
-    assert "| node-0 | train-1-node-0-0-x | Succeeded |  | 0 |" in text
-    assert "| loss | 0.1 |" in text
-    assert '"model_uri": "s3://m/1"' in text
-    failure = Failure(
-        reason="Failed",
-        message="a | b",
-        step="node-0",
-        exit_code=3,
-        log_tail=["Traceback", "ValueError: nan"],
-    )
-    failed = summary.markdown(
-        _outputs(None).model_copy(update={"status": JobState.FAILED}), failure
-    )
-    assert "## Failure" in failed
-    assert "failing step node-0: exit code 3" in failed
-    assert "  | ValueError: nan" in failed
+def test_the_summary_is_the_cores_with_the_model() -> None:
+    # KFP writes the summary every adapter writes, plus where the job wrote its model.
+    out = _outputs({"model_uri": "s3://m/1", "loss": 0.1})
+    text = outputs_summary(out, model=summary.model_uri(out.result))
+    assert text.startswith("## TrainJob `train-1`: Complete\n")
+    assert "- **Steps:** node-0 (Succeeded)" in text
+    assert "- **Model:** `s3://m/1`" in text
+    assert "**Model:**" not in outputs_summary(out)
 
 
 # ----------------------------------------------------------- core task operations

@@ -116,11 +116,13 @@ def summary_markdown(
     waiting: Waiting | None = None,
     fix: str | None = None,
     worker: WorkerCluster | None = None,
+    model: str | None = None,
 ) -> str:
     """The markdown summary of a job: name, namespace, runtime, state, duration (and
-    what it cost), steps, metrics, result, its Kueue queue, what holds an unfinished
-    job up (``waiting``: restarting, pending; its class and ``fix``) and, for a
-    failure, its class, reason, step, pod, exit code and last log lines."""
+    what it cost), steps, metrics, result, where it wrote its ``model``, its Kueue
+    queue, what holds an unfinished job up (``waiting``: restarting, pending; its class
+    and ``fix``) and, for a failure, its class, reason, step, pod, exit code and last
+    log lines."""
     if waiting is not None:
         status = waiting.state
     lines = [f"## TrainJob {_code(name)}: {status}", ""]
@@ -142,6 +144,8 @@ def summary_markdown(
         if len(text) > SUMMARY_RESULT_CHARS:
             text = text[:SUMMARY_RESULT_CHARS] + "…"
         lines.append(f"- **Result:** {_code(text)}")
+    if model:
+        lines.append(f"- **Model:** {_code(model)}")
     if queue is not None:
         lines.append(f"- **Queue:** {_code(queue.line())}")
     if worker is not None:
@@ -180,8 +184,11 @@ def summary_markdown(
     return "\n".join(lines) + "\n"
 
 
-def outputs_summary(outputs: JobOutputs, *, link: str | None = None) -> str:
-    """:func:`summary_markdown` for a finished job's outputs."""
+def outputs_summary(
+    outputs: JobOutputs, *, link: str | None = None, model: str | None = None
+) -> str:
+    """:func:`summary_markdown` for a finished job's outputs (``model``: where the job
+    wrote its model, for KFP's ``Model`` artifact)."""
     return summary_markdown(
         name=outputs.name,
         namespace=outputs.namespace,
@@ -196,8 +203,9 @@ def outputs_summary(outputs: JobOutputs, *, link: str | None = None) -> str:
         queue=outputs.queue,
         worker=outputs.worker,
         cost=outputs.cost_text(),
+        model=model,
         note=(
-            f"Result unavailable: {outputs.result_missing.message}"
+            f"Result unavailable: {untrusted.markdown(outputs.result_missing.message)}"
             if outputs.result_missing
             else None
         ),

@@ -38,7 +38,6 @@ if TYPE_CHECKING:
         summary_markdown,
     )
     from kf_trainer_core.cluster.outputs import JobOutputs
-    from kf_trainer_core.cluster.outputs import outputs as job_outputs
     from kf_trainer_core.cluster.status import Event, Failure, JobState, Step, TrainJob
     from kf_trainer_core.cluster.waiting import Waiting
     from kf_trainer_core.fields import checks
@@ -81,7 +80,6 @@ _WHERE = {
     "Step": "kf_trainer_core.cluster.status",
     "TrainJob": "kf_trainer_core.cluster.status",
     "JobOutputs": "kf_trainer_core.cluster.outputs",
-    "job_outputs": "kf_trainer_core.cluster.outputs:outputs",
     "Waiting": "kf_trainer_core.cluster.waiting",
     "never_admitted": "kf_trainer_core.programs.wait",
     "job_summary": "kf_trainer_core.cluster.job_summary",
@@ -165,7 +163,6 @@ __all__ = [
     "fix",
     "identity_text",
     "imported",
-    "job_outputs",
     "job_summary",
     "labels_selector",
     "lazy_names",
