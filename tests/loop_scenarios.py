@@ -23,6 +23,28 @@ from pathlib import Path
 from typing import Any
 
 SRC = Path(__file__).resolve().parents[1] / "src"
+#: The scenario's event loop, once its waits have started (for the stacks dumped below).
+_LOOP: asyncio.AbstractEventLoop | None = None
+
+
+def _dump_stacks_after(seconds: float) -> None:
+    """Shortly before the parent's limit, write every thread's stack and every task of
+    the scenario's loop to stderr: a scenario that hangs then names where it waits."""
+    import faulthandler
+    import threading
+
+    faulthandler.dump_traceback_later(seconds, exit=False)
+
+    def tasks() -> None:
+        loop = _LOOP
+        if loop is None:
+            return
+        for task in asyncio.all_tasks(loop):
+            task.print_stack(limit=12, file=sys.stderr)
+
+    timer = threading.Timer(seconds, tasks)
+    timer.daemon = True
+    timer.start()
 
 
 def _loopwatch() -> Any:
@@ -77,6 +99,8 @@ async def _client(settings: dict[str, Any]) -> list[Any]:
 
 async def _ready(settings: dict[str, Any]) -> None:
     """Tell the parent that the waits have started (it then ends the jobs)."""
+    global _LOOP
+    _LOOP = asyncio.get_running_loop()
     await asyncio.sleep(settings.get("settle", 3.0))
     if settings.get("ready"):
         Path(settings["ready"]).touch()
@@ -110,6 +134,8 @@ def main() -> None:
     mode, settings_path, result_path = sys.argv[1:4]
     settings = json.loads(Path(settings_path).read_text())
     watch = _loopwatch().LoopWatch(threshold=settings.get("threshold", 0.05))
+    if settings.get("dump_after"):
+        _dump_stacks_after(float(settings["dump_after"]))
     for module in settings.get("preimport", []):
         # What the host process has imported before any of the suite's code runs.
         importlib.import_module(module)

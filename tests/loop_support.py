@@ -32,15 +32,26 @@ def run_scenario(
     results, the loop's callbacks, the slow ones with their stacks)."""
     settings_path = workdir / f"{mode}-settings.json"
     result_path = workdir / f"{mode}-result.json"
-    settings_path.write_text(json.dumps({"threshold": THRESHOLD, **settings}))
-    proc = subprocess.run(
-        [sys.executable, str(SCENARIOS), mode, str(settings_path), str(result_path)],
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
+    # Its stacks are dumped shortly before the limit: a hang says where it waits.
+    dump_after = max(timeout - 20, timeout / 2)
+    settings_path.write_text(
+        json.dumps({"threshold": THRESHOLD, "dump_after": dump_after, **settings})
     )
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(SCENARIOS), mode, str(settings_path), str(result_path)],
+            env={**os.environ, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as hung:
+        stderr = hung.stderr.decode(errors="replace") if isinstance(hung.stderr, bytes) else ""
+        stderr = stderr or str(hung.stderr or "")
+        raise AssertionError(
+            f"scenario {mode} did not end within {timeout:g}s; its stacks:\n{stderr[-12000:]}"
+        ) from None
     assert proc.returncode == 0, (
         f"scenario {mode} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
     )
