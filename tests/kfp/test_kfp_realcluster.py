@@ -74,7 +74,7 @@ def test_launcher_on_the_real_controllers(
     assert "succeeded, but its result cannot be read" in out
     assert "failure class: infrastructure; exiting with code 75" in out
     summaries = [p.read_text() for p in local_kfp.rglob("launch-trainjob/summary")]
-    assert any("Unavailable:" in text for text in summaries)
+    assert any("Result unavailable:" in text for text in summaries)
 
 
 def mk_backend(multikueue: MultiKueuePair, namespace: str) -> dict[str, Any]:
@@ -112,7 +112,8 @@ def test_launcher_follows_a_multikueue_job_to_its_worker(
     assert task.outputs["status"] == "Complete"
     assert json.loads(task.outputs["result_json"]) == {"loss": 0.5}
     summaries = [p.read_text() for p in local_kfp.rglob("launch-trainjob/summary")]
-    assert any(f"| Runs on | {multikueue.cluster} (MultiKueue worker) |" in s for s in summaries)
+    runs_on = f"- **Runs on:** `{multikueue.cluster} (MultiKueue worker)`"
+    assert any(runs_on in s for s in summaries)
     # Its log was asked of the worker's kubelet (kwok serves none: the API server's
     # answer names it, in the launcher's output).
     said = capsys.readouterr().out.splitlines()
