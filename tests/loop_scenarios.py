@@ -35,12 +35,29 @@ def _dump_stacks_after(seconds: float) -> None:
 
     faulthandler.dump_traceback_later(seconds, exit=False)
 
+    def chain(task: asyncio.Task[Any]) -> str:
+        # A suspended task's own stack is one frame: follow what each coroutine awaits.
+        lines, awaited = [], task.get_coro()
+        while awaited is not None:
+            frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+            if frame is not None:
+                lines.append(
+                    f"  {frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}"
+                )
+            awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+        return "\n".join(lines)
+
     def tasks() -> None:
         loop = _LOOP
         if loop is None:
             return
+        stacks: dict[str, int] = {}
         for task in asyncio.all_tasks(loop):
-            task.print_stack(limit=12, file=sys.stderr)
+            text = chain(task)
+            stacks[text] = stacks.get(text, 0) + 1
+        # The same stack once, with how many tasks are there (a hundred waits, one frame).
+        for text, count in sorted(stacks.items(), key=lambda item: -item[1]):
+            print(f"{count} task(s) at:\n{text}", file=sys.stderr)
 
     timer = threading.Timer(seconds, tasks)
     timer.daemon = True

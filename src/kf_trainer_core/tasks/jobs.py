@@ -143,8 +143,10 @@ async def with_updates(
 ) -> T:
     """Await the client call ``start(on_update)`` while pushing what ``observe`` finds
     new: callbacks run inside the client's wait and cannot await, so a companion task
-    awaits ``flush()`` whenever there is news."""
+    awaits ``flush()`` whenever there is news. When the call ends, a push in flight is
+    let finish, never cancelled (see below)."""
     news = asyncio.Event()
+    ended = False
 
     def on_update(update: TrainJob) -> None:
         if observe(update):
@@ -154,13 +156,23 @@ async def with_updates(
         while True:
             await news.wait()
             news.clear()
+            if ended:
+                return
             await flush()
 
     pumping = asyncio.ensure_future(pump())
     try:
         return await start(on_update)
     finally:
-        pumping.cancel()
+        ended = True
+        news.set()
+        # A push is an HTTP request of the orchestrator's client (Prefect's, on httpx).
+        # Cancelled while it waits for a pooled connection, such a request can leak
+        # that connection for good (httpcore 1.0.9, encode/httpcore#1093): a hundred
+        # tasks whose waits ended together left Prefect's client none, and each task's
+        # last artifact then waited for one forever. Shielded: a second cancellation of
+        # this task leaves the push to finish on its own.
+        await asyncio.shield(pumping)
 
 
 class ProgressLines:
