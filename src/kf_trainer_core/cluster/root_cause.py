@@ -34,33 +34,32 @@ def _terminated(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     return state.get("terminated") or {}
 
 
+def _nodes(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
+    """Each training node's newest pod, in node order: ``(step, pod)``."""
+    nodes = [(s, p) for s, p in newest_by_step(pods).items() if s.startswith(f"{names.NODE}-")]
+    return sorted(nodes, key=lambda item: step_order(item[0]))
+
+
+def _failed(pod: Mapping[str, Any]) -> bool:
+    phase = (pod.get("status") or {}).get("phase")
+    return phase == "Failed" or _terminated(pod).get("exitCode") not in (None, 0)
+
+
+def _running(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Running" and not _terminated(pod)
+
+
 def failed_nodes(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
     """The training nodes whose newest pod failed, in node order: ``(step, pod)``."""
-    failed = [
-        (step, pod)
-        for step, pod in newest_by_step(pods).items()
-        if step.startswith(f"{names.NODE}-")
-        and (
-            (pod.get("status") or {}).get("phase") == "Failed"
-            or _terminated(pod).get("exitCode") not in (None, 0)
-        )
-    ]
-    return sorted(failed, key=lambda item: step_order(item[0]))
+    return [(step, pod) for step, pod in _nodes(pods) if _failed(pod)]
 
 
 def suspect_nodes(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
     """The training nodes whose output may hold the root cause: the failed ones (see
     :func:`failed_nodes`), then those whose newest pod still runs (see the module), each
     group in node order: ``(step, pod)``."""
-    pods = list(pods)
-    running = [
-        (step, pod)
-        for step, pod in newest_by_step(pods).items()
-        if step.startswith(f"{names.NODE}-")
-        and (pod.get("status") or {}).get("phase") == "Running"
-        and not _terminated(pod)
-    ]
-    return [*failed_nodes(pods), *sorted(running, key=lambda item: step_order(item[0]))]
+    nodes = _nodes(pods)
+    return [n for n in nodes if _failed(n[1])] + [n for n in nodes if _running(n[1])]
 
 
 def root_cause_node(

@@ -239,7 +239,7 @@ class JobSupervisor:
                     )
         for pod in pods:
             kubelet.start(pod)
-        failed: list[PodRun] = []  # in the order they were seen to fail
+        failed: PodRun | None = None  # the first seen to fail
         failed_at = 0.0
         while True:
             self.record.publish_progress(pods)
@@ -252,14 +252,14 @@ class JobSupervisor:
                         kubelet.start(pod)
                 elif not pod.finished:
                     kubelet.poll(pod)
-            seen = {p.name for p in failed}
-            failed += [p for p in pods if p.finished and p.exit_code != 0 and p.name not in seen]
-            if failed:
-                failed_at = failed_at or time.monotonic()
+            if failed is None:
+                failed = next((p for p in pods if p.finished and p.exit_code != 0), None)
+                failed_at = time.monotonic()
+            if failed is not None:
                 running = [p for p in pods if not p.finished and p.waiting_since is None]
                 if not running or time.monotonic() - failed_at >= settle:
                     self.record.publish_progress(pods)
-                    return f"failed:{failed[0].name}"
+                    return f"failed:{failed.name}"
             elif all(p.finished for p in pods):
                 self.record.publish_progress(pods)  # the last report, before Complete
                 return None
