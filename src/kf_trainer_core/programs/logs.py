@@ -13,10 +13,12 @@ from kf_trainer_core.base.aio import TaskScope
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.base.timeutil import parse_time
 from kf_trainer_core.cluster.status import (
+    _is_mpi,
     failing_pod,
     job_state,
     pod_recency,
     reports_in_log,
+    step_name,
     with_trainer_status,
 )
 from kf_trainer_core.errors import SpecError, TrainJobFailedError
@@ -25,7 +27,7 @@ from kf_trainer_core.k8s.api import Api
 from kf_trainer_core.k8s.calls import Get, OpenLogStream, ReadLog
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import TRAINJOBS
-from kf_trainer_core.programs.reads import job_not_found, job_pods
+from kf_trainer_core.programs.reads import get_object, job_not_found, job_pods
 from kf_trainer_core.spec.function import progress_from_log
 
 if TYPE_CHECKING:
@@ -47,8 +49,6 @@ def _container_for(step: str) -> str:
 
 
 def _pod_for_step(pods: list[dict[str, Any]], step: str) -> dict[str, Any] | None:
-    from kf_trainer_core.cluster.status import _is_mpi, step_name
-
     mpi = _is_mpi(pods)
     matching = [p for p in pods if step_name(p, mpi) == step]
     if not matching:
@@ -76,8 +76,6 @@ async def _refuse_missing_step(
 ) -> None:
     """A finished job has all the pods it will have: asking for a step it never ran is
     a mistake to name (with the steps it has), not an empty log."""
-    from kf_trainer_core.cluster.status import _is_mpi, step_name
-    from kf_trainer_core.programs.reads import get_object
 
     obj = await get_object(api, namespace, name)  # TrainJobNotFoundError if it is not there
     if not pods or not job_state(obj).terminal:
@@ -111,7 +109,12 @@ async def read_logs(
         # No pod for the step: a job that does not exist is an error, not an empty log
         # (asked only then, so a read of a running step costs no extra request).
         await _refuse_missing_step(api, namespace, name, step, pods)
-    return await _read_step_log(api, namespace, pods, step, tail, attempts)
+    try:
+        return await _read_step_log(api, namespace, pods, step, tail, attempts)
+    except ApiError as err:
+        if err.code in (400, 404):  # not started yet, or gone
+            return []
+        raise
 
 
 #: Lines read beyond a ``tail`` for those a person does not see: the generated program
@@ -146,24 +149,14 @@ async def _read_step_log(
     tail: int | None,
     attempts: int | None = None,
 ) -> list[str]:
+    """The last ``tail`` lines of ``step``'s log (empty before its container started);
+    a read the API server refuses raises its :class:`ApiError`."""
     pod = _pod_for_step(pods, step)
     container = _container_for(step)
     if pod is None or not _started(pod, container):
         return []
-    try:
-        text = await api(
-            ReadLog(
-                namespace,
-                str(pod["metadata"]["name"]),
-                container,
-                tail_lines=tail,
-                attempts=attempts,
-            )
-        )
-    except ApiError as err:
-        if err.code in (400, 404):  # not started yet, or gone
-            return []
-        raise
+    pod_name = str(pod["metadata"]["name"])
+    text = await api(ReadLog(namespace, pod_name, container, tail_lines=tail, attempts=attempts))
     return str(text).splitlines()
 
 
@@ -270,10 +263,9 @@ async def follow_logs(
             if job_state(obj).terminal and pod is None:
                 return  # the job ended without this step ever running
             stuck = failing_pod([pod]) if pod is not None else None
-            started = pod is not None and _started(pod, container)
             # Stuck (image pull...): nothing will be written. An unschedulable pod is not:
             # it starts once a node has room (capacity freed, a node added).
-            if stuck is not None and stuck[2] != "Unschedulable" and not started:
+            if stuck is not None and stuck[2] != "Unschedulable":
                 return
             if start_timeout is not None and waited >= start_timeout:
                 return

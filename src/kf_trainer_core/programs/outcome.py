@@ -34,14 +34,12 @@ from kf_trainer_core.cluster.status import (
 from kf_trainer_core.errors import TrainJobNotFoundError
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.api import Api
-from kf_trainer_core.k8s.calls import ReadLog
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.programs.logs import (
     COURTESY_ATTEMPTS,
     PROGRESS_LOG_TAIL,
     _pod_for_step,
     _read_step_log,
-    _started,
 )
 from kf_trainer_core.programs.reads import explained, get_events, get_object, job_pods
 from kf_trainer_core.spec.function import progress_from_log, result_from_log
@@ -98,22 +96,13 @@ async def _node0_log(
     """node-0's last lines, or ``None`` and the error that kept them from being read.
     After the job its log is evidence only: its node may be gone or serve no logs, and
     that must never become the outcome of whoever reads the job."""
-    pod = _pod_for_step(pods, "node-0")
-    if pod is None or not _started(pod, names.NODE):
-        return None, None
     try:
-        text = await api(
-            ReadLog(
-                namespace,
-                str(pod["metadata"]["name"]),
-                names.NODE,
-                tail_lines=PROGRESS_LOG_TAIL,
-                attempts=COURTESY_ATTEMPTS,
-            )
+        lines = await _read_step_log(
+            api, namespace, pods, "node-0", PROGRESS_LOG_TAIL, attempts=COURTESY_ATTEMPTS
         )
     except ApiError as err:
         return None, err
-    return str(text).splitlines(), None
+    return lines, None
 
 
 async def outputs_of(
