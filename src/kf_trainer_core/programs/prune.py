@@ -19,15 +19,16 @@ other jobs, and reads the identity again just before: a rerun that made, or is m
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
 from kf_trainer_core.base.marks import IDENTITY_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from kf_trainer_core.base.quoting import shown
+from kf_trainer_core.base.timeutil import parse_time
 from kf_trainer_core.cluster.status import JobState, job_state
 from kf_trainer_core.fields import retention
 from kf_trainer_core.k8s.api import Api
@@ -225,13 +226,10 @@ def _seen(obj: Mapping[str, Any]) -> _Seen:
 
 
 def _epoch(stamp: str | None) -> float | None:
-    if not stamp:
-        return None
     try:
-        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        return parse_time(stamp).timestamp() if stamp else None
     except ValueError:
         return None
-    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def _ranks(jobs: list[_Seen]) -> dict[str, int]:
@@ -419,16 +417,7 @@ async def prune(
             removed.add((job.identity, job.attempt))
         else:
             skipped.append((job.name, why))
-    return PruneReport(
-        namespace=namespace,
-        dry_run=False,
-        selected=report.selected,
-        deleted=deleted,
-        skipped=skipped,
-        kept=report.kept,
-        unfinished=report.unfinished,
-        over_limit=report.over_limit,
-    )
+    return dataclasses.replace(report, dry_run=False, deleted=deleted, skipped=skipped)
 
 
 #: How long a rerun's claim on attempt 0 (it is about to create a later attempt) keeps
