@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
@@ -108,7 +109,7 @@ def _persistent(
     return (
         created is not None
         and last is not None
-        and (last - created).total_seconds() >= (CREATION_GRACE)
+        and (last - created).total_seconds() >= CREATION_GRACE
     )
 
 
@@ -212,7 +213,7 @@ class WaitGoal:
             )
         if (
             self.startup_timeout is not None
-            and state in (JobState.CREATED,)
+            and state is JobState.CREATED
             and elapsed >= self.startup_timeout
         ):
             return Verdict(
@@ -558,13 +559,13 @@ def job_emitter(
     cbs = list(callbacks or [])
     if not cbs and on_progress is None:
         return None, None
-    last: list[Progress | None] = [None]
+    last: Progress | None = None
 
     def news(seen: Progress) -> bool:
         now = seen.model_copy(update={"last_updated": None})
-        if last[0] is None:
+        if last is None:
             return True
-        before = last[0].model_copy(update={"last_updated": None})
+        before = last.model_copy(update={"last_updated": None})
         if now.estimated_remaining_seconds is None:
             # A job that stops running loses its time left (status.progress): the same
             # report again, not a new state to show a second time.
@@ -572,6 +573,7 @@ def job_emitter(
         return now != before
 
     def emit(update: Any) -> None:
+        nonlocal last
         job = (
             _with(to_trainjob(update.obj, queue=update.queue), update.waiting)
             if isinstance(update, Observed)
@@ -581,7 +583,7 @@ def job_emitter(
             cb(job)
         seen = job.progress
         if on_progress is not None and seen is not None and news(seen):
-            last[0] = seen
+            last = seen
             on_progress(seen)
 
     return emit, log_progress_interval
@@ -625,10 +627,7 @@ async def conclude(
     # The same version of the same job (a job of the same name made again is another).
     key = (goal.name, meta.get("uid"), meta.get("resourceVersion"), verdict.kind)
     if verdict.kind == "reached":
-
-        async def read_outcome() -> Outcome:
-            return await outputs_of(api, namespace, obj, pods_of=pods_of)
-
+        read_outcome = functools.partial(outputs_of, api, namespace, obj, pods_of=pods_of)
         done = await (share(key, read_outcome) if share else read_outcome())
         if queue is None:
             return done
