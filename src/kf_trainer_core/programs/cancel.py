@@ -27,7 +27,7 @@ from kf_trainer_core.k8s.paging import list_all
 from kf_trainer_core.k8s.resources import JOBSETS, TRAINJOBS
 from kf_trainer_core.manifest.selectors import identity_selector
 from kf_trainer_core.programs.informer import slim_trainjob
-from kf_trainer_core.programs.reads import get_object, job_not_found
+from kf_trainer_core.programs.reads import get_object, job_not_found, owned_by
 
 #: How long a delete waits, at most, for the garbage collector to remove the deleted
 #: job's JobSet (measured on a real control plane: 0.3-0.4 s). Past it the delete
@@ -286,20 +286,13 @@ async def _until_jobset_collected(api: Api, namespace: str, name: str, uid: str)
             waited += CONFIRM_SECONDS
             continue
         confirming = False
-        if uid and not _owned_by(jobset, uid):
+        if uid and not owned_by(jobset, uid):
             return
         if waited >= COLLECT_WAIT_SECONDS:
             return
         await api.sleep(delay)
         waited += delay
         delay = min(delay * 2, 0.5)
-
-
-def _owned_by(obj: object, uid: str) -> bool:
-    """Whether ``obj`` names ``uid`` among its owner references."""
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    refs = (meta.get("ownerReferences") if isinstance(meta, dict) else None) or []
-    return any(isinstance(r, dict) and r.get("uid") == uid for r in refs)
 
 
 async def set_suspended(api: Api, namespace: str, name: str, suspended: bool) -> TrainJob:

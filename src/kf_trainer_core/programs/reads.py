@@ -282,7 +282,13 @@ async def jobset_limits(api: Api, namespace: str, obj: dict[str, Any]) -> dict[s
     except ApiError:
         return {}
     uid = meta.get("uid")
-    refs = ((jobset or {}).get("metadata") or {}).get("ownerReferences") or []
-    if uid and not any(isinstance(r, dict) and r.get("uid") == uid for r in refs):
+    if uid and not owned_by(jobset, uid):
         return {}
     return backoff_limits(jobset)
+
+
+def owned_by(obj: object, uid: str) -> bool:
+    """Whether ``obj`` names ``uid`` among its owner references."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    refs = (meta.get("ownerReferences") if isinstance(meta, dict) else None) or []
+    return any(isinstance(r, dict) and r.get("uid") == uid for r in refs)
