@@ -19,6 +19,7 @@ of one batch share an event loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import weakref
 from collections.abc import Awaitable, Callable
@@ -73,11 +74,7 @@ class PodBatch:
 
     def reader(self, api: Api) -> PodsReader:
         """A pod reader for one wait."""
-
-        async def read(name: str) -> list[dict[str, Any]]:
-            return await self.read(api, name)
-
-        return read
+        return functools.partial(self.read, api)
 
     async def read(self, api: Api, name: str) -> list[dict[str, Any]]:
         """The pods of job ``name``, read in a batch with those of other waits."""
@@ -127,29 +124,26 @@ class PodBatch:
             listing = await list_all(
                 api, PODS, self.namespace, label_selector=selector, resource_version="0"
             )
-            pods = listing["items"]
         except BaseException:
             # The others ask again (each then leads, and meets its own error if any).
-            self._leading = False
             self._queue = {**dict.fromkeys(t for t in batch if t is not ticket), **self._queue}
+            raise
+        finally:
+            # Whichever way the batch ended, the next one gets a leader. (Waking is
+            # only marking: what follows runs before any woken wait does.)
+            self._leading = False
             first = next(iter(self._queue), None)
             if first is not None:
                 first.notify()
-            raise
         by_job: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
-        for pod in pods:
+        for pod in listing["items"]:
             owner = ((pod.get("metadata") or {}).get("labels") or {}).get(JOBSET_NAME_LABEL)
             if owner in by_job:
                 by_job[owner].append(pod)
         for t in batch:
             t.pods = list(by_job[t.name])
-        self._leading = False
-        first = next(iter(self._queue), None)
-        for t in batch:
             if t is not ticket:
                 t.notify()
-        if first is not None:
-            first.notify()  # the next batch's leader
         return by_job[ticket.name]
 
 
