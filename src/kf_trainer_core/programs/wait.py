@@ -550,7 +550,7 @@ def job_emitter(
     callbacks: Iterable[Callable[[TrainJob], None]] | None,
     on_progress: Callable[[Progress], None] | None = None,
     log_progress_interval: float | None = LOG_PROGRESS_INTERVAL,
-) -> tuple[Callable[[Any], None] | None, float | None]:
+) -> tuple[Callable[[Observed], None] | None, float | None]:
     """What a wait does with each version of the job that :class:`JobWait` emits,
     and how often it reads the log for progress: every ``callbacks`` gets the
     :class:`TrainJob`; ``on_progress`` gets its :class:`Progress` when what it says
@@ -572,13 +572,11 @@ def job_emitter(
             before = before.model_copy(update={"estimated_remaining_seconds": None})
         return now != before
 
-    def emit(update: Any) -> None:
+    def emit(update: Observed) -> None:
         nonlocal last
-        job = (
-            _with(to_trainjob(update.obj, queue=update.queue), update.waiting)
-            if isinstance(update, Observed)
-            else to_trainjob(update)
-        )
+        job = to_trainjob(update.obj, queue=update.queue)
+        if update.waiting is not None:
+            job = job.model_copy(update={"waiting": update.waiting})
         for cb in cbs:
             cb(job)
         seen = job.progress
@@ -587,10 +585,6 @@ def job_emitter(
             on_progress(seen)
 
     return emit, log_progress_interval
-
-
-def _with(job: TrainJob, waiting: Waiting | None) -> TrainJob:
-    return job if waiting is None else job.model_copy(update={"waiting": waiting})
 
 
 def _reads_log_progress(obj: Mapping[str, Any]) -> bool:
