@@ -125,16 +125,13 @@ async def remove(
         # object meta: 0"), which this background delete is here to end.
         pinned = not meta.get("deletionTimestamp")
         try:
-            # A 404 or a 409 from any of the three requests ends this round below.
+            # A 404 or a 409 from any of the three requests ends this round below; a 403
+            # of either delete is a refusal (the suspend only ever comes after the dry
+            # run passed, so a refused dry run has changed nothing).
             if not checked:
-                try:
-                    await api(
-                        _delete(namespace, name, propagation, uid, version if pinned else "", True)
-                    )
-                except ApiError as err:
-                    if err.code == 403:
-                        raise _refused(namespace, name, err, changed=False) from None
-                    raise
+                await api(
+                    _delete(namespace, name, propagation, uid, version if pinned else "", True)
+                )
                 checked = True
             if not (obj.get("spec") or {}).get("suspend"):
                 try:
@@ -146,22 +143,17 @@ async def remove(
                 else:
                     suspended_here = True
                     version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-            try:
-                answer = await api(
-                    _delete(namespace, name, propagation, uid, version if pinned else "")
-                )
-            except ApiError as err:
-                if err.code == 403:
-                    restored = (
-                        (await _resume_quietly(api, namespace, name, uid))
-                        if suspended_here
-                        else True
-                    )
-                    raise _refused(
-                        namespace, name, err, changed=suspended_here, restored=restored
-                    ) from None
-                raise
+            answer = await api(
+                _delete(namespace, name, propagation, uid, version if pinned else "")
+            )
         except ApiError as err:
+            if err.code == 403:
+                restored = (
+                    (await _resume_quietly(api, namespace, name, uid)) if suspended_here else True
+                )
+                raise _refused(
+                    namespace, name, err, changed=suspended_here, restored=restored
+                ) from None
             if err.not_found:
                 return vanished
             if err.conflict:
