@@ -476,7 +476,7 @@ class Informer:
         else:
             targets = [s for group in self.subscribers.values() for s in group]
         for sub in targets:
-            sub.notify()
+            sub.waker.notify()
 
     def _failed(self, exc: BaseException) -> None:
         """The loop died: surface it to the waiters instead of dying silently."""
@@ -536,9 +536,6 @@ class Subscription:
         self.informer = informer
         self.key = key
         self.waker = waker
-
-    def notify(self) -> None:
-        self.waker.notify()
 
     def objects(self) -> list[dict[str, Any]]:
         """The cached objects under the key (a copy of the list)."""
