@@ -190,7 +190,6 @@ class _Seen:
 
     name: str
     uid: str
-    resource_version: str
     identity: str | None
     attempt: int
     created: str
@@ -212,7 +211,6 @@ def _seen(obj: Mapping[str, Any]) -> _Seen:
     return _Seen(
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
-        resource_version=str(meta.get("resourceVersion", "")),
         identity=ident if isinstance(ident, str) and ident else None,
         attempt=attempt_of(obj),
         created=str(meta.get("creationTimestamp") or ""),
