@@ -30,7 +30,7 @@ from kf_trainer_core.k8s.api import Api
 from kf_trainer_core.k8s.paging import list_all
 from kf_trainer_core.k8s.resources import PODS
 from kf_trainer_core.k8s.trainjob import JOBSET_NAME_LABEL
-from kf_trainer_core.programs.reads import pod_selector
+from kf_trainer_core.programs.reads import pod_selector, pods_by_job
 from kf_trainer_core.programs.shared_reads import SharedReads
 from kf_trainer_core.programs.wakers import Waker
 
@@ -135,16 +135,12 @@ class PodBatch:
             first = next(iter(self._queue), None)
             if first is not None:
                 first.notify()
-        by_job: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
-        for pod in listing["items"]:
-            owner = ((pod.get("metadata") or {}).get("labels") or {}).get(JOBSET_NAME_LABEL)
-            if owner in by_job:
-                by_job[owner].append(pod)
+        by_job = pods_by_job(listing["items"])
         for t in batch:
-            t.pods = list(by_job[t.name])
+            t.pods = list(by_job.get(t.name, []))
             if t is not ticket:
                 t.notify()
-        return by_job[ticket.name]
+        return by_job.get(ticket.name, [])
 
 
 # ------------------------------------------------------------------------ registry

@@ -36,6 +36,15 @@ def pod_selector(job: str) -> str:
     return f"{JOBSET_NAME_LABEL}={job}"
 
 
+def pods_by_job(pods: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Pods grouped by the job (JobSet) their label names."""
+    by_job: dict[str, list[dict[str, Any]]] = {}
+    for pod in pods:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        by_job.setdefault(labels.get(JOBSET_NAME_LABEL, ""), []).append(pod)
+    return by_job
+
+
 async def job_pods(api: Api, namespace: str, name: str) -> list[dict[str, Any]]:
     """The pods of one job (selected by its JobSet label; paginated, as every list of
     the suite is, so that a job of thousands of pods is read in pages)."""
@@ -214,11 +223,7 @@ async def list_jobs(
     pods = await list_all(
         api, PODS, namespace, label_selector=JOBSET_NAME_LABEL, page_size=page_size
     )
-    by_job: dict[str, list[dict[str, Any]]] = {}
-    for pod in pods["items"]:
-        by_job.setdefault(
-            ((pod.get("metadata") or {}).get("labels") or {}).get(JOBSET_NAME_LABEL, ""), []
-        ).append(pod)
+    by_job = pods_by_job(pods["items"])
     # Each job says whether it restarts or cannot start; a list reads no JobSets, so a
     # restart's attempt count has no total here (``get_job`` reads it).
     jobs = []
