@@ -50,10 +50,7 @@ def _container_for(step: str) -> str:
 
 def _pod_for_step(pods: list[dict[str, Any]], step: str) -> dict[str, Any] | None:
     mpi = _is_mpi(pods)
-    matching = [p for p in pods if step_name(p, mpi) == step]
-    if not matching:
-        return None
-    return max(matching, key=pod_recency)
+    return max((p for p in pods if step_name(p, mpi) == step), key=pod_recency, default=None)
 
 
 def _started(pod: Mapping[str, Any], container: str) -> bool:
@@ -76,7 +73,6 @@ async def _refuse_missing_step(
 ) -> None:
     """A finished job has all the pods it will have: asking for a step it never ran is
     a mistake to name (with the steps it has), not an empty log."""
-
     obj = await get_object(api, namespace, name)  # TrainJobNotFoundError if it is not there
     if not pods or not job_state(obj).terminal:
         return  # the step may not have started yet
