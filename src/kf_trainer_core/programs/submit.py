@@ -264,19 +264,11 @@ def choose_attempt(existing: list[dict[str, Any]], fresh_after_failure: bool) ->
     """
     if not existing:
         return 0
-    live = [
-        o
-        for o in existing
-        if not job_state(o).terminal and not (o.get("metadata") or {}).get("deletionTimestamp")
-    ]
+    standing = [o for o in existing if not (o.get("metadata") or {}).get("deletionTimestamp")]
+    live = [o for o in standing if not job_state(o).terminal]
     if live:
         return max(attempt_of(o) for o in live)
-    complete = [
-        o
-        for o in existing
-        if job_state(o) is JobState.COMPLETE
-        and not (o.get("metadata") or {}).get("deletionTimestamp")
-    ]
+    complete = [o for o in standing if job_state(o) is JobState.COMPLETE]
     if complete:
         # Whatever failed after it (only when attempt 0 was deleted and made again: see
         # submit_identity), a complete attempt's result is the identity's.
