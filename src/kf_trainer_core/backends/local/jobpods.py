@@ -41,7 +41,7 @@ def initializer_pod(place: JobPlace, rjobs: list[str], rjob: str, entry: JSON, c
     }
     apply_initializer(container, entry)
     obj = pod_object(place, rjobs, rjob, 0, container)
-    pod = PodRun(obj["metadata"]["name"], rjob, 0, rjob, container["image"], obj)
+    pod = PodRun(rjob, obj)
     env = dict(os.environ)  # the supervisor's: PYTHONPATH finds this package
     env.pop(ORIGINAL_PYTHONPATH_ENV, None)
     env.update({WORKSPACE_ENV: str(place.workspace), JOB_UID_ENV: place.uid})
@@ -115,7 +115,7 @@ def trainer_pods(
         node_env = launch.node_env(shape)
         upsert_env(container, [{"name": k, "value": v} for k, v in node_env.items()])
         obj = pod_object(place, rjobs, rjob, index, container)
-        pod = PodRun(obj["metadata"]["name"], rjob, index, NODE, container["image"], obj)
+        pod = PodRun(rjob, obj)
         pod.env = {**base, **node_env, POD_ENV: pod.name}
         pod.cwd = cwd
         pod.launches = []  # decided once the program is prepared

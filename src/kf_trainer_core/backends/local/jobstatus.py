@@ -42,10 +42,10 @@ class JobRecord:
         self.place = place
         self.job: JSON = {}
         self.job_rv: int | None = None
-        #: The job's pods by name, and the replicated jobs in JobSet order.
+        #: The job's pods by name.
         self.pods: dict[str, PodRun] = {}
-        self.rjobs: list[str] = []
-        #: Pods each replicated job runs (its Job's completions).
+        #: The replicated jobs in JobSet order, each with the pods its Job runs (its
+        #: completions; 0 until the job's layout is known).
         self.expected: dict[str, int] = {}
         #: Per pod: how many of its progress reports are in the job's status.
         self.progress_published: dict[str, int] = {}
@@ -72,6 +72,10 @@ class JobRecord:
                 return False
             self.job, self.job_rv = obj, rv
         return (self.job.get("metadata") or {}).get("uid") == place.uid
+
+    @property
+    def rjobs(self) -> list[str]:
+        return list(self.expected)
 
     @property
     def deleting(self) -> bool:

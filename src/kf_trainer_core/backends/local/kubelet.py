@@ -137,9 +137,9 @@ class ProcessRunner:
             for reader in pod.readers:
                 reader.join(DRAIN_SECONDS)
 
-    def sweep(self, remove: bool, grace: float = 1.0) -> None:
+    def sweep(self, remove: bool) -> None:
         """Stop every process of the job still left (a daemon that left its group)."""
-        kill_tree([], self.uid, grace=grace, reap=self.reap)
+        kill_tree([], self.uid, grace=1.0, reap=self.reap)
 
     def reap(self) -> None:
         """Collect this process's exited children (zombies still answer signals)."""
@@ -214,7 +214,7 @@ class Kubelet:
                 for _ in range(5):
                     if tx.get(PODS, namespace, pod.name) is None:
                         break
-                    pod.name = pod.obj["metadata"]["name"] = (
+                    pod.obj["metadata"]["name"] = (
                         pod.name.rsplit("-", 1)[0] + "-" + generate_suffix()
                     )
                 pod.obj = tx.create(PODS, pod.obj)
@@ -359,7 +359,6 @@ class Kubelet:
         assert pod.log is not None
         pod.log.close()
         code, reason, message = termination(pod, returncode)
-        pod.finished = True
         pod.exit_code = code
         now = now_iso()
         success = code == 0
@@ -382,9 +381,7 @@ class Kubelet:
             self.write_state(tx, pod, status, terminated=term)
             self.record.write_jobs_status(tx)
 
-    def stop(
-        self, tx_events: bool = True, delete: bool = True, finished_nodes: bool = False
-    ) -> None:
+    def stop(self, delete: bool = True, finished_nodes: bool = False) -> None:
         """Kill every running pod (Killing events) and, with ``delete``, remove the
         pods that had not succeeded, with their logs — as a JobSet deletes its active
         Jobs. ``finished_nodes`` removes the trainer pods that did succeed too: after a
@@ -402,13 +399,12 @@ class Kubelet:
         for pod in active:
             if pod.log is not None:
                 pod.log.close()
-            pod.finished = True
             pod.exit_code = 137
         if not active and not done_nodes:
             return
         with self.store.write() as tx:
             for pod in active:
-                if tx_events and (pod.procs or pod.runtime_id):
+                if pod.procs or pod.runtime_id:
                     message = f"Stopping container {pod.container}"
                     record.pod_event(tx, pod, "Normal", "Killing", message)
             for pod in [*active, *done_nodes] if delete else []:
@@ -421,9 +417,9 @@ class Kubelet:
                 shutil.rmtree(log_dir, ignore_errors=True)
                 del self.pods[pod.name]
 
-    def sweep(self, remove: bool = False, grace: float = 1.0) -> None:
+    def sweep(self, remove: bool = False) -> None:
         """Stop whatever processes (and, with ``remove``, containers) of the job are
         left: a daemon that left its group, a container of a supervisor that died."""
-        self.processes.sweep(remove, grace)
+        self.processes.sweep(remove)
         if self.runner is not None:
             self.runner.sweep(remove=remove)

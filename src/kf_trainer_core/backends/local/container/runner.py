@@ -150,7 +150,6 @@ class ContainerRunner:
                 container["args"] = list(runtime)
         container["image"] = image
         container["imagePullPolicy"] = str(self.settings.get("pull_policy") or "IfNotPresent")
-        pod.image = image
         mounts = [{"name": "workspace", "mountPath": CLUSTER_WORKSPACE}]
         container["volumeMounts"] = mounts
         statuses = (pod.obj.get("status") or {}).get("containerStatuses") or []
