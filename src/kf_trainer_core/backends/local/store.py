@@ -242,10 +242,6 @@ class Tx:
             (uid, namespace, name, _dump(plan)),
         )
 
-    def get_plan(self, uid: str) -> JSON | None:
-        row = self.conn.execute("SELECT plan FROM runs WHERE uid = ?", (uid,)).fetchone()
-        return None if row is None else dict(json.loads(row[0]))
-
     def delete_plan(self, uid: str) -> None:
         self.conn.execute("DELETE FROM runs WHERE uid = ?", (uid,))
 
@@ -338,8 +334,16 @@ class Store:
         return [Change(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows], current, horizon
 
     def get_plan(self, uid: str) -> JSON | None:
-        with self.read() as tx:
-            return tx.get_plan(uid)
+        run = self.get_run(uid)
+        return None if run is None else run[2]
+
+    def get_run(self, uid: str) -> tuple[str, str, JSON] | None:
+        """The namespace, name and run plan stored for job ``uid``."""
+        with self._lock:
+            row = self.conn.execute(
+                "SELECT namespace, name, plan FROM runs WHERE uid = ?", (uid,)
+            ).fetchone()
+        return None if row is None else (str(row[0]), str(row[1]), dict(json.loads(row[2])))
 
     def compact(self) -> None:
         """Forget the whole change log (tests: every older watch version gets 410)."""
