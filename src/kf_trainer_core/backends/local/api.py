@@ -163,30 +163,21 @@ class LocalApi:
             )
         return store
 
-    def _existing_store(self) -> Store | None:
+    def _existing_store(self, create: bool = False) -> Store | None:
         """The database if it exists (opened once; another process may create it
-        after this one started), else ``None``; nothing is created."""
-        if self._store is None and self.paths.db.is_file():
+        after this one started), else ``None``; nothing is created but with
+        ``create`` (a write: then with its directory if need be)."""
+        if self._store is None and (create or self.paths.db.is_file()):
             with self._opening:
                 if self._store is None:
+                    existed = self.paths.db.is_file()
                     self._store = Store(self.paths.db)
-                    self._reconcile_once()
+                    key = str(self.paths.root)
+                    if key not in _reconciled:
+                        _reconciled.add(key)
+                        if existed:  # a new database has no job to restart
+                            self.reconcile()
         return self._store
-
-    def _writable_store(self) -> Store:
-        """The database, created with its directory if need be: for writes."""
-        if self._existing_store() is None:
-            with self._opening:
-                if self._store is None:
-                    self._store = Store(self.paths.db)
-                    _reconciled.add(str(self.paths.root))  # new: nothing to restart
-        return self.store
-
-    def _reconcile_once(self) -> None:
-        key = str(self.paths.root)
-        if key not in _reconciled:
-            _reconciled.add(key)
-            self.reconcile()
 
     def close(self) -> None:
         if self._store is not None:
@@ -248,7 +239,7 @@ class LocalApi:
         kind, namespace, name = _kind(call.resource), call.namespace, call.name
         if kind in (TRAINJOBS, PODS):
             check_supervisors(self.paths, self.store)  # a dead one's job reads Failed
-        if kind in (CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES):
+        if kind in RUNTIME_KINDS:
             obj = self._runtime(kind, namespace, name)
         else:
             obj = self.store.get(kind, namespace if kind.namespaced else None, name)
@@ -324,7 +315,8 @@ class LocalApi:
         obj = prepare_create(kind, call.body, ns, lambda ns, name: False)
         if kind is TRAINJOBS:
             return self.create_trainjob(str(namespace), obj)
-        with self._writable_store().write() as tx:
+        self._existing_store(create=True)
+        with self.store.write() as tx:
             return tx.put(kind, _unique(tx, kind, obj), created=True)
 
     def patch(self, call: Patch) -> JSON:
@@ -389,7 +381,8 @@ class LocalApi:
         )
         if causes:
             raise StatusError.invalid(TRAINJOBS, name, causes)
-        with self._writable_store().write() as tx:
+        self._existing_store(create=True)
+        with self.store.write() as tx:
             created = tx.put(TRAINJOBS, _unique(tx, TRAINJOBS, obj), created=True)
             uid = str(created["metadata"]["uid"])
             tx.put_plan(uid, namespace, name, plan)
@@ -449,7 +442,12 @@ class LocalApi:
                     return
                 if not (current.get("spec") or {}).get("suspend") or is_finished(current):
                     return
-                _suspend_status(tx, current)
+                # Suspended=True on a job whose supervisor is not running.
+                status = dict(current.get("status") or {})
+                conditions = list(status.get("conditions") or [])
+                set_condition(conditions, SUSPENDED, "True", *TRAINJOB_SUSPENDED)
+                current["status"] = {**status, "conditions": conditions}
+                tx.put(TRAINJOBS, current)
         finally:
             lock.release()
 
@@ -528,16 +526,6 @@ class LocalApi:
                 spawn_supervisor(
                     self.paths, str(meta["namespace"]), str(meta["name"]), uid, plan.get("cwd")
                 )
-
-
-def _suspend_status(tx: Tx, obj: JSON) -> None:
-    """Suspended=True on a job whose supervisor is not running."""
-    status = dict(obj.get("status") or {})
-    conditions = list(status.get("conditions") or [])
-    set_condition(conditions, SUSPENDED, "True", *TRAINJOB_SUSPENDED)
-    status["conditions"] = conditions
-    obj["status"] = status
-    tx.put(TRAINJOBS, obj)
 
 
 def _is_supervisor(pid: int, uid: str) -> bool:
