@@ -52,7 +52,7 @@ from kf_trainer_core.k8s.objects import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Iterable
 
 JSON = dict[str, Any]
 
@@ -282,7 +282,7 @@ class Kubelet:
             if first:
                 with self.store.write() as tx:
                     waiting = {"reason": "CreateContainerConfigError", "message": error}
-                    self.set_waiting(tx, pod, waiting)
+                    self.write_status(tx, pod, {}, waiting=waiting)
                     record.pod_event(tx, pod, "Warning", "Failed", f"Error: {error}")
             return
         pod.waiting_since = None
@@ -307,7 +307,7 @@ class Kubelet:
             "conditions": pod_conditions(now, ready=True),
         }
         with self.store.write() as tx:
-            self.write_state(tx, pod, running, running_since=now)
+            self.write_status(tx, pod, running, running_since=now)
             record.pod_event(tx, pod, "Normal", "Created", f"Created container: {pod.container}")
             record.pod_event(tx, pod, "Normal", "Started", f"Started container {pod.container}")
             record.write_jobs_status(tx)
@@ -315,32 +315,18 @@ class Kubelet:
             pod.log.write(pod.start_error[1])
             self.finish(pod, START_ERROR_EXIT if pod.start_error[0] == "StartError" else 1)
 
-    def write_pod(self, tx: Tx, pod: PodRun, fn: Callable[[JSON], None]) -> None:
+    def write_status(self, tx: Tx, pod: PodRun, status: JSON, **state: Any) -> None:
+        """Update the stored pod's ``status`` (phase, conditions...) with its container's
+        state: ``waiting=`` why, ``running_since=`` a time, or ``terminated=`` how it
+        ended."""
         obj = tx.get(PODS, self.place.namespace, pod.name)
         if obj is None:
             return
-        fn(obj)
+        if "waiting" not in state:  # a container not created yet has no id
+            state["container_id"] = pod.container_id
+        container = container_status(pod.container, pod.image, **state)
+        obj.setdefault("status", {}).update({**status, "containerStatuses": [container]})
         pod.obj = tx.put(PODS, obj)
-
-    def write_state(self, tx: Tx, pod: PodRun, status: JSON, **state: Any) -> None:
-        """Update the pod's ``status`` (phase, conditions...) with its container's
-        state: ``running_since=`` a time, or ``terminated=`` how it ended."""
-
-        def fn(obj: JSON) -> None:
-            container = container_status(
-                pod.container, pod.image, container_id=pod.container_id, **state
-            )
-            obj.setdefault("status", {}).update({**status, "containerStatuses": [container]})
-
-        self.write_pod(tx, pod, fn)
-
-    def set_waiting(self, tx: Tx, pod: PodRun, waiting: JSON) -> None:
-        def fn(obj: JSON) -> None:
-            obj.setdefault("status", {})["containerStatuses"] = [
-                container_status(pod.container, pod.image, waiting=waiting)
-            ]
-
-        self.write_pod(tx, pod, fn)
 
     # ------------------------------------------------------------------ ending
 
@@ -378,7 +364,7 @@ class Kubelet:
             ),
         }
         with self.store.write() as tx:
-            self.write_state(tx, pod, status, terminated=term)
+            self.write_status(tx, pod, status, terminated=term)
             self.record.write_jobs_status(tx)
 
     def stop(self, delete: bool = True, finished_nodes: bool = False) -> None:
