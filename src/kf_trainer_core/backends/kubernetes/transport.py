@@ -190,23 +190,17 @@ async def _shared_connection(config: KubernetesConfig, stale: _Connection | None
     ):
         task = opening[key] = loop.create_task(_open_connection(config), name=f"kf-connect-{key}")
 
-        def forget(done: asyncio.Task[_Connection], key: str = key) -> None:
-            if (done.cancelled() or done.exception() is not None) and opening.get(key) is done:
-                del opening[key]
-
-        task.add_done_callback(forget)
-
-        def closed(task: asyncio.Task[_Connection] = task, key: str = key) -> None:
+        def forget(task: asyncio.Task[_Connection] = task, key: str = key) -> None:
             if opening.get(key) is task:
                 del opening[key]
 
-        task.add_done_callback(
-            lambda done: (
-                setattr(done.result(), "on_closed", closed)
-                if not done.cancelled() and done.exception() is None
-                else None
-            )
-        )
+        def opened(done: asyncio.Task[_Connection]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                forget()  # the next caller tries again
+            else:
+                done.result().on_closed = forget  # closed: the next transport opens anew
+
+        task.add_done_callback(opened)
     # Shielded: a caller cancelled while the connection opens must not cancel it for
     # the others.
     conn = await asyncio.shield(task)
