@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from kf_trainer_core.backends.local import machine
+from kf_trainer_core.backends.local import launch, machine
 from kf_trainer_core.backends.local.store import (
     CLUSTER_TRAINING_RUNTIMES,
     TRAINING_RUNTIMES,
@@ -40,13 +40,6 @@ _SPEC_FIELDS = frozenset(
         "activeDeadlineSeconds",
     }
 )
-
-
-def _is_function_command(command: list[str]) -> bool:
-    return any(
-        command[i : i + 2] == ["bash", "-c"] and command[i + 3] == "kf-trainer"
-        for i in range(len(command) - 4)
-    )
 
 
 def validate_trainjob(obj: JSON) -> JSON:
@@ -184,7 +177,7 @@ def plan_trainjob(
             )
         )
     image = trainer.get("image")
-    if command and not _is_function_command(command):
+    if command and launch.parse_trainer(command, []).kind != "function":
         what = f"image {image!r}" if image else "the runtime's image"
         warnings.append(
             (
