@@ -450,21 +450,19 @@ def _limits(resources: JSON, device_request: Any, gpus: list[str] | None = None)
     """Engine limits from a container's ``resources`` (limits, else requests), and a
     device request for the node's ``gpus`` (:mod:`~kf_trainer_core.backends.local.gpus`:
     given only where it asks for some, as on a cluster)."""
-    from kf_trainer_core.backends.local.machine import available, quantity
+    from kf_trainer_core.backends.local.machine import available, quantity, wanted
 
-    wanted: JSON = dict(resources.get("limits") or {})
-    for key, value in (resources.get("requests") or {}).items():
-        wanted.setdefault(key, value)
+    asked = wanted(resources)
     have = available()
     out: JSON = {}
     with contextlib.suppress(ValueError):
-        if "cpu" in wanted:
+        if "cpu" in asked:
             # The engine refuses more CPUs than the machine has: cap at what it has.
-            cpus = min(quantity(wanted["cpu"]), have["cpu"])
+            cpus = min(quantity(asked["cpu"]), have["cpu"])
             out["nano_cpus"] = max(int(cpus * 1e9), 10_000_000)
     with contextlib.suppress(ValueError):
-        if "memory" in wanted:
-            out["mem_limit"] = max(int(quantity(wanted["memory"])), 6 * 2**20)
+        if "memory" in asked:
+            out["mem_limit"] = max(int(quantity(asked["memory"])), 6 * 2**20)
     if gpus:
         # By id: each node its own GPUs (the engine numbers them 0.. inside).
         out["device_requests"] = [device_request(device_ids=list(gpus), capabilities=[["gpu"]])]
