@@ -212,7 +212,7 @@ class Kubelet:
             self.share_gpus(tx, [p for p in pods if p.shape is not None])
             for pod in pods:
                 for _ in range(5):
-                    if tx.get(PODS, namespace, pod.name) is None:
+                    if not tx.taken(PODS, namespace, pod.name):
                         break
                     pod.obj["metadata"]["name"] = (
                         pod.name.rsplit("-", 1)[0] + "-" + generate_suffix()
