@@ -227,8 +227,7 @@ class LocalApi:
     def _runtime(self, kind: Kind, namespace: str | None, name: str) -> JSON | None:
         # Runtimes need no state directory: the built-in ones answer without one.
         store = self._existing_store()
-        ns = namespace if kind.namespaced else None
-        stored = None if store is None else store.get(kind, ns, name)
+        stored = None if store is None else store.get(kind, namespace, name)
         if stored is not None or kind is not CLUSTER_TRAINING_RUNTIMES:
             return stored
         from kf_trainer_core.backends.local.runtimes import default_runtimes
@@ -242,7 +241,7 @@ class LocalApi:
         if kind in RUNTIME_KINDS:
             obj = self._runtime(kind, namespace, name)
         else:
-            obj = self.store.get(kind, namespace if kind.namespaced else None, name)
+            obj = self.store.get(kind, namespace, name)
         if obj is None:
             raise StatusError.not_found(kind, name)
         # Read-your-writes for this process's informers: what a read returns, their
@@ -321,9 +320,8 @@ class LocalApi:
 
     def patch(self, call: Patch) -> JSON:
         kind, name, subresource = _kind(call.resource), call.name, call.subresource
-        ns = call.namespace if kind.namespaced else None
         with self.store.write() as tx:
-            current = tx.get(kind, ns, name)
+            current = tx.get(kind, call.namespace, name)
             if current is None:
                 raise StatusError.not_found(kind, name)
             updated = prepare_update(
@@ -342,19 +340,20 @@ class LocalApi:
     def delete(self, call: Delete) -> JSON:
         kind, namespace, name = _kind(call.resource), call.namespace, call.name
         propagation, preconditions = call.propagation, call.preconditions()
-        ns = namespace if kind.namespaced else None
         check_propagation(propagation)
         if call.dry_run:
             # Everything the real delete would check, nothing done: the answer a
             # server gives a dryRun=All delete of an object without finalizers.
-            current = check_preconditions(kind, name, self.store.get(kind, ns, name), preconditions)
+            current = check_preconditions(
+                kind, name, self.store.get(kind, namespace, name), preconditions
+            )
             return deleted_status(kind, name, (current.get("metadata") or {}).get("uid"))
         if kind is TRAINJOBS:
             return self.delete_trainjob(str(namespace), name, propagation, preconditions)
         with self.store.write() as tx:
             if preconditions:
-                check_preconditions(kind, name, tx.get(kind, ns, name), preconditions)
-            obj = tx.delete(kind, ns, name)
+                check_preconditions(kind, name, tx.get(kind, namespace, name), preconditions)
+            obj = tx.delete(kind, namespace, name)
         if obj is None:
             raise StatusError.not_found(kind, name)
         if kind is PODS:
