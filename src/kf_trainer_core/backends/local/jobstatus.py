@@ -40,6 +40,7 @@ class JobRecord:
     def __init__(self, store: Store, place: JobPlace) -> None:
         self.store = store
         self.place = place
+        #: The TrainJob as last read or written, and its version ({} and None: none).
         self.job: JSON = {}
         self.job_rv: int | None = None
         #: The job's pods by name.
@@ -62,15 +63,9 @@ class JobRecord:
         not); whether it is still this job (its uid)."""
         place = self.place
         rv = self.store.get_rv(TRAINJOBS, place.namespace, place.name)
-        if rv is None:
-            self.job, self.job_rv = {}, None
-            return False
         if rv != self.job_rv:
-            obj = self.store.get(TRAINJOBS, place.namespace, place.name)
-            if obj is None:
-                self.job, self.job_rv = {}, None
-                return False
-            self.job, self.job_rv = obj, rv
+            obj = None if rv is None else self.store.get(TRAINJOBS, place.namespace, place.name)
+            self.job, self.job_rv = ({}, None) if obj is None else (obj, rv)
         return (self.job.get("metadata") or {}).get("uid") == place.uid
 
     @property
