@@ -9,7 +9,6 @@ Standard library only, like the supervisor that imports it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from kf_trainer_core.backends.local._common import JOBSET_NAME_LABEL
@@ -154,35 +153,33 @@ class JobRecord:
 
     # ------------------------------------------------------------------ status
 
-    def update_job(self, tx: Tx, fn: Callable[[JSON], None]) -> None:
-        """Change the job's status in ``tx`` (if it is still this job)."""
+    def update_status(
+        self, tx: Tx, condition: tuple[str, str, str, str] | None = None, **fields: Any
+    ) -> None:
+        """Set ``fields`` of the job's status in ``tx`` and, with ``condition`` (type,
+        status, reason, message), that condition — if it is still this job."""
         place = self.place
         obj = tx.get(TRAINJOBS, place.namespace, place.name)
         if obj is None or (obj.get("metadata") or {}).get("uid") != place.uid:
             return
-        status = dict(obj.get("status") or {})
-        fn(status)
+        status = {**(obj.get("status") or {}), **fields}
+        if condition is not None:
+            conditions = list(status.get("conditions") or [])
+            set_condition(conditions, *condition)
+            status["conditions"] = conditions
         obj["status"] = status
         tx.put(TRAINJOBS, obj)
-        self.job = obj
-        self.job_rv = tx.rv
+        self.job, self.job_rv = obj, tx.rv
 
     def set_condition(self, tx: Tx, kind: str, value: str, reason: str, message: str) -> None:
         """Set the job's ``kind`` condition in ``tx``."""
+        self.update_status(tx, (kind, value, reason, message))
 
-        def fn(status: JSON) -> None:
-            conditions = list(status.get("conditions") or [])
-            set_condition(conditions, kind, value, reason, message)
-            status["conditions"] = conditions
-
-        self.update_job(tx, fn)
-
-    def jobs_status(self, suspended: bool = False) -> list[JSON]:
+    def write_jobs_status(self, tx: Tx, suspended: bool = False) -> None:
         """``status.jobsStatus``: per replicated job, what its (one) Job's pods say, read
         as the JobSet controller reads a Job."""
-        return trainjob_jobs_status(
-            replicated_job_status(rjob, self._job(rjob, suspended)) for rjob in self.rjobs
-        )
+        jobs = (replicated_job_status(rjob, self._job(rjob, suspended)) for rjob in self.rjobs)
+        self.update_status(tx, jobsStatus=trainjob_jobs_status(jobs))
 
     def _job(self, rjob: str, suspended: bool) -> list[JobCounts]:
         """The Job of ``rjob`` (none before its pods are made): finished when a pod failed
@@ -208,14 +205,6 @@ class JobRecord:
             )
         ]
 
-    def write_jobs_status(self, tx: Tx, suspended: bool = False) -> None:
-        jobs = self.jobs_status(suspended)
-
-        def fn(status: JSON) -> None:
-            status["jobsStatus"] = jobs
-
-        self.update_job(tx, fn)
-
     def publish_progress(self, pods: list[PodRun]) -> None:
         """Write the newest trainer status a pod printed as ``status.trainerStatus``,
         as the Trainer's status server would: here the log is the channel."""
@@ -227,9 +216,5 @@ class JobRecord:
         status = fresh[0].progress
         if status is None:
             return
-
-        def fn(job_status: JSON) -> None:
-            job_status["trainerStatus"] = dict(status)
-
         with self.store.write() as tx:
-            self.update_job(tx, fn)
+            self.update_status(tx, trainerStatus=dict(status))
