@@ -114,16 +114,6 @@ class ContainerRunner:
             )
         return self._engine
 
-    def labels(self, pod_name: str | None = None) -> dict[str, str]:
-        labels = {
-            JOB_UID_LABEL: self.uid,
-            JOB_NAME_LABEL: self.name,
-            NAMESPACE_LABEL: self.namespace,
-        }
-        if pod_name:
-            labels[POD_LABEL] = pod_name
-        return labels
-
     # ------------------------------------------------------------------ shaping
 
     def trainer_image(self) -> str:
@@ -266,7 +256,12 @@ class ContainerRunner:
         args: JSON = {
             "name": f"kft-{pod.name}-{self.uid[:8]}",
             "environment": environment,
-            "labels": self.labels(pod.name),
+            "labels": {
+                JOB_UID_LABEL: self.uid,
+                JOB_NAME_LABEL: self.name,
+                NAMESPACE_LABEL: self.namespace,
+                POD_LABEL: pod.name,
+            },
             "mounts": mounts,
             # The nodes rendezvous over loopback: no bridge network, no private addresses.
             "network_mode": "host",
