@@ -110,17 +110,6 @@ def _selector(kind: Kind, call: ListObjects | OpenWatch) -> Selector:
     return Selector.parse(call.namespace, call.label_selector, call.field_selector, kind)
 
 
-def _trainjob_ref(obj: JSON) -> JSON:
-    meta = obj.get("metadata") or {}
-    return object_reference(
-        TRAINER_API,
-        "TrainJob",
-        str(meta.get("name")),
-        str(meta.get("namespace")),
-        str(meta.get("uid")),
-    )
-
-
 class LocalApi:
     """Serves the client's calls from one state directory."""
 
@@ -385,7 +374,7 @@ class LocalApi:
             created = tx.put(TRAINJOBS, _unique(tx, TRAINJOBS, obj), created=True)
             uid = str(created["metadata"]["uid"])
             tx.put_plan(uid, namespace, name, plan)
-            ref = _trainjob_ref(created)
+            ref = object_reference(TRAINER_API, "TrainJob", name, str(meta["namespace"]), uid)
             for reason, message in warnings:
                 tx.create(
                     EVENTS, new_event(namespace, ref, "Warning", reason, message, LOCAL_COMPONENT)
