@@ -17,7 +17,6 @@ from kf_trainer_core.backends.local._common import (
     JOB_UID_ENV,
     NODE,
     ORIGINAL_PYTHONPATH_ENV,
-    POD_ENV,
     WORKSPACE_ENV,
 )
 from kf_trainer_core.backends.local.initializer import DEST_ENV, KIND_ENV
@@ -116,7 +115,7 @@ def trainer_pods(
         upsert_env(container, [{"name": k, "value": v} for k, v in node_env.items()])
         obj = pod_object(place, rjobs, rjob, index, container)
         pod = PodRun(rjob, obj)
-        pod.env = {**base, **node_env, POD_ENV: pod.name}
+        pod.env = {**base, **node_env}
         pod.cwd = cwd
         pod.launches = []  # decided once the program is prepared
         pod.first_lines = [f"kf-trainer: warning: {w}" for w in plan.get("warnings") or []]
