@@ -153,7 +153,7 @@ def test_a_root_cause_that_ends_after_its_peer_keeps_its_log(client: TrainerClie
 
 
 def pod_with_output(lines: list[str]) -> PodRun:
-    pod = PodRun("job-node-0-0-abcde", "node", 0, "node", "local/python", {})
+    pod = PodRun("node", {"metadata": {"name": "job-node-0-0-abcde"}})
     pod.tail = deque(lines, maxlen=200)
     return pod
 

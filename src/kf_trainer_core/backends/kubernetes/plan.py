@@ -1,5 +1,5 @@
-"""Which method of the client libraries serves each call, and how long it may take:
-decided once, for both transports (:mod:`.transport`)."""
+"""Which method of the client library serves each call, and how long it may take:
+decided here, pure, for the transport (:mod:`.transport`)."""
 
 from __future__ import annotations
 
@@ -29,15 +29,14 @@ _CORE = {"pods": "pod", "events": "event", "secrets": "secret", "namespaces": "n
 
 @dataclass(frozen=True)
 class Timeouts:
-    """How long a request may take, in seconds, said once for both libraries (each
-    transport renders it in its own library's terms).
+    """How long a request may take, in seconds (the transport renders it as aiohttp's
+    ``ClientTimeout``).
 
     ``read`` is an *idle* timeout: the longest silence between two reads of the answer
-    (urllib3's per-read socket timeout, aiohttp's ``sock_read``), so a stream that goes
-    silent — a half-open connection, a black-holed path — fails after ``read`` seconds,
-    however long it had been alive. ``connect`` bounds the TCP connection and the TLS
-    handshake; ``total`` the whole request where the library can (aiohttp; urllib3 has
-    no whole-request deadline, its reads are bounded one by one)."""
+    (aiohttp's ``sock_read``), so a stream that goes silent — a half-open connection, a
+    black-holed path — fails after ``read`` seconds, however long it had been alive.
+    ``connect`` bounds the TCP connection and the TLS handshake; ``total`` the whole
+    request (``None``: no bound, for streams)."""
 
     connect: float
     read: float
@@ -64,7 +63,7 @@ def _opt(**kw: Any) -> dict[str, Any]:
 
 
 def plan(call: Call, request_timeout: float, idle_timeout: float) -> Plan:
-    """Map a call onto the client libraries' typed methods (same names in both).
+    """Map a call onto the client library's typed methods.
 
     A plain request may take ``request_timeout`` seconds; a stream (a watch, a followed
     log) may live as long as it speaks, but a silence of ``idle_timeout`` seconds ends
@@ -74,12 +73,16 @@ def plan(call: Call, request_timeout: float, idle_timeout: float) -> Plan:
     timeouts = Timeouts(request_timeout, request_timeout, request_timeout)
     if isinstance(call, (OpenWatch, OpenLogStream)):
         timeouts = Timeouts(min(request_timeout, idle_timeout), idle_timeout)
-    return dataclasses.replace(_route(call, {"_preload_content": False}), timeouts=timeouts)
+    return dataclasses.replace(_route(call), timeouts=timeouts)
 
 
-def _route(call: Call, timeout: dict[str, Any]) -> Plan:
+#: Every request leaves its answer unread: the transport reads it (JSON, text, lines).
+_UNREAD = {"_preload_content": False}
+
+
+def _route(call: Call) -> Plan:
     if isinstance(call, (ReadLog, OpenLogStream)):
-        return _log_plan(call, timeout)
+        return _log_plan(call)
     if isinstance(call, GetPath):
         # A path no typed method serves (an aggregated API's view): the ApiClient's
         # generic request, as for logs, with the same authentication.
@@ -91,11 +94,35 @@ def _route(call: Call, timeout: dict[str, Any]) -> Plan:
                 "path_params": {},
                 "query_params": list(call.query),
                 "header_params": {"Accept": "application/json"},
-                **timeout,
+                **_UNREAD,
             },
         )
     res: Resource = call.resource
     ns = call.namespace
+    # The same verbs on both APIs; they differ in method names, in where the scope
+    # goes (custom: group, version, [namespace,] plural before the name; core: the
+    # namespace after it) and in a few extras.
+    head: tuple[Any, ...]
+    create_extra: dict[str, Any] = {}
+    verbs = ("list", "create", "patch", "delete")
+    if res.is_custom:
+        api, name_first = "custom", False
+        head = (
+            (res.group, res.version, ns, res.plural) if ns else (res.group, res.version, res.plural)
+        )
+        scope = "namespaced" if ns else "cluster"
+        methods = {verb: f"{verb}_{scope}_custom_object" for verb in ("get", *verbs)}
+        if isinstance(call, Patch) and call.subresource == "status":
+            methods["patch"] += "_status"
+        if isinstance(call, Create):
+            create_extra = {"field_validation": call.field_validation}
+    else:
+        api, name_first = "core", True
+        where = ("namespaced_" if res.namespaced else "") + _CORE[res.plural]
+        head = (ns,) if res.namespaced else ()
+        methods = {verb: f"{verb}_{where}" for verb in verbs}
+        methods["get"] = f"read_{where}"
+
     if isinstance(call, (OpenWatch, ListObjects)):
         # A watch is a list with watch=true: the same method, the same selectors.
         extra = (
@@ -113,71 +140,29 @@ def _route(call: Call, timeout: dict[str, Any]) -> Plan:
             }
         )
         selectors = _opt(label_selector=call.label_selector, field_selector=call.field_selector)
-        return _list_plan(res, ns, {**selectors, **_opt(**extra), **timeout})
-    # The same four verbs on both APIs; they differ in method names, in where the
-    # scope goes (custom: group, version, [namespace,] plural before the name; core:
-    # the namespace after it) and in a few extras.
-    head: tuple[Any, ...]
-    create_extra: dict[str, Any] = {}
-    if res.is_custom:
-        api, name_first = "custom", False
-        head = (
-            (res.group, res.version, ns, res.plural) if ns else (res.group, res.version, res.plural)
-        )
-        scope = "namespaced" if ns else "cluster"
-        methods = {
-            verb: f"{verb}_{scope}_custom_object" for verb in ("get", "create", "patch", "delete")
-        }
-        if isinstance(call, Patch) and call.subresource == "status":
-            methods["patch"] += "_status"
-        if isinstance(call, Create):
-            create_extra = {"field_validation": call.field_validation}
-    else:
-        api, name_first = "core", True
-        where = ("namespaced_" if res.namespaced else "") + _CORE[res.plural]
-        head = (ns,) if res.namespaced else ()
-        methods = {verb: f"{verb}_{where}" for verb in ("create", "patch", "delete")}
-        methods["get"] = f"read_{where}"
+        if api == "core" and res.namespaced and not ns:
+            methods["list"], head = f"list_{_CORE[res.plural]}_for_all_namespaces", ()
+        return Plan(api, methods["list"], head, {**selectors, **_opt(**extra), **_UNREAD})
 
     def at(name: str, *rest: Any) -> tuple[Any, ...]:
         return (name, *head, *rest) if name_first else (*head, name, *rest)
 
     if isinstance(call, Get):
-        return Plan(api, methods["get"], at(call.name), timeout)
+        return Plan(api, methods["get"], at(call.name), {**_UNREAD})
     if isinstance(call, Create):
-        return Plan(api, methods["create"], (*head, call.body), {**create_extra, **timeout})
+        return Plan(api, methods["create"], (*head, call.body), {**create_extra, **_UNREAD})
     if isinstance(call, Patch):
         body = at(call.name, call.body)
-        return Plan(api, methods["patch"], body, timeout, content_type=MERGE_PATCH)
+        return Plan(api, methods["patch"], body, {**_UNREAD}, content_type=MERGE_PATCH)
     if isinstance(call, Delete):
-        # DeleteOptions in the body, all of them (see Delete.options): the libraries
-        # also send query parameters, which the server ignores beside a body.
-        kwargs = {"body": call.options(), **timeout}
+        # DeleteOptions in the body, all of them (see Delete.options): the library
+        # also sends query parameters, which the server ignores beside a body.
+        kwargs = {"body": call.options(), **_UNREAD}
         return Plan(api, methods["delete"], at(call.name), kwargs)
     raise TypeError(f"no plan for {shown(call)}")
 
 
-def _list_plan(res: Resource, ns: str | None, kwargs: dict[str, Any]) -> Plan:
-    if res.is_custom:
-        if ns:
-            return Plan(
-                "custom",
-                "list_namespaced_custom_object",
-                (res.group, res.version, ns, res.plural),
-                kwargs,
-            )
-        return Plan(
-            "custom", "list_cluster_custom_object", (res.group, res.version, res.plural), kwargs
-        )
-    stem = _CORE[res.plural]
-    if ns and res.namespaced:
-        return Plan("core", f"list_namespaced_{stem}", (ns,), kwargs)
-    return Plan(
-        "core", f"list_{stem}_for_all_namespaces" if res.namespaced else f"list_{stem}", (), kwargs
-    )
-
-
-def _log_plan(call: ReadLog | OpenLogStream, timeout: dict[str, Any]) -> Plan:
+def _log_plan(call: ReadLog | OpenLogStream) -> Plan:
     """A pod log read, through the client library's own ``ApiClient``.
 
     The typed ``read_namespaced_pod_log`` offers ``sinceSeconds`` but not the API's
@@ -187,7 +172,7 @@ def _log_plan(call: ReadLog | OpenLogStream, timeout: dict[str, Any]) -> Plan:
     half of a log). ``sinceTime`` carries the last line's own timestamp (the node's
     clock wrote it), so no clock is compared. The request is the same one the typed
     method makes (path, Accept, BearerToken auth), with the query built here, sent by
-    :func:`_raw_get` (both generations of the sync library) or :func:`_araw_get`."""
+    the transport's ``_araw_get``."""
     follow = isinstance(call, OpenLogStream)
     query: list[tuple[str, Any]] = [("container", call.container)]
     if follow:
@@ -209,7 +194,7 @@ def _log_plan(call: ReadLog | OpenLogStream, timeout: dict[str, Any]) -> Plan:
             "path_params": {"namespace": call.namespace, "name": call.pod},
             "query_params": query,
             "header_params": {"Accept": "text/plain, application/json"},
-            **timeout,
+            **_UNREAD,
         },
         True,
     )

@@ -17,20 +17,6 @@ KEEPALIVE_INTERVAL = 10
 KEEPALIVE_PROBES = 3
 
 
-def keepalive_options() -> list[tuple[int, int, int]]:
-    """The socket options that turn TCP keepalive on, as this platform names them."""
-    options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
-    idle = getattr(socket, "TCP_KEEPIDLE", None) or getattr(socket, "TCP_KEEPALIVE", None)
-    for option, value in (
-        (idle, KEEPALIVE_IDLE),
-        (getattr(socket, "TCP_KEEPINTVL", None), KEEPALIVE_INTERVAL),
-        (getattr(socket, "TCP_KEEPCNT", None), KEEPALIVE_PROBES),
-    ):
-        if option is not None:
-            options.append((socket.IPPROTO_TCP, option, value))
-    return options
-
-
 def keep_alive(response: Any) -> None:
     """TCP keepalive on the connection under an aiohttp response. aiohttp's client
     leaves it off and ``kubernetes_asyncio`` makes its connector itself (no socket
@@ -42,5 +28,13 @@ def keep_alive(response: Any) -> None:
         return
     with contextlib.suppress(OSError):
         if not sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE):
-            for level, option, value in keepalive_options():
-                sock.setsockopt(level, option, value)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            # The timings, as this platform names them (the idle time: TCP_KEEPALIVE on macOS).
+            idle = getattr(socket, "TCP_KEEPIDLE", None) or getattr(socket, "TCP_KEEPALIVE", None)
+            for option, value in (
+                (idle, KEEPALIVE_IDLE),
+                (getattr(socket, "TCP_KEEPINTVL", None), KEEPALIVE_INTERVAL),
+                (getattr(socket, "TCP_KEEPCNT", None), KEEPALIVE_PROBES),
+            ):
+                if option is not None:
+                    sock.setsockopt(socket.IPPROTO_TCP, option, value)

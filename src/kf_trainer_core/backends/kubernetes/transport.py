@@ -31,44 +31,29 @@ from kf_trainer_core.k8s.errors import ApiError
 USER_AGENT = "kf-trainer-suite"
 
 
-def _one_call(kw: dict[str, Any]) -> dict[str, Any]:
-    """The keywords of ``kubernetes_asyncio``'s one-call ``call_api(path, method, ...)``:
-    the unread response, BearerToken auth."""
-    return {
-        "path_params": kw["path_params"],
-        "query_params": kw["query_params"],
-        "header_params": kw["header_params"],
-        "auth_settings": ["BearerToken"],
-        "_return_http_data_only": True,
-        "_preload_content": False,
-    }
-
-
 async def _araw_get(client: Any, http_method: str, path: str, **kw: Any) -> Any:
-    """A GET of a path no typed method serves (one ``call_api`` in 30 to 36)."""
+    """A GET of a path no typed method serves: ``kubernetes_asyncio``'s one-call
+    ``call_api(path, method, ...)`` (30 to 36), the unread response, BearerToken auth."""
     return await client.call_api(
-        path, http_method, **_one_call(kw), _request_timeout=kw["_request_timeout"]
+        path,
+        http_method,
+        path_params=kw["path_params"],
+        query_params=kw["query_params"],
+        header_params=kw["header_params"],
+        auth_settings=["BearerToken"],
+        _return_http_data_only=True,
+        _preload_content=False,
+        _request_timeout=kw["_request_timeout"],
     )
 
 
-def _decode(body: bytes, text: bool) -> Any:
-    if text:
-        return body.decode("utf-8", errors="replace")
-    return json.loads(body) if body else {}
-
-
-def _bind(apis: dict[str, Any], p: Plan, raw: Callable[..., Any]) -> Callable[..., Any]:
-    """The method that serves ``p``: a typed API method, or ``raw`` (a generic request
-    through the ApiClient) for paths no typed method serves."""
+def _bind(apis: dict[str, Any], p: Plan) -> Callable[..., Any]:
+    """The method that serves ``p``: a typed API method, or :func:`_araw_get` (a generic
+    request through the ApiClient) for paths no typed method serves."""
     if p.api == "client":
-        return functools.partial(raw, apis["client"], p.method)
+        return functools.partial(_araw_get, apis["client"], p.method)
     method: Callable[..., Any] = getattr(apis[p.api], p.method)
     return method
-
-
-def _from_exception(exc: Any) -> ApiError:
-    """The ApiError for a client library's ``ApiException`` (both libraries' shape)."""
-    return ApiError.from_response(exc.status or 0, exc.body, exc.headers, exc.reason or "")
 
 
 def _unreachable(exc: BaseException) -> ApiError:
@@ -84,16 +69,12 @@ def _unreachable(exc: BaseException) -> ApiError:
     return ApiError(0, type(exc).__name__, text)
 
 
-def _status_error(response: Any, body: Any) -> ApiError:
-    return ApiError.from_response(response.status, body, response.headers, response.reason or "")
-
-
-def _explicit(cfg: KubernetesConfig, target: Any, key: str) -> None:
-    """Host, token and CA of an explicit configuration; ``key``: where the library
-    looks the token up (the prefix included, as its kubeconfig loader stores it)."""
+def _explicit(cfg: KubernetesConfig, target: Any) -> None:
+    """Host, token and CA of an explicit configuration (the token under the key the
+    library looks it up by, as its kubeconfig loader stores it)."""
     target.host = cfg.host
     if cfg.token is not None:
-        target.api_key = {key: f"Bearer {cfg.token.get_secret_value()}"}
+        target.api_key = {"BearerToken": f"Bearer {cfg.token.get_secret_value()}"}
     target.verify_ssl = cfg.verify_ssl
     target.ssl_ca_cert = _ca_file(cfg)
 
@@ -209,23 +190,17 @@ async def _shared_connection(config: KubernetesConfig, stale: _Connection | None
     ):
         task = opening[key] = loop.create_task(_open_connection(config), name=f"kf-connect-{key}")
 
-        def forget(done: asyncio.Task[_Connection], key: str = key) -> None:
-            if (done.cancelled() or done.exception() is not None) and opening.get(key) is done:
-                del opening[key]
-
-        task.add_done_callback(forget)
-
-        def closed(task: asyncio.Task[_Connection] = task, key: str = key) -> None:
+        def forget(task: asyncio.Task[_Connection] = task, key: str = key) -> None:
             if opening.get(key) is task:
                 del opening[key]
 
-        task.add_done_callback(
-            lambda done: (
-                setattr(done.result(), "on_closed", closed)
-                if not done.cancelled() and done.exception() is None
-                else None
-            )
-        )
+        def opened(done: asyncio.Task[_Connection]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                forget()  # the next caller tries again
+            else:
+                done.result().on_closed = forget  # closed: the next transport opens anew
+
+        task.add_done_callback(opened)
     # Shielded: a caller cancelled while the connection opens must not cancel it for
     # the others.
     conn = await asyncio.shield(task)
@@ -280,9 +255,6 @@ class AsyncTransport:
         if old is not None:
             await old.release()
 
-    def _plan(self, call: Call) -> Plan:
-        return plan(call, self.config.request_timeout, self.config.watch_timeout)
-
     async def perform(self, call: Call) -> Any:
         """The request: its JSON (or text) answer, or for a watch or a followed log the
         open stream. One function from the call to the library's request, so that a
@@ -290,8 +262,8 @@ class AsyncTransport:
         import aiohttp
         import kubernetes_asyncio as k8s
 
-        p = self._plan(call)
-        method = _bind(self._apis, p, _araw_get)
+        p = plan(call, self.config.request_timeout, self.config.watch_timeout)
+        method = _bind(self._apis, p)
         kwargs = dict(p.kwargs)
         # A ClientTimeout: the one form every release (30 to 36) hands to aiohttp as it
         # is (30 and 31 take a tuple for a total).
@@ -304,7 +276,8 @@ class AsyncTransport:
         try:
             response = await method(*p.args, **kwargs)
         except k8s.client.exceptions.ApiException as exc:
-            raise _from_exception(exc) from None
+            status, reason = exc.status or 0, exc.reason or ""
+            raise ApiError.from_response(status, exc.body, exc.headers, reason) from None
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             raise _unreachable(exc) from None
         keep_alive(response)
@@ -313,11 +286,15 @@ class AsyncTransport:
                 body = await response.read()
             finally:
                 response.release()
-            raise _status_error(response, body)
+            reason = response.reason or ""
+            raise ApiError.from_response(response.status, body, response.headers, reason)
         if isinstance(call, (OpenWatch, OpenLogStream)):
             return _AsyncLines(response)
         try:
-            return _decode(await response.read(), p.text)
+            body = await response.read()
+            if p.text:
+                return body.decode("utf-8", errors="replace")
+            return json.loads(body) if body else {}
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             raise _unreachable(exc) from None  # the body stopped coming
         finally:
@@ -368,7 +345,7 @@ def _async_loader(cfg: KubernetesConfig, target: Any) -> Any:
 
         mode = cfg.mode()
         if mode == "explicit":
-            _explicit(cfg, target, "BearerToken")
+            _explicit(cfg, target)
             return None
         if mode == "in-cluster":
             k8s.config.load_incluster_config(client_configuration=target)  # type: ignore[no-untyped-call]

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from kf_trainer_core.backends.local import machine
+from kf_trainer_core.backends.local import launch, machine
 from kf_trainer_core.backends.local.store import (
     CLUSTER_TRAINING_RUNTIMES,
     TRAINING_RUNTIMES,
@@ -40,13 +40,6 @@ _SPEC_FIELDS = frozenset(
         "activeDeadlineSeconds",
     }
 )
-
-
-def _is_function_command(command: list[str]) -> bool:
-    return any(
-        command[i : i + 2] == ["bash", "-c"] and command[i + 3] == "kf-trainer"
-        for i in range(len(command) - 4)
-    )
 
 
 def validate_trainjob(obj: JSON) -> JSON:
@@ -160,51 +153,45 @@ def plan_trainjob(
         from kf_trainer_core.backends.local.container.admission import admit
 
         admit(
-            container,
-            plan,
-            runtime_name=str(info.name),
-            node=node,
-            trainer=trainer,
-            nodes=int(trainer.get("numNodes") or info.num_nodes or 1),
-            on_missing_resources=on_missing_resources,
-            causes=causes,
-            warnings=warnings,
-            held_gpus=held_gpus,
+            container, plan, runtime_name=str(info.name), node=node, trainer=trainer, causes=causes
         )
-        plan["warnings"] = [message for _, message in warnings]
-        return plan, causes, warnings
-    if not command:
-        causes.append(
-            (
-                "spec.trainer.command",
-                "FieldValueRequired",
-                "Required value: the local backend cannot run an image's entrypoint. Fix: "
-                "give the command with the TrainerCommand option (TrainerArgs for its "
-                "arguments).",
+    else:
+        image = trainer.get("image")
+        if not command:
+            causes.append(
+                (
+                    "spec.trainer.command",
+                    "FieldValueRequired",
+                    "Required value: the local backend cannot run an image's entrypoint. Fix: "
+                    "give the command with the TrainerCommand option (TrainerArgs for its "
+                    "arguments).",
+                )
             )
-        )
-    image = trainer.get("image")
-    if command and not _is_function_command(command):
-        what = f"image {image!r}" if image else "the runtime's image"
-        warnings.append(
-            (
-                "ImageNotUsed",
-                f"the local backend runs the command {command[0]!r} on this machine: "
-                f"{what} is not used",
+        if command and launch.parse_trainer(command, []).kind != "function":
+            what = f"image {image!r}" if image else "the runtime's image"
+            warnings.append(
+                (
+                    "ImageNotUsed",
+                    f"the local backend runs the command {command[0]!r} on this machine: "
+                    f"{what} is not used",
+                )
             )
-        )
-    elif image:
-        warnings.append(
-            (
-                "ImageNotUsed",
-                f"image {image!r} is not used: the function runs in "
-                f"{plan['python']} on this machine",
+        elif image:
+            warnings.append(
+                (
+                    "ImageNotUsed",
+                    f"image {image!r} is not used: the function runs in "
+                    f"{plan['python']} on this machine",
+                )
             )
-        )
     nodes = int(trainer.get("numNodes") or info.num_nodes or 1)
     resources = trainer.get("resourcesPerNode") or node.get("resources")
     more_causes, more_warnings = machine.admit_resources(
-        resources, nodes, on_missing_resources, "LocalConfig", held_gpus
+        resources,
+        nodes,
+        on_missing_resources,
+        "LocalConfig" if container is None else "ContainerConfig",
+        held_gpus,
     )
     causes += more_causes
     warnings += more_warnings

@@ -110,17 +110,6 @@ def _selector(kind: Kind, call: ListObjects | OpenWatch) -> Selector:
     return Selector.parse(call.namespace, call.label_selector, call.field_selector, kind)
 
 
-def _trainjob_ref(obj: JSON) -> JSON:
-    meta = obj.get("metadata") or {}
-    return object_reference(
-        TRAINER_API,
-        "TrainJob",
-        str(meta.get("name")),
-        str(meta.get("namespace")),
-        str(meta.get("uid")),
-    )
-
-
 class LocalApi:
     """Serves the client's calls from one state directory."""
 
@@ -163,30 +152,21 @@ class LocalApi:
             )
         return store
 
-    def _existing_store(self) -> Store | None:
+    def _existing_store(self, create: bool = False) -> Store | None:
         """The database if it exists (opened once; another process may create it
-        after this one started), else ``None``; nothing is created."""
-        if self._store is None and self.paths.db.is_file():
+        after this one started), else ``None``; nothing is created but with
+        ``create`` (a write: then with its directory if need be)."""
+        if self._store is None and (create or self.paths.db.is_file()):
             with self._opening:
                 if self._store is None:
+                    existed = self.paths.db.is_file()
                     self._store = Store(self.paths.db)
-                    self._reconcile_once()
+                    key = str(self.paths.root)
+                    if key not in _reconciled:
+                        _reconciled.add(key)
+                        if existed:  # a new database has no job to restart
+                            self.reconcile()
         return self._store
-
-    def _writable_store(self) -> Store:
-        """The database, created with its directory if need be: for writes."""
-        if self._existing_store() is None:
-            with self._opening:
-                if self._store is None:
-                    self._store = Store(self.paths.db)
-                    _reconciled.add(str(self.paths.root))  # new: nothing to restart
-        return self.store
-
-    def _reconcile_once(self) -> None:
-        key = str(self.paths.root)
-        if key not in _reconciled:
-            _reconciled.add(key)
-            self.reconcile()
 
     def close(self) -> None:
         if self._store is not None:
@@ -236,8 +216,7 @@ class LocalApi:
     def _runtime(self, kind: Kind, namespace: str | None, name: str) -> JSON | None:
         # Runtimes need no state directory: the built-in ones answer without one.
         store = self._existing_store()
-        ns = namespace if kind.namespaced else None
-        stored = None if store is None else store.get(kind, ns, name)
+        stored = None if store is None else store.get(kind, namespace, name)
         if stored is not None or kind is not CLUSTER_TRAINING_RUNTIMES:
             return stored
         from kf_trainer_core.backends.local.runtimes import default_runtimes
@@ -248,10 +227,10 @@ class LocalApi:
         kind, namespace, name = _kind(call.resource), call.namespace, call.name
         if kind in (TRAINJOBS, PODS):
             check_supervisors(self.paths, self.store)  # a dead one's job reads Failed
-        if kind in (CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES):
+        if kind in RUNTIME_KINDS:
             obj = self._runtime(kind, namespace, name)
         else:
-            obj = self.store.get(kind, namespace if kind.namespaced else None, name)
+            obj = self.store.get(kind, namespace, name)
         if obj is None:
             raise StatusError.not_found(kind, name)
         # Read-your-writes for this process's informers: what a read returns, their
@@ -324,14 +303,14 @@ class LocalApi:
         obj = prepare_create(kind, call.body, ns, lambda ns, name: False)
         if kind is TRAINJOBS:
             return self.create_trainjob(str(namespace), obj)
-        with self._writable_store().write() as tx:
+        self._existing_store(create=True)
+        with self.store.write() as tx:
             return tx.put(kind, _unique(tx, kind, obj), created=True)
 
     def patch(self, call: Patch) -> JSON:
         kind, name, subresource = _kind(call.resource), call.name, call.subresource
-        ns = call.namespace if kind.namespaced else None
         with self.store.write() as tx:
-            current = tx.get(kind, ns, name)
+            current = tx.get(kind, call.namespace, name)
             if current is None:
                 raise StatusError.not_found(kind, name)
             updated = prepare_update(
@@ -350,19 +329,20 @@ class LocalApi:
     def delete(self, call: Delete) -> JSON:
         kind, namespace, name = _kind(call.resource), call.namespace, call.name
         propagation, preconditions = call.propagation, call.preconditions()
-        ns = namespace if kind.namespaced else None
         check_propagation(propagation)
         if call.dry_run:
             # Everything the real delete would check, nothing done: the answer a
             # server gives a dryRun=All delete of an object without finalizers.
-            current = check_preconditions(kind, name, self.store.get(kind, ns, name), preconditions)
+            current = check_preconditions(
+                kind, name, self.store.get(kind, namespace, name), preconditions
+            )
             return deleted_status(kind, name, (current.get("metadata") or {}).get("uid"))
         if kind is TRAINJOBS:
             return self.delete_trainjob(str(namespace), name, propagation, preconditions)
         with self.store.write() as tx:
             if preconditions:
-                check_preconditions(kind, name, tx.get(kind, ns, name), preconditions)
-            obj = tx.delete(kind, ns, name)
+                check_preconditions(kind, name, tx.get(kind, namespace, name), preconditions)
+            obj = tx.delete(kind, namespace, name)
         if obj is None:
             raise StatusError.not_found(kind, name)
         if kind is PODS:
@@ -389,11 +369,12 @@ class LocalApi:
         )
         if causes:
             raise StatusError.invalid(TRAINJOBS, name, causes)
-        with self._writable_store().write() as tx:
+        self._existing_store(create=True)
+        with self.store.write() as tx:
             created = tx.put(TRAINJOBS, _unique(tx, TRAINJOBS, obj), created=True)
             uid = str(created["metadata"]["uid"])
             tx.put_plan(uid, namespace, name, plan)
-            ref = _trainjob_ref(created)
+            ref = object_reference(TRAINER_API, "TrainJob", name, str(meta["namespace"]), uid)
             for reason, message in warnings:
                 tx.create(
                     EVENTS, new_event(namespace, ref, "Warning", reason, message, LOCAL_COMPONENT)
@@ -449,7 +430,12 @@ class LocalApi:
                     return
                 if not (current.get("spec") or {}).get("suspend") or is_finished(current):
                     return
-                _suspend_status(tx, current)
+                # Suspended=True on a job whose supervisor is not running.
+                status = dict(current.get("status") or {})
+                conditions = list(status.get("conditions") or [])
+                set_condition(conditions, SUSPENDED, "True", *TRAINJOB_SUSPENDED)
+                current["status"] = {**status, "conditions": conditions}
+                tx.put(TRAINJOBS, current)
         finally:
             lock.release()
 
@@ -528,16 +514,6 @@ class LocalApi:
                 spawn_supervisor(
                     self.paths, str(meta["namespace"]), str(meta["name"]), uid, plan.get("cwd")
                 )
-
-
-def _suspend_status(tx: Tx, obj: JSON) -> None:
-    """Suspended=True on a job whose supervisor is not running."""
-    status = dict(obj.get("status") or {})
-    conditions = list(status.get("conditions") or [])
-    set_condition(conditions, SUSPENDED, "True", *TRAINJOB_SUSPENDED)
-    status["conditions"] = conditions
-    obj["status"] = status
-    tx.put(TRAINJOBS, obj)
 
 
 def _is_supervisor(pid: int, uid: str) -> bool:

@@ -15,25 +15,19 @@ from typing import Any
 
 from kf_trainer_core import checkpoints as ck
 
-
-def job_dir(state_dir: str | Path, namespace: str, job: dict[str, Any]) -> Path | None:
-    """The job's checkpoint directory on this machine, or ``None`` when the job turned
-    checkpoints off. Not created here: the helper creates it when the function uses it,
-    so jobs that never checkpoint leave nothing behind."""
-    if not ck.local_setting(job):
-        return None
-    return ck.local_dir(state_dir, namespace, ck.job_identity(job))
-
-
 #: The variables :func:`trainer_env` adds beside the pod's own env (no Secret's values).
 TRAINER_ENV_NAMES = frozenset({ck.DIR_ENV})
 
 
 def trainer_env(state_dir: str | Path, namespace: str, job: dict[str, Any]) -> dict[str, str]:
-    """The trainer's checkpoint variable on this machine (empty when turned off). It
-    replaces a cluster path the manifest carries (``Checkpoints(pvc=...)``)."""
-    directory = job_dir(state_dir, namespace, job)
-    return {ck.DIR_ENV: str(directory)} if directory is not None else {}
+    """The trainer's checkpoint variable: the job's checkpoint directory on this machine
+    (empty when the job turned checkpoints off). It replaces a cluster path the manifest
+    carries (``Checkpoints(pvc=...)``). The directory is not created here: the helper
+    creates it when the function uses it, so jobs that never checkpoint leave nothing
+    behind."""
+    if not ck.local_setting(job):
+        return {}
+    return {ck.DIR_ENV: str(ck.local_dir(state_dir, namespace, ck.job_identity(job)))}
 
 
 def container_mount(environment: dict[str, str], namespace: str) -> tuple[str, str] | None:

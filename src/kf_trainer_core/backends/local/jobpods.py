@@ -17,7 +17,6 @@ from kf_trainer_core.backends.local._common import (
     JOB_UID_ENV,
     NODE,
     ORIGINAL_PYTHONPATH_ENV,
-    POD_ENV,
     WORKSPACE_ENV,
 )
 from kf_trainer_core.backends.local.initializer import DEST_ENV, KIND_ENV
@@ -41,7 +40,7 @@ def initializer_pod(place: JobPlace, rjobs: list[str], rjob: str, entry: JSON, c
     }
     apply_initializer(container, entry)
     obj = pod_object(place, rjobs, rjob, 0, container)
-    pod = PodRun(obj["metadata"]["name"], rjob, 0, rjob, container["image"], obj)
+    pod = PodRun(rjob, obj)
     env = dict(os.environ)  # the supervisor's: PYTHONPATH finds this package
     env.pop(ORIGINAL_PYTHONPATH_ENV, None)
     env.update({WORKSPACE_ENV: str(place.workspace), JOB_UID_ENV: place.uid})
@@ -115,8 +114,8 @@ def trainer_pods(
         node_env = launch.node_env(shape)
         upsert_env(container, [{"name": k, "value": v} for k, v in node_env.items()])
         obj = pod_object(place, rjobs, rjob, index, container)
-        pod = PodRun(obj["metadata"]["name"], rjob, index, NODE, container["image"], obj)
-        pod.env = {**base, **node_env, POD_ENV: pod.name}
+        pod = PodRun(rjob, obj)
+        pod.env = {**base, **node_env}
         pod.cwd = cwd
         pod.launches = []  # decided once the program is prepared
         pod.first_lines = [f"kf-trainer: warning: {w}" for w in plan.get("warnings") or []]

@@ -9,7 +9,6 @@ Standard library only, like the supervisor that imports it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from kf_trainer_core.backends.local._common import JOBSET_NAME_LABEL
@@ -40,12 +39,13 @@ class JobRecord:
     def __init__(self, store: Store, place: JobPlace) -> None:
         self.store = store
         self.place = place
+        #: The TrainJob as last read or written, and its version ({} and None: none).
         self.job: JSON = {}
         self.job_rv: int | None = None
-        #: The job's pods by name, and the replicated jobs in JobSet order.
+        #: The job's pods by name.
         self.pods: dict[str, PodRun] = {}
-        self.rjobs: list[str] = []
-        #: Pods each replicated job runs (its Job's completions).
+        #: The replicated jobs in JobSet order, each with the pods its Job runs (its
+        #: completions; 0 until the job's layout is known).
         self.expected: dict[str, int] = {}
         #: Per pod: how many of its progress reports are in the job's status.
         self.progress_published: dict[str, int] = {}
@@ -62,16 +62,14 @@ class JobRecord:
         not); whether it is still this job (its uid)."""
         place = self.place
         rv = self.store.get_rv(TRAINJOBS, place.namespace, place.name)
-        if rv is None:
-            self.job, self.job_rv = {}, None
-            return False
         if rv != self.job_rv:
-            obj = self.store.get(TRAINJOBS, place.namespace, place.name)
-            if obj is None:
-                self.job, self.job_rv = {}, None
-                return False
-            self.job, self.job_rv = obj, rv
+            obj = None if rv is None else self.store.get(TRAINJOBS, place.namespace, place.name)
+            self.job, self.job_rv = ({}, None) if obj is None else (obj, rv)
         return (self.job.get("metadata") or {}).get("uid") == place.uid
+
+    @property
+    def rjobs(self) -> list[str]:
+        return list(self.expected)
 
     @property
     def deleting(self) -> bool:
@@ -155,35 +153,33 @@ class JobRecord:
 
     # ------------------------------------------------------------------ status
 
-    def update_job(self, tx: Tx, fn: Callable[[JSON], None]) -> None:
-        """Change the job's status in ``tx`` (if it is still this job)."""
+    def update_status(
+        self, tx: Tx, condition: tuple[str, str, str, str] | None = None, **fields: Any
+    ) -> None:
+        """Set ``fields`` of the job's status in ``tx`` and, with ``condition`` (type,
+        status, reason, message), that condition — if it is still this job."""
         place = self.place
         obj = tx.get(TRAINJOBS, place.namespace, place.name)
         if obj is None or (obj.get("metadata") or {}).get("uid") != place.uid:
             return
-        status = dict(obj.get("status") or {})
-        fn(status)
+        status = {**(obj.get("status") or {}), **fields}
+        if condition is not None:
+            conditions = list(status.get("conditions") or [])
+            set_condition(conditions, *condition)
+            status["conditions"] = conditions
         obj["status"] = status
         tx.put(TRAINJOBS, obj)
-        self.job = obj
-        self.job_rv = tx.rv
+        self.job, self.job_rv = obj, tx.rv
 
     def set_condition(self, tx: Tx, kind: str, value: str, reason: str, message: str) -> None:
         """Set the job's ``kind`` condition in ``tx``."""
+        self.update_status(tx, (kind, value, reason, message))
 
-        def fn(status: JSON) -> None:
-            conditions = list(status.get("conditions") or [])
-            set_condition(conditions, kind, value, reason, message)
-            status["conditions"] = conditions
-
-        self.update_job(tx, fn)
-
-    def jobs_status(self, suspended: bool = False) -> list[JSON]:
+    def write_jobs_status(self, tx: Tx, suspended: bool = False) -> None:
         """``status.jobsStatus``: per replicated job, what its (one) Job's pods say, read
         as the JobSet controller reads a Job."""
-        return trainjob_jobs_status(
-            replicated_job_status(rjob, self._job(rjob, suspended)) for rjob in self.rjobs
-        )
+        jobs = (replicated_job_status(rjob, self._job(rjob, suspended)) for rjob in self.rjobs)
+        self.update_status(tx, jobsStatus=trainjob_jobs_status(jobs))
 
     def _job(self, rjob: str, suspended: bool) -> list[JobCounts]:
         """The Job of ``rjob`` (none before its pods are made): finished when a pod failed
@@ -209,14 +205,6 @@ class JobRecord:
             )
         ]
 
-    def write_jobs_status(self, tx: Tx, suspended: bool = False) -> None:
-        jobs = self.jobs_status(suspended)
-
-        def fn(status: JSON) -> None:
-            status["jobsStatus"] = jobs
-
-        self.update_job(tx, fn)
-
     def publish_progress(self, pods: list[PodRun]) -> None:
         """Write the newest trainer status a pod printed as ``status.trainerStatus``,
         as the Trainer's status server would: here the log is the channel."""
@@ -228,9 +216,5 @@ class JobRecord:
         status = fresh[0].progress
         if status is None:
             return
-
-        def fn(job_status: JSON) -> None:
-            job_status["trainerStatus"] = dict(status)
-
         with self.store.write() as tx:
-            self.update_job(tx, fn)
+            self.update_status(tx, trainerStatus=dict(status))

@@ -52,7 +52,7 @@ from kf_trainer_core.k8s.objects import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Iterable
 
 JSON = dict[str, Any]
 
@@ -137,9 +137,9 @@ class ProcessRunner:
             for reader in pod.readers:
                 reader.join(DRAIN_SECONDS)
 
-    def sweep(self, remove: bool, grace: float = 1.0) -> None:
+    def sweep(self, remove: bool) -> None:
         """Stop every process of the job still left (a daemon that left its group)."""
-        kill_tree([], self.uid, grace=grace, reap=self.reap)
+        kill_tree([], self.uid, grace=1.0, reap=self.reap)
 
     def reap(self) -> None:
         """Collect this process's exited children (zombies still answer signals)."""
@@ -212,9 +212,9 @@ class Kubelet:
             self.share_gpus(tx, [p for p in pods if p.shape is not None])
             for pod in pods:
                 for _ in range(5):
-                    if tx.get(PODS, namespace, pod.name) is None:
+                    if not tx.taken(PODS, namespace, pod.name):
                         break
-                    pod.name = pod.obj["metadata"]["name"] = (
+                    pod.obj["metadata"]["name"] = (
                         pod.name.rsplit("-", 1)[0] + "-" + generate_suffix()
                     )
                 pod.obj = tx.create(PODS, pod.obj)
@@ -282,7 +282,7 @@ class Kubelet:
             if first:
                 with self.store.write() as tx:
                     waiting = {"reason": "CreateContainerConfigError", "message": error}
-                    self.set_waiting(tx, pod, waiting)
+                    self.write_status(tx, pod, {}, waiting=waiting)
                     record.pod_event(tx, pod, "Warning", "Failed", f"Error: {error}")
             return
         pod.waiting_since = None
@@ -307,7 +307,7 @@ class Kubelet:
             "conditions": pod_conditions(now, ready=True),
         }
         with self.store.write() as tx:
-            self.write_state(tx, pod, running, running_since=now)
+            self.write_status(tx, pod, running, running_since=now)
             record.pod_event(tx, pod, "Normal", "Created", f"Created container: {pod.container}")
             record.pod_event(tx, pod, "Normal", "Started", f"Started container {pod.container}")
             record.write_jobs_status(tx)
@@ -315,32 +315,18 @@ class Kubelet:
             pod.log.write(pod.start_error[1])
             self.finish(pod, START_ERROR_EXIT if pod.start_error[0] == "StartError" else 1)
 
-    def write_pod(self, tx: Tx, pod: PodRun, fn: Callable[[JSON], None]) -> None:
+    def write_status(self, tx: Tx, pod: PodRun, status: JSON, **state: Any) -> None:
+        """Update the stored pod's ``status`` (phase, conditions...) with its container's
+        state: ``waiting=`` why, ``running_since=`` a time, or ``terminated=`` how it
+        ended."""
         obj = tx.get(PODS, self.place.namespace, pod.name)
         if obj is None:
             return
-        fn(obj)
+        if "waiting" not in state:  # a container not created yet has no id
+            state["container_id"] = pod.container_id
+        container = container_status(pod.container, pod.image, **state)
+        obj.setdefault("status", {}).update({**status, "containerStatuses": [container]})
         pod.obj = tx.put(PODS, obj)
-
-    def write_state(self, tx: Tx, pod: PodRun, status: JSON, **state: Any) -> None:
-        """Update the pod's ``status`` (phase, conditions...) with its container's
-        state: ``running_since=`` a time, or ``terminated=`` how it ended."""
-
-        def fn(obj: JSON) -> None:
-            container = container_status(
-                pod.container, pod.image, container_id=pod.container_id, **state
-            )
-            obj.setdefault("status", {}).update({**status, "containerStatuses": [container]})
-
-        self.write_pod(tx, pod, fn)
-
-    def set_waiting(self, tx: Tx, pod: PodRun, waiting: JSON) -> None:
-        def fn(obj: JSON) -> None:
-            obj.setdefault("status", {})["containerStatuses"] = [
-                container_status(pod.container, pod.image, waiting=waiting)
-            ]
-
-        self.write_pod(tx, pod, fn)
 
     # ------------------------------------------------------------------ ending
 
@@ -359,7 +345,6 @@ class Kubelet:
         assert pod.log is not None
         pod.log.close()
         code, reason, message = termination(pod, returncode)
-        pod.finished = True
         pod.exit_code = code
         now = now_iso()
         success = code == 0
@@ -379,12 +364,10 @@ class Kubelet:
             ),
         }
         with self.store.write() as tx:
-            self.write_state(tx, pod, status, terminated=term)
+            self.write_status(tx, pod, status, terminated=term)
             self.record.write_jobs_status(tx)
 
-    def stop(
-        self, tx_events: bool = True, delete: bool = True, finished_nodes: bool = False
-    ) -> None:
+    def stop(self, delete: bool = True, finished_nodes: bool = False) -> None:
         """Kill every running pod (Killing events) and, with ``delete``, remove the
         pods that had not succeeded, with their logs — as a JobSet deletes its active
         Jobs. ``finished_nodes`` removes the trainer pods that did succeed too: after a
@@ -402,13 +385,12 @@ class Kubelet:
         for pod in active:
             if pod.log is not None:
                 pod.log.close()
-            pod.finished = True
             pod.exit_code = 137
         if not active and not done_nodes:
             return
         with self.store.write() as tx:
             for pod in active:
-                if tx_events and (pod.procs or pod.runtime_id):
+                if pod.procs or pod.runtime_id:
                     message = f"Stopping container {pod.container}"
                     record.pod_event(tx, pod, "Normal", "Killing", message)
             for pod in [*active, *done_nodes] if delete else []:
@@ -421,9 +403,9 @@ class Kubelet:
                 shutil.rmtree(log_dir, ignore_errors=True)
                 del self.pods[pod.name]
 
-    def sweep(self, remove: bool = False, grace: float = 1.0) -> None:
+    def sweep(self, remove: bool = False) -> None:
         """Stop whatever processes (and, with ``remove``, containers) of the job are
         left: a daemon that left its group, a container of a supervisor that died."""
-        self.processes.sweep(remove, grace)
+        self.processes.sweep(remove)
         if self.runner is not None:
             self.runner.sweep(remove=remove)

@@ -82,6 +82,13 @@ def available() -> dict[str, float]:
 _IGNORED = frozenset({"ephemeral-storage", "storage", "pods"})
 
 
+def wanted(resources: Mapping[str, Any]) -> dict[str, Any]:
+    """What a container's ``resources`` ask for: its limits, else its requests."""
+    out: dict[str, Any] = dict(resources.get("requests") or {})
+    out.update(resources.get("limits") or {})
+    return out
+
+
 def missing_resources(
     resources: Mapping[str, Any] | None, nodes: int, held_gpus: int = 0
 ) -> list[str]:
@@ -90,14 +97,11 @@ def missing_resources(
     sentence for an event, a log line or an error."""
     if not resources:
         return []
-    wanted: dict[str, Any] = dict(resources.get("limits") or {})
-    for key, value in (resources.get("requests") or {}).items():
-        wanted.setdefault(key, value)
     have = available()
     total_gpus = have["nvidia.com/gpu"]
     have["nvidia.com/gpu"] = max(0.0, total_gpus - held_gpus)
     problems = []
-    for key, value in sorted(wanted.items()):
+    for key, value in sorted(wanted(resources).items()):
         if key in _IGNORED:
             continue
         try:

@@ -70,13 +70,10 @@ class JobPlace:
 
 @dataclass
 class PodRun:
-    """One pod of the job and what runs in it."""
+    """One pod of the job and what runs in it. Its object (``obj``, as last stored)
+    says its name, its container's name and its image."""
 
-    name: str
     rjob: str
-    index: int
-    container: str
-    image: str
     obj: JSON
     launches: list[launch.Launch] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
@@ -91,7 +88,7 @@ class PodRun:
     first_lines: list[str] = field(default_factory=list)
     started_at: str | None = None
     waiting_since: float | None = None  # pending on a missing Secret
-    finished: bool = False
+    #: Set when the pod ended (see :attr:`finished`).
     exit_code: int | None = None
     oom_before: int | None = None
     #: Set when the pod could not start (bad command): (reason, message).
@@ -124,6 +121,22 @@ class PodRun:
                 self.progress_seq += 1
         if self.log is not None:
             self.log.write(prefix + line if prefix else line)
+
+    @property
+    def name(self) -> str:
+        return str(self.obj["metadata"]["name"])
+
+    @property
+    def container(self) -> str:
+        return str(self.obj["spec"]["containers"][0]["name"])
+
+    @property
+    def image(self) -> str:
+        return str(self.obj["spec"]["containers"][0].get("image", ""))
+
+    @property
+    def finished(self) -> bool:
+        return self.exit_code is not None
 
     @property
     def pgids(self) -> list[int]:

@@ -71,12 +71,6 @@ class JobLock:
         os.close(self._fd)
         self._fd = None
 
-    def __enter__(self) -> JobLock:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
 
 def package_root() -> str:
     """The directory holding ``kf_trainer_core`` (site-packages, or ``src`` in a

@@ -12,7 +12,7 @@ import time
 from kf_trainer_core.backends.local._common import Paths
 from kf_trainer_core.backends.local.liveness import MARKER, unmark_supervising
 from kf_trainer_core.backends.local.procs import JobLock, kill_tree
-from kf_trainer_core.backends.local.store import TRAINJOBS, Store
+from kf_trainer_core.backends.local.store import Store
 
 #: How often (at most) one process looks for dead supervisors in one state directory.
 CHECK_SECONDS = 1.0
@@ -70,14 +70,11 @@ def _repair(paths: Paths, store: Store, uid: str) -> bool:
     # the rare process that finds a dead one, not in every LocalConfig client.
     from kf_trainer_core.backends.local.supervisor import JobSupervisor
 
-    plan = store.get_plan(uid)
-    if plan is None:
+    run = store.get_run(uid)
+    if run is None:
         kill_tree([], uid, grace=1.0)  # the job is gone: only stray processes to stop
         return False
-    namespace, name = _where(store, uid)
-    if namespace is None or name is None:
-        kill_tree([], uid, grace=1.0)
-        return False
+    namespace, name, plan = run
     supervisor = JobSupervisor(paths, namespace, name, uid)
     record = supervisor.record
     try:
@@ -99,16 +96,6 @@ def _repair(paths: Paths, store: Store, uid: str) -> bool:
         return True
     finally:
         supervisor.store.close()
-
-
-def _where(store: Store, uid: str) -> tuple[str | None, str | None]:
-    """The namespace and name of the job whose uid is ``uid``."""
-    jobs, _ = store.select(TRAINJOBS)
-    for obj in jobs:
-        meta = obj.get("metadata") or {}
-        if meta.get("uid") == uid:
-            return str(meta.get("namespace")), str(meta.get("name"))
-    return None, None
 
 
 __all__ = ["CHECK_SECONDS", "KILLED", "check_supervisors"]

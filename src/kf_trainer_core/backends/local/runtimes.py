@@ -25,6 +25,7 @@ from kf_trainer_core.backends.local._common import (
     NODE,
     TRAINER_API,
 )
+from kf_trainer_core.k8s.patch import json_copy
 from kf_trainer_core.manifest.runtimes import DEFAULT_RUNTIMES, RuntimeInfo
 
 JSON = dict[str, Any]
@@ -95,14 +96,11 @@ def runtime_manifest(rt: RuntimeInfo) -> JSON:
 
 
 @functools.lru_cache(maxsize=1)
-def _defaults() -> dict[str, str]:
-    import json
-
-    return {name: json.dumps(runtime_manifest(rt)) for name, rt in DEFAULT_RUNTIMES.items()}
+def _defaults() -> dict[str, JSON]:
+    return {name: runtime_manifest(rt) for name, rt in DEFAULT_RUNTIMES.items()}
 
 
 def default_runtimes() -> dict[str, JSON]:
     """Fresh copies of the default runtimes' manifests, by name."""
-    import json
-
-    return {name: json.loads(text) for name, text in _defaults().items()}
+    copies: dict[str, JSON] = json_copy(_defaults())
+    return copies

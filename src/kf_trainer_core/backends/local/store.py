@@ -134,12 +134,17 @@ class Tx:
         self.rv = self.current_rv()
         return self.rv
 
-    def get(self, kind: Kind, namespace: str | None, name: str) -> JSON | None:
+    def column(self, column: str, kind: Kind, namespace: str | None, name: str) -> Any:
+        """One column (``data``, ``rv``) of an object's row; ``None``: no such object."""
         row = self.conn.execute(
-            "SELECT data FROM objects WHERE resource = ? AND namespace = ? AND name = ?",
-            (kind.plural, namespace or "", name),
+            f"SELECT {column} FROM objects WHERE resource = ? AND namespace = ? AND name = ?",
+            (kind.plural, (namespace or "") if kind.namespaced else "", name),
         ).fetchone()
-        return None if row is None else dict(json.loads(row[0]))
+        return None if row is None else row[0]
+
+    def get(self, kind: Kind, namespace: str | None, name: str) -> JSON | None:
+        data = self.column("data", kind, namespace, name)
+        return None if data is None else dict(json.loads(data))
 
     def select(self, kind: Kind, selector: Selector = _EVERY, name_prefix: str = "") -> list[JSON]:
         """Matching objects; ``name_prefix`` narrows by name in SQL (a job's pods and
@@ -172,13 +177,7 @@ class Tx:
         meta["resourceVersion"] = str(rv)
         data = _dump(obj)
         ns = str(meta.get("namespace") or "") if kind.namespaced else ""
-        prev = None
-        if not created:
-            row = self.conn.execute(
-                "SELECT data FROM objects WHERE resource = ? AND namespace = ? AND name = ?",
-                (kind.plural, ns, str(meta["name"])),
-            ).fetchone()
-            prev = None if row is None else str(row[0])
+        prev = None if created else self.column("data", kind, ns, str(meta["name"]))
         self.conn.execute(
             "INSERT OR REPLACE INTO objects (resource, namespace, name, rv, data) "
             "VALUES (?, ?, ?, ?, ?)",
@@ -189,11 +188,7 @@ class Tx:
 
     def taken(self, kind: Kind, namespace: str, name: str) -> bool:
         """Whether an object of that name exists (no JSON parsed)."""
-        row = self.conn.execute(
-            "SELECT 1 FROM objects WHERE resource = ? AND namespace = ? AND name = ?",
-            (kind.plural, namespace if kind.namespaced else "", name),
-        ).fetchone()
-        return row is not None
+        return self.column("1", kind, namespace, name) is not None
 
     def create(self, kind: Kind, obj: JSON) -> JSON:
         """Insert a new object as the registry does (:func:`~kf_trainer_core.emulation.
@@ -241,10 +236,6 @@ class Tx:
             "INSERT OR REPLACE INTO runs (uid, namespace, name, plan) VALUES (?, ?, ?, ?)",
             (uid, namespace, name, _dump(plan)),
         )
-
-    def get_plan(self, uid: str) -> JSON | None:
-        row = self.conn.execute("SELECT plan FROM runs WHERE uid = ?", (uid,)).fetchone()
-        return None if row is None else dict(json.loads(row[0]))
 
     def delete_plan(self, uid: str) -> None:
         self.conn.execute("DELETE FROM runs WHERE uid = ?", (uid,))
@@ -306,12 +297,9 @@ class Store:
 
     def get_rv(self, kind: Kind, namespace: str | None, name: str) -> int | None:
         """The object's version without parsing it (cheap change detection)."""
-        with self._lock:
-            row = self.conn.execute(
-                "SELECT rv FROM objects WHERE resource = ? AND namespace = ? AND name = ?",
-                (kind.plural, namespace or "", name),
-            ).fetchone()
-        return None if row is None else int(row[0])
+        with self._lock:  # one SELECT: no transaction needed
+            rv = Tx(self.conn).column("rv", kind, namespace, name)
+        return None if rv is None else int(rv)
 
     def select(self, kind: Kind, selector: Selector = _EVERY) -> tuple[list[JSON], int]:
         """Matching objects and the version they are current at."""
@@ -338,8 +326,16 @@ class Store:
         return [Change(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows], current, horizon
 
     def get_plan(self, uid: str) -> JSON | None:
-        with self.read() as tx:
-            return tx.get_plan(uid)
+        run = self.get_run(uid)
+        return None if run is None else run[2]
+
+    def get_run(self, uid: str) -> tuple[str, str, JSON] | None:
+        """The namespace, name and run plan stored for job ``uid``."""
+        with self._lock:
+            row = self.conn.execute(
+                "SELECT namespace, name, plan FROM runs WHERE uid = ?", (uid,)
+            ).fetchone()
+        return None if row is None else (str(row[0]), str(row[1]), dict(json.loads(row[2])))
 
     def compact(self) -> None:
         """Forget the whole change log (tests: every older watch version gets 410)."""

@@ -28,6 +28,7 @@ import socket
 import sys
 import threading
 import time
+from collections import Counter
 from typing import Any
 
 from kf_trainer_core.backends.local import launch
@@ -93,9 +94,7 @@ class JobSupervisor:
     """Runs one TrainJob to its end (or until it is suspended or deleted)."""
 
     def __init__(self, paths: Paths, namespace: str, name: str, uid: str) -> None:
-        self.paths = paths
         self.place = JobPlace(paths, namespace, name, uid, socket.gethostname())
-        self.namespace, self.name, self.uid = namespace, name, uid
         self.store = Store(paths.db)
         self.record = JobRecord(self.store, self.place)
         self.kubelet = Kubelet(self.record)
@@ -124,9 +123,9 @@ class JobSupervisor:
         record = self.record
         if not record.load():
             return
-        self.kubelet.plan = self.store.get_plan(self.uid) or {}
+        self.kubelet.plan = self.store.get_plan(self.place.uid) or {}
         runtime = self.kubelet.plan.get("runtime") or {}
-        record.rjobs = list(runtime.get("replicated_jobs") or [NODE])
+        record.expected = dict.fromkeys(runtime.get("replicated_jobs") or [NODE], 0)
         if record.deleting:
             self.purge()
             return
@@ -169,18 +168,11 @@ class JobSupervisor:
             layout = [(LAUNCHER, 0, 0)] + [(NODE, i, i + 1) for i in range(nnodes - 1)]
         else:
             layout = [(NODE, i, i) for i in range(nnodes)]
-        record.rjobs = list(init_steps)
-        for rjob in (LAUNCHER, NODE):
-            if any(p[0] == rjob for p in layout):
-                record.rjobs.append(rjob)
-        record.expected = dict.fromkeys(init_steps, 1)
-        for rjob, _, _ in layout:
-            record.expected[rjob] = record.expected.get(rjob, 0) + 1
+        record.expected = dict(Counter([*init_steps, *(rjob for rjob, _, _ in layout)]))
         # Initializer pods that succeeded before a suspension are kept and not re-run.
         for rjob, pod in kept.items():
             if rjob in INITIALIZERS:
-                name = pod["metadata"]["name"]
-                record.pods[name] = PodRun(name, rjob, 0, rjob, "", pod, finished=True, exit_code=0)
+                record.pods[pod["metadata"]["name"]] = PodRun(rjob, pod, exit_code=0)
 
         ads = spec.get("activeDeadlineSeconds")
         if isinstance(ads, (int, float)) and ads > 0:
@@ -366,13 +358,13 @@ class JobSupervisor:
                 # The writer died with its supervisor: end the log, or its followers
                 # would wait for more forever.
                 for c in (pod.get("spec") or {}).get("containers") or []:
-                    path = self.paths.log_done(
-                        self.namespace, str(meta.get("name")), str(c.get("name"))
+                    path = self.place.paths.log_done(
+                        self.place.namespace, str(meta.get("name")), str(c.get("name"))
                     )
                     with contextlib.suppress(OSError):
                         path.parent.mkdir(parents=True, exist_ok=True)
                         path.touch()
-            message = jobset_failed_message(first or self.name)
+            message = jobset_failed_message(first or self.place.name)
             self.record.jobset_event(tx, "Warning", JS_FAILED[0], message)
             self.record.set_condition(tx, FAILED, "True", JS_FAILED[0], message)
 
@@ -381,7 +373,7 @@ class JobSupervisor:
         outlive it, and the job says why instead of running forever."""
         with contextlib.suppress(Exception):
             pgids = [g for p in self.record.pods.values() for g in p.pgids]
-            kill_tree(pgids, self.uid, 2.0, self.kubelet.reap)
+            kill_tree(pgids, self.place.uid, 2.0, self.kubelet.reap)
         if self.kubelet.runner is not None:
             with contextlib.suppress(Exception):
                 self.kubelet.runner.sweep(remove=True)
@@ -391,7 +383,10 @@ class JobSupervisor:
 
     def purge(self) -> None:
         """Delete the job and everything it owns (its deletion was asked for)."""
-        purge_job(self.store, self.paths, self.namespace, self.name, self.uid, self.kubelet.reap)
+        place = self.place
+        purge_job(
+            self.store, place.paths, place.namespace, place.name, place.uid, self.kubelet.reap
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

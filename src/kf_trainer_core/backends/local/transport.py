@@ -53,11 +53,11 @@ def _api_error(exc: Exception) -> ApiError:
     return ApiError(503, "ServiceUnavailable", f"local state store busy: {exc}")
 
 
-def _poll(stream: Any) -> Any:
-    """The stream's next line, ``None`` at its end, or ``PENDING``."""
+def _answer(method: Callable[..., Any], *args: Any) -> Any:
+    """``method(*args)``, its failures as the API errors a server would answer with."""
     try:
-        return stream.poll()
-    except sqlite3.OperationalError as exc:
+        return method(*args)
+    except (StatusError, sqlite3.OperationalError) as exc:
         raise _api_error(exc) from None
 
 
@@ -91,22 +91,15 @@ class LocalTransport:
             old.close()
 
     def perform(self, call: Call) -> Any:
-        return self._answer(self.api.perform, call)
+        return _answer(self.api.perform, call)
 
     def open_stream(self, call: OpenWatch | OpenLogStream) -> Any:
-        return self._answer(self.api.open_stream, call)
-
-    @staticmethod
-    def _answer(method: Callable[[Any], Any], call: Any) -> Any:
-        try:
-            return method(call)
-        except (StatusError, sqlite3.OperationalError) as exc:
-            raise _api_error(exc) from None
+        return _answer(self.api.open_stream, call)
 
     def read_line(self, stream: Any) -> bytes | None:
         """The next line, waiting for it (``None``: the stream ended)."""
         while True:
-            item = _poll(stream)
+            item = _answer(stream.poll)  # the next line, None at the end, or PENDING
             if item is not PENDING:
                 return item  # type: ignore[no-any-return]
             wake = getattr(stream, "wake", None)
@@ -140,7 +133,7 @@ class AsyncLocalTransport:
 
     async def read_line(self, stream: Any) -> bytes | None:
         while True:
-            item = _poll(stream)
+            item = _answer(stream.poll)
             if item is not PENDING:
                 return item  # type: ignore[no-any-return]
             wake = getattr(stream, "wake", None)

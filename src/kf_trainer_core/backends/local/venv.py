@@ -73,41 +73,16 @@ def ensure_venv(
             for url in index_urls[1:]:
                 index += ["--extra-index-url", url]
         uv = shutil.which("uv")
+        inside = str(venv_python(root))
         if uv is not None:
             _run([uv, "venv", "--quiet", "--python", python, str(root)], log, env)
-            if packages:
-                _run(
-                    # "--": every package is a requirement, never an option.
-                    [
-                        uv,
-                        "pip",
-                        "install",
-                        "--python",
-                        str(venv_python(root)),
-                        *index,
-                        "--",
-                        *packages,
-                    ],
-                    log,
-                    env,
-                )
+            install = [uv, "pip", "install", "--python", inside]
         else:
             _run([python, "-m", "venv", str(root)], log, env)
-            if packages:
-                _run(
-                    [
-                        str(venv_python(root)),
-                        "-m",
-                        "pip",
-                        "install",
-                        "--disable-pip-version-check",
-                        *index,
-                        "--",
-                        *packages,
-                    ],
-                    log,
-                    env,
-                )
+            install = [inside, "-m", "pip", "install", "--disable-pip-version-check"]
+        if packages:
+            # "--": every package is a requirement, never an option.
+            _run([*install, *index, "--", *packages], log, env)
         (root / READY).touch()
         log(f"kf-trainer: installed {' '.join(packages)}" if packages else "kf-trainer: venv ready")
     return str(venv_python(root))

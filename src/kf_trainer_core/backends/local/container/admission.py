@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kf_trainer_core.backends.local import machine
 from kf_trainer_core.backends.local.container.engine import EngineUnavailable, connect
 
 JSON = dict[str, Any]
@@ -19,13 +18,10 @@ def admit(
     runtime_name: str,
     node: JSON,
     trainer: JSON,
-    nodes: int,
-    on_missing_resources: str,
     causes: list[tuple[str, str, str]],
-    warnings: list[tuple[str, str]],
-    held_gpus: int = 0,
 ) -> None:
-    """Fill ``plan["container"]`` and append 422 ``causes`` / Warning ``warnings``."""
+    """Fill ``plan["container"]`` and append 422 ``causes`` (the resources are the
+    caller's to admit)."""
     image = settings.get("image") or trainer.get("image") or node.get("image")
     if not image:
         causes.append(
@@ -48,12 +44,6 @@ def admit(
         causes.append(("backend.host", "FieldValueForbidden", f"Forbidden: {exc}"))
     else:
         engine.client.close()
-    resources = trainer.get("resourcesPerNode") or node.get("resources")
-    more_causes, more_warnings = machine.admit_resources(
-        resources, nodes, on_missing_resources, "ContainerConfig", held_gpus
-    )
-    causes += more_causes
-    warnings += more_warnings
     plan["container"] = {
         **settings,
         "trainer_image": str(image or ""),

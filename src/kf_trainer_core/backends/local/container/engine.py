@@ -54,8 +54,7 @@ def candidates(engine: str, host: str | None, environ: Mapping[str, str]) -> lis
         if environ.get("CONTAINER_HOST"):
             out.append(environ["CONTAINER_HOST"])
         out += [f"unix://{runtime_dir}/podman/podman.sock", "unix:///run/podman/podman.sock"]
-    seen: set[str] = set()
-    return [a for a in out if not (a in seen or seen.add(a))]  # type: ignore[func-returns-value]
+    return list(dict.fromkeys(out))  # each once, in order
 
 
 def connect(

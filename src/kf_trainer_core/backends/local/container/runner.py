@@ -114,16 +114,6 @@ class ContainerRunner:
             )
         return self._engine
 
-    def labels(self, pod_name: str | None = None) -> dict[str, str]:
-        labels = {
-            JOB_UID_LABEL: self.uid,
-            JOB_NAME_LABEL: self.name,
-            NAMESPACE_LABEL: self.namespace,
-        }
-        if pod_name:
-            labels[POD_LABEL] = pod_name
-        return labels
-
     # ------------------------------------------------------------------ shaping
 
     def trainer_image(self) -> str:
@@ -150,7 +140,6 @@ class ContainerRunner:
                 container["args"] = list(runtime)
         container["image"] = image
         container["imagePullPolicy"] = str(self.settings.get("pull_policy") or "IfNotPresent")
-        pod.image = image
         mounts = [{"name": "workspace", "mountPath": CLUSTER_WORKSPACE}]
         container["volumeMounts"] = mounts
         statuses = (pod.obj.get("status") or {}).get("containerStatuses") or []
@@ -267,7 +256,12 @@ class ContainerRunner:
         args: JSON = {
             "name": f"kft-{pod.name}-{self.uid[:8]}",
             "environment": environment,
-            "labels": self.labels(pod.name),
+            "labels": {
+                JOB_UID_LABEL: self.uid,
+                JOB_NAME_LABEL: self.name,
+                NAMESPACE_LABEL: self.namespace,
+                POD_LABEL: pod.name,
+            },
             "mounts": mounts,
             # The nodes rendezvous over loopback: no bridge network, no private addresses.
             "network_mode": "host",
@@ -451,21 +445,19 @@ def _limits(resources: JSON, device_request: Any, gpus: list[str] | None = None)
     """Engine limits from a container's ``resources`` (limits, else requests), and a
     device request for the node's ``gpus`` (:mod:`~kf_trainer_core.backends.local.gpus`:
     given only where it asks for some, as on a cluster)."""
-    from kf_trainer_core.backends.local.machine import available, quantity
+    from kf_trainer_core.backends.local.machine import available, quantity, wanted
 
-    wanted: JSON = dict(resources.get("limits") or {})
-    for key, value in (resources.get("requests") or {}).items():
-        wanted.setdefault(key, value)
+    asked = wanted(resources)
     have = available()
     out: JSON = {}
     with contextlib.suppress(ValueError):
-        if "cpu" in wanted:
+        if "cpu" in asked:
             # The engine refuses more CPUs than the machine has: cap at what it has.
-            cpus = min(quantity(wanted["cpu"]), have["cpu"])
+            cpus = min(quantity(asked["cpu"]), have["cpu"])
             out["nano_cpus"] = max(int(cpus * 1e9), 10_000_000)
     with contextlib.suppress(ValueError):
-        if "memory" in wanted:
-            out["mem_limit"] = max(int(quantity(wanted["memory"])), 6 * 2**20)
+        if "memory" in asked:
+            out["mem_limit"] = max(int(quantity(asked["memory"])), 6 * 2**20)
     if gpus:
         # By id: each node its own GPUs (the engine numbers them 0.. inside).
         out["device_requests"] = [device_request(device_ids=list(gpus), capabilities=[["gpu"]])]
