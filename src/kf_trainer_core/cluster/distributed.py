@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from kf_trainer_core.base import untrusted
 from kf_trainer_core.base.errors import FailureClass
@@ -544,44 +544,31 @@ def _order(cause: Cause) -> tuple[bool, bool, int]:
 _RANK_LOG_LINES = 60
 
 
-@dataclass
-class _Output:
-    """One node's output, by worker: their lines and their exceptions."""
+def _own_keys(failure: RankFailure, only: bool) -> list[Key]:
+    """The prefixes a summary record's worker writes under: its global rank's, its local
+    rank's, or (the only failure of a log without prefixes) none."""
+    keys: list[Key] = []
+    if failure.rank is not None:
+        keys.append(("rank", failure.rank))
+    if failure.local_rank is not None:
+        keys.append(("default", failure.local_rank))
+    if only:
+        keys.append(None)
+    return keys
 
-    lines: dict[Key, list[str]] = field(default_factory=dict)
-    errors: dict[Key, list[tuple[str, ...]]] = field(default_factory=dict)
 
-    @classmethod
-    def of(cls, lines: Iterable[str]) -> _Output:
-        by_key = _by_prefix(lines)
-        return cls(by_key, _exceptions(by_key))
-
-    def _keys(self, failure: RankFailure, only: bool) -> list[Key]:
-        keys: list[Key] = []
-        if failure.rank is not None:
-            keys.append(("rank", failure.rank))
-        if failure.local_rank is not None:
-            keys.append(("default", failure.local_rank))
-        if only:
-            keys.append(None)
-        return keys
-
-    def error(self, failure: RankFailure, only: bool) -> tuple[str, ...]:
-        """The worker's own exception for a summary record: by its global rank's prefix,
-        its local rank's, or (the only failure of a log without prefixes) the
-        unprefixed one."""
-        for key in self._keys(failure, only):
-            found = self.errors.get(key)
-            if found:
-                return pick(found)
-        return ()
-
-    def log(self, failure: RankFailure, only: bool) -> tuple[str, ...]:
-        """The end of the worker's own lines (see :meth:`error` for which)."""
-        out: list[str] = []
-        for key in self._keys(failure, only):
-            out += self.lines.get(key, [])[-_RANK_LOG_LINES:]
-        return tuple(out)
+def _with_output(
+    failure: RankFailure,
+    keys: Sequence[Key],
+    lines: Mapping[Key, list[str]],
+    errors: Mapping[Key, list[tuple[str, ...]]],
+) -> RankFailure:
+    """``failure`` with the worker's own exception (unless it has one) and the end of
+    its own lines, read under the first of ``keys`` that has an exception and under
+    all of them."""
+    error = failure.error or next((pick(errors[key]) for key in keys if errors.get(key)), ())
+    log = tuple(line for key in keys for line in lines.get(key, [])[-_RANK_LOG_LINES:])
+    return replace(failure, error=error, log=log)
 
 
 def pick(errors: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
@@ -606,7 +593,8 @@ def diagnose(
 
 
 def _diagnose(lines: list[str], node: str | None, oom_killed: bool) -> Cause | None:
-    output = _Output.of(lines)
+    by_key = _by_prefix(lines)
+    errors = _exceptions(by_key)
     summary = parse_summary(lines)
     failures: list[RankFailure] = []
     if summary:
@@ -614,25 +602,16 @@ def _diagnose(lines: list[str], node: str | None, oom_killed: bool) -> Cause | N
         only = len(summary) == 1
         for failure in summary:
             when = times.get(failure.local_rank) if failure.local_rank is not None else None
-            failures.append(
-                replace(
-                    failure,
-                    error=failure.error or output.error(failure, only),
-                    log=output.log(failure, only),
-                    when=when or failure.when,
-                )
-            )
+            failure = _with_output(failure, _own_keys(failure, only), by_key, errors)
+            failures.append(replace(failure, when=when or failure.when))
     else:
         # No summary (no torchrun, or its end cut off): each worker that raised.
-        for key, excs in output.errors.items():
-            failures.append(
-                RankFailure(
-                    rank=key[1] if key and key[0] == "rank" else None,
-                    local_rank=key[1] if key and key[0] == "default" else None,
-                    error=pick(excs),
-                    log=tuple(output.lines.get(key, [])[-_RANK_LOG_LINES:]),
-                )
+        for key in errors:
+            failure = RankFailure(
+                rank=key[1] if key and key[0] == "rank" else None,
+                local_rank=key[1] if key and key[0] == "default" else None,
             )
+            failures.append(_with_output(failure, [key], by_key, errors))
     causes = [c for f in failures if (c := cause_of(f, oom_killed=oom_killed)) is not None]
     if not causes:
         return None
