@@ -599,19 +599,16 @@ def failing_pod(
     newest, as the steps, the logs and the result choose it (:func:`pod_recency`)."""
     pods = sorted(pods, key=pod_recency, reverse=True)
     mpi = _is_mpi(pods)
-    ranked = []
+    found = []
     for pod in pods:
         step = step_name(pod, mpi)
         if step is None:
             continue
         reason, code, message = _pod_trouble(pod)
         if reason is not None or step == first:
-            ranked.append((step_order(step), step, pod, reason, code, message))
-    if not ranked:
-        return None
-    ranked.sort(key=lambda r: (r[1] != first, r[0]))
-    _, step, pod, reason, code, message = ranked[0]
-    return step, pod, reason, code, message
+            found.append((step, pod, reason, code, message))
+    # min keeps the first of equals: of a step's pods, the newest.
+    return min(found, key=lambda f: (f[0] != first, step_order(f[0])), default=None)
 
 
 def failure_of(
