@@ -415,38 +415,31 @@ def queue_status(
 
 @dataclass
 class KueueProbe:
-    """What one cluster (and namespace: RBAC is per namespace) has shown of Kueue.
-    ``None``: not asked yet; ``False``: absent or forbidden (asked again after
-    :data:`REPROBE_SECONDS`)."""
+    """What one cluster (and namespace: RBAC is per namespace) has shown of Kueue: when
+    its Workloads, and the visibility API's positions, were last found absent or
+    forbidden (``None``: never, or read since). Each is asked again
+    :data:`REPROBE_SECONDS` after it was found so."""
 
-    workloads: bool | None = None
-    visibility: bool | None = None
-    workloads_denied_at: float = 0.0
-    visibility_denied_at: float = 0.0
+    workloads_denied_at: float | None = None
+    visibility_denied_at: float | None = None
     #: LocalQueue -> ClusterQueue, read once per queue (``None``: not readable).
     cluster_queues: dict[str, str | None] = field(default_factory=dict)
 
     def can_read_workloads(self) -> bool:
-        if self.workloads is False and time.monotonic() - self.workloads_denied_at >= (
-            REPROBE_SECONDS
-        ):
-            self.workloads = None
-        return self.workloads is not False
+        return _may_ask(self.workloads_denied_at)
 
     def can_read_positions(self) -> bool:
-        if self.visibility is False and time.monotonic() - self.visibility_denied_at >= (
-            REPROBE_SECONDS
-        ):
-            self.visibility = None
-        return self.visibility is not False
+        return _may_ask(self.visibility_denied_at)
 
     def deny_workloads(self) -> None:
-        self.workloads = False
         self.workloads_denied_at = time.monotonic()
 
     def deny_positions(self) -> None:
-        self.visibility = False
         self.visibility_denied_at = time.monotonic()
+
+
+def _may_ask(denied_at: float | None) -> bool:
+    return denied_at is None or time.monotonic() - denied_at >= REPROBE_SECONDS
 
 
 _PROBES: dict[Hashable, KueueProbe] = {}
@@ -504,7 +497,7 @@ async def lookup(
         if _absent(err):
             probe.deny_workloads()
         return None
-    probe.workloads = True
+    probe.workloads_denied_at = None
     workload = owned_workload(listing.get("items") or [], uid)
     if workload is None and not (obj.get("spec") or {}).get("suspend"):
         # Not held and no Workload: Kueue does not manage this job (its TrainJob
@@ -548,11 +541,11 @@ async def _position(
         if err.not_found and _names_the_queue(err, queue):
             # The LocalQueue does not exist (Kueue says so on the Workload): the API is
             # there and answers for the other queues.
-            probe.visibility = True
+            probe.visibility_denied_at = None
         elif _absent(err):
             probe.deny_positions()
         return None
-    probe.visibility = True
+    probe.visibility_denied_at = None
     for item in (summary or {}).get("items") or []:
         if (item.get("metadata") or {}).get("name") == name:
             return dict(item)
