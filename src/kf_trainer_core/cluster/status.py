@@ -392,12 +392,13 @@ def step_name(pod: Mapping[str, Any], mpi: bool) -> str | None:
     return None
 
 
-def _main_container(pod: Mapping[str, Any], step: str) -> str:
+def _main_container(pod: Mapping[str, Any], step: str) -> Mapping[str, Any]:
+    """The step's container in the pod's spec: the one named for the step, else the
+    first (with none, one of the step's name that says nothing else)."""
     wanted = step if step in (names.DATASET_INITIALIZER, names.MODEL_INITIALIZER) else names.NODE
     containers = ((pod.get("spec") or {}).get("containers")) or []
-    if any(c.get("name") == wanted for c in containers):
-        return wanted
-    return str(containers[0].get("name")) if containers else wanted
+    first = containers[0] if containers else {"name": wanted}
+    return next((c for c in containers if c.get("name") == wanted), first)
 
 
 def container_state(pod: Mapping[str, Any], container: str) -> dict[str, Any]:
@@ -406,6 +407,11 @@ def container_state(pod: Mapping[str, Any], container: str) -> dict[str, Any]:
         if cs.get("name") == container:
             return dict(cs)
     return {}
+
+
+def terminated(pod: Mapping[str, Any], container: str = names.NODE) -> Mapping[str, Any]:
+    """The ``terminated`` state of a container (empty while it has not ended)."""
+    return (container_state(pod, container).get("state") or {}).get("terminated") or {}
 
 
 def _reason_and_code(status: Mapping[str, Any]) -> tuple[str | None, int | None]:
@@ -476,15 +482,7 @@ def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
     for name, pod in newest_by_step(pods).items():
         meta = pod.get("metadata") or {}
         annotations = meta.get("annotations") or {}
-        container = _main_container(pod, name)
-        spec_c: Mapping[str, Any] = next(
-            (
-                c
-                for c in (pod.get("spec") or {}).get("containers") or []
-                if c.get("name") == container
-            ),
-            {},
-        )
+        spec_c = _main_container(pod, name)
         device, count = device_of(spec_c.get("resources"))
         for env in spec_c.get("env") or []:
             # torchrun's processes per node beat the resource count, as in the SDK.
@@ -494,7 +492,7 @@ def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
         gpus = [g for g in str(annotations.get(GPUS_ANNOTATION) or "").split(",") if g]
         if gpus and device in (None, "cpu"):
             device = "gpu"  # a local node given GPUs it did not ask for
-        cstate = container_state(pod, container)
+        cstate = container_state(pod, str(spec_c.get("name")))
         reason, code = _reason_and_code(cstate)
         started, finished = _container_times(cstate)
         steps.append(
@@ -683,8 +681,7 @@ def result_from_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[bool, Any]:
     pod = trainer_pod(pods)
     if pod is None:
         return False, None
-    term = ((container_state(pod, names.NODE).get("state") or {}).get("terminated")) or {}
-    message = term.get("message")
+    message = terminated(pod).get("message")
     if not message:
         return False, None
     value = parse_result(message)

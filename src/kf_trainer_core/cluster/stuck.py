@@ -23,12 +23,12 @@ from kf_trainer_core.cluster.status import (
     JobState,
     TrainJob,
     _is_mpi,
-    container_state,
     job_state,
     newest_by_step,
     pod_recency,
     step_name,
     step_order,
+    terminated,
 )
 from kf_trainer_core.cluster.waiting import Waiting
 from kf_trainer_core.fields import names
@@ -88,7 +88,7 @@ def _ended_with(pod: Pod, step: str) -> tuple[str | None, int | None, str]:
     """How a failed pod ended: (container reason, exit code, message)."""
     status = pod.get("status") or {}
     main = names.NODE if step.startswith(f"{names.NODE}-") else step
-    term = ((container_state(pod, main).get("state") or {}).get("terminated")) or {}
+    term = terminated(pod, main)
     if not term:
         for cs in status.get("containerStatuses") or []:
             term = ((cs.get("state") or {}).get("terminated")) or {}
