@@ -325,28 +325,21 @@ def _summary_when(text: str) -> str:
 def _exception_of(lines: Sequence[str]) -> tuple[str, ...]:
     """The exception a traceback (``lines`` from its header on) ends with: its line
     and the lines of its message, without the frames."""
-    body = list(lines[1:])
     # The exception is the last run of unindented lines after the frames.
     found: list[str] = []
-    started = False
-    for line in body:
-        if not line.strip():
-            if started:
+    for line in lines[1:]:
+        if (
+            not line.strip()
+            or line.startswith((" ", "\t"))
+            or line.lstrip().startswith(("File ", "^", "~"))
+            or _NOT_MESSAGE.match(line)  # another process's line amid the traceback
+        ):
+            if found:
                 break
             continue
-        indented = line.startswith((" ", "\t"))
-        if indented or line.lstrip().startswith(("File ", "^", "~")):
-            if started:
-                break
-            continue
-        if _NOT_MESSAGE.match(line):
-            if started:
-                break
-            continue  # another process's line amid the traceback
         if _TRACEBACK in line:
-            found, started = [], False
+            found = []
             continue
-        started = True
         found.append(line.strip())
         if len(found) >= _EXCEPTION_LINES:
             break
