@@ -159,11 +159,13 @@ class QueueStatus(_Out):
         (:attr:`never_fits` says which). Waiting for it only ends at a timeout."""
         return self.waiting and bool(self.never_fits)
 
+    @property
+    def _where(self) -> str:
+        """``team-a (cluster queue gpus)``."""
+        return self.queue + (f" (cluster queue {self.cluster_queue})" if self.cluster_queue else "")
+
     def never_admitted_text(self) -> str:
         """Why the job can never be admitted, with the numbers and the fix."""
-        where = self.queue
-        if self.cluster_queue:
-            where += f" (cluster queue {self.cluster_queue})"
         reasons = "; ".join(limit.describe() for limit in self.never_fits)
         fixes = []
         for limit in self.never_fits:
@@ -175,20 +177,17 @@ class QueueStatus(_Out):
             if fixes
             else "change the job's resources or tolerations, or submit to another queue"
         )
-        return f"in queue {where}, {reasons}. Fix: {fix}."
+        return f"in queue {self._where}, {reasons}. Fix: {fix}."
 
     def summary(self) -> list[str]:
         """What a person reads: ``["queued in team-a (cluster queue gpus), position 3",
         "Pending: couldn't assign flavors …", "evicted 1x (Preempted: …)"]``."""
-        where = f"{self.queue}" + (
-            f" (cluster queue {self.cluster_queue})" if self.cluster_queue else ""
-        )
         if self.finished:
-            head = f"finished in queue {where}"
+            head = f"finished in queue {self._where}"
         elif self.admitted:
-            head = f"admitted by queue {where}"
+            head = f"admitted by queue {self._where}"
         else:
-            head = f"queued in {where}"
+            head = f"queued in {self._where}"
             if self.position is not None:
                 head += f", position {self.position + 1}"
                 if self.cluster_queue_position is not None:
