@@ -574,7 +574,8 @@ class QueueTracker:
         self.status: QueueStatus | None = None
         self._version: str | None = None
         self._fetched_at: float | None = None
-        # Since when the Workload has been seen without a word from Kueue.
+        # Since when the Workload has been seen without a word from Kueue (no pending
+        # reason or message): set by refresh with the status, None whenever it has one.
         self._unexplained_since: float | None = None
 
     @property
@@ -584,16 +585,14 @@ class QueueTracker:
         # job that can never be admitted is then known at once) — for a while only:
         # Kueue does not evaluate a job while an equal one ahead of it does not fit,
         # and says nothing of it meanwhile.
-        status = self.status
+        status, since = self.status, self._unexplained_since
         if status is not None and (
             status.workload is None
             or (
                 status.waiting
                 and not status.quota_reserved
-                and status.pending_reason is None
-                and status.pending_message is None
-                and self._unexplained_since is not None
-                and time.monotonic() - self._unexplained_since < EVALUATION_SECONDS
+                and since is not None
+                and time.monotonic() - since < EVALUATION_SECONDS
             )
         ):
             return min(1.0, self.interval)
@@ -611,9 +610,7 @@ class QueueTracker:
             # A change of the job: read once when it is (or was) queued, so admission
             # and eviction are seen, not on every progress update of a running job.
             return self._queued(obj) or self.status is None or self.status.waiting
-        return self._queued(obj) and (
-            self._fetched_at is None or time.monotonic() - self._fetched_at >= self._every
-        )
+        return self.wake_in(obj) == 0.0
 
     async def refresh(self, api: Api, obj: Mapping[str, Any]) -> bool:
         """Read the Workload; ``True`` when what a person reads of it changed."""
