@@ -55,12 +55,9 @@ def backoff_limits(jobset: Mapping[str, Any] | None) -> dict[str, int]:
     for rjob in (jobset.get("spec") or {}).get("replicatedJobs") or []:
         spec = ((rjob.get("template") or {}).get("spec")) or {}
         raw = spec.get("backoffLimit")
-        try:
-            limits[str(rjob.get("name"))] = (
-                JOB_DEFAULT_BACKOFF_LIMIT if raw is None else max(0, int(raw))
-            )
-        except (TypeError, ValueError):
-            continue
+        limit = JOB_DEFAULT_BACKOFF_LIMIT if raw is None else untrusted.whole_number(raw, -(2**63))
+        if limit is not None:
+            limits[str(rjob.get("name"))] = max(0, limit)
     return limits
 
 
