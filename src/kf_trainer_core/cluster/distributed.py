@@ -615,15 +615,13 @@ def first_failure(per_node: Mapping[str, Iterable[str]]) -> tuple[str, Cause] | 
     """Across nodes (step name -> its output), the node whose failure came first: a
     failure of its own before a consequence of another's, then the earliest, then the
     first node in the mapping's order. ``None`` when none shows a failure."""
-    found: list[tuple[tuple[bool, str, int], str, Cause]] = []
-    for order, (node, lines) in enumerate(per_node.items()):
-        cause = diagnose(lines, node=node)
-        if cause is not None:
-            found.append(((cause.consequence, cause.when or "~", order), node, cause))
-    if not found:
-        return None
-    _, node, cause = min(found, key=lambda item: item[0])
-    return node, cause
+    found = [
+        (node, cause)
+        for node, lines in per_node.items()
+        if (cause := diagnose(lines, node=node)) is not None
+    ]
+    # min keeps the first of equals: the first node in the mapping's order.
+    return min(found, key=lambda item: (item[1].consequence, item[1].when or "~"), default=None)
 
 
 def without_launcher_traceback(lines: Sequence[str]) -> list[str]:

@@ -64,12 +64,10 @@ def root_cause_node(
     tail in ``logs`` (by step) or else its termination message; ``None`` when no node's
     output shows a failure."""
     logs = logs or {}
-    texts: dict[str, Iterable[str]] = {}
-    for step, pod in suspect_nodes(pods):
-        if logs.get(step):
-            texts[step] = logs[step]
-        else:
-            texts[step] = str(terminated(pod).get("message") or "").splitlines()
+    texts = {
+        step: logs.get(step) or str(terminated(pod).get("message") or "").splitlines()
+        for step, pod in suspect_nodes(pods)
+    }
     found = distributed.first_failure(texts)
     return found[0] if found is not None else None
 
