@@ -565,12 +565,9 @@ class QueueTracker:
     the job changes while queued, and every :data:`QUEUE_REFRESH_SECONDS` while it
     waits for admission; never for a job without the queue label."""
 
-    def __init__(
-        self, namespace: str, probe: KueueProbe, *, interval: float = QUEUE_REFRESH_SECONDS
-    ) -> None:
+    def __init__(self, namespace: str, probe: KueueProbe) -> None:
         self.namespace = namespace
         self.probe = probe
-        self.interval = interval
         self.status: QueueStatus | None = None
         self._version: str | None = None
         self._fetched_at: float | None = None
@@ -595,8 +592,8 @@ class QueueTracker:
                 and time.monotonic() - since < EVALUATION_SECONDS
             )
         ):
-            return min(1.0, self.interval)
-        return self.interval
+            return min(1.0, QUEUE_REFRESH_SECONDS)
+        return QUEUE_REFRESH_SECONDS
 
     def _queued(self, obj: Mapping[str, Any]) -> bool:
         return bool((obj.get("spec") or {}).get("suspend")) and not is_finished(obj)
