@@ -41,24 +41,19 @@ def event_last_seen(obj: Mapping[str, Any]) -> datetime | None:
         return None
 
 
-def _event_count(obj: Mapping[str, Any]) -> int:
-    series = obj.get("series")
-    raw = obj.get("count") or (series.get("count") if isinstance(series, Mapping) else None)
-    return max(1, untrusted.whole_number(raw) or 1)
-
-
 def to_event(obj: Mapping[str, Any]) -> Event:
     """A core/v1 Event object as :class:`Event` (``events.k8s.io/v1`` series included)."""
     inv = obj.get("involvedObject") or {}
-    stamp = event_last_seen(obj)
+    series = obj.get("series")
+    count = obj.get("count") or (series.get("count") if isinstance(series, Mapping) else None)
     return Event(
         involved_object_kind=str(inv.get("kind", "")),
         involved_object_name=str(inv.get("name", "")),
         message=str(obj.get("message", "")),
         reason=str(obj.get("reason", "")),
-        event_time=stamp,
+        event_time=event_last_seen(obj),
         type=str(obj.get("type", "Normal")),
-        count=_event_count(obj),
+        count=untrusted.whole_number(count, 1) or 1,
     )
 
 
