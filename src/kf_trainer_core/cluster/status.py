@@ -449,20 +449,18 @@ def pod_recency(pod: Mapping[str, Any]) -> tuple[int, str, int, str]:
     )
 
 
+def _with_steps(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The pods that are steps of the job, with their step names, in the order given."""
+    pods = list(pods)
+    mpi = _is_mpi(pods)
+    return [(step, pod) for pod in pods if (step := step_name(pod, mpi)) is not None]
+
+
 def newest_by_step(pods: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
     """Each step's newest pod (:func:`pod_recency`), by step name; pods of other
     replicated jobs are left out."""
-    pods = list(pods)
-    mpi = _is_mpi(pods)
-    newest: dict[str, Mapping[str, Any]] = {}
-    for pod in pods:
-        name = step_name(pod, mpi)
-        if name is None:
-            continue
-        held = newest.get(name)
-        if held is None or pod_recency(pod) >= pod_recency(held):
-            newest[name] = pod
-    return newest
+    # Oldest first: a step's newer pod replaces its older one.
+    return dict(sorted(_with_steps(pods), key=lambda item: pod_recency(item[1])))
 
 
 def step_order(step: str) -> tuple[int, int]:
@@ -595,13 +593,8 @@ def failing_pod(
     :mod:`kf_trainer_core.cluster.root_cause`): ``(step, pod, container reason, exit
     code, message)``. Of a step's attempts (a retried Job keeps each failed pod) the
     newest, as the steps, the logs and the result choose it (:func:`pod_recency`)."""
-    pods = sorted(pods, key=pod_recency, reverse=True)
-    mpi = _is_mpi(pods)
     found = []
-    for pod in pods:
-        step = step_name(pod, mpi)
-        if step is None:
-            continue
+    for step, pod in _with_steps(sorted(pods, key=pod_recency, reverse=True)):
         reason, code, message = _pod_trouble(pod)
         if reason is not None or step == first:
             found.append((step, pod, reason, code, message))
