@@ -289,21 +289,17 @@ def never_fits(reason: str | None, message: str | None) -> list[CapacityLimit]:
         body = text[mark.end() : end]
         rest = body
         found: list[CapacityLimit] = []
-        flavors: dict[str, bool] = {}  # flavor -> it can never hold the pod set
-        anywhere = False
-        for hit in _NEVER_ANYWHERE.finditer(body):
-            anywhere = True
-            found.append(CapacityLimit(text=hit[0], pod_set=mark["pod_set"], **hit.groupdict()))
-            rest = rest.replace(hit[0], "")
-        for pattern in _NEVER_IN_FLAVOR:
+        for pattern in (_NEVER_ANYWHERE, *_NEVER_IN_FLAVOR):
             for hit in pattern.finditer(body):
-                flavors[hit["flavor"]] = True
                 found.append(CapacityLimit(text=hit[0], pod_set=mark["pod_set"], **hit.groupdict()))
                 rest = rest.replace(hit[0], "")
+        # flavor -> it can never hold the pod set (a limit without one: no flavor can)
+        flavors = {limit.flavor: True for limit in found if limit.flavor is not None}
         for hit in _NOT_NOW_IN_FLAVOR.finditer(body):
             flavors.setdefault(hit["flavor"], False)
             rest = rest.replace(hit[0], "")
         understood = not rest.strip(" ,;")
+        anywhere = any(limit.flavor is None for limit in found)
         never = anywhere or (bool(flavors) and all(flavors.values()))
         if found and (sure or (understood and never)):
             limits += sorted(found, key=lambda limit: body.find(limit.text))  # as Kueue said
