@@ -86,7 +86,7 @@ def test_prepare_train_evaluate(
     # The summary every adapter writes (the core's), with the model's location.
     assert summary.startswith(f"## TrainJob `{job.name}`: Complete\n")
     assert "- **Namespace:** `default`" in summary
-    assert "- **Result:** `{\"loss\": " in summary
+    assert '- **Result:** `{"loss": ' in summary
     assert "- **Model:** `s3://bucket/models/rows-100/model`" in summary
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from kf_trainer_core.base import untrusted
-from kf_trainer_core.cluster.status import Step, TrainJob
+from kf_trainer_core.cluster.status import TrainJob
 from kf_trainer_core.fields import names
 
 #: Steps whose GPUs count: the training nodes (the MPI launcher is ``node-0``).
@@ -30,12 +30,6 @@ class Cost:
     pending_seconds: float | None
     running_seconds: float | None
     gpu_hours: float | None
-
-
-def _gpus(step: Step) -> int:
-    if step.device != "gpu":
-        return 0
-    return untrusted.whole_number(step.device_count) or 0
 
 
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:
@@ -58,9 +52,9 @@ def job_cost(job: TrainJob, *, now: datetime | None = None) -> Cost:
     running = _seconds(first, end)
     gpu_seconds = 0.0
     for step in job.steps:
-        gpus = _gpus(step)
-        if not gpus or not step.name.startswith(_NODE_PREFIX):
+        if step.device != "gpu" or not step.name.startswith(_NODE_PREFIX):
             continue
+        gpus = untrusted.whole_number(step.device_count) or 0
         ran = _seconds(step.started_at, step.finished_at or end)
         gpu_seconds += gpus * (ran or 0.0)
     return Cost(wall, pending, running, round(gpu_seconds / 3600.0, 6))

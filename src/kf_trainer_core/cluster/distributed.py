@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from kf_trainer_core.base import untrusted
 from kf_trainer_core.base.errors import FailureClass
@@ -325,28 +325,21 @@ def _summary_when(text: str) -> str:
 def _exception_of(lines: Sequence[str]) -> tuple[str, ...]:
     """The exception a traceback (``lines`` from its header on) ends with: its line
     and the lines of its message, without the frames."""
-    body = list(lines[1:])
     # The exception is the last run of unindented lines after the frames.
     found: list[str] = []
-    started = False
-    for line in body:
-        if not line.strip():
-            if started:
+    for line in lines[1:]:
+        if (
+            not line.strip()
+            or line.startswith((" ", "\t"))
+            or line.lstrip().startswith(("File ", "^", "~"))
+            or _NOT_MESSAGE.match(line)  # another process's line amid the traceback
+        ):
+            if found:
                 break
             continue
-        indented = line.startswith((" ", "\t"))
-        if indented or line.lstrip().startswith(("File ", "^", "~")):
-            if started:
-                break
-            continue
-        if _NOT_MESSAGE.match(line):
-            if started:
-                break
-            continue  # another process's line amid the traceback
         if _TRACEBACK in line:
-            found, started = [], False
+            found = []
             continue
-        started = True
         found.append(line.strip())
         if len(found) >= _EXCEPTION_LINES:
             break
@@ -544,44 +537,31 @@ def _order(cause: Cause) -> tuple[bool, bool, int]:
 _RANK_LOG_LINES = 60
 
 
-@dataclass
-class _Output:
-    """One node's output, by worker: their lines and their exceptions."""
+def _own_keys(failure: RankFailure, only: bool) -> list[Key]:
+    """The prefixes a summary record's worker writes under: its global rank's, its local
+    rank's, or (the only failure of a log without prefixes) none."""
+    keys: list[Key] = []
+    if failure.rank is not None:
+        keys.append(("rank", failure.rank))
+    if failure.local_rank is not None:
+        keys.append(("default", failure.local_rank))
+    if only:
+        keys.append(None)
+    return keys
 
-    lines: dict[Key, list[str]] = field(default_factory=dict)
-    errors: dict[Key, list[tuple[str, ...]]] = field(default_factory=dict)
 
-    @classmethod
-    def of(cls, lines: Iterable[str]) -> _Output:
-        by_key = _by_prefix(lines)
-        return cls(by_key, _exceptions(by_key))
-
-    def _keys(self, failure: RankFailure, only: bool) -> list[Key]:
-        keys: list[Key] = []
-        if failure.rank is not None:
-            keys.append(("rank", failure.rank))
-        if failure.local_rank is not None:
-            keys.append(("default", failure.local_rank))
-        if only:
-            keys.append(None)
-        return keys
-
-    def error(self, failure: RankFailure, only: bool) -> tuple[str, ...]:
-        """The worker's own exception for a summary record: by its global rank's prefix,
-        its local rank's, or (the only failure of a log without prefixes) the
-        unprefixed one."""
-        for key in self._keys(failure, only):
-            found = self.errors.get(key)
-            if found:
-                return pick(found)
-        return ()
-
-    def log(self, failure: RankFailure, only: bool) -> tuple[str, ...]:
-        """The end of the worker's own lines (see :meth:`error` for which)."""
-        out: list[str] = []
-        for key in self._keys(failure, only):
-            out += self.lines.get(key, [])[-_RANK_LOG_LINES:]
-        return tuple(out)
+def _with_output(
+    failure: RankFailure,
+    keys: Sequence[Key],
+    lines: Mapping[Key, list[str]],
+    errors: Mapping[Key, list[tuple[str, ...]]],
+) -> RankFailure:
+    """``failure`` with the worker's own exception (unless it has one) and the end of
+    its own lines, read under the first of ``keys`` that has an exception and under
+    all of them."""
+    error = failure.error or next((pick(errors[key]) for key in keys if errors.get(key)), ())
+    log = tuple(line for key in keys for line in lines.get(key, [])[-_RANK_LOG_LINES:])
+    return replace(failure, error=error, log=log)
 
 
 def pick(errors: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
@@ -606,7 +586,8 @@ def diagnose(
 
 
 def _diagnose(lines: list[str], node: str | None, oom_killed: bool) -> Cause | None:
-    output = _Output.of(lines)
+    by_key = _by_prefix(lines)
+    errors = _exceptions(by_key)
     summary = parse_summary(lines)
     failures: list[RankFailure] = []
     if summary:
@@ -614,25 +595,16 @@ def _diagnose(lines: list[str], node: str | None, oom_killed: bool) -> Cause | N
         only = len(summary) == 1
         for failure in summary:
             when = times.get(failure.local_rank) if failure.local_rank is not None else None
-            failures.append(
-                replace(
-                    failure,
-                    error=failure.error or output.error(failure, only),
-                    log=output.log(failure, only),
-                    when=when or failure.when,
-                )
-            )
+            failure = _with_output(failure, _own_keys(failure, only), by_key, errors)
+            failures.append(replace(failure, when=when or failure.when))
     else:
         # No summary (no torchrun, or its end cut off): each worker that raised.
-        for key, excs in output.errors.items():
-            failures.append(
-                RankFailure(
-                    rank=key[1] if key and key[0] == "rank" else None,
-                    local_rank=key[1] if key and key[0] == "default" else None,
-                    error=pick(excs),
-                    log=tuple(output.lines.get(key, [])[-_RANK_LOG_LINES:]),
-                )
+        for key in errors:
+            failure = RankFailure(
+                rank=key[1] if key and key[0] == "rank" else None,
+                local_rank=key[1] if key and key[0] == "default" else None,
             )
+            failures.append(_with_output(failure, [key], by_key, errors))
     causes = [c for f in failures if (c := cause_of(f, oom_killed=oom_killed)) is not None]
     if not causes:
         return None
@@ -643,15 +615,13 @@ def first_failure(per_node: Mapping[str, Iterable[str]]) -> tuple[str, Cause] | 
     """Across nodes (step name -> its output), the node whose failure came first: a
     failure of its own before a consequence of another's, then the earliest, then the
     first node in the mapping's order. ``None`` when none shows a failure."""
-    found: list[tuple[tuple[bool, str, int], str, Cause]] = []
-    for order, (node, lines) in enumerate(per_node.items()):
-        cause = diagnose(lines, node=node)
-        if cause is not None:
-            found.append(((cause.consequence, cause.when or "~", order), node, cause))
-    if not found:
-        return None
-    _, node, cause = min(found, key=lambda item: item[0])
-    return node, cause
+    found = [
+        (node, cause)
+        for node, lines in per_node.items()
+        if (cause := diagnose(lines, node=node)) is not None
+    ]
+    # min keeps the first of equals: the first node in the mapping's order.
+    return min(found, key=lambda item: (item[1].consequence, item[1].when or "~"), default=None)
 
 
 def without_launcher_traceback(lines: Sequence[str]) -> list[str]:

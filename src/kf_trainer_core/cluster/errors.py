@@ -210,11 +210,10 @@ class TrainJobTimeoutError(_JobProblem, TimeoutError):
         the task then did to the job (``what``: "the task deleted TrainJob ns/x")."""
         if not self.lines or not self.lines[-1].startswith("left behind:"):
             return self
-        _, (cls, args, kwargs) = self.__reduce__()
-        settled: TrainJobTimeoutError = _rebuild(
-            cls, args, {**kwargs, "lines": [*self.lines[:-1], what]}
+        lines = [*self.lines[:-1], what]
+        return type(self)(
+            *self._args(self.lines[0]), lines=lines, waiting=self.waiting, fix=self.fix
         )
-        return settled
 
     @property
     def failure_class(self) -> FailureClass:
@@ -254,5 +253,5 @@ class StepFailedError(_JobProblem):
 
 
 def _rebuild(cls: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """An error of ``cls`` made again from its arguments (pickling, :meth:`settled`)."""
+    """An error of ``cls`` made again from its arguments (pickling)."""
     return cls(*args, **kwargs)

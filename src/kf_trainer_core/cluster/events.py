@@ -15,18 +15,7 @@ from kf_trainer_core.base.timeutil import parse_time
 from kf_trainer_core.cluster.failures import POD_CREATE_REFUSED_REASON, classify
 from kf_trainer_core.cluster.status import Event, Failure
 from kf_trainer_core.k8s.resources import JOB_INDEX_LABEL, REPLICATED_JOB_LABEL
-from kf_trainer_core.k8s.trainjob import CREATION_FAILED_REASON, STEPS
-
-
-def _event_stamp(obj: Mapping[str, Any]) -> Any:
-    series = obj.get("series")
-    return (
-        (series.get("lastObservedTime") if isinstance(series, Mapping) else None)
-        or obj.get("lastTimestamp")
-        or obj.get("eventTime")
-        or obj.get("firstTimestamp")
-        or ((obj.get("metadata") or {}).get("creationTimestamp"))
-    )
+from kf_trainer_core.k8s.trainjob import STEPS
 
 
 def event_last_seen(obj: Mapping[str, Any]) -> datetime | None:
@@ -36,7 +25,14 @@ def event_last_seen(obj: Mapping[str, Any]) -> datetime | None:
     ``lastTimestamp`` empty, write ``eventTime`` in microseconds and count repeats in
     ``series``; older ones write ``lastTimestamp`` to the second. The stamps are parsed,
     never compared as text: ``...:57.327434Z`` sorts before ``...:57Z`` as a string."""
-    stamp = _event_stamp(obj)
+    series = obj.get("series")
+    stamp = (
+        (series.get("lastObservedTime") if isinstance(series, Mapping) else None)
+        or obj.get("lastTimestamp")
+        or obj.get("eventTime")
+        or obj.get("firstTimestamp")
+        or ((obj.get("metadata") or {}).get("creationTimestamp"))
+    )
     if not isinstance(stamp, str):
         return None
     try:
@@ -45,25 +41,27 @@ def event_last_seen(obj: Mapping[str, Any]) -> datetime | None:
         return None
 
 
-def _event_count(obj: Mapping[str, Any]) -> int:
-    series = obj.get("series")
-    raw = obj.get("count") or (series.get("count") if isinstance(series, Mapping) else None)
-    return max(1, untrusted.whole_number(raw) or 1)
-
-
 def to_event(obj: Mapping[str, Any]) -> Event:
     """A core/v1 Event object as :class:`Event` (``events.k8s.io/v1`` series included)."""
     inv = obj.get("involvedObject") or {}
-    stamp = event_last_seen(obj)
+    series = obj.get("series")
+    count = obj.get("count") or (series.get("count") if isinstance(series, Mapping) else None)
     return Event(
         involved_object_kind=str(inv.get("kind", "")),
         involved_object_name=str(inv.get("name", "")),
         message=str(obj.get("message", "")),
         reason=str(obj.get("reason", "")),
-        event_time=stamp,
+        event_time=event_last_seen(obj),
         type=str(obj.get("type", "Normal")),
-        count=_event_count(obj),
+        count=untrusted.whole_number(count, 1) or 1,
     )
+
+
+def _step_jobs(job: str, steps: Iterable[str]) -> re.Pattern[str]:
+    """The names the JobSet controller gives the Jobs of ``job``'s replicated jobs
+    ``steps``: ``<job>-<step>-<index>`` (the step is the regex's group 1)."""
+    alternatives = sorted(set(steps) - {""}, key=len, reverse=True)
+    return re.compile(rf"{re.escape(job)}-({'|'.join(map(re.escape, alternatives))})-\d+")
 
 
 def job_events(
@@ -94,10 +92,7 @@ def job_events(
         str(((p.get("metadata") or {}).get("labels") or {}).get(REPLICATED_JOB_LABEL, ""))
         for p in pod_list
     }
-    names_of_steps = sorted({*STEPS, *steps, *replicated} - {""}, key=len, reverse=True)
-    jobs_of_steps = re.compile(
-        rf"{re.escape(job)}-({'|'.join(re.escape(s) for s in names_of_steps)})-\d+"
-    )
+    jobs_of_steps = _step_jobs(job, {*STEPS, *steps, *replicated})
     out = []
     for ev in events:
         inv = ev.get("involvedObject") or {}
@@ -121,17 +116,6 @@ def steps_of(obj: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def creation_failure(events: Iterable[Mapping[str, Any]], job: str) -> str | None:
-    """The message of the newest ``TrainJobResourcesCreationFailed`` event for ``job``."""
-    found = [
-        to_event(e)
-        for e in events
-        if e.get("reason") == CREATION_FAILED_REASON
-        and (e.get("involvedObject") or {}).get("name") == job
-    ]
-    return found[-1].message if found else None
-
-
 def refused_pods(
     events: Iterable[Event], pods: Iterable[Mapping[str, Any]], job: str
 ) -> Failure | None:
@@ -140,7 +124,7 @@ def refused_pods(
     of the Trainer's: another job named ``<job>-...`` must not be taken for it) that has
     no pod yet. The Job controller retries for ever, so a wait would otherwise only see
     a job that never starts."""
-    ours = re.compile(rf"{re.escape(job)}-({'|'.join(STEPS)})-\d+")
+    ours = _step_jobs(job, STEPS)
     with_pods = {
         f"{job}-{labels.get(REPLICATED_JOB_LABEL)}-{labels.get(JOB_INDEX_LABEL)}"
         for labels in ((p.get("metadata") or {}).get("labels") or {} for p in pods)

@@ -236,9 +236,7 @@ def failure_class_of(exc: BaseException) -> FailureClass | None:
         if exc.code in (400, 403, 404, 409, 422):
             return FailureClass.CONFIGURATION
         return FailureClass.UNKNOWN
-    if isinstance(exc, SpecError):
-        return FailureClass.CONFIGURATION
-    if isinstance(exc, (SubmitError, SpecConflictError, TrainJobNotFoundError)):
+    if isinstance(exc, (SpecError, SubmitError, SpecConflictError, TrainJobNotFoundError)):
         return FailureClass.CONFIGURATION
     if isinstance(exc, KFTrainerError):
         return FailureClass.UNKNOWN

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kf_trainer_core.base import untrusted
 from kf_trainer_core.base.timeutil import duration_text
+from kf_trainer_core.base.untrusted import code_span
 
 if TYPE_CHECKING:
     from kf_trainer_core.cluster.kueue import QueueStatus
@@ -86,10 +87,6 @@ def steps_table(
     return rows
 
 
-def _code(text: str) -> str:
-    return untrusted.code_span(text)
-
-
 def _block(lines: list[str]) -> str:
     body = "\n".join(untrusted.line(line) for line in lines)
     fence = "```"
@@ -125,9 +122,9 @@ def summary_markdown(
     log lines."""
     if waiting is not None:
         status = waiting.state
-    lines = [f"## TrainJob {_code(name)}: {status}", ""]
-    lines.append(f"- **Namespace:** {_code(namespace)}")
-    lines.append(f"- **Runtime:** {_code(runtime)}")
+    lines = [f"## TrainJob {code_span(name)}: {status}", ""]
+    lines.append(f"- **Namespace:** {code_span(namespace)}")
+    lines.append(f"- **Runtime:** {code_span(runtime)}")
     lines.append(f"- **Duration:** {duration_text(duration_seconds)}")
     if cost:
         lines.append(f"- **Cost:** {cost}")
@@ -137,19 +134,19 @@ def summary_markdown(
     if metrics:
         lines.append(
             "- **Metrics:** "
-            + ", ".join(f"{_code(f'{k}={v}')}" for k, v in sorted(metrics.items()))
+            + ", ".join(f"{code_span(f'{k}={v}')}" for k, v in sorted(metrics.items()))
         )
     if result is not None:
         text = json.dumps(result, sort_keys=True, default=str)
         if len(text) > SUMMARY_RESULT_CHARS:
             text = text[:SUMMARY_RESULT_CHARS] + "…"
-        lines.append(f"- **Result:** {_code(text)}")
+        lines.append(f"- **Result:** {code_span(text)}")
     if model:
-        lines.append(f"- **Model:** {_code(model)}")
+        lines.append(f"- **Model:** {code_span(model)}")
     if queue is not None:
-        lines.append(f"- **Queue:** {_code(queue.line())}")
+        lines.append(f"- **Queue:** {code_span(queue.line())}")
     if worker is not None:
-        lines.append(f"- **Runs on:** {_code(worker.line())}")
+        lines.append(f"- **Runs on:** {code_span(worker.line())}")
     if link:
         lines.append(f"- **Dashboard:** [{name}]({link})")
     if waiting is not None:
@@ -162,20 +159,20 @@ def summary_markdown(
         lines += ["", note]
     if failure is not None:
         lines += ["", "### Failure", ""]
-        lines.append(f"- **Reason:** {_code(failure.reason or 'Failed')}")
+        lines.append(f"- **Reason:** {code_span(failure.reason or 'Failed')}")
         if failure.failure_class.value != "unknown":
             why = f" — {untrusted.markdown(failure.classified_by)}" if failure.classified_by else ""
-            lines.append(f"- **Failure class:** {_code(failure.failure_class.value)}{why}")
+            lines.append(f"- **Failure class:** {code_span(failure.failure_class.value)}{why}")
         if failure.message:
-            lines.append(f"- **Message:** {_code(failure.message)}")
+            lines.append(f"- **Message:** {code_span(failure.message)}")
         if failure.step:
             where = f"{failure.step}" + (f" (pod {failure.pod})" if failure.pod else "")
-            lines.append(f"- **Failing step:** {_code(where)}")
+            lines.append(f"- **Failing step:** {code_span(where)}")
         if failure.container_reason or failure.exit_code is not None:
             what = [failure.container_reason or ""]
             if failure.exit_code is not None:
                 what.append(f"exit code {failure.exit_code}")
-            lines.append(f"- **Container:** {_code(', '.join(w for w in what if w))}")
+            lines.append(f"- **Container:** {code_span(', '.join(w for w in what if w))}")
         if failure.events:
             lines += ["", "Events:", "", _block(failure.events[-10:])]
         if failure.log_tail:

@@ -159,11 +159,13 @@ class QueueStatus(_Out):
         (:attr:`never_fits` says which). Waiting for it only ends at a timeout."""
         return self.waiting and bool(self.never_fits)
 
+    @property
+    def _where(self) -> str:
+        """``team-a (cluster queue gpus)``."""
+        return self.queue + (f" (cluster queue {self.cluster_queue})" if self.cluster_queue else "")
+
     def never_admitted_text(self) -> str:
         """Why the job can never be admitted, with the numbers and the fix."""
-        where = self.queue
-        if self.cluster_queue:
-            where += f" (cluster queue {self.cluster_queue})"
         reasons = "; ".join(limit.describe() for limit in self.never_fits)
         fixes = []
         for limit in self.never_fits:
@@ -175,20 +177,17 @@ class QueueStatus(_Out):
             if fixes
             else "change the job's resources or tolerations, or submit to another queue"
         )
-        return f"in queue {where}, {reasons}. Fix: {fix}."
+        return f"in queue {self._where}, {reasons}. Fix: {fix}."
 
     def summary(self) -> list[str]:
         """What a person reads: ``["queued in team-a (cluster queue gpus), position 3",
         "Pending: couldn't assign flavors …", "evicted 1x (Preempted: …)"]``."""
-        where = f"{self.queue}" + (
-            f" (cluster queue {self.cluster_queue})" if self.cluster_queue else ""
-        )
         if self.finished:
-            head = f"finished in queue {where}"
+            head = f"finished in queue {self._where}"
         elif self.admitted:
-            head = f"admitted by queue {where}"
+            head = f"admitted by queue {self._where}"
         else:
-            head = f"queued in {where}"
+            head = f"queued in {self._where}"
             if self.position is not None:
                 head += f", position {self.position + 1}"
                 if self.cluster_queue_position is not None:
@@ -290,21 +289,17 @@ def never_fits(reason: str | None, message: str | None) -> list[CapacityLimit]:
         body = text[mark.end() : end]
         rest = body
         found: list[CapacityLimit] = []
-        flavors: dict[str, bool] = {}  # flavor -> it can never hold the pod set
-        anywhere = False
-        for hit in _NEVER_ANYWHERE.finditer(body):
-            anywhere = True
-            found.append(CapacityLimit(text=hit[0], pod_set=mark["pod_set"], **hit.groupdict()))
-            rest = rest.replace(hit[0], "")
-        for pattern in _NEVER_IN_FLAVOR:
+        for pattern in (_NEVER_ANYWHERE, *_NEVER_IN_FLAVOR):
             for hit in pattern.finditer(body):
-                flavors[hit["flavor"]] = True
                 found.append(CapacityLimit(text=hit[0], pod_set=mark["pod_set"], **hit.groupdict()))
                 rest = rest.replace(hit[0], "")
+        # flavor -> it can never hold the pod set (a limit without one: no flavor can)
+        flavors = {limit.flavor: True for limit in found if limit.flavor is not None}
         for hit in _NOT_NOW_IN_FLAVOR.finditer(body):
             flavors.setdefault(hit["flavor"], False)
             rest = rest.replace(hit[0], "")
         understood = not rest.strip(" ,;")
+        anywhere = any(limit.flavor is None for limit in found)
         never = anywhere or (bool(flavors) and all(flavors.values()))
         if found and (sure or (understood and never)):
             limits += sorted(found, key=lambda limit: body.find(limit.text))  # as Kueue said
@@ -415,38 +410,31 @@ def queue_status(
 
 @dataclass
 class KueueProbe:
-    """What one cluster (and namespace: RBAC is per namespace) has shown of Kueue.
-    ``None``: not asked yet; ``False``: absent or forbidden (asked again after
-    :data:`REPROBE_SECONDS`)."""
+    """What one cluster (and namespace: RBAC is per namespace) has shown of Kueue: when
+    its Workloads, and the visibility API's positions, were last found absent or
+    forbidden (``None``: never, or read since). Each is asked again
+    :data:`REPROBE_SECONDS` after it was found so."""
 
-    workloads: bool | None = None
-    visibility: bool | None = None
-    workloads_denied_at: float = 0.0
-    visibility_denied_at: float = 0.0
+    workloads_denied_at: float | None = None
+    visibility_denied_at: float | None = None
     #: LocalQueue -> ClusterQueue, read once per queue (``None``: not readable).
     cluster_queues: dict[str, str | None] = field(default_factory=dict)
 
     def can_read_workloads(self) -> bool:
-        if self.workloads is False and time.monotonic() - self.workloads_denied_at >= (
-            REPROBE_SECONDS
-        ):
-            self.workloads = None
-        return self.workloads is not False
+        return _may_ask(self.workloads_denied_at)
 
     def can_read_positions(self) -> bool:
-        if self.visibility is False and time.monotonic() - self.visibility_denied_at >= (
-            REPROBE_SECONDS
-        ):
-            self.visibility = None
-        return self.visibility is not False
+        return _may_ask(self.visibility_denied_at)
 
     def deny_workloads(self) -> None:
-        self.workloads = False
         self.workloads_denied_at = time.monotonic()
 
     def deny_positions(self) -> None:
-        self.visibility = False
         self.visibility_denied_at = time.monotonic()
+
+
+def _may_ask(denied_at: float | None) -> bool:
+    return denied_at is None or time.monotonic() - denied_at >= REPROBE_SECONDS
 
 
 _PROBES: dict[Hashable, KueueProbe] = {}
@@ -504,7 +492,7 @@ async def lookup(
         if _absent(err):
             probe.deny_workloads()
         return None
-    probe.workloads = True
+    probe.workloads_denied_at = None
     workload = owned_workload(listing.get("items") or [], uid)
     if workload is None and not (obj.get("spec") or {}).get("suspend"):
         # Not held and no Workload: Kueue does not manage this job (its TrainJob
@@ -548,11 +536,11 @@ async def _position(
         if err.not_found and _names_the_queue(err, queue):
             # The LocalQueue does not exist (Kueue says so on the Workload): the API is
             # there and answers for the other queues.
-            probe.visibility = True
+            probe.visibility_denied_at = None
         elif _absent(err):
             probe.deny_positions()
         return None
-    probe.visibility = True
+    probe.visibility_denied_at = None
     for item in (summary or {}).get("items") or []:
         if (item.get("metadata") or {}).get("name") == name:
             return dict(item)
@@ -573,16 +561,14 @@ class QueueTracker:
     the job changes while queued, and every :data:`QUEUE_REFRESH_SECONDS` while it
     waits for admission; never for a job without the queue label."""
 
-    def __init__(
-        self, namespace: str, probe: KueueProbe, *, interval: float = QUEUE_REFRESH_SECONDS
-    ) -> None:
+    def __init__(self, namespace: str, probe: KueueProbe) -> None:
         self.namespace = namespace
         self.probe = probe
-        self.interval = interval
         self.status: QueueStatus | None = None
         self._version: str | None = None
         self._fetched_at: float | None = None
-        # Since when the Workload has been seen without a word from Kueue.
+        # Since when the Workload has been seen without a word from Kueue (no pending
+        # reason or message): set by refresh with the status, None whenever it has one.
         self._unexplained_since: float | None = None
 
     @property
@@ -592,20 +578,18 @@ class QueueTracker:
         # job that can never be admitted is then known at once) — for a while only:
         # Kueue does not evaluate a job while an equal one ahead of it does not fit,
         # and says nothing of it meanwhile.
-        status = self.status
+        status, since = self.status, self._unexplained_since
         if status is not None and (
             status.workload is None
             or (
                 status.waiting
                 and not status.quota_reserved
-                and status.pending_reason is None
-                and status.pending_message is None
-                and self._unexplained_since is not None
-                and time.monotonic() - self._unexplained_since < EVALUATION_SECONDS
+                and since is not None
+                and time.monotonic() - since < EVALUATION_SECONDS
             )
         ):
-            return min(1.0, self.interval)
-        return self.interval
+            return min(1.0, QUEUE_REFRESH_SECONDS)
+        return QUEUE_REFRESH_SECONDS
 
     def _queued(self, obj: Mapping[str, Any]) -> bool:
         return bool((obj.get("spec") or {}).get("suspend")) and not is_finished(obj)
@@ -619,9 +603,7 @@ class QueueTracker:
             # A change of the job: read once when it is (or was) queued, so admission
             # and eviction are seen, not on every progress update of a running job.
             return self._queued(obj) or self.status is None or self.status.waiting
-        return self._queued(obj) and (
-            self._fetched_at is None or time.monotonic() - self._fetched_at >= self._every
-        )
+        return self.wake_in(obj) == 0.0
 
     async def refresh(self, api: Api, obj: Mapping[str, Any]) -> bool:
         """Read the Workload; ``True`` when what a person reads of it changed."""

@@ -146,42 +146,40 @@ def _code_text(err: ApiError) -> str:
     return cleaned[:300] + ("…" if len(cleaned) > 300 else "")
 
 
+def _unread(
+    job: str, cause: ResultCause, why: str, klass: FailureClass = FailureClass.CONFIGURATION
+) -> ResultMissing:
+    """A succeeded job's result that cannot be read: ``why``, where a result goes and
+    the fix."""
+    return ResultMissing(
+        cause=cause,
+        message=f"TrainJob {job} succeeded, but its result cannot be read: {why}. {_WHERE} {_FIX}",
+        failure_class=klass,
+    )
+
+
 def unreadable_log(job: str, pod: str, err: ApiError) -> ResultMissing:
     """node-0's log could not be read (refused, 5xx, timeout, no answer)."""
     if err.not_found:
         return gone_pod(job, pod)
-    return ResultMissing(
-        cause="log-unreadable",
-        message=(
-            f"TrainJob {job} succeeded, but its result cannot be read: pod {pod} has no "
-            f"termination message and its log cannot be read ({_code_text(err)}); its node "
-            f"may be gone or serve no logs. {_WHERE} {_FIX}"
-        ),
-        failure_class=FailureClass.INFRASTRUCTURE,
+    why = (
+        f"pod {pod} has no termination message and its log cannot be read "
+        f"({_code_text(err)}); its node may be gone or serve no logs"
     )
+    return _unread(job, "log-unreadable", why, FailureClass.INFRASTRUCTURE)
 
 
 def gone_pod(job: str, pod: str | None) -> ResultMissing:
     """node-0's pod no longer exists: neither its termination message nor its log."""
     which = f"pod {pod}" if pod else "node-0's pod"
-    return ResultMissing(
-        cause="pod-gone",
-        message=(
-            f"TrainJob {job} succeeded, but its result cannot be read: {which} no longer "
-            f"exists (deleted with its node, or by pod garbage collection). {_WHERE} {_FIX}"
-        ),
-        failure_class=FailureClass.CONFIGURATION,
-    )
+    why = f"{which} no longer exists (deleted with its node, or by pod garbage collection)"
+    return _unread(job, "pod-gone", why)
 
 
 def not_in_log(job: str, pod: str) -> ResultMissing:
     """The log was read but holds no result line."""
-    return ResultMissing(
-        cause="not-in-log",
-        message=(
-            f"TrainJob {job} succeeded, but its result cannot be read: pod {pod} has no "
-            "termination message and the end of its log holds no result line (rotated "
-            f"away, or written by something else). {_WHERE} {_FIX}"
-        ),
-        failure_class=FailureClass.CONFIGURATION,
+    why = (
+        f"pod {pod} has no termination message and the end of its log holds no result line "
+        "(rotated away, or written by something else)"
     )
+    return _unread(job, "not-in-log", why)

@@ -22,16 +22,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kf_trainer_core.cluster import distributed
-from kf_trainer_core.cluster.status import container_state, newest_by_step, step_order
+from kf_trainer_core.cluster.status import newest_by_step, step_order, terminated
 from kf_trainer_core.fields import names
 
 #: Failed nodes whose logs a failure's explanation reads, at most (one request each).
 LOG_READS = 4
-
-
-def _terminated(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    state = container_state(pod, names.NODE).get("state") or {}
-    return state.get("terminated") or {}
 
 
 def _nodes(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
@@ -42,11 +37,11 @@ def _nodes(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, An
 
 def _failed(pod: Mapping[str, Any]) -> bool:
     phase = (pod.get("status") or {}).get("phase")
-    return phase == "Failed" or _terminated(pod).get("exitCode") not in (None, 0)
+    return phase == "Failed" or terminated(pod).get("exitCode") not in (None, 0)
 
 
 def _running(pod: Mapping[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") == "Running" and not _terminated(pod)
+    return (pod.get("status") or {}).get("phase") == "Running" and not terminated(pod)
 
 
 def failed_nodes(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
@@ -69,12 +64,10 @@ def root_cause_node(
     tail in ``logs`` (by step) or else its termination message; ``None`` when no node's
     output shows a failure."""
     logs = logs or {}
-    texts: dict[str, Iterable[str]] = {}
-    for step, pod in suspect_nodes(pods):
-        if logs.get(step):
-            texts[step] = logs[step]
-        else:
-            texts[step] = str(_terminated(pod).get("message") or "").splitlines()
+    texts = {
+        step: logs.get(step) or str(terminated(pod).get("message") or "").splitlines()
+        for step, pod in suspect_nodes(pods)
+    }
     found = distributed.first_failure(texts)
     return found[0] if found is not None else None
 

@@ -392,12 +392,13 @@ def step_name(pod: Mapping[str, Any], mpi: bool) -> str | None:
     return None
 
 
-def _main_container(pod: Mapping[str, Any], step: str) -> str:
+def _main_container(pod: Mapping[str, Any], step: str) -> Mapping[str, Any]:
+    """The step's container in the pod's spec: the one named for the step, else the
+    first (with none, one of the step's name that says nothing else)."""
     wanted = step if step in (names.DATASET_INITIALIZER, names.MODEL_INITIALIZER) else names.NODE
     containers = ((pod.get("spec") or {}).get("containers")) or []
-    if any(c.get("name") == wanted for c in containers):
-        return wanted
-    return str(containers[0].get("name")) if containers else wanted
+    first = containers[0] if containers else {"name": wanted}
+    return next((c for c in containers if c.get("name") == wanted), first)
 
 
 def container_state(pod: Mapping[str, Any], container: str) -> dict[str, Any]:
@@ -406,6 +407,11 @@ def container_state(pod: Mapping[str, Any], container: str) -> dict[str, Any]:
         if cs.get("name") == container:
             return dict(cs)
     return {}
+
+
+def terminated(pod: Mapping[str, Any], container: str = names.NODE) -> Mapping[str, Any]:
+    """The ``terminated`` state of a container (empty while it has not ended)."""
+    return (container_state(pod, container).get("state") or {}).get("terminated") or {}
 
 
 def _reason_and_code(status: Mapping[str, Any]) -> tuple[str | None, int | None]:
@@ -443,20 +449,18 @@ def pod_recency(pod: Mapping[str, Any]) -> tuple[int, str, int, str]:
     )
 
 
+def _with_steps(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The pods that are steps of the job, with their step names, in the order given."""
+    pods = list(pods)
+    mpi = _is_mpi(pods)
+    return [(step, pod) for pod in pods if (step := step_name(pod, mpi)) is not None]
+
+
 def newest_by_step(pods: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
     """Each step's newest pod (:func:`pod_recency`), by step name; pods of other
     replicated jobs are left out."""
-    pods = list(pods)
-    mpi = _is_mpi(pods)
-    newest: dict[str, Mapping[str, Any]] = {}
-    for pod in pods:
-        name = step_name(pod, mpi)
-        if name is None:
-            continue
-        held = newest.get(name)
-        if held is None or pod_recency(pod) >= pod_recency(held):
-            newest[name] = pod
-    return newest
+    # Oldest first: a step's newer pod replaces its older one.
+    return dict(sorted(_with_steps(pods), key=lambda item: pod_recency(item[1])))
 
 
 def step_order(step: str) -> tuple[int, int]:
@@ -476,15 +480,7 @@ def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
     for name, pod in newest_by_step(pods).items():
         meta = pod.get("metadata") or {}
         annotations = meta.get("annotations") or {}
-        container = _main_container(pod, name)
-        spec_c: Mapping[str, Any] = next(
-            (
-                c
-                for c in (pod.get("spec") or {}).get("containers") or []
-                if c.get("name") == container
-            ),
-            {},
-        )
+        spec_c = _main_container(pod, name)
         device, count = device_of(spec_c.get("resources"))
         for env in spec_c.get("env") or []:
             # torchrun's processes per node beat the resource count, as in the SDK.
@@ -494,7 +490,7 @@ def steps_from_pods(pods: Iterable[Mapping[str, Any]]) -> list[Step]:
         gpus = [g for g in str(annotations.get(GPUS_ANNOTATION) or "").split(",") if g]
         if gpus and device in (None, "cpu"):
             device = "gpu"  # a local node given GPUs it did not ask for
-        cstate = container_state(pod, container)
+        cstate = container_state(pod, str(spec_c.get("name")))
         reason, code = _reason_and_code(cstate)
         started, finished = _container_times(cstate)
         steps.append(
@@ -597,21 +593,13 @@ def failing_pod(
     :mod:`kf_trainer_core.cluster.root_cause`): ``(step, pod, container reason, exit
     code, message)``. Of a step's attempts (a retried Job keeps each failed pod) the
     newest, as the steps, the logs and the result choose it (:func:`pod_recency`)."""
-    pods = sorted(pods, key=pod_recency, reverse=True)
-    mpi = _is_mpi(pods)
-    ranked = []
-    for pod in pods:
-        step = step_name(pod, mpi)
-        if step is None:
-            continue
+    found = []
+    for step, pod in _with_steps(sorted(pods, key=pod_recency, reverse=True)):
         reason, code, message = _pod_trouble(pod)
         if reason is not None or step == first:
-            ranked.append((step_order(step), step, pod, reason, code, message))
-    if not ranked:
-        return None
-    ranked.sort(key=lambda r: (r[1] != first, r[0]))
-    _, step, pod, reason, code, message = ranked[0]
-    return step, pod, reason, code, message
+            found.append((step, pod, reason, code, message))
+    # min keeps the first of equals: of a step's pods, the newest.
+    return min(found, key=lambda f: (f[0] != first, step_order(f[0])), default=None)
 
 
 def failure_of(
@@ -686,8 +674,7 @@ def result_from_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[bool, Any]:
     pod = trainer_pod(pods)
     if pod is None:
         return False, None
-    term = ((container_state(pod, names.NODE).get("state") or {}).get("terminated")) or {}
-    message = term.get("message")
+    message = terminated(pod).get("message")
     if not message:
         return False, None
     value = parse_result(message)

@@ -23,12 +23,12 @@ from kf_trainer_core.cluster.status import (
     JobState,
     TrainJob,
     _is_mpi,
-    container_state,
     job_state,
     newest_by_step,
     pod_recency,
     step_name,
     step_order,
+    terminated,
 )
 from kf_trainer_core.cluster.waiting import Waiting
 from kf_trainer_core.fields import names
@@ -55,12 +55,9 @@ def backoff_limits(jobset: Mapping[str, Any] | None) -> dict[str, int]:
     for rjob in (jobset.get("spec") or {}).get("replicatedJobs") or []:
         spec = ((rjob.get("template") or {}).get("spec")) or {}
         raw = spec.get("backoffLimit")
-        try:
-            limits[str(rjob.get("name"))] = (
-                JOB_DEFAULT_BACKOFF_LIMIT if raw is None else max(0, int(raw))
-            )
-        except (TypeError, ValueError):
-            continue
+        limit = JOB_DEFAULT_BACKOFF_LIMIT if raw is None else untrusted.whole_number(raw, -(2**63))
+        if limit is not None:
+            limits[str(rjob.get("name"))] = max(0, limit)
     return limits
 
 
@@ -88,7 +85,7 @@ def _ended_with(pod: Pod, step: str) -> tuple[str | None, int | None, str]:
     """How a failed pod ended: (container reason, exit code, message)."""
     status = pod.get("status") or {}
     main = names.NODE if step.startswith(f"{names.NODE}-") else step
-    term = ((container_state(pod, main).get("state") or {}).get("terminated")) or {}
+    term = terminated(pod, main)
     if not term:
         for cs in status.get("containerStatuses") or []:
             term = ((cs.get("state") or {}).get("terminated")) or {}

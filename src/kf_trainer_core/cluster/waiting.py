@@ -166,12 +166,9 @@ def timeout_lines(
     the fix alone. ``state``: the job's state as a person reads it (``None``: the job
     is gone, nothing is left behind)."""
     lines = [f"{head}; it is {waiting.line()}" if waiting is not None else head]
-    klass = None
-    if waiting is not None:
-        klass = waiting.failure_class
-        if klass is not FailureClass.UNKNOWN:
-            lines.append(waiting.class_line())
-    fix = waiting.fix(name, hint) if waiting is not None else fix_for(klass, name, hint)
+    if waiting is not None and waiting.failure_class is not FailureClass.UNKNOWN:
+        lines.append(waiting.class_line())
+    fix = waiting.fix(name, hint) if waiting is not None else fix_for(None, name, hint)
     lines.append(f"fix: {fix}")
     if state is not None:
         lines.append(left_behind(namespace, name, state, hint))
