@@ -42,6 +42,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from kf_trainer_core.k8s.errors import status_body
+
 __all__ = ["Connection", "FaultProxy", "proxied_kubeconfig"]
 
 _CHUNK = 64 * 1024
@@ -308,17 +310,7 @@ async def _answer_401(reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     """Read one request's head and answer it as the API server answers bad credentials."""
     with contextlib.suppress(Exception):
         await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-    body = json.dumps(
-        {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": "Unauthorized",
-            "reason": "Unauthorized",
-            "code": 401,
-        }
-    ).encode()
+    body = json.dumps(status_body(401, "Unauthorized", "Unauthorized")).encode()
     head = (
         "HTTP/1.1 401 Unauthorized\r\n"
         "Content-Type: application/json\r\n"
