@@ -30,6 +30,7 @@ It is a test tool: the product never imports it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import os
 import sys
@@ -67,14 +68,7 @@ class SlowCallback:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {
-            "what": self.what,
-            "wall": self.wall,
-            "cpu": self.cpu,
-            "blocked": self.blocked,
-            "gc": self.gc,
-            "stacks": self.stacks,
-        }
+        return dataclasses.asdict(self)
 
 
 def _describe(handle: asyncio.Handle) -> str:

@@ -42,6 +42,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from kf_trainer_core.k8s.errors import status_body
+
 __all__ = ["Connection", "FaultProxy", "proxied_kubeconfig"]
 
 _CHUNK = 64 * 1024
@@ -174,15 +176,7 @@ class FaultProxy:
 
     def reset(self) -> int:
         """Reset (RST) every open connection now; return how many."""
-        loop = self._require_loop()
-
-        async def reset_all() -> int:
-            live = [c for c in self.connections if not c.closed]
-            for conn in live:
-                _close(conn, abort=True)
-            return len(live)
-
-        return asyncio.run_coroutine_threadsafe(reset_all(), loop).result(10)
+        return self._close_open(abort=True)
 
     def unauthorized(self, count: int = 1) -> None:
         """Answer the next ``count`` connections ``401 Unauthorized`` (as a Kubernetes
@@ -190,13 +184,7 @@ class FaultProxy:
         next requests come on new connections. Only for plain-HTTP servers."""
         with self._lock:
             self._unauthorized = count
-        loop = self._require_loop()
-
-        async def close_all() -> None:
-            for conn in [c for c in self.connections if not c.closed]:
-                _close(conn, abort=False)
-
-        asyncio.run_coroutine_threadsafe(close_all(), loop).result(10)
+        self._close_open(abort=False)
 
     # ------------------------------------------------------------------ observing
     def dead_reused(self) -> int:
@@ -212,10 +200,18 @@ class FaultProxy:
             return sum(1 for c in self.connections if not c.closed)
 
     # ------------------------------------------------------------------ internals
-    def _require_loop(self) -> asyncio.AbstractEventLoop:
+    def _close_open(self, *, abort: bool) -> int:
+        """Close every open connection (``abort``: reset it) on the proxy's loop; how many."""
         if self._loop is None or not self._loop.is_running():
             raise RuntimeError("the proxy is not running: call start() first")
-        return self._loop
+
+        async def close_open() -> int:
+            live = [c for c in self.connections if not c.closed]
+            for conn in live:
+                _close(conn, abort=abort)
+            return len(live)
+
+        return asyncio.run_coroutine_threadsafe(close_open(), self._loop).result(10)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with self._lock:
@@ -308,17 +304,7 @@ async def _answer_401(reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     """Read one request's head and answer it as the API server answers bad credentials."""
     with contextlib.suppress(Exception):
         await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-    body = json.dumps(
-        {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": "Unauthorized",
-            "reason": "Unauthorized",
-            "code": 401,
-        }
-    ).encode()
+    body = json.dumps(status_body(401, "Unauthorized", "Unauthorized")).encode()
     head = (
         "HTTP/1.1 401 Unauthorized\r\n"
         "Content-Type: application/json\r\n"

@@ -296,12 +296,12 @@ class Scenario:
     @classmethod
     def preset(cls, name: str) -> Scenario:
         """A fresh copy of a named preset (see :data:`PRESETS`)."""
-        factory = _PRESETS.get(name)
-        if factory is None:
+        fields = _PRESETS.get(name)
+        if fields is None:
             raise ValueError(
                 f"unknown scenario preset {name!r}; presets: {', '.join(sorted(_PRESETS))}"
             )
-        return factory()
+        return cls(name=name, **fields)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Scenario:
@@ -419,104 +419,43 @@ def _check_keys(cls: type[Any], data: dict[str, Any], what: str) -> None:
 
 # ---------------------------------------------------------------------- presets
 
-
-def _default() -> Scenario:
-    return Scenario(name=DEFAULT_PRESET, executor="function", termination_message=None)
-
-
-def _success() -> Scenario:
-    return Scenario(name="success")
-
-
-def _fail() -> Scenario:
-    return Scenario(name="fail", outcome="fail", exit_code=1)
-
-
-def _oom() -> Scenario:
-    return Scenario(name="oom", outcome="oom")
-
-
-def _image_pull() -> Scenario:
-    return Scenario(name="image-pull", outcome="image-pull")
-
-
-def _creation_failure() -> Scenario:
-    return Scenario(
-        name="creation-failure",
-        creation_failure=f"simulated JobSet build failure ({SCENARIO_ANNOTATION}=creation-failure)",
-    )
-
-
-def _pods_refused() -> Scenario:
+#: Each preset's fields (its name aside); :meth:`Scenario.preset` builds a fresh one.
+_PRESETS: dict[str, dict[str, Any]] = {
+    DEFAULT_PRESET: {"executor": "function", "termination_message": None},
+    "success": {},
+    "fail": {"outcome": "fail", "exit_code": 1},
+    "oom": {"outcome": "oom"},
+    "image-pull": {"outcome": "image-pull"},
+    "creation-failure": {
+        "creation_failure": (
+            f"simulated JobSet build failure ({SCENARIO_ANNOTATION}=creation-failure)"
+        )
+    },
     # What the real Job controller reports for a pod whose service account is missing.
-    return Scenario(
-        name="pods-refused",
-        pods_refused=(
+    "pods-refused": {
+        "pods_refused": (
             'Error creating: pods "{pod}" is forbidden: error looking up service account '
             '{namespace}/missing: serviceaccount "missing" not found'
-        ),
-    )
-
-
-def _never_finish() -> Scenario:
-    return Scenario(name="never-finish", outcome="never-finish")
-
-
-def _slow_start() -> Scenario:
-    return Scenario(name="slow-start", unschedulable_for=0.4, pending_delay=0.3)
-
-
-def _progress() -> Scenario:
-    return Scenario(
-        name="progress",
-        duration=0.3,
-        progress=[
+        )
+    },
+    "never-finish": {"outcome": "never-finish"},
+    "slow-start": {"unschedulable_for": 0.4, "pending_delay": 0.3},
+    "progress": {
+        "duration": 0.3,
+        "progress": [
             (10, 270, {"loss": "2.3010", "epoch": "1"}),
             (40, 180, {"loss": "1.2040", "epoch": "2"}),
             (75, 75, {"loss": "0.4120", "epoch": "3"}),
             (100, 0, {"loss": "0.1289", "epoch": "3"}),
         ],
-    )
-
-
-def _deadline() -> Scenario:
-    return Scenario(name="deadline", outcome="never-finish", deadline=0.25)
-
-
-def _exec() -> Scenario:
-    return Scenario(name="exec", executor="exec", termination_message=None)
-
-
-def _log_less() -> Scenario:
+    },
+    "deadline": {"outcome": "never-finish", "deadline": 0.25},
+    "exec": {"executor": "exec", "termination_message": None},
+    "preempted": {"duration": 0.2, "suspend_after": 0.08, "resume_after": 0.1},
+    "evicted": {"outcome": "evicted"},
     # What a real cluster's kwok node (and a GPU node scaled away after the job) gives:
     # the pod succeeds with no termination message and its log cannot be read.
-    return Scenario(name="log-less", termination_message=None, serve_logs=False)
-
-
-def _evicted() -> Scenario:
-    return Scenario(name="evicted", outcome="evicted")
-
-
-def _preempted() -> Scenario:
-    return Scenario(name="preempted", duration=0.2, suspend_after=0.08, resume_after=0.1)
-
-
-_PRESETS: dict[str, Callable[[], Scenario]] = {
-    DEFAULT_PRESET: _default,
-    "success": _success,
-    "fail": _fail,
-    "oom": _oom,
-    "image-pull": _image_pull,
-    "creation-failure": _creation_failure,
-    "pods-refused": _pods_refused,
-    "never-finish": _never_finish,
-    "slow-start": _slow_start,
-    "progress": _progress,
-    "deadline": _deadline,
-    "exec": _exec,
-    "preempted": _preempted,
-    "evicted": _evicted,
-    "log-less": _log_less,
+    "log-less": {"termination_message": None, "serve_logs": False},
 }
 
 #: Names of the presets :meth:`Scenario.preset` knows.

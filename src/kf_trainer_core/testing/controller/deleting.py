@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kf_trainer_core.k8s.trainjob import COMPLETE, FAILED, SUSPENDED
+from kf_trainer_core.k8s.trainjob import COMPLETE, FAILED, SUSPENDED, condition_true
 from kf_trainer_core.testing.controller.vocab import JOBS, JSON
 from kf_trainer_core.testing.store import (
     JOBSETS,
@@ -51,18 +51,6 @@ _SERVER_SET = (
 )
 
 
-def _has(trainjob: JSON, kind: str) -> bool:
-    return any(
-        c.get("type") == kind and c.get("status") == "True"
-        for c in (trainjob.get("status") or {}).get("conditions") or []
-    )
-
-
-def finished(trainjob: JSON) -> bool:
-    """Whether the TrainJob has a Complete or Failed condition."""
-    return _has(trainjob, COMPLETE) or _has(trainjob, FAILED)
-
-
 def reapply_while_deleting(
     store: Any, trainjob: JSON, removed: list[tuple[Resource, JSON]]
 ) -> None:
@@ -72,10 +60,10 @@ def reapply_while_deleting(
     controller does unless the job is suspended. A Failed job loses its condition first,
     as on the real Trainer. ``removed`` lists the removed objects, owners before
     dependents."""
-    if _has(trainjob, COMPLETE):
+    if condition_true(trainjob, COMPLETE):
         return
     suspended = bool((trainjob.get("spec") or {}).get("suspend"))
-    if _has(trainjob, FAILED):
+    if condition_true(trainjob, FAILED):
         meta = trainjob["metadata"]
         kept = [
             c

@@ -441,28 +441,14 @@ def torch_nproc(value: str, resources: Any) -> str:
         return value
     if not isinstance(resources, dict):
         resources = {}
-    if value == "auto":
-        fallback = "auto"
-
-        def use_cpu(res: JSON) -> bool:
-            return not any("gpu" in str(k).lower() for k in res)
-    else:
-        fallback = "1"
-
-        def use_cpu(res: JSON) -> bool:
-            return "cpu" in res
-
-    def calc(res: Any) -> tuple[str, bool]:
-        if isinstance(res, dict):
-            if use_cpu(res):
-                return str(max(1, _cpu_value(res.get("cpu", 0)))), True
-            return fallback, False
-        return "1", False
-
-    npp, used = calc(resources.get("limits"))
-    if not used:
-        npp, _ = calc(resources.get("requests"))
-    return npp
+    requests = resources.get("requests")
+    for res in (resources.get("limits"), requests):
+        if not isinstance(res, dict):
+            continue
+        if ("cpu" in res) if value == "cpu" else not any("gpu" in str(k).lower() for k in res):
+            return str(max(1, _cpu_value(res.get("cpu", 0))))
+    # No CPU count to use: "auto" stays (GPUs decide) when requests are set; else 1.
+    return "auto" if value == "auto" and isinstance(requests, dict) else "1"
 
 
 def _cpu_value(quantity: Any) -> int:

@@ -94,7 +94,8 @@ class Kubelet:
         scheduler leaves it; a pod with scheduling gates stays Pending, SchedulingGated
         (the real API server sets that condition; the scheduler skips the pod)."""
         if pod.spec.get("schedulingGates"):
-            self._gated(pod)
+            gated = "Scheduling is blocked due to non-empty scheduling gates"
+            self._pending(pod, "SchedulingGated", gated)
             return
         short = _insufficient(pod.spec)
         if short:
@@ -112,11 +113,6 @@ class Kubelet:
         message = message or _unschedulable_message(["nvidia.com/gpu"])
         self._pending(pod, "Unschedulable", message)
         self.cx.events.pod(pod, "Warning", "FailedScheduling", message, component=SCHEDULER)
-
-    def _gated(self, pod: PodSim) -> None:
-        self._pending(
-            pod, "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates"
-        )
 
     def _pending(self, pod: PodSim, reason: str, message: str) -> None:
         """Leave ``pod`` Pending with ``PodScheduled=False`` for ``reason``, as the real
@@ -161,8 +157,6 @@ class Kubelet:
                     "startTime": now,
                     "conditions": pod_conditions(
                         now,
-                        scheduled=True,
-                        initialized=True,
                         ready=False,
                         reason=CONTAINERS_NOT_READY,
                         not_ready=names(pod.containers),
@@ -267,14 +261,7 @@ class Kubelet:
                     "phase": "Failed",
                     "reason": "DeadlineExceeded",
                     "message": _DEADLINE,
-                    "conditions": pod_conditions(
-                        now,
-                        scheduled=True,
-                        initialized=True,
-                        ready=False,
-                        reason=POD_FAILED,
-                        not_ready=[],
-                    ),
+                    "conditions": pod_conditions(now, ready=False, reason=POD_FAILED),
                 }
             )
 
@@ -327,7 +314,7 @@ class Kubelet:
                     "phase": "Running",
                     "podIP": pod.ip,
                     "podIPs": [{"ip": pod.ip}],
-                    "conditions": pod_conditions(now, scheduled=True, initialized=True, ready=True),
+                    "conditions": pod_conditions(now, ready=True),
                     "containerStatuses": [
                         container_status_of(c, running_since=now) for c in pod.containers
                     ],
@@ -503,14 +490,7 @@ class Kubelet:
             status.update(
                 {
                     "phase": pod.phase,
-                    "conditions": pod_conditions(
-                        now,
-                        scheduled=True,
-                        initialized=True,
-                        ready=False,
-                        reason=terminal_reason,
-                        not_ready=[],
-                    ),
+                    "conditions": pod_conditions(now, ready=False, reason=terminal_reason),
                     "containerStatuses": statuses,
                 }
             )

@@ -7,6 +7,7 @@ statuses once at the end of a batch, and only what changed.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from functools import partial
 
@@ -126,14 +127,8 @@ class StatusWriter:
 def index_ranges(indexes: set[int]) -> str:
     """``completedIndexes`` notation: ``0-2,5``."""
     out: list[str] = []
-    items = sorted(indexes)
-    start = prev = items[0] if items else 0
-    for i in items[1:]:
-        if i == prev + 1:
-            prev = i
-            continue
-        out.append(f"{start}-{prev}" if prev > start else str(start))
-        start = prev = i
-    if items:
-        out.append(f"{start}-{prev}" if prev > start else str(start))
+    # Consecutive indexes share their distance from their position in the sorted list.
+    for _, pairs in itertools.groupby(enumerate(sorted(indexes)), lambda pair: pair[1] - pair[0]):
+        run = [i for _, i in pairs]
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
     return ",".join(out)

@@ -73,10 +73,19 @@ class Worker:
         """Run ``fn`` on the worker and wait for it (directly when no worker runs or
         when called from the worker)."""
         thread = self._thread
-        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
-            self.call_sync(fn)
-        else:
+        if thread is None or not thread.is_alive() or thread is threading.current_thread():
             fn()
+            return
+        done = threading.Event()
+
+        def wrapped() -> None:
+            try:
+                fn()
+            finally:
+                done.set()
+
+        self.post(wrapped)
+        done.wait(30)
 
     # ------------------------------------------------------------------ work
 
@@ -92,18 +101,6 @@ class Worker:
         with self.cv:
             heapq.heappush(self._heap, (when, next(self._seq), token, fn))
             self.cv.notify_all()
-
-    def call_sync(self, fn: Callable[[], None], timeout: float = 30) -> None:
-        done = threading.Event()
-
-        def wrapped() -> None:
-            try:
-                fn()
-            finally:
-                done.set()
-
-        self.post(wrapped)
-        done.wait(timeout)
 
     # ------------------------------------------------------------------ runs and idleness
 

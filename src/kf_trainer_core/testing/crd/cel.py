@@ -434,15 +434,11 @@ class Rule:
 
     def default_message(self) -> str:
         # ruleMessageOrDefault() in apiextensions-apiserver
-        if self.message and self.message.strip():
-            return self.message.strip()
-        return f"failed rule: {self.program.text.strip()}"
+        return (self.message or "").strip() or f"failed rule: {self.program.text.strip()}"
 
     def error_string(self) -> str:
         # ruleErrorString()
-        if self.message and self.message.strip():
-            return self.message.strip()
-        return self.program.text.strip()
+        return (self.message or "").strip() or self.program.text.strip()
 
 
 def compile_rule(raw: dict[str, Any]) -> Rule:

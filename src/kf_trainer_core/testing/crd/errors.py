@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final
 
+from kf_trainer_core.k8s.errors import status_body
+
 
 class _Omit:
     """Marker for "no bad value to print" (``field.OmitValueType`` in Go)."""
@@ -112,21 +114,9 @@ def format_invalid(kind: str, group: str, name: str, errors: list[FieldError]) -
 
 def invalid_status(kind: str, group: str, name: str, errors: list[FieldError]) -> dict[str, Any]:
     """The full ``metav1.Status`` body of a 422 Invalid answer, causes included."""
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": format_invalid(kind, group, name, errors),
-        "reason": "Invalid",
-        "details": {
-            "name": name,
-            "group": group,
-            "kind": kind,
-            "causes": [e.cause() for e in errors],
-        },
-        "code": 422,
-    }
+    causes = [e.cause() for e in errors]
+    details = {"name": name, "group": group, "kind": kind, "causes": causes}
+    return status_body(422, "Invalid", format_invalid(kind, group, name, errors), details)
 
 
 def format_unknown_fields(paths: list[str]) -> str:

@@ -19,6 +19,10 @@ _QUALIFIED_NAME_MSG: Final = (
     "must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
     "with an alphanumeric character"
 )
+_LABEL_VALUE_MSG: Final = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' "
+    "or '.', and must start and end with an alphanumeric character"
+)
 _ANNOTATIONS_MAX_BYTES: Final = 256 * 1024
 
 
@@ -93,39 +97,16 @@ def validate_object_meta(meta: Any, root: PathT = ()) -> list[FieldError]:
     labels = meta.get("labels")
     if isinstance(labels, dict):
         for key in sorted(labels):
-            errors.extend(
-                FieldError(f"{path}.labels", "Invalid value", msg, key)
-                for msg in _qualified_name_errors(key)
-            )
             value = labels[key]
-            if not isinstance(value, str):
-                continue
-            if len(value) > 63:
-                errors.append(
-                    FieldError(
-                        f"{path}.labels",
-                        "Invalid value",
-                        "must be no more than 63 characters",
-                        value,
-                    )
-                )
-            if not _LABEL_VALUE.match(value):
-                errors.append(
-                    FieldError(
-                        f"{path}.labels",
-                        "Invalid value",
-                        _regex_error(
-                            "a valid label must be an empty string or consist of alphanumeric "
-                            "characters, '-', '_' or '.', and must start and end with an "
-                            "alphanumeric character",
-                            _LABEL_VALUE_FMT,
-                            "MyValue",
-                            "my_value",
-                            "12345",
-                        ),
-                        value,
-                    )
-                )
+            problems = [(msg, key) for msg in _qualified_name_errors(key)]
+            if isinstance(value, str) and len(value) > 63:
+                problems.append(("must be no more than 63 characters", value))
+            if isinstance(value, str) and not _LABEL_VALUE.match(value):
+                example = ("MyValue", "my_value", "12345")
+                problems.append((_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, *example), value))
+            errors.extend(
+                FieldError(f"{path}.labels", "Invalid value", msg, bad) for msg, bad in problems
+            )
     annotations = meta.get("annotations")
     if isinstance(annotations, dict):
         size = 0

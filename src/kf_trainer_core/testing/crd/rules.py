@@ -103,11 +103,9 @@ def _evaluate(rule: Rule, activation: dict[str, Any]) -> tuple[bool, str | None]
     result, failure = cel_runtime().run(rule.program, activation)
     if failure is not None:
         return False, failure
-    if _cel_true(result):
-        return True, None
-    if _cel_false(result):
-        return False, None
-    return False, "rule did not evaluate to a boolean"
+    if not isinstance(result, (bool, cel_runtime().types.BoolType)):
+        return False, "rule did not evaluate to a boolean"
+    return bool(result), None
 
 
 _MEMO_LIMIT: Final = 2048
@@ -161,18 +159,6 @@ def evaluate_rule(
             return json_equal(value, old_value, node), None
         activation["oldSelf"] = _to_cel(old_value, node, root)
     return _evaluate(compiled, activation)
-
-
-def _cel_true(value: Any) -> bool:
-    return _is_cel_bool(value) and bool(value)
-
-
-def _cel_false(value: Any) -> bool:
-    return _is_cel_bool(value) and not bool(value)
-
-
-def _is_cel_bool(value: Any) -> bool:
-    return isinstance(value, (bool, cel_runtime().types.BoolType))
 
 
 def _to_cel(value: Any, node: Node | None, is_root: bool = False) -> Any:

@@ -265,38 +265,29 @@ class Validation:
 
     def _check_list_type(self, value: list[Any], node: Node, path: PathT) -> None:
         # structurallisttype.ValidateListSetsAndMaps: reported once per duplicated entry,
-        # at its second occurrence; never ratcheted.
-        if node.list_type == "set":
-            seen: Counter[str] = Counter()
-            for index, item in enumerate(value):
-                key = canonical(item)
-                seen[key] += 1
-                if seen[key] == 2:
-                    self.list_errors.append(
-                        FieldError(fpath((*path, index)), "Duplicate value", "", item)
-                    )
-        elif node.list_type == "map" and node.map_keys:
-            seen = Counter()
-            for index, item in enumerate(value):
+        # at its second occurrence (a set's item, a map's keys); never ratcheted.
+        is_map = node.list_type == "map" and bool(node.map_keys)
+        if node.list_type != "set" and not is_map:
+            return
+        seen: Counter[str] = Counter()
+        for index, item in enumerate(value):
+            shown = item
+            if is_map:
                 if not isinstance(item, dict):
+                    detail = "must be an object for an array of list-type map"
                     self.list_errors.append(
-                        FieldError(
-                            fpath((*path, index)),
-                            "Invalid value",
-                            "must be an object for an array of list-type map",
-                            item,
-                        )
+                        FieldError(fpath((*path, index)), "Invalid value", detail, item)
                     )
                     return
                 if any(k not in item for k in node.map_keys):
                     continue  # missing keys are "Required value" schema errors
-                key = canonical([item[k] for k in node.map_keys])
-                seen[key] += 1
-                if seen[key] == 2:
-                    keys = {k: item[k] for k in node.map_keys}
-                    self.list_errors.append(
-                        FieldError(fpath((*path, index)), "Duplicate value", "", keys)
-                    )
+                shown = {k: item[k] for k in node.map_keys}
+            key = canonical(shown)
+            seen[key] += 1
+            if seen[key] == 2:
+                self.list_errors.append(
+                    FieldError(fpath((*path, index)), "Duplicate value", "", shown)
+                )
 
     def _check_combinator(
         self, combinator: str, value: Any, node: Node, path: PathT, errors: list[FieldError]

@@ -327,8 +327,8 @@ class KueueSimulator:
                 unfit.add(key)
 
     def _cluster_queue_of(self, wl: JSON) -> tuple[ClusterQueue | None, str | None]:
-        _, lq = rules.local_queue_of(wl)
-        cq_name = self.local_queues.get(rules.local_queue_of(wl))
+        namespace, lq = rules.local_queue_of(wl)
+        cq_name = self.local_queues.get((namespace, lq))
         if cq_name is None:
             return None, f"LocalQueue {lq} doesn't exist"
         cq = self.cluster_queues.get(cq_name)
@@ -447,13 +447,7 @@ class KueueSimulator:
                 for wl in workloads
                 if not condition_true(wl, "QuotaReserved")
                 and not condition_true(wl, "Finished")
-                and self.local_queues.get(
-                    (
-                        wl["metadata"]["namespace"],
-                        str((wl.get("spec") or {}).get("queueName") or ""),
-                    )
-                )
-                == cq_name
+                and self.local_queues.get(rules.local_queue_of(wl)) == cq_name
             ]
         in_cq.sort(key=rules.queue_order)
         mine = [

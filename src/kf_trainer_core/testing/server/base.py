@@ -10,7 +10,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -107,15 +107,11 @@ class ServerBase:
     _inbox_scheduled: bool
     _commit_hooks: list[Callable[[WatchEvent], None]]
 
-    def _call(self, coro: Awaitable[_T]) -> _T:
+    def _call(self, coro: Coroutine[Any, Any, _T]) -> _T:
         """Run ``coro`` on the server's loop and wait for it (from another thread)."""
         if self._loop is None:
             raise RuntimeError("the server is not running")
-
-        async def wrapper() -> _T:
-            return await coro
-
-        return asyncio.run_coroutine_threadsafe(wrapper(), self._loop).result(30)
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(30)
 
     def _on_loop(self, fn: Callable[[], _T]) -> _T | None:
         """Run ``fn`` on the server's loop (directly when not running)."""

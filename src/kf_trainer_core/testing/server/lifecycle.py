@@ -243,21 +243,12 @@ class KubeTestServer(Dispatcher):
         self._fanned_rv = int(self.store.current_resource_version)
 
     async def _astop(self, *, abort: bool) -> None:
-        self._close_streams(abort=abort)
+        self._end_watches(abort)
+        self._end_log_streams(abort)
         runner, self._runner = self._runner, None
         if runner is not None:
             await asyncio.sleep(0)  # let the streams see their close flag
             await runner.cleanup()
-
-    def _close_streams(self, *, abort: bool) -> int:
-        n = 0
-        for watchers in self._watchers.values():
-            for w in watchers:
-                w.close(abort=abort)
-                n += 1
-        for f in self._followers:
-            f.close(abort=abort)
-        return n
 
     # ------------------------------------------------------------- state
 
@@ -280,7 +271,8 @@ class KubeTestServer(Dispatcher):
         """Back to a fresh server: objects, logs, faults, the request log and the token
         requirement cleared, open streams ended, the bookmark interval restored, the
         controller reset; namespaces and upstream runtimes seeded again."""
-        self._on_loop(lambda: self._close_streams(abort=False))
+        self.drop_watches()
+        self.drop_log_streams()
         self.disable_status_server()
         self.faults.clear()
         self.uninstall_kueue()

@@ -33,14 +33,14 @@ class PodLogMixin(ServerBase):
     def drop_log_streams(self, *, abort: bool = False) -> int:
         """End every open log follow stream (``abort``: reset the connection). Returns
         how many were open."""
+        return self._on_loop(lambda: self._end_log_streams(abort)) or 0
 
-        def run() -> int:
-            followers = list(self._followers)
-            for f in followers:
-                f.close(abort=abort)
-            return len(followers)
-
-        return self._on_loop(run) or 0
+    def _end_log_streams(self, abort: bool) -> int:
+        # On the loop.
+        followers = list(self._followers)
+        for f in followers:
+            f.close(abort=abort)
+        return len(followers)
 
     async def _pod_log(self, request: web.BaseRequest, ctx: Ctx) -> web.StreamResponse:
         route = ctx.route

@@ -127,16 +127,14 @@ class WatchMixin(ServerBase):
     def drop_watches(self, *, abort: bool = False) -> int:
         """End every open watch stream (``abort``: reset the connection instead of
         ending the stream cleanly). Returns how many were open."""
+        return self._on_loop(lambda: self._end_watches(abort)) or 0
 
-        def run() -> int:
-            n = 0
-            for watchers in self._watchers.values():
-                for w in watchers:
-                    w.close(abort=abort)
-                    n += 1
-            return n
-
-        return self._on_loop(run) or 0
+    def _end_watches(self, abort: bool) -> int:
+        # On the loop.
+        watchers = [w for open_ in self._watchers.values() for w in open_]
+        for w in watchers:
+            w.close(abort=abort)
+        return len(watchers)
 
     @property
     def open_watches(self) -> int:

@@ -78,10 +78,7 @@ class StoreBase:
         return str(self._horizon)
 
     def _bucket(self, res: Resource) -> dict[Key, JSON]:
-        b = self._data.get(res)
-        if b is None:
-            b = self._data[res] = {}
-        return b
+        return self._data.setdefault(res, {})
 
     def _key(self, res: Resource, namespace: str | None, name: str) -> Key:
         return ((namespace or "") if res.namespaced else "", name)

@@ -41,12 +41,6 @@ class PodLogs:
         """The nodes' clock: what stamps a log line written now."""
         return datetime.now(timezone.utc) + self.skew
 
-    def _stream(self, key: _LogKey) -> _Stream:
-        s = self._streams.get(key)
-        if s is None:
-            s = self._streams[key] = _Stream()
-        return s
-
     def append(
         self,
         namespace: str,
@@ -65,7 +59,7 @@ class PodLogs:
         base = stamp_of(timestamp or self.now())
         key = (namespace, pod, container)
         with self._lock:
-            s = self._stream(key)
+            s = self._streams.setdefault(key, _Stream())
             if s.closed:
                 # A new container instance started (restart): keep the old as "previous".
                 self._previous[key] = s
@@ -80,7 +74,7 @@ class PodLogs:
         """The container terminated: follow streams end once they have drained."""
         key = (namespace, pod, container)
         with self._lock:
-            self._stream(key).closed = True
+            self._streams.setdefault(key, _Stream()).closed = True
             listeners = list(self._listeners.get(key, ()))
         for wake in listeners:
             wake()
