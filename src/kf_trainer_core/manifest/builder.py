@@ -54,11 +54,7 @@ from kf_trainer_core.spec import (
 )
 from kf_trainer_core.spec import function as fn
 
-#: The TrainJob's API (from :mod:`kf_trainer_core.k8s.trainjob`, named here as before).
-GROUP = TRAINER_GROUP
-VERSION = TRAINER_API.rsplit("/", 1)[1]
 KIND = "TrainJob"
-PLURAL = "trainjobs"
 
 
 #: Labels and annotations the suite puts on every TrainJob it builds (from
@@ -283,7 +279,7 @@ def build_trainjob(
             "annotate references to large data instead of the data, or shorten the identity.",
             title="Cannot build the TrainJob",
         )
-    if not rt.observed and rt.name not in _known_names():
+    if not rt.known:
         warnings.append(
             f"runtime {rt.name!r} is not a default runtime and was not read from the cluster; "
             "name limits and the launcher were guessed."
@@ -297,12 +293,6 @@ def build_trainjob(
         identity=ident,
         warnings=tuple(warnings),
     )
-
-
-def _known_names() -> set[str]:
-    from kf_trainer_core.manifest.runtimes import DEFAULT_RUNTIMES
-
-    return set(DEFAULT_RUNTIMES)
 
 
 def spec_hash(manifest: Mapping[str, Any]) -> str:
@@ -378,7 +368,7 @@ def _job_name(
 
 
 def _name_limit(spec: TrainJobSpec, rt: RuntimeInfo) -> tuple[int, str]:
-    if rt.observed or rt.name in _known_names():
+    if rt.known:
         longest = max(rt.replicated_jobs, key=len, default=names.NODE)
         return rt.max_name_length, (
             f"runtime {rt.name!r} runs a {longest!r} step and JobSet pod names must fit "
@@ -438,7 +428,7 @@ def _trainer(spec: TrainJobSpec, rt: RuntimeInfo, problems: list[FieldProblem]) 
         return {}
     out: dict[str, Any] = {}
     if isinstance(t, BuiltinTrainer):
-        if rt.framework != "torchtune" and (rt.observed or rt.name in _known_names()):
+        if rt.framework != "torchtune" and rt.known:
             problems.append(
                 FieldProblem(
                     "trainer",
@@ -641,14 +631,13 @@ def _initializer(
     if init is None:
         return {}
     out: dict[str, Any] = {}
-    known = rt.observed or rt.name in _known_names()
     for key, step, item in (
         ("dataset", names.DATASET_INITIALIZER, init.dataset),
         ("model", names.MODEL_INITIALIZER, init.model),
     ):
         if item is None:
             continue
-        if known and step not in rt.replicated_jobs:
+        if rt.known and step not in rt.replicated_jobs:
             problems.append(
                 FieldProblem(
                     f"initializer.{key}",
@@ -723,7 +712,6 @@ def _to_api(value: Any) -> Any:
 def _runtime_patch(
     opt: RuntimePatch, where: str, rt: RuntimeInfo, problems: list[FieldProblem]
 ) -> dict[str, Any]:
-    known = rt.observed or rt.name in _known_names()
     spec = opt.training_runtime_spec
     rjobs = (
         (spec.template.spec.replicated_jobs or [])
@@ -732,7 +720,7 @@ def _runtime_patch(
     )
     for j, rjob in enumerate(rjobs):
         base = f"{where}.training_runtime_spec.template.spec.replicated_jobs[{j}]"
-        if known and rjob.name not in rt.replicated_jobs:
+        if rt.known and rjob.name not in rt.replicated_jobs:
             problems.append(
                 FieldProblem(
                     f"{base}.name",
