@@ -21,6 +21,7 @@ from kf_trainer_core.base import marks
 from kf_trainer_core.base.errors import FieldProblem, SpecError
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.fields import checks, names
+from kf_trainer_core.fields._model import field_problem
 from kf_trainer_core.fields.retention import ANNOTATIONS as RETENTION_ANNOTATIONS
 from kf_trainer_core.fields.retention import Retention
 from kf_trainer_core.fields.retention import stamp as stamp_retention
@@ -354,8 +355,7 @@ def _job_name(
         where = "options.Name" if opt is not None else "name"
         problem = names.name_problem(chosen, limit, why)
         if problem:
-            text, _, how = problem.partition(" Fix: ")
-            problems.append(FieldProblem(where, text, how))
+            problems.append(field_problem(where, problem))
         return chosen
     if not prefix and isinstance(spec.trainer, CustomTrainer) and spec.trainer.func.name:
         prefix = spec.trainer.func.name
@@ -467,8 +467,7 @@ def _trainer(spec: TrainJobSpec, rt: RuntimeInfo, problems: list[FieldProblem]) 
         try:
             out["command"] = custom_trainer_command(t, rt)
         except ValueError as exc:
-            text, _, how = str(exc).partition(" Fix: ")
-            problems.append(FieldProblem("trainer.func", text, how))
+            problems.append(field_problem("trainer.func", str(exc)))
     env = _env_list(t.env)
     if env:
         out["env"] = env
