@@ -386,6 +386,8 @@ def token_problem(values: Any, what: str) -> str | None:
 # --------------------------------------------------------------- Kubernetes names
 
 _RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+#: A Kubernetes object's name (RFC 1123 subdomain; at most 253 characters, checked apart).
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 
 def namespace_problem(namespace: Any, what: str = "namespace") -> str | None:
