@@ -332,7 +332,9 @@ def loading_errors(cfg: KubernetesConfig) -> Iterator[None]:
     except SpecError:
         raise
     except Exception as exc:
-        text = _scrub(f"{type(exc).__name__}: {exc}", _secrets_of(cfg))
+        text = f"{type(exc).__name__}: {exc}"
+        for secret in sorted(_secrets_of(cfg), key=len, reverse=True):
+            text = text.replace(secret, "***")
         field = "kubeconfig_content" if cfg.kubeconfig_content is not None else "kubeconfig"
         if cfg.mode() != "kubeconfig":
             field = "in_cluster" if cfg.mode() == "in-cluster" else "host"
@@ -366,12 +368,6 @@ def _secrets_of(cfg: KubernetesConfig) -> list[str]:
         elif isinstance(item, list):
             stack.extend(item)
     return found
-
-
-def _scrub(text: str, secrets: list[str]) -> str:
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
 
 
 def _read(path: Path, field: str) -> str:

@@ -24,7 +24,6 @@ from kf_trainer_core.fields import checks, names
 from kf_trainer_core.fields._model import field_problem
 from kf_trainer_core.fields.retention import ANNOTATIONS as RETENTION_ANNOTATIONS
 from kf_trainer_core.fields.retention import Retention
-from kf_trainer_core.fields.retention import stamp as stamp_retention
 from kf_trainer_core.k8s.trainjob import TRAINER_API, TRAINER_GROUP
 from kf_trainer_core.manifest.lineage import LINEAGE_INPUTS_ANNOTATION, inputs_annotation
 from kf_trainer_core.manifest.runtimes import GPU_RESOURCE, MIG_PREFIX, RuntimeInfo
@@ -262,7 +261,9 @@ def build_trainjob(
         annotations[LINEAGE_INPUTS_ANNOTATION] = lineage
     # How long the job stays once finished: read by prune, kept out of the spec hash
     # (a rerun with another retention is the same job, not a conflicting one).
-    stamp_retention(annotations, spec.option(Retention) or retention)
+    chosen = spec.option(Retention) or retention
+    if chosen is not None:
+        annotations.update(chosen.annotations())
     manifest: dict[str, Any] = {
         "apiVersion": TRAINER_API,
         "kind": KIND,
