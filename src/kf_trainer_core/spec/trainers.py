@@ -228,9 +228,7 @@ class CustomTrainer(_NodeTrainer):
     def _args(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
         if v is not None:
             check_json(v, "func_args")
-            problem = checks.token_problem(v, "func_args")
-            if problem:
-                raise ValueError(problem)
+            checks.refuse_tokens(v, "func_args")
         return v
 
     @field_validator("packages_to_install")
