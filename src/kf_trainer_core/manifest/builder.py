@@ -350,9 +350,8 @@ def _job_name(
 ) -> str:
     opt = spec.option(Name)
     limit, why = _name_limit(spec, rt)
-    if opt is not None or explicit is not None:
-        chosen = opt.name if opt is not None else explicit
-        assert chosen is not None
+    chosen = opt.name if opt is not None else explicit
+    if chosen is not None:
         where = "options.Name" if opt is not None else "name"
         problem = names.name_problem(chosen, limit, why)
         if problem:
@@ -360,12 +359,11 @@ def _job_name(
         return chosen
     if not prefix and isinstance(spec.trainer, CustomTrainer) and spec.trainer.func.name:
         prefix = spec.trainer.func.name
-    if ident is not None:
-        return names.name_from_identity(ident, prefix=prefix or "trainjob", limit=limit)
-    # No identity: name the job after its content (spec, labels, annotations), so the
-    # same request maps to one job and a different one to another.
-    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
-    return names.name_from_identity(digest, prefix=prefix or "trainjob", limit=limit)
+    if ident is None:
+        # No identity: name the job after its content (spec, labels, annotations), so the
+        # same request maps to one job and a different one to another.
+        ident = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+    return names.name_from_identity(ident, prefix=prefix or "trainjob", limit=limit)
 
 
 def _name_limit(spec: TrainJobSpec, rt: RuntimeInfo) -> tuple[int, str]:
