@@ -448,9 +448,7 @@ def parse_result(text: str | None) -> Any:
     log line). Returns ``None`` when there is none."""
     if not text:
         return None
-    text = text.strip()
-    if text.startswith(RESULT_MARKER.strip()):
-        text = text[len(RESULT_MARKER.strip()) :].strip()
+    text = text.strip().removeprefix(RESULT_MARKER.strip()).strip()
     try:
         return json.loads(text)
     except (ValueError, RecursionError):  # a job's text: never raise for it
