@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,15 +23,13 @@ from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_va
 from kf_trainer_core.base.errors import ClusterConfigError, FieldProblem, SpecError
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.fields import checks
-from kf_trainer_core.fields._model import SpecModel, fix
+from kf_trainer_core.fields._model import SpecModel, did_you_mean, fix
 from kf_trainer_core.fields.retention import Retention
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 #: Where the local and container backends keep their jobs unless ``state_dir`` says.
 STATE_DIR_ENV = "KF_TRAINER_STATE_DIR"
 DEFAULT_STATE_DIR = "~/.kf-trainer/local"
-#: A cluster-scoped object's name (RFC 1123 subdomain).
-_OBJECT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 
 class MultiKueueWorker(SpecModel):
@@ -151,19 +148,13 @@ class KubernetesConfig(SpecModel):
     @classmethod
     def _worker_names(cls, v: dict[str, MultiKueueWorker]) -> dict[str, MultiKueueWorker]:
         for name in v:
-            if not (0 < len(name) <= 253 and _OBJECT_NAME.match(name)):
+            if not (len(name) <= 253 and checks.DNS_SUBDOMAIN.match(name)):
                 raise ValueError(
                     fix(
                         f"{shown(name)} is not a MultiKueueCluster name.",
                         "use the names `kubectl get multikueueclusters` shows on the manager.",
                     )
                 )
-        return v
-
-    @field_validator("kueue_namespace")
-    @classmethod
-    def _kueue_namespace(cls, v: str) -> str:
-        checks.refuse_problem(v, checks.namespace_problem)
         return v
 
     def worker_config(
@@ -196,10 +187,10 @@ class KubernetesConfig(SpecModel):
             raise ValueError(f"no way to reach MultiKueue worker {shown(cluster)}")
         return KubernetesConfig(**tuning, kubeconfig_content=SecretStr(kubeconfig_content))
 
-    @field_validator("namespace", "host")
+    @field_validator("namespace", "kueue_namespace", "host")
     @classmethod
     def _namespace_or_host(cls, v: str | None, info: ValidationInfo) -> str | None:
-        check = checks.namespace_problem if info.field_name == "namespace" else _host_problem
+        check = _host_problem if info.field_name == "host" else checks.namespace_problem
         return checks.refuse_problem(v, check)
 
     @model_validator(mode="after")
@@ -341,7 +332,9 @@ def loading_errors(cfg: KubernetesConfig) -> Iterator[None]:
     except SpecError:
         raise
     except Exception as exc:
-        text = _scrub(f"{type(exc).__name__}: {exc}", _secrets_of(cfg))
+        text = f"{type(exc).__name__}: {exc}"
+        for secret in sorted(_secrets_of(cfg), key=len, reverse=True):
+            text = text.replace(secret, "***")
         field = "kubeconfig_content" if cfg.kubeconfig_content is not None else "kubeconfig"
         if cfg.mode() != "kubeconfig":
             field = "in_cluster" if cfg.mode() == "in-cluster" else "host"
@@ -362,10 +355,8 @@ def _secrets_of(cfg: KubernetesConfig) -> list[str]:
     ]
     data: Any = None
     try:
-        data = cfg.kubeconfig_dict()
-        if data is None and cfg.mode() == "kubeconfig" and cfg.kubeconfig_path().is_file():
-            data = _kubeconfig_mapping(cfg.kubeconfig_path().read_text(), "kubeconfig")
-    except (SpecError, OSError, UnicodeDecodeError):
+        data = _kubeconfig_document(cfg) if cfg.mode() == "kubeconfig" else cfg.kubeconfig_dict()
+    except (SpecError, OSError):
         data = None
     stack = [data.get("users")] if isinstance(data, dict) else []
     while stack:
@@ -377,12 +368,6 @@ def _secrets_of(cfg: KubernetesConfig) -> list[str]:
         elif isinstance(item, list):
             stack.extend(item)
     return found
-
-
-def _scrub(text: str, secrets: list[str]) -> str:
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
 
 
 def _read(path: Path, field: str) -> str:
@@ -543,9 +528,7 @@ class LocalConfig(SpecModel):
     @classmethod
     def _namespace(cls, v: str) -> str:
         # The namespace becomes a directory under state_dir: "../x" would escape it.
-        problem = checks.namespace_problem(v)
-        if problem:
-            raise ValueError(problem)
+        checks.refuse_problem(v, checks.namespace_problem)
         return v
 
     def resolve_namespace(self) -> str:
@@ -644,8 +627,6 @@ BACKENDS: dict[str, type[KubernetesConfig] | type[LocalConfig]] = {
 def unknown_backend_fix(name: str) -> str:
     """The fix for a backend name that is none of :data:`BACKENDS` (with a suggestion
     for a misspelt one)."""
-    from kf_trainer_core.fields._model import did_you_mean
-
     return "use one of " + ", ".join(repr(k) for k in BACKENDS) + "." + did_you_mean(name, BACKENDS)
 
 

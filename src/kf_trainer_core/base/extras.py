@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 
-#: The distribution whose extras install the optional libraries.
-DISTRIBUTION = "kf-trainer-suite"
+from kf_trainer_core.base.project import DISTRIBUTION
 
 
 class MissingExtraError(ModuleNotFoundError):

@@ -22,11 +22,13 @@ from typing import Any
 SCRIPT = "kf-trainer"
 
 
-def _in_uv_project(start: Path) -> bool:
-    for folder in (start, *start.parents):
-        if (folder / "uv.lock").is_file() and (folder / "pyproject.toml").is_file():
-            return True
-    return False
+def _run_by_uv() -> bool:
+    """Whether ``uv run`` started this process (``$UV`` set) inside a uv project."""
+    here = Path.cwd()
+    return bool(os.environ.get("UV")) and any(
+        (folder / "uv.lock").is_file() and (folder / "pyproject.toml").is_file()
+        for folder in (here, *here.parents)
+    )
 
 
 def program() -> str:
@@ -36,7 +38,7 @@ def program() -> str:
     the user's: a process it started (``$UV`` set) inside a uv project prints
     ``uv run --frozen kf-trainer``."""
     here = Path.cwd()
-    if os.environ.get("UV") and _in_uv_project(here):
+    if _run_by_uv():
         return f"uv run --frozen {SCRIPT}"
     bindir = Path(sys.executable).parent
     found = shutil.which(SCRIPT)
@@ -90,10 +92,7 @@ def command(config: Any, args: Iterable[str], *, namespace: str | None = None) -
 def python_command(args: Iterable[str]) -> str:
     """``python ARGS`` as the user starts this interpreter from the current directory
     (``uv run --frozen python`` inside a uv project run by uv)."""
-    if os.environ.get("UV") and _in_uv_project(Path.cwd()):
-        head = "uv run --frozen python"
-    else:
-        head = shlex.quote(sys.executable)
+    head = "uv run --frozen python" if _run_by_uv() else shlex.quote(sys.executable)
     return " ".join([head, *(shlex.quote(a) for a in args)])
 
 

@@ -25,7 +25,4 @@ TOKEN_SHAPES = (
 
 def token_kind(value: str) -> str | None:
     """What kind of credential ``value`` looks like (``"a GitHub token"``), or ``None``."""
-    for kind, shape in TOKEN_SHAPES:
-        if shape.search(value):
-            return kind
-    return None
+    return next((kind for kind, shape in TOKEN_SHAPES if shape.search(value)), None)

@@ -3,6 +3,7 @@ one rule of a duration argument (seconds) that every adapter checks its own by."
 
 from __future__ import annotations
 
+import itertools
 import math
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
@@ -25,15 +26,8 @@ def parse_time(text: str) -> datetime:
         text = text[:-1] + "+00:00"
     head, dot, rest = text.partition(".")
     if dot:
-        digits = ""
-        for i, ch in enumerate(rest):
-            if not ch.isdigit():
-                tail = rest[i:]
-                break
-            digits += ch
-        else:
-            tail = ""
-        text = f"{head}.{digits[:6].ljust(6, '0')}{tail}"
+        digits = "".join(itertools.takewhile(str.isdigit, rest))
+        text = f"{head}.{digits[:6].ljust(6, '0')}{rest[len(digits) :]}"
     value = datetime.fromisoformat(text)
     return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 

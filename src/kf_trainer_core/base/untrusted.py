@@ -90,11 +90,7 @@ def text(value: object, limit: int = LINE_LIMIT, *, newlines: bool = False) -> s
     # Look at a bounded prefix only: a 20 MB line costs its cut, not a scan of it all.
     extra = max(0, len(raw) - limit)
     head = raw[: limit + 256] if extra else raw
-    if newlines:
-        parts = [_one(part) for part in head.split("\n")]
-        clean = "\n".join(parts)
-    else:
-        clean = _one(head)
+    clean = "\n".join(_one(part) for part in head.split("\n")) if newlines else _one(head)
     if len(clean) > limit or extra:
         # The whole, marker included, fits the limit: cutting again changes nothing.
         if limit < 4 * _CUT_RESERVE:
@@ -131,12 +127,7 @@ def shown_line(raw: str, limit: int = LINE_LIMIT) -> str | None:
 
 def shown_lines(lines: Iterable[str], limit: int = LINE_LIMIT) -> list[str]:
     """:func:`shown_line` of each line, internal ones left out."""
-    out = []
-    for raw in lines:
-        shown = shown_line(raw, limit)
-        if shown is not None:
-            out.append(shown)
-    return out
+    return [shown for raw in lines if (shown := shown_line(raw, limit)) is not None]
 
 
 # Inside a line, these are what markdown and HTML read: emphasis, code, links and images

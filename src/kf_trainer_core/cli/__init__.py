@@ -78,10 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:
         click.echo(f"kf-trainer: error: {one_line(exc.format_message())}", err=True)
         return int(Exit.BAD_INPUT)
-    except click.Abort:
-        click.echo("kf-trainer: interrupted", err=True)
-        return int(Exit.INTERRUPTED)
-    except KeyboardInterrupt:
+    except (click.Abort, KeyboardInterrupt):
         click.echo("kf-trainer: interrupted", err=True)
         return int(Exit.INTERRUPTED)
     except Exception as exc:

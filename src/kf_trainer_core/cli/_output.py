@@ -124,9 +124,7 @@ def age(when: datetime | None, now: datetime | None = None) -> str:
 
 def duration(start: datetime | None, end: datetime | None) -> str:
     """How long a job ran (until now when it has not ended)."""
-    if start is None:
-        return "-"
-    return age(start, end) if end is not None else age(start)
+    return age(start, end)  # age's ``now`` is ``end``, or now when it is None
 
 
 def device_text(device: str | None, count: str | int | None, gpus: Sequence[str] = ()) -> str:

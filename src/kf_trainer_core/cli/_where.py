@@ -28,13 +28,8 @@ BACKEND_ENV = "KF_TRAINER_BACKEND"
 _KEY = "kf_where"
 _CONFIG = "kf_where_config"
 
-#: flag name -> the config field it sets.
-FIELDS = {
-    "namespace": "namespace",
-    "context": "context",
-    "kubeconfig": "kubeconfig",
-    "state_dir": "state_dir",
-}
+#: The flags that set a config field, each named as its field.
+FIELDS = ("namespace", "context", "kubeconfig", "state_dir")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -131,17 +126,17 @@ def backend_config(ctx: click.Context) -> Any:
     model = models[data["backend"]]
     if "namespace" in given:
         check_namespace(given["namespace"])
-    for flag, field in FIELDS.items():
-        if flag not in given:
+    for field in FIELDS:
+        if field not in given:
             continue
         if field not in model.model_fields:
-            option = "--" + flag.replace("_", "-")
+            option = "--" + field.replace("_", "-")
             users = [n for n, m in models.items() if field in m.model_fields]
             raise CliError(
                 f"{option} does not apply to the {data['backend']} backend. Fix: drop it, "
                 f"or add --backend {users[0] if users else '...'}."
             )
-        data[field] = given[flag]
+        data[field] = given[field]
     config = model.parse(data)
     ctx.find_root().meta[_CONFIG] = config
     _last[:] = [config]

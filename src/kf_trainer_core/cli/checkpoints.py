@@ -99,9 +99,7 @@ def clean(
         loc = client.clean_checkpoints(
             identity, checkpoints=_option(pvc, uri, mount_path), force=force
         )
-    except cs.CheckpointsInUseError as exc:
-        raise CliError(str(exc), Exit.CONFLICT) from None
-    except cs.CheckpointsNotRemovedError as exc:
+    except (cs.CheckpointsInUseError, cs.CheckpointsNotRemovedError) as exc:
         raise CliError(str(exc), Exit.CONFLICT) from None
     except cs.CheckpointsNotFoundError as exc:
         raise CliError(str(exc), Exit.NOT_FOUND) from None

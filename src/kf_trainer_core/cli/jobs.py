@@ -46,12 +46,6 @@ def _name(name: str) -> str:
 NAME = click.argument("name", callback=lambda _c, _p, v: _name(v))
 
 
-def progress_text(job: TrainJob) -> str:
-    """The job's own progress report (``status.trainerStatus``), e.g. ``40%``."""
-    pct = job.percent_done
-    return "-" if pct is None else f"{pct}%"
-
-
 def job_row(job: TrainJob) -> list[str]:
     # Restarting / Pending where the pods say so (the SDK's state is in -o json).
     status = job.display_status + (" (deleting)" if job.deleting else "")
@@ -63,7 +57,8 @@ def job_row(job: TrainJob) -> list[str]:
         str(job.num_nodes),
         age(job.creation_timestamp),
         duration(job.creation_timestamp, job.completion_timestamp),
-        progress_text(job),
+        # The job's own progress report (status.trainerStatus), e.g. 40%.
+        "-" if job.percent_done is None else f"{job.percent_done}%",
     ]
 
 

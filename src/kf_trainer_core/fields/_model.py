@@ -261,3 +261,10 @@ def suggest_keywords(func: _F) -> _F:
 def fix(problem: str, how: str) -> str:
     """Compose a validator message carrying both the problem and its fix."""
     return f"{problem}{FIX_MARK}{how}"
+
+
+def field_problem(field: str, message: str) -> FieldProblem:
+    """A ``"<problem> Fix: <fix>"`` message (what :func:`fix` composes) as the problem of
+    ``field``."""
+    problem, _, how = message.partition(FIX_MARK)
+    return FieldProblem(field, problem, how)

@@ -22,7 +22,7 @@ from kf_trainer_core.base.errors import FieldProblem, SpecError
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.base.secrets import token_kind
 from kf_trainer_core.base.timeutil import duration_problem
-from kf_trainer_core.fields._model import FIX_MARK, fix
+from kf_trainer_core.fields._model import FIX_MARK, field_problem, fix
 
 #: What separates a problem from its fix in a validator's message.
 FIX = FIX_MARK
@@ -84,12 +84,11 @@ def whole_quantity(qty: int | float | str) -> bool:
 
 def each(values: list[str] | None, problem_of: Callable[[str], str | None]) -> list[str] | None:
     """Check every entry of a list; problems are keyed by index (``[2]``)."""
-    problems = []
-    for i, value in enumerate(values or []):
-        problem = problem_of(value)
-        if problem:
-            text, _, how = problem.partition(FIX)
-            problems.append(FieldProblem(f"[{i}]", text, how))
+    problems = [
+        field_problem(f"[{i}]", problem)
+        for i, value in enumerate(values or [])
+        if (problem := problem_of(value))
+    ]
     if problems:
         raise SpecError(problems)
     return values
@@ -354,12 +353,11 @@ def check_env(env: Mapping[str, Any] | None) -> None:
     """Refuse clear-text credentials among ``env`` values (plain strings; references
     pass). Raises :class:`SpecError` whose problems are keyed by variable name, so the
     error names ``<field>.env.<NAME>``."""
-    problems: list[FieldProblem] = []
-    for name, value in (env or {}).items():
-        problem = env_value_problem(str(name), value)
-        if problem:
-            text, _, how = problem.partition(" Fix: ")
-            problems.append(FieldProblem(str(name), text, how))
+    problems = [
+        field_problem(str(name), problem)
+        for name, value in (env or {}).items()
+        if (problem := env_value_problem(str(name), value))
+    ]
     if problems:
         raise SpecError(problems)
 
@@ -388,6 +386,8 @@ def token_problem(values: Any, what: str) -> str | None:
 # --------------------------------------------------------------- Kubernetes names
 
 _RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+#: A Kubernetes object's name (RFC 1123 subdomain; at most 253 characters, checked apart).
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 
 def namespace_problem(namespace: Any, what: str = "namespace") -> str | None:
@@ -407,8 +407,7 @@ def check_namespace(namespace: Any, field: str = "namespace") -> str:
     """``namespace`` if valid, else :class:`SpecError` naming ``field``."""
     problem = namespace_problem(namespace)
     if problem:
-        text, _, how = problem.partition(" Fix: ")
-        raise SpecError.single(field, text, how)
+        raise SpecError(field_problem(field, problem))
     return str(namespace)
 
 
@@ -483,5 +482,4 @@ def check_step(step: Any, field: str = "step") -> None:
     """:func:`step_problem` as a :class:`SpecError` naming ``field``."""
     problem = step_problem(step)
     if problem:
-        text, _, how = problem.partition(FIX)
-        raise SpecError.single(field, text, how, title="Invalid arguments")
+        raise SpecError(field_problem(field, problem), title="Invalid arguments")

@@ -16,7 +16,7 @@ imports it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypedDict
 
 from pydantic import Field, model_validator
@@ -72,12 +72,6 @@ class Retention(SpecModel):
         if self.keep_last is not None:
             out[KEEP_LAST_ANNOTATION] = str(self.keep_last)
         return out
-
-
-def stamp(annotations: MutableMapping[str, str], retention: Retention | None) -> None:
-    """Write ``retention`` into a manifest's annotations (nothing for ``None``)."""
-    if retention is not None:
-        annotations.update(retention.annotations())
 
 
 def stamped(

@@ -21,9 +21,9 @@ from kf_trainer_core.base import marks
 from kf_trainer_core.base.errors import FieldProblem, SpecError
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.fields import checks, names
+from kf_trainer_core.fields._model import field_problem
 from kf_trainer_core.fields.retention import ANNOTATIONS as RETENTION_ANNOTATIONS
 from kf_trainer_core.fields.retention import Retention
-from kf_trainer_core.fields.retention import stamp as stamp_retention
 from kf_trainer_core.k8s.trainjob import TRAINER_API, TRAINER_GROUP
 from kf_trainer_core.manifest.lineage import LINEAGE_INPUTS_ANNOTATION, inputs_annotation
 from kf_trainer_core.manifest.runtimes import GPU_RESOURCE, MIG_PREFIX, RuntimeInfo
@@ -54,11 +54,7 @@ from kf_trainer_core.spec import (
 )
 from kf_trainer_core.spec import function as fn
 
-#: The TrainJob's API (from :mod:`kf_trainer_core.k8s.trainjob`, named here as before).
-GROUP = TRAINER_GROUP
-VERSION = TRAINER_API.rsplit("/", 1)[1]
 KIND = "TrainJob"
-PLURAL = "trainjobs"
 
 
 #: Labels and annotations the suite puts on every TrainJob it builds (from
@@ -265,7 +261,9 @@ def build_trainjob(
         annotations[LINEAGE_INPUTS_ANNOTATION] = lineage
     # How long the job stays once finished: read by prune, kept out of the spec hash
     # (a rerun with another retention is the same job, not a conflicting one).
-    stamp_retention(annotations, spec.option(Retention) or retention)
+    chosen = spec.option(Retention) or retention
+    if chosen is not None:
+        annotations.update(chosen.annotations())
     manifest: dict[str, Any] = {
         "apiVersion": TRAINER_API,
         "kind": KIND,
@@ -283,7 +281,7 @@ def build_trainjob(
             "annotate references to large data instead of the data, or shorten the identity.",
             title="Cannot build the TrainJob",
         )
-    if not rt.observed and rt.name not in _known_names():
+    if not rt.known:
         warnings.append(
             f"runtime {rt.name!r} is not a default runtime and was not read from the cluster; "
             "name limits and the launcher were guessed."
@@ -297,12 +295,6 @@ def build_trainjob(
         identity=ident,
         warnings=tuple(warnings),
     )
-
-
-def _known_names() -> set[str]:
-    from kf_trainer_core.manifest.runtimes import DEFAULT_RUNTIMES
-
-    return set(DEFAULT_RUNTIMES)
 
 
 def spec_hash(manifest: Mapping[str, Any]) -> str:
@@ -358,27 +350,24 @@ def _job_name(
 ) -> str:
     opt = spec.option(Name)
     limit, why = _name_limit(spec, rt)
-    if opt is not None or explicit is not None:
-        chosen = opt.name if opt is not None else explicit
-        assert chosen is not None
+    chosen = opt.name if opt is not None else explicit
+    if chosen is not None:
         where = "options.Name" if opt is not None else "name"
         problem = names.name_problem(chosen, limit, why)
         if problem:
-            text, _, how = problem.partition(" Fix: ")
-            problems.append(FieldProblem(where, text, how))
+            problems.append(field_problem(where, problem))
         return chosen
     if not prefix and isinstance(spec.trainer, CustomTrainer) and spec.trainer.func.name:
         prefix = spec.trainer.func.name
-    if ident is not None:
-        return names.name_from_identity(ident, prefix=prefix or "trainjob", limit=limit)
-    # No identity: name the job after its content (spec, labels, annotations), so the
-    # same request maps to one job and a different one to another.
-    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
-    return names.name_from_identity(digest, prefix=prefix or "trainjob", limit=limit)
+    if ident is None:
+        # No identity: name the job after its content (spec, labels, annotations), so the
+        # same request maps to one job and a different one to another.
+        ident = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+    return names.name_from_identity(ident, prefix=prefix or "trainjob", limit=limit)
 
 
 def _name_limit(spec: TrainJobSpec, rt: RuntimeInfo) -> tuple[int, str]:
-    if rt.observed or rt.name in _known_names():
+    if rt.known:
         longest = max(rt.replicated_jobs, key=len, default=names.NODE)
         return rt.max_name_length, (
             f"runtime {rt.name!r} runs a {longest!r} step and JobSet pod names must fit "
@@ -438,7 +427,7 @@ def _trainer(spec: TrainJobSpec, rt: RuntimeInfo, problems: list[FieldProblem]) 
         return {}
     out: dict[str, Any] = {}
     if isinstance(t, BuiltinTrainer):
-        if rt.framework != "torchtune" and (rt.observed or rt.name in _known_names()):
+        if rt.framework != "torchtune" and rt.known:
             problems.append(
                 FieldProblem(
                     "trainer",
@@ -477,8 +466,7 @@ def _trainer(spec: TrainJobSpec, rt: RuntimeInfo, problems: list[FieldProblem]) 
         try:
             out["command"] = custom_trainer_command(t, rt)
         except ValueError as exc:
-            text, _, how = str(exc).partition(" Fix: ")
-            problems.append(FieldProblem("trainer.func", text, how))
+            problems.append(field_problem("trainer.func", str(exc)))
     env = _env_list(t.env)
     if env:
         out["env"] = env
@@ -641,14 +629,13 @@ def _initializer(
     if init is None:
         return {}
     out: dict[str, Any] = {}
-    known = rt.observed or rt.name in _known_names()
     for key, step, item in (
         ("dataset", names.DATASET_INITIALIZER, init.dataset),
         ("model", names.MODEL_INITIALIZER, init.model),
     ):
         if item is None:
             continue
-        if known and step not in rt.replicated_jobs:
+        if rt.known and step not in rt.replicated_jobs:
             problems.append(
                 FieldProblem(
                     f"initializer.{key}",
@@ -723,7 +710,6 @@ def _to_api(value: Any) -> Any:
 def _runtime_patch(
     opt: RuntimePatch, where: str, rt: RuntimeInfo, problems: list[FieldProblem]
 ) -> dict[str, Any]:
-    known = rt.observed or rt.name in _known_names()
     spec = opt.training_runtime_spec
     rjobs = (
         (spec.template.spec.replicated_jobs or [])
@@ -732,7 +718,7 @@ def _runtime_patch(
     )
     for j, rjob in enumerate(rjobs):
         base = f"{where}.training_runtime_spec.template.spec.replicated_jobs[{j}]"
-        if known and rjob.name not in rt.replicated_jobs:
+        if rt.known and rjob.name not in rt.replicated_jobs:
             problems.append(
                 FieldProblem(
                     f"{base}.name",

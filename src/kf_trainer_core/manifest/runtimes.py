@@ -58,6 +58,12 @@ class RuntimeInfo:
         return "python"
 
     @property
+    def known(self) -> bool:
+        """Whether these facts are certain: read from the cluster, or those of a default
+        runtime (a guessed runtime's steps and policy are only likely)."""
+        return self.observed or self.name in DEFAULT_RUNTIMES
+
+    @property
     def max_name_length(self) -> int:
         """The longest TrainJob name whose pods fit."""
         return names.max_name_length(self.replicated_jobs)

@@ -326,10 +326,8 @@ def _checkpoints_prelude(body: str) -> str:
 def _carried_module(attr: str, func: str, tail: str) -> str:
     """A function ``func`` that imports ``kf_trainer_core.<attr>``, or registers the
     copy of its source the program carries, then runs ``tail``."""
-    from kf_trainer_core import checkpoints, report
-
-    module = {"report": report, "checkpoints": checkpoints}[attr]
     name = f"kf_trainer_core.{attr}"
+    module = importlib.import_module(name)
     return _CARRIED_TEMPLATE.format(
         func=func,
         attr=attr,
@@ -450,9 +448,7 @@ def parse_result(text: str | None) -> Any:
     log line). Returns ``None`` when there is none."""
     if not text:
         return None
-    text = text.strip()
-    if text.startswith(RESULT_MARKER.strip()):
-        text = text[len(RESULT_MARKER.strip()) :].strip()
+    text = text.strip().removeprefix(RESULT_MARKER.strip()).strip()
     try:
         return json.loads(text)
     except (ValueError, RecursionError):  # a job's text: never raise for it

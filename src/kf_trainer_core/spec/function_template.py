@@ -10,7 +10,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kf_trainer_core.base.errors import SpecError
-from kf_trainer_core.spec import CustomTrainer, Initializer, RuntimeRef, TrainJobSpec
+from kf_trainer_core.spec import (
+    CustomTrainer,
+    Initializer,
+    RuntimeRef,
+    TrainJobSpec,
+    train_spec,
+)
 
 __all__ = ["TRAINER_SETTINGS", "FunctionTemplate"]
 
@@ -48,12 +54,7 @@ class FunctionTemplate:
                 )
         # Validates the function (self-contained, not async) and every trainer field now.
         self.trainer = CustomTrainer(fn, **dict(trainer))
-        data: dict[str, Any] = {"trainer": self.trainer, "options": list(options or [])}
-        if runtime is not None:
-            data["runtime"] = runtime
-        if initializer is not None:
-            data["initializer"] = initializer
-        self.spec = TrainJobSpec(**data)
+        self.spec = train_spec(runtime, self.trainer, initializer, options)
 
     def spec_for(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TrainJobSpec:
         """The spec for one call: the arguments become ``func_args``."""

@@ -24,20 +24,20 @@ from kf_trainer_core.spec.common import (
 def _no_plain_secret(field: str, secret_key: str) -> AfterValidator:
     """A field check that refuses a credential given in clear text (it would be stored in
     the TrainJob), pointing at the Secret key to use instead."""
-    return AfterValidator(lambda value: _refuse_plain_secret(value, field, secret_key))
 
-
-def _refuse_plain_secret(value: str | None, field: str, secret_key: str) -> str | None:
-    if value:
-        raise ValueError(
-            fix(
-                f"`{field}` would be stored in clear text in the TrainJob, readable by anyone "
-                "who can read the job.",
-                f"put it in a Secret (kubectl create secret generic <name> "
-                f"--from-literal={secret_key}=...) and pass secret_ref='<name>'.",
+    def refuse(value: str | None) -> str | None:
+        if value:
+            raise ValueError(
+                fix(
+                    f"`{field}` would be stored in clear text in the TrainJob, readable by "
+                    "anyone who can read the job.",
+                    f"put it in a Secret (kubectl create secret generic <name> "
+                    f"--from-literal={secret_key}=...) and pass secret_ref='<name>'.",
+                )
             )
-        )
-    return value
+        return value
+
+    return AfterValidator(refuse)
 
 
 class _Initializer(SpecModel):
@@ -101,13 +101,6 @@ def _require_scheme(v: str, scheme: str, example: str) -> str:
     return v
 
 
-def _hf_uri(v: Any) -> Any:
-    # The SDK accepts a bare Hub id ("org/name"); the CRD wants a URI, so add the scheme.
-    if isinstance(v, str) and "://" not in v and v:
-        return f"hf://{v}"
-    return v
-
-
 class _HuggingFaceSource(_Initializer):
     """What HuggingFace Hub downloads share: the ``hf://`` URI and the token rule."""
 
@@ -119,7 +112,8 @@ class _HuggingFaceSource(_Initializer):
     @field_validator("storage_uri", mode="before")
     @classmethod
     def _add_scheme(cls, v: Any) -> Any:
-        return _hf_uri(v)
+        # The SDK accepts a bare Hub id ("org/name"); the CRD wants a URI: add the scheme.
+        return f"hf://{v}" if isinstance(v, str) and v and "://" not in v else v
 
 
 class _S3Source(_Initializer):

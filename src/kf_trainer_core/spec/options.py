@@ -3,7 +3,7 @@ and the runtime-patch models they carry."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, Field, field_validator
 
@@ -333,14 +333,8 @@ Option = Annotated[
     Field(discriminator="type"),
 ]
 
+#: The options a spec may hold several of; of every other kind it holds one at most.
+_REPEATABLE = {"Labels", "Annotations", "RuntimePatch"}
 SINGLE_OPTIONS = {
-    "Name",
-    "TrainerCommand",
-    "TrainerArgs",
-    "ActiveDeadlineSeconds",
-    "Suspend",
-    "ManagedBy",
-    "QueueName",
-    "Checkpoints",
-    "Retention",
-}
+    str(kind.model_fields["type"].default) for kind in get_args(get_args(Option)[0])
+} - _REPEATABLE

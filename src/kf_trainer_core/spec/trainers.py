@@ -12,7 +12,7 @@ from pydantic import AfterValidator, Discriminator, Field, Tag, field_validator,
 from kf_trainer_core.base.errors import SpecError
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.fields import checks
-from kf_trainer_core.fields._model import SpecModel, fix
+from kf_trainer_core.fields._model import SpecModel, field_problem, fix
 from kf_trainer_core.spec import function as fn
 from kf_trainer_core.spec.common import (
     DEFAULT_PIP_INDEX_URLS,
@@ -136,14 +136,14 @@ class TrainFunction(SpecModel):
                 checks.identifier_problem(attr, "the function")
             )
             if problem:
-                raise SpecError.single("ref", *problem.split(checks.FIX, 1))
+                raise SpecError(field_problem("ref", problem))
             if self.name is None:
                 object.__setattr__(self, "name", attr)
             problem = checks.identifier_problem(self.name or "", "the name")
             if problem:
                 # With embed=False the name is pasted into the program: it must be one
                 # Python identifier, or the job would fail (or worse) in the pod.
-                raise SpecError.single("name", *problem.split(checks.FIX, 1))
+                raise SpecError(field_problem("name", problem))
         else:
             assert self.source is not None
             name, source = fn.parse_source(self.source, self.name)
@@ -228,9 +228,7 @@ class CustomTrainer(_NodeTrainer):
     def _args(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
         if v is not None:
             check_json(v, "func_args")
-            problem = checks.token_problem(v, "func_args")
-            if problem:
-                raise ValueError(problem)
+            checks.refuse_tokens(v, "func_args")
         return v
 
     @field_validator("packages_to_install")
@@ -253,8 +251,7 @@ class CustomTrainer(_NodeTrainer):
         if self.func.source is not None and self.func.name is not None:
             problem = fn.call_problem(self.func.source, self.func.name, self.func_args)
             if problem:
-                text, _, how = problem.partition(checks.FIX)
-                raise SpecError.single("func_args", text, how)
+                raise SpecError(field_problem("func_args", problem))
         return self
 
     @field_validator("num_proc_per_node")

@@ -18,7 +18,7 @@ from kf_trainer_core.cluster.job_summary import job_summary, progress_descriptio
 from kf_trainer_core.cluster.outputs import JobOutputs
 from kf_trainer_core.cluster.status import TrainJob
 from kf_trainer_core.spec import Name, TrainJobSpec
-from kf_trainer_core.tasks.interruptions import Logger
+from kf_trainer_core.tasks.interruptions import Identity, Logger
 
 __all__ = [
     "ProgressLines",
@@ -36,8 +36,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-Identity = str | Sequence[str | int | None]
 
 
 def spec_of(spec: TrainJobSpec | Mapping[str, Any] | str) -> TrainJobSpec:
@@ -241,8 +239,8 @@ class ProgressState:
         )
 
     def failed(self, exc: Exception) -> None:
-        """A push failed: warn once (a display's hiccup must not fail the training)."""
-        # Progress is a view: a hiccup of the display's API must not fail the training.
+        """A push failed: warn once (progress is a view: a hiccup of the display's API
+        must not fail the training)."""
         if not self.warned:
             self.log.warning("could not update the progress artifact: %s", exc)
             self.warned = True

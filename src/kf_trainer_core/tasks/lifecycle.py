@@ -29,7 +29,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kf_trainer_core.base.portal import portal
@@ -225,12 +225,8 @@ class TaskJob:
         job = self.known(submitted.job)
         announce(self.logger, job, submitted.created, self.dashboard(job))
         attached = await self._resumed(client, job, submitted.created)
-        self._attached = Attached(
-            attached.job,
-            submitted.created,
-            resumed=attached.resumed,
-            replaced=replaced,
-            notice=submitted.reuse_notice(client.config),
+        self._attached = replace(
+            attached, replaced=replaced, notice=submitted.reuse_notice(client.config)
         )
         return self._attached
 
