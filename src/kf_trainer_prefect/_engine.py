@@ -19,7 +19,6 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 from uuid import UUID
 
@@ -227,7 +226,7 @@ class _Attempt:
         ``on_finish``."""
         task, publisher = self.task, self.publisher
         assert publisher is not None  # a task that waits publishes
-        async with _client(self.creds, self.namespace) as client, _Finishing(task, client) as done:
+        async with _client(self.creds, self.namespace) as client, _finishing(task, client) as done:
             async with runner_shutdown_cancels(), self.holding(client):
                 if read is None:
                     job = (await task.attach(client)).job
@@ -327,7 +326,10 @@ async def run(
     )
 
 
-class _Finishing:
+@asynccontextmanager
+async def _finishing(
+    task: TaskJob, client: AsyncTrainerClient
+) -> AsyncIterator[Callable[[JobOutputs], None]]:
     """``on_finish`` for a task's block (the core's
     :meth:`~kf_trainer_core.tasks.TaskJob.finish`): after the block has stored the
     outputs and said so (``done(outputs)``), delete the finished job per the action;
@@ -335,27 +337,18 @@ class _Finishing:
     for ``"delete"``. Any other exception (a timeout, a cancellation, a bad spec) leaves
     the job to ``on_cancel``. A failed delete is logged, never raised: the task's
     outcome is decided."""
+    from kf_trainer_core.errors import TrainJobFailedError
 
-    def __init__(self, task: TaskJob, client: AsyncTrainerClient) -> None:
-        self.task, self.client = task, client
-        self.outputs: JobOutputs | None = None
-
-    def __call__(self, outputs: JobOutputs) -> None:
-        self.outputs = outputs
-
-    async def __aenter__(self) -> _Finishing:
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        from kf_trainer_core.errors import TrainJobFailedError
-
-        if exc is None and self.outputs is not None:
-            await shielded(self.task.finish_outputs(self.client, self.outputs))
-        elif isinstance(exc, TrainJobFailedError) and exc.job is not None:
+    stored: list[JobOutputs] = []
+    try:
+        yield stored.append
+    except TrainJobFailedError as exc:
+        if exc.job is not None:
             status = exc.job.status.value
-            await shielded(self.task.finish(self.client, succeeded=False, status=status))
+            await shielded(task.finish(client, succeeded=False, status=status))
+        raise
+    if stored:
+        await shielded(task.finish_outputs(client, stored[-1]))
 
 
 async def submit(
