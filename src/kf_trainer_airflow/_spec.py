@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from kf_trainer_core.errors import FieldProblem, SpecError
+from kf_trainer_core.errors import SpecError
 from kf_trainer_core.tasks import checks, shown
 
 if TYPE_CHECKING:
@@ -200,9 +200,4 @@ def assemble(arguments: Mapping[str, Any]) -> TrainJobSpec:
             if not (isinstance(o, Mapping) and o.get("type") in replaced)
         ]
         data["options"] = [*kept, *extra]
-    try:
-        return TrainJobSpec.parse(data)
-    except SpecError:
-        raise
-    except ValueError as exc:  # pragma: no cover - parse raises SpecError for bad data
-        raise SpecError([FieldProblem("spec", str(exc))]) from None
+    return TrainJobSpec.parse(data)

@@ -17,13 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 try:
     from airflow.sdk.exceptions import AirflowFailException
 except ImportError:  # pragma: no cover - Airflow before the task SDK
     from airflow.exceptions import AirflowFailException  # type: ignore[no-redef]
 
+# The operator module imports this one only when a task fails: no import cycle.
+from kf_trainer_airflow.operators.trainjob import TrainJobFailedException
 from kf_trainer_core.errors import (
     DEFAULT_RETRY_ON,
     CapacityFailure,
@@ -34,51 +36,39 @@ from kf_trainer_core.errors import (
     failure_class_of,
 )
 
-if TYPE_CHECKING:
-    from kf_trainer_airflow.operators.trainjob import TrainJobFailedException
-
 #: The classes the operators fail fast on by default.
 DEFAULT_FAIL_FAST: tuple[str, ...] = (FailureClass.CONFIGURATION.value,)
 
 
-def _exception_types() -> dict[FailureClass, type[TrainJobFailedException]]:
-    from kf_trainer_airflow.operators.trainjob import TrainJobFailedException
-
-    return {
-        FailureClass.INFRASTRUCTURE: TrainJobInfrastructureException,
-        FailureClass.CAPACITY: TrainJobCapacityException,
-        FailureClass.CONFIGURATION: TrainJobConfigurationException,
-        FailureClass.USER_CODE: TrainJobUserCodeException,
-        FailureClass.UNKNOWN: TrainJobFailedException,
-    }
-
-
-def _base() -> type[Any]:
-    from kf_trainer_airflow.operators.trainjob import TrainJobFailedException
-
-    return TrainJobFailedException
-
-
-class TrainJobInfrastructureException(InfrastructureFailure, _base()):  # type: ignore[misc]
+class TrainJobInfrastructureException(InfrastructureFailure, TrainJobFailedException):
     """The TrainJob failed for the platform's sake (eviction, preemption, node loss,
     registry or API server trouble): a retry may succeed."""
 
 
-class TrainJobCapacityException(CapacityFailure, _base()):  # type: ignore[misc]
+class TrainJobCapacityException(CapacityFailure, TrainJobFailedException):
     """The TrainJob did not fit (out of memory, deadline, unschedulable, not admitted)."""
 
 
-class TrainJobConfigurationException(ConfigurationFailure, _base()):  # type: ignore[misc]
+class TrainJobConfigurationException(ConfigurationFailure, TrainJobFailedException):
     """The TrainJob cannot run as configured (missing image, bad runtime, secret)."""
 
 
-class TrainJobUserCodeException(UserCodeFailure, _base()):  # type: ignore[misc]
+class TrainJobUserCodeException(UserCodeFailure, TrainJobFailedException):
     """The training code failed (a traceback, a non-zero exit)."""
 
 
 class TrainJobConfigurationFailFast(TrainJobConfigurationException, AirflowFailException):
     """A configuration failure raised as ``AirflowFailException``: Airflow fails the
     task at once instead of retrying a job that cannot run."""
+
+
+_EXCEPTION_TYPES: dict[FailureClass, type[TrainJobFailedException]] = {
+    FailureClass.INFRASTRUCTURE: TrainJobInfrastructureException,
+    FailureClass.CAPACITY: TrainJobCapacityException,
+    FailureClass.CONFIGURATION: TrainJobConfigurationException,
+    FailureClass.USER_CODE: TrainJobUserCodeException,
+    FailureClass.UNKNOWN: TrainJobFailedException,
+}
 
 
 def failed_exception(
@@ -98,7 +88,7 @@ def failed_exception(
         klass = FailureClass(raw)
     except ValueError:
         klass = FailureClass.UNKNOWN
-    cls: type[TrainJobFailedException] = _exception_types()[klass]
+    cls = _EXCEPTION_TYPES[klass]
     if klass.value in set(fail_fast_on) and klass is FailureClass.CONFIGURATION:
         cls = TrainJobConfigurationFailFast
     if klass is not FailureClass.UNKNOWN and "failure class:" not in message:

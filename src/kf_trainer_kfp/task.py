@@ -159,11 +159,6 @@ def _client(inputs: Mapping[str, Any]) -> TrainerClient:
     return TrainerClient(_config(inputs))
 
 
-def _session(inputs: Mapping[str, Any], job: TaskJob) -> SyncTaskJob:
-    """The task's hold on its job, with its one client (on the task's event loop)."""
-    return SyncTaskJob(job, _config(inputs))
-
-
 def _spec(inputs: Mapping[str, Any], embedded: Mapping[str, Any]) -> TrainJobSpec:
     if "spec" in embedded:
         # A component made from a function: the spec was fixed when it was made, the
@@ -297,8 +292,7 @@ def _finish_or_explain(
                 task.finish(succeeded=False, status=err.job.status.value)
             raise
         except StepFailedError as err:
-            if err.job is not None:
-                _report_failure(artifacts, err.job, err.failure or Failure(reason="StepFailed"))
+            _report_failure(artifacts, err.job, err.failure or Failure(reason="StepFailed"))
             raise
 
     try:
@@ -324,13 +318,8 @@ def _classified(run: Callable[[], T]) -> T:
         if klass is None or klass is FailureClass.UNKNOWN:
             raise
         code = EXIT_CODES[klass]
-        kind = (
-            "TrainJobTimeoutError"
-            if isinstance(err, TrainJobTimeoutError)
-            else "TrainJobResultUnavailableError"
-            if isinstance(err, TrainJobResultUnavailableError)
-            else "TrainJobFailedError"
-        )
+        named = (TrainJobTimeoutError, TrainJobResultUnavailableError)
+        kind = next((k.__name__ for k in named if isinstance(err, k)), "TrainJobFailedError")
         say(f"{kind} ({type(err).__name__}): {err}")
         say(f"failure class: {klass.value}; exiting with code {code}")
         raise SystemExit(code) from None
@@ -358,7 +347,7 @@ def _launch(
             callbacks=[ProgressLines(say)],
         )
 
-    with _session(inputs, job) as task:
+    with SyncTaskJob(job, _config(inputs)) as task:
         say(f"identity {identity_text(ident)}, namespace {task.namespace}")
         out = _finish_or_explain(artifacts, task, work)
         return _reported(task, artifacts, out)
@@ -385,9 +374,8 @@ def _submit(
 ) -> tuple[Any, ...]:
     spec = _spec(inputs, embedded)
     ident = _identity(inputs)
-    action = check_action(str(inputs.get("on_cancel", "delete")))
-    job = TaskJob(spec, identity=ident, on_kill=action, logger=_Said())
-    with _session(inputs, job) as task:
+    job = _waits(inputs).task(spec, identity=ident)
+    with SyncTaskJob(job, _config(inputs)) as task:
         try:
             attached = guarded(task, job.attach)
         except SpecConflictError as err:
@@ -422,7 +410,7 @@ def _wait_step(
             )
         return done
 
-    with _session(inputs, job) as task:
+    with SyncTaskJob(job, _config(inputs)) as task:
         say(f"waiting for the {step} step of TrainJob {task.namespace}/{name}")
         done = _finish_or_explain(artifacts, task, work, finish_failed=False)
     return _job_outputs(
@@ -438,7 +426,7 @@ def _outputs(
     waits = _waits(inputs)
     job = waits.task()
     job.knows(name)
-    with _session(inputs, job) as task:
+    with SyncTaskJob(job, _config(inputs)) as task:
         out = _finish_or_explain(
             artifacts, task, lambda client: job.wait(client, timeout=waits.timeout)
         )

@@ -19,14 +19,12 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 from uuid import UUID
 
 from kf_trainer_core.spec import Labels, TrainJobSpec
 from kf_trainer_core.tasks import (
     JobOutputs,
-    JobState,
     TaskJob,
     TrainJob,
     decided_by,
@@ -228,7 +226,7 @@ class _Attempt:
         ``on_finish``."""
         task, publisher = self.task, self.publisher
         assert publisher is not None  # a task that waits publishes
-        async with _client(self.creds, self.namespace) as client, _Finishing(task, client) as done:
+        async with _client(self.creds, self.namespace) as client, _finishing(task, client) as done:
             async with runner_shutdown_cancels(), self.holding(client):
                 if read is None:
                     job = (await task.attach(client)).job
@@ -328,7 +326,10 @@ async def run(
     )
 
 
-class _Finishing:
+@asynccontextmanager
+async def _finishing(
+    task: TaskJob, client: AsyncTrainerClient
+) -> AsyncIterator[Callable[[JobOutputs], None]]:
     """``on_finish`` for a task's block (the core's
     :meth:`~kf_trainer_core.tasks.TaskJob.finish`): after the block has stored the
     outputs and said so (``done(outputs)``), delete the finished job per the action;
@@ -336,27 +337,18 @@ class _Finishing:
     for ``"delete"``. Any other exception (a timeout, a cancellation, a bad spec) leaves
     the job to ``on_cancel``. A failed delete is logged, never raised: the task's
     outcome is decided."""
+    from kf_trainer_core.errors import TrainJobFailedError
 
-    def __init__(self, task: TaskJob, client: AsyncTrainerClient) -> None:
-        self.task, self.client = task, client
-        self.outputs: JobOutputs | None = None
-
-    def __call__(self, outputs: JobOutputs) -> None:
-        self.outputs = outputs
-
-    async def __aenter__(self) -> _Finishing:
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        from kf_trainer_core.errors import TrainJobFailedError
-
-        if exc is None and self.outputs is not None:
-            await shielded(self.task.finish_outputs(self.client, self.outputs))
-        elif isinstance(exc, TrainJobFailedError) and exc.job is not None:
+    stored: list[JobOutputs] = []
+    try:
+        yield stored.append
+    except TrainJobFailedError as exc:
+        if exc.job is not None:
             status = exc.job.status.value
-            await shielded(self.task.finish(self.client, succeeded=False, status=status))
+            await shielded(task.finish(client, succeeded=False, status=status))
+        raise
+    if stored:
+        await shielded(task.finish_outputs(client, stored[-1]))
 
 
 async def submit(
@@ -374,52 +366,48 @@ async def submit(
     return job
 
 
-@dataclass
-class WaitOptions:
-    """How :func:`wait` waits (the task arguments)."""
-
-    namespace: str | None = None
-    status: str | Sequence[str] = (JobState.COMPLETE.value,)
-    timeout: float | None = None
-    startup_timeout: float | None = None
-    on_cancel: str = "delete"
-    artifacts: bool = True
-    on_finish: str = "keep"
-
-    def __post_init__(self) -> None:
-        self.status = (self.status,) if isinstance(self.status, str) else tuple(self.status)
+# The tasks below are :mod:`kf_trainer_prefect.tasks`' bodies: the task holds the
+# defaults and the documentation (Prefect reads its signature), and passes every
+# argument.
 
 
-async def wait(job: JobRef, credentials: CredentialsLike | None, opts: WaitOptions) -> JobOutputs:
-    """Wait (event-driven) until the job reaches one of ``opts.status``, with the
-    progress artifact kept current; return its outputs."""
+async def wait(
+    job: JobRef,
+    credentials: CredentialsLike | None,
+    *,
+    namespace: str | None,
+    status: str | Sequence[str],
+    timeout: float | None,
+    startup_timeout: float | None,
+    on_cancel: CancelAction,
+    artifacts: bool,
+    on_finish: str,
+) -> JobOutputs:
+    """``wait_trainjob``: wait (event-driven) until the job reaches one of ``status``,
+    with the progress artifact kept current; return its outputs."""
     run = current_run()
-    check_action(opts.on_cancel)
+    check_action(on_cancel)
     name = job_name_of(job)
     task = TaskJob(
-        on_kill=opts.on_cancel,
-        on_finish=opts.on_finish,
+        on_kill=on_cancel,
+        on_finish=on_finish,
         logger=run.logger,
         terms=Terms(rerun="re-running this flow run"),
     )
     task.knows(name)
     creds = await aload_credentials(credentials)
-    attempt = _Attempt(run, creds, opts.namespace, ArtifactPublisher(opts.artifacts), task)
+    attempt = _Attempt(run, creds, namespace, ArtifactPublisher(artifacts), task)
+    wanted = (status,) if isinstance(status, str) else tuple(status)
     return await attempt.to_the_end(
         lambda client, _job, on_update: task.wait(
             client,
-            tuple(opts.status),
-            timeout=opts.timeout,
-            startup_timeout=opts.startup_timeout,
+            wanted,
+            timeout=timeout,
+            startup_timeout=startup_timeout,
             callbacks=[on_update],
         ),
         read=name,
     )
-
-
-# The tasks below are :mod:`kf_trainer_prefect.tasks`' bodies: the task holds the
-# defaults and the documentation (Prefect reads its signature), and passes every
-# argument.
 
 
 async def logs(
@@ -477,7 +465,7 @@ async def cancel(
 TASK_BODIES: dict[str, Callable[[Any, CredentialsLike | None, dict[str, Any]], Awaitable[Any]]] = {
     "run": lambda spec, credentials, opts: run(spec, credentials, RunOptions(**opts)),
     "submit": lambda spec, credentials, opts: submit(spec, credentials, RunOptions(**opts)),
-    "wait": lambda job, credentials, opts: wait(job, credentials, WaitOptions(**opts)),
+    "wait": lambda job, credentials, opts: wait(job, credentials, **opts),
     "logs": lambda job, credentials, opts: logs(job, credentials, **opts),
     "outputs": lambda job, credentials, opts: outputs(job, credentials, **opts),
     "cancel": lambda job, credentials, opts: cancel(job, credentials, **opts),

@@ -87,11 +87,9 @@ class ConnectionConfigError(ValueError):
 class TrainerConnection:
     """What a connection says: the backend config and the dashboard link template."""
 
+    # The dataclass's repr shows the config's, which hides its secrets.
     config: BackendConfig
     dashboard_url: str | None = None
-
-    def __repr__(self) -> str:  # the config's repr hides its secrets; keep it that way
-        return f"TrainerConnection(config={self.config!r}, dashboard_url={self.dashboard_url!r})"
 
 
 def _blank(value: Any) -> bool:

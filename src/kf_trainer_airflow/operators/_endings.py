@@ -38,47 +38,6 @@ def print_log_tail(op: TrainJobOperator, task: SyncTaskJob) -> None:
             op.log.info("[%s] %s", op.log_step, line)
 
 
-def fail(
-    op: TrainJobOperator,
-    task: SyncTaskJob,
-    message: str,
-    failure: Mapping[str, Any] | None,
-    *,
-    finish_job: bool = True,
-    failure_class: Any = None,
-    timed_out: bool = False,
-) -> NoReturn:
-    """Log the job's events, apply ``on_finish_action`` and raise the failure. A
-    timeout's message (``timed_out``) is kept as the core wrote it: what holds the job
-    up, the fix of its class and what is left behind — the same words as the CLI's."""
-    from kf_trainer_airflow.failures import failed_exception
-
-    log_events(op, task)
-    if finish_job:
-        # on_finish_action: only a finished job is deleted (a task that stopped waiting
-        # leaves an unfinished one as it is).
-        task.finish(succeeded=False)
-    if failure and op.get_logs and op.log_tail and not timed_out:
-        # The task log already shows the job's log (streamed, or its tail after a
-        # deferred wait) and events: the error says why once, without them again.
-        from kf_trainer_core.tasks import Failure
-
-        brief = Failure.model_validate({**failure, "log_tail": [], "events": []})
-        message = f"{op._where} failed: {brief.describe()} (its log and events are above)"
-    if not message.startswith("TrainJob "):
-        message = f"TrainJob {message}"
-    # A type per failure class (for retry policies); configuration fails fast.
-    # `from None`: the core's error said the same; a chained traceback repeats it.
-    raise failed_exception(
-        message,
-        job_name=op._job_name,
-        namespace=op._job_namespace,
-        failure=failure,
-        failure_class=failure_class,
-        fail_fast_on=getattr(op, "fail_fast_on", ("configuration",)),
-    ) from None
-
-
 def fail_event(op: TrainJobOperator, event: Mapping[str, Any]) -> NoReturn:
     """A deferred wait's unsuccessful event (failed, timed out, deleted, an error): the
     log's tail when the trigger did not show the log, the job's events, then the
@@ -107,18 +66,39 @@ def fail_event(op: TrainJobOperator, event: Mapping[str, Any]) -> NoReturn:
 
 def fail_ended(op: TrainJobOperator, task: SyncTaskJob, event: Mapping[str, Any]) -> NoReturn:
     """A wait's bad ending (``failed``, ``timeout``, ``deleted``, ``error``: the
-    trigger's event, or what the worker's wait raised, told alike): a failed or timed
-    out job gets ``on_finish_action``; a timeout keeps the core's message."""
+    trigger's event, or what the worker's wait raised, told alike): log the job's
+    events, apply ``on_finish_action`` to a failed or timed out job and raise the
+    failure. A timeout's message is kept as the core wrote it: what holds the job up,
+    the fix of its class and what is left behind — the same words as the CLI's."""
+    from kf_trainer_airflow.failures import failed_exception
+
     status = event.get("status")
-    fail(
-        op,
-        task,
-        str(event.get("message") or f"{op._where} ended with {status}"),
-        event.get("failure"),
-        finish_job=status in ("failed", "timeout"),
+    message = str(event.get("message") or f"{op._where} ended with {status}")
+    failure = event.get("failure")
+    log_events(op, task)
+    if status in ("failed", "timeout"):
+        # on_finish_action: only a finished job is deleted (a task that stopped waiting
+        # leaves an unfinished one as it is).
+        task.finish(succeeded=False)
+    if failure and op.get_logs and op.log_tail and status != "timeout":
+        # The task log already shows the job's log (streamed, or its tail after a
+        # deferred wait) and events: the error says why once, without them again.
+        from kf_trainer_core.tasks import Failure
+
+        brief = Failure.model_validate({**failure, "log_tail": [], "events": []})
+        message = f"{op._where} failed: {brief.describe()} (its log and events are above)"
+    if not message.startswith("TrainJob "):
+        message = f"TrainJob {message}"
+    # A type per failure class (for retry policies); configuration fails fast.
+    # `from None`: the core's error said the same; a chained traceback repeats it.
+    raise failed_exception(
+        message,
+        job_name=op._job_name,
+        namespace=op._job_namespace,
+        failure=failure,
         failure_class=event.get("failure_class"),
-        timed_out=status == "timeout",
-    )
+        fail_fast_on=getattr(op, "fail_fast_on", ("configuration",)),
+    ) from None
 
 
 def tail_at_resume(op: TrainJobOperator, event: Mapping[str, Any]) -> bool:

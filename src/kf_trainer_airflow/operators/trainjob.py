@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
     from kf_trainer_airflow.hooks.trainer import KubeflowTrainerHook
     from kf_trainer_core.spec import TrainJobSpec
-    from kf_trainer_core.tasks import JobOutputs, SyncTaskJob
+    from kf_trainer_core.tasks import JobOutputs, SyncTaskJob, TrainJob
 
 #: Job states in which a retry waits for the job instead of submitting another.
 ACTIVE_STATES = ("Created", "Running", "Suspended")
@@ -360,22 +360,21 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         core's submit-or-reattach: a suspended attempt is resumed, a failed fixed-name
         job replaced)."""
         job = self._session(context).attach().job
-        self._job_uid = job.uid
-        self._attach(job.name, job.namespace, context)
+        self._attach(job, context)
         return job.name
 
-    def _attach(self, name: str, namespace: str | None, context: Context) -> None:
+    def _attach(self, job: TrainJob, context: Context) -> None:
         """Remember the job and publish its name, namespace and link (also for a try
         that reconnects without submitting)."""
-        self._job_name = name
-        self._job_namespace = namespace or self.hook.get_backend_config().resolve_namespace()
+        self._job_name, self._job_uid = job.name, job.uid
+        self._job_namespace = job.namespace or self.hook.get_backend_config().resolve_namespace()
         if self._published:
             return
         self._published = True
         ti = context["ti"]
-        ti.xcom_push(key="job_name", value=name)
+        ti.xcom_push(key="job_name", value=job.name)
         ti.xcom_push(key="namespace", value=self._job_namespace)
-        url = self.hook.dashboard_url(name, self._job_namespace, self.dashboard_url)
+        url = self.hook.dashboard_url(job.name, self._job_namespace, self.dashboard_url)
         # Pushed even when empty: the link reads it when the task ends, and an absent
         # key would be logged as an error there.
         ti.xcom_push(key=LINK_XCOM_KEY, value=url or "")
@@ -387,9 +386,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         job a killed try suspended is resumed) and publish it."""
         if self._job_name == name:
             return
-        job = self._session(context).reattach(name).job
-        self._job_uid = job.uid
-        self._attach(job.name, job.namespace, context)
+        self._attach(self._session(context).reattach(name).job, context)
 
     def get_job_status(self, external_id: Any, context: Context) -> str:
         """The stored job's state (``NotFound`` when it is gone)."""

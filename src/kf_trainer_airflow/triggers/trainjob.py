@@ -19,6 +19,7 @@ made in ``cleanup()``, which runs on every exit, restarts included.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import AsyncIterator, Sequence
 from functools import cached_property
@@ -137,26 +138,11 @@ class TrainJobTrigger(BaseTrigger):
         self._kill: asyncio.Future[None] | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
+        # Each argument is kept under its own name (and rendered JSON-ready) by __init__.
+        names = list(inspect.signature(TrainJobTrigger.__init__).parameters)[1:]
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "job_name": self.job_name,
-                "namespace": self.namespace,
-                "kubeflow_trainer_conn_id": self.kubeflow_trainer_conn_id,
-                "status": list(self.status),
-                "step": self.step,
-                "step_status": list(self.step_status),
-                "startup_timeout": self.startup_timeout,
-                "admission_timeout": self.admission_timeout,
-                "timeout": self.timeout,
-                "on_kill_action": self.on_kill_action,
-                "recheck_interval": self.recheck_interval,
-                "report_progress": self.report_progress,
-                "deferred_at": self.deferred_at,
-                "resume_grace": self.resume_grace,
-                "log_step": self.log_step,
-                "log_tail": self.log_tail,
-            },
+            {name: getattr(self, name) for name in names},
         )
 
     @cached_property
