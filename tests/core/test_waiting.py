@@ -236,3 +236,22 @@ def test_a_job_nothing_holds_up_is_told_to_wait_longer() -> None:
     )
     assert fix.startswith("wait longer (kf-trainer -n ns jobs wait j)")
     assert lines[-1].startswith("left behind: TrainJob ns/j still exists (Running)")
+
+
+def test_what_several_containers_ask_is_summed_only_from_ascii_digits() -> None:
+    """A pod's containers' asks are summed only when each is a whole number by the rule
+    for cluster data: a superscript two passes ``str.isdigit`` and made ``int()`` raise
+    (the reader must never raise on what a cluster holds)."""
+    message = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
+
+    def asking(*values: str) -> dict[str, Any]:
+        found = unschedulable(message)[0]
+        found["spec"]["containers"] = [
+            {"name": f"c{i}", "resources": {"requests": {"nvidia.com/gpu": v}}}
+            for i, v in enumerate(values)
+        ]
+        return found
+
+    assert "can give it 3 nvidia.com/gpu" in scheduler_reason(message, asking("1", "2"))
+    shown = scheduler_reason(message, asking("1", "\u00b2"))
+    assert shown == "0/4 nodes are available: 4 Insufficient nvidia.com/gpu"

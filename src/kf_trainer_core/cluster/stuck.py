@@ -167,8 +167,11 @@ def _asked(pod: Pod, resource: str) -> str | None:
             asks.append(str(value))
     if len(asks) == 1:
         return asks[0]
-    if asks and all(a.isdigit() for a in asks):
-        return str(sum(int(a) for a in asks))
+    # Read as whole numbers by the rule for cluster data (int() takes other scripts'
+    # digits, and raises on a superscript two, which passes str.isdigit).
+    counts = [untrusted.whole_number(a) for a in asks]
+    if counts and None not in counts:
+        return str(sum(c for c in counts if c is not None))
     return None
 
 
