@@ -23,6 +23,7 @@ from local_jobs import sleeper, spawn_tree
 from kf_trainer_core.backends.local import workspace_of
 from kf_trainer_core.backends.local._common import Paths
 from kf_trainer_core.backends.local.procs import JobLock, processes_of_job
+from kf_trainer_core.backends.local.store import PODS, TRAINJOBS, Store
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
 from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.config import LocalConfig
@@ -97,3 +98,36 @@ async def test_async_wait_sees_a_killed_supervisor(
         return [line async for line in aclient.get_job_logs(name, follow=True)]
 
     assert isinstance(await asyncio.wait_for(follow(), 20), list)
+
+
+def test_a_job_whose_supervisor_died_while_suspending_resumes_and_runs(
+    client: TrainerClient, config: LocalConfig
+) -> None:
+    """The supervisor is killed after the suspend was asked and before it acted on it:
+    the reader that repairs the job suspends it as a JobSet suspends — its pods deleted,
+    ``jobsStatus`` kept — so a resume runs the job again. The repair used to leave the
+    dead pods ``Running`` in the store, and the resumed supervisor took them for a
+    crash and failed the job."""
+    name = client.train(trainer=CustomTrainer(sleeper))
+    job = client.wait_for_job_status(name, "Running", timeout=60)
+    pid = _supervisor_pid(config, str(job.uid))
+    os.kill(pid, signal.SIGSTOP)  # it cannot act on the suspend
+    try:
+        client.suspend_job(name)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not process_alive(pid), 10, "the supervisor's end")
+    client.wait_for_job_status(name, "Suspended", timeout=30)
+    store = Store(Paths(str(config.state_dir)).db)
+    try:
+        pods, _ = store.select(PODS)
+        stored = store.get(TRAINJOBS, job.namespace, name)
+    finally:
+        store.close()
+    assert [p for p in pods if p["metadata"]["name"].startswith(f"{name}-")] == []
+    assert stored is not None
+    assert [s.get("name") for s in stored["status"]["jobsStatus"]] == ["node"]
+
+    client.resume_job(name)
+    assert client.wait_for_job_status(name, "Running", timeout=60).status is JobState.RUNNING
+    client.delete_job(name)

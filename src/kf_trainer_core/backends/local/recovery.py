@@ -81,7 +81,7 @@ def _repair(paths: Paths, store: Store, uid: str) -> bool:
         if not record.load():
             kill_tree([], uid, grace=1.0)
             return False
-        supervisor.kubelet.plan = plan
+        supervisor.load_plan(plan)
         if record.deleting:
             supervisor.purge()
             return True
@@ -89,6 +89,7 @@ def _repair(paths: Paths, store: Store, uid: str) -> bool:
         if record.terminal():
             return False
         if record.spec.get("suspend"):
+            supervisor.drop_stale(record.unfinished_pods())
             supervisor.ensure_suspended()
             return True
         stale = record.unfinished_pods()

@@ -23,6 +23,7 @@ start-up time is part of every job's latency.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import signal
 import socket
 import sys
@@ -119,13 +120,18 @@ class JobSupervisor:
 
     # ------------------------------------------------------------------ the run
 
+    def load_plan(self, plan: JSON) -> None:
+        """Take the submitter's ``plan`` for the job, and from it the replicated jobs its
+        ``jobsStatus`` lists before any pod is made."""
+        self.kubelet.plan = plan
+        runtime = plan.get("runtime") or {}
+        self.record.expected = dict.fromkeys(runtime.get("replicated_jobs") or [NODE], 0)
+
     def run(self) -> None:
         record = self.record
         if not record.load():
             return
-        self.kubelet.plan = self.store.get_plan(self.place.uid) or {}
-        runtime = self.kubelet.plan.get("runtime") or {}
-        record.expected = dict.fromkeys(runtime.get("replicated_jobs") or [NODE], 0)
+        self.load_plan(self.store.get_plan(self.place.uid) or {})
         if record.deleting:
             self.purge()
             return
@@ -316,6 +322,22 @@ class JobSupervisor:
                 record.jobset_event(tx, "Normal", *JS_SUSPENDED)
             record.set_condition(tx, SUSPENDED, "True", *TRAINJOB_SUSPENDED)
             record.write_jobs_status(tx, suspended=True)
+
+    def drop_stale(self, stale: list[JSON]) -> None:
+        """Delete the pods a dead supervisor left unfinished, with their logs, as the
+        Jobs of a suspended JobSet delete theirs: a resume then starts them afresh
+        instead of taking them for a crash."""
+        namespace = self.place.namespace
+        with self.store.write() as tx:
+            for pod in stale:
+                meta = pod.get("metadata") or {}
+                rjob = str((meta.get("labels") or {}).get(REPLICATED_JOB_LABEL) or NODE)
+                message = f"Deleted pod: {meta.get('name')}"
+                self.record.job_event(tx, rjob, "Normal", "SuccessfulDelete", message)
+                tx.delete(PODS, namespace, str(meta.get("name")))
+        for pod in stale:
+            log_dir = self.place.paths.log_dir(namespace, str(pod["metadata"].get("name")))
+            shutil.rmtree(log_dir, ignore_errors=True)
 
     def ensure_suspended(self) -> None:
         if self.kubelet.runner is not None:
