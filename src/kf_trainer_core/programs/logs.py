@@ -13,12 +13,10 @@ from kf_trainer_core.base.aio import TaskScope
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.base.timeutil import parse_time
 from kf_trainer_core.cluster.status import (
-    _is_mpi,
     failing_pod,
     job_state,
-    pod_recency,
+    newest_by_step,
     reports_in_log,
-    step_name,
     with_trainer_status,
 )
 from kf_trainer_core.errors import SpecError, TrainJobFailedError
@@ -48,9 +46,8 @@ def _container_for(step: str) -> str:
     return step if step in (names.DATASET_INITIALIZER, names.MODEL_INITIALIZER) else names.NODE
 
 
-def _pod_for_step(pods: list[dict[str, Any]], step: str) -> dict[str, Any] | None:
-    mpi = _is_mpi(pods)
-    return max((p for p in pods if step_name(p, mpi) == step), key=pod_recency, default=None)
+def _pod_for_step(pods: list[dict[str, Any]], step: str) -> Mapping[str, Any] | None:
+    return newest_by_step(pods).get(step)
 
 
 def _started(pod: Mapping[str, Any], container: str) -> bool:
@@ -76,8 +73,7 @@ async def _refuse_missing_step(
     obj = await get_object(api, namespace, name)  # TrainJobNotFoundError if it is not there
     if not pods or not job_state(obj).terminal:
         return  # the step may not have started yet
-    mpi = _is_mpi(pods)
-    have = sorted({s for s in (step_name(p, mpi) for p in pods) if s})
+    have = sorted(newest_by_step(pods))
     raise SpecError.single(
         "step",
         f"TrainJob {name} has no step {shown(step)}; its steps are {', '.join(have)}.",
