@@ -16,13 +16,9 @@ import concurrent.futures
 import importlib
 import sys
 import threading
-from collections.abc import Callable
 from types import ModuleType
-from typing import TypeVar
 
-T = TypeVar("T")
-
-__all__ = ["imported", "off_loop"]
+__all__ = ["imported"]
 
 
 # Imports started by :func:`imported`, whichever loop or thread asked first.
@@ -55,8 +51,3 @@ def _import_into(name: str, future: concurrent.futures.Future[ModuleType]) -> No
         with _IMPORTS_LOCK:
             _IMPORTS.pop(name, None)  # a later call tries again
         future.set_exception(exc)
-
-
-async def off_loop(fn: Callable[[], T]) -> T:
-    """``fn()`` in a worker thread (synchronous file reads and parsing)."""
-    return await asyncio.to_thread(fn)

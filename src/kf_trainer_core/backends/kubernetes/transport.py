@@ -319,11 +319,9 @@ class AsyncTransport:
 
 
 async def _load_async(cfg: KubernetesConfig, target: Any) -> Any:
-    from kf_trainer_core.base.offloop import off_loop
-
     # Checking the files, reading and parsing them: synchronous work, done in a worker
     # thread; only the loader's own (asynchronous) step runs on the loop.
-    loader = await off_loop(lambda: _async_loader(cfg, target))
+    loader = await asyncio.to_thread(_async_loader, cfg, target)
     if loader is not None:
         with loading_errors(cfg):
             await loader.load_and_set(target)
