@@ -146,6 +146,15 @@ def scripted(counter: str, plan: str = "fail,sleep") -> str:
     return f"run {n}"
 
 
+def sleep_on_rank(rank: int = 0, seconds: float = 60) -> None:
+    """Rank ``rank`` sleeps; the others end at once."""
+    import os
+    import time
+
+    if int(os.environ.get("RANK", "0")) == rank:
+        time.sleep(seconds)
+
+
 def sleeper(seconds: float = 60) -> None:
     import time
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from local_helpers import process_alive, wait_for
-from local_jobs import sleeper, spawn_tree
+from local_jobs import sleep_on_rank, sleeper, spawn_tree
 
 from kf_trainer_core.backends.local import workspace_of
 from kf_trainer_core.backends.local._common import Paths
@@ -104,12 +104,19 @@ def test_a_job_whose_supervisor_died_while_suspending_resumes_and_runs(
     client: TrainerClient, config: LocalConfig
 ) -> None:
     """The supervisor is killed after the suspend was asked and before it acted on it:
-    the reader that repairs the job suspends it as a JobSet suspends — its pods deleted,
-    ``jobsStatus`` kept — so a resume runs the job again. The repair used to leave the
-    dead pods ``Running`` in the store, and the resumed supervisor took them for a
-    crash and failed the job."""
-    name = client.train(trainer=CustomTrainer(sleeper))
+    the reader that repairs the job suspends it as a JobSet suspends — its pods deleted
+    (node-1's, which had succeeded, too: every node starts again), ``jobsStatus`` kept —
+    so a resume runs the job again. The repair used to leave the dead pods ``Running``
+    in the store, and the resumed supervisor took them for a crash and failed the job."""
+    name = client.train(trainer=CustomTrainer(sleep_on_rank, num_nodes=2))
     job = client.wait_for_job_status(name, "Running", timeout=60)
+    wait_for(
+        lambda: any(
+            s.name == "node-1" and s.status == "Succeeded" for s in client.get_job(name).steps
+        ),
+        60,
+        "node-1's end",
+    )
     pid = _supervisor_pid(config, str(job.uid))
     os.kill(pid, signal.SIGSTOP)  # it cannot act on the suspend
     try:

@@ -93,7 +93,8 @@ class Outcome:
 async def _node0_log(
     api: Api, namespace: str, pods: list[dict[str, Any]]
 ) -> tuple[list[str] | None, ApiError | None]:
-    """node-0's last lines, or ``None`` and the error that kept them from being read.
+    """node-0's last lines (none before its container started), or ``None`` and the
+    error that kept them from being read.
     After the job its log is evidence only: its node may be gone or serve no logs, and
     that must never become the outcome of whoever reads the job."""
     try:

@@ -89,7 +89,7 @@ def _repair(paths: Paths, store: Store, uid: str) -> bool:
         if record.terminal():
             return False
         if record.spec.get("suspend"):
-            supervisor.drop_stale(record.unfinished_pods())
+            supervisor.drop_suspended(record.existing_pods())
             supervisor.ensure_suspended()
             return True
         stale = record.unfinished_pods()

@@ -323,11 +323,19 @@ class JobSupervisor:
             record.set_condition(tx, SUSPENDED, "True", *TRAINJOB_SUSPENDED)
             record.write_jobs_status(tx, suspended=True)
 
-    def drop_stale(self, stale: list[JSON]) -> None:
-        """Delete the pods a dead supervisor left unfinished, with their logs, as the
-        Jobs of a suspended JobSet delete theirs: a resume then starts them afresh
-        instead of taking them for a crash."""
+    def drop_suspended(self, pods: list[JSON]) -> None:
+        """Delete, with their logs, the pods of a dead supervisor's job that a
+        suspension deletes (:meth:`Kubelet.stop`): all but the initializers that
+        succeeded, which are kept and not run again. A resume then starts the rest
+        afresh instead of taking a pod left ``Running`` for a crash."""
         namespace = self.place.namespace
+        stale = [
+            pod
+            for pod in pods
+            if (pod.get("status") or {}).get("phase") != "Succeeded"
+            or ((pod.get("metadata") or {}).get("labels") or {}).get(REPLICATED_JOB_LABEL)
+            not in INITIALIZERS
+        ]
         with self.store.write() as tx:
             for pod in stale:
                 meta = pod.get("metadata") or {}
