@@ -372,7 +372,7 @@ class Kubelet:
         pods that had not succeeded, with their logs — as a JobSet deletes its active
         Jobs. ``finished_nodes`` removes the trainer pods that did succeed too: after a
         suspension every node starts again, or the others would wait for it forever."""
-        record, namespace = self.record, self.place.namespace
+        record = self.record
         active = [p for p in self.pods.values() if not p.finished]
         done_nodes = [
             p
@@ -394,14 +394,21 @@ class Kubelet:
                     message = f"Stopping container {pod.container}"
                     record.pod_event(tx, pod, "Normal", "Killing", message)
             for pod in [*active, *done_nodes] if delete else []:
-                message = f"Deleted pod: {pod.name}"
-                record.job_event(tx, pod.rjob, "Normal", "SuccessfulDelete", message)
-                tx.delete(PODS, namespace, pod.name)
+                self.delete_pod(tx, pod.name, pod.rjob)
         if delete:
             for pod in [*active, *done_nodes]:
-                log_dir = self.place.paths.log_dir(namespace, pod.name)
-                shutil.rmtree(log_dir, ignore_errors=True)
+                self.remove_log(pod.name)
                 del self.pods[pod.name]
+
+    def delete_pod(self, tx: Tx, name: str, rjob: str) -> None:
+        """Delete pod ``name`` of replicated job ``rjob`` as its Job's controller does
+        (a ``SuccessfulDelete`` event); its log goes after the write (:meth:`remove_log`)."""
+        self.record.job_event(tx, rjob, "Normal", "SuccessfulDelete", f"Deleted pod: {name}")
+        tx.delete(PODS, self.place.namespace, name)
+
+    def remove_log(self, name: str) -> None:
+        """Remove the log of a deleted pod."""
+        shutil.rmtree(self.place.paths.log_dir(self.place.namespace, name), ignore_errors=True)
 
     def sweep(self, remove: bool = False) -> None:
         """Stop whatever processes (and, with ``remove``, containers) of the job are

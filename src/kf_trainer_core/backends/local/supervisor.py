@@ -23,7 +23,6 @@ start-up time is part of every job's latency.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import signal
 import socket
 import sys
@@ -328,24 +327,17 @@ class JobSupervisor:
         suspension deletes (:meth:`Kubelet.stop`): all but the initializers that
         succeeded, which are kept and not run again. A resume then starts the rest
         afresh instead of taking a pod left ``Running`` for a crash."""
-        namespace = self.place.namespace
-        stale = [
-            pod
-            for pod in pods
-            if (pod.get("status") or {}).get("phase") != "Succeeded"
-            or ((pod.get("metadata") or {}).get("labels") or {}).get(REPLICATED_JOB_LABEL)
-            not in INITIALIZERS
-        ]
+        stale = []  # (name, replicated job)
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            rjob = str((meta.get("labels") or {}).get(REPLICATED_JOB_LABEL) or NODE)
+            if (pod.get("status") or {}).get("phase") != "Succeeded" or rjob not in INITIALIZERS:
+                stale.append((str(meta.get("name")), rjob))
         with self.store.write() as tx:
-            for pod in stale:
-                meta = pod.get("metadata") or {}
-                rjob = str((meta.get("labels") or {}).get(REPLICATED_JOB_LABEL) or NODE)
-                message = f"Deleted pod: {meta.get('name')}"
-                self.record.job_event(tx, rjob, "Normal", "SuccessfulDelete", message)
-                tx.delete(PODS, namespace, str(meta.get("name")))
-        for pod in stale:
-            log_dir = self.place.paths.log_dir(namespace, str(pod["metadata"].get("name")))
-            shutil.rmtree(log_dir, ignore_errors=True)
+            for name, rjob in stale:
+                self.kubelet.delete_pod(tx, name, rjob)
+        for name, _ in stale:
+            self.kubelet.remove_log(name)
 
     def ensure_suspended(self) -> None:
         if self.kubelet.runner is not None:
