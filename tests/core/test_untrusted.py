@@ -251,3 +251,19 @@ def test_a_timestamp_without_a_zone_is_read_as_utc() -> None:
     spent = job_cost(job)
     assert (spent.wall_seconds, spent.pending_seconds, spent.gpu_hours) == (120.0, 1.0, 0.033333)
     assert "2m 00s" in job_summary(job)
+
+
+def test_a_lone_surrogate_in_job_text_never_reaches_a_utf8_sink() -> None:
+    # JSON's "\ud800" escapes decode to lone surrogates, which untrusted.text kept: a
+    # metric named so made the job's JSON (-o json, XComs, triggers) and every UTF-8
+    # write of its progress raise UnicodeEncodeError.
+    line = '##kf-trainer-progress## {"metrics": [{"name": "loss\\ud800", "value": "\\udc00"}]}'
+    read = progress_from_log([line])
+    assert read is not None
+    job = to_trainjob(_job(read))
+    assert job.progress is not None
+    assert job.progress.metrics == {"loss\ufffd": "\ufffd"}
+    json.loads(job.model_dump_json())
+    " ".join(job.progress_summary()).encode()
+    assert untrusted.line("a\ud800b\udfff") == "a\ufffdb\ufffd"
+    assert untrusted.line("a\U0001f600") == "a\U0001f600"  # a real pair stays

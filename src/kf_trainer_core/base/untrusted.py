@@ -72,9 +72,11 @@ _ESCAPES = re.compile(
     """,
     re.VERBOSE,
 )
-# What is left after the sequences: C0 controls but tab, DEL, C1 controls, and the
-# bidirectional overrides that make text read differently from what it is.
-_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# What is left after the sequences: C0 controls but tab, DEL, C1 controls, the
+# bidirectional overrides that make text read differently from what it is, and lone
+# surrogates (JSON's "\ud800" escapes decode to them), which no UTF-8 sink can write:
+# pydantic's JSON, a task log's file or an artifact's request would raise on them.
+_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _REPLACEMENT = "\ufffd"
 #: Room for the cut marker (``… [kf-trainer: cut at K of N characters]``).
 _CUT_RESERVE = 64
