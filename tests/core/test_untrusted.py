@@ -267,3 +267,11 @@ def test_a_lone_surrogate_in_job_text_never_reaches_a_utf8_sink() -> None:
     " ".join(job.progress_summary()).encode()
     assert untrusted.line("a\ud800b\udfff") == "a\ufffdb\ufffd"
     assert untrusted.line("a\U0001f600") == "a\U0001f600"  # a real pair stays
+
+
+def test_a_job_that_ends_before_its_creation_took_no_time() -> None:
+    # The API server stamps the creation, the Trainer's clock the end: a job failed at
+    # once by a controller a second behind showed "Duration: -1h 59m 59s".
+    job = to_trainjob(_failed_job("2026-11-28T13:28:41Z", "2026-11-28T13:28:40Z"))
+    assert "- **Duration:** 0s\n" in job_summary(job)
+    assert job_cost(job).wall_seconds == 0.0
