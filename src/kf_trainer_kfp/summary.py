@@ -24,16 +24,13 @@ MODEL_URI_KEY = "model_uri"
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return None
-    if isinstance(value, (int, float)):
+    try:
+        # A JSON number from the job is a Python int of any size: past a float's range,
+        # float() raises OverflowError.
         number = float(value)
-    elif isinstance(value, str):
-        try:
-            number = float(value)
-        except ValueError:
-            return None
-    else:
+    except (ValueError, OverflowError):
         return None
     return number if math.isfinite(number) else None
 

@@ -66,6 +66,29 @@ BAD: list[tuple[str, Any, dict[str, Any], str, str]] = [
         "trainer.resources_per_node",
         "16Gi",
     ),
+    # A quantity past Decimal's range raised decimal.Overflow, no SpecError; one past a
+    # float's (or NaN, inf) was taken, and the local backend's int() of it raised.
+    (
+        "gpu-past-decimal",
+        custom(resources_per_node={"gpu": "1e1000000"}),
+        {},
+        "trainer.resources_per_node",
+        "finite amount",
+    ),
+    (
+        "memory-past-int64",
+        custom(resources_per_node={"memory": "1e999999"}),
+        {},
+        "trainer.resources_per_node",
+        "finite amount",
+    ),
+    (
+        "cpu-nan",
+        custom(resources_per_node={"cpu": float("nan")}),
+        {},
+        "trainer.resources_per_node",
+        "finite amount",
+    ),
     (
         "gpu-and-mig",
         custom(resources_per_node={"gpu": 1, "mig-1g.5gb": 1}),

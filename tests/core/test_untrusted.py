@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 
 from kf_trainer_core.base import untrusted
+from kf_trainer_core.cluster.cost import job_cost
 from kf_trainer_core.cluster.job_summary import job_summary, summary_markdown
 from kf_trainer_core.cluster.status import (
     Failure,
@@ -199,3 +201,77 @@ def test_lineage_takes_no_model_uri_that_is_not_a_printable_uri() -> None:
     assert result_outputs({"model_uri": "s3://m/\x1b]0;x\x07"}) == []
     assert result_outputs({"model_uri": "s3://m/" + "a" * 10_000}) == []
     assert len(result_outputs({"model_uri": "s3://m/run-1"})) == 1
+
+
+def _failed_pod(**terminated: Any) -> dict[str, Any]:
+    labels = {
+        "jobset.sigs.k8s.io/replicatedjob-name": "node",
+        "batch.kubernetes.io/job-completion-index": "0",
+    }
+    state = {"exitCode": 1, "reason": "Error", **terminated}
+    return {
+        "metadata": {"name": "j-node-0-0-x", "labels": labels},
+        "spec": {
+            "containers": [{"name": "node", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]
+        },
+        "status": {
+            "phase": "Failed",
+            "containerStatuses": [{"name": "node", "state": {"terminated": state}}],
+        },
+    }
+
+
+def _failed_job(created: str, ended: str) -> dict[str, Any]:
+    failed = {"type": "Failed", "status": "True", "reason": "Err", "lastTransitionTime": ended}
+    return {
+        "metadata": {"name": "j", "namespace": "ns", "creationTimestamp": created},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}},
+        "status": {"conditions": [failed]},
+    }
+
+
+@pytest.mark.parametrize("bad", ["", "not a time", "2026-13-45T99:99:99Z", "1" * 100])
+def test_a_malformed_timestamp_is_absent_never_an_error(bad: str) -> None:
+    # Timestamps went into pydantic's datetime as the cluster wrote them: one it could
+    # not read made to_trainjob (every get, list and wait) raise a ValidationError.
+    pod = _failed_pod(startedAt="2026-11-28T13:28:41Z", finishedAt=bad)
+    job = to_trainjob(_failed_job(bad, bad), [pod])
+    assert job.creation_timestamp is None
+    assert job.completion_timestamp is None
+    assert job.steps[0].finished_at is None
+    assert job.steps[0].started_at == datetime(2026, 11, 28, 13, 28, 41, tzinfo=timezone.utc)
+
+
+def test_a_timestamp_without_a_zone_is_read_as_utc() -> None:
+    # pydantic kept a zoneless stamp naive: the job's cost and summary then raised
+    # TypeError, subtracting it from the aware ones beside it.
+    pod = _failed_pod(startedAt="2026-11-28T13:28:41Z", finishedAt="2026-11-28T13:29:41")
+    job = to_trainjob(_failed_job("2026-11-28T13:28:40", "2026-11-28T13:30:40Z"), [pod])
+    assert job.creation_timestamp == datetime(2026, 11, 28, 13, 28, 40, tzinfo=timezone.utc)
+    spent = job_cost(job)
+    assert (spent.wall_seconds, spent.pending_seconds, spent.gpu_hours) == (120.0, 1.0, 0.033333)
+    assert "2m 00s" in job_summary(job)
+
+
+def test_a_lone_surrogate_in_job_text_never_reaches_a_utf8_sink() -> None:
+    # JSON's "\ud800" escapes decode to lone surrogates, which untrusted.text kept: a
+    # metric named so made the job's JSON (-o json, XComs, triggers) and every UTF-8
+    # write of its progress raise UnicodeEncodeError.
+    line = '##kf-trainer-progress## {"metrics": [{"name": "loss\\ud800", "value": "\\udc00"}]}'
+    read = progress_from_log([line])
+    assert read is not None
+    job = to_trainjob(_job(read))
+    assert job.progress is not None
+    assert job.progress.metrics == {"loss\ufffd": "\ufffd"}
+    json.loads(job.model_dump_json())
+    " ".join(job.progress_summary()).encode()
+    assert untrusted.line("a\ud800b\udfff") == "a\ufffdb\ufffd"
+    assert untrusted.line("a\U0001f600") == "a\U0001f600"  # a real pair stays
+
+
+def test_a_job_that_ends_before_its_creation_took_no_time() -> None:
+    # The API server stamps the creation, the Trainer's clock the end: a job failed at
+    # once by a controller a second behind showed "Duration: -1h 59m 59s".
+    job = to_trainjob(_failed_job("2026-11-28T13:28:41Z", "2026-11-28T13:28:40Z"))
+    assert "- **Duration:** 0s\n" in job_summary(job)
+    assert job_cost(job).wall_seconds == 0.0

@@ -210,6 +210,21 @@ def test_metrics_and_model_from_the_result() -> None:
     assert summary.model_uri({"model_uri": ""}) is None
 
 
+def test_a_number_past_a_float_is_no_metric() -> None:
+    # JSON gives Python ints of any size: float() of one past a float's range raised
+    # OverflowError, failing a component whose job had succeeded.
+    huge = json.loads("1" + "0" * 400)
+    out = _outputs({"loss": huge, "metrics": {"f1": -huge, "ok": 0.5}})
+    # The job's reported loss stays: the returned one is no number a metric can hold.
+    assert summary.metric_values(out) == {
+        "wall_seconds": 12.5,
+        "loss": 0.25,
+        "epoch": 3.0,
+        "ok": 0.5,
+    }
+    assert "result" not in summary.metric_values(_outputs(huge))
+
+
 def test_the_summary_is_the_cores_with_the_model() -> None:
     # KFP writes the summary every adapter writes, plus where the job wrote its model.
     out = _outputs({"model_uri": "s3://m/1", "loss": 0.1})

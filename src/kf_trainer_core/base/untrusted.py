@@ -27,6 +27,7 @@ import math
 import re
 import threading
 from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
 from typing import Any
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "shown_line",
     "shown_lines",
     "text",
+    "timestamp",
     "trainer_status",
     "whole_number",
 ]
@@ -70,9 +72,11 @@ _ESCAPES = re.compile(
     """,
     re.VERBOSE,
 )
-# What is left after the sequences: C0 controls but tab, DEL, C1 controls, and the
-# bidirectional overrides that make text read differently from what it is.
-_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# What is left after the sequences: C0 controls but tab, DEL, C1 controls, the
+# bidirectional overrides that make text read differently from what it is, and lone
+# surrogates (JSON's "\ud800" escapes decode to them), which no UTF-8 sink can write:
+# pydantic's JSON, a task log's file or an artifact's request would raise on them.
+_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _REPLACEMENT = "\ufffd"
 #: Room for the cut marker (``… [kf-trainer: cut at K of N characters]``).
 _CUT_RESERVE = 64
@@ -252,6 +256,35 @@ def whole_number(
     return None
 
 
+#: Characters of a timestamp read (RFC 3339 with nanoseconds and an offset takes 35).
+_TIMESTAMP_LIMIT = 64
+
+
+def timestamp(value: object) -> datetime | None:
+    """A moment read from cluster data (a ``creationTimestamp``, a container's
+    ``startedAt``, a condition's ``lastTransitionTime``): RFC 3339 text as
+    :func:`~kf_trainer_core.base.timeutil.parse_time` reads it, or a ``datetime``; one
+    without a zone is taken as UTC, so that every moment compares with every other.
+    Anything else (malformed text, a number, a list) counts as absent (``None``),
+    never an error.
+
+    Never hand such text to pydantic's ``datetime``: it refuses what it cannot read
+    (the reader raises) and keeps a moment without a zone naive, which then cannot be
+    compared with, or subtracted from, the aware ones beside it."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str) and len(value) <= _TIMESTAMP_LIMIT:
+        from kf_trainer_core.base.timeutil import parse_time
+
+        try:
+            moment = parse_time(value)
+        except (ValueError, OverflowError):
+            return None
+    else:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
 def _whole(value: Any, low: int, high: int) -> int | None:
     """An integer in ``[low, high]``; a float with no fraction counts (JSON has one
     number type), a bool or a string does not."""
@@ -274,15 +307,7 @@ def _metric_text(value: Any) -> str | None:
 
 
 def _time_text(value: Any) -> str | None:
-    from kf_trainer_core.base.timeutil import parse_time
-
-    if not isinstance(value, str) or len(value) > 64:
-        return None
-    try:
-        parse_time(value)
-    except (ValueError, OverflowError):
-        return None
-    return value
+    return value if isinstance(value, str) and timestamp(value) is not None else None
 
 
 def trainer_status(raw: Any, subject: str = "a TrainJob") -> dict[str, Any] | None:

@@ -11,7 +11,6 @@ from datetime import datetime
 from typing import Any
 
 from kf_trainer_core.base import untrusted
-from kf_trainer_core.base.timeutil import parse_time
 from kf_trainer_core.cluster.failures import POD_CREATE_REFUSED_REASON, classify
 from kf_trainer_core.cluster.status import Event, Failure
 from kf_trainer_core.k8s.resources import JOB_INDEX_LABEL, REPLICATED_JOB_LABEL
@@ -33,12 +32,7 @@ def event_last_seen(obj: Mapping[str, Any]) -> datetime | None:
         or obj.get("firstTimestamp")
         or ((obj.get("metadata") or {}).get("creationTimestamp"))
     )
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return parse_time(stamp)
-    except ValueError:
-        return None
+    return untrusted.timestamp(stamp)
 
 
 def to_event(obj: Mapping[str, Any]) -> Event:

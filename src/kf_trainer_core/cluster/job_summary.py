@@ -230,7 +230,9 @@ def job_summary(
         failure = failure or job.failure
     duration = None
     if job.creation_timestamp and job.completion_timestamp:
-        duration = (job.completion_timestamp - job.creation_timestamp).total_seconds()
+        # Two clocks: the API server stamps the creation, the Trainer the end. A job
+        # that ends at once may end "before" it began; like its cost, it took 0 s.
+        duration = max(0.0, (job.completion_timestamp - job.creation_timestamp).total_seconds())
     return summary_markdown(
         name=job.name,
         namespace=job.namespace,

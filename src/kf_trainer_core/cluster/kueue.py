@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kf_trainer_core.base import untrusted
-from kf_trainer_core.base.timeutil import duration_text, now, parse_time
+from kf_trainer_core.base.timeutil import duration_text, now
 from kf_trainer_core.cluster.multikueue import worker_name
 from kf_trainer_core.k8s.api import Api
 from kf_trainer_core.k8s.calls import Get, GetPath, ListObjects
@@ -108,6 +108,8 @@ class Eviction(_Out):
     #: ``InClusterQueue``, ``InCohortReclamation``… when Kueue preempted it.
     preemption_reason: str | None = None
 
+    _at = field_validator("at", mode="before")(untrusted.timestamp)
+
 
 class QueueStatus(_Out):
     """Where a TrainJob stands in Kueue. ``None`` on a job means "not queued by Kueue"
@@ -146,6 +148,8 @@ class QueueStatus(_Out):
     #: MultiKueue: the worker cluster the Workload was admitted on
     #: (``status.clusterName``); ``None`` elsewhere.
     worker: str | None = None
+
+    _times = field_validator("queued_at", "admitted_at", mode="before")(untrusted.timestamp)
 
     @property
     def waiting(self) -> bool:
@@ -231,13 +235,6 @@ def queue_name(obj: Mapping[str, Any]) -> str | None:
 
 def _is_true(cond: Mapping[str, Any] | None) -> bool:
     return bool(cond and cond.get("status") == "True")
-
-
-def _when(text: Any) -> datetime | None:
-    try:
-        return parse_time(str(text)) if text else None
-    except ValueError:
-        return None
 
 
 #: Kueue's reasons (``QuotaReserved``'s, with the UnadmittedWorkloadsObservability feature
@@ -342,10 +339,16 @@ def queue_status(
     finished = condition(workload, "Finished")
     is_admitted = _is_true(admitted)
     cluster_queue = (status.get("admission") or {}).get("clusterQueue")
-    queued_at = _when(meta.get("creationTimestamp"))
-    admitted_at = _when(admitted.get("lastTransitionTime")) if is_admitted and admitted else None
+    queued_at = untrusted.timestamp(meta.get("creationTimestamp"))
+    admitted_at = (
+        untrusted.timestamp(admitted.get("lastTransitionTime"))
+        if is_admitted and admitted
+        else None
+    )
     finished_at = (
-        _when(finished.get("lastTransitionTime")) if finished and _is_true(finished) else None
+        untrusted.timestamp(finished.get("lastTransitionTime"))
+        if finished and _is_true(finished)
+        else None
     )
     evictions = []
     evicted = condition(workload, "Evicted")
@@ -365,7 +368,7 @@ def queue_status(
             Eviction(
                 reason=str(evicted.get("reason") or "Evicted"),
                 message=str(evicted.get("message") or ""),
-                at=_when(evicted.get("lastTransitionTime")),
+                at=untrusted.timestamp(evicted.get("lastTransitionTime")),
                 preemption_reason=str(preempted.get("reason"))
                 if _is_true(preempted) and preempted
                 else None,

@@ -96,6 +96,11 @@ def _safe_text(value: Any) -> Any:
     return untrusted.text(value, newlines=True) if isinstance(value, str) else value
 
 
+def _safe_time(value: Any) -> Any:
+    # From the cluster: read by the suite's rule, never pydantic's (see untrusted.timestamp).
+    return untrusted.timestamp(value)
+
+
 def _safe_gpus(value: Any) -> Any:
     # From a pod's annotation: a few short ids, whatever the annotation held.
     if not isinstance(value, list):
@@ -133,6 +138,7 @@ class Step(_Out):
 
     _lines = field_validator("container_reason", "status", mode="before")(_safe_line)
     _gpus = field_validator("gpus", mode="before")(_safe_gpus)
+    _times = field_validator("started_at", "finished_at", mode="before")(_safe_time)
 
 
 class Progress(_Out):
@@ -236,6 +242,7 @@ class Event(_Out):
     _lines = field_validator(
         "message", "reason", "involved_object_kind", "involved_object_name", mode="before"
     )(_safe_line)
+    _time = field_validator("event_time", mode="before")(_safe_time)
 
     def line(self) -> str:
         obj = f"{self.involved_object_kind}/{self.involved_object_name}"
@@ -271,6 +278,10 @@ class TrainJob(_Out):
     #: MultiKueue: the worker cluster that runs the job (its steps, logs, events and
     #: result come from there); ``None`` for a job its own cluster runs.
     worker: WorkerCluster | None = None
+
+    _times = field_validator("creation_timestamp", "completion_timestamp", mode="before")(
+        _safe_time
+    )
 
     @property
     def display_status(self) -> str:

@@ -14,7 +14,7 @@ import keyword
 import re
 import warnings
 from collections.abc import Callable, Iterable, Mapping
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -60,26 +60,43 @@ def spec_mapping(text: str | bytes, field: str = "") -> dict[str, Any]:
     return data
 
 
+#: The largest quantity Kubernetes keeps (2^63-1); the API server caps a larger one.
+QUANTITY_MAX = Decimal(2**63 - 1)
+
+
+def _quantity_value(qty: int | float | str) -> Decimal | None:
+    """The number a quantity stands for (``None``: not a quantity). Beyond what a
+    ``Decimal`` holds (``1e1000000``) it is infinite or NaN, never an error: the
+    arithmetic runs with no trap set."""
+    if isinstance(qty, (int, float)):
+        return Decimal(qty)
+    m = QUANTITY.match(qty)
+    if m is None:
+        return None
+    with localcontext() as ctx:
+        ctx.traps = dict.fromkeys(ctx.traps, False)
+        number, suffix = Decimal(m.group(1)), m.group(3) or ""
+        if suffix.endswith("i"):
+            return number * Decimal(1024) ** (" KMGTPE".index(suffix[0]))
+        if suffix in _SUFFIX_EXPONENT:
+            return number.scaleb(_SUFFIX_EXPONENT[suffix])
+        if suffix:
+            return number.scaleb(int(Decimal(suffix[1:])))
+        return number
+
+
+def quantity_in_range(qty: int | float | str) -> bool:
+    """Whether a quantity (already checked to be one) is a finite number Kubernetes
+    keeps as it is: at most :data:`QUANTITY_MAX` in magnitude."""
+    value = _quantity_value(qty)
+    return value is not None and value.is_finite() and abs(value) <= QUANTITY_MAX
+
+
 def whole_quantity(qty: int | float | str) -> bool:
     """Whether a quantity (already checked to be one) is a whole number, as
     Kubernetes requires of extended resources."""
-    if isinstance(qty, float):
-        return qty.is_integer()
-    if not isinstance(qty, str):
-        return True
-    m = QUANTITY.match(qty)
-    if m is None:
-        return False
-    number, suffix = Decimal(m.group(1)), m.group(3) or ""
-    if suffix.endswith("i"):
-        value = number * 1024 ** (" KMGTPE".index(suffix[0]))
-    elif suffix in _SUFFIX_EXPONENT:
-        value = number.scaleb(_SUFFIX_EXPONENT[suffix])
-    elif suffix:
-        value = number.scaleb(int(Decimal(suffix[1:])))
-    else:
-        value = number
-    return bool(value == value.to_integral_value())
+    value = _quantity_value(qty)
+    return value is not None and value.is_finite() and value == value.to_integral_value()
 
 
 def each(values: list[str] | None, problem_of: Callable[[str], str | None]) -> list[str] | None:

@@ -9,7 +9,7 @@ pod it admitted — inside whatever a caller was measuring.
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException
 from typing import Any
 
 from kf_trainer_core.base.quoting import shown
@@ -45,11 +45,13 @@ def parse_quantity(value: Any) -> Decimal:
     if match is None:
         raise ValueError(f"{shown(text)} is not a Kubernetes quantity (e.g. 4, 500m, 16Gi)")
     number, suffix = Decimal(match["number"]), match["suffix"]
-    if suffix in _BINARY:
-        return number * _BINARY[suffix]
-    if suffix in _DECIMAL:  # "E" alone is exa, not an exponent
-        return number * _DECIMAL[suffix]
-    try:  # an exponent
-        return number.scaleb(int(suffix[1:]))
-    except InvalidOperation as exc:  # too large for Decimal's context
+    try:
+        if suffix in _BINARY:
+            return number * _BINARY[suffix]
+        if suffix in _DECIMAL:  # "E" alone is exa, not an exponent
+            return number * _DECIMAL[suffix]
+        return number.scaleb(int(suffix[1:]))  # an exponent
+    except DecimalException as exc:
+        # Too large for Decimal's context: an exponent past its limits raises
+        # InvalidOperation, a result past them Overflow, which is no ValueError.
         raise ValueError(f"{shown(text)} is out of range") from exc

@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kf_trainer_core.base import untrusted
 from kf_trainer_core.base.marks import IDENTITY_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from kf_trainer_core.base.quoting import shown
-from kf_trainer_core.base.timeutil import parse_time
 from kf_trainer_core.cluster.status import JobState, job_state
 from kf_trainer_core.fields import retention
 from kf_trainer_core.k8s.api import Api
@@ -224,10 +224,8 @@ def _seen(obj: Mapping[str, Any]) -> _Seen:
 
 
 def _epoch(stamp: str | None) -> float | None:
-    try:
-        return parse_time(stamp).timestamp() if stamp else None
-    except ValueError:
-        return None
+    moment = untrusted.timestamp(stamp)
+    return moment.timestamp() if moment is not None else None
 
 
 def _ranks(jobs: list[_Seen]) -> dict[str, int]:

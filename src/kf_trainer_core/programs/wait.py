@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from kf_trainer_core.base import untrusted
 from kf_trainer_core.base.aio import deadline
 from kf_trainer_core.base.quoting import shown
-from kf_trainer_core.base.timeutil import parse_time
 from kf_trainer_core.cluster.events import event_last_seen, refused_pods
 from kf_trainer_core.cluster.kueue import QueueStatus, QueueTracker, queue_name
 from kf_trainer_core.cluster.status import (
@@ -67,11 +67,7 @@ if TYPE_CHECKING:
 
 
 def _created_at(obj: Mapping[str, Any]) -> datetime | None:
-    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
-    try:
-        return parse_time(stamp) if isinstance(stamp, str) else None
-    except ValueError:
-        return None
+    return untrusted.timestamp((obj.get("metadata") or {}).get("creationTimestamp"))
 
 
 #: How long the Trainer must go on failing to build a job's JobSet before a wait gives up

@@ -58,6 +58,14 @@ def _resources(value: dict[str, ResourceValue] | None) -> dict[str, ResourceValu
                     "give e.g. 2, '500m', '16Gi' (no spaces; Gi not GB).",
                 )
             )
+        if not checks.quantity_in_range(qty):
+            raise ValueError(
+                fix(
+                    f"{key}: {shown(qty)} is out of range; Kubernetes keeps quantities up to "
+                    "2^63-1.",
+                    "give a finite amount, e.g. 2, '500m', '16Gi'.",
+                )
+            )
         if (low in {"gpu"} or low.startswith("mig-") or "/" in key) and not checks.whole_quantity(
             qty
         ):

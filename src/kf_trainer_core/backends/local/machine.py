@@ -11,18 +11,25 @@ GPUs each node gets is :mod:`~kf_trainer_core.backends.local.gpus`' business.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import shutil
 import subprocess
 from collections.abc import Mapping
 from typing import Any
 
+from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.k8s.quantity import parse_quantity
 
 
 def quantity(value: Any) -> float:
-    """A Kubernetes quantity (``4``, ``500m``, ``16Gi``, ``1e3``) as a number."""
-    return float(parse_quantity(value))
+    """A Kubernetes quantity (``4``, ``500m``, ``16Gi``, ``1e3``) as a number;
+    ``ValueError`` for anything else, a quantity past a float's range included (its
+    callers count GPUs with ``int()``, which raises OverflowError on an infinity)."""
+    number = float(parse_quantity(value))
+    if not math.isfinite(number):
+        raise ValueError(f"{shown(value)} is out of range")
+    return number
 
 
 @functools.lru_cache(maxsize=1)
