@@ -242,7 +242,12 @@ def test_ages(text: str | int, seconds: float) -> None:
     assert parse_age(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["7 days", "-1d", "d", "", "1y", True])
+@pytest.mark.parametrize(
+    "text",
+    # 10**400: float() of it raises OverflowError; "٣d": \d matches an Arabic-Indic three.
+    ["7 days", "-1d", "d", "", "1y", True, 10**400, -(10**400), float("nan"), "\u0663d"],
+    ids=["words", "negative", "unit", "empty", "year", "bool", "huge", "huge-neg", "nan", "ar-3"],
+)
 def test_bad_ages_are_refused_with_the_fix(text: Any) -> None:
     with pytest.raises(ValueError, match="Fix"):
         parse_age(text)

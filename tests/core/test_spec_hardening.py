@@ -516,3 +516,18 @@ def test_backend_fields_take_a_forms_defaults_for_any_backend() -> None:
     assert isinstance(config_from_fields(form), KubernetesConfig)
     flat = config_from_fields({"backend": "container", "image": "img", "container": {}})
     assert flat.image == "img"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [(10**400, "is not finite"), (-(10**400), "is not a duration")],
+    ids=["huge", "huge-negative"],
+)
+def test_a_duration_past_any_float_is_the_fields_error(value: int, said: str) -> None:
+    # float(10**400) raises OverflowError: it must be the field's error, with the fix.
+    with pytest.raises(SpecError, match=rf"timeout: .*{said}\. Fix: give a number"):
+        timeutil.seconds(value, "timeout")
+
+
+def test_a_duration_past_any_float_is_no_limit_where_zero_is_none() -> None:
+    assert timeutil.seconds(10**400, "timeout_seconds", zero="no limit") is None

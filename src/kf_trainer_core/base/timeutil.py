@@ -77,11 +77,12 @@ def duration_problem(value: Any, field: str, *, zero: Zero = "refused") -> Field
         "allowed": "give 0 or more seconds.",
         "no limit": "give a number greater than 0, or 0 for no limit.",
     }[zero]
-    if math.isinf(value) and value > 0:
+    number = as_float(value)
+    if math.isinf(number) and number > 0:
         if zero == "no limit":
             return None
         return FieldProblem(field, f"{shown(value)} seconds is not finite.", fix)
-    if value > 0 or (value == 0 and zero != "refused"):
+    if number > 0 or (number == 0 and zero != "refused"):
         return None
     return FieldProblem(field, f"{shown(value)} seconds is not a duration.", fix)
 
@@ -96,9 +97,21 @@ def seconds(
     problem = duration_problem(value, field, zero=zero)
     if problem is not None:
         raise SpecError(problem, title=title)
-    if value is None or (zero == "no limit" and (value == 0 or math.isinf(value))):
+    if value is None:
         return None
-    return float(value)
+    number = as_float(value)
+    if zero == "no limit" and (number == 0 or math.isinf(number)):
+        return None
+    return number
+
+
+def as_float(value: float) -> float:
+    """``value`` as a float; an int too large for one is an infinity of its sign (a
+    user's ``10**400`` must get the field's error, not ``OverflowError``)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def _is_number(text: str) -> bool:

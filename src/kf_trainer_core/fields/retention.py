@@ -23,6 +23,7 @@ from pydantic import Field, model_validator
 
 from kf_trainer_core.base.errors import SpecError
 from kf_trainer_core.base.quoting import shown
+from kf_trainer_core.base.timeutil import as_float
 from kf_trainer_core.base.untrusted import whole_number
 from kf_trainer_core.fields._model import SpecModel, fix
 
@@ -102,7 +103,7 @@ def stamped(
     )
 
 
-_AGE = re.compile(r"\A\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*\Z")
+_AGE = re.compile(r"\A\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*\Z", re.ASCII)
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
@@ -112,7 +113,7 @@ def parse_age(text: str | float | int, what: str = "older_than") -> float:
     if isinstance(text, bool):
         raise ValueError(f"{what}={shown(text)} is no age. Fix: write e.g. '7d', '12h' or 3600.")
     if isinstance(text, (int, float)):
-        seconds = float(text)
+        seconds = as_float(text)  # 10**400 is out of range, not an OverflowError
     else:
         match = _AGE.match(str(text))
         if match is None:
