@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kf_trainer_core.base import untrusted
+from kf_trainer_core.cluster import kueue
 from kf_trainer_core.cluster.cost import job_cost
 from kf_trainer_core.cluster.job_summary import job_summary, summary_markdown
 from kf_trainer_core.cluster.status import (
@@ -275,3 +276,31 @@ def test_a_job_that_ends_before_its_creation_took_no_time() -> None:
     job = to_trainjob(_failed_job("2026-11-28T13:28:41Z", "2026-11-28T13:28:40Z"))
     assert "- **Duration:** 0s\n" in job_summary(job)
     assert job_cost(job).wall_seconds == 0.0
+
+
+def test_what_kueue_says_of_a_workload_is_kept_clean_and_capped() -> None:
+    # Kueue's condition messages are cluster data (up to 32 KiB each): escapes out, capped.
+    said = "\x1b]8;;http://x\x07couldn't assign flavors\x1b[2J " + "x" * 40_000
+    workload = {
+        "metadata": {"name": "w"},
+        "spec": {"queueName": "lq"},
+        "status": {
+            "conditions": [
+                {"type": "QuotaReserved", "status": "False", "reason": "Pending\x1b[31m",
+                 "message": said},
+                {"type": "Evicted", "status": "True", "reason": "Preempted\x07",
+                 "message": said},
+            ]
+        },
+    }  # fmt: skip
+    queue = kueue.queue_status("lq", workload)
+    kept = [queue.pending_reason, queue.pending_message]
+    kept += [text for e in queue.evictions for text in (e.reason, e.message)]
+    assert len(kept) == 4
+    for text in kept:
+        assert text is not None
+        assert "\x1b" not in text
+        assert "\x07" not in text
+        assert len(text) <= untrusted.LINE_LIMIT
+    assert queue.pending_message is not None
+    assert queue.pending_message.startswith("couldn't assign flavors")
