@@ -100,3 +100,17 @@ def test_managed_by_is_immutable(cluster: Cluster) -> None:
         )
     assert info.value.status == 422
     assert "field is immutable" in json.loads(info.value.body)["message"]
+
+
+def test_a_null_field_is_dropped_not_refused(cluster: Cluster) -> None:
+    # A client that writes absent fields as null (a model dumped without exclude_none)
+    # gets its job: the apiserver drops the nulls of fields that are neither nullable
+    # nor defaulted, a map's entries too, before validating.
+    body = _job(
+        "nulls",
+        initializer=None,
+        trainer={"numNodes": None, "resourcesPerNode": {"limits": {"cpu": None, "memory": "1Gi"}}},
+    )
+    created = _create(cluster, body)
+    assert "initializer" not in created["spec"]
+    assert created["spec"]["trainer"] == {"resourcesPerNode": {"limits": {"memory": "1Gi"}}}
