@@ -202,7 +202,7 @@ def test_validation_errors(
         {
             "reason": "FieldValueInvalid",
             "field": "spec.runtimeRef",
-            "message": 'Invalid value: "object": field is immutable',
+            "message": "Invalid value: field is immutable",
         }
     ]
 
