@@ -247,3 +247,65 @@ def test_a_null_field_is_dropped_not_refused(cluster: Cluster) -> None:
     created = _create(cluster, body)
     assert "initializer" not in created["spec"]
     assert created["spec"]["trainer"] == {"resourcesPerNode": {"limits": {"memory": "1Gi"}}}
+
+
+# -- unknown fields under strict validation --------------------------------------------
+def test_unknown_fields_are_listed_metadata_first_then_sorted(cluster: Cluster) -> None:
+    body = _job("unknown-order", zz=1, trainer={"zz": 1, "aa": 1}, aa=1)
+    body["metadata"].update(zz=1, aa=1)
+    body["zz"] = 1
+    code, status = _refused(cluster, body)
+    assert code == 400
+    assert status["reason"] == "BadRequest"
+    assert status["message"] == (
+        'TrainJob in version "v1alpha1" cannot be handled as a TrainJob: strict decoding '
+        'error: unknown field "metadata.aa", unknown field "metadata.zz", unknown field '
+        '"spec.aa", unknown field "spec.trainer.aa", unknown field "spec.trainer.zz", '
+        'unknown field "spec.zz", unknown field "zz"'
+    )
+
+
+@pytest.mark.parametrize("patch_type", ["merge", "json"])
+def test_a_patch_adding_an_unknown_field_is_422_naming_the_patch(
+    cluster: Cluster, patch_type: str
+) -> None:
+    # Decoded whole, a body with an unknown field is a 400; patched in, the patched
+    # object is invalid: 422, the field "patch", its value the patched object.
+    name = f"strict-{patch_type}"
+    _create(cluster, _job(name))
+    api = cluster.api()
+    body: Any = (
+        {"spec": {"nope": 1}}
+        if patch_type == "merge"
+        else [{"op": "add", "path": "/spec/nope", "value": 1}]
+    )
+    content = f"application/{patch_type}-patch+json"
+    with pytest.raises(k8s.ApiException) as info:
+        api.call_api(
+            f"/apis/{GROUP}/{VERSION}/namespaces/{cluster.namespace}/{PLURAL}/{name}",
+            "PATCH",
+            query_params=[("fieldValidation", "Strict")],
+            header_params={"Content-Type": content, "Accept": "application/json"},
+            body=body,
+            response_type="object",
+            auth_settings=["BearerToken"],
+        )
+    assert info.value.status == 422
+    status = json.loads(info.value.body)
+    assert status["reason"] == "Invalid"
+    (cause,) = status["details"]["causes"]
+    assert set(status["details"]) == {"causes"}
+    assert cause["field"] == "patch"
+    assert cause["reason"] == "FieldValueInvalid"
+    suffix = ': strict decoding error: unknown field "spec.nope"'
+    assert cause["message"].startswith('Invalid value: "{')
+    assert cause["message"].endswith(suffix)
+    shown = json.loads(
+        json.loads(cause["message"].removeprefix("Invalid value: ").removesuffix(suffix))
+    )
+    assert shown["metadata"]["name"] == name
+    assert shown["spec"]["nope"] == 1
+    assert status["message"] == ' "" is invalid: patch: ' + cause["message"]
+    # Not applied; without Strict it is applied, the field pruned.
+    assert "nope" not in _patch(cluster, name, {"spec": {"suspend": True}})["spec"]
+    assert "nope" not in _patch(cluster, name, {"spec": {"nope": 1}})["spec"]

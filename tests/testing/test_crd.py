@@ -16,6 +16,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kf_trainer_core.k8s.resources import TRAINJOBS as TJ
 from kf_trainer_core.testing.crd import (
     OMIT,
     UPSTREAM_ENV,
@@ -397,8 +398,11 @@ def test_unknown_fields_and_prune(trainjob: CRDSchema) -> None:
     assert pruned == job | {"status": {}}
     assert trainjob.unknown_fields(pruned) == []
     assert "foo" in noisy["spec"], "prune must not modify its argument"
-    assert format_unknown_fields(["spec.foo", "extra"]) == (
-        'strict decoding error: unknown field "spec.foo", unknown field "extra"'
+    # As kube-apiserver 1.36 words it: ObjectMeta's first, then the rest, each sorted.
+    assert format_unknown_fields(["spec.foo", "metadata.zz", "extra", "metadata.aa"], TJ) == (
+        'TrainJob in version "v1alpha1" cannot be handled as a TrainJob: strict decoding '
+        'error: unknown field "metadata.aa", unknown field "metadata.zz", unknown field '
+        '"extra", unknown field "spec.foo"'
     )
 
 

@@ -50,6 +50,7 @@ from kf_trainer_core.testing.crd.errors import (
     format_invalid,
     format_unknown_fields,
     invalid_status,
+    unknown_fields_in_patch,
 )
 from kf_trainer_core.testing.crd.rules import evaluate_rule
 from kf_trainer_core.testing.crd.upstream import UPSTREAM_ENV, find_upstream, load_upstream_crds
@@ -69,4 +70,5 @@ __all__ = [
     "format_unknown_fields",
     "invalid_status",
     "load_upstream_crds",
+    "unknown_fields_in_patch",
 ]

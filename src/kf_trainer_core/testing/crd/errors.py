@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 from kf_trainer_core.k8s.errors import status_body
+from kf_trainer_core.k8s.resources import Resource
 
 
 class _Omit:
@@ -125,9 +126,34 @@ def invalid_status(kind: str, group: str, name: str, errors: list[FieldError]) -
     return status_body(422, "Invalid", format_invalid(kind, group, name, errors), details)
 
 
-def format_unknown_fields(paths: list[str]) -> str:
-    """The 400 message for ``fieldValidation=Strict`` writes with undeclared fields."""
-    return "strict decoding error: " + ", ".join(f"unknown field {go_quote(p)}" for p in paths)
+def _strict_decoding_error(paths: list[str]) -> str:
+    # ObjectMeta's unknown fields come first (decoded on their own), then the others;
+    # each part sorted, whatever the order of the body.
+    meta = sorted(p for p in paths if p.startswith("metadata."))
+    rest = sorted(p for p in paths if not p.startswith("metadata."))
+    return "strict decoding error: " + ", ".join(
+        f"unknown field {go_quote(p)}" for p in (*meta, *rest)
+    )
+
+
+def format_unknown_fields(paths: list[str], res: Resource) -> str:
+    """The 400 message for a ``fieldValidation=Strict`` create or update of ``res``
+    with undeclared fields."""
+    kind, version = res.kind, res.version
+    return (
+        f"{kind} in version {go_quote(version)} cannot be handled as a {kind}: "
+        + _strict_decoding_error(paths)
+    )
+
+
+def unknown_fields_in_patch(patched: Any, paths: list[str]) -> dict[str, Any]:
+    """The 422 Status of a ``fieldValidation=Strict`` patch that leaves undeclared
+    fields: the patched object is invalid, the field named ``patch``, its value the
+    patched object as JSON (no kind, group nor name in the details)."""
+    error = FieldError("patch", "Invalid value", _strict_decoding_error(paths), go_json(patched))
+    return status_body(
+        422, "Invalid", format_invalid("", "", "", [error]), {"causes": [error.cause()]}
+    )
 
 
 # Go's fmt verbs, enough of them to print bad values as the apiserver does.
