@@ -5,8 +5,8 @@ reasons, types and objects on the test bed and the real controllers."""
 
 from __future__ import annotations
 
+import pytest
 from conformance_support import Cluster, until
-from kubernetes import client as k8s
 
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.cluster.status import Event, JobState
@@ -63,15 +63,7 @@ def test_an_unschedulable_pod_has_failed_scheduling(
 def test_a_jobset_that_cannot_be_built_is_an_event_on_the_trainjob(
     client: TrainerClient, controllers: Cluster
 ) -> None:
-    body = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "no-runtime"},
-        "spec": {"runtimeRef": {"name": "no-such-runtime"}, "trainer": {"numNodes": 1}},
-    }
-    k8s.CustomObjectsApi(controllers.api()).create_namespaced_custom_object(
-        "trainer.kubeflow.org", "v1alpha1", controllers.namespace, "trainjobs", body
-    )
+    controllers.job_on_missing_runtime()
     events = events_with(client, "no-runtime", "TrainJob", "TrainJobResourcesCreationFailed")
     ev = next(e for e in events if e.reason == "TrainJobResourcesCreationFailed")
     assert ev.type == "Warning"
@@ -103,3 +95,33 @@ def test_another_job_whose_name_starts_with_ours_keeps_its_events(
         e.involved_object_name.startswith(f"{ours}-node-") or e.involved_object_name == ours
         for e in mine
     )
+
+
+@pytest.mark.parametrize(
+    ("kind", "words"),
+    [
+        ("ClusterTrainingRuntime", "not found ClusterTrainingRuntime specified in TrainJob"),
+        ("TrainingRuntime", "TrainingRuntime specified in TrainJob is not found"),
+    ],
+)
+def test_a_missing_runtime_is_named_by_its_kind_and_the_warning_repeats(
+    client: TrainerClient, controllers: Cluster, kind: str, words: str
+) -> None:
+    # The Trainer reads runtimes through its cache, whose NotFound names the kind (the
+    # test server named the resource: "clustertrainingruntimes.trainer.kubeflow.org"),
+    # and retries at once: its events.k8s.io recorder writes the repeat as a series of
+    # 2 (later repeats wait for its 6-minute heartbeat).
+    controllers.job_on_missing_runtime(kind, "missing")
+    (event,) = until(
+        lambda: [
+            e
+            for e in client.get_job_events("no-runtime")
+            if e.reason == "TrainJobResourcesCreationFailed" and e.count == 2
+        ],
+        what="the repeated TrainJobResourcesCreationFailed",
+    )
+    assert event.message == (
+        f"TrainJob resources reconciliation failed: {words}: "
+        f'{kind}.trainer.kubeflow.org "missing" not found'
+    )
+    assert (event.type, event.involved_object_kind) == ("Warning", "TrainJob")

@@ -427,8 +427,10 @@ def test_missing_runtime_is_a_creation_failure(cluster: Cluster) -> None:
     assert event["reason"] == "TrainJobResourcesCreationFailed"
     assert event["message"] == (
         "TrainJob resources reconciliation failed: not found ClusterTrainingRuntime specified "
-        'in TrainJob: clustertrainingruntimes.trainer.kubeflow.org "no-such-runtime" not found'
+        'in TrainJob: ClusterTrainingRuntime.trainer.kubeflow.org "no-such-runtime" not found'
     )
+    # Requeued at once by the Trainer: repeated, as a series (events.k8s.io recorder).
+    assert event["series"]["count"] == 2
     assert "status" not in cluster.tj("orphan") or not cluster.tj("orphan")["status"].get(
         "conditions"
     )
@@ -446,7 +448,7 @@ def test_namespaced_training_runtime(cluster: Cluster) -> None:
     (event,) = cluster.wait(lambda: cluster.events("local", "TrainJob"))
     assert event["message"].endswith(
         "TrainingRuntime specified in TrainJob is not found: "
-        'trainingruntimes.trainer.kubeflow.org "mine" not found'
+        'TrainingRuntime.trainer.kubeflow.org "mine" not found'
     )
     runtime = cluster.store.get(CLUSTER_TRAINING_RUNTIMES, None, "torch-distributed")
     runtime["kind"] = "TrainingRuntime"

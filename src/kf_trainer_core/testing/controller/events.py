@@ -29,25 +29,29 @@ class Recorder:
         self._seq = itertools.count()
 
     def emit(self, event: JSON, aggregate: dict[tuple[str, str, str], str] | None = None) -> None:
-        """Create ``event`` — or bump ``count`` of an identical one in ``aggregate``, as
-        the event recorder's correlator does."""
+        """Create ``event`` — or count a repeat of an identical one in ``aggregate``, as
+        the event recorders do: core/v1's correlator bumps ``count`` each time;
+        events.k8s.io/v1's writes its first repeat at once as ``series.count`` 2 and
+        keeps later ones in its cache until its 6-minute heartbeat (not simulated)."""
         meta, involved = event["metadata"], event["involvedObject"]
         key = (str(involved.get("uid")), str(event["reason"]), str(event["message"]))
         if aggregate is not None and key in aggregate:
+            name = aggregate[key]
+            if not name:
+                return  # a series already written
             now = format_timestamp()
+            series = event.get("lastTimestamp") is None
 
             def bump(obj: JSON) -> None:
-                if obj.get("lastTimestamp") is None:  # events.k8s.io/v1 recorder: a series
-                    series = obj.get("series") or {}
-                    obj["series"] = {
-                        "count": int(series.get("count") or 1) + 1,
-                        "lastObservedTime": micro_now(),
-                    }
+                if series:
+                    obj["series"] = {"count": 2, "lastObservedTime": micro_now()}
                     return
                 obj["count"] = int(obj.get("count") or 1) + 1
                 obj["lastTimestamp"] = now
 
-            if safe(self.store.mutate, EVENTS, meta["namespace"], aggregate[key], bump) is not None:
+            if safe(self.store.mutate, EVENTS, meta["namespace"], name, bump) is not None:
+                if series:
+                    aggregate[key] = ""
                 return
         if safe(self.store.create, EVENTS, event) is not None and aggregate is not None:
             aggregate[key] = str(meta["name"])
