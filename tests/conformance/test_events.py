@@ -1,12 +1,16 @@
 """Events the controllers record about a job, as ``get_job_events`` reads them: the Job
 controller's ``Completed`` and ``BackoffLimitExceeded``, the scheduler's
 ``FailedScheduling``, the Trainer's ``TrainJobResourcesCreationFailed``. The same
-reasons, types and objects on the test bed and the real controllers."""
+reasons, types, objects and fields (each component's recorder's) on the test bed and
+the real controllers."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from conformance_support import Cluster, until
+from kubernetes import client as k8s
 
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.cluster.status import Event, JobState
@@ -125,3 +129,54 @@ def test_a_missing_runtime_is_named_by_its_kind_and_the_warning_repeats(
         f'{kind}.trainer.kubeflow.org "missing" not found'
     )
     assert (event.type, event.involved_object_kind) == ("Warning", "TrainJob")
+
+
+UNSCHEDULABLE = (
+    "0/4 nodes are available: 4 Insufficient nvidia.com/gpu. no new claims to deallocate, "
+    "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
+)
+
+
+def test_each_component_s_events_have_its_recorder_s_fields(
+    client: TrainerClient, controllers: Cluster
+) -> None:
+    # The scheduler and JobSet (as the Trainer) record through the events.k8s.io/v1 API:
+    # read from core/v1 such an event has an action, no source, count nor first/last
+    # timestamps. The Job controller records through core/v1: a source and a count, no
+    # eventTime, no reporting instance. A test that picks events by source.component
+    # finds the Job controller's on a cluster, never the scheduler's.
+    done = client.submit(controllers.spec("succeed")).job.name
+    trainer = CustomTrainer(controllers.spec().trainer.func, resources_per_node={"gpu": 9})
+    client.submit(TrainJobSpec(trainer=trainer))
+    until(lambda: client.get_job(done).status is JobState.COMPLETE, what="Complete")
+    api = controllers.api()
+
+    def first(kind: str, reason: str) -> dict[str, Any] | None:
+        items = k8s.CoreV1Api(api).list_namespaced_event(controllers.namespace).items
+        return next(
+            (
+                api.sanitize_for_serialization(e)
+                for e in items
+                if (e.involved_object.kind, e.reason) == (kind, reason)
+            ),
+            None,
+        )
+
+    for kind, reason, component, action in [
+        ("Pod", "Scheduled", "default-scheduler", "Binding"),
+        ("Pod", "FailedScheduling", "default-scheduler", "Scheduling"),
+        ("JobSet", "AllJobsCompleted", "jobset", "Reconciling"),
+    ]:
+        event = until(lambda k=kind, r=reason: first(k, r), what=f"{kind} {reason}")
+        assert (event["reportingComponent"], event["action"]) == (component, action), event
+        assert not (event.get("source") or {}).get("component"), event
+        assert event["eventTime"], event
+        assert [event.get(k) for k in ("count", "firstTimestamp", "lastTimestamp")] == [None] * 3
+    assert until(lambda: first("Pod", "FailedScheduling"))["message"] == UNSCHEDULABLE
+    for reason in ("SuccessfulCreate", "Completed"):
+        event = until(lambda r=reason: first("Job", r), what=f"Job {reason}")
+        assert event["source"] == {"component": "job-controller"}, event
+        assert (event["reportingComponent"], event["reportingInstance"]) == ("job-controller", "")
+        assert (event["count"], event.get("eventTime"), event.get("action")) == (1, None, None)
+        assert event["firstTimestamp"]
+        assert event["lastTimestamp"]

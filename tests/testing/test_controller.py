@@ -218,11 +218,18 @@ def test_success_run_of_torch_distributed(cluster: Cluster) -> None:
     }
     (js_event,) = cluster.events("ok", "JobSet")
     assert (js_event["reason"], js_event["type"]) == ("AllJobsCompleted", "Normal")
-    event = cluster.events(pod["metadata"]["name"])[0]
-    assert event["involvedObject"]["uid"] == pod["metadata"]["uid"]
-    assert event["count"] == 1
-    assert event["firstTimestamp"]
-    assert event["eventTime"]
+    by_reason = {e["reason"]: e for e in cluster.events(pod["metadata"]["name"])}
+    assert by_reason["Scheduled"]["involvedObject"]["uid"] == pod["metadata"]["uid"]
+    # The scheduler records through events.k8s.io/v1, the kubelet through core/v1.
+    scheduled, started = by_reason["Scheduled"], by_reason["Started"]
+    assert (scheduled["action"], scheduled["source"], "count" in scheduled) == (
+        "Binding",
+        {},
+        False,
+    )
+    assert scheduled["eventTime"]
+    assert (started["count"], started["eventTime"]) == (1, None)
+    assert started["firstTimestamp"]
     assert cluster.ctl.wait_idle(5)
 
 

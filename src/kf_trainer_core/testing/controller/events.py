@@ -13,6 +13,7 @@ from kf_trainer_core.k8s.trainjob import (
     JOBSET_API,
     JOBSET_COMPONENT,
     KUBELET,
+    SCHEDULER,
     TRAINER_API,
     TRAINER_COMPONENT,
 )
@@ -107,14 +108,33 @@ class Recorder:
         series: bool = False,
     ) -> None:
         """Emit an Event (type, reason, message, component) about ``involved``, in its
-        namespace (``series``: as one recorded through the events.k8s.io/v1 API)."""
+        namespace, as the component's recorder writes it (``series``: through the
+        events.k8s.io/v1 API whatever the component)."""
+        component = what[3]
+        if component in _EVENTS_V1_ACTIONS:
+            series = True
+            action = action or _EVENTS_V1_ACTIONS[component].get(what[1], "Reconciling")
         event = new_event(
             involved["namespace"], involved, *what, action=action, host=host, seq=next(self._seq)
         )
         if series:
-            # The real Trainer records through the events.k8s.io/v1 API, as read back from
-            # core/v1: eventTime in microseconds, no first/lastTimestamp nor count, repeats
-            # counted in `series` (seen on the real control plane).
+            # Recorded through the events.k8s.io/v1 API (the Trainer, JobSet and the
+            # scheduler), as read back from core/v1: eventTime in microseconds, an
+            # action, no source, first/lastTimestamp nor count, repeats counted in
+            # `series` (seen on the real control plane).
             event.update(firstTimestamp=None, lastTimestamp=None, source={})
             del event["count"]
+        else:
+            # core/v1's recorder (the Job controller, the kubelet): no eventTime, and the
+            # reporting instance is the source's host (none but the kubelet's).
+            event.update(eventTime=None, reportingInstance=host or "")
         self.emit(event, aggregate=aggregate)
+
+
+#: The components whose events are recorded through the events.k8s.io/v1 API, with the
+#: action of each reason (controller-runtime's recorder says ``Reconciling``).
+_EVENTS_V1_ACTIONS: dict[str, dict[str, str]] = {
+    TRAINER_COMPONENT: {},
+    JOBSET_COMPONENT: {},
+    SCHEDULER: {"Scheduled": "Binding", "FailedScheduling": "Scheduling"},
+}
