@@ -752,6 +752,13 @@ def test_field_error_formatting() -> None:
     assert str(FieldError("s", "Invalid value", "d", 'a"\n')) == 's: Invalid value: "a\\"\\n": d'
     assert str(FieldError("s", "Forbidden", "no", "ignored")) == "s: Forbidden: no"
     assert str(FieldError("s", "Invalid value", "d", OMIT)) == "s: Invalid value: d"
+    # Not a scalar: as Go's json.Marshal writes it (floats plain from 1e-6 to 1e21,
+    # "e-7" not "e-07"; <, > and & escaped; keys sorted).
+    odd = {"z": [1e21, 1.5e-7, 1e20, 0.5, 100.0], "a": "<&>\u2028"}
+    assert str(FieldError("s", "Duplicate value", "", odd)) == (
+        's: Duplicate value: {"a":"\\u003c\\u0026\\u003e\\u2028",'
+        '"z":[1e+21,1.5e-7,100000000000000000000,0.5,100]}'
+    )
     assert str(FieldError("s", "Duplicate value", "", [1, "a"])) == ('s: Duplicate value: [1,"a"]')
     typed = FieldError("s", "Invalid value", "d", "string", reason="FieldValueTypeInvalid")
     assert typed.blocking
