@@ -200,6 +200,25 @@ class Cluster:
             )
         return {"name": FAST_FAIL_RUNTIME, "kind": "TrainingRuntime"}
 
+    def job_on_missing_runtime(
+        self, kind: str = "ClusterTrainingRuntime", runtime: str = "no-such-runtime"
+    ) -> str:
+        """Create TrainJob ``no-runtime`` on a runtime that does not exist (the Trainer
+        cannot build its JobSet); its name."""
+        body = {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": "no-runtime"},
+            "spec": {
+                "runtimeRef": {"name": runtime, "kind": kind, "apiGroup": "trainer.kubeflow.org"},
+                "trainer": {"numNodes": 1},
+            },
+        }
+        k8s.CustomObjectsApi(self.api()).create_namespaced_custom_object(
+            "trainer.kubeflow.org", "v1alpha1", self.namespace, "trainjobs", body
+        )
+        return "no-runtime"
+
     def owned(self, plural: str) -> list[dict[str, Any]]:
         """JobSets (``jobsets``), Jobs (``jobs``) or Pods (``pods``) in the namespace."""
         api = self.api()

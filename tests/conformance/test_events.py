@@ -1,10 +1,14 @@
 """Events the controllers record about a job, as ``get_job_events`` reads them: the Job
 controller's ``Completed`` and ``BackoffLimitExceeded``, the scheduler's
 ``FailedScheduling``, the Trainer's ``TrainJobResourcesCreationFailed``. The same
-reasons, types and objects on the test bed and the real controllers."""
+reasons, types, objects and fields (each component's recorder's) on the test bed and
+the real controllers."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from conformance_support import Cluster, until
 from kubernetes import client as k8s
 
@@ -63,15 +67,7 @@ def test_an_unschedulable_pod_has_failed_scheduling(
 def test_a_jobset_that_cannot_be_built_is_an_event_on_the_trainjob(
     client: TrainerClient, controllers: Cluster
 ) -> None:
-    body = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "no-runtime"},
-        "spec": {"runtimeRef": {"name": "no-such-runtime"}, "trainer": {"numNodes": 1}},
-    }
-    k8s.CustomObjectsApi(controllers.api()).create_namespaced_custom_object(
-        "trainer.kubeflow.org", "v1alpha1", controllers.namespace, "trainjobs", body
-    )
+    controllers.job_on_missing_runtime()
     events = events_with(client, "no-runtime", "TrainJob", "TrainJobResourcesCreationFailed")
     ev = next(e for e in events if e.reason == "TrainJobResourcesCreationFailed")
     assert ev.type == "Warning"
@@ -103,3 +99,84 @@ def test_another_job_whose_name_starts_with_ours_keeps_its_events(
         e.involved_object_name.startswith(f"{ours}-node-") or e.involved_object_name == ours
         for e in mine
     )
+
+
+@pytest.mark.parametrize(
+    ("kind", "words"),
+    [
+        ("ClusterTrainingRuntime", "not found ClusterTrainingRuntime specified in TrainJob"),
+        ("TrainingRuntime", "TrainingRuntime specified in TrainJob is not found"),
+    ],
+)
+def test_a_missing_runtime_is_named_by_its_kind_and_the_warning_repeats(
+    client: TrainerClient, controllers: Cluster, kind: str, words: str
+) -> None:
+    # The Trainer reads runtimes through its cache, whose NotFound names the kind (the
+    # test server named the resource: "clustertrainingruntimes.trainer.kubeflow.org"),
+    # and retries at once: its events.k8s.io recorder writes the repeat as a series of
+    # 2 (later repeats wait for its 6-minute heartbeat).
+    controllers.job_on_missing_runtime(kind, "missing")
+    (event,) = until(
+        lambda: [
+            e
+            for e in client.get_job_events("no-runtime")
+            if e.reason == "TrainJobResourcesCreationFailed" and e.count == 2
+        ],
+        what="the repeated TrainJobResourcesCreationFailed",
+    )
+    assert event.message == (
+        f"TrainJob resources reconciliation failed: {words}: "
+        f'{kind}.trainer.kubeflow.org "missing" not found'
+    )
+    assert (event.type, event.involved_object_kind) == ("Warning", "TrainJob")
+
+
+UNSCHEDULABLE = (
+    "0/4 nodes are available: 4 Insufficient nvidia.com/gpu. no new claims to deallocate, "
+    "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
+)
+
+
+def test_each_component_s_events_have_its_recorder_s_fields(
+    client: TrainerClient, controllers: Cluster
+) -> None:
+    # The scheduler and JobSet (as the Trainer) record through the events.k8s.io/v1 API:
+    # read from core/v1 such an event has an action, no source, count nor first/last
+    # timestamps. The Job controller records through core/v1: a source and a count, no
+    # eventTime, no reporting instance. A test that picks events by source.component
+    # finds the Job controller's on a cluster, never the scheduler's.
+    done = client.submit(controllers.spec("succeed")).job.name
+    trainer = CustomTrainer(controllers.spec().trainer.func, resources_per_node={"gpu": 9})
+    client.submit(TrainJobSpec(trainer=trainer))
+    until(lambda: client.get_job(done).status is JobState.COMPLETE, what="Complete")
+    api = controllers.api()
+
+    def first(kind: str, reason: str) -> dict[str, Any] | None:
+        items = k8s.CoreV1Api(api).list_namespaced_event(controllers.namespace).items
+        return next(
+            (
+                api.sanitize_for_serialization(e)
+                for e in items
+                if (e.involved_object.kind, e.reason) == (kind, reason)
+            ),
+            None,
+        )
+
+    for kind, reason, component, action in [
+        ("Pod", "Scheduled", "default-scheduler", "Binding"),
+        ("Pod", "FailedScheduling", "default-scheduler", "Scheduling"),
+        ("JobSet", "AllJobsCompleted", "jobset", "Reconciling"),
+    ]:
+        event = until(lambda k=kind, r=reason: first(k, r), what=f"{kind} {reason}")
+        assert (event["reportingComponent"], event["action"]) == (component, action), event
+        assert not (event.get("source") or {}).get("component"), event
+        assert event["eventTime"], event
+        assert [event.get(k) for k in ("count", "firstTimestamp", "lastTimestamp")] == [None] * 3
+    assert until(lambda: first("Pod", "FailedScheduling"))["message"] == UNSCHEDULABLE
+    for reason in ("SuccessfulCreate", "Completed"):
+        event = until(lambda r=reason: first("Job", r), what=f"Job {reason}")
+        assert event["source"] == {"component": "job-controller"}, event
+        assert (event["reportingComponent"], event["reportingInstance"]) == ("job-controller", "")
+        assert (event["count"], event.get("eventTime"), event.get("action")) == (1, None, None)
+        assert event["firstTimestamp"]
+        assert event["lastTimestamp"]

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from conformance_support import GC_TIMEOUT, Cluster, until, wait_on
-from kubernetes import client as k8s
 
 from kf_trainer_core.client import AsyncTrainerClient, TrainerClient
 from kf_trainer_core.cluster.status import JobState
@@ -227,22 +226,7 @@ async def test_creation_failure_fails_the_wait(
 ) -> None:
     # A runtime the Trainer cannot find: it says so in a TrainJobResourcesCreationFailed
     # event and retries; the client must not wait for the timeout.
-    body = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": "no-runtime"},
-        "spec": {
-            "runtimeRef": {
-                "name": "no-such-runtime",
-                "kind": "ClusterTrainingRuntime",
-                "apiGroup": "trainer.kubeflow.org",
-            },
-            "trainer": {"numNodes": 1},
-        },
-    }
-    k8s.CustomObjectsApi(controllers.api()).create_namespaced_custom_object(
-        "trainer.kubeflow.org", "v1alpha1", controllers.namespace, "trainjobs", body
-    )
+    controllers.job_on_missing_runtime()
     with pytest.raises(TrainJobCreationFailedError, match="TrainJobResourcesCreationFailed"):
         await wait_on(face, client, aclient, "no-runtime", timeout=60)
 

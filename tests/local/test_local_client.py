@@ -418,8 +418,12 @@ def test_missing_runtime_is_a_creation_failure(client: TrainerClient) -> None:
     from kf_trainer_core.k8s.resources import TRAINJOBS
 
     raw(client, Create(TRAINJOBS, "local", manifest))
-    with pytest.raises(TrainJobCreationFailedError, match="not-installed"):
+    with pytest.raises(TrainJobCreationFailedError, match="not-installed") as info:
         client.wait("orphan", timeout=10)
+    # In the Trainer's words: its cache's NotFound names the kind, as on a cluster.
+    assert 'ClusterTrainingRuntime.trainer.kubeflow.org "not-installed" not found' in str(
+        info.value
+    )
 
 
 # ---------------------------------------------------------------------- initializers

@@ -218,11 +218,18 @@ def test_success_run_of_torch_distributed(cluster: Cluster) -> None:
     }
     (js_event,) = cluster.events("ok", "JobSet")
     assert (js_event["reason"], js_event["type"]) == ("AllJobsCompleted", "Normal")
-    event = cluster.events(pod["metadata"]["name"])[0]
-    assert event["involvedObject"]["uid"] == pod["metadata"]["uid"]
-    assert event["count"] == 1
-    assert event["firstTimestamp"]
-    assert event["eventTime"]
+    by_reason = {e["reason"]: e for e in cluster.events(pod["metadata"]["name"])}
+    assert by_reason["Scheduled"]["involvedObject"]["uid"] == pod["metadata"]["uid"]
+    # The scheduler records through events.k8s.io/v1, the kubelet through core/v1.
+    scheduled, started = by_reason["Scheduled"], by_reason["Started"]
+    assert (scheduled["action"], scheduled["source"], "count" in scheduled) == (
+        "Binding",
+        {},
+        False,
+    )
+    assert scheduled["eventTime"]
+    assert (started["count"], started["eventTime"]) == (1, None)
+    assert started["firstTimestamp"]
     assert cluster.ctl.wait_idle(5)
 
 
@@ -427,8 +434,10 @@ def test_missing_runtime_is_a_creation_failure(cluster: Cluster) -> None:
     assert event["reason"] == "TrainJobResourcesCreationFailed"
     assert event["message"] == (
         "TrainJob resources reconciliation failed: not found ClusterTrainingRuntime specified "
-        'in TrainJob: clustertrainingruntimes.trainer.kubeflow.org "no-such-runtime" not found'
+        'in TrainJob: ClusterTrainingRuntime.trainer.kubeflow.org "no-such-runtime" not found'
     )
+    # Requeued at once by the Trainer: repeated, as a series (events.k8s.io recorder).
+    assert event["series"]["count"] == 2
     assert "status" not in cluster.tj("orphan") or not cluster.tj("orphan")["status"].get(
         "conditions"
     )
@@ -446,7 +455,7 @@ def test_namespaced_training_runtime(cluster: Cluster) -> None:
     (event,) = cluster.wait(lambda: cluster.events("local", "TrainJob"))
     assert event["message"].endswith(
         "TrainingRuntime specified in TrainJob is not found: "
-        'trainingruntimes.trainer.kubeflow.org "mine" not found'
+        'TrainingRuntime.trainer.kubeflow.org "mine" not found'
     )
     runtime = cluster.store.get(CLUSTER_TRAINING_RUNTIMES, None, "torch-distributed")
     runtime["kind"] = "TrainingRuntime"

@@ -85,6 +85,15 @@ JOB_RESUMED = ("JobResumed", "Job resumed")
 #: only trace such a job leaves: it gets no condition).
 CREATION_FAILED_REASON = "TrainJobResourcesCreationFailed"
 CREATION_FAILED_PREFIX = "TrainJob resources reconciliation failed: "
+
+
+def runtime_not_found(kind: str, name: str) -> str:
+    """How the Trainer says a runtime is missing: it reads runtimes through its cache,
+    whose NotFound names the kind (``ClusterTrainingRuntime.trainer.kubeflow.org "x"
+    not found``), not the resource as the API server's own NotFound does."""
+    return f'{kind}.{TRAINER_GROUP} "{name}" not found'
+
+
 RUNTIME_NOT_SUPPORTED_REASON = "TrainingRuntimeNotSupported"
 #: The Normal event of the Job controller when a Job completes.
 JOB_COMPLETED_EVENT = ("Completed", "Job completed")

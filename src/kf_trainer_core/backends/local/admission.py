@@ -20,7 +20,7 @@ from kf_trainer_core.backends.local.store import (
     Kind,
     StatusError,
 )
-from kf_trainer_core.k8s.trainjob import trainer_container
+from kf_trainer_core.k8s.trainjob import runtime_not_found, trainer_container
 
 JSON = dict[str, Any]
 
@@ -113,12 +113,12 @@ def plan_trainjob(
         if rt_kind is TRAINING_RUNTIMES:
             why = (
                 "TrainingRuntime specified in TrainJob is not found: "
-                f'{TRAINING_RUNTIMES.qualified} "{rt_name}" not found'
+                f"{runtime_not_found('TrainingRuntime', rt_name)}"
             )
         else:
             why = (
                 "not found ClusterTrainingRuntime specified in TrainJob: "
-                f'{CLUSTER_TRAINING_RUNTIMES.qualified} "{rt_name}" not found'
+                f"{runtime_not_found('ClusterTrainingRuntime', rt_name)}"
             )
         plan["runtime_error"] = why
         return plan, causes, warnings

@@ -13,6 +13,7 @@ from kf_trainer_core.k8s.trainjob import (
     JOBSET_API,
     JOBSET_COMPONENT,
     KUBELET,
+    SCHEDULER,
     TRAINER_API,
     TRAINER_COMPONENT,
 )
@@ -29,25 +30,29 @@ class Recorder:
         self._seq = itertools.count()
 
     def emit(self, event: JSON, aggregate: dict[tuple[str, str, str], str] | None = None) -> None:
-        """Create ``event`` — or bump ``count`` of an identical one in ``aggregate``, as
-        the event recorder's correlator does."""
+        """Create ``event`` — or count a repeat of an identical one in ``aggregate``, as
+        the event recorders do: core/v1's correlator bumps ``count`` each time;
+        events.k8s.io/v1's writes its first repeat at once as ``series.count`` 2 and
+        keeps later ones in its cache until its 6-minute heartbeat (not simulated)."""
         meta, involved = event["metadata"], event["involvedObject"]
         key = (str(involved.get("uid")), str(event["reason"]), str(event["message"]))
         if aggregate is not None and key in aggregate:
+            name = aggregate[key]
+            if not name:
+                return  # a series already written
             now = format_timestamp()
+            series = event.get("lastTimestamp") is None
 
             def bump(obj: JSON) -> None:
-                if obj.get("lastTimestamp") is None:  # events.k8s.io/v1 recorder: a series
-                    series = obj.get("series") or {}
-                    obj["series"] = {
-                        "count": int(series.get("count") or 1) + 1,
-                        "lastObservedTime": micro_now(),
-                    }
+                if series:
+                    obj["series"] = {"count": 2, "lastObservedTime": micro_now()}
                     return
                 obj["count"] = int(obj.get("count") or 1) + 1
                 obj["lastTimestamp"] = now
 
-            if safe(self.store.mutate, EVENTS, meta["namespace"], aggregate[key], bump) is not None:
+            if safe(self.store.mutate, EVENTS, meta["namespace"], name, bump) is not None:
+                if series:
+                    aggregate[key] = ""
                 return
         if safe(self.store.create, EVENTS, event) is not None and aggregate is not None:
             aggregate[key] = str(meta["name"])
@@ -103,14 +108,33 @@ class Recorder:
         series: bool = False,
     ) -> None:
         """Emit an Event (type, reason, message, component) about ``involved``, in its
-        namespace (``series``: as one recorded through the events.k8s.io/v1 API)."""
+        namespace, as the component's recorder writes it (``series``: through the
+        events.k8s.io/v1 API whatever the component)."""
+        component = what[3]
+        if component in _EVENTS_V1_ACTIONS:
+            series = True
+            action = action or _EVENTS_V1_ACTIONS[component].get(what[1], "Reconciling")
         event = new_event(
             involved["namespace"], involved, *what, action=action, host=host, seq=next(self._seq)
         )
         if series:
-            # The real Trainer records through the events.k8s.io/v1 API, as read back from
-            # core/v1: eventTime in microseconds, no first/lastTimestamp nor count, repeats
-            # counted in `series` (seen on the real control plane).
+            # Recorded through the events.k8s.io/v1 API (the Trainer, JobSet and the
+            # scheduler), as read back from core/v1: eventTime in microseconds, an
+            # action, no source, first/lastTimestamp nor count, repeats counted in
+            # `series` (seen on the real control plane).
             event.update(firstTimestamp=None, lastTimestamp=None, source={})
             del event["count"]
+        else:
+            # core/v1's recorder (the Job controller, the kubelet): no eventTime, and the
+            # reporting instance is the source's host (none but the kubelet's).
+            event.update(eventTime=None, reportingInstance=host or "")
         self.emit(event, aggregate=aggregate)
+
+
+#: The components whose events are recorded through the events.k8s.io/v1 API, with the
+#: action of each reason (controller-runtime's recorder says ``Reconciling``).
+_EVENTS_V1_ACTIONS: dict[str, dict[str, str]] = {
+    TRAINER_COMPONENT: {},
+    JOBSET_COMPONENT: {},
+    SCHEDULER: {"Scheduled": "Binding", "FailedScheduling": "Scheduling"},
+}

@@ -70,8 +70,8 @@ def _insufficient(spec: JSON) -> list[str]:
 def _unschedulable_message(short: list[str]) -> str:
     reasons = ", ".join(f"4 Insufficient {name}" for name in short)
     return (
-        f"0/4 nodes are available: {reasons}. preemption: 0/4 nodes are available: 4 No "
-        "preemption victims found for incoming pod."
+        f"0/4 nodes are available: {reasons}. no new claims to deallocate, preemption: 0/4 "
+        "nodes are available: 4 Preemption is not helpful for scheduling."
     )
 
 

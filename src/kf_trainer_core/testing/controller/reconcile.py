@@ -25,6 +25,7 @@ from kf_trainer_core.k8s.trainjob import (
     TRAINJOB_DEADLINE,
     TRAINJOB_RESUMED,
     TRAINJOB_SUSPENDED,
+    runtime_not_found,
 )
 from kf_trainer_core.testing.controller.jobset import build_jobset
 from kf_trainer_core.testing.controller.parts import ClusterParts
@@ -177,7 +178,13 @@ class TrainJobReconciler:
             text = str(exc)
             message = f"{CREATION_FAILED_PREFIX}{text[:950]}" + (" ..." if len(text) > 950 else "")
             events = self.cx.events
-            events.trainjob(sim, "Warning", CREATION_FAILED_REASON, message, action="Reconciling")
+            # The Trainer returns the error and is requeued at once (a 5 ms back-off):
+            # the event twice, which its events.k8s.io recorder writes as one with
+            # ``series.count`` 2 (later repeats wait for the recorder's heartbeat).
+            for _ in range(2):
+                events.trainjob(
+                    sim, "Warning", CREATION_FAILED_REASON, message, action="Reconciling"
+                )
             if suspended:
                 set_condition(sim.tj_conditions, SUSPENDED, "True", *TRAINJOB_SUSPENDED)
             self.cx.status.mark(sim)
@@ -186,20 +193,21 @@ class TrainJobReconciler:
 
     def _get_runtime(self, kind: str, namespace: str, name: str) -> JSON:
         store = self.cx.store
+        # The Trainer reads runtimes through its cache, whose NotFound names the kind
+        # (``ClusterTrainingRuntime.trainer.kubeflow.org "x" not found``), not the plural.
         if kind == "TrainingRuntime":
             obj = store.try_get(TRAINING_RUNTIMES, namespace, name)
             if obj is None:
                 raise BuildError(
                     "TrainingRuntime specified in TrainJob is not found: "
-                    f'{TRAINING_RUNTIMES.plural}.{TRAINING_RUNTIMES.group} "{name}" not found'
+                    f"{runtime_not_found('TrainingRuntime', name)}"
                 )
             return obj
         obj = store.try_get(CLUSTER_TRAINING_RUNTIMES, None, name)
         if obj is None:
             raise BuildError(
                 "not found ClusterTrainingRuntime specified in TrainJob: "
-                f"{CLUSTER_TRAINING_RUNTIMES.plural}.{CLUSTER_TRAINING_RUNTIMES.group} "
-                f'"{name}" not found'
+                f"{runtime_not_found('ClusterTrainingRuntime', name)}"
             )
         return obj
 

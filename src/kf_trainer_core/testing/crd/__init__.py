@@ -14,9 +14,14 @@ Fidelity notes (why things are done the way they are):
 * Error order follows ``customResourceStrategy.Validate``: ObjectMeta checks, then
   OpenAPI schema errors, then list-type errors, then CEL rules. As in the apiserver,
   CEL rules are skipped when a "blocking" error (wrong type, bad format, unsupported
-  enum value) was found, and one extra error says so.
-* CEL errors carry the *schema type* as the bad value (``Invalid value: "object"``) and
-  root-level rules have an empty field path, printed ``<nil>`` like ``field.Path``.
+  enum value, a required field missing) was found, and one extra error says so.
+* Errors are printed as kube-apiserver 1.36 prints them: a CEL rule's error shows the
+  value when it is a scalar (``Invalid value: "x/y"``, ``Invalid value: 0``) and none
+  for an object or a list (``Invalid value: field is immutable``) or beside a
+  messageExpression's message; other bad values that are not scalars are JSON
+  (``Duplicate value: {"name":"A"}``, ``Invalid value: null``). Root-level errors have
+  an empty field path, printed ``<nil>`` like a nil ``field.Path``, in the message and
+  in the cause's ``field`` alike.
 * On updates, validation ratcheting (on by default since Kubernetes 1.30) is applied:
   value errors and non-transition CEL rules are ignored for sub-trees that did not change.
 * OpenAPI errors use kube-openapi's "``<path> in body ...``" details. Map entries
@@ -45,6 +50,7 @@ from kf_trainer_core.testing.crd.errors import (
     format_invalid,
     format_unknown_fields,
     invalid_status,
+    unknown_fields_in_patch,
 )
 from kf_trainer_core.testing.crd.rules import evaluate_rule
 from kf_trainer_core.testing.crd.upstream import UPSTREAM_ENV, find_upstream, load_upstream_crds
@@ -64,4 +70,5 @@ __all__ = [
     "format_unknown_fields",
     "invalid_status",
     "load_upstream_crds",
+    "unknown_fields_in_patch",
 ]

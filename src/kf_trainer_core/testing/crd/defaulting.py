@@ -10,7 +10,10 @@ from kf_trainer_core.testing.crd.schema import MISSING, OBJECT_META_FIELDS, Node
 
 
 def fill_defaults(value: Any, node: Node | None, is_root: bool = False) -> None:
-    """Apply defaults in place (structuraldefaulting.Default)."""
+    """Apply defaults in place (structuraldefaulting.Default), after removing the null
+    values of fields that are neither nullable nor defaulted, as the apiserver's
+    defaulter does first (PruneNonNullableNullsWithoutDefaults: ``"initializer": null``
+    is stored as no initializer, not refused as a wrong type)."""
     if node is None:
         return
     if isinstance(value, dict):
@@ -23,14 +26,14 @@ def fill_defaults(value: Any, node: Node | None, is_root: bool = False) -> None:
         for key in list(value):
             if is_root and key == "metadata":
                 continue
-            child, is_entry = node.child(key)
+            child, _ = node.child(key)
             if child is None:
                 continue
-            if value[key] is None and is_entry and not child.nullable:
-                if "default" in child.raw:
-                    value[key] = copy.deepcopy(child.raw["default"])
-                else:
+            if value[key] is None and not child.nullable:
+                if "default" not in child.raw:
+                    del value[key]  # a property's or a map entry's alike
                     continue
+                value[key] = copy.deepcopy(child.raw["default"])
             fill_defaults(value[key], child)
     elif isinstance(value, list):
         items = node.items

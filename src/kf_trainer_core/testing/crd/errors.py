@@ -1,14 +1,17 @@
 """Field errors and the apiserver's messages, formatted like
-``k8s.io/apimachinery/pkg/util/validation/field`` (with Go's ``fmt`` verbs for bad values)."""
+``k8s.io/apimachinery/pkg/util/validation/field`` of Kubernetes 1.36 (a scalar bad value
+with Go's ``fmt`` verbs, anything else as ``encoding/json`` writes it)."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final
 
 from kf_trainer_core.k8s.errors import status_body
+from kf_trainer_core.k8s.resources import Resource
 
 
 class _Omit:
@@ -69,8 +72,10 @@ class FieldError:
 
     @property
     def blocking(self) -> bool:
-        """True for errors that make the apiserver skip CEL rules (wrong type, bad enum)."""
-        return self.cause_reason in (TYPE_INVALID, "FieldValueNotSupported")
+        """True for errors that make the apiserver skip CEL rules (wrong type, bad enum,
+        a required field missing: kube-apiserver 1.36 says the rules were not checked
+        after a ``Required value`` too)."""
+        return self.cause_reason in (TYPE_INVALID, "FieldValueNotSupported", "FieldValueRequired")
 
     def body(self) -> str:
         """The message without the path (``field.Error.ErrorBody``)."""
@@ -83,8 +88,10 @@ class FieldError:
         return text
 
     def cause(self) -> dict[str, str]:
-        """This error as a ``metav1.StatusCause`` (what a 422 Status lists)."""
-        return {"reason": self.cause_reason, "message": self.body(), "field": self.path}
+        """This error as a ``metav1.StatusCause`` (what a 422 Status lists); an error of
+        the object itself names its field ``<nil>``, as its message does (the nil
+        ``*field.Path`` printed)."""
+        return {"reason": self.cause_reason, "message": self.body(), "field": self.path or "<nil>"}
 
     def __str__(self) -> str:
         return f"{self.path or '<nil>'}: {self.body()}"
@@ -119,9 +126,34 @@ def invalid_status(kind: str, group: str, name: str, errors: list[FieldError]) -
     return status_body(422, "Invalid", format_invalid(kind, group, name, errors), details)
 
 
-def format_unknown_fields(paths: list[str]) -> str:
-    """The 400 message for ``fieldValidation=Strict`` writes with undeclared fields."""
-    return "strict decoding error: " + ", ".join(f"unknown field {go_quote(p)}" for p in paths)
+def _strict_decoding_error(paths: list[str]) -> str:
+    # ObjectMeta's unknown fields come first (decoded on their own), then the others;
+    # each part sorted, whatever the order of the body.
+    meta = sorted(p for p in paths if p.startswith("metadata."))
+    rest = sorted(p for p in paths if not p.startswith("metadata."))
+    return "strict decoding error: " + ", ".join(
+        f"unknown field {go_quote(p)}" for p in (*meta, *rest)
+    )
+
+
+def format_unknown_fields(paths: list[str], res: Resource) -> str:
+    """The 400 message for a ``fieldValidation=Strict`` create or update of ``res``
+    with undeclared fields."""
+    kind, version = res.kind, res.version
+    return (
+        f"{kind} in version {go_quote(version)} cannot be handled as a {kind}: "
+        + _strict_decoding_error(paths)
+    )
+
+
+def unknown_fields_in_patch(patched: Any, paths: list[str]) -> dict[str, Any]:
+    """The 422 Status of a ``fieldValidation=Strict`` patch that leaves undeclared
+    fields: the patched object is invalid, the field named ``patch``, its value the
+    patched object as JSON (no kind, group nor name in the details)."""
+    error = FieldError("patch", "Invalid value", _strict_decoding_error(paths), go_json(patched))
+    return status_body(
+        422, "Invalid", format_invalid("", "", "", [error]), {"causes": [error.cause()]}
+    )
 
 
 # Go's fmt verbs, enough of them to print bad values as the apiserver does.
@@ -197,24 +229,51 @@ def _go_scalar(value: Any) -> str | None:
     return None
 
 
-def _go_sharp(value: Any) -> str:
-    """``%#v`` of a decoded JSON value (how Duplicate errors print map keys)."""
-    if value is None:
-        return "interface {}(nil)"
-    scalar = _go_scalar(value)
-    if scalar is not None:
-        return scalar
+def go_json(value: Any) -> str:
+    """A decoded JSON value as Go's ``json.Marshal`` writes it: keys sorted, no spaces,
+    ``<``, ``>`` and ``&`` (and U+2028, U+2029) escaped, numbers as Go writes floats."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _json_float(value)
+    if isinstance(value, str):
+        text = json.dumps(value, ensure_ascii=False)
+        for raw, escaped in _JSON_ESCAPES:
+            text = text.replace(raw, escaped)
+        return text
     if isinstance(value, dict):
-        inner = ", ".join(f"{go_quote(str(k))}:{_go_sharp(value[k])}" for k in sorted(value))
-        return "map[string]interface {}{" + inner + "}"
-    if isinstance(value, list):
-        return "[]interface {}{" + ", ".join(_go_sharp(v) for v in value) + "}"
-    return str(value)
+        items = (f"{go_json(str(k))}:{go_json(value[k])}" for k in sorted(value, key=str))
+        return "{" + ",".join(items) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(go_json(v) for v in value) + "]"
+    return go_json(str(value))
+
+
+_JSON_ESCAPES: Final = (
+    ("<", "\\u003c"),
+    (">", "\\u003e"),
+    ("&", "\\u0026"),
+    ("\u2028", "\\u2028"),
+    ("\u2029", "\\u2029"),
+)
+
+
+def _json_float(number: float) -> str:
+    """``encoding/json``'s float64: shortest digits, plain from 1e-6 up to 1e21, else
+    with an exponent whose ``e-0N`` is written ``e-N`` (``1e-7``, ``1e+21``)."""
+    if math.isnan(number) or math.isinf(number):
+        return "null"  # json.Marshal refuses these; a decoded JSON body never has them
+    if number == 0 or 1e-6 <= abs(number) < 1e21:
+        text = format(Decimal(repr(number)), "f")
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    text = go_float(number)  # %v: exponent form here, two digits at least
+    return text.replace("e-0", "e-") if text[-3:-1] == "-0" else text
 
 
 def _go_value(value: Any) -> str:
-    """The bad value as ``field.Error.ErrorBody`` prints it."""
-    if value is None:
-        return '"null"'
+    """The bad value as ``field.Error.ErrorBody`` prints it: a boolean or number with
+    ``%v``, a string with ``%q``, anything else (null, an object, a list) as JSON."""
     scalar = _go_scalar(value)
-    return scalar if scalar is not None else _go_sharp(value)
+    return scalar if scalar is not None else go_json(value)

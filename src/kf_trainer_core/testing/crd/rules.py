@@ -78,6 +78,10 @@ def _rule_error(job: RuleJob, rule: Rule, failure: str | None) -> FieldError:
             detail = f"{failure} evaluating rule: {rule.error_string()}"
         return FieldError(fpath(job.path), "Invalid value", detail, schema_type)
     detail = rule.default_message()
+    # What the error shows of the value (kube-apiserver 1.36): a scalar itself, an
+    # object or a list nothing, and nothing beside a messageExpression's message (the
+    # expression embeds the value where it wants it).
+    shown: Any = OMIT if isinstance(job.value, (dict, list)) else job.value
     if rule.message_expression is not None and rule.message_expression.runner is not None:
         expression = rule.message_expression
         activation = {"self": _to_cel(job.value, job.node, job.is_root)}
@@ -88,14 +92,15 @@ def _rule_error(job: RuleJob, rule: Rule, failure: str | None) -> FieldError:
         # back to message (or the "failed rule" text).
         if problem is None and isinstance(message, str) and message.strip():
             detail = str(message).strip()
+            shown = OMIT
     path = fpath((*job.path, *rule.field_path))
     if rule.reason == "FieldValueForbidden":
         return FieldError(path, "Forbidden", detail, OMIT)
     if rule.reason == "FieldValueRequired":
         return FieldError(path, "Required value", detail, OMIT)
     if rule.reason == "FieldValueDuplicate":
-        return FieldError(path, "Duplicate value", "", schema_type)
-    return FieldError(path, "Invalid value", detail, schema_type)
+        return FieldError(path, "Duplicate value", "", job.value)
+    return FieldError(path, "Invalid value", detail, shown)
 
 
 def _evaluate(rule: Rule, activation: dict[str, Any]) -> tuple[bool, str | None]:

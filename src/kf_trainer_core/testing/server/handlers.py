@@ -103,11 +103,13 @@ class HandlerMixin(ServerBase):
         """Whether TrainJobs are checked against the upstream CRD schema."""
         return bool(self._schemas)
 
-    def _admission(self, mode: str, warnings_out: list[str]) -> Admission:
-        """CRD handling of a custom resource write: unknown fields (Strict: 400; Warn:
-        warning), pruning, defaulting, then OpenAPI + CEL validation (422)."""
+    def _admission(self, mode: str, warnings_out: list[str], *, patch: bool = False) -> Admission:
+        """CRD handling of a custom resource write: unknown fields (Strict: 400, or 422
+        for a ``patch``; Warn: warning), pruning, defaulting, then OpenAPI + CEL
+        validation (422)."""
 
         def admit(res: Resource, new: JSON, old: JSON | None, subresource: str | None) -> JSON:
+            decoded = new  # what strict decoding saw: before any webhook
             if self.kueue is not None and subresource is None:
                 new = self.kueue.mutate(res, new, old)  # Kueue's job webhook
             schema = self._schemas.get(res)
@@ -115,8 +117,11 @@ class HandlerMixin(ServerBase):
                 return new
             unknown = list(schema.unknown_fields(new))
             if unknown:
+                if mode == "Strict" and patch:
+                    body = crd.unknown_fields_in_patch(decoded, unknown)
+                    raise StoreError(422, "Invalid", body["message"], body["details"])
                 if mode == "Strict":
-                    raise StoreError.bad_request(crd.format_unknown_fields(unknown))
+                    raise StoreError.bad_request(crd.format_unknown_fields(unknown, res))
                 if mode == "Warn":
                     warnings_out.extend(f'unknown field "{path}"' for path in unknown)
                 new = schema.prune(new)
@@ -235,7 +240,12 @@ class HandlerMixin(ServerBase):
         name = route.name
         mode = validation_mode(request.query)
         warnings_out: list[str] = []
-        admit = self._admission(mode, warnings_out) if res in self._schemas else None
+        # A patch that strict decoding refuses is 422 (the patched object is invalid),
+        # a body sent whole 400 (it cannot be decoded); a server-side apply is neither.
+        patch = ctx.verb != "update" and PATCH_TYPES.get(
+            request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        ) in ("merge", "json")
+        admit = self._admission(mode, warnings_out, patch=patch) if res in self._schemas else None
         status = 200
         if ctx.verb == "update":
             body = check_body(await read_body(request), route, for_create=False)
