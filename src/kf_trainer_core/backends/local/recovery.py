@@ -65,7 +65,8 @@ def check_supervisors(paths: Paths, store: Store, *, force: bool = False) -> lis
 def _repair(paths: Paths, store: Store, uid: str) -> bool:
     """Bring job ``uid``, whose supervisor died, to an honest state (the caller holds
     its lock): its processes stopped, and the job Failed with the reason on its pods —
-    or purged if it was being deleted, or Suspended if it was being suspended."""
+    or purged if it was being deleted, Complete if its pods had all succeeded, or
+    Suspended if it was being suspended."""
     # Lazy, downward: the supervisor (its kubelet, launcher, pod runners) loads only in
     # the rare process that finds a dead one, not in every LocalConfig client.
     from kf_trainer_core.backends.local.supervisor import JobSupervisor
@@ -88,6 +89,8 @@ def _repair(paths: Paths, store: Store, uid: str) -> bool:
         kill_tree([], uid, grace=1.0)
         if record.terminal():
             return False
+        if supervisor.complete_if_ended():
+            return True
         if record.spec.get("suspend"):
             supervisor.drop_suspended(record.existing_pods())
             supervisor.ensure_suspended()
