@@ -110,10 +110,14 @@ class ProcessRunner:
         except OSError as exc:
             # The kubelet's StartError: exit 128, the runtime's message.
             pod.start_error = ("StartError", start_error(pod.launches[0].argv, exc))
-            kill_tree(pod.pgids, None, grace=1.0)
+            kill_tree(pod.live_pgids, None, grace=1.0)
 
     def poll(self, pod: PodRun) -> int | None:
+        unreaped = {p.pid for p in pod.procs if p.returncode is None}
         codes = [p.poll() for p in pod.procs]
+        pod.just_reaped = {
+            p.pid for p in pod.procs if p.pid in unreaped and p.returncode is not None
+        }
         if any(c is None for c in codes):
             if all(c in (None, 0) for c in codes):
                 return None
@@ -132,7 +136,7 @@ class ProcessRunner:
         """Stop their process groups and every process of the job (a container job's
         strays too), then let their log readers drain."""
         pods = list(pods)
-        kill_tree([g for p in pods for g in p.pgids], self.uid, reap=self.reap)
+        kill_tree([g for p in pods for g in p.live_pgids], self.uid, reap=self.reap)
         for pod in pods:
             for reader in pod.readers:
                 reader.join(DRAIN_SECONDS)
@@ -339,7 +343,8 @@ class Kubelet:
     def finish(self, pod: PodRun, returncode: int) -> None:
         """Record the container's end: its terminated state, the pod's phase."""
         # A container ends when its main process does: what it left behind goes too.
-        signal_all(pod.pgids, [], signal.SIGKILL)
+        signal_all(pod.live_pgids, [], signal.SIGKILL)
+        pod.just_reaped.clear()  # from now on its ranks' ids may be anyone's
         for reader in pod.readers:
             reader.join(DRAIN_SECONDS)
         assert pod.log is not None

@@ -429,7 +429,7 @@ class JobSupervisor:
         """This supervisor failed (a bug, a full disk): no process of the job may
         outlive it, and the job says why instead of running forever."""
         with contextlib.suppress(Exception):
-            pgids = [g for p in self.record.pods.values() for g in p.pgids]
+            pgids = [g for p in self.record.pods.values() for g in p.live_pgids]
             kill_tree(pgids, self.place.uid, 2.0, self.kubelet.reap)
         if self.kubelet.runner is not None:
             with contextlib.suppress(Exception):
