@@ -10,7 +10,7 @@ import threading
 import time
 
 from kf_trainer_core.backends.local._common import Paths
-from kf_trainer_core.backends.local.liveness import MARKER, unmark_supervising
+from kf_trainer_core.backends.local.liveness import MARKER, forget_run, unmark_supervising
 from kf_trainer_core.backends.local.procs import JobLock, kill_tree
 from kf_trainer_core.backends.local.store import Store
 
@@ -50,15 +50,19 @@ def check_supervisors(paths: Paths, store: Store, *, force: bool = False) -> lis
                 continue  # alive
         except OSError:
             continue
+        gone = False
         try:
             # Under the lock: a supervisor that ended normally removed its marker first.
             if marker.exists() and _repair(paths, store, uid):
                 repaired.append(uid)
             unmark_supervising(paths, uid)
+            gone = store.get_run(uid) is None  # deleted (its plan goes with it)
+            if gone:
+                forget_run(paths, uid)
         except Exception:  # a damaged entry must not break every read; retried later
             continue
         finally:
-            lock.release()
+            lock.release(remove=gone)
     return repaired
 
 

@@ -44,11 +44,15 @@ from kf_trainer_core.backends.local._common import (
 from kf_trainer_core.backends.local.jobpods import initializer_pod, prepare_trainer, trainer_pods
 from kf_trainer_core.backends.local.jobstatus import JobRecord
 from kf_trainer_core.backends.local.kubelet import Kubelet
-from kf_trainer_core.backends.local.liveness import mark_supervising, unmark_supervising
+from kf_trainer_core.backends.local.liveness import (
+    forget_run,
+    mark_supervising,
+    unmark_supervising,
+)
 from kf_trainer_core.backends.local.pods import JobPlace, PodRun
 from kf_trainer_core.backends.local.procs import JobLock, kill_tree
 from kf_trainer_core.backends.local.purge import purge_job
-from kf_trainer_core.backends.local.store import PODS, TRAINJOBS, Store, Tx
+from kf_trainer_core.backends.local.store import PODS, Store, Tx
 from kf_trainer_core.k8s.objects import container_status
 from kf_trainer_core.k8s.trainjob import (
     COMPLETE,
@@ -476,7 +480,8 @@ def main(argv: list[str] | None = None) -> int:
         # was killed, which waiting clients then repair (see local.liveness).
         mark_supervising(paths, uid)
         supervisor.run()
-        gone = supervisor.store.get(TRAINJOBS, namespace, name) is None
+        # Gone: deleted, or replaced by a new job of the same name.
+        gone = not supervisor.record.load()
     except Exception as exc:
         import traceback
 
@@ -484,6 +489,8 @@ def main(argv: list[str] | None = None) -> int:
         supervisor.crashed(exc)
         return 1
     finally:
+        if gone:
+            forget_run(paths, uid)
         unmark_supervising(paths, uid)
         lock.release(remove=gone)
         supervisor.store.close()

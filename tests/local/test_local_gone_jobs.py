@@ -1,0 +1,80 @@
+"""A deleted job leaves nothing in the state directory, whoever finds it gone.
+
+A supervisor can start for a job that is already deleted: a reconcile (every new
+process runs one) or a resume read the job, and its delete purged it before the
+supervisor took the job's lock — at once after a submit, the spawned supervisor is still
+starting. Before, that supervisor's start (its log, its marker) made ``run/<uid>/`` again
+after the purge had removed it, and nothing removed it again; the repair of a supervisor
+killed in its purge, after the job's rows went, left it too, and the lock file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from local_helpers import wait_for
+from local_jobs import sleeper
+
+from kf_trainer_core.backends.local._common import Paths
+from kf_trainer_core.backends.local.liveness import mark_supervising
+from kf_trainer_core.backends.local.procs import spawn_supervisor
+from kf_trainer_core.backends.local.recovery import check_supervisors
+from kf_trainer_core.backends.local.store import Store
+from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.config import LocalConfig
+from kf_trainer_core.spec import CustomTrainer, Suspend, TrainJobSpec
+
+
+def _supervisors_of(uid: str) -> list[int]:
+    """The running supervisors of job ``uid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"backends.local.supervisor" in cmdline and uid.encode() in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _deleted_job(client: TrainerClient) -> tuple[str, str, str]:
+    """A job submitted suspended (no supervisor runs it) and deleted: its namespace,
+    name and uid."""
+    spec = TrainJobSpec(trainer=CustomTrainer(sleeper), options=[Suspend()])
+    job = client.submit(spec).job
+    assert client.delete_job(job.name) is True
+    return job.namespace, job.name, str(job.uid)
+
+
+def test_a_supervisor_started_for_a_deleted_job_leaves_nothing(
+    client: TrainerClient, config: LocalConfig
+) -> None:
+    paths = Paths(str(config.state_dir))
+    namespace, name, uid = _deleted_job(client)
+    assert not paths.run_dir(uid).exists()
+    # As a reconcile or a resume that read the job before its delete does.
+    spawn_supervisor(paths, namespace, name, uid, None)
+
+    def started() -> bool:  # its command line is its own once it runs; or it is done
+        return bool(_supervisors_of(uid)) or not paths.run_dir(uid).exists()
+
+    wait_for(started, 30, "the supervisor's start")
+    wait_for(lambda: not _supervisors_of(uid), 30, "the supervisor's end")
+    assert not paths.run_dir(uid).exists()
+    assert not paths.lock(uid).exists()
+
+
+def test_the_repair_of_a_supervisor_killed_in_its_purge_leaves_nothing(
+    client: TrainerClient, config: LocalConfig
+) -> None:
+    paths = Paths(str(config.state_dir))
+    _, _, uid = _deleted_job(client)
+    # What a supervisor killed after its purge removed the job's rows leaves.
+    mark_supervising(paths, uid)
+    store = Store(paths.db)
+    try:
+        check_supervisors(paths, store, force=True)
+    finally:
+        store.close()
+    assert not paths.run_dir(uid).exists()
+    assert not paths.lock(uid).exists()
