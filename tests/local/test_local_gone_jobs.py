@@ -9,12 +9,16 @@ killed in its purge, after the job's rows went, left it too, and the lock file."
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+from typing import Any
 
+import pytest
 from local_helpers import wait_for
-from local_jobs import sleeper
+from local_jobs import sleeper, trivial
 
 from kf_trainer_core.backends.local._common import Paths
+from kf_trainer_core.backends.local.api import LocalApi
 from kf_trainer_core.backends.local.liveness import mark_supervising
 from kf_trainer_core.backends.local.procs import spawn_supervisor
 from kf_trainer_core.backends.local.recovery import check_supervisors
@@ -78,3 +82,36 @@ def test_the_repair_of_a_supervisor_killed_in_its_purge_leaves_nothing(
         store.close()
     assert not paths.run_dir(uid).exists()
     assert not paths.lock(uid).exists()
+
+
+def test_a_delete_cut_short_leaves_the_job_to_delete_again(
+    client: TrainerClient, config: LocalConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C in ``jobs delete`` while the job's workspace is being removed (a large
+    one takes a while) leaves the job listed as deleting, and the next delete removes
+    what is left. The rows went first: the job vanished from every list and its
+    workspace (checkpoints, a model) stayed on disk for good."""
+    name = client.train(trainer=CustomTrainer(trivial))
+    job, _ = client.wait(name, timeout=60)
+    paths = Paths(str(config.state_dir))
+    workspace = paths.workspace(job.namespace, name, str(job.uid))
+    assert workspace.is_dir()
+    real_rmtree = shutil.rmtree
+
+    def interrupted(path: Any, *args: Any, **kwargs: Any) -> None:
+        if Path(path) == workspace:
+            raise KeyboardInterrupt
+        real_rmtree(path, *args, **kwargs)
+
+    api = LocalApi(Path(str(config.state_dir)))
+    try:
+        monkeypatch.setattr(shutil, "rmtree", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            api.delete_trainjob(job.namespace, name, "Background")
+        monkeypatch.setattr(shutil, "rmtree", real_rmtree)
+        assert client.get_job(name).deleting
+        api.delete_trainjob(job.namespace, name, "Background")
+    finally:
+        api.close()
+    assert not workspace.exists()
+    assert client.list_jobs() == []
