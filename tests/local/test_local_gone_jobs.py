@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 from local_helpers import wait_for
-from local_jobs import sleeper, trivial
+from local_jobs import resumable, sleeper, trivial
 
 from kf_trainer_core.backends.local._common import Paths
 from kf_trainer_core.backends.local.api import LocalApi
 from kf_trainer_core.backends.local.liveness import mark_supervising
 from kf_trainer_core.backends.local.procs import spawn_supervisor
 from kf_trainer_core.backends.local.recovery import check_supervisors
-from kf_trainer_core.backends.local.store import Store
+from kf_trainer_core.backends.local.store import EVENTS, Store
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import LocalConfig
 from kf_trainer_core.spec import CustomTrainer, Suspend, TrainJobSpec
@@ -115,3 +115,26 @@ def test_a_delete_cut_short_leaves_the_job_to_delete_again(
         api.close()
     assert not workspace.exists()
     assert client.list_jobs() == []
+
+
+def test_a_deleted_job_that_was_suspended_leaves_no_events(
+    client: TrainerClient, config: LocalConfig
+) -> None:
+    """The events of the pods a suspension deleted (Scheduled, Created, Started,
+    Killing) went neither with those pods nor with the job: no reader shows a gone pod's
+    events, and the purge finds the events of the pods the job still has. They stayed
+    in the state database for good, four more rows per pod at every suspension."""
+    name = client.train(trainer=CustomTrainer(resumable, func_args={"marker": "/workspace/m"}))
+    client.wait_for_job_status(name, "Running", timeout=60)
+    wait_for(lambda: "first run: sleeping" in client.get_job_logs(name), 60, "the first run")
+    client.suspend_job(name)
+    client.wait_for_job_status(name, "Suspended", timeout=60)
+    client.resume_job(name)
+    assert client.wait(name, timeout=60)[1] == "second run"
+    assert client.delete_job(name) is True
+    store = Store(Paths(str(config.state_dir)).db)
+    try:
+        events, _ = store.select(EVENTS)
+    finally:
+        store.close()
+    assert [e["involvedObject"]["name"] for e in events] == []

@@ -34,7 +34,7 @@ from kf_trainer_core.backends.local.liveness import die_with_parent
 from kf_trainer_core.backends.local.logs import LogWriter
 from kf_trainer_core.backends.local.pods import PodRun, oom_kills, termination
 from kf_trainer_core.backends.local.procs import kill_tree, signal_all
-from kf_trainer_core.backends.local.store import PODS, SECRETS, Tx
+from kf_trainer_core.backends.local.store import EVENTS, PODS, SECRETS, Selector, Tx
 from kf_trainer_core.emulation.kubelet import (
     SECRET,
     START_ERROR_EXIT,
@@ -407,9 +407,20 @@ class Kubelet:
 
     def delete_pod(self, tx: Tx, name: str, rjob: str) -> None:
         """Delete pod ``name`` of replicated job ``rjob`` as its Job's controller does
-        (a ``SuccessfulDelete`` event); its log goes after the write (:meth:`remove_log`)."""
+        (a ``SuccessfulDelete`` event); its log goes after the write (:meth:`remove_log`).
+
+        Its own events go with it: a job's events are read by its pods (a pod's by its
+        name among the job's pods), so once the pod is gone no reader shows them, and
+        the purge of the job, which finds the events of the pods it still has, never
+        found them — this store has no events TTL, and each suspension left them."""
+        namespace = self.place.namespace
         self.record.job_event(tx, rjob, "Normal", "SuccessfulDelete", f"Deleted pod: {name}")
-        tx.delete(PODS, self.place.namespace, name)
+        pod = tx.delete(PODS, namespace, name)
+        uid = str(((pod or {}).get("metadata") or {}).get("uid") or "")
+        for event in tx.select(EVENTS, Selector(namespace), f"{name}."):
+            involved = event.get("involvedObject") or {}
+            if involved.get("kind") == "Pod" and uid and involved.get("uid") == uid:
+                tx.delete(EVENTS, namespace, str(event["metadata"]["name"]))
 
     def remove_log(self, name: str) -> None:
         """Remove the log of a deleted pod."""
