@@ -18,6 +18,8 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from kf_trainer_core.backends.local.liveness import die_with_parent
+
 READY = ".kf-trainer-ready"
 
 
@@ -31,12 +33,16 @@ def venv_python(root: Path) -> Path:
 
 
 def _run(argv: list[str], log: Callable[[str], None], env: Mapping[str, str] | None) -> None:
+    # The build dies with the supervisor that runs it, as its pods do: orphaned, it
+    # went on installing into the virtualenv that the next job, let in by the lock
+    # the kernel dropped, removes and builds again.
     proc = subprocess.Popen(
         argv,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         env=None if env is None else dict(env),
+        preexec_fn=die_with_parent(),
     )
     assert proc.stdout is not None
     for raw in proc.stdout:
