@@ -261,8 +261,12 @@ class JobSupervisor:
         kubelet.create(pods)
         if prepare is not None and self.kubelet.runner is None:
             try:
-                prepare_trainer(self.place, self.kubelet.plan, pods, prepare)
+                # A delete's nudge or a shutdown (SIGTERM: self.stop) stops a virtualenv
+                # build: a delete waited for the whole install, then killed this process.
+                prepare_trainer(self.place, self.kubelet.plan, pods, prepare, self.stop)
             except Exception as exc:  # e.g. a venv that cannot be built: the nodes fail
+                if self.stop.is_set():
+                    return self.control() or "stopped"
                 for pod in pods:
                     pod.start_error = (
                         "Error",
