@@ -59,6 +59,22 @@ def _building(client: TrainerClient, state_dir: Path, pid_file: Path) -> tuple[s
     return name, build, supervisor
 
 
+def _deleted_by_its_supervisor(client: TrainerClient, name: str, supervisor: int) -> bool:
+    """Delete job ``name``, whose supervisor the delete never kills here (the test sets
+    ``DELETE_WAIT_SECONDS`` to 600): whether the delete returned ``True``. Before the
+    fix it still waited 30 s later; the supervisor is then killed to let it finish."""
+    deleted: list[bool] = []
+    deleter = threading.Thread(target=lambda: deleted.append(client.delete_job(name)))
+    deleter.start()
+    try:
+        wait_for(lambda: bool(deleted), 30, "the delete")
+    finally:
+        if deleter.is_alive():
+            os.kill(supervisor, signal.SIGKILL)
+            deleter.join(60)
+    return deleted == [True]
+
+
 def test_a_killed_supervisor_takes_its_venv_build_with_it(
     state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -74,19 +90,28 @@ def test_a_delete_stops_a_venv_build(
     state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pid_file = _slow_build(tmp_path, monkeypatch)
-    # The delete never kills the supervisor here: the supervisor itself must stop.
     monkeypatch.setattr(local_api, "DELETE_WAIT_SECONDS", 600.0)
     with TrainerClient(LocalConfig(state_dir=str(state_dir), use_venv=True)) as client:
         name, build, supervisor = _building(client, state_dir, pid_file)
-        deleted: list[bool] = []
-        deleter = threading.Thread(target=lambda: deleted.append(client.delete_job(name)))
-        deleter.start()
-        try:
-            wait_for(lambda: bool(deleted), 30, "the delete")
-        finally:
-            if deleter.is_alive():  # before the fix: let the delete finish
-                os.kill(supervisor, signal.SIGKILL)
-                deleter.join(60)
-        assert deleted == [True]
+        assert _deleted_by_its_supervisor(client, name, supervisor)
         assert not process_alive(build)
         assert client.list_jobs() == []
+
+
+def test_a_delete_stops_the_wait_for_another_jobs_build(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job waits while another builds the same virtualenv (its lock): deleting it
+    stops the wait, not the other job's build."""
+    pid_file = _slow_build(tmp_path, monkeypatch)
+    monkeypatch.setattr(local_api, "DELETE_WAIT_SECONDS", 600.0)
+    with TrainerClient(LocalConfig(state_dir=str(state_dir), use_venv=True)) as client:
+        builder, build, _ = _building(client, state_dir, pid_file)
+        waiter = client.train(trainer=CustomTrainer(trivial, packages_to_install=["kftiny"]))
+        lock = JobLock(Paths(str(state_dir)), str(client.get_job(waiter).uid))
+        wait_for(lambda: lock.holder_pid() is not None, 60, "the waiter's supervisor")
+        supervisor = lock.holder_pid()
+        assert supervisor is not None
+        assert _deleted_by_its_supervisor(client, waiter, supervisor)
+        assert process_alive(build)  # the other job's build goes on
+        assert client.delete_job(builder) is True

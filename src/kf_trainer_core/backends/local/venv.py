@@ -72,6 +72,21 @@ def _run(
         raise RuntimeError(f"{' '.join(argv[:3])} ... exited with {code}")
 
 
+def _lock(fd: int, cancel: threading.Event | None) -> None:
+    """Take the build's lock, waiting while another job builds the same virtualenv —
+    unless ``cancel`` is set meanwhile (:class:`BuildCancelled`)."""
+    if cancel is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if cancel.wait(CANCEL_POLL_SECONDS):
+                raise BuildCancelled("waiting for another job's build was stopped") from None
+
+
 class BuildCancelled(RuntimeError):
     """The build was stopped (its job is being deleted, or its supervisor stopped)."""
 
@@ -108,7 +123,7 @@ def ensure_venv(
         return str(venv_python(root))
     venvs.mkdir(parents=True, exist_ok=True)
     with (venvs / f"{key}.lock").open("w") as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        _lock(lock.fileno(), cancel)
         if (root / READY).exists():
             return str(venv_python(root))
         shutil.rmtree(root, ignore_errors=True)
