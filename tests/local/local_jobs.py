@@ -162,6 +162,17 @@ def sleeper(seconds: float = 60) -> None:
     time.sleep(seconds)
 
 
+def wait_for_file(path: str) -> str:
+    """Print a line, then return once ``path`` exists (a barrier a test releases)."""
+    import os
+    import time
+
+    print("waiting", flush=True)
+    while not os.path.exists(path):
+        time.sleep(0.01)
+    return "released"
+
+
 def gloo_all_reduce() -> float:
     """Sum of (rank + 1) over all ranks, through a gloo all-reduce."""
     import torch

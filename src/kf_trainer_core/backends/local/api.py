@@ -397,8 +397,14 @@ class LocalApi:
             return result
         if spec.get("suspend"):
             self._suspend_changed(created, True)
-        else:
+            return result
+        try:
             spawn_supervisor(self.paths, namespace, name, uid, plan.get("cwd"))
+        except OSError as exc:
+            # Nothing would ever run it (nor notice: no supervisor, no marker), and a
+            # retried submit would adopt it and wait for good: the create is undone.
+            self.stop_job(namespace, name, uid)
+            raise _not_started(name, exc) from exc
         return result
 
     def _held_gpus(self) -> int:
@@ -418,7 +424,12 @@ class LocalApi:
         if plan.get("runtime_error"):
             return
         if not suspended:
-            spawn_supervisor(self.paths, namespace, name, uid, plan.get("cwd"))
+            try:
+                spawn_supervisor(self.paths, namespace, name, uid, plan.get("cwd"))
+            except OSError as exc:
+                # The resume is undone: left resumed, the job would never run.
+                self.patch(Patch(TRAINJOBS, namespace, name, {"spec": {"suspend": True}}))
+                raise _not_started(name, exc) from exc
             return
         lock = JobLock(self.paths, uid)
         if not lock.acquire(blocking=False):
@@ -511,9 +522,10 @@ class LocalApi:
             lock = JobLock(self.paths, uid)
             if lock.acquire(blocking=False):
                 lock.release()
-                spawn_supervisor(
-                    self.paths, str(meta["namespace"]), str(meta["name"]), uid, plan.get("cwd")
-                )
+                with contextlib.suppress(OSError):  # the next process's reconcile tries again
+                    spawn_supervisor(
+                        self.paths, str(meta["namespace"]), str(meta["name"]), uid, plan.get("cwd")
+                    )
 
 
 def _is_supervisor(pid: int, uid: str) -> bool:
@@ -525,6 +537,18 @@ def _is_supervisor(pid: int, uid: str) -> bool:
     except OSError:  # no /proc (macOS): trust the lock file
         return True
     return b"kf_trainer_core.backends.local.supervisor" in cmdline and uid.encode() in cmdline
+
+
+def _not_started(name: str, exc: OSError) -> StatusError:
+    """``503``: the job's supervisor could not be started (no process to spare: EAGAIN,
+    ENOMEM); the write that needed it was undone, and the call may be retried."""
+    return StatusError(
+        503,
+        "ServiceUnavailable",
+        f"the local backend could not start the supervisor of TrainJob {name}: {exc}. "
+        "Nothing was changed. Fix: retry once the machine has processes and memory to "
+        "spare.",
+    )
 
 
 def _unique(tx: Tx, kind: Kind, obj: JSON) -> JSON:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from typing import Any
 
 from kf_trainer_core.backends.local import launch
@@ -126,10 +127,15 @@ def trainer_pods(
 
 
 def prepare_trainer(
-    place: JobPlace, plan: JSON, pods: list[PodRun], program: launch.TrainerProgram
+    place: JobPlace,
+    plan: JSON,
+    pods: list[PodRun],
+    program: launch.TrainerProgram,
+    cancel: threading.Event | None = None,
 ) -> None:
     """Write the program, choose interpreter and launcher, fill each pod's
-    processes. Failures become the pods' failures."""
+    processes. Failures become the pods' failures; setting ``cancel`` stops a
+    virtualenv build."""
     python = str(plan.get("python") or sys.executable)
     policy = str((plan.get("runtime") or {}).get("policy") or "torch")
     lead = pods[0]
@@ -148,6 +154,7 @@ def prepare_trainer(
                     lead.log.write,
                     # Marked with the job: cancelling it stops a long install too.
                     env={**os.environ, JOB_UID_ENV: place.uid},
+                    cancel=cancel,
                 )
             else:
                 missing = _missing_distributions(program.packages)

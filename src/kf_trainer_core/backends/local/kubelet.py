@@ -34,7 +34,7 @@ from kf_trainer_core.backends.local.liveness import die_with_parent
 from kf_trainer_core.backends.local.logs import LogWriter
 from kf_trainer_core.backends.local.pods import PodRun, oom_kills, termination
 from kf_trainer_core.backends.local.procs import kill_tree, signal_all
-from kf_trainer_core.backends.local.store import PODS, SECRETS, Tx
+from kf_trainer_core.backends.local.store import EVENTS, PODS, SECRETS, Selector, Tx
 from kf_trainer_core.emulation.kubelet import (
     SECRET,
     START_ERROR_EXIT,
@@ -110,10 +110,14 @@ class ProcessRunner:
         except OSError as exc:
             # The kubelet's StartError: exit 128, the runtime's message.
             pod.start_error = ("StartError", start_error(pod.launches[0].argv, exc))
-            kill_tree(pod.pgids, None, grace=1.0)
+            kill_tree(pod.live_pgids, None, grace=1.0)
 
     def poll(self, pod: PodRun) -> int | None:
+        unreaped = {p.pid for p in pod.procs if p.returncode is None}
         codes = [p.poll() for p in pod.procs]
+        pod.just_reaped = {
+            p.pid for p in pod.procs if p.pid in unreaped and p.returncode is not None
+        }
         if any(c is None for c in codes):
             if all(c in (None, 0) for c in codes):
                 return None
@@ -132,7 +136,7 @@ class ProcessRunner:
         """Stop their process groups and every process of the job (a container job's
         strays too), then let their log readers drain."""
         pods = list(pods)
-        kill_tree([g for p in pods for g in p.pgids], self.uid, reap=self.reap)
+        kill_tree([g for p in pods for g in p.live_pgids], self.uid, reap=self.reap)
         for pod in pods:
             for reader in pod.readers:
                 reader.join(DRAIN_SECONDS)
@@ -339,7 +343,8 @@ class Kubelet:
     def finish(self, pod: PodRun, returncode: int) -> None:
         """Record the container's end: its terminated state, the pod's phase."""
         # A container ends when its main process does: what it left behind goes too.
-        signal_all(pod.pgids, [], signal.SIGKILL)
+        signal_all(pod.live_pgids, [], signal.SIGKILL)
+        pod.just_reaped.clear()  # from now on its ranks' ids may be anyone's
         for reader in pod.readers:
             reader.join(DRAIN_SECONDS)
         assert pod.log is not None
@@ -402,9 +407,20 @@ class Kubelet:
 
     def delete_pod(self, tx: Tx, name: str, rjob: str) -> None:
         """Delete pod ``name`` of replicated job ``rjob`` as its Job's controller does
-        (a ``SuccessfulDelete`` event); its log goes after the write (:meth:`remove_log`)."""
+        (a ``SuccessfulDelete`` event); its log goes after the write (:meth:`remove_log`).
+
+        Its own events go with it: a job's events are read by its pods (a pod's by its
+        name among the job's pods), so once the pod is gone no reader shows them, and
+        the purge of the job, which finds the events of the pods it still has, never
+        found them — this store has no events TTL, and each suspension left them."""
+        namespace = self.place.namespace
         self.record.job_event(tx, rjob, "Normal", "SuccessfulDelete", f"Deleted pod: {name}")
-        tx.delete(PODS, self.place.namespace, name)
+        pod = tx.delete(PODS, namespace, name)
+        uid = str(((pod or {}).get("metadata") or {}).get("uid") or "")
+        for event in tx.select(EVENTS, Selector(namespace), f"{name}."):
+            involved = event.get("involvedObject") or {}
+            if involved.get("kind") == "Pod" and uid and involved.get("uid") == uid:
+                tx.delete(EVENTS, namespace, str(event["metadata"]["name"]))
 
     def remove_log(self, name: str) -> None:
         """Remove the log of a deleted pod."""

@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Callable
@@ -68,6 +69,15 @@ def unmark_supervising(paths: Paths, uid: str) -> None:
     being killed)."""
     with contextlib.suppress(FileNotFoundError):
         marker_path(paths, uid).unlink()
+
+
+def forget_run(paths: Paths, uid: str) -> None:
+    """Remove the run directory of job ``uid``, which is gone (its marker, supervisor
+    log, program): done by whoever finds it gone while holding its lock — a supervisor
+    started for a job deleted before it took the lock (a reconcile or a resume that read
+    the job before the delete), the repair of one killed in its purge — since nothing
+    else looks there again."""
+    shutil.rmtree(paths.run_dir(uid), ignore_errors=True)
 
 
 def die_with_parent() -> Callable[[], None] | None:
@@ -99,6 +109,7 @@ def die_with_parent() -> Callable[[], None] | None:
 __all__ = [
     "MARKER",
     "die_with_parent",
+    "forget_run",
     "mark_supervising",
     "marker_path",
     "unmark_supervising",

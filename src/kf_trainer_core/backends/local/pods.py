@@ -105,6 +105,8 @@ class PodRun:
     gpus: list[str] | None = None
     #: ``numProcPerNode: auto``: one process per GPU the node is given.
     auto_procs: bool = False
+    #: The ranks whose end the last poll collected (see :attr:`live_pgids`).
+    just_reaped: set[int] = field(default_factory=set)
 
     def take_line(self, line: str, prefix: str = "") -> None:
         """One line of the pod's output, from a process or a container alike: kept for
@@ -141,6 +143,15 @@ class PodRun:
     @property
     def pgids(self) -> list[int]:
         return [p.pid for p in self.procs]
+
+    @property
+    def live_pgids(self) -> list[int]:
+        """The process groups that are still the pod's to signal: a rank's not yet
+        reaped (ended, it keeps its id until then) or reaped by the last poll. Once a
+        rank is reaped the kernel may give its id to any new process — another job's
+        rank, a user's shell — so the group of a rank reaped earlier is never signalled
+        again (what it left behind carries the job's uid: a stop's sweep finds it)."""
+        return [p.pid for p in self.procs if p.returncode is None or p.pid in self.just_reaped]
 
     @property
     def running(self) -> bool:

@@ -10,7 +10,7 @@ import threading
 import time
 
 from kf_trainer_core.backends.local._common import Paths
-from kf_trainer_core.backends.local.liveness import MARKER, unmark_supervising
+from kf_trainer_core.backends.local.liveness import MARKER, forget_run, unmark_supervising
 from kf_trainer_core.backends.local.procs import JobLock, kill_tree
 from kf_trainer_core.backends.local.store import Store
 
@@ -50,22 +50,27 @@ def check_supervisors(paths: Paths, store: Store, *, force: bool = False) -> lis
                 continue  # alive
         except OSError:
             continue
+        gone = False
         try:
             # Under the lock: a supervisor that ended normally removed its marker first.
             if marker.exists() and _repair(paths, store, uid):
                 repaired.append(uid)
             unmark_supervising(paths, uid)
+            gone = store.get_run(uid) is None  # deleted (its plan goes with it)
+            if gone:
+                forget_run(paths, uid)
         except Exception:  # a damaged entry must not break every read; retried later
             continue
         finally:
-            lock.release()
+            lock.release(remove=gone)
     return repaired
 
 
 def _repair(paths: Paths, store: Store, uid: str) -> bool:
     """Bring job ``uid``, whose supervisor died, to an honest state (the caller holds
     its lock): its processes stopped, and the job Failed with the reason on its pods —
-    or purged if it was being deleted, or Suspended if it was being suspended."""
+    or purged if it was being deleted, Complete if its pods had all succeeded, or
+    Suspended if it was being suspended."""
     # Lazy, downward: the supervisor (its kubelet, launcher, pod runners) loads only in
     # the rare process that finds a dead one, not in every LocalConfig client.
     from kf_trainer_core.backends.local.supervisor import JobSupervisor
@@ -88,6 +93,8 @@ def _repair(paths: Paths, store: Store, uid: str) -> bool:
         kill_tree([], uid, grace=1.0)
         if record.terminal():
             return False
+        if supervisor.complete_if_ended():
+            return True
         if record.spec.get("suspend"):
             supervisor.drop_suspended(record.existing_pods())
             supervisor.ensure_suspended()

@@ -44,11 +44,15 @@ from kf_trainer_core.backends.local._common import (
 from kf_trainer_core.backends.local.jobpods import initializer_pod, prepare_trainer, trainer_pods
 from kf_trainer_core.backends.local.jobstatus import JobRecord
 from kf_trainer_core.backends.local.kubelet import Kubelet
-from kf_trainer_core.backends.local.liveness import mark_supervising, unmark_supervising
+from kf_trainer_core.backends.local.liveness import (
+    forget_run,
+    mark_supervising,
+    unmark_supervising,
+)
 from kf_trainer_core.backends.local.pods import JobPlace, PodRun
 from kf_trainer_core.backends.local.procs import JobLock, kill_tree
 from kf_trainer_core.backends.local.purge import purge_job
-from kf_trainer_core.backends.local.store import PODS, TRAINJOBS, Store, Tx
+from kf_trainer_core.backends.local.store import PODS, Store, Tx
 from kf_trainer_core.k8s.objects import container_status
 from kf_trainer_core.k8s.trainjob import (
     COMPLETE,
@@ -136,6 +140,8 @@ class JobSupervisor:
             return
         if record.terminal() or self.kubelet.plan.get("runtime_error"):
             return
+        if self.complete_if_ended():
+            return
         stale = record.unfinished_pods()
         if stale:
             self.recover(stale)
@@ -152,27 +158,55 @@ class JobSupervisor:
             if not record.load() or record.spec.get("suspend"):
                 return
 
+    def steps(self) -> tuple[list[str], list[tuple[str, int, int]]]:
+        """The job's steps: the initializers it asks for (the builder checked the
+        runtime has them), then its training nodes as ``(replicated job, completion
+        index, node rank)``."""
+        spec = self.record.spec
+        trainer = dict(spec.get("trainer") or {})
+        runtime = dict(self.kubelet.plan.get("runtime") or {})
+        init = dict(spec.get("initializer") or {})
+        nnodes = int(trainer.get("numNodes") or runtime.get("num_nodes") or 1)
+        init_steps = [r for r in INITIALIZERS if init.get(r.split("-")[0])]
+        if str(runtime.get("policy") or "torch") == "mpi":
+            # The launcher is node 0 (runLauncherAsNode), the node pods the others.
+            return init_steps, [(LAUNCHER, 0, 0)] + [(NODE, i, i + 1) for i in range(nnodes - 1)]
+        return init_steps, [(NODE, i, i) for i in range(nnodes)]
+
+    def complete_if_ended(self) -> bool:
+        """Complete the job if every pod of its steps is stored ``Succeeded``: its
+        supervisor ended (killed, or stopped) after the last pod's end was written and
+        before the job's ``Complete`` was — two transactions. Whoever finds it so (a
+        new supervisor, the repair of a dead one) completes it: failing it would lose a
+        result that is there, and running it again would train twice."""
+        init_steps, layout = self.steps()
+        expected = Counter([*init_steps, *(rjob for rjob, _, _ in layout)])
+        pods = self.record.existing_pods()
+        if any((p.get("status") or {}).get("phase") != "Succeeded" for p in pods):
+            return False
+        if Counter(_rjob(p) for p in pods) != expected:
+            return False
+        self.record.expected = dict(expected)
+        for obj in pods:
+            pod = PodRun(_rjob(obj), obj, exit_code=0)
+            self.record.pods[pod.name] = pod
+        self.finish("complete")
+        return True
+
     def execute(self) -> str:
         """Run the job's steps; return how it ended."""
         record, place = self.record, self.place
         spec = record.spec
         trainer = dict(spec.get("trainer") or {})
         runtime = dict(self.kubelet.plan.get("runtime") or {})
-        policy = str(runtime.get("policy") or "torch")
-        nnodes = int(trainer.get("numNodes") or runtime.get("num_nodes") or 1)
         init = dict(spec.get("initializer") or {})
         kept = {
-            str((p.get("metadata") or {}).get("labels", {}).get(REPLICATED_JOB_LABEL)): p
+            _rjob(p): p
             for p in record.existing_pods()
             if (p.get("status") or {}).get("phase") == "Succeeded"
         }
-        # The initializers the job asks for (the builder checked the runtime has them).
-        init_steps = [r for r in INITIALIZERS if init.get(r.split("-")[0])]
-        if policy == "mpi":
-            # The launcher is node 0 (runLauncherAsNode), the node pods the others.
-            layout = [(LAUNCHER, 0, 0)] + [(NODE, i, i + 1) for i in range(nnodes - 1)]
-        else:
-            layout = [(NODE, i, i) for i in range(nnodes)]
+        init_steps, layout = self.steps()
+        nnodes = len(layout)
         record.expected = dict(Counter([*init_steps, *(rjob for rjob, _, _ in layout)]))
         # Initializer pods that succeeded before a suspension are kept and not re-run.
         for rjob, pod in kept.items():
@@ -227,8 +261,12 @@ class JobSupervisor:
         kubelet.create(pods)
         if prepare is not None and self.kubelet.runner is None:
             try:
-                prepare_trainer(self.place, self.kubelet.plan, pods, prepare)
+                # A delete's nudge or a shutdown (SIGTERM: self.stop) stops a virtualenv
+                # build: a delete waited for the whole install, then killed this process.
+                prepare_trainer(self.place, self.kubelet.plan, pods, prepare, self.stop)
             except Exception as exc:  # e.g. a venv that cannot be built: the nodes fail
+                if self.stop.is_set():
+                    return self.control() or "stopped"
                 for pod in pods:
                     pod.start_error = (
                         "Error",
@@ -241,11 +279,15 @@ class JobSupervisor:
         while True:
             self.record.publish_progress(pods)
             outcome = self.control()
-            if outcome is not None:
+            if outcome is not None and outcome != "stopped":
                 return outcome
+            # A shutdown stops the pods still running, after this look: one that ended
+            # before it keeps its own end (a job that succeeded must not read Failed).
             for pod in pods:
                 if pod.waiting_since is not None:
-                    if time.monotonic() - pod.waiting_since >= SECRET_RETRY_SECONDS:
+                    if outcome is None and time.monotonic() - pod.waiting_since >= (
+                        SECRET_RETRY_SECONDS
+                    ):
                         kubelet.start(pod)
                 elif not pod.finished:
                     kubelet.poll(pod)
@@ -260,6 +302,8 @@ class JobSupervisor:
             elif all(p.finished for p in pods):
                 self.record.publish_progress(pods)  # the last report, before Complete
                 return None
+            if outcome is not None:
+                return outcome
             self.stop.wait(TICK)
 
     # ------------------------------------------------------------------ endings
@@ -329,10 +373,9 @@ class JobSupervisor:
         afresh instead of taking a pod left ``Running`` for a crash."""
         stale = []  # (name, replicated job)
         for pod in pods:
-            meta = pod.get("metadata") or {}
-            rjob = str((meta.get("labels") or {}).get(REPLICATED_JOB_LABEL) or NODE)
+            rjob = _rjob(pod)
             if (pod.get("status") or {}).get("phase") != "Succeeded" or rjob not in INITIALIZERS:
-                stale.append((str(meta.get("name")), rjob))
+                stale.append((str((pod.get("metadata") or {}).get("name")), rjob))
         with self.store.write() as tx:
             for name, rjob in stale:
                 self.kubelet.delete_pod(tx, name, rjob)
@@ -394,7 +437,7 @@ class JobSupervisor:
         """This supervisor failed (a bug, a full disk): no process of the job may
         outlive it, and the job says why instead of running forever."""
         with contextlib.suppress(Exception):
-            pgids = [g for p in self.record.pods.values() for g in p.pgids]
+            pgids = [g for p in self.record.pods.values() for g in p.live_pgids]
             kill_tree(pgids, self.place.uid, 2.0, self.kubelet.reap)
         if self.kubelet.runner is not None:
             with contextlib.suppress(Exception):
@@ -409,6 +452,12 @@ class JobSupervisor:
         purge_job(
             self.store, place.paths, place.namespace, place.name, place.uid, self.kubelet.reap
         )
+
+
+def _rjob(pod: JSON) -> str:
+    """The replicated job a stored pod belongs to (its label; a node's when absent)."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return str(labels.get(REPLICATED_JOB_LABEL) or NODE)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -435,7 +484,8 @@ def main(argv: list[str] | None = None) -> int:
         # was killed, which waiting clients then repair (see local.liveness).
         mark_supervising(paths, uid)
         supervisor.run()
-        gone = supervisor.store.get(TRAINJOBS, namespace, name) is None
+        # Gone: deleted, or replaced by a new job of the same name.
+        gone = not supervisor.record.load()
     except Exception as exc:
         import traceback
 
@@ -443,6 +493,8 @@ def main(argv: list[str] | None = None) -> int:
         supervisor.crashed(exc)
         return 1
     finally:
+        if gone:
+            forget_run(paths, uid)
         unmark_supervising(paths, uid)
         lock.release(remove=gone)
         supervisor.store.close()
