@@ -13,12 +13,15 @@ import os
 import re
 import stat
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from kf_trainer_core.backends.local import api as local_api
 from kf_trainer_core.backends.local import gpus, install_runtime, machine
 from kf_trainer_core.backends.local.runtimes import runtime_manifest
 from kf_trainer_core.client import TrainerClient
@@ -166,6 +169,75 @@ def test_admission_counts_the_gpus_running_jobs_hold(
     assert any("nodes run on the same GPUs" in line for line in client.get_job_logs(shared))
     release.touch()
     client.wait(holder, timeout=60)
+
+
+@pytest.mark.usefixtures("four_gpus")
+def test_a_job_holds_its_gpus_from_its_admission_before_its_nodes_start(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Between a job's admission and its nodes' pods (its supervisor starting, its
+    # initializers running) nothing of it was counted: only stored pods were, so a job
+    # submitted then was admitted to the same GPUs. Its supervisor is held back here.
+    started: list[str] = []
+    monkeypatch.setattr(local_api, "spawn_supervisor", lambda *a, **k: started.append(a[2]))
+    strict = LocalConfig(state_dir=str(state_dir), on_missing_resources="fail")
+    with TrainerClient(strict) as client:
+        first = client.train(trainer=CustomTrainer(where_am_i, resources_per_node={"gpu": 3}))
+        assert started == [first]
+        assert client.get_job(first).steps == []
+        with pytest.raises(SubmitError) as info:
+            client.train(trainer=CustomTrainer(where_am_i, resources_per_node={"gpu": 2}))
+        assert "this machine has 4, 1 of them free (other jobs hold 3)" in str(info.value)
+        # Suspended, it holds nothing (its pods would be deleted): the second fits.
+        client.suspend_job(first)
+        second = client.train(trainer=CustomTrainer(where_am_i, resources_per_node={"gpu": 2}))
+        assert started == [first, second]
+        client.delete_job(first)
+        client.delete_job(second)
+
+
+@pytest.mark.usefixtures("four_gpus")
+def test_two_jobs_submitted_at_once_are_not_both_given_the_free_gpus(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each admission read what other jobs hold before either job was written: both saw
+    # four free GPUs, and both were admitted to three of them. Here both admissions are
+    # done before either job is written (a barrier after them), as two processes' may be.
+    admitted = threading.Barrier(2, timeout=60)
+    admit = local_api.plan_trainjob
+
+    def both_admitted_first(*args: Any, **kwargs: Any) -> Any:
+        planned = admit(*args, **kwargs)
+        admitted.wait()
+        return planned
+
+    strict = LocalConfig(state_dir=str(state_dir), on_missing_resources="fail")
+    release = tmp_path / "release"
+    trainer = CustomTrainer(
+        hold_until, func_args={"path": str(release)}, resources_per_node={"gpu": 3}
+    )
+    outcomes: list[str] = []
+
+    def submit() -> None:
+        with TrainerClient(strict) as client:
+            try:
+                outcomes.append(client.train(trainer=trainer))
+            except SubmitError as err:
+                outcomes.append(str(err))
+
+    with TrainerClient(strict) as client:
+        client.wait(client.train(trainer=CustomTrainer(where_am_i)), timeout=60)  # the database
+        monkeypatch.setattr(local_api, "plan_trainjob", both_admitted_first)
+        threads = [threading.Thread(target=submit) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        refused = [o for o in outcomes if "of them free (other jobs hold 3)" in o]
+        started = [o for o in outcomes if o not in refused]
+        release.touch()
+        assert (len(started), len(refused)) == (1, 1), outcomes
+        client.wait(started[0], timeout=60)
 
 
 # ------------------------------------------------------------- the rules, pure

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from local_helpers import process_alive, wait_for
+from local_helpers import process_alive, slow_venv_build, wait_for
 from local_jobs import trivial
 
 from kf_trainer_core.backends.local import api as local_api
@@ -27,24 +27,6 @@ from kf_trainer_core.backends.local.procs import JobLock
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import LocalConfig
 from kf_trainer_core.spec import CustomTrainer
-
-FAKE_UV = """#!/bin/sh
-echo $$ > "$KF_TEST_UV_PID.tmp" && mv "$KF_TEST_UV_PID.tmp" "$KF_TEST_UV_PID"
-exec sleep 600
-"""
-
-
-def _slow_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Put the slow ``uv`` first on ``PATH`` (the supervisor starts with this process's
-    environment); return the file where it writes its pid."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "uv").write_text(FAKE_UV)
-    (bin_dir / "uv").chmod(0o755)
-    pid_file = tmp_path / "uv.pid"
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("KF_TEST_UV_PID", str(pid_file))
-    return pid_file
 
 
 def _building(client: TrainerClient, state_dir: Path, pid_file: Path) -> tuple[str, int, int]:
@@ -78,7 +60,7 @@ def _deleted_by_its_supervisor(client: TrainerClient, name: str, supervisor: int
 def test_a_killed_supervisor_takes_its_venv_build_with_it(
     state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pid_file = _slow_build(tmp_path, monkeypatch)
+    pid_file = slow_venv_build(tmp_path, monkeypatch)
     with TrainerClient(LocalConfig(state_dir=str(state_dir), use_venv=True)) as client:
         _, build, supervisor = _building(client, state_dir, pid_file)
         # No read of the state directory from here on: nothing repairs the job.
@@ -89,7 +71,7 @@ def test_a_killed_supervisor_takes_its_venv_build_with_it(
 def test_a_delete_stops_a_venv_build(
     state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pid_file = _slow_build(tmp_path, monkeypatch)
+    pid_file = slow_venv_build(tmp_path, monkeypatch)
     monkeypatch.setattr(local_api, "DELETE_WAIT_SECONDS", 600.0)
     with TrainerClient(LocalConfig(state_dir=str(state_dir), use_venv=True)) as client:
         name, build, supervisor = _building(client, state_dir, pid_file)
@@ -103,7 +85,7 @@ def test_a_delete_stops_the_wait_for_another_jobs_build(
 ) -> None:
     """A job waits while another builds the same virtualenv (its lock): deleting it
     stops the wait, not the other job's build."""
-    pid_file = _slow_build(tmp_path, monkeypatch)
+    pid_file = slow_venv_build(tmp_path, monkeypatch)
     monkeypatch.setattr(local_api, "DELETE_WAIT_SECONDS", 600.0)
     with TrainerClient(LocalConfig(state_dir=str(state_dir), use_venv=True)) as client:
         builder, build, _ = _building(client, state_dir, pid_file)

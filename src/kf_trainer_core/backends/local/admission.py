@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from kf_trainer_core.backends.local import launch, machine
+from kf_trainer_core.backends.local import gpus, launch, machine
 from kf_trainer_core.backends.local.store import (
     CLUSTER_TRAINING_RUNTIMES,
     TRAINING_RUNTIMES,
@@ -186,6 +186,14 @@ def plan_trainjob(
             )
     nodes = int(trainer.get("numNodes") or info.num_nodes or 1)
     resources = trainer.get("resourcesPerNode") or node.get("resources")
+    # What this job holds of the machine's GPUs from its admission on, before its nodes'
+    # pods are stored (gpus.held_count), and what a re-check in the create's write
+    # transaction admits again (LocalApi.create_trainjob).
+    plan["admitted"] = {
+        "resources": resources,
+        "nodes": nodes,
+        "gpus": nodes * (gpus.requested(resources) or 0),
+    }
     more_causes, more_warnings = machine.admit_resources(
         resources,
         nodes,

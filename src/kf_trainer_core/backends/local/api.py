@@ -358,6 +358,7 @@ class LocalApi:
         name = str(meta["name"])
         spec = validate_trainjob(obj)
         obj.pop("status", None)
+        held = self._held_gpus()
         plan, causes, warnings = plan_trainjob(
             obj,
             runtime=self._runtime,
@@ -365,12 +366,13 @@ class LocalApi:
             use_venv=self.use_venv,
             container=self.container,
             on_missing_resources=self.on_missing_resources,
-            held_gpus=self._held_gpus(),
+            held_gpus=held,
         )
         if causes:
             raise StatusError.invalid(TRAINJOBS, name, causes)
         self._existing_store(create=True)
         with self.store.write() as tx:
+            self._admit_gpus_again(tx, name, plan, held)
             created = tx.put(TRAINJOBS, _unique(tx, TRAINJOBS, obj), created=True)
             uid = str(created["metadata"]["uid"])
             tx.put_plan(uid, namespace, name, plan)
@@ -406,6 +408,25 @@ class LocalApi:
             self.stop_job(namespace, name, uid)
             raise _not_started(name, exc) from exc
         return result
+
+    def _admit_gpus_again(self, tx: Tx, name: str, plan: JSON, held: int) -> None:
+        """Refuse (422, as admission does) a job asking for GPUs that another process's
+        job was admitted to between this job's admission and its write: writers take
+        turns, so this look and the job's row are one step, and two jobs submitted at
+        once are not both given the same free GPUs (``on_missing_resources="fail"``;
+        with ``"warn"`` they share, as admission warned they may)."""
+        asked = plan.get("admitted") or {}
+        if not asked.get("gpus") or self.on_missing_resources != "fail":
+            return
+        now = gpus.held_count(tx.conn)
+        if now <= held:
+            return
+        model = "LocalConfig" if self.container is None else "ContainerConfig"
+        causes, _ = machine.admit_resources(
+            asked.get("resources"), int(asked.get("nodes") or 1), "fail", model, now
+        )
+        if causes:
+            raise StatusError.invalid(TRAINJOBS, name, causes)
 
     def _held_gpus(self) -> int:
         """The GPUs of this machine that running jobs hold (admission counts the rest)."""

@@ -32,6 +32,7 @@ from typing import Any
 from kf_trainer_core.backends.local import machine
 from kf_trainer_core.backends.local._common import JOBSET_NAME_LABEL
 from kf_trainer_core.base.marks import GPUS_ANNOTATION
+from kf_trainer_core.k8s.trainjob import is_finished
 
 JSON = dict[str, Any]
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -95,8 +96,39 @@ def pods_with_gpus(conn: Any) -> list[JSON]:
 
 
 def held_count(conn: Any) -> int:
-    """How many GPUs running jobs of the state database at ``conn`` hold."""
-    return len(held(pods_with_gpus(conn), "", "") & set(machine.gpu_devices()))
+    """How many of this machine's GPUs the jobs of the state database at ``conn`` hold:
+    those their unfinished pods were given, and the ask of every admitted job that is
+    neither finished, suspended nor being deleted and whose nodes hold none yet (it is
+    in its initializers, or its supervisor is starting). A job holds its GPUs from its
+    admission on, as a pod bound by a scheduler does: two jobs admitted back to back
+    are not both given the same free GPUs."""
+    devices = set(machine.gpu_devices())
+    pods = pods_with_gpus(conn)
+    holding = set()
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        if (pod.get("status") or {}).get("phase") in _UNFINISHED:
+            holding.add((meta.get("namespace"), (meta.get("labels") or {}).get(JOBSET_NAME_LABEL)))
+    reserved = 0
+    rows = conn.execute(
+        "SELECT r.uid, r.plan, o.data FROM runs r JOIN objects o ON o.resource = 'trainjobs' "
+        "AND o.namespace = r.namespace AND o.name = r.name "
+        """WHERE instr(r.plan, '"admitted"') > 0 AND instr(r.plan, '"gpus":0}') = 0"""
+    )
+    for uid, plan, data in rows:
+        job = json.loads(data)
+        meta = job.get("metadata") or {}
+        if (
+            meta.get("uid") != uid
+            or (meta.get("namespace"), meta.get("name")) in holding
+            or meta.get("deletionTimestamp")
+            or (job.get("spec") or {}).get("suspend")
+            or is_finished(job)
+        ):
+            continue
+        asked = (json.loads(plan).get("admitted") or {}).get("gpus")
+        reserved += asked if isinstance(asked, int) and asked > 0 else 0
+    return min(len(devices), len(held(pods, "", "") & devices) + reserved)
 
 
 def assign(
