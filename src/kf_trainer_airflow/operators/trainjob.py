@@ -389,14 +389,14 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         self._attach(self._session(context).reattach(name).job, context)
 
     def get_job_status(self, external_id: Any, context: Context) -> str:
-        """The stored job's state (``NotFound`` when it is gone)."""
-        from kf_trainer_core.errors import TrainJobNotFoundError
-
+        """The stored job's state; ``NotFound`` when the stored name no longer leads to
+        the task's job (the core's :meth:`~kf_trainer_core.tasks.TaskJob.remembered`:
+        gone, being deleted, or another's), so that the mixin submits — the core's
+        submit-or-reattach, which decides as for every retry."""
         name = str(external_id)
-        try:
-            return self._session(context).call(lambda c: c.get_job(name)).status.value
-        except TrainJobNotFoundError:
-            return "NotFound"
+        task = self._session(context)
+        job = task.call(lambda c: task.job.remembered(c, name))
+        return "NotFound" if job is None else job.status.value
 
     def is_job_active(self, status: str) -> bool:
         return status in ACTIVE_STATES

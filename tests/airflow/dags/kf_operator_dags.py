@@ -9,6 +9,7 @@ from typing import Any
 from airflow.sdk import DAG
 from kf_dag_helpers import (
     CONN_ID,
+    at,
     braces,
     chatty,
     double,
@@ -32,6 +33,28 @@ class CrashAfterSubmit(TrainJobOperator):
         if context["ti"].try_number == 1:
             raise RuntimeError("simulated worker crash after submitting the job")
         return super().poll_until_complete(external_id, context)
+
+
+class KilledWhileWaiting(TrainJobOperator):
+    """The first try is killed while it waits for its running job (Airflow calls
+    ``on_kill``: ``on_kill_action`` applies), and its worker goes; the retry finds the
+    job's name in the task state store. The test acts at ``before kill``, ``after
+    kill`` and ``retry decided`` (the retry has read the stored job's state)."""
+
+    def poll_until_complete(self, external_id: Any, context: Any) -> Any:
+        if context["ti"].try_number == 1:
+            name = str(external_id)
+            self._session(context).call(lambda c: c.wait(name, ("Running",), timeout=30))
+            at("before kill")
+            self.on_kill()
+            at("after kill")
+            raise RuntimeError("simulated kill of the first try while it waited")
+        return super().poll_until_complete(external_id, context)
+
+    def get_job_status(self, external_id: Any, context: Any) -> str:
+        status = super().get_job_status(external_id, context)
+        at("retry decided")
+        return status
 
 
 def _train(task_id: str, **kwargs: Any) -> TrainJobOperator:
@@ -106,3 +129,27 @@ for _dag_id, _streamed in (("kf_deferred_log", True), ("kf_deferred_log_tail", F
             resume_grace=0,
             log_while_deferred=_streamed,
         )
+
+
+# A try killed while it waits, for each on_kill_action; the retry takes up what the kill
+# left (docs/safety.md, "task retry"), found through the task state store. With a fixed
+# name too: what the store remembers may be another's job by the time the retry runs.
+for _action in ("delete", "suspend", "keep"):
+    for _named in (False, True):
+        _dag_id = f"kf_killed_{_action}" + ("_named" if _named else "")
+        with DAG(
+            _dag_id,
+            schedule=None,
+            start_date=START,
+            catchup=False,
+            default_args={"retries": 1, "retry_delay": timedelta(0)},
+        ):
+            KilledWhileWaiting(
+                task_id="train",
+                kubeflow_trainer_conn_id=CONN_ID,
+                trainer=CustomTrainer(double, func_args={"x": 4}),
+                options=[scenario('{"preset": "success", "duration": 2.0}')],
+                job_name="kf-killed-job" if _named else None,
+                on_kill_action=_action,
+                deferrable=False,
+            )
