@@ -139,5 +139,22 @@ def test_a_retry_leaves_another_job_that_took_its_fixed_name(
     assert not job["metadata"].get("deletionTimestamp")
 
 
+def test_a_try_timed_out_before_it_learnt_its_job_applies_on_kill_action_by_identity(
+    kube: KubeTestServer, hooks: dict[str, Any]
+) -> None:
+    """The retry's ``execution_timeout`` runs out while it looks for the job its crashed
+    try left (a slow API server); Airflow calls ``on_kill`` once ``execute`` has ended.
+    ``on_kill_action="delete"`` must still reach the job, by the task's identity, as a
+    kill while ``execute`` runs does (and Prefect's and KFP's do): the task failed for
+    good, and the job ran on with nobody to collect it."""
+    hooks["crash"] = lambda: kube.faults.latency(8.0, verb="list", resource="trainjobs")
+    hooks["on kill"] = kube.faults.clear
+    run = run_dag("kf_timed_out_while_attaching")
+    assert run.state == "failed"
+    assert run.try_number("train") == 2
+    assert kube.store.list(TRAINJOBS, "default")[0] == []
+    assert creates(kube) == 1
+
+
 def lambda_free() -> None:
     """Someone else's training function."""

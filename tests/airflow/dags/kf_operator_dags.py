@@ -57,6 +57,23 @@ class KilledWhileWaiting(TrainJobOperator):
         return status
 
 
+class CrashThenTimeOut(TrainJobOperator):
+    """The first try's worker dies right after the job is submitted (the test acts at
+    ``crash``); the retry's ``execution_timeout`` runs out while it looks for that job
+    (the test slows the API server down), and Airflow calls ``on_kill`` (the test acts
+    at ``on kill``) after ``execute`` has ended."""
+
+    def poll_until_complete(self, external_id: Any, context: Any) -> Any:
+        if context["ti"].try_number == 1:
+            at("crash")
+            raise RuntimeError("simulated worker crash after submitting the job")
+        return super().poll_until_complete(external_id, context)
+
+    def on_kill(self) -> None:
+        at("on kill")
+        super().on_kill()
+
+
 def _train(task_id: str, **kwargs: Any) -> TrainJobOperator:
     kwargs.setdefault("trainer", CustomTrainer(double, func_args={"x": 21}))
     kwargs.setdefault("options", [scenario("exec")])
@@ -131,25 +148,32 @@ for _dag_id, _streamed in (("kf_deferred_log", True), ("kf_deferred_log_tail", F
         )
 
 
+def _retried_once(dag_id: str) -> DAG:
+    """A DAG whose task is retried once, at once."""
+    retry = {"retries": 1, "retry_delay": timedelta(0)}
+    return DAG(dag_id, schedule=None, start_date=START, catchup=False, default_args=retry)
+
+
 # A try killed while it waits, for each on_kill_action; the retry takes up what the kill
 # left (docs/safety.md, "task retry"), found through the task state store. With a fixed
 # name too: what the store remembers may be another's job by the time the retry runs.
+_SLOW = scenario('{"preset": "success", "duration": 2.0}')
 for _action in ("delete", "suspend", "keep"):
     for _named in (False, True):
-        _dag_id = f"kf_killed_{_action}" + ("_named" if _named else "")
-        with DAG(
-            _dag_id,
-            schedule=None,
-            start_date=START,
-            catchup=False,
-            default_args={"retries": 1, "retry_delay": timedelta(0)},
-        ):
+        with _retried_once(f"kf_killed_{_action}" + ("_named" if _named else "")):
             KilledWhileWaiting(
                 task_id="train",
                 kubeflow_trainer_conn_id=CONN_ID,
                 trainer=CustomTrainer(double, func_args={"x": 4}),
-                options=[scenario('{"preset": "success", "duration": 2.0}')],
+                options=[_SLOW],
                 job_name="kf-killed-job" if _named else None,
                 on_kill_action=_action,
                 deferrable=False,
             )
+
+# The retry of a crashed try is timed out before it has learnt its job's name: on_kill
+# finds the job by the task's identity, as a kill while execute runs does.
+_TIMED_OUT = {"durable": False, "execution_timeout": timedelta(seconds=3), "deferrable": False}
+with _retried_once("kf_timed_out_while_attaching"):
+    _never = {"trainer": CustomTrainer(double), "options": [scenario("never-finish")]}
+    CrashThenTimeOut(task_id="train", kubeflow_trainer_conn_id=CONN_ID, **_never, **_TIMED_OUT)
