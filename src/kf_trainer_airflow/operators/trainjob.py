@@ -365,7 +365,16 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         """Create the job, or find the one an earlier try of this task created (the
         core's submit-or-reattach: a suspended attempt is resumed, a failed fixed-name
         job replaced)."""
-        job = self._session(context).attach().job
+        try:
+            job = self._session(context).attach().job
+        except Exception as err:
+            # A configuration error before any job exists fails fast too (fail_fast_on).
+            from kf_trainer_airflow.failures import refused_exception
+
+            refused = refused_exception(err, self.fail_fast_on)
+            if refused is None:
+                raise
+            raise refused from None
         self._attach(job, context)
         return job.name
 
