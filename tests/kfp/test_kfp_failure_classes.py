@@ -86,6 +86,27 @@ def test_evicted_job_exits_as_infrastructure(
     assert "- **Failure class:** `infrastructure`" in summary
 
 
+@pytest.mark.usefixtures("local_kfp")
+@pytest.mark.parametrize("part", ["launch", "submit"])
+def test_a_submit_refused_for_its_configuration_exits_as_configuration(
+    backend: dict[str, Any], part: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A runtime the cluster lacks is a configuration failure (``failure_class_of``),
+    though no job exists: the component exits with that class's code, as for a job
+    that cannot run (it exited 1, the code of an unknown failure)."""
+    refused = TrainJobSpec(runtime="no-such-runtime", trainer=CustomTrainer("def f():\n    pass\n"))
+    steps = step_components(backend_config=backend, component_image=HERE)
+    component = {"launch": trainjob_launcher(backend_config=backend, component_image=HERE)}
+    with pytest.raises(RuntimeError):
+        component.get(part, steps.submit)(spec=refused)
+    out = capfd.readouterr().out
+    assert "ClusterTrainingRuntime 'no-such-runtime' does not exist" in out
+    assert (
+        f"failure class: configuration; exiting with code {EXIT_CODES[FailureClass.CONFIGURATION]}"
+        in out
+    )
+
+
 def queued_behind_a_blocker(server: KubeTestServer, client: TrainerClient) -> TrainJobSpec:
     """A queue of 4 GPUs held by a running job, and a spec of 4 more GPUs for it."""
     sim = server.install_kueue()
