@@ -97,6 +97,28 @@ def failed_exception(
     return cls(message, job_name=job_name, namespace=namespace, failure=failure)
 
 
+def refused_exception(
+    exc: BaseException, fail_fast_on: Collection[str] = DEFAULT_FAIL_FAST
+) -> TrainJobFailedException | None:
+    """What a submit's ``exc`` fails the task with: a configuration error raised before
+    any job exists (a runtime the cluster lacks, a name another job holds, an API
+    refusal: :func:`~kf_trainer_core.errors.failure_class_of`) fails fast as a job that
+    cannot run does, when ``fail_fast_on`` says so; ``None``: ``exc`` is raised as it
+    is (Airflow's retries, or a ``retry_policy``, decide)."""
+    if failure_class_of(exc) is not FailureClass.CONFIGURATION:
+        return None
+    if FailureClass.CONFIGURATION.value not in set(fail_fast_on):
+        return None
+    return failed_exception(
+        f"{type(exc).__name__}: {exc}",
+        job_name=None,
+        namespace=None,
+        failure=None,
+        failure_class=FailureClass.CONFIGURATION,
+        fail_fast_on=fail_fast_on,
+    )
+
+
 def _retry_policy_base() -> type[Any]:
     try:
         from airflow.sdk.definitions.retry_policy import RetryPolicy

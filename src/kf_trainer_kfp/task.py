@@ -35,6 +35,7 @@ from kf_trainer_core.errors import (
 )
 from kf_trainer_core.spec import TrainJobSpec
 from kf_trainer_core.tasks import (
+    Attached,
     Failure,
     JobOutputs,
     SyncTaskJob,
@@ -294,33 +295,41 @@ def _finish_or_explain(
         except StepFailedError as err:
             _report_failure(artifacts, err.job, err.failure or Failure(reason="StepFailed"))
             raise
+        except SpecConflictError as err:
+            raise _conflict(err) from None
 
-    try:
-        return _classified(explained)
-    except SpecConflictError as err:
-        raise _conflict(err) from None
+    return _classified(explained)
+
+
+#: The errors about a job's outcome, said under the kind a reader looks for.
+_JOB_ERRORS = (
+    TrainJobFailedError,
+    TrainJobTimeoutError,
+    StepFailedError,
+    TrainJobResultUnavailableError,
+)
 
 
 def _classified(run: Callable[[], T]) -> T:
-    """Run ``run``; a TrainJob failure of a known class is said in the log (class,
-    evidence, exit code) and ends the process with that class's exit code
+    """Run ``run``; a failure of a known class is said in the log (class, evidence,
+    exit code) and ends the process with that class's exit code
     (:data:`~kf_trainer_core.errors.EXIT_CODES`), so a pipeline's exit handler or
-    retry policy can tell infrastructure from configuration or user code."""
+    retry policy can tell infrastructure from configuration or user code: a TrainJob's
+    failure, and an error before any job exists (a submit refused for its
+    configuration, an API server out of reach: :func:`failure_class_of`)."""
     try:
         return run()
-    except (
-        TrainJobFailedError,
-        TrainJobTimeoutError,
-        StepFailedError,
-        TrainJobResultUnavailableError,
-    ) as err:
+    except Exception as err:
         klass = failure_class_of(err)
         if klass is None or klass is FailureClass.UNKNOWN:
             raise
         code = EXIT_CODES[klass]
-        named = (TrainJobTimeoutError, TrainJobResultUnavailableError)
-        kind = next((k.__name__ for k in named if isinstance(err, k)), "TrainJobFailedError")
-        say(f"{kind} ({type(err).__name__}): {err}")
+        if isinstance(err, _JOB_ERRORS):
+            named = (TrainJobTimeoutError, TrainJobResultUnavailableError)
+            kind = next((k.__name__ for k in named if isinstance(err, k)), "TrainJobFailedError")
+            say(f"{kind} ({type(err).__name__}): {err}")
+        else:  # no job (yet): the error as it is
+            say(f"{type(err).__name__}: {err}")
         say(f"failure class: {klass.value}; exiting with code {code}")
         raise SystemExit(code) from None
 
@@ -375,11 +384,15 @@ def _submit(
     spec = _spec(inputs, embedded)
     ident = _identity(inputs)
     job = _waits(inputs).task(spec, identity=ident)
-    with SyncTaskJob(job, _config(inputs)) as task:
+
+    def attach() -> Attached:
         try:
-            attached = guarded(task, job.attach)
+            return guarded(task, job.attach)
         except SpecConflictError as err:
             raise _conflict(err) from None
+
+    with SyncTaskJob(job, _config(inputs)) as task:
+        attached = _classified(attach)
     done = attached.job
     verb = "created" if attached.created else "found (submitted before by this task)"
     return _job_outputs(

@@ -83,6 +83,24 @@ def test_fail_fast_can_be_switched_off(kube: KubeTestServer) -> None:
     assert run.try_number("train") == 3  # every retry spent
 
 
+@pytest.mark.parametrize(
+    ("dag_id", "tries"), [("kf_config_refused", 1), ("kf_config_refused_retried", 3)]
+)
+def test_a_configuration_error_before_the_job_exists_fails_fast(
+    kube: KubeTestServer, dag_id: str, tries: int, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A runtime the cluster lacks is a configuration failure (``failure_class_of``):
+    ``fail_fast_on`` fails the task without spending its retries on it, as for a job
+    that cannot run — the submit's error was raised as it was, and every retry spent."""
+    run = run_dag(dag_id)
+    assert run.state == "failed"
+    assert run.try_number("train") == tries
+    assert jobs(kube) == []
+    text = capfd.readouterr().out
+    assert "no-such-runtime" in text
+    assert ("failure class: configuration" in text) is (tries == 1)
+
+
 def queue_with_four_gpus(kube: KubeTestServer) -> None:
     sim = kube.install_kueue()
     sim.add_cluster_queue("gpus", {"nvidia.com/gpu": 4})

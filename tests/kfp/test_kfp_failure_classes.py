@@ -3,6 +3,7 @@ class's code (so an exit handler or a retry policy can tell them apart) and says
 class in its log and summary; a queued job's log says why it waits."""
 
 # No `from __future__ import annotations`: KFP reads pipeline annotations as objects.
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,14 @@ from kf_trainer_core.cluster.failures import EXIT_CODES
 from kf_trainer_core.cluster.kueue import QUEUE_NAME_LABEL
 from kf_trainer_core.cluster.status import Failure
 from kf_trainer_core.errors import FailureClass, SpecError, failed_error
-from kf_trainer_core.spec import Annotations, CustomTrainer, Labels, TrainJobSpec
+from kf_trainer_core.spec import (
+    Annotations,
+    CustomTrainer,
+    HuggingFaceDatasetInitializer,
+    Initializer,
+    Labels,
+    TrainJobSpec,
+)
 from kf_trainer_core.testing.scenarios import SCENARIO_ANNOTATION
 from kf_trainer_core.testing.server import KubeTestServer
 from kf_trainer_kfp import ComponentImage, step_components, trainjob_launcher
@@ -76,6 +84,27 @@ def test_evicted_job_exits_as_infrastructure(
     assert "Evicted" in out
     summary = next(local_kfp.rglob("launch-trainjob/summary")).read_text()
     assert "- **Failure class:** `infrastructure`" in summary
+
+
+@pytest.mark.usefixtures("local_kfp")
+@pytest.mark.parametrize("part", ["launch", "submit"])
+def test_a_submit_refused_for_its_configuration_exits_as_configuration(
+    backend: dict[str, Any], part: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A runtime the cluster lacks is a configuration failure (``failure_class_of``),
+    though no job exists: the component exits with that class's code, as for a job
+    that cannot run (it exited 1, the code of an unknown failure)."""
+    refused = TrainJobSpec(runtime="no-such-runtime", trainer=CustomTrainer("def f():\n    pass\n"))
+    steps = step_components(backend_config=backend, component_image=HERE)
+    component = {"launch": trainjob_launcher(backend_config=backend, component_image=HERE)}
+    with pytest.raises(RuntimeError):
+        component.get(part, steps.submit)(spec=refused)
+    out = capfd.readouterr().out
+    assert "ClusterTrainingRuntime 'no-such-runtime' does not exist" in out
+    assert (
+        f"failure class: configuration; exiting with code {EXIT_CODES[FailureClass.CONFIGURATION]}"
+        in out
+    )
 
 
 def queued_behind_a_blocker(server: KubeTestServer, client: TrainerClient) -> TrainJobSpec:
@@ -196,6 +225,38 @@ def test_step_wait_of_a_job_kueue_can_never_admit_fails_at_once(
     out = capsys.readouterr().out
     assert "can never be admitted by Kueue" in out
     assert "failure class: capacity" in out
+
+
+@pytest.mark.usefixtures("local_kfp")
+@pytest.mark.parametrize("step", ["initializer", "dataset-initializer"])
+def test_step_wait_of_an_initializer_that_cannot_start_ends_at_its_startup_timeout(
+    backend: dict[str, Any], client: TrainerClient, step: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``startup_timeout_seconds`` of ``wait_for_step`` holds for every step, as the
+    launcher's does for the job: an initializer whose pod never starts ends the
+    wait once it runs out, saying what holds the job up (it was ignored for initializer
+    steps, which then waited until ``timeout_seconds``)."""
+    stuck = TrainJobSpec(
+        runtime="torch-distributed-with-cache",
+        trainer=CustomTrainer("def fit():\n    return 1\n"),
+        initializer=Initializer(dataset=HuggingFaceDatasetInitializer(storage_uri="hf://a/b")),
+        options=[
+            Annotations(
+                {
+                    SCENARIO_ANNOTATION: json.dumps(
+                        {"steps": {"dataset-initializer": {"pending_delay": 600}}}
+                    )
+                }
+            )
+        ],
+    )
+    name = client.submit(stuck, identity=f"kfp/stuck-{step}").job.name
+    steps = step_components(backend_config=backend, component_image=HERE, on_cancel="keep")
+    with pytest.raises(RuntimeError):
+        steps.wait_for_step(
+            job_name=name, step=step, startup_timeout_seconds=1.5, timeout_seconds=60.0
+        )
+    assert f"TrainJob {name} did not start within 1.5s" in capfd.readouterr().out
 
 
 def test_a_negative_admission_timeout_fails_when_the_pipeline_is_defined() -> None:

@@ -227,6 +227,9 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         self._result: tuple[Any] | None = None
         self._job_uid: str | None = None
         self._task: SyncTaskJob | None = None
+        # The task's identity once a try has made its hold on the job: a kill that comes
+        # after execute() has ended (execution_timeout) finds the job by it.
+        self._identity: tuple[str, str, str, int] | None = None
         if not self._templated():
             # Nothing left to render: a bad spec fails when the DAG is parsed, naming the
             # field and the fix, rather than when the task runs.
@@ -296,9 +299,11 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         if self._task is None:
             from kf_trainer_core.tasks.lifecycle import SyncTaskJob, TaskJob, Terms
 
+            if context is not None:
+                self._identity = self.identity_of(context)
             job = TaskJob(
                 self.build_spec() if context is not None else None,
-                identity=self.identity_of(context) if context is not None else None,
+                identity=self._identity,
                 fresh_after_failure=self.fresh_after_failure,
                 on_kill=self.on_kill_action,
                 on_finish=self.on_finish_action,
@@ -341,6 +346,7 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
     # -- the task ---------------------------------------------------------------------
     def execute(self, context: Context) -> Any:
         self._job_name = None
+        self._identity = None
         self._job_uid = None
         self._outputs = None
         self._published = False
@@ -359,7 +365,16 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         """Create the job, or find the one an earlier try of this task created (the
         core's submit-or-reattach: a suspended attempt is resumed, a failed fixed-name
         job replaced)."""
-        job = self._session(context).attach().job
+        try:
+            job = self._session(context).attach().job
+        except Exception as err:
+            # A configuration error before any job exists fails fast too (fail_fast_on).
+            from kf_trainer_airflow.failures import refused_exception
+
+            refused = refused_exception(err, self.fail_fast_on)
+            if refused is None:
+                raise
+            raise refused from None
         self._attach(job, context)
         return job.name
 
@@ -389,14 +404,14 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
         self._attach(self._session(context).reattach(name).job, context)
 
     def get_job_status(self, external_id: Any, context: Context) -> str:
-        """The stored job's state (``NotFound`` when it is gone)."""
-        from kf_trainer_core.errors import TrainJobNotFoundError
-
+        """The stored job's state; ``NotFound`` when the stored name no longer leads to
+        the task's job (the core's :meth:`~kf_trainer_core.tasks.TaskJob.remembered`:
+        gone, being deleted, or another's), so that the mixin submits — the core's
+        submit-or-reattach, which decides as for every retry."""
         name = str(external_id)
-        try:
-            return self._session(context).call(lambda c: c.get_job(name)).status.value
-        except TrainJobNotFoundError:
-            return "NotFound"
+        task = self._session(context)
+        job = task.call(lambda c: task.job.remembered(c, name))
+        return "NotFound" if job is None else job.status.value
 
     def is_job_active(self, status: str) -> bool:
         return status in ACTIVE_STATES
@@ -538,9 +553,10 @@ class TrainJobOperator(ResumableJobMixin, BaseOperator):
     def on_kill(self) -> None:
         """The task is being killed (a user, ``execution_timeout``, SIGTERM): apply
         ``on_kill_action`` to the job — by name, or by the task's identity when it was
-        killed before it learnt the name. A job that has just finished is kept: a
-        cleared task collects its result."""
-        if self._task is None and self._job_name is None:
+        killed before it learnt the name (also when Airflow calls this after
+        ``execute`` has ended: ``execution_timeout``). A job that has just finished is
+        kept: a cleared task collects its result."""
+        if self._task is None and self._job_name is None and self._identity is None:
             return  # killed before it had a job: nothing to do
         from kf_trainer_core.tasks import TaskKilled
 

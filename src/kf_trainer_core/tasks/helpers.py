@@ -69,13 +69,15 @@ async def await_steps(
     """Wait until ``step`` of job ``name`` has finished; return the job (with its
     steps) and, once the whole job is complete, the function's return value.
 
-    ``step="trainer"`` is :meth:`AsyncTrainerClient.wait` for ``Complete`` (with
-    ``startup_timeout``). An initializer step is done when its pod succeeded
-    (:func:`kf_trainer_core.tasks.step_waits.await_step`); ``"initializer"`` waits for each one
-    the job's runtime has and returns at once when it has none; an initializer the
-    runtime lacks is a ``ValueError``. A failed job raises ``TrainJobFailedError`` or
+    ``step="trainer"`` is :meth:`AsyncTrainerClient.wait` for ``Complete``. An
+    initializer step is done when its pod succeeded
+    (:func:`kf_trainer_core.tasks.step_waits.await_step`); ``"initializer"`` waits for
+    each one the job's runtime has and returns at once when it has none; an initializer
+    the runtime lacks is a ``ValueError``. A failed job raises ``TrainJobFailedError`` or
     ``StepFailedError`` with the failing step. ``admission_timeout``: fail when Kueue has
-    not admitted the job by then (an initializer step first waits for admission).
+    not admitted the job by then; ``startup_timeout``: fail when it has not started
+    running by then (an initializer step first waits for the job to start, within
+    both).
     """
     from kf_trainer_core.tasks.step_waits import StepGoal, await_step
 
@@ -92,13 +94,16 @@ async def await_steps(
         )
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + timeout
-    if admission_timeout is not None:
-        # A queued job's initializers wait for admission too: the client's wait knows
-        # Kueue (what the queue waits for); the step wait below only knows pods.
+    if admission_timeout is not None or startup_timeout is not None:
+        # An initializer step is bound by both limits too, as the whole job is: the
+        # client's wait knows Kueue (what the queue waits for) and what holds a job
+        # that has not started up; the step wait below only knows pods. A job that
+        # has ended is the step wait's to judge (its initializers may have succeeded).
         await client.wait(
             name,
-            ("Running", "Complete"),
+            ("Running", "Complete", "Failed"),
             timeout=timeout,
+            startup_timeout=startup_timeout,
             admission_timeout=admission_timeout,
             callbacks=callbacks,
         )

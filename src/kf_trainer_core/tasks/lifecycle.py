@@ -9,7 +9,9 @@ A :class:`TaskJob` is written once, async, on the public client
   task's identity. A job an earlier try started is reattached; an attempt a killed try
   suspended (``on_kill="suspend"``) is resumed; after a failure a fresh attempt is
   submitted (``fresh_after_failure``); a fixed name (``name``, or a ``Name`` option)
-  whose earlier job of this task failed is replaced, through ``delete_job``.
+  whose earlier job of this task failed is replaced, through ``delete_job``. A name
+  the orchestrator kept (:meth:`TaskJob.remembered`, :meth:`TaskJob.reattach`) is taken
+  up only while it leads to the task's job, neither being deleted nor another's.
 - :meth:`TaskJob.wait` — **one wait** on the known name, its log followed beside it.
 - :meth:`TaskJob.interrupted` / :meth:`TaskJob.holding` / :meth:`TaskJob.stop` — **the
   finish action on kill** (``on_kill``: delete, suspend or keep), on the job by its
@@ -238,6 +240,40 @@ class TaskJob:
         self._attached = await self._resumed(client, job, False)
         return self._attached
 
+    async def remembered(self, client: AsyncTrainerClient, name: str) -> TrainJob | None:
+        """The job under a name the orchestrator kept for the task (Airflow's task state
+        store), while that name still leads to the task's job; else ``None``, and the
+        retry goes through :meth:`attach`, as one that finds its job by identity does:
+        the job is gone; it is being deleted (a killed try's delete that a finalizer
+        holds: taken up, it would be waited on until it went, and the task would fail
+        for it — :meth:`attach` waits it out and submits the job again); or the name now
+        holds another's job (a fixed name, freed and taken: waited on, its outputs would
+        be reported as the task's and a kill would delete it — :meth:`attach` reports
+        the conflict)."""
+        try:
+            job = await client.get_job(name)
+        except TrainJobNotFoundError:
+            return None
+        where = f"TrainJob {job.namespace}/{job.name}"
+        if job.deleting:
+            self.logger.info("%s is being deleted: the task submits its job again", where)
+            return None
+        if not await self._ours(client, job):
+            self.logger.warning("%s is not this task's job any more: not taken up", where)
+            return None
+        return job
+
+    async def _ours(self, client: AsyncTrainerClient, job: TrainJob) -> bool:
+        """Whether ``job`` is this task's: it carries the task's identity, or, for a
+        task without one, it is the same request (spec hash). A task that knows neither
+        (it waits on a job it was given) takes the job as it is."""
+        if self.identity is not None:
+            return job.identity == identity_text(self.identity)
+        if self.spec is None:
+            return True
+        built = await client.build(self.spec, name=self.name)
+        return job.identity is None and job.spec_hash == built.spec_hash
+
     async def _resumed(self, client: AsyncTrainerClient, job: TrainJob, created: bool) -> Attached:
         held = self.spec is not None and self.spec.option(Suspend) is not None
         if created or job.status is not JobState.SUSPENDED or held:
@@ -267,14 +303,7 @@ class TaskJob:
             job = await client.get_job(name)
         except TrainJobNotFoundError:
             return False
-        if job.status is not JobState.FAILED:
-            return False
-        if self.identity is not None:
-            ours = job.identity == identity_text(self.identity)
-        else:
-            built = await client.build(self.spec, name=self.name)
-            ours = job.identity is None and job.spec_hash == built.spec_hash
-        if not ours:
+        if job.status is not JobState.FAILED or not await self._ours(client, job):
             return False
         self.logger.info(
             "TrainJob %s/%s failed earlier: deleting it to submit it again", job.namespace, name

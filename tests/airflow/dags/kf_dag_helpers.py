@@ -77,3 +77,15 @@ def chatty(n: int = 3) -> dict[str, int]:
         time.sleep(1.0)
     print(chr(27) + "[2Jcleared " + "B" * 5000, flush=True)
     return {"n": n}
+
+
+#: What a test does at a named point of a task's run (``at(point)`` calls it): the
+#: DAG files and the tests import this one module, so both see the same mapping.
+HOOKS: dict[str, Any] = {}
+
+
+def at(point: str) -> None:
+    """Call the test's hook for ``point``, if it set one."""
+    hook = HOOKS.get(point)
+    if hook is not None:
+        hook()

@@ -59,6 +59,13 @@ with DAG("kf_config_fails_fast", schedule=None, start_date=START, default_args=R
 with DAG("kf_config_retried", schedule=None, start_date=START, default_args=RETRIES):
     _train("train", options=[scenario("creation-failure")], fail_fast_on=())
 
+# A configuration error before any job exists (the cluster has no such runtime): the
+# submit is refused, and the task fails as fast as for a job that cannot run.
+for _dag_id, _fail_fast_on in (("kf_config_refused", None), ("kf_config_refused_retried", ())):
+    with DAG(_dag_id, schedule=None, start_date=START, default_args=RETRIES):
+        _refused = {} if _fail_fast_on is None else {"fail_fast_on": _fail_fast_on}
+        _train("train", runtime="no-such-runtime", **_refused)
+
 # Kueue has not admitted it (4 GPUs behind a job holding the queue's 4) within its
 # admission timeout: the admission timeout says why.
 for _dag_id, _deferrable in (("kf_not_admitted", False), ("kf_not_admitted_deferred", True)):

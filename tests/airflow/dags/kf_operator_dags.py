@@ -9,6 +9,7 @@ from typing import Any
 from airflow.sdk import DAG
 from kf_dag_helpers import (
     CONN_ID,
+    at,
     braces,
     chatty,
     double,
@@ -32,6 +33,45 @@ class CrashAfterSubmit(TrainJobOperator):
         if context["ti"].try_number == 1:
             raise RuntimeError("simulated worker crash after submitting the job")
         return super().poll_until_complete(external_id, context)
+
+
+class KilledWhileWaiting(TrainJobOperator):
+    """The first try is killed while it waits for its running job (Airflow calls
+    ``on_kill``: ``on_kill_action`` applies), and its worker goes; the retry finds the
+    job's name in the task state store. The test acts at ``before kill``, ``after
+    kill`` and ``retry decided`` (the retry has read the stored job's state)."""
+
+    def poll_until_complete(self, external_id: Any, context: Any) -> Any:
+        if context["ti"].try_number == 1:
+            name = str(external_id)
+            self._session(context).call(lambda c: c.wait(name, ("Running",), timeout=30))
+            at("before kill")
+            self.on_kill()
+            at("after kill")
+            raise RuntimeError("simulated kill of the first try while it waited")
+        return super().poll_until_complete(external_id, context)
+
+    def get_job_status(self, external_id: Any, context: Any) -> str:
+        status = super().get_job_status(external_id, context)
+        at("retry decided")
+        return status
+
+
+class CrashThenTimeOut(TrainJobOperator):
+    """The first try's worker dies right after the job is submitted (the test acts at
+    ``crash``); the retry's ``execution_timeout`` runs out while it looks for that job
+    (the test slows the API server down), and Airflow calls ``on_kill`` (the test acts
+    at ``on kill``) after ``execute`` has ended."""
+
+    def poll_until_complete(self, external_id: Any, context: Any) -> Any:
+        if context["ti"].try_number == 1:
+            at("crash")
+            raise RuntimeError("simulated worker crash after submitting the job")
+        return super().poll_until_complete(external_id, context)
+
+    def on_kill(self) -> None:
+        at("on kill")
+        super().on_kill()
 
 
 def _train(task_id: str, **kwargs: Any) -> TrainJobOperator:
@@ -106,3 +146,34 @@ for _dag_id, _streamed in (("kf_deferred_log", True), ("kf_deferred_log_tail", F
             resume_grace=0,
             log_while_deferred=_streamed,
         )
+
+
+def _retried_once(dag_id: str) -> DAG:
+    """A DAG whose task is retried once, at once."""
+    retry = {"retries": 1, "retry_delay": timedelta(0)}
+    return DAG(dag_id, schedule=None, start_date=START, catchup=False, default_args=retry)
+
+
+# A try killed while it waits, for each on_kill_action; the retry takes up what the kill
+# left (docs/safety.md, "task retry"), found through the task state store. With a fixed
+# name too: what the store remembers may be another's job by the time the retry runs.
+_SLOW = scenario('{"preset": "success", "duration": 2.0}')
+for _action in ("delete", "suspend", "keep"):
+    for _named in (False, True):
+        with _retried_once(f"kf_killed_{_action}" + ("_named" if _named else "")):
+            KilledWhileWaiting(
+                task_id="train",
+                kubeflow_trainer_conn_id=CONN_ID,
+                trainer=CustomTrainer(double, func_args={"x": 4}),
+                options=[_SLOW],
+                job_name="kf-killed-job" if _named else None,
+                on_kill_action=_action,
+                deferrable=False,
+            )
+
+# The retry of a crashed try is timed out before it has learnt its job's name: on_kill
+# finds the job by the task's identity, as a kill while execute runs does.
+_TIMED_OUT = {"durable": False, "execution_timeout": timedelta(seconds=3), "deferrable": False}
+with _retried_once("kf_timed_out_while_attaching"):
+    _never = {"trainer": CustomTrainer(double), "options": [scenario("never-finish")]}
+    CrashThenTimeOut(task_id="train", kubeflow_trainer_conn_id=CONN_ID, **_never, **_TIMED_OUT)
