@@ -969,7 +969,7 @@ def write_report(results: JSON, out: Path) -> Path:
         f"Machine: {machine.get('cores', '?')} cores ({machine.get('cpu', '?')}), "
         f"{machine.get('platform', '?')}, Python {machine.get('python', '?')}. "
         + "Packages: "
-        + ", ".join(f"{k} {v}" for k, v in packages.items())
+        + ", ".join(f"{k} {v}" for k, v in sorted(packages.items()))
         + f". Baseline: Kubeflow SDK {machine.get('sdk') or 'not available'}, in its own venv.",
         "",
         f"Load average when the run started: {' / '.join(str(x) for x in load)} (1 / 5 / 15 "
