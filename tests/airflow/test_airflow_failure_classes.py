@@ -205,3 +205,13 @@ def test_a_job_too_big_for_any_node_is_explained_in_the_task_log(
     assert "fix: make the job fit: " in text
     assert f"left behind: TrainJob default/{name} still exists (Pending)" in text
     assert f"TrainJob default/{name} failed:" not in text
+
+
+def test_a_submit_refused_for_what_other_jobs_hold_is_left_to_retries() -> None:
+    # GPUs another job holds now are capacity: the task's retries may find them free,
+    # where a configuration refusal (a missing runtime) fails it fast.
+    from kf_trainer_airflow.failures import refused_exception
+    from kf_trainer_core.errors import ResourcesBusyError, SubmitError
+
+    assert refused_exception(ResourcesBusyError("other jobs hold 3 of 4 GPUs")) is None
+    assert refused_exception(SubmitError("the runtime is missing")) is not None

@@ -26,7 +26,7 @@ from kf_trainer_core.backends.local import gpus, install_runtime, machine
 from kf_trainer_core.backends.local.runtimes import runtime_manifest
 from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.config import LocalConfig
-from kf_trainer_core.errors import SubmitError
+from kf_trainer_core.errors import FailureClass, ResourcesBusyError, SubmitError, failure_class_of
 from kf_trainer_core.manifest.runtimes import DEFAULT_RUNTIMES
 from kf_trainer_core.spec import CustomTrainer
 
@@ -158,6 +158,13 @@ def test_admission_counts_the_gpus_running_jobs_hold(
     with TrainerClient(strict) as refusing, pytest.raises(SubmitError) as info:
         refusing.train(trainer=CustomTrainer(where_am_i, resources_per_node={"gpu": 2}))
     assert "this machine has 4, 1 of them free (other jobs hold 3)" in str(info.value)
+    # It fits the machine, not what the running job leaves: capacity, which an
+    # orchestrator retries (configuration would fail its task fast).
+    assert isinstance(info.value, ResourcesBusyError)
+    assert failure_class_of(info.value) is FailureClass.CAPACITY
+    with TrainerClient(strict) as refusing, pytest.raises(SubmitError) as info:
+        refusing.train(trainer=CustomTrainer(where_am_i, resources_per_node={"gpu": 5}))
+    assert failure_class_of(info.value) is FailureClass.CONFIGURATION  # never fits
 
     # One fits beside it: the free one. Two are admitted with a warning, and share.
     single = client.train(trainer=CustomTrainer(where_am_i, resources_per_node={"gpu": 1}))

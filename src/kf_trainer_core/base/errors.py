@@ -200,6 +200,17 @@ class CapacityFailure(ClassifiedFailure):
     failure_class = FailureClass.CAPACITY
 
 
+#: The cause reason of a 422 for a job that fits the machine but not what other jobs
+#: leave of it now (the local backend's GPUs, ``on_missing_resources="fail"``).
+RESOURCES_BUSY_REASON = "ResourcesHeldByOtherJobs"
+
+
+class ResourcesBusyError(SubmitError, CapacityFailure):
+    """The backend refused the TrainJob because other jobs hold what it asks for now:
+    capacity, not configuration — the same job may fit once they end, so an
+    orchestrator's retries (not its fail-fast) decide."""
+
+
 class ConfigurationFailure(ClassifiedFailure):
     """The job as written cannot run (missing image, bad runtime or spec)."""
 

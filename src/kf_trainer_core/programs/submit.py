@@ -9,10 +9,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from kf_trainer_core.base import untrusted
+from kf_trainer_core.base.errors import RESOURCES_BUSY_REASON
 from kf_trainer_core.base.marks import CLAIM_ANNOTATION
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.cluster.status import JobState, TrainJob, job_state, to_trainjob
-from kf_trainer_core.errors import BackendConfigRejectedError, SpecConflictError, SubmitError
+from kf_trainer_core.errors import (
+    BackendConfigRejectedError,
+    ResourcesBusyError,
+    SpecConflictError,
+    SubmitError,
+)
 from kf_trainer_core.k8s.api import Api
 from kf_trainer_core.k8s.calls import Create, Get, Patch
 from kf_trainer_core.k8s.errors import ApiError
@@ -109,6 +115,10 @@ async def _create(api: Api, namespace: str, built: BuiltTrainJob) -> Submitted |
             ) from None
         if err.invalid or err.code == 400:
             causes = "; ".join(err.causes()) or err.message
+            if _all_busy(err):
+                raise ResourcesBusyError(
+                    f"the backend cannot run TrainJob {shown(built.name)} now: {causes}"
+                ) from None
             if any(c.startswith("backend.") for c in err.causes()):
                 raise BackendConfigRejectedError(
                     f"the backend cannot run TrainJob {shown(built.name)} as it is configured: "
@@ -121,6 +131,14 @@ async def _create(api: Api, namespace: str, built: BuiltTrainJob) -> Submitted |
             raise
         return None
     return Submitted(to_trainjob(obj), True, obj)
+
+
+def _all_busy(err: ApiError) -> bool:
+    """Whether a 422 refuses the job only for what other jobs hold now (capacity)."""
+    found = (err.status.get("details") or {}).get("causes") or []
+    return bool(found) and all(
+        isinstance(c, Mapping) and c.get("reason") == RESOURCES_BUSY_REASON for c in found
+    )
 
 
 def _settle(namespace: str, built: BuiltTrainJob, existing: Mapping[str, Any]) -> Submitted | None:

@@ -18,6 +18,7 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
+from kf_trainer_core.base.errors import RESOURCES_BUSY_REASON
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.k8s.quantity import parse_quantity
 
@@ -141,10 +142,12 @@ def admit_resources(
     missing = missing_resources(resources, nodes, held_gpus)
     causes = []
     if missing and on_missing_resources == "fail":
+        # Lacking only what other jobs hold now, the job may fit later: capacity.
+        busy = held_gpus > 0 and not missing_resources(resources, nodes)
         causes.append(
             (
                 "spec.trainer.resourcesPerNode",
-                "FieldValueForbidden",
+                RESOURCES_BUSY_REASON if busy else "FieldValueForbidden",
                 "Forbidden: "
                 + "; ".join(missing)
                 + ". Fix: ask for less, run on a cluster, or use "
