@@ -88,10 +88,15 @@ CREATION_FAILED_PREFIX = "TrainJob resources reconciliation failed: "
 
 
 def runtime_not_found(kind: str, name: str) -> str:
-    """How the Trainer says a runtime is missing: it reads runtimes through its cache,
-    whose NotFound names the kind (``ClusterTrainingRuntime.trainer.kubeflow.org "x"
-    not found``), not the resource as the API server's own NotFound does."""
-    return f'{kind}.{TRAINER_GROUP} "{name}" not found'
+    """How the Trainer says a TrainJob's runtime is missing (its JobSet cannot be
+    built), for ``kind`` ``TrainingRuntime`` or ``ClusterTrainingRuntime``. It reads
+    runtimes through its cache, whose NotFound names the kind
+    (``ClusterTrainingRuntime.trainer.kubeflow.org "x" not found``), not the resource as
+    the API server's own NotFound does."""
+    cached = f'{kind}.{TRAINER_GROUP} "{name}" not found'
+    if kind == "TrainingRuntime":
+        return f"TrainingRuntime specified in TrainJob is not found: {cached}"
+    return f"not found ClusterTrainingRuntime specified in TrainJob: {cached}"
 
 
 RUNTIME_NOT_SUPPORTED_REASON = "TrainingRuntimeNotSupported"

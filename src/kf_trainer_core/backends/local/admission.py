@@ -110,17 +110,7 @@ def plan_trainjob(
     if rt_kind_name in ("ClusterTrainingRuntime", "TrainingRuntime"):
         manifest = runtime(rt_kind, meta.get("namespace"), rt_name)
     if manifest is None:
-        if rt_kind is TRAINING_RUNTIMES:
-            why = (
-                "TrainingRuntime specified in TrainJob is not found: "
-                f"{runtime_not_found('TrainingRuntime', rt_name)}"
-            )
-        else:
-            why = (
-                "not found ClusterTrainingRuntime specified in TrainJob: "
-                f"{runtime_not_found('ClusterTrainingRuntime', rt_name)}"
-            )
-        plan["runtime_error"] = why
+        plan["runtime_error"] = runtime_not_found(rt_kind.kind, rt_name)
         return plan, causes, warnings
     info = RuntimeInfo.from_manifest(manifest)
     node = trainer_container(manifest)

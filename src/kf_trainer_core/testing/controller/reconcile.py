@@ -192,23 +192,10 @@ class TrainJobReconciler:
         self._launch(sim, built)
 
     def _get_runtime(self, kind: str, namespace: str, name: str) -> JSON:
-        store = self.cx.store
-        # The Trainer reads runtimes through its cache, whose NotFound names the kind
-        # (``ClusterTrainingRuntime.trainer.kubeflow.org "x" not found``), not the plural.
-        if kind == "TrainingRuntime":
-            obj = store.try_get(TRAINING_RUNTIMES, namespace, name)
-            if obj is None:
-                raise BuildError(
-                    "TrainingRuntime specified in TrainJob is not found: "
-                    f"{runtime_not_found('TrainingRuntime', name)}"
-                )
-            return obj
-        obj = store.try_get(CLUSTER_TRAINING_RUNTIMES, None, name)
+        res = TRAINING_RUNTIMES if kind == "TrainingRuntime" else CLUSTER_TRAINING_RUNTIMES
+        obj = self.cx.store.try_get(res, namespace if res.namespaced else None, name)
         if obj is None:
-            raise BuildError(
-                "not found ClusterTrainingRuntime specified in TrainJob: "
-                f"{runtime_not_found('ClusterTrainingRuntime', name)}"
-            )
+            raise BuildError(runtime_not_found(res.kind, name))
         return obj
 
     def _launch(self, sim: Sim, built: Built) -> None:
