@@ -121,6 +121,17 @@ def is_internal(raw: str) -> bool:
     return PROGRESS_MARKER in raw or RESULT_MARKER in raw
 
 
+def line_field(value: Any) -> Any:
+    """A model's ``mode="before"`` validator for a string field read from the cluster:
+    :func:`line` of a string, anything else as given (for the model to judge)."""
+    return line(value) if isinstance(value, str) else value
+
+
+def text_field(value: Any) -> Any:
+    """As :func:`line_field`, keeping line breaks (:func:`text` with ``newlines``)."""
+    return text(value, newlines=True) if isinstance(value, str) else value
+
+
 def shown_line(raw: str, limit: int = LINE_LIMIT) -> str | None:
     """What a person reads of one log line: ``None`` for an internal marker line, else
     the line made safe (:func:`line`)."""

@@ -64,15 +64,6 @@ class _Out(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
 
-def _safe_line(value: Any) -> Any:
-    # Kueue's words are cluster data: escapes out, one line, capped (as every status is).
-    return untrusted.line(value) if isinstance(value, str) else value
-
-
-def _safe_text(value: Any) -> Any:
-    return untrusted.text(value, newlines=True) if isinstance(value, str) else value
-
-
 class CapacityLimit(_Out):
     """One reason Kueue gives why a pod set of the job can never fit its ClusterQueue, as
     the ClusterQueue stands: the request is beyond its maximum capacity (its quota, with
@@ -92,7 +83,7 @@ class CapacityLimit(_Out):
 
     _lines = field_validator(
         "text", "pod_set", "resource", "flavor", "requested", "maximum", "previous", mode="before"
-    )(_safe_line)
+    )(untrusted.line_field)
 
     def describe(self) -> str:
         """``pod set node asks for 16 nvidia.com/gpu, more than the maximum capacity of
@@ -122,8 +113,8 @@ class Eviction(_Out):
     preemption_reason: str | None = None
 
     _at = field_validator("at", mode="before")(untrusted.timestamp)
-    _lines = field_validator("reason", "preemption_reason", mode="before")(_safe_line)
-    _text = field_validator("message", mode="before")(_safe_text)
+    _lines = field_validator("reason", "preemption_reason", mode="before")(untrusted.line_field)
+    _text = field_validator("message", mode="before")(untrusted.text_field)
 
 
 class QueueStatus(_Out):
@@ -165,8 +156,8 @@ class QueueStatus(_Out):
     worker: str | None = None
 
     _times = field_validator("queued_at", "admitted_at", mode="before")(untrusted.timestamp)
-    _line = field_validator("pending_reason", mode="before")(_safe_line)
-    _text = field_validator("pending_message", mode="before")(_safe_text)
+    _line = field_validator("pending_reason", mode="before")(untrusted.line_field)
+    _text = field_validator("pending_message", mode="before")(untrusted.text_field)
 
     @property
     def waiting(self) -> bool:

@@ -88,14 +88,6 @@ def _safe_lines(value: Any) -> Any:
     return untrusted.shown_lines(str(v) for v in value) if isinstance(value, list) else value
 
 
-def _safe_line(value: Any) -> Any:
-    return untrusted.line(value) if isinstance(value, str) else value
-
-
-def _safe_text(value: Any) -> Any:
-    return untrusted.text(value, newlines=True) if isinstance(value, str) else value
-
-
 def _safe_time(value: Any) -> Any:
     # From the cluster: read by the suite's rule, never pydantic's (see untrusted.timestamp).
     return untrusted.timestamp(value)
@@ -136,7 +128,7 @@ class Step(_Out):
     #: ``CUDA_VISIBLE_DEVICES`` names them); empty elsewhere.
     gpus: list[str] = Field(default_factory=list)
 
-    _lines = field_validator("container_reason", "status", mode="before")(_safe_line)
+    _lines = field_validator("container_reason", "status", mode="before")(untrusted.line_field)
     _gpus = field_validator("gpus", mode="before")(_safe_gpus)
     _times = field_validator("started_at", "finished_at", mode="before")(_safe_time)
 
@@ -152,7 +144,7 @@ class Progress(_Out):
 
     # Built from what a job reported: kept safe to show whoever built it.
     _metrics = field_validator("metrics", mode="before")(_safe_metrics)
-    _lines = field_validator("last_updated", mode="before")(_safe_line)
+    _lines = field_validator("last_updated", mode="before")(untrusted.line_field)
 
     def summary(self) -> list[str]:
         """What a person reads of it: ``["40% done", "about 1m 30s left", "loss=0.5"]``
@@ -189,9 +181,9 @@ class Failure(_Out):
     # neutralised, internal marker lines hidden, each line capped, however it is built.
     _tail = field_validator("log_tail", "events", mode="before")(_safe_lines)
     _lines = field_validator("reason", "container_reason", "classified_by", mode="before")(
-        _safe_line
+        untrusted.line_field
     )
-    _text = field_validator("message", mode="before")(_safe_text)
+    _text = field_validator("message", mode="before")(untrusted.text_field)
 
     @property
     def retryable(self) -> bool:
@@ -241,7 +233,7 @@ class Event(_Out):
 
     _lines = field_validator(
         "message", "reason", "involved_object_kind", "involved_object_name", mode="before"
-    )(_safe_line)
+    )(untrusted.line_field)
     _time = field_validator("event_time", mode="before")(_safe_time)
 
     def line(self) -> str:
