@@ -334,12 +334,13 @@ def test_suspend_and_resume_go_through_the_workload(
         client.resume_job(name)
         assert client.stop_unfinished(name, action="suspend") == [name]
         assert active() == [False]
-        # A job MultiKueue does not dispatch is suspended as before.
-        plain = client.submit(mk_job(managed=False)).job.name
+        # A Kueue job of this cluster the same way: Kueue undoes a spec.suspend there
+        # too (tests/conformance/test_kueue_jobs.py, both Kueues).
+        local = client.submit(mk_job(managed=False, scenario="never-finish")).job.name
         until(lambda: len(active()) == 2)
-        client.suspend_job(plain)
-        assert active().count(False) == 1
-        assert server.store.get(TRAINJOBS, "default", plain)["spec"]["suspend"] is True
+        client.suspend_job(local)
+        assert active() == [False, False]
+        assert server.store.get(TRAINJOBS, "default", local)["spec"]["suspend"] is True
 
 
 def test_a_wait_handed_to_the_worker_ends_with_the_queue_as_it_is_then(

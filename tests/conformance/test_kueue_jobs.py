@@ -7,10 +7,11 @@ admitted jobs (their Workloads go), identities and attempts of queued jobs."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
-from conformance_support import GC_TIMEOUT, Cluster, until
+from conformance_support import FAST, GC_TIMEOUT, Cluster, until
 from kubernetes import client as k8s
 from kueue_support import GPU, Queues, gpu_job
 
@@ -19,6 +20,8 @@ from kf_trainer_core.cluster.failures import failure_class_of
 from kf_trainer_core.cluster.kueue import QUEUE_NAME_LABEL
 from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.errors import FailureClass, TrainJobAdmissionTimeoutError
+from kf_trainer_core.k8s.calls import Delete
+from kf_trainer_core.k8s.resources import TRAINJOBS
 from kf_trainer_core.manifest.builder import ATTEMPT_ANNOTATION
 from kf_trainer_core.testing.kueue.rules import RUNTIME_PATCH_MANAGER
 
@@ -164,6 +167,68 @@ def test_kueue_webhooks_touch_every_trainjob(
         'admission webhook "vtrainjob.kb.io" denied the request: '
         "runtime 'no-such-runtime' not found"
     )
+
+
+def stays(client: TrainerClient, name: str, wanted: JobState, seconds: float = 2.0) -> None:
+    """``name`` reads ``wanted`` at every look for ``seconds`` (Kueue undoes a suspend
+    it disagrees with within a fraction of a second)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        assert client.get_job(name).status is wanted
+        time.sleep(0.1)
+
+
+def test_suspend_and_resume_of_jobs_kueue_holds_go_through_their_workloads(
+    client: TrainerClient, cluster: Cluster, queues: Queues
+) -> None:
+    """Kueue unsuspends an admitted job whose spec.suspend someone else set (its pods
+    restarted meanwhile) and would admit a queued one: the suite's suspend deactivates
+    the Workload, which frees the quota and holds the job until it is resumed."""
+    cq = queues.cluster_queue("gpus", {GPU: 4})
+    queues.local_queue("team-a", cq)
+    running = client.submit(gpu_job(cluster, "team-a", behaviour="hold")).job.name
+    state(client, running, JobState.RUNNING)
+    # (3 GPUs: Kueue says nothing of a Workload equal to an admitted one.)
+    queued = client.submit(gpu_job(cluster, "team-a", gpus=3, behaviour="hold")).job.name
+    until(lambda: (q := client.get_job(queued).queue) is not None and q.pending_message)
+
+    # The admitted one: suspended for good, and its quota goes to the queued one.
+    assert client.cancel_job(running, "suspend")
+    stays(client, running, JobState.SUSPENDED)
+    state(client, queued, JobState.RUNNING)
+    held = client.get_job(running).queue
+    assert held is not None
+    assert not held.active
+    assert not held.admitted
+    assert "deactivated" in held.line()
+
+    # A queued one suspended stays so when quota frees; resumed, it is admitted.
+    client.suspend_job(running)  # already: nothing changes
+    assert client.delete_job(queued)
+    stays(client, running, JobState.SUSPENDED)
+    client.resume_job(running)
+    state(client, running, JobState.RUNNING)
+    assert client.delete_job(running)
+
+
+def test_a_slow_delete_of_an_admitted_job_is_not_undone_by_kueue(
+    cluster: Cluster, queues: Queues
+) -> None:
+    """A client slow between its requests (a loaded machine, a far API server): the
+    delete's own suspend gave Kueue the time to unsuspend the job, the delete lost every
+    round to it, and ``delete_job`` returned False — "already gone" — while it ran on."""
+    cq = queues.cluster_queue("gpus", {GPU: 4})
+    queues.local_queue("team-a", cq)
+
+    def slow(call: Any) -> None:
+        if isinstance(call, Delete) and call.resource == TRAINJOBS and not call.dry_run:
+            time.sleep(0.5)
+
+    with TrainerClient(cluster.config(), retry=FAST, request_hook=slow) as client:
+        name = client.submit(gpu_job(cluster, "team-a", behaviour="hold")).job.name
+        state(client, name, JobState.RUNNING)
+        assert client.delete_job(name)
+        assert client.list_jobs() == []
 
 
 def test_delete_and_prune_take_the_workloads_of_queued_and_admitted_jobs(

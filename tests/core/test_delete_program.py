@@ -14,7 +14,14 @@ import pytest
 from scripted_api import Sleep, play
 from train_functions import train_linear
 
-from kf_trainer_core.errors import DeleteRefusedError, SubmitError
+from kf_trainer_core.cluster.kueue import QUEUE_NAME_LABEL
+from kf_trainer_core.errors import (
+    DeleteConflictError,
+    DeleteRefusedError,
+    FailureClass,
+    SubmitError,
+    failure_class_of,
+)
 from kf_trainer_core.k8s.calls import Create, Delete, Get, Patch
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.resources import JOBSETS, TRAINJOBS
@@ -240,6 +247,82 @@ def test_a_job_already_gone_is_not_deleted() -> None:
     )
     assert done is False
     assert kinds(calls) == ["Get"]
+
+
+def test_a_suspend_another_controller_undoes_is_not_fought() -> None:
+    """Kueue unsuspends an admitted job it holds at once (measured: within 0.13 s). A
+    delete that lost its round to that write must not suspend again (the next round
+    would lose the same way, eight times, and the job ran on): it deletes the version
+    it reads, unsuspended."""
+    state = {"version": 5, "suspend": False}
+
+    def answer(call: Any) -> Any:
+        if isinstance(call, Get):
+            if call.resource == JOBSETS:
+                return ApiError(404, "NotFound")
+            return trainjob(str(state["version"]), suspend=bool(state["suspend"]))
+        if isinstance(call, Patch):
+            state["version"] += 1
+            suspended = trainjob(str(state["version"]), suspend=True)
+            state["version"] += 1  # the other controller, before the delete arrives
+            return suspended
+        real_delete = isinstance(call, Delete) and not call.dry_run
+        if real_delete and call.resource_version != str(state["version"]):
+            return ApiError(409, "Conflict")
+        return {"kind": "Status", "status": "Success"}
+
+    done, calls = play(lambda api: cancel.delete(api, "ns", "j"), answer)
+    assert done is True
+    deletes = [c for c in calls if isinstance(c, Delete) and not c.dry_run]
+    assert [c.resource_version for c in deletes] == ["6", "7"]
+    assert len([c for c in calls if isinstance(c, Patch)]) == 1
+
+
+def labelled(finished: bool) -> dict[str, Any]:
+    job = trainjob()
+    job["metadata"]["labels"] = {QUEUE_NAME_LABEL: "team-a"}
+    if finished:
+        job["status"] = {"conditions": [{"type": "Failed", "status": "True"}]}
+    return job
+
+
+@pytest.mark.parametrize("finished", [False, True])
+def test_an_unfinished_job_kueue_holds_is_deleted_without_a_suspend(finished: bool) -> None:
+    """Kueue would undo the suspend of an admitted job (a queued one is suspended
+    already); a finished one Kueue leaves alone, and the Trainer would rebuild it."""
+
+    def answer(call: Any) -> Any:
+        if isinstance(call, Get):
+            return labelled(finished) if call.resource == TRAINJOBS else jobset("new-uid")
+        if isinstance(call, Patch):
+            return trainjob("6", suspend=True)
+        return {"kind": "Status", "status": "Success"}
+
+    done, calls = play(lambda api: cancel.delete(api, "ns", "j"), answer)
+    assert done is True
+    if finished:
+        assert kinds(calls) == ["Get", "Delete", "Patch", "Delete", "Get"]
+    else:
+        assert kinds(calls) == ["Get", "Delete", "Delete", "Get"]
+
+
+def test_a_job_that_changes_under_every_round_is_not_reported_gone() -> None:
+    """A delete that lost all its rounds did nothing: ``False`` ("already gone") would
+    leave the caller believing the job was gone while it runs on."""
+    versions = iter(range(5, 1000))
+
+    def answer(call: Any) -> Any:
+        if isinstance(call, Get):
+            return trainjob(str(next(versions)), suspend=True)
+        if isinstance(call, Delete) and not call.dry_run:
+            return ApiError(409, "Conflict")
+        return {"kind": "Status", "status": "Success"}
+
+    with pytest.raises(DeleteConflictError, match=r"ns/j was not deleted.*8 times.*Fix: try"):
+        play(lambda api: cancel.delete(api, "ns", "j"), answer)
+    with pytest.raises(DeleteConflictError):
+        play(lambda api: cancel.cancel(api, "ns", "j", "delete"), answer)
+    assert failure_class_of(DeleteConflictError("x")) is FailureClass.INFRASTRUCTURE
 
 
 def test_submit_gives_up_on_a_job_held_in_deletion_with_a_fix() -> None:

@@ -21,6 +21,8 @@ from kf_trainer_core.client import TrainerClient
 from kf_trainer_core.cluster.status import JobState
 from kf_trainer_core.config import KubernetesConfig
 from kf_trainer_core.errors import WorkerUnreachableError
+from kf_trainer_core.k8s.calls import Delete
+from kf_trainer_core.k8s.resources import TRAINJOBS
 from kf_trainer_core.spec import (
     MANAGED_BY_MULTIKUEUE,
     CustomTrainer,
@@ -145,10 +147,24 @@ def test_run_streams_the_log_of_the_worker(
     assert any(KUBELET_LOG in line for line in lines), lines
 
 
+def slow_deletes(call: Any) -> None:
+    """A client slow before each delete (a loaded machine, a far API server): Kueue
+    had the time to undo the suspend a delete used to set first on the manager, and
+    the delete lost every round to it (``cancel_job`` returned False, the job ran on)."""
+    if isinstance(call, Delete) and call.resource == TRAINJOBS and not call.dry_run:
+        time.sleep(0.5)
+
+
 def test_cancel_suspend_resume_and_delete_act_on_the_manager(
-    client: TrainerClient, multikueue: MultiKueuePair, multikueue_namespace: str
+    manager_config: KubernetesConfig, multikueue: MultiKueuePair, multikueue_namespace: str
 ) -> None:
-    ns = multikueue_namespace
+    with TrainerClient(manager_config, request_hook=slow_deletes) as client:
+        _cancel_suspend_resume_and_delete(client, multikueue, multikueue_namespace)
+
+
+def _cancel_suspend_resume_and_delete(
+    client: TrainerClient, multikueue: MultiKueuePair, ns: str
+) -> None:
     first = client.submit(mk_spec(multikueue.queue, seconds=300, nodes=1)).job.name
     assert _until(lambda: len(multikueue.worker_has(ns, first)) == 2)
     # The default cancel: the safe delete on the manager; MultiKueue removes the copy.

@@ -239,6 +239,19 @@ class DeleteRefusedError(ConfigurationFailure):
         self.restored = restored
 
 
+class DeleteConflictError(InfrastructureFailure):
+    """A delete gave up on a TrainJob that changed between each of its reads and the
+    delete (each delete is made under a precondition on the version read, so that what
+    was checked of the job is what goes): another controller keeps writing it. Nothing
+    was deleted and nothing else changed; trying again is reasonable. ``name`` and
+    ``namespace`` name the job."""
+
+    def __init__(self, message: str, *, namespace: str = "", name: str = "") -> None:
+        super().__init__(message)
+        self.namespace = namespace
+        self.name = name
+
+
 class WorkerUnreachableError(ConfigurationFailure):
     """A MultiKueue job's worker cluster cannot be reached from here, so what only it
     holds (the job's pods and their logs) cannot be read; the message names the worker,

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kf_trainer_core.base import untrusted
 from kf_trainer_core.base.timeutil import duration_text, now
-from kf_trainer_core.cluster.multikueue import worker_name
+from kf_trainer_core.cluster.multikueue import dispatched, worker_name
 from kf_trainer_core.k8s.api import Api
 from kf_trainer_core.k8s.calls import Get, GetPath, ListObjects
 from kf_trainer_core.k8s.errors import ApiError
@@ -129,6 +129,9 @@ class QueueStatus(_Out):
     workload: str | None = None
     #: Quota is reserved and the Workload admitted: the job may run.
     admitted: bool = False
+    #: False once the Workload was deactivated (``spec.active``: the suite's suspend of
+    #: a job Kueue holds): Kueue neither admits nor queues it until it is resumed.
+    active: bool = True
     quota_reserved: bool = False
     #: Why it is not admitted: ``QuotaReserved``'s reason and message ("Pending",
     #: "Inadmissible"; "couldn't assign flavors to pod set node: …").
@@ -196,6 +199,8 @@ class QueueStatus(_Out):
         "Pending: couldn't assign flavors …", "evicted 1x (Preempted: …)"]``."""
         if self.finished:
             head = f"finished in queue {self._where}"
+        elif not self.active:
+            head = f"suspended in queue {self._where} (its Workload deactivated until resumed)"
         elif self.admitted:
             head = f"admitted by queue {self._where}"
         else:
@@ -209,7 +214,7 @@ class QueueStatus(_Out):
         if self.admitted_seconds is not None and self.admitted:
             head += f", admitted for {duration_text(self.admitted_seconds)}"
         parts = [head]
-        if self.waiting:
+        if self.waiting and self.active:
             if self.workload is None:
                 parts.append("waiting for Kueue to create the job's Workload")
             elif not (self.pending_reason or self.pending_message or self.quota_reserved):
@@ -239,6 +244,15 @@ def queue_name(obj: Mapping[str, Any]) -> str | None:
     labels = (obj.get("metadata") or {}).get("labels") or {}
     value = labels.get(QUEUE_NAME_LABEL)
     return str(value) if value else None
+
+
+def holds_suspend(obj: Mapping[str, Any]) -> bool:
+    """Whether Kueue decides the TrainJob's ``spec.suspend``: it is labelled for a
+    queue, or MultiKueue dispatches it. While such a job's Workload is admitted Kueue
+    unsuspends it — undoing a suspend set by anyone else, after the Trainer had begun to
+    remove its pods — and it keeps it suspended otherwise. Such a job is stopped and
+    started through its Workload's ``spec.active``."""
+    return queue_name(obj) is not None or dispatched(obj)
 
 
 def _is_true(cond: Mapping[str, Any] | None) -> bool:
@@ -372,10 +386,21 @@ def queue_status(
     )
     if evicted and (_is_true(evicted) or requeues):
         preempted = condition(workload, "Preempted")
+        reason, message = str(evicted.get("reason") or "Evicted"), str(evicted.get("message") or "")
+        if not _is_true(evicted):
+            # Admitted again since: Kueue keeps the condition as reason QuotaReserved,
+            # "Previously: <message>"; the eviction's own reason is in the counts.
+            message = message.removeprefix("Previously: ")
+            counted = {
+                str(e.get("reason"))
+                for e in (status.get("schedulingStats") or {}).get("evictions") or []
+                if isinstance(e, Mapping) and e.get("reason")
+            }
+            reason = counted.pop() if len(counted) == 1 else reason
         evictions.append(
             Eviction(
-                reason=str(evicted.get("reason") or "Evicted"),
-                message=str(evicted.get("message") or ""),
+                reason=reason,
+                message=message,
                 at=untrusted.timestamp(evicted.get("lastTransitionTime")),
                 preemption_reason=str(preempted.get("reason"))
                 if _is_true(preempted) and preempted
@@ -398,6 +423,7 @@ def queue_status(
         cluster_queue=cluster_queue or pos.get("clusterQueueName"),
         workload=str(meta.get("name") or "") or None,
         admitted=is_admitted,
+        active=spec.get("active") is not False,
         quota_reserved=_is_true(reserved),
         pending_reason=pending_reason,
         pending_message=pending_message,

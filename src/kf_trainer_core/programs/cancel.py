@@ -7,17 +7,21 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kf_trainer_core.base import untrusted
-from kf_trainer_core.base.errors import DeleteRefusedError, TrainJobNotFoundError
+from kf_trainer_core.base.errors import (
+    DeleteConflictError,
+    DeleteRefusedError,
+    TrainJobNotFoundError,
+)
 from kf_trainer_core.base.quoting import shown
 from kf_trainer_core.cluster.kueue import (
     JOB_UID_LABEL,
     WORKLOADS,
     KueueProbe,
+    holds_suspend,
     lookup,
     owned_workload,
     queue_name,
 )
-from kf_trainer_core.cluster.multikueue import dispatched
 from kf_trainer_core.cluster.status import TrainJob, to_trainjob
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.api import Api
@@ -25,6 +29,7 @@ from kf_trainer_core.k8s.calls import Delete, Get, ListObjects, Patch
 from kf_trainer_core.k8s.errors import ApiError
 from kf_trainer_core.k8s.paging import list_all
 from kf_trainer_core.k8s.resources import JOBSETS, TRAINJOBS
+from kf_trainer_core.k8s.trainjob import is_finished
 from kf_trainer_core.manifest.selectors import identity_selector
 from kf_trainer_core.programs.informer import slim_trainjob
 from kf_trainer_core.programs.reads import get_object, job_not_found, owned_by
@@ -50,6 +55,13 @@ CONFIRM_SECONDS = 0.3
 ROUNDS = 8
 #: Why a delete removed nothing because the job was no longer there.
 GONE = "already gone"
+#: Why a delete removed nothing after :data:`ROUNDS` conflicts.
+KEPT_CHANGING = "kept changing while it was being deleted"
+
+#: How long a suspend of a job Kueue holds waits for Kueue to make its Workload (made
+#: within moments of the job's creation) before it sets ``spec.suspend`` instead, and
+#: then for Kueue to suspend the job once its Workload is deactivated.
+WORKLOAD_WAIT_SECONDS = 5.0
 
 Guard = Callable[[Mapping[str, Any]], Awaitable[str | None]]
 """What a caller checks of the job as it is now, before each step that changes it: a
@@ -60,8 +72,21 @@ longer the finished, due job it picked; its identity needs it as its lock)."""
 async def delete(api: Api, namespace: str, name: str, propagation: str = "Background") -> bool:
     """Delete the TrainJob (Kubernetes removes its JobSet, Jobs and pods); ``False`` if
     it was already gone. :func:`remove` says how; every delete of the suite comes
-    there."""
-    return (await remove(api, namespace, name, propagation=propagation)) is None
+    there. A job that changed under every one of its rounds is not deleted:
+    :class:`~kf_trainer_core.base.errors.DeleteConflictError` says so (``False`` would
+    tell the caller it was gone, and the job would run on)."""
+    why = await remove(api, namespace, name, propagation=propagation)
+    if why == KEPT_CHANGING:
+        raise DeleteConflictError(
+            f"TrainJob {namespace}/{name} was not deleted: it changed between each read "
+            f"and the delete, {ROUNDS} times (another controller keeps writing it). "
+            "Nothing else was changed. Fix: try again; if it persists, see which manager "
+            "writes it (`kubectl get trainjob "
+            f"{name} -n {namespace} --show-managed-fields -o yaml`).",
+            namespace=namespace,
+            name=name,
+        )
+    return why is None
 
 
 async def remove(
@@ -85,7 +110,12 @@ async def remove(
     2. suspends the job, under a precondition on the version just read: Trainer v2.3
        reconciles a TrainJob being deleted like any other — a Failed one loses its
        condition and gets its JobSet and pods back — and a suspended job's JobSet has
-       no pods (a refused patch does not stop the delete that was asked for);
+       no pods (a refused patch does not stop the delete that was asked for). Not an
+       unfinished job Kueue holds (:func:`~kf_trainer_core.cluster.kueue.holds_suspend`):
+       Kueue unsuspends an admitted one at once (the delete would then lose every round
+       to it, and its pods be restarted meanwhile), and a queued one is suspended
+       already. Nor, after a round in which another controller undid the suspend, in
+       the rounds that follow: the delete is not a tug of war;
     3. deletes it in the background, under the same preconditions: the TrainJob is gone
        at once, the garbage collector removes its JobSet, Jobs and pods in a pass of its
        own. A ``Foreground`` delete (asked for explicitly) keeps the TrainJob until then
@@ -99,6 +129,7 @@ async def remove(
     names.require_job_name(name)
     uid = ""
     suspended_here = False
+    undone = False  # a suspend of this delete was undone by another controller
     # A job seen here and gone before this delete did it (a foreground delete that
     # ended, another client's delete) is removed all the same.
     vanished: str | None = GONE
@@ -119,6 +150,9 @@ async def remove(
             return GONE  # deleted by someone else, and another job made under the name
         uid, version = str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
         vanished = None
+        running = not (obj.get("spec") or {}).get("suspend")
+        undone = undone or (suspended_here and running)
+        suspend = running and not undone and not (holds_suspend(obj) and not is_finished(obj))
         # A job already being deleted is deleted again under its uid alone: the API
         # server refuses a resourceVersion precondition on a job held in a foreground
         # delete (409, "Precondition failed: ResourceVersion in precondition: …, … in
@@ -133,7 +167,7 @@ async def remove(
                     _delete(namespace, name, propagation, uid, version if pinned else "", True)
                 )
                 checked = True
-            if not (obj.get("spec") or {}).get("suspend"):
+            if suspend:
                 try:
                     obj = await api(_set_suspend(namespace, name, version, True))
                 except ApiError as err:
@@ -167,7 +201,7 @@ async def remove(
         return None
     if suspended_here:
         await _resume_quietly(api, namespace, name, uid)
-    return "kept changing while it was being deleted"
+    return KEPT_CHANGING
 
 
 def _delete(
@@ -288,12 +322,18 @@ async def _until_jobset_collected(api: Api, namespace: str, name: str, uid: str)
 
 
 async def set_suspended(api: Api, namespace: str, name: str, suspended: bool) -> TrainJob:
-    """Suspend (pods are removed, the job kept) or resume a job. A job MultiKueue
-    dispatches is suspended and resumed through its Workload (:func:`_set_active`)."""
+    """Suspend (pods are removed, the job kept) or resume a job. A job Kueue holds is
+    suspended and resumed through its Workload (:func:`_set_active`)."""
     names.require_job_name(name)
-    through_kueue = await _set_active(api, namespace, name, not suspended)
+    obj = await get_object(api, namespace, name)
+    through_kueue = await _set_active(api, namespace, obj, not suspended)
     if through_kueue is not None:
-        return through_kueue
+        return to_trainjob(through_kueue)
+    return await _patch_suspend(api, namespace, name, suspended)
+
+
+async def _patch_suspend(api: Api, namespace: str, name: str, suspended: bool) -> TrainJob:
+    """Set ``spec.suspend`` (the Trainer removes or recreates the pods)."""
     try:
         obj = await api(Patch(TRAINJOBS, namespace, name, {"spec": {"suspend": suspended}}))
     except ApiError as err:
@@ -303,49 +343,83 @@ async def set_suspended(api: Api, namespace: str, name: str, suspended: bool) ->
     return to_trainjob(obj)
 
 
-async def _set_active(api: Api, namespace: str, name: str, active: bool) -> TrainJob | None:
-    """Suspend (``active`` false) or resume a job MultiKueue dispatches, the Kueue way:
-    its Workload's ``spec.active``. Kueue undoes a ``spec.suspend`` set on the manager
-    while the Workload is admitted, and the worker's copy runs on; a deactivated
-    Workload is evicted — the worker's copy removed, the manager's job suspended — and
-    is dispatched again once active. ``None`` for any other job (and for one whose
-    Workload Kueue has not made yet), which ``spec.suspend`` stops as before."""
-    obj = await get_object(api, namespace, name)
-    if not dispatched(obj):
+async def _set_active(
+    api: Api, namespace: str, obj: Mapping[str, Any], active: bool
+) -> Mapping[str, Any] | None:
+    """Suspend (``active`` false) or resume the job ``obj`` if Kueue holds it (labelled
+    for a queue, or dispatched by MultiKueue), the Kueue way: its Workload's
+    ``spec.active``; the job as it is then. A ``spec.suspend`` set on an admitted job is
+    undone by Kueue within a moment, its pods restarted meanwhile (measured on Kueue
+    v0.19.2), and a queued job's would be lifted when Kueue admits it. A deactivated
+    Workload is evicted (the job suspended, its quota freed; MultiKueue's copy on the
+    worker removed) and stays so until it is active again, when it queues anew.
+
+    ``None`` where ``spec.suspend`` is the way: a job Kueue does not hold, a finished
+    one (Kueue leaves it alone), or one without a Workload (no Kueue here, or Kueue does
+    not manage the namespace). A job its webhook has just suspended gets its Workload
+    within moments: a suspend waits for it, up to :data:`WORKLOAD_WAIT_SECONDS`."""
+    if not holds_suspend(obj) or is_finished(obj):
         return None
-    uid = (obj.get("metadata") or {}).get("uid")
-    try:
-        listing = await api(
-            ListObjects(WORKLOADS, namespace, label_selector=f"{JOB_UID_LABEL}={uid}")
-        )
-    except ApiError as err:
-        if err.not_found:
+    meta = obj.get("metadata") or {}
+    uid, name = str(meta.get("uid") or ""), str(meta.get("name") or "")
+    patient = not active and bool((obj.get("spec") or {}).get("suspend"))
+    waited, delay = 0.0, 0.1
+    while True:
+        try:
+            listing = await api(
+                ListObjects(WORKLOADS, namespace, label_selector=f"{JOB_UID_LABEL}={uid}")
+            )
+        except ApiError as err:
+            if err.not_found:
+                return None
+            raise
+        workload = owned_workload(listing.get("items") or [], uid or None)
+        if workload is not None:
+            break
+        if not patient or waited >= WORKLOAD_WAIT_SECONDS:
             return None
-        raise
-    workload = owned_workload(listing.get("items") or [], str(uid) if uid else None)
-    if workload is None:
-        return None
-    wl_name = str((workload.get("metadata") or {}).get("name"))
-    await api(Patch(WORKLOADS, namespace, wl_name, {"spec": {"active": active}}))
-    return to_trainjob(await get_object(api, namespace, name))
+        await api.sleep(delay)
+        waited += delay
+        delay = min(delay * 2, 0.5)
+    if ((workload.get("spec") or {}).get("active") is not False) != active:
+        wl_name = str((workload.get("metadata") or {}).get("name"))
+        await api(Patch(WORKLOADS, namespace, wl_name, {"spec": {"active": active}}))
+    job = await get_object(api, namespace, name)
+    # Kueue suspends the job of a deactivated Workload a moment later (0.1-0.2 s
+    # measured): a suspend returns the job suspended, as a spec.suspend would.
+    waited, delay = 0.0, 0.05
+    while not active and not (job.get("spec") or {}).get("suspend"):
+        if waited >= WORKLOAD_WAIT_SECONDS or is_finished(job):
+            break
+        await api.sleep(delay)
+        waited += delay
+        delay = min(delay * 2, 0.5)
+        job = await get_object(api, namespace, name)
+    return job
 
 
 async def resume(api: Api, namespace: str, name: str, kueue: KueueProbe | None = None) -> TrainJob:
-    """Resume a suspended job — unless Kueue holds it (with a ``kueue`` probe): a job
-    labelled for a queue whose Workload is not admitted is Kueue's to start. Resumed by
-    hand, Kueue would suspend it again at once ("Not admitted by cluster queue"), after
-    the Trainer had begun to unsuspend its JobSet (pods may start and be removed). Such
-    a job is returned as it is, with its queue status: it runs when Kueue admits it."""
+    """Resume a suspended job. A job Kueue holds has its Workload made active again
+    (:func:`_set_active`) and runs when Kueue admits it; resumed by ``spec.suspend``,
+    Kueue would suspend it again at once ("Not admitted by cluster queue"), after the
+    Trainer had begun to unsuspend its JobSet. With a ``kueue`` probe, a job Kueue still
+    holds is returned with its queue status."""
     names.require_job_name(name)
-    if kueue is not None:
-        obj = await get_object(api, namespace, name)
-        if dispatched(obj):
-            return await set_suspended(api, namespace, name, False)  # its Workload
-        if queue_name(obj) is not None and (obj.get("spec") or {}).get("suspend"):
-            queue = await lookup(api, namespace, obj, kueue, positions=False)
-            if queue is not None and queue.workload is not None and queue.waiting:
-                return to_trainjob(obj, queue=queue)
-    return await set_suspended(api, namespace, name, False)
+    obj = await get_object(api, namespace, name)
+    through_kueue = await _set_active(api, namespace, obj, True)
+    held = through_kueue is not None or (
+        queue_name(obj) is not None and bool((obj.get("spec") or {}).get("suspend"))
+    )
+    if not held:
+        return await _patch_suspend(api, namespace, name, False)
+    current = through_kueue or obj
+    if kueue is not None and (current.get("spec") or {}).get("suspend"):
+        queue = await lookup(api, namespace, current, kueue, positions=False)
+        if queue is not None and (through_kueue is not None or queue.waiting):
+            return to_trainjob(current, queue=queue)
+    if through_kueue is not None:
+        return to_trainjob(through_kueue)
+    return await _patch_suspend(api, namespace, name, False)
 
 
 async def cancel(api: Api, namespace: str, name: str, action: str) -> bool:

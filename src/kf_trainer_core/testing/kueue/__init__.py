@@ -30,6 +30,9 @@ what that comparison found):
   :meth:`KueueSimulator.evict` evicts on demand: ``Evicted``/``Preempted`` conditions,
   ``schedulingStats.evictions`` (and ``requeueState.count`` for a PodsReady timeout),
   the TrainJob suspended again;
+* a Workload made inactive (``spec.active: false``) is evicted (``Deactivated``), its
+  TrainJob suspended and its quota freed, and is not admitted until active again; a
+  labelled TrainJob suspended by someone else while admitted is unsuspended again;
 * a finished TrainJob finishes its Workload and frees its quota;
 * the visibility API's ``.../localqueues/<q>/pendingworkloads`` lists positions.
 
@@ -266,16 +269,31 @@ class KueueSimulator:
             if found is None:
                 self._create_workload(job)
             elif not condition_true(found, "Finished"):
-                done = rules.finished_condition(job)
-                if done is not None:
-                    self._write_status(found, rules.finished(done))
-                elif not (job.get("spec") or {}).get("suspend") and not condition_true(
-                    found, "Admitted"
-                ):
-                    # Unsuspended by someone else (a resume by hand): Kueue stops a job
-                    # its queue has not admitted ("Not admitted by cluster queue").
-                    self._set_suspend(found, True)
+                self._follow(job, found)
         self._schedule()
+
+    def _follow(self, job: JSON, wl: JSON) -> None:
+        """Keep an unfinished TrainJob and its Workload in step."""
+        suspended = bool((job.get("spec") or {}).get("suspend"))
+        admitted = condition_true(wl, "Admitted")
+        done = rules.finished_condition(job)
+        if done is not None:
+            self._write_status(wl, rules.finished(done))
+        elif rules.deactivation_due(wl):
+            # spec.active false (the suite's suspend of a job Kueue holds): evicted.
+            if self._write_status(wl, rules.deactivated(wl)) is not None:
+                self._set_suspend(wl, True)
+        elif rules.reactivation_due(wl):
+            self._write_status(wl, rules.reactivated)
+        elif not suspended and not admitted:
+            # Unsuspended by someone else (a resume by hand): Kueue stops a job its
+            # queue has not admitted ("Not admitted by cluster queue").
+            self._set_suspend(wl, True)
+        elif suspended and admitted and rules.is_active(wl):
+            # Suspended by someone else while admitted: Kueue starts it again ("Job
+            # admitted, unsuspending"); a job Kueue holds is stopped through its
+            # Workload's spec.active.
+            self._set_suspend(wl, False)
 
     def _create_workload(self, job: JSON) -> None:
         body = rules.workload_for(job, self.priority_classes)
@@ -305,7 +323,7 @@ class KueueSimulator:
             cq.usage = {}
         waiting: list[JSON] = []
         for wl in workloads:
-            if condition_true(wl, "Finished"):
+            if condition_true(wl, "Finished") or not rules.is_active(wl):
                 continue
             holder_name = rules.admitted_to(wl)
             if holder_name:
@@ -447,6 +465,7 @@ class KueueSimulator:
                 for wl in workloads
                 if not condition_true(wl, "QuotaReserved")
                 and not condition_true(wl, "Finished")
+                and rules.is_active(wl)
                 and self.local_queues.get(rules.local_queue_of(wl)) == cq_name
             ]
         in_cq.sort(key=rules.queue_order)

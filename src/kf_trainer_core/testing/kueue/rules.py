@@ -349,11 +349,71 @@ def admitted(cq: ClusterQueue, request: dict[str, Decimal], count: int) -> Statu
         set_condition(conditions, "Admitted", "True", "Admitted", "The workload is admitted")
         for c in conditions:
             if c.get("type") in ("Evicted", "Preempted") and c.get("status") == "True":
-                set_condition(
-                    conditions, c["type"], "False", c.get("reason", ""), c.get("message", "")
-                )
+                previously = f"Previously: {c.get('message', '')}"
+                set_condition(conditions, c["type"], "False", "QuotaReserved", previously)
 
     return change
+
+
+#: What Kueue says of a Workload whose ``spec.active`` is false.
+DEACTIVATED = "The workload is deactivated"
+
+
+def is_active(wl: JSON) -> bool:
+    """Whether the Workload may be admitted (``spec.active``, true when unset)."""
+    return (wl.get("spec") or {}).get("active") is not False
+
+
+def deactivation_due(wl: JSON) -> bool:
+    """An inactive Workload Kueue has not evicted for it yet."""
+    return not is_active(wl) and not any(
+        (c.get("type"), c.get("status"), c.get("reason")) == ("Evicted", "True", "Deactivated")
+        for c in (wl.get("status") or {}).get("conditions") or []
+    )
+
+
+def deactivated(wl: JSON) -> StatusChange:
+    """Deactivated (Kueue v0.19.2, measured): evicted with reason ``Deactivated`` and
+    counted; an admitted one also loses its admission (``QuotaReserved`` and
+    ``Admitted`` false, ``Requeued`` false: it is not requeued while inactive), a
+    pending one keeps what it said of its quota."""
+    admitted_now = condition_true(wl, "QuotaReserved")
+
+    def change(st: JSON) -> None:
+        conditions = st.setdefault("conditions", [])
+        set_condition(conditions, "Evicted", "True", "Deactivated", DEACTIVATED)
+        _count_eviction(st, "Deactivated")
+        if admitted_now:
+            st.pop("admission", None)
+            set_condition(conditions, "QuotaReserved", "False", "Pending", DEACTIVATED)
+            set_condition(conditions, "Admitted", "False", *_NO_RESERVATION)
+            set_condition(conditions, "Requeued", "False", "Deactivated", DEACTIVATED)
+
+    return change
+
+
+def reactivation_due(wl: JSON) -> bool:
+    """An active Workload whose ``Requeued`` still says it was deactivated."""
+    return is_active(wl) and any(
+        (c.get("type"), c.get("status"), c.get("reason")) == ("Requeued", "False", "Deactivated")
+        for c in (wl.get("status") or {}).get("conditions") or []
+    )
+
+
+def reactivated(st: JSON) -> None:
+    """Active again: requeued (``Reactivated``), admitted like any pending Workload."""
+    conditions = st.setdefault("conditions", [])
+    set_condition(conditions, "Requeued", "True", "Reactivated", "The workload was reactivated")
+
+
+def _count_eviction(st: JSON, reason: str) -> None:
+    """Count an eviction in ``schedulingStats.evictions``, per reason."""
+    stats = st.setdefault("schedulingStats", {}).setdefault("evictions", [])
+    entry = next((e for e in stats if e.get("reason") == reason), None)
+    if entry is None:
+        stats.append({"reason": reason, "underlyingCause": "", "count": 1})
+    else:
+        entry["count"] = int(entry.get("count") or 0) + 1
 
 
 def evicted(reason: str, message: str, preemption_reason: str | None = None) -> StatusChange:
@@ -370,12 +430,7 @@ def evicted(reason: str, message: str, preemption_reason: str | None = None) -> 
         set_condition(conditions, "QuotaReserved", "False", "Pending", message)
         set_condition(conditions, "Admitted", "False", *_NO_RESERVATION)
         set_condition(conditions, "Requeued", "True", reason, message)
-        stats = st.setdefault("schedulingStats", {}).setdefault("evictions", [])
-        entry = next((e for e in stats if e.get("reason") == reason), None)
-        if entry is None:
-            stats.append({"reason": reason, "underlyingCause": "", "count": 1})
-        else:
-            entry["count"] = int(entry.get("count") or 0) + 1
+        _count_eviction(st, reason)
         if reason == "PodsReadyTimeout":
             state = st.setdefault("requeueState", {})
             state["count"] = int(state.get("count") or 0) + 1
