@@ -45,7 +45,7 @@ RUNNER_RULES: Final[tuple[Rule, ...]] = (
     # A delete returns once the deleted job's JobSet is gone (without it: a fixed pause).
     (("jobset.x-k8s.io",), ("jobsets",), ("get",)),
     # Queue insight where Kueue runs (harmless where it does not); suspend and resume of
-    # a MultiKueue job set its Workload's spec.active (Kueue undoes spec.suspend there).
+    # a job Kueue holds set its Workload's spec.active (Kueue undoes spec.suspend).
     (("kueue.x-k8s.io",), ("workloads",), ("get", "list", "patch")),
     (("kueue.x-k8s.io",), ("localqueues",), ("get", "list")),
     (("visibility.kueue.x-k8s.io",), ("localqueues/pendingworkloads",), ("get",)),
