@@ -34,10 +34,11 @@ from kueue_support import gpu_job
 
 from kf_trainer_core.base.marks import ATTEMPT_ANNOTATION
 from kf_trainer_core.client import TrainerClient
+from kf_trainer_core.cluster.kueue import QUEUE_NAME_LABEL
 from kf_trainer_core.cluster.status import JobState, job_state
 from kf_trainer_core.errors import DeleteRefusedError, SpecConflictError
 from kf_trainer_core.k8s.errors import ApiError
-from kf_trainer_core.spec import CustomTrainer, Name, Retention, TrainJobSpec
+from kf_trainer_core.spec import CustomTrainer, Labels, Name, Retention, TrainJobSpec
 from kf_trainer_core.tasks import SyncTaskJob, TaskJob
 
 STATES = (
@@ -49,6 +50,7 @@ STATES = (
     "Restarting",
     "Deleting",
     "Queued",
+    "Admitted",
 )
 
 #: The operations, each as a user calls it on a job of the cell's identity.
@@ -92,9 +94,13 @@ USER_OPS = {
     "viewer": ("delete_job", "suspend_job", "prune older_than", "submit fresh"),
 }
 
-_UNFINISHED = ("Created", "Running", "Restarting")
+_UNFINISHED = ("Created", "Running", "Restarting", "Admitted")
 #: The LocalQueue of the ``Queued`` jobs (on a server with Kueue).
 MATRIX_QUEUE = "matrix"
+#: The LocalQueue of the ``Admitted`` jobs: their ClusterQueue admits every one.
+ADMITTED_QUEUE = "matrix-admitted"
+#: The states that need Kueue (the others run on a cluster without it).
+KUEUE_STATES = ("Queued", "Admitted")
 _HELD = ("Suspended", "Queued")
 
 #: What each operation does, by state, for a user who may do it (admin and runner).
@@ -241,6 +247,8 @@ def _spec_of(cluster: Cluster, state: str, runtime: Any) -> TrainJobSpec:
         return cluster.spec("restart", retain, seconds=4)
     if state == "Queued":  # created running: Kueue's webhook holds it, quota never frees
         return gpu_job(cluster, MATRIX_QUEUE, gpus=1, behaviour="hold", extra=[retain])
+    if state == "Admitted":  # Kueue's, admitted and running (it unsuspends it)
+        return cluster.spec("hold", retain, Labels({QUEUE_NAME_LABEL: ADMITTED_QUEUE}))
     return cluster.spec("hold", retain)
 
 
@@ -296,6 +304,7 @@ def bring(cluster: Cluster, admin: TrainerClient, cells: list[Cell], pool: Any) 
             reached = {
                 "Created": status is JobState.CREATED and bool(pods.get(name)),
                 "Running": status is JobState.RUNNING,
+                "Admitted": status is JobState.RUNNING,
                 "Suspended": status is JobState.SUSPENDED,
                 "Queued": status is JobState.SUSPENDED,
                 "Complete": status is JobState.COMPLETE,

@@ -25,7 +25,9 @@ from conformance_support import FAST, Cluster
 from kubernetes import client as k8s
 from kueue_support import GPU, Queues, gpu_job
 from matrix_support import (
+    ADMITTED_QUEUE,
     EXPECTED,
+    KUEUE_STATES,
     MATRIX_QUEUE,
     STATES,
     SUBMITS,
@@ -111,31 +113,34 @@ def _release(cluster: Cluster, cells: list[Cell]) -> None:
 
 
 def test_every_operation_in_every_state_as_every_user(controllers: Cluster, tmp_path: Path) -> None:
-    """Every state but ``Queued``, on a cluster without Kueue."""
+    """Every state but Kueue's, on a cluster without Kueue."""
     cluster = controllers
     runtime = cluster.fast_fail_runtime()
-    states = [s for s in STATES if s != "Queued"]
+    states = [s for s in STATES if s not in KUEUE_STATES]
     cells = _cells(cluster, states, runtime)
     assert len(cells) == len([k for k in EXPECTED if k[2] in states]) >= 120
     _run_matrix(cluster, cells, tmp_path)
 
 
-def test_every_operation_on_a_queued_job_as_every_user(
+def test_every_operation_on_jobs_kueue_holds_as_every_user(
     kueue_cluster: Cluster, tmp_path: Path
 ) -> None:
-    """``Queued``: held by Kueue — the real one on the real control plane, the simulated
-    one on the test bed — in a ClusterQueue whose GPUs a running job holds, so that no
-    job of the column is admitted whatever the operations free."""
+    """The jobs Kueue holds — the real Kueue on the real control plane, the simulated
+    one on the test bed. ``Queued``: in a ClusterQueue whose GPUs a running job holds,
+    so that no job of the column is admitted whatever the operations free.
+    ``Admitted``: in one that admits every job of its column (Kueue undoes a
+    ``spec.suspend`` set on such a job: the suite suspends it through its Workload)."""
     cluster = kueue_cluster
     queues = Queues(cluster)
     try:
         cq = queues.cluster_queue("matrix", {GPU: 4})
         queues.local_queue(MATRIX_QUEUE, cq)
+        queues.local_queue(ADMITTED_QUEUE, queues.cluster_queue("matrix-admitted", {"cpu": 1000}))
         with TrainerClient(cluster.config(), retry=FAST) as admin:
             blocker = admin.submit(gpu_job(cluster, MATRIX_QUEUE, behaviour="hold")).job.name
             admin.wait(blocker, "Running", timeout=120)
-        cells = _cells(cluster, ["Queued"], None)
-        assert len(cells) == len([k for k in EXPECTED if k[2] == "Queued"]) >= 30
+        cells = _cells(cluster, list(KUEUE_STATES), None)
+        assert len(cells) == len([k for k in EXPECTED if k[2] in KUEUE_STATES]) >= 60
         _run_matrix(cluster, cells, tmp_path)
     finally:
         queues.close()

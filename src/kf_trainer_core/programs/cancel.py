@@ -20,7 +20,6 @@ from kf_trainer_core.cluster.kueue import (
     holds_suspend,
     lookup,
     owned_workload,
-    queue_name,
 )
 from kf_trainer_core.cluster.status import TrainJob, to_trainjob
 from kf_trainer_core.fields import names
@@ -400,26 +399,18 @@ async def _set_active(
 
 async def resume(api: Api, namespace: str, name: str, kueue: KueueProbe | None = None) -> TrainJob:
     """Resume a suspended job. A job Kueue holds has its Workload made active again
-    (:func:`_set_active`) and runs when Kueue admits it; resumed by ``spec.suspend``,
+    (:func:`_set_active`) and runs when Kueue admits it: resumed by ``spec.suspend``,
     Kueue would suspend it again at once ("Not admitted by cluster queue"), after the
-    Trainer had begun to unsuspend its JobSet. With a ``kueue`` probe, a job Kueue still
-    holds is returned with its queue status."""
+    Trainer had begun to unsuspend its JobSet. With a ``kueue`` probe, such a job still
+    suspended is returned with its queue status."""
     names.require_job_name(name)
-    obj = await get_object(api, namespace, name)
-    through_kueue = await _set_active(api, namespace, obj, True)
-    held = through_kueue is not None or (
-        queue_name(obj) is not None and bool((obj.get("spec") or {}).get("suspend"))
-    )
-    if not held:
+    obj = await _set_active(api, namespace, await get_object(api, namespace, name), True)
+    if obj is None:
         return await _patch_suspend(api, namespace, name, False)
-    current = through_kueue or obj
-    if kueue is not None and (current.get("spec") or {}).get("suspend"):
-        queue = await lookup(api, namespace, current, kueue, positions=False)
-        if queue is not None and (through_kueue is not None or queue.waiting):
-            return to_trainjob(current, queue=queue)
-    if through_kueue is not None:
-        return to_trainjob(through_kueue)
-    return await _patch_suspend(api, namespace, name, False)
+    queue = None
+    if kueue is not None and (obj.get("spec") or {}).get("suspend"):
+        queue = await lookup(api, namespace, obj, kueue, positions=False)
+    return to_trainjob(obj, queue=queue)
 
 
 async def cancel(api: Api, namespace: str, name: str, action: str) -> bool:
