@@ -43,16 +43,13 @@ EVICTED = workload(
     active=False,
 )
 #: The same, active again and admitted.
-READMITTED = workload(
-    [
-        ("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue gpus"),
-        ("Evicted", "False", "QuotaReserved", f"Previously: {DEACTIVATED}"),
-        ("Admitted", "True", "Admitted", "The workload is admitted"),
-        ("Requeued", "True", "Reactivated", "The workload was reactivated"),
-    ],
-    active=True,
-    admission=ADMISSION,
-)
+READMITTED_CONDITIONS = [
+    ("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue gpus"),
+    ("Evicted", "False", "QuotaReserved", f"Previously: {DEACTIVATED}"),
+    ("Admitted", "True", "Admitted", "The workload is admitted"),
+    ("Requeued", "True", "Reactivated", "The workload was reactivated"),
+]
+READMITTED = workload(READMITTED_CONDITIONS, active=True, admission=ADMISSION)
 
 
 def shape(wl: Any) -> set[tuple[str, str, str, str]]:
@@ -99,3 +96,12 @@ def test_the_simulator_writes_what_kueue_writes() -> None:
     assert not rules.reactivation_due(admitted)
     rules.admitted(cq, {"nvidia.com/gpu": Decimal(4)}, 1)(admitted["status"])
     assert shape(admitted) == shape(READMITTED)
+
+
+def test_an_eviction_of_several_reasons_admitted_again_is_not_named_quota_reserved() -> None:
+    both = workload(READMITTED_CONDITIONS, active=True, admission=ADMISSION)
+    both["status"]["schedulingStats"]["evictions"].append(
+        {"reason": "Preempted", "underlyingCause": "", "count": 1}
+    )
+    q = queue_status("team-a", both)
+    assert [e.reason for e in q.evictions] == ["Evicted"]

@@ -521,9 +521,10 @@ class AsyncTrainerClient(Placement):
         return await set_suspended(await self._api(), self.namespace, name, True)
 
     async def resume_job(self, name: str) -> TrainJob:
-        """Resume a suspended job. A job Kueue holds (labelled for a queue, its Workload
-        not admitted) is left to Kueue, which would suspend it again at once: it comes
-        back as it is, with its queue status, and runs when Kueue admits it."""
+        """Resume a suspended job. A job Kueue holds (labelled for a queue, or dispatched
+        by MultiKueue) has its Workload made active again and runs when Kueue admits it
+        (``spec.suspend`` would be set back at once): it comes back with its queue
+        status, still suspended until then."""
         return await resume(await self._api(), self.namespace, name, self._kueue())
 
     # -- checkpoints -----------------------------------------------------------------

@@ -396,7 +396,7 @@ def queue_status(
                 for e in (status.get("schedulingStats") or {}).get("evictions") or []
                 if isinstance(e, Mapping) and e.get("reason")
             }
-            reason = counted.pop() if len(counted) == 1 else reason
+            reason = counted.pop() if len(counted) == 1 else "Evicted"
         evictions.append(
             Eviction(
                 reason=reason,

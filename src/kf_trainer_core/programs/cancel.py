@@ -13,6 +13,7 @@ from kf_trainer_core.base.errors import (
     TrainJobNotFoundError,
 )
 from kf_trainer_core.base.quoting import shown
+from kf_trainer_core.base.timeutil import now
 from kf_trainer_core.cluster.kueue import (
     JOB_UID_LABEL,
     WORKLOADS,
@@ -61,6 +62,9 @@ KEPT_CHANGING = "kept changing while it was being deleted"
 #: within moments of the job's creation) before it sets ``spec.suspend`` instead, and
 #: then for Kueue to suspend the job once its Workload is deactivated.
 WORKLOAD_WAIT_SECONDS = 5.0
+#: A job younger than this (by its creationTimestamp, the API server's clock) may not
+#: have its Workload yet; an older one without one has none coming.
+NEW_JOB_SECONDS = 30.0
 
 Guard = Callable[[Mapping[str, Any]], Awaitable[str | None]]
 """What a caller checks of the job as it is now, before each step that changes it: a
@@ -113,8 +117,10 @@ async def remove(
        unfinished job Kueue holds (:func:`~kf_trainer_core.cluster.kueue.holds_suspend`):
        Kueue unsuspends an admitted one at once (the delete would then lose every round
        to it, and its pods be restarted meanwhile), and a queued one is suspended
-       already. Nor, after a round in which another controller undid the suspend, in
-       the rounds that follow: the delete is not a tug of war;
+       already; one the delete leaves in place a while (a ``Foreground`` delete,
+       another controller's finalizer) has its Workload deactivated instead. Nor, after
+       a round in which another controller undid the suspend, in the rounds that
+       follow: the delete is not a tug of war;
     3. deletes it in the background, under the same preconditions: the TrainJob is gone
        at once, the garbage collector removes its JobSet, Jobs and pods in a pass of its
        own. A ``Foreground`` delete (asked for explicitly) keeps the TrainJob until then
@@ -151,7 +157,12 @@ async def remove(
         vanished = None
         running = not (obj.get("spec") or {}).get("suspend")
         undone = undone or (suspended_here and running)
-        suspend = running and not undone and not (holds_suspend(obj) and not is_finished(obj))
+        kueues = holds_suspend(obj) and not is_finished(obj)
+        suspend = running and not undone and not kueues
+        # A job that outlives the delete request (a foreground delete, another
+        # controller's finalizer) is reconciled meanwhile: one Kueue holds is stopped
+        # the Kueue way, its Workload deactivated.
+        lingers = propagation != "Background" or bool(set(meta.get("finalizers") or ()))
         # A job already being deleted is deleted again under its uid alone: the API
         # server refuses a resourceVersion precondition on a job held in a foreground
         # delete (409, "Precondition failed: ResourceVersion in precondition: …, … in
@@ -176,6 +187,8 @@ async def remove(
                 else:
                     suspended_here = True
                     version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+            if kueues and running and lingers:
+                await _deactivate_quietly(api, namespace, obj)
             answer = await api(
                 _delete(namespace, name, propagation, uid, version if pinned else "")
             )
@@ -354,14 +367,61 @@ async def _set_active(
     worker removed) and stays so until it is active again, when it queues anew.
 
     ``None`` where ``spec.suspend`` is the way: a job Kueue does not hold, a finished
-    one (Kueue leaves it alone), or one without a Workload (no Kueue here, or Kueue does
-    not manage the namespace). A job its webhook has just suspended gets its Workload
-    within moments: a suspend waits for it, up to :data:`WORKLOAD_WAIT_SECONDS`."""
+    one (Kueue leaves it alone), or one without a Workload to be seen (no Kueue here,
+    Kueue does not manage the namespace, or Workloads may not be read)."""
+    workload = await _workload_of(api, namespace, obj, patient=not active)
+    if workload is None:
+        return None
+    if ((workload.get("spec") or {}).get("active") is not False) != active:
+        wl_name = str((workload.get("metadata") or {}).get("name"))
+        await api(Patch(WORKLOADS, namespace, wl_name, {"spec": {"active": active}}))
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    job = await get_object(api, namespace, name)
+    # Kueue suspends the job of a deactivated Workload a moment later (0.1-0.2 s
+    # measured): a suspend returns the job suspended, as a spec.suspend would.
+    waited, delay = 0.0, 0.05
+    while not active and not (job.get("spec") or {}).get("suspend") and not is_finished(job):
+        if waited >= WORKLOAD_WAIT_SECONDS:
+            # Kueue did not act (its controller down or behind): the suspend is set
+            # here. Kueue keeps the job of an inactive Workload suspended, so it stays.
+            stopped: Mapping[str, Any] = await api(
+                Patch(TRAINJOBS, namespace, name, {"spec": {"suspend": True}})
+            )
+            return stopped
+        await api.sleep(delay)
+        waited += delay
+        delay = min(delay * 2, 0.5)
+        job = await get_object(api, namespace, name)
+    return job
+
+
+async def _deactivate_quietly(api: Api, namespace: str, obj: Mapping[str, Any]) -> None:
+    """Deactivate the Workload of a job Kueue holds that a delete leaves in place for a
+    while; a failure only leaves it as it was (the delete asked for goes ahead)."""
+    try:
+        workload = await _workload_of(api, namespace, obj)
+        if workload is not None and (workload.get("spec") or {}).get("active") is not False:
+            wl_name = str((workload.get("metadata") or {}).get("name"))
+            await api(Patch(WORKLOADS, namespace, wl_name, {"spec": {"active": False}}))
+    except ApiError:
+        pass
+
+
+async def _workload_of(
+    api: Api, namespace: str, obj: Mapping[str, Any], *, patient: bool = False
+) -> Mapping[str, Any] | None:
+    """The Workload of the unfinished job ``obj`` if Kueue holds it, else ``None`` (also
+    where Workloads may not be read: 401/403, as :func:`~kf_trainer_core.cluster.kueue.
+    lookup` takes it). ``patient``: a job created a moment ago, which Kueue's webhook
+    suspended, gets its Workload within moments; it is waited for, up to
+    :data:`WORKLOAD_WAIT_SECONDS` (an older job without one has none coming)."""
     if not holds_suspend(obj) or is_finished(obj):
         return None
     meta = obj.get("metadata") or {}
-    uid, name = str(meta.get("uid") or ""), str(meta.get("name") or "")
-    patient = not active and bool((obj.get("spec") or {}).get("suspend"))
+    uid = str(meta.get("uid") or "")
+    created = untrusted.timestamp(meta.get("creationTimestamp"))
+    young = created is not None and (now() - created).total_seconds() < NEW_JOB_SECONDS
+    patient = patient and young and bool((obj.get("spec") or {}).get("suspend"))
     waited, delay = 0.0, 0.1
     while True:
         try:
@@ -369,32 +429,15 @@ async def _set_active(
                 ListObjects(WORKLOADS, namespace, label_selector=f"{JOB_UID_LABEL}={uid}")
             )
         except ApiError as err:
-            if err.not_found:
+            if err.not_found or err.code in (401, 403):
                 return None
             raise
         workload = owned_workload(listing.get("items") or [], uid or None)
-        if workload is not None:
-            break
-        if not patient or waited >= WORKLOAD_WAIT_SECONDS:
-            return None
+        if workload is not None or not patient or waited >= WORKLOAD_WAIT_SECONDS:
+            return workload
         await api.sleep(delay)
         waited += delay
         delay = min(delay * 2, 0.5)
-    if ((workload.get("spec") or {}).get("active") is not False) != active:
-        wl_name = str((workload.get("metadata") or {}).get("name"))
-        await api(Patch(WORKLOADS, namespace, wl_name, {"spec": {"active": active}}))
-    job = await get_object(api, namespace, name)
-    # Kueue suspends the job of a deactivated Workload a moment later (0.1-0.2 s
-    # measured): a suspend returns the job suspended, as a spec.suspend would.
-    waited, delay = 0.0, 0.05
-    while not active and not (job.get("spec") or {}).get("suspend"):
-        if waited >= WORKLOAD_WAIT_SECONDS or is_finished(job):
-            break
-        await api.sleep(delay)
-        waited += delay
-        delay = min(delay * 2, 0.5)
-        job = await get_object(api, namespace, name)
-    return job
 
 
 async def resume(api: Api, namespace: str, name: str, kueue: KueueProbe | None = None) -> TrainJob:
@@ -482,13 +525,26 @@ async def stop_unfinished(
             api, TRAINJOBS, namespace, label_selector=selector, slim=slim_trainjob
         )
         objs = listing["items"]
-    done = []
+    done, stuck = [], []
     for obj in objs:
         job = to_trainjob(obj)
         if identity is not None and job.identity not in (None, identity):
             continue
         if job.status.terminal or job.deleting:
             continue
-        if await cancel(api, namespace, job.name, action):
-            done.append(job.name)
+        # One job another controller keeps writing does not leave the others running.
+        try:
+            if await cancel(api, namespace, job.name, action):
+                done.append(job.name)
+        except DeleteConflictError:
+            stuck.append(job.name)
+    if stuck:
+        raise DeleteConflictError(
+            f"TrainJob(s) {', '.join(stuck)} in namespace {namespace} were not deleted: "
+            f"each changed between each read and the delete, {ROUNDS} times (another "
+            f"controller keeps writing them); {len(done)} other job(s) were stopped"
+            f"{': ' + ', '.join(done) if done else ''}. Fix: try again.",
+            namespace=namespace,
+            name=stuck[0],
+        )
     return done
