@@ -82,6 +82,11 @@ def _ended_unwritten(client: TrainerClient, config: LocalConfig, counter: Path) 
     trainer = CustomTrainer(scripted, func_args={"counter": str(counter), "plan": "ok"})
     job, _ = client.wait(client.train(trainer=trainer), timeout=60)
     paths = Paths(str(config.state_dir))
+    # The supervisor writes Complete, then ends: until it has, it holds the job's lock
+    # (a repair takes it for alive) and removes its marker on the way out (seen in CI).
+    lock = JobLock(paths, str(job.uid))
+    wait_for(lambda: lock.acquire(blocking=False), 30, "the supervisor's end")
+    lock.release()
     store = Store(paths.db)
     try:
         with store.write() as tx:
