@@ -372,9 +372,7 @@ async def _set_active(
     workload = await _workload_of(api, namespace, obj, patient=not active)
     if workload is None:
         return None
-    if ((workload.get("spec") or {}).get("active") is not False) != active:
-        wl_name = str((workload.get("metadata") or {}).get("name"))
-        await api(Patch(WORKLOADS, namespace, wl_name, {"spec": {"active": active}}))
+    await _switch(api, namespace, workload, active)
     name = str((obj.get("metadata") or {}).get("name") or "")
     job = await get_object(api, namespace, name)
     # Kueue suspends the job of a deactivated Workload a moment later (0.1-0.2 s
@@ -400,11 +398,17 @@ async def _deactivate_quietly(api: Api, namespace: str, obj: Mapping[str, Any]) 
     while; a failure only leaves it as it was (the delete asked for goes ahead)."""
     try:
         workload = await _workload_of(api, namespace, obj)
-        if workload is not None and (workload.get("spec") or {}).get("active") is not False:
-            wl_name = str((workload.get("metadata") or {}).get("name"))
-            await api(Patch(WORKLOADS, namespace, wl_name, {"spec": {"active": False}}))
+        if workload is not None:
+            await _switch(api, namespace, workload, False)
     except ApiError:
         pass
+
+
+async def _switch(api: Api, namespace: str, workload: Mapping[str, Any], active: bool) -> None:
+    """Set the Workload's ``spec.active`` (unset reads true), unless it already is."""
+    if ((workload.get("spec") or {}).get("active") is not False) != active:
+        wl_name = str((workload.get("metadata") or {}).get("name"))
+        await api(Patch(WORKLOADS, namespace, wl_name, {"spec": {"active": active}}))
 
 
 async def _workload_of(
