@@ -193,7 +193,10 @@ def test_suspend_and_resume_of_jobs_kueue_holds_go_through_their_workloads(
     until(lambda: (q := client.get_job(queued).queue) is not None and q.pending_message)
 
     # The admitted one: suspended for good, and its quota goes to the queued one.
+    # (cancel_job returns once Kueue suspended the job; the Trainer marks it a moment
+    # later.)
     assert client.cancel_job(running, "suspend")
+    state(client, running, JobState.SUSPENDED)
     stays(client, running, JobState.SUSPENDED)
     state(client, queued, JobState.RUNNING)
     held = client.get_job(running).queue
@@ -203,7 +206,7 @@ def test_suspend_and_resume_of_jobs_kueue_holds_go_through_their_workloads(
     assert "deactivated" in held.line()
 
     # A queued one suspended stays so when quota frees; resumed, it is admitted.
-    client.suspend_job(running)  # already: nothing changes
+    assert client.suspend_job(running).status is JobState.SUSPENDED  # already: no change
     assert client.delete_job(queued)
     stays(client, running, JobState.SUSPENDED)
     client.resume_job(running)

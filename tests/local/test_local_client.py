@@ -322,7 +322,7 @@ def test_suspend_running_job_kills_pods_and_resume_restarts(client: TrainerClien
     name = client.train(trainer=CustomTrainer(resumable, func_args={"marker": "/workspace/m"}))
     client.wait_for_job_status(name, status="Running", timeout=30)
     wait_for(lambda: any("first run" in x for x in client.get_job_logs(name)), what="first run")
-    client.suspend_job(name)
+    assert client.suspend_job(name).status is JobState.SUSPENDED  # as on a cluster
     job = client.wait_for_job_status(name, status="Suspended", timeout=30)
     assert job.steps == []  # the pods went
     suspended = next(c for c in job.conditions if c["type"] == "Suspended")

@@ -517,8 +517,11 @@ class AsyncTrainerClient(Placement):
         return await delete(await self._api(), self.namespace, name, propagation)
 
     async def suspend_job(self, name: str) -> TrainJob:
-        """Suspend: the pods go, the job stays and can be resumed."""
-        return await set_suspended(await self._api(), self.namespace, name, True)
+        """Suspend: the pods go, the job stays and can be resumed. Returns once the
+        Trainer has marked the job ``Suspended`` (a job Kueue holds: its Workload
+        deactivated, see docs/kueue.md), so the job returned reads so; after 5 s
+        without it, the job as it is."""
+        return await set_suspended(await self._api(), self.namespace, name, True, settle=True)
 
     async def resume_job(self, name: str) -> TrainJob:
         """Resume a suspended job. A job Kueue holds (labelled for a queue, or dispatched

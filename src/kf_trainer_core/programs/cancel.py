@@ -22,7 +22,7 @@ from kf_trainer_core.cluster.kueue import (
     lookup,
     owned_workload,
 )
-from kf_trainer_core.cluster.status import TrainJob, to_trainjob
+from kf_trainer_core.cluster.status import JobState, TrainJob, job_state, to_trainjob
 from kf_trainer_core.fields import names
 from kf_trainer_core.k8s.api import Api
 from kf_trainer_core.k8s.calls import Delete, Get, ListObjects, Patch
@@ -65,6 +65,9 @@ WORKLOAD_WAIT_SECONDS = 5.0
 #: A job younger than this (by its creationTimestamp, the API server's clock) may not
 #: have its Workload yet; an older one without one has none coming.
 NEW_JOB_SECONDS = 30.0
+#: How long a settled suspend (:func:`set_suspended`) waits, at most, for the Trainer to
+#: mark the job ``Suspended`` once its ``spec.suspend`` is set.
+TRAINER_WAIT_SECONDS = 5.0
 
 Guard = Callable[[Mapping[str, Any]], Awaitable[str | None]]
 """What a caller checks of the job as it is now, before each step that changes it: a
@@ -333,26 +336,72 @@ async def _until_jobset_collected(api: Api, namespace: str, name: str, uid: str)
         delay = min(delay * 2, 0.5)
 
 
-async def set_suspended(api: Api, namespace: str, name: str, suspended: bool) -> TrainJob:
+async def set_suspended(
+    api: Api, namespace: str, name: str, suspended: bool, *, settle: bool = False
+) -> TrainJob:
     """Suspend (pods are removed, the job kept) or resume a job. A job Kueue holds is
-    suspended and resumed through its Workload (:func:`_set_active`)."""
+    suspended and resumed through its Workload (:func:`_set_active`).
+
+    ``settle``: a suspend returns once the Trainer has marked the job ``Suspended``
+    (30-100 ms measured on a real control plane), so the job returned, and every read
+    after it, says so; at most :data:`TRAINER_WAIT_SECONDS`, then as it is. Without it
+    the job comes back as the API server answered the change, still ``Running``."""
     names.require_job_name(name)
     obj = await get_object(api, namespace, name)
-    through_kueue = await _set_active(api, namespace, obj, not suspended)
-    if through_kueue is not None:
-        return to_trainjob(through_kueue)
-    return await _patch_suspend(api, namespace, name, suspended)
+    changed = await _set_active(api, namespace, obj, not suspended)
+    if changed is None:
+        changed = await _patch_suspend(api, namespace, name, suspended)
+    if settle and suspended:
+        changed, _ = await _read_until(
+            api, namespace, name, changed, _marked_suspended, TRAINER_WAIT_SECONDS
+        )
+    return to_trainjob(changed)
 
 
-async def _patch_suspend(api: Api, namespace: str, name: str, suspended: bool) -> TrainJob:
+def _marked_suspended(obj: Mapping[str, Any]) -> bool:
+    """Whether there is nothing more to wait for after a suspend: the Trainer marked
+    the job ``Suspended``, it finished, or its ``spec.suspend`` was undone meanwhile
+    (another controller's say; the job is returned as it is)."""
+    return (
+        job_state(obj) is JobState.SUSPENDED
+        or is_finished(obj)
+        or not (obj.get("spec") or {}).get("suspend")
+    )
+
+
+async def _patch_suspend(api: Api, namespace: str, name: str, suspended: bool) -> Mapping[str, Any]:
     """Set ``spec.suspend`` (the Trainer removes or recreates the pods)."""
     try:
-        obj = await api(Patch(TRAINJOBS, namespace, name, {"spec": {"suspend": suspended}}))
+        changed: Mapping[str, Any] = await api(
+            Patch(TRAINJOBS, namespace, name, {"spec": {"suspend": suspended}})
+        )
     except ApiError as err:
         if err.not_found:
             raise await job_not_found(api, namespace, name) from None
         raise
-    return to_trainjob(obj)
+    return changed
+
+
+async def _read_until(
+    api: Api,
+    namespace: str,
+    name: str,
+    obj: Mapping[str, Any],
+    done: Callable[[Mapping[str, Any]], bool],
+    seconds: float,
+) -> tuple[Mapping[str, Any], bool]:
+    """Read the job ``name`` (``obj``, as last read) again until ``done`` holds of it:
+    one read per round, from 50 ms growing to 0.5 s, for at most ``seconds``. The job as
+    last read, and whether ``done`` held."""
+    waited, delay = 0.0, 0.05
+    while not done(obj):
+        if waited >= seconds:
+            return obj, False
+        await api.sleep(delay)
+        waited += delay
+        delay = min(delay * 2, 0.5)
+        obj = await get_object(api, namespace, name)
+    return obj, True
 
 
 async def _set_active(
@@ -374,23 +423,24 @@ async def _set_active(
         return None
     await _switch(api, namespace, workload, active)
     name = str((obj.get("metadata") or {}).get("name") or "")
-    job = await get_object(api, namespace, name)
+    job: Mapping[str, Any] = await get_object(api, namespace, name)
+    if active:
+        return job
     # Kueue suspends the job of a deactivated Workload a moment later (0.1-0.2 s
     # measured): a suspend returns the job suspended, as a spec.suspend would.
-    waited, delay = 0.0, 0.05
-    while not active and not (job.get("spec") or {}).get("suspend") and not is_finished(job):
-        if waited >= WORKLOAD_WAIT_SECONDS:
-            # Kueue did not act (its controller down or behind): the suspend is set
-            # here. Kueue keeps the job of an inactive Workload suspended, so it stays.
-            stopped: Mapping[str, Any] = await api(
-                Patch(TRAINJOBS, namespace, name, {"spec": {"suspend": True}})
-            )
-            return stopped
-        await api.sleep(delay)
-        waited += delay
-        delay = min(delay * 2, 0.5)
-        job = await get_object(api, namespace, name)
-    return job
+    job, taken = await _read_until(
+        api,
+        namespace,
+        name,
+        job,
+        lambda j: bool((j.get("spec") or {}).get("suspend")) or is_finished(j),
+        WORKLOAD_WAIT_SECONDS,
+    )
+    if taken:
+        return job
+    # Kueue did not act (its controller down or behind): the suspend is set here.
+    # Kueue keeps the job of an inactive Workload suspended, so it stays.
+    return await _patch_suspend(api, namespace, name, True)
 
 
 async def _deactivate_quietly(api: Api, namespace: str, obj: Mapping[str, Any]) -> None:
@@ -453,7 +503,7 @@ async def resume(api: Api, namespace: str, name: str, kueue: KueueProbe | None =
     names.require_job_name(name)
     obj = await _set_active(api, namespace, await get_object(api, namespace, name), True)
     if obj is None:
-        return await _patch_suspend(api, namespace, name, False)
+        return to_trainjob(await _patch_suspend(api, namespace, name, False))
     queue = None
     if kueue is not None and (obj.get("spec") or {}).get("suspend"):
         queue = await lookup(api, namespace, obj, kueue, positions=False)
