@@ -214,9 +214,13 @@ def test_foreign_job_failure_and_deletion_are_seen(
 
         import threading
 
-        threading.Timer(1.0, lambda: client.delete_job("sdk-deleted")).start()
+        deleting = threading.Timer(1.0, lambda: client.delete_job("sdk-deleted"))
+        deleting.start()
         with pytest.raises(TrainJobDeletedError):
             client.wait("sdk-deleted", timeout=60)
+        # The wait sees the job go before the delete has seen its JobSet collected:
+        # the client stays open until the delete is done.
+        deleting.join()
 
 
 async def test_async_foreign_job_and_many_others(
