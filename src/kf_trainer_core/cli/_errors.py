@@ -11,6 +11,8 @@ from enum import IntEnum
 
 import click
 
+from kf_trainer_core.base.errors import ClassifiedFailure, FailureClass
+
 
 class Exit(IntEnum):
     """The exit codes (documented in docs/cli.md)."""
@@ -54,6 +56,10 @@ def classify(exc: BaseException, look: str = "kf-trainer jobs list") -> tuple[Ex
         return Exit.JOB_FAILED, str(exc)
     if isinstance(exc, errors.DeleteRefusedError):
         return Exit.UNREACHABLE, str(exc)  # says what became of the job, and the fix
+    if isinstance(exc, errors.DeleteConflictError):
+        return Exit.CONFLICT, str(exc)  # another controller kept writing the job
+    if isinstance(exc, errors.WorkerUnreachableError):
+        return Exit.UNREACHABLE, str(exc)  # names the worker and the fix
     if isinstance(exc, errors.TrainJobTimeoutError):
         if exc.lines is not None:
             # The wait said what holds the job up, the fix of its class and what it
@@ -86,6 +92,12 @@ def classify(exc: BaseException, look: str = "kf-trainer jobs list") -> tuple[Ex
     if isinstance(exc, (errors.SpecError, ValueError, TypeError)):
         # The core's bad-input errors are ValueErrors naming the field and the fix.
         return Exit.BAD_INPUT, str(exc)
+    if isinstance(exc, ClassifiedFailure):
+        # Every error of the core says what happened and the fix: one not named above
+        # is no bug of the command. Its failure class picks the code.
+        return _BY_CLASS.get(exc.failure_class, Exit.CONFLICT), str(exc)
+    if isinstance(exc, errors.KFTrainerError):
+        return Exit.CONFLICT, str(exc)
     if isinstance(exc, FileNotFoundError):
         return Exit.BAD_INPUT, _then(f"{exc.filename or exc}: no such file", "check the path.")
     if isinstance(exc, (ConnectionError, OSError)):
@@ -94,6 +106,16 @@ def classify(exc: BaseException, look: str = "kf-trainer jobs list") -> tuple[Ex
         f"unexpected {type(exc).__name__}: {exc} "
         "(set KF_TRAINER_DEBUG=1 for the traceback and report it)"
     )
+
+
+#: The exit code of a core error no rule of :func:`classify` names, by its failure class
+#: (one without a class: :attr:`Exit.CONFLICT`, the cluster would not do it).
+_BY_CLASS = {
+    FailureClass.INFRASTRUCTURE: Exit.UNREACHABLE,
+    FailureClass.CAPACITY: Exit.CONFLICT,
+    FailureClass.CONFIGURATION: Exit.BAD_INPUT,
+    FailureClass.USER_CODE: Exit.JOB_FAILED,
+}
 
 
 #: Where the command's user chose the cluster and credentials (the fixes of the API's

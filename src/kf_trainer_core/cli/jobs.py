@@ -328,20 +328,35 @@ def _act(ctx: click.Context, name: str, verb: str, action: Any) -> None:
 @where_options
 @click.pass_context
 def delete(ctx: click.Context, names: tuple[str, ...]) -> None:
-    """Delete jobs (their pods and JobSet go with them)."""
+    """Delete jobs (their pods and JobSet go with them). Every job that can be deleted
+    is; each one that could not be is reported, and the exit code is the first's."""
+    from kf_trainer_core.cli._errors import classify, one_line
+    from kf_trainer_core.errors import DeleteConflictError, DeleteRefusedError
+
     for name in names:
         _name(name)
     client = make_client(ctx)
     missing = []
+    failures: list[tuple[Exit, str]] = []
     for name in names:
-        if client.delete_job(name):
+        try:
+            deleted = client.delete_job(name)
+        except (DeleteConflictError, DeleteRefusedError) as exc:
+            # Said of this job alone (nothing of it was changed): the others still go.
+            failures.append(classify(exc))
+            continue
+        if deleted:
             click.echo(f"{client.namespace}/{name}: deleted")
         else:
             missing.append(name)
     if missing:
-        raise CliError(
-            f"not found in namespace {client.namespace}: {', '.join(missing)}", Exit.NOT_FOUND
+        failures.append(
+            (Exit.NOT_FOUND, f"not found in namespace {client.namespace}: {', '.join(missing)}")
         )
+    if failures:
+        for _, message in failures[:-1]:
+            click.echo(f"kf-trainer: error: {one_line(message)}", err=True)
+        raise CliError(failures[-1][1], failures[0][0])
 
 
 @_job_command("cancel")
