@@ -162,6 +162,10 @@ async def test_async_client_reports_the_queue(
     aclient: AsyncTrainerClient, server: KubeTestServer, kueue: KueueSimulator
 ) -> None:
     blocker = (await aclient.submit(gpu_job(scenario="never-finish"))).job.name
+    # Admitted before the next is made: two jobs of the same second are admitted in the
+    # order of their names (Kueue's FIFO goes by creationTimestamp), which a random
+    # suffix decides; the blocker came second once in about 40 runs.
+    await aclient.wait(blocker, "Running", timeout=30)
     name = (await aclient.submit(gpu_job())).job.name
     seen: list[QueueStatus] = []
 
