@@ -14,7 +14,7 @@ from typing_extensions import Unpack
 
 from kf_trainer_core.base import untrusted
 from kf_trainer_core.base.timeutil import duration_text
-from kf_trainer_core.cli._errors import CliError, Exit
+from kf_trainer_core.cli._errors import CliError, Exit, classify, one_line
 from kf_trainer_core.cli._output import (
     age,
     device_text,
@@ -330,7 +330,6 @@ def _act(ctx: click.Context, name: str, verb: str, action: Any) -> None:
 def delete(ctx: click.Context, names: tuple[str, ...]) -> None:
     """Delete jobs (their pods and JobSet go with them). Every job that can be deleted
     is; each one that could not be is reported, and the exit code is the first's."""
-    from kf_trainer_core.cli._errors import classify, one_line
     from kf_trainer_core.errors import DeleteConflictError, DeleteRefusedError
 
     for name in names:
