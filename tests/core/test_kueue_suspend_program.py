@@ -105,6 +105,25 @@ def test_only_a_new_job_waits_for_its_workload(age: float, lists: int) -> None:
     assert patches(calls, TRAINJOBS) == [{"spec": {"suspend": True}}]
 
 
+def test_a_resume_right_after_the_submit_leaves_the_job_to_kueue() -> None:
+    """Within moments of its creation a job Kueue's webhook suspended has no Workload
+    yet: the resume waits for it, and leaves the job suspended for Kueue to admit (a
+    spec.suspend: false would start its pods, and Kueue suspend it again)."""
+    lists = iter([[], [], [workload()]])
+
+    def answer(call: Any) -> Any:
+        if isinstance(call, ListObjects):
+            return {"items": next(lists)}
+        if isinstance(call, Sleep):
+            return None
+        return job(suspend=True, age=1)
+
+    out, calls = play(lambda api: cancel.resume(api, "ns", "j"), answer)
+    assert patches(calls, TRAINJOBS) == []
+    assert patches(calls, WORKLOADS) == []  # active already: Kueue admits it in turn
+    assert out.name == "j"
+
+
 def test_a_foreground_delete_deactivates_the_workload_of_a_job_kueue_holds() -> None:
     """The job outlives the request, and the Trainer reconciles it meanwhile: it is
     stopped the Kueue way (a spec.suspend would be undone)."""

@@ -418,7 +418,7 @@ async def _set_active(
     ``None`` where ``spec.suspend`` is the way: a job Kueue does not hold, a finished
     one (Kueue leaves it alone), or one without a Workload to be seen (no Kueue here,
     Kueue does not manage the namespace, or Workloads may not be read)."""
-    workload = await _workload_of(api, namespace, obj, patient=not active)
+    workload = await _workload_of(api, namespace, obj)
     if workload is None:
         return None
     await _switch(api, namespace, workload, active)
@@ -462,20 +462,22 @@ async def _switch(api: Api, namespace: str, workload: Mapping[str, Any], active:
 
 
 async def _workload_of(
-    api: Api, namespace: str, obj: Mapping[str, Any], *, patient: bool = False
+    api: Api, namespace: str, obj: Mapping[str, Any]
 ) -> Mapping[str, Any] | None:
     """The Workload of the unfinished job ``obj`` if Kueue holds it, else ``None`` (also
     where Workloads may not be read: 401/403, as :func:`~kf_trainer_core.cluster.kueue.
-    lookup` takes it). ``patient``: a job created a moment ago, which Kueue's webhook
-    suspended, gets its Workload within moments; it is waited for, up to
-    :data:`WORKLOAD_WAIT_SECONDS` (an older job without one has none coming)."""
+    lookup` takes it). A job created a moment ago, which Kueue's webhook suspended, gets
+    its Workload within moments: it is waited for, up to :data:`WORKLOAD_WAIT_SECONDS`
+    (an older job without one has none coming). So a resume right after the submit
+    leaves the job to Kueue too (a ``spec.suspend: false`` would start its pods, and
+    Kueue suspend it again: not admitted)."""
     if not holds_suspend(obj) or is_finished(obj):
         return None
     meta = obj.get("metadata") or {}
     uid = str(meta.get("uid") or "")
     created = untrusted.timestamp(meta.get("creationTimestamp"))
     young = created is not None and (now() - created).total_seconds() < NEW_JOB_SECONDS
-    patient = patient and young and bool((obj.get("spec") or {}).get("suspend"))
+    patient = young and bool((obj.get("spec") or {}).get("suspend"))
     waited, delay = 0.0, 0.1
     while True:
         try:
