@@ -39,6 +39,12 @@ def test_a_job_that_keeps_changing_is_reported_and_the_others_are_deleted(
     assert lines[1] == "kf-trainer: error: not found in namespace default: missing-one"
     assert [j.name for j in client.list_jobs()] == [first]
 
+    # The exit code is that of the first job named that was not deleted.
+    kube.faults.fail_next(ROUNDS, code=409, retry_after=None, verb="delete", resource="trainjobs")
+    got = run_main(capsys, "jobs", "delete", "missing-one", first, *where)
+    assert got.code == Exit.NOT_FOUND, got.err
+    assert got.err.splitlines()[-1].endswith("not found in namespace default: missing-one")
+
 
 def _unset(cls: type[BaseException]) -> BaseException:
     """An instance of ``cls`` without its constructor's arguments (only its class and a

@@ -329,33 +329,36 @@ def _act(ctx: click.Context, name: str, verb: str, action: Any) -> None:
 @click.pass_context
 def delete(ctx: click.Context, names: tuple[str, ...]) -> None:
     """Delete jobs (their pods and JobSet go with them). Every job that can be deleted
-    is; each one that could not be is reported, and the exit code is the first's."""
+    is; each one that could not be is reported, and the exit code is that of the first
+    named."""
     from kf_trainer_core.errors import DeleteConflictError, DeleteRefusedError
 
     for name in names:
         _name(name)
     client = make_client(ctx)
     missing = []
-    failures: list[tuple[Exit, str]] = []
+    failures: list[str] = []
+    first: Exit | None = None  # the exit code of the first job, in the order named
     for name in names:
         try:
             deleted = client.delete_job(name)
         except (DeleteConflictError, DeleteRefusedError) as exc:
             # Said of this job alone (nothing of it was changed): the others still go.
-            failures.append(classify(exc))
+            code, message = classify(exc)
+            failures.append(message)
+            first = first or code
             continue
         if deleted:
             click.echo(f"{client.namespace}/{name}: deleted")
         else:
             missing.append(name)
+            first = first or Exit.NOT_FOUND
     if missing:
-        failures.append(
-            (Exit.NOT_FOUND, f"not found in namespace {client.namespace}: {', '.join(missing)}")
-        )
-    if failures:
-        for _, message in failures[:-1]:
+        failures.append(f"not found in namespace {client.namespace}: {', '.join(missing)}")
+    if first is not None:
+        for message in failures[:-1]:
             click.echo(f"kf-trainer: error: {one_line(message)}", err=True)
-        raise CliError(failures[-1][1], failures[0][0])
+        raise CliError(failures[-1], first)
 
 
 @_job_command("cancel")
